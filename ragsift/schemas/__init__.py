@@ -1,1 +1,71 @@
-"""ragsift.schemas."""
+"""Event contracts: pydantic v2 models, no I/O; JSON Schema export for other languages."""
+
+from ragsift.schemas.base import (
+    MAX_K,
+    MAX_QUERY_CHARS,
+    MAX_TEXT_CHARS,
+    MAX_VECTOR_DIM,
+    TENANT_PATTERN,
+    EventModel,
+    derive_id,
+    utcnow,
+)
+from ragsift.schemas.deadletter import DeadLetter
+from ragsift.schemas.downstream import Badge, Decision, Report, ReviewItem, ReviewQueue
+from ragsift.schemas.evidence import EvidenceData, EvidenceEvent, EvidenceType
+from ragsift.schemas.ingest import DocumentEvent, FeedbackEvent, SourceType
+from ragsift.schemas.query import QueryEvent, RetrievalStrategy, SearchMode
+from ragsift.schemas.registry import ALL_SCHEMAS, export_json_schemas, json_schema_documents
+from ragsift.schemas.retrieval import (
+    CacheInfo,
+    Citation,
+    ConfidenceBreakdown,
+    DroppedHit,
+    ErrorInfo,
+    Level,
+    Outcome,
+    RetrievalResult,
+    RetrievedChunk,
+    Status,
+    StopReason,
+)
+
+__all__ = [
+    "ALL_SCHEMAS",
+    "MAX_K",
+    "MAX_QUERY_CHARS",
+    "MAX_TEXT_CHARS",
+    "MAX_VECTOR_DIM",
+    "TENANT_PATTERN",
+    "Badge",
+    "CacheInfo",
+    "Citation",
+    "ConfidenceBreakdown",
+    "DeadLetter",
+    "Decision",
+    "DocumentEvent",
+    "DroppedHit",
+    "ErrorInfo",
+    "EventModel",
+    "EvidenceData",
+    "EvidenceEvent",
+    "EvidenceType",
+    "FeedbackEvent",
+    "Level",
+    "Outcome",
+    "QueryEvent",
+    "Report",
+    "RetrievalResult",
+    "RetrievalStrategy",
+    "RetrievedChunk",
+    "ReviewItem",
+    "ReviewQueue",
+    "SearchMode",
+    "SourceType",
+    "Status",
+    "StopReason",
+    "derive_id",
+    "export_json_schemas",
+    "json_schema_documents",
+    "utcnow",
+]

@@ -1,0 +1,99 @@
+"""The one root exception of ragsift and the subclasses handlers branch on.
+
+Every exception carries the fields a handler needs to route it (stage, query
+id, retry hint) instead of burying them in the message.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "DecodeError",
+    "InvalidEventError",
+    "RagsiftError",
+    "RetrievalFailedError",
+    "ServiceUnavailableError",
+]
+
+
+class RagsiftError(Exception):
+    """Root of every error ragsift raises on purpose.
+
+    Args:
+        message: what went wrong, naming the bad value.
+        stage: the pipeline stage that failed (``decode``, ``validate``,
+            ``embed``, ``search``, ``cache``, ``score``, ``emit``...).
+        query_id: the query the error belongs to, when known.
+    """
+
+    stage: str = "unknown"
+
+    def __init__(self, message: str, *, stage: str | None = None, query_id: str | None = None):
+        super().__init__(message)
+        self.message = message
+        if stage is not None:
+            self.stage = stage
+        self.query_id = query_id
+
+    def to_dict(self) -> dict[str, str | None]:
+        """Fields for a dead letter or a log line."""
+        return {
+            "error_type": type(self).__name__,
+            "error": self.message,
+            "stage": self.stage,
+            "query_id": self.query_id,
+        }
+
+
+class ConfigurationError(RagsiftError):
+    """Settings that cannot work together (raised at start-up, never per event)."""
+
+    stage = "config"
+
+
+class DecodeError(RagsiftError):
+    """Bytes on a topic that are not a valid event: bad JSON or a schema violation."""
+
+    stage = "decode"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        stage: str | None = None,
+        query_id: str | None = None,
+        errors: list[dict[str, object]] | None = None,
+    ):
+        super().__init__(message, stage=stage, query_id=query_id)
+        self.errors = errors or []
+
+
+class InvalidEventError(RagsiftError):
+    """A well-formed event the service refuses: unknown tenant, embedder mismatch..."""
+
+    stage = "validate"
+
+
+class ServiceUnavailableError(RagsiftError):
+    """A backing service (Qdrant, Redis, Kafka) did not answer; may succeed later."""
+
+    stage = "service"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        service: str,
+        stage: str | None = None,
+        query_id: str | None = None,
+        retry_after: float | None = None,
+    ):
+        super().__init__(message, stage=stage, query_id=query_id)
+        self.service = service
+        self.retry_after = retry_after
+
+
+class RetrievalFailedError(RagsiftError):
+    """Retrieval gave up after its bounded retries; the result carries an error status."""
+
+    stage = "search"

@@ -1,0 +1,110 @@
+"""Shared pieces of every event contract: the base model, limits, ids.
+
+Limits are part of the contract: an event that breaks one is rejected at the
+boundary (the codec) with a message naming the field and the value, and is
+dead-lettered by the worker that read it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, ClassVar
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "ID_NAMESPACE",
+    "MAX_K",
+    "MAX_QUERY_CHARS",
+    "MAX_TEXT_CHARS",
+    "MAX_VECTOR_DIM",
+    "TENANT_PATTERN",
+    "EventId",
+    "EventModel",
+    "TenantId",
+    "Vector",
+    "derive_id",
+    "utcnow",
+]
+
+# Hard limits of the wire contract. Settings may tighten them per deployment
+# (RAGSIFT_LIMITS_*), never loosen them: other-language consumers rely on these.
+MAX_QUERY_CHARS = 4_096  # longer "queries" are pasted documents, not questions
+MAX_K = 100  # the largest top-k any seed design uses is 8; 100 leaves room for rerankers
+MAX_VECTOR_DIM = 4_096  # the widest common embedding models (e.g. 3,072-d) fit
+MAX_TEXT_CHARS = 1_000_000  # one document event; larger files are chunked by the producer
+TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+_TENANT_RE = re.compile(TENANT_PATTERN)
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+_ID_RE = re.compile(ID_PATTERN)
+
+# Namespace for every id ragsift derives (uuid5): stable across processes and releases.
+ID_NAMESPACE = uuid.UUID("6f1d5c3e-2a57-4b8e-9a51-5d0c4f6b7e21")
+
+
+def derive_id(parent_id: str, kind: str) -> str:
+    """A deterministic id for the ``kind`` event derived from ``parent_id``.
+
+    Re-processing the same input (at-least-once delivery) yields the same id,
+    so downstream consumers drop the duplicate.
+    """
+    return str(uuid.uuid5(ID_NAMESPACE, f"{kind}:{parent_id}"))
+
+
+def utcnow() -> datetime:
+    """Timezone-aware now, the only clock the contracts use."""
+    return datetime.now(UTC)
+
+
+def _check_tenant(value: str) -> str:
+    if not _TENANT_RE.match(value):
+        raise ValueError(
+            f"tenant_id must match {TENANT_PATTERN} (1-64 chars of letters, digits, '_', '.', '-')"
+        )
+    return value
+
+
+def _check_id(value: str) -> str:
+    if not _ID_RE.match(value):
+        raise ValueError(
+            f"id must match {ID_PATTERN} (1-128 chars of letters, digits, '_', '.', ':', '-')"
+        )
+    return value
+
+
+def _check_vector(value: list[float]) -> list[float]:
+    if not 1 <= len(value) <= MAX_VECTOR_DIM:
+        raise ValueError(f"vector dimension must be in 1..{MAX_VECTOR_DIM}, got {len(value)}")
+    for i, x in enumerate(value):
+        if not math.isfinite(x):
+            raise ValueError(f"vector must be finite, got {x} at index {i}")
+    return value
+
+
+TenantId = Annotated[str, AfterValidator(_check_tenant)]
+EventId = Annotated[str, AfterValidator(_check_id)]
+Vector = Annotated[list[float], AfterValidator(_check_vector)]
+
+
+class EventModel(BaseModel):
+    """Base of every event: strict about unknown fields, versioned, frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    #: Bump on a breaking change (which also gets a new topic, ``*.v2``).
+    SCHEMA_VERSION: ClassVar[str] = "1"
+
+    schema_version: str = Field(default="1", description="Contract version of this event.")
+
+    @field_validator("schema_version")
+    @classmethod
+    def _same_major_version(cls, value: str) -> str:
+        """Refuse events written for another major version of the contract."""
+        if value.split(".")[0] != cls.SCHEMA_VERSION:
+            raise ValueError(
+                f"schema_version must be {cls.SCHEMA_VERSION}.x for {cls.__name__}, got {value!r}"
+            )
+        return value

@@ -1,0 +1,57 @@
+"""Inbound events besides queries: documents (live ingestion) and feedback."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from ragsift.schemas.base import MAX_TEXT_CHARS, EventId, EventModel, TenantId, utcnow
+
+__all__ = ["DocumentEvent", "FeedbackEvent", "SourceType"]
+
+#: C1's source types (their weights live in the confidence engine), plus the
+#: two a generic corpus needs.
+SourceType = Literal[
+    "government", "regulatory", "market_data", "third_party", "internal", "unknown"
+]
+
+
+class DocumentEvent(EventModel):
+    """Add, replace or delete one document of a tenant (topic ``ragsift.documents.v1``)."""
+
+    event_id: EventId
+    tenant_id: TenantId
+    collection: EventId = "default"
+    doc_id: EventId
+    op: Literal["upsert", "delete"] = "upsert"
+    text: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
+    title: str | None = Field(default=None, max_length=500)
+    source: str | None = Field(default=None, max_length=2_000)
+    source_type: SourceType = "unknown"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=utcnow)
+
+    @model_validator(mode="after")
+    def _upsert_has_text(self) -> DocumentEvent:
+        if self.op == "upsert" and not (self.text and self.text.strip()):
+            raise ValueError("text is required (non-empty) when op is 'upsert'")
+        return self
+
+
+class FeedbackEvent(EventModel):
+    """Whether a result's context really held the answer (topic ``ragsift.feedback.v1``).
+
+    The calibration updater uses these labels to re-fit per-tenant calibration (X2).
+    """
+
+    event_id: EventId
+    query_id: EventId
+    tenant_id: TenantId
+    relevant: bool = Field(description="True when the kept context contained the answer.")
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    signals: dict[str, float] = Field(default_factory=dict)
+    embedder_id: str | None = None
+    comment: str | None = Field(default=None, max_length=2_000)
+    created_at: datetime = Field(default_factory=utcnow)

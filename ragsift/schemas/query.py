@@ -1,0 +1,70 @@
+"""QueryEvent: a question to retrieve context for (topic ``ragsift.queries.v1``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ragsift.schemas.base import (
+    MAX_K,
+    MAX_QUERY_CHARS,
+    EventId,
+    EventModel,
+    TenantId,
+    Vector,
+    utcnow,
+)
+
+__all__ = ["QueryEvent", "RetrievalStrategy", "SearchMode"]
+
+SearchMode = Literal["hybrid", "dense", "keyword"]
+RetrievalStrategy = Literal["fixed", "adaptive"]
+
+
+class QueryEvent(EventModel):
+    """One retrieval request. Optional fields fall back to the worker's settings."""
+
+    query_id: EventId = Field(description="Caller-chosen id; results and evidence derive theirs.")
+    tenant_id: TenantId = Field(description="Only this tenant's documents are ever searched.")
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The question.")
+    collection: EventId = Field(default="default", description="Collection to search.")
+    k: int | None = Field(
+        default=None, ge=1, le=MAX_K, description="Hits to fetch (max_k when adaptive)."
+    )
+    mode: SearchMode = Field(
+        default="hybrid", description="hybrid (BM25 + dense, RRF), dense, keyword."
+    )
+    strategy: RetrievalStrategy = Field(
+        default="fixed", description="fixed top-k (E4) or adaptive k (E1)."
+    )
+    task_type: str | None = Field(
+        default=None, max_length=64, description="Per-task adaptive strategy (E2), e.g. debugging."
+    )
+    similarity_threshold: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="Per-query override of the hit filter (A1)."
+    )
+    min_results: int | None = Field(
+        default=None, ge=0, le=MAX_K, description="Per-query override of minimum results (A2)."
+    )
+    entities: list[str] = Field(
+        default_factory=list, max_length=64, description="Query entities for coverage (E1)."
+    )
+    vector: Vector | None = Field(default=None, description="Precomputed query embedding.")
+    embedder_id: str | None = Field(
+        default=None, max_length=200, description="Embedder that produced ``vector``."
+    )
+    want_report: bool = Field(default=False, description="Ask report workers for a report.")
+    traceparent: str | None = Field(
+        default=None, max_length=128, description="W3C trace context carried to outputs."
+    )
+    created_at: datetime = Field(default_factory=utcnow)
+
+    @model_validator(mode="after")
+    def _vector_names_its_embedder(self) -> QueryEvent:
+        if self.vector is not None and not self.embedder_id:
+            raise ValueError("embedder_id is required when vector is given")
+        if not self.query.strip():
+            raise ValueError("query must contain non-whitespace text")
+        return self

@@ -1,0 +1,217 @@
+"""Configuration: one frozen pydantic-settings class per concern, built once.
+
+Every variable has the ``RAGSIFT_`` prefix plus the concern's own, e.g.
+``RAGSIFT_KAFKA_BOOTSTRAP_SERVERS`` or ``RAGSIFT_CONFIDENCE_HIGH_THRESHOLD``.
+Seed A's names (``RAG_HIGH_CONFIDENCE_THRESHOLD``, ``RAG_MEDIUM_CONFIDENCE_THRESHOLD``,
+``RAG_LOW_CONFIDENCE_THRESHOLD``, ``RAG_MIN_RESULTS``) are accepted as aliases (A11).
+Only the entrypoint (``Settings.from_env()``) reads the environment; everything
+else receives the settings it needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ragsift.errors import ConfigurationError
+from ragsift.schemas.base import MAX_K, MAX_QUERY_CHARS
+
+__all__ = [
+    "CacheSettings",
+    "ConfidenceSettings",
+    "KafkaSettings",
+    "LimitSettings",
+    "QdrantSettings",
+    "RedisSettings",
+    "Settings",
+]
+
+
+def _config(prefix: str) -> SettingsConfigDict:
+    return SettingsConfigDict(env_prefix=prefix, frozen=True, extra="ignore", populate_by_name=True)
+
+
+class KafkaSettings(BaseSettings):
+    """The Kafka cluster and how ragsift uses it."""
+
+    model_config = _config("RAGSIFT_KAFKA_")
+
+    bootstrap_servers: str = Field(
+        default="127.0.0.1:9092", description="Comma-separated host:port list."
+    )
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    topic_prefix: str = Field(default="ragsift", pattern=r"^[A-Za-z0-9._-]+$")
+    app_id: str = Field(default="ragsift", pattern=r"^[A-Za-z0-9._-]+$")
+    #: at_least_once + deterministic output ids is the default (ADR 004);
+    #: exactly_once turns on Kafka transactions in Faust.
+    processing_guarantee: Literal["at_least_once", "exactly_once"] = "at_least_once"
+    partitions: int = Field(default=8, ge=1, le=1_000, description="Partitions per new topic.")
+    replication_factor: int = Field(default=1, ge=1, le=7)
+
+    @model_validator(mode="after")
+    def _sasl_is_complete(self) -> KafkaSettings:
+        if self.security_protocol.startswith("SASL") and not (
+            self.sasl_mechanism and self.sasl_username and self.sasl_password
+        ):
+            raise ValueError(
+                f"security_protocol {self.security_protocol} needs sasl_mechanism,"
+                " sasl_username and sasl_password"
+            )
+        return self
+
+    @property
+    def broker_url(self) -> str:
+        """The Faust broker URL (``kafka://host:port;host:port``)."""
+        hosts = [h.strip() for h in self.bootstrap_servers.split(",") if h.strip()]
+        return ";".join(f"kafka://{h}" for h in hosts)
+
+
+class RedisSettings(BaseSettings):
+    """The Redis cache (used by the streaming workers)."""
+
+    model_config = _config("RAGSIFT_REDIS_")
+
+    url: str = Field(default="redis://127.0.0.1:6379/0", pattern=r"^rediss?://")
+    password: SecretStr | None = None
+    socket_timeout_s: float = Field(default=0.25, gt=0, le=30)
+    key_prefix: str = "ragsift"
+
+
+class QdrantSettings(BaseSettings):
+    """The vector engine: Qdrant Edge in-process, or a Qdrant server/cluster."""
+
+    model_config = _config("RAGSIFT_QDRANT_")
+
+    mode: Literal["edge", "server"] = "edge"
+    url: str = "http://127.0.0.1:6333"
+    api_key: SecretStr | None = None
+    shard_path: Path = Path(".ragsift/qdrant")
+    timeout_s: float = Field(default=5.0, gt=0, le=120)
+    #: bounded retries with backoff before a result gets outcome "error"
+    max_retries: int = Field(default=3, ge=0, le=10)
+
+
+class ConfidenceSettings(BaseSettings):
+    """Thresholds and scorer choice. Defaults are the seed designs' figures."""
+
+    model_config = _config("RAGSIFT_CONFIDENCE_")
+
+    scorer: Literal["calibrated", "weighted", "mean-kept", "composite"] = "calibrated"
+    calibration_path: Path | None = Field(
+        default=None, description="Calibration artifact; the packaged default when unset."
+    )
+    similarity_threshold: float = Field(  # A1
+        default=0.70,
+        ge=0,
+        le=1,
+        validation_alias=AliasChoices(
+            "RAGSIFT_CONFIDENCE_SIMILARITY_THRESHOLD", "RAG_SIMILARITY_THRESHOLD"
+        ),
+    )
+    min_results: int = Field(  # A2
+        default=3,
+        ge=0,
+        le=MAX_K,
+        validation_alias=AliasChoices("RAGSIFT_CONFIDENCE_MIN_RESULTS", "RAG_MIN_RESULTS"),
+    )
+    high_threshold: float = Field(  # A4
+        default=0.85,
+        ge=0,
+        le=1,
+        validation_alias=AliasChoices(
+            "RAGSIFT_CONFIDENCE_HIGH_THRESHOLD", "RAG_HIGH_CONFIDENCE_THRESHOLD"
+        ),
+    )
+    medium_threshold: float = Field(
+        default=0.70,
+        ge=0,
+        le=1,
+        validation_alias=AliasChoices(
+            "RAGSIFT_CONFIDENCE_MEDIUM_THRESHOLD", "RAG_MEDIUM_CONFIDENCE_THRESHOLD"
+        ),
+    )
+    low_threshold: float = Field(
+        default=0.50,
+        ge=0,
+        le=1,
+        validation_alias=AliasChoices(
+            "RAGSIFT_CONFIDENCE_LOW_THRESHOLD", "RAG_LOW_CONFIDENCE_THRESHOLD"
+        ),
+    )
+    advisory_threshold: float = Field(default=0.70, ge=0, le=1)  # C2
+    default_k: int = Field(default=8, ge=1, le=MAX_K)
+
+    @model_validator(mode="after")
+    def _thresholds_ordered(self) -> ConfidenceSettings:
+        if not self.low_threshold <= self.medium_threshold <= self.high_threshold:
+            raise ValueError(
+                "thresholds must satisfy low <= medium <= high, got"
+                f" low={self.low_threshold} medium={self.medium_threshold}"
+                f" high={self.high_threshold}"
+            )
+        return self
+
+
+class CacheSettings(BaseSettings):
+    """Result-cache TTLs by confidence level (K3): confident results live longer."""
+
+    model_config = _config("RAGSIFT_CACHE_")
+
+    enabled: bool = True
+    ttl_high_s: int = Field(default=24 * 3600, ge=0)
+    ttl_medium_s: int = Field(default=3600, ge=0)
+    ttl_low_s: int = Field(default=300, ge=0)
+    ttl_none_s: int = Field(default=0, ge=0, description="0: no_relevant_context is not cached.")
+    max_entries: int = Field(default=100_000, ge=1, description="In-memory cache bound.")
+
+
+class LimitSettings(BaseSettings):
+    """Per-deployment limits; they can tighten the wire contract's, never loosen it."""
+
+    model_config = _config("RAGSIFT_LIMITS_")
+
+    max_query_chars: int = Field(default=2_000, ge=1, le=MAX_QUERY_CHARS)
+    max_k: int = Field(default=50, ge=1, le=MAX_K)
+    batch_size: int = Field(default=64, ge=1, le=10_000, description="stream.take batch size.")
+    batch_timeout_s: float = Field(default=0.05, gt=0, le=10)
+
+
+class Settings(BaseSettings):
+    """All of ragsift's settings, one frozen object per concern."""
+
+    model_config = _config("RAGSIFT_")
+
+    data_dir: Path = Path(".ragsift")
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    redis: RedisSettings = Field(default_factory=RedisSettings)
+    qdrant: QdrantSettings = Field(default_factory=QdrantSettings)
+    confidence: ConfidenceSettings = Field(default_factory=ConfidenceSettings)
+    cache: CacheSettings = Field(default_factory=CacheSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Settings:
+        """Read the environment once (the entrypoint's job); errors name the variable."""
+        try:
+            return cls(
+                kafka=KafkaSettings(),
+                redis=RedisSettings(),
+                qdrant=QdrantSettings(),
+                confidence=ConfidenceSettings(),
+                cache=CacheSettings(),
+                limits=LimitSettings(),
+                **overrides,
+            )
+        except ValueError as exc:
+            raise ConfigurationError(f"invalid ragsift settings: {exc}") from exc
+
+    def masked(self) -> dict[str, Any]:
+        """The settings as plain data with secrets shown as ``**********``."""
+        return self.model_dump(mode="json")

@@ -1,0 +1,90 @@
+"""The Faust app factory: one app built from settings, topics from the registry.
+
+This module and the agents are the only places that import Faust; handlers
+never do (ARCHITECTURE.md, "One pipeline, two runtimes").
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+import faust
+
+from ragsift.settings import KafkaSettings
+from ragsift.streams.topics import TOPICS
+
+__all__ = ["broker_credentials", "create_app", "declare_topic"]
+
+
+def broker_credentials(kafka: KafkaSettings) -> faust.auth.Credentials | None:
+    """Faust credentials for the configured security protocol (None for PLAINTEXT)."""
+    context: ssl.SSLContext | None = None
+    if kafka.security_protocol in ("SSL", "SASL_SSL"):
+        context = ssl.create_default_context(
+            cafile=str(kafka.ssl_cafile) if kafka.ssl_cafile else None
+        )
+    if kafka.security_protocol.startswith("SASL"):
+        password = kafka.sasl_password.get_secret_value() if kafka.sasl_password else None
+        return faust.SASLCredentials(
+            username=kafka.sasl_username,
+            password=password,
+            mechanism=kafka.sasl_mechanism,
+            ssl_context=context,
+        )
+    if context is not None:
+        return faust.SSLCredentials(context)
+    return None
+
+
+def create_app(
+    kafka: KafkaSettings,
+    *,
+    app_id: str | None = None,
+    web_port: int = 6066,
+    web_enabled: bool = True,
+    **overrides: Any,
+) -> faust.App:
+    """A Faust app for one kind of worker.
+
+    Consumers start at the earliest offset (a new group must not skip events
+    already queued), the producer waits for all in-sync replicas, and the
+    processing guarantee comes from settings (at-least-once by default:
+    outputs carry deterministic ids, so replays are harmless).
+    """
+    options: dict[str, Any] = {
+        "broker": kafka.broker_url,
+        "broker_credentials": broker_credentials(kafka),
+        "processing_guarantee": kafka.processing_guarantee,
+        "topic_partitions": kafka.partitions,
+        "topic_replication_factor": kafka.replication_factor,
+        "consumer_auto_offset_reset": "earliest",
+        "producer_acks": -1,
+        "store": "memory://",
+        "web_enabled": web_enabled,
+        "web_port": web_port,
+        # All interfaces: containers expose the port; the k8s NetworkPolicy limits who reaches it.
+        "web_bind": "0.0.0.0",
+        "value_serializer": "raw",
+        "key_serializer": "raw",
+    }
+    options.update(overrides)
+    return faust.App(app_id or kafka.app_id, **options)
+
+
+def declare_topic(app: faust.App, logical: str, prefix: str) -> faust.TopicT:
+    """A raw-bytes Faust topic for a registered logical topic.
+
+    Values stay bytes: agents decode them with the codec so that a bad payload
+    can be dead-lettered with its original bytes.
+    """
+    spec = TOPICS[logical]
+    return app.topic(
+        spec.name(prefix),
+        value_type=bytes,
+        key_type=bytes,
+        value_serializer="raw",
+        key_serializer="raw",
+        partitions=spec.partitions,
+        config=spec.config(),
+    )

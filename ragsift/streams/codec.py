@@ -1,0 +1,82 @@
+"""Bytes ⇄ event models, with errors that name the field and the value.
+
+Agents consume raw bytes and decode with :class:`EventCodec` themselves, so a
+payload that fails to decode is dead-lettered byte for byte instead of being
+skipped inside the stream machinery (Faust acks what it cannot deserialize).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from ragsift.errors import DecodeError
+
+__all__ = ["EventCodec", "describe_validation_error"]
+
+M = TypeVar("M", bound=BaseModel)
+
+# A payload this big is refused before parsing: the largest legal event (a
+# document of MAX_TEXT_CHARS) fits well within it.
+MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line per problem: ``field.path: message (got value)``."""
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"]) or "<event>"
+        value = repr(err.get("input"))
+        if len(value) > 80:
+            value = value[:77] + "..."
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg} (got {value})")
+    return "; ".join(parts)
+
+
+class EventCodec(Generic[M]):
+    """Encodes and decodes one event model as UTF-8 JSON."""
+
+    def __init__(self, model: type[M]):
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            raise TypeError(f"model must be a pydantic model class, got {model!r}")
+        self.model = model
+
+    def encode(self, event: M) -> bytes:
+        """The event as compact JSON bytes."""
+        if not isinstance(event, self.model):
+            raise TypeError(f"expected {self.model.__name__}, got {type(event).__name__}")
+        return event.model_dump_json().encode("utf-8")
+
+    def decode(self, payload: bytes | str | None) -> M:
+        """Parse and validate; raise :class:`DecodeError` saying what is wrong."""
+        name = self.model.__name__
+        if payload is None:
+            raise DecodeError(f"{name}: empty message (null value)")
+        if isinstance(payload, str):
+            payload = payload.encode("utf-8")
+        if len(payload) > MAX_PAYLOAD_BYTES:
+            raise DecodeError(
+                f"{name}: payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES} bytes"
+            )
+        try:
+            data: Any = json.loads(payload)
+        except UnicodeDecodeError as exc:
+            raise DecodeError(f"{name}: payload is not UTF-8 ({exc.reason})") from exc
+        except json.JSONDecodeError as exc:
+            raise DecodeError(
+                f"{name}: payload is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            ) from exc
+        if not isinstance(data, dict):
+            raise DecodeError(f"{name}: payload must be a JSON object, got {type(data).__name__}")
+        try:
+            return self.model.model_validate(data)
+        except ValidationError as exc:
+            query_id = data.get("query_id")
+            raise DecodeError(
+                f"{name}: {describe_validation_error(exc)}",
+                query_id=query_id if isinstance(query_id, str) else None,
+                errors=[dict(e) for e in exc.errors(include_url=False, include_input=False)],
+            ) from exc

@@ -1,0 +1,121 @@
+"""The topic registry: every topic ragsift reads or writes, in one table.
+
+Names carry a version suffix; a breaking schema change gets a new topic. The
+registry is the single source for Faust topic declarations, the Strimzi
+``KafkaTopic`` resources and the docs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel
+
+from ragsift.schemas import (
+    DeadLetter,
+    Decision,
+    DocumentEvent,
+    EvidenceEvent,
+    FeedbackEvent,
+    QueryEvent,
+    Report,
+    RetrievalResult,
+    ReviewItem,
+)
+
+__all__ = ["TOPICS", "TopicSpec", "topic_name"]
+
+_DAY_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    """One topic: its logical name, contract, key, and retention policy."""
+
+    logical: str
+    """Short name used in code: ``queries``, ``audit``..."""
+    version: int
+    model: type[BaseModel]
+    key: str
+    """Field of the event used as the message key."""
+    cleanup_policy: Literal["delete", "compact"] = "delete"
+    retention_ms: int | None = 7 * _DAY_MS
+    partitions: int | None = None
+    """None: the deployment's default (RAGSIFT_KAFKA_PARTITIONS)."""
+    description: str = ""
+
+    def name(self, prefix: str = "ragsift") -> str:
+        """Full topic name, e.g. ``ragsift.queries.v1``."""
+        return f"{prefix}.{self.logical}.v{self.version}"
+
+    def config(self) -> dict[str, str]:
+        """Kafka topic configs (``cleanup.policy``, ``retention.ms``)."""
+        cfg: dict[str, str] = {"cleanup.policy": self.cleanup_policy}
+        if self.retention_ms is not None:
+            cfg["retention.ms"] = str(self.retention_ms)
+        return cfg
+
+
+TOPICS: dict[str, TopicSpec] = {
+    spec.logical: spec
+    for spec in (
+        TopicSpec("queries", 1, QueryEvent, "query_id", description="Query events in."),
+        TopicSpec("retrievals", 1, RetrievalResult, "query_id", description="Scored results."),
+        TopicSpec("reports", 1, Report, "query_id", description="User-facing reports."),
+        TopicSpec("decisions", 1, Decision, "query_id", description="Use/skip decisions."),
+        TopicSpec(
+            "review",
+            1,
+            ReviewItem,
+            "query_id",
+            retention_ms=30 * _DAY_MS,
+            description="Human review queue (B3).",
+        ),
+        TopicSpec(
+            "audit",
+            1,
+            EvidenceEvent,
+            "subject",
+            # Compliance reads the trail long after the fact; the audit sink
+            # also keeps it on disk.
+            retention_ms=365 * _DAY_MS,
+            description="CloudEvents evidence trail.",
+        ),
+        TopicSpec(
+            "deadletter",
+            1,
+            DeadLetter,
+            "dead_letter_id",
+            retention_ms=30 * _DAY_MS,
+            description="Events a worker could not process, with the reason.",
+        ),
+        TopicSpec(
+            "documents",
+            1,
+            DocumentEvent,
+            "doc_id",
+            # Compacted: the latest version of each document is kept, so a new
+            # indexer can rebuild from the topic.
+            cleanup_policy="compact",
+            retention_ms=None,
+            description="Live ingestion (per-document ordering by doc_id key).",
+        ),
+        TopicSpec(
+            "feedback",
+            1,
+            FeedbackEvent,
+            "tenant_id",
+            retention_ms=90 * _DAY_MS,
+            description="Relevance labels for per-tenant calibration.",
+        ),
+    )
+}
+
+
+def topic_name(logical: str, prefix: str = "ragsift") -> str:
+    """Full name of a registered topic; a clear error for an unknown one."""
+    try:
+        return TOPICS[logical].name(prefix)
+    except KeyError:
+        raise KeyError(f"unknown topic {logical!r}; known: {sorted(TOPICS)}") from None

@@ -1,0 +1,52 @@
+"""The codec turns bytes into events, or into errors that say what is wrong."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragsift.errors import DecodeError
+from ragsift.schemas import QueryEvent
+from ragsift.streams.codec import MAX_PAYLOAD_BYTES, EventCodec
+
+codec = EventCodec(QueryEvent)
+
+
+def test_round_trip_is_equal() -> None:
+    event = QueryEvent(query_id="q1", tenant_id="acme", query="hello?", k=5, entities=["x"])
+    assert codec.decode(codec.encode(event)) == event
+
+
+@pytest.mark.parametrize(
+    ("payload", "fragment"),
+    [
+        (b"{", "not JSON"),
+        (b"[1, 2]", "must be a JSON object, got list"),
+        (None, "empty message"),
+        (b'{"query_id": "q1", "tenant_id": "acme"}', "query: Field required"),
+        (b'{"query_id": "q1", "tenant_id": "acme", "query": "x", "k": 0}', "k: Input should be"),
+        (b'{"query_id": "q1", "tenant_id": "a b", "query": "x"}', "tenant_id: tenant_id must"),
+    ],
+)
+def test_malformed_payloads_name_the_problem(payload: bytes | None, fragment: str) -> None:
+    with pytest.raises(DecodeError) as exc:
+        codec.decode(payload)
+    assert fragment in str(exc.value)
+    assert exc.value.stage == "decode"
+
+
+def test_decode_error_carries_query_id_when_readable() -> None:
+    with pytest.raises(DecodeError) as exc:
+        codec.decode(b'{"query_id": "q-9", "tenant_id": "acme", "query": ""}')
+    assert exc.value.query_id == "q-9"
+    assert exc.value.errors
+    assert exc.value.errors[0]["loc"] == ("query",)
+
+
+def test_oversized_payload_is_refused_before_parsing() -> None:
+    with pytest.raises(DecodeError, match="exceeds"):
+        codec.decode(b" " * (MAX_PAYLOAD_BYTES + 1))
+
+
+def test_encode_checks_the_type() -> None:
+    with pytest.raises(TypeError, match="expected QueryEvent"):
+        codec.encode("nope")  # type: ignore[arg-type]  # checking the runtime guard
