@@ -1,0 +1,48 @@
+# ragsift — everyday targets. `make help` lists them.
+SHELL := /bin/bash
+PY := .venv/bin/python
+
+.DEFAULT_GOAL := help
+.PHONY: help install demo test unit lint format bench services-up services-down services-status schemas clean
+
+help: ## Show this help
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
+
+install: ## Create .venv with the locked dependencies (cached outside the repo)
+	@scripts/install
+
+demo: install ## Run the main job on the embedded default (no servers needed)
+	@.venv/bin/ragsift demo
+
+test: ## Install, start Kafka + Redis, run unit, integration and e2e tests, stop them
+	@scripts/test
+
+unit: install ## Unit tests only (no services)
+	@$(PY) -m pytest tests/unit -q
+
+lint: install ## ruff (lint + format check) and mypy
+	@.venv/bin/ruff check ragsift tests bench
+	@.venv/bin/ruff format --check ragsift tests bench
+	@.venv/bin/mypy
+
+format: install ## Apply ruff formatting and safe fixes
+	@.venv/bin/ruff check --fix ragsift tests bench
+	@.venv/bin/ruff format ragsift tests bench
+
+bench: install ## Run the benchmarks; each prints JSON on its last line
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+schemas: install ## Regenerate ragsift/schemas/json from the models
+	@.venv/bin/ragsift schemas export
+
+services-up: ## Start the test Kafka broker and redis-server (downloads cached)
+	@scripts/services up
+
+services-down: ## Stop what services-up started
+	@scripts/services down
+
+services-status: ## Show whether Kafka and Redis are up
+	@scripts/services status
+
+clean: ## Remove build and cache folders in the repo
+	rm -rf .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info
