@@ -1,0 +1,165 @@
+"""Result caching: the cache protocol, cache keys, TTL by confidence, in-memory backend.
+
+Key = hash of (tenant, collection, the tenant's index version, normalized query,
+retrieval parameters, embedder id, calibration version). Ingesting into a
+tenant bumps its index version, so stale entries are never read again and
+simply expire. TTL grows with confidence (K3): high results live longest,
+no_relevant_context is not cached by default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from ragsift.settings import CacheSettings
+
+__all__ = [
+    "InMemoryCache",
+    "ResultCache",
+    "cache_key",
+    "normalize_query",
+    "ttl_for_status",
+]
+
+
+@runtime_checkable
+class ResultCache(Protocol):
+    """Where serialized retrieval results are kept, plus per-tenant index versions."""
+
+    backend: str
+
+    async def get(self, key: str) -> bytes | None:
+        """The cached value, or None on a miss."""
+        ...
+
+    async def set(self, key: str, value: bytes, ttl_s: int) -> None:
+        """Store ``value`` for ``ttl_s`` seconds (> 0)."""
+        ...
+
+    async def ttl(self, key: str) -> int | None:
+        """Seconds left for ``key``, None when absent."""
+        ...
+
+    async def index_version(self, tenant_id: str, collection: str) -> int:
+        """The tenant's index version (0 before any ingestion)."""
+        ...
+
+    async def bump_index_version(self, tenant_id: str, collection: str) -> int:
+        """Increment and return the tenant's index version (invalidates its cache keys)."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+def normalize_query(query: str) -> str:
+    """Case-, width- and whitespace-insensitive form of a query for the cache key."""
+    return " ".join(unicodedata.normalize("NFKC", query).casefold().split())
+
+
+def cache_key(
+    *,
+    tenant_id: str,
+    collection: str,
+    index_version: int,
+    query: str,
+    params: Mapping[str, Any],
+    embedder_id: str,
+    calibration_version: str,
+    prefix: str = "ragsift",
+) -> str:
+    """The cache key of a retrieval; tenant and collection stay readable for operators."""
+    material = json.dumps(
+        {
+            "v": index_version,
+            "q": normalize_query(query),
+            "p": dict(sorted(params.items())),
+            "e": embedder_id,
+            "c": calibration_version,
+        },
+        sort_keys=True,
+        default=str,
+    )
+    digest = hashlib.blake2b(material.encode("utf-8"), digest_size=16).hexdigest()
+    return f"{prefix}:r:{tenant_id}:{collection}:{digest}"
+
+
+def ttl_for_status(status: str, settings: CacheSettings) -> int:
+    """Seconds to cache a result of this A4 status; 0 means do not cache."""
+    return {
+        "high_confidence": settings.ttl_high_s,
+        "medium_confidence": settings.ttl_medium_s,
+        "low_confidence": settings.ttl_low_s,
+        "no_relevant_context": settings.ttl_none_s,
+    }.get(status, 0)
+
+
+class InMemoryCache:
+    """A bounded LRU cache with per-entry expiry: the embedded runtime's backend.
+
+    Args:
+        max_entries: least recently used entries are evicted past this size.
+        clock: seconds source (monotonic by default; tests pass a fake).
+    """
+
+    backend = "memory"
+
+    def __init__(self, max_entries: int = 100_000, clock: Callable[[], float] = time.monotonic):
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be >= 1, got {max_entries}")
+        self.max_entries = max_entries
+        self._clock = clock
+        self._data: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+        self._versions: dict[tuple[str, str], int] = {}
+
+    async def get(self, key: str) -> bytes | None:
+        """The cached value, or None when absent or expired."""
+        item = self._data.get(key)
+        if item is None:
+            return None
+        expires, value = item
+        if expires <= self._clock():
+            del self._data[key]
+            return None
+        self._data.move_to_end(key)
+        return value
+
+    async def set(self, key: str, value: bytes, ttl_s: int) -> None:
+        """Store ``value`` for ``ttl_s`` seconds; non-positive TTLs store nothing."""
+        if ttl_s <= 0:
+            return
+        self._data[key] = (self._clock() + ttl_s, value)
+        self._data.move_to_end(key)
+        while len(self._data) > self.max_entries:
+            self._data.popitem(last=False)
+
+    async def ttl(self, key: str) -> int | None:
+        """Whole seconds left for ``key``, None when absent or expired."""
+        item = self._data.get(key)
+        if item is None:
+            return None
+        left = item[0] - self._clock()
+        return int(left) if left > 0 else None
+
+    async def index_version(self, tenant_id: str, collection: str) -> int:
+        """The tenant's index version (0 before any ingestion)."""
+        return self._versions.get((tenant_id, collection), 0)
+
+    async def bump_index_version(self, tenant_id: str, collection: str) -> int:
+        """Increment the tenant's index version; its old keys can no longer be hit."""
+        version = self._versions.get((tenant_id, collection), 0) + 1
+        self._versions[(tenant_id, collection)] = version
+        return version
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+    def __len__(self) -> int:
+        return len(self._data)

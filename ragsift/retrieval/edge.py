@@ -1,0 +1,396 @@
+"""``EdgeIndex``: the :class:`~ragsift.retrieval.index.VectorIndex` of the embedded runtime.
+
+Qdrant Edge (``qdrant-edge-py``) runs the Qdrant engine in-process: no server.
+Layout under the root ``path``, one shard per collection::
+
+    <path>/<collection>/                  the EdgeShard directory
+    <path>/<collection>.ragsift.json      embedder id, dimension, BM25 encoding
+
+Threading: ``EdgeShard`` calls are synchronous and may come from any thread,
+but a shard directory is locked by the process that opened it (a second
+``EdgeShard.load`` of the same directory fails on its write-ahead-log lock),
+so one ``EdgeIndex`` per root per process. Searches take well under a
+millisecond after :meth:`EdgeIndex.optimize`, so they run directly on the
+event loop behind the async protocol; upserts are applied in batches with a
+yield to the loop between them. Writes to a collection are serialized by a lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import qdrant_edge as qe
+
+from ragsift.errors import ConfigurationError
+from ragsift.retrieval.bm25 import Bm25Encoder
+from ragsift.retrieval.errors import CollectionNotFoundError
+from ragsift.retrieval.index import (
+    DENSE_VECTOR,
+    DOC_FIELD,
+    RRF_K,
+    SPARSE_VECTOR,
+    TENANT_FIELD,
+    ChannelQuery,
+    ChunkRecord,
+    CollectionInfo,
+    HybridFusion,
+    PayloadValue,
+    RawPoint,
+    SearchHit,
+    SearchPlan,
+    SearchRequest,
+    StoredCollection,
+    assemble_hits,
+    check_embedder,
+    dense_for_upsert,
+    needs_payload_ids,
+    plan_search,
+    point_id,
+    record_payload,
+    require_tenant,
+    validate_collection_name,
+)
+
+__all__ = ["EdgeIndex"]
+
+SIDECAR_SUFFIX = ".ragsift.json"
+#: Points per ``update`` call; between batches the event loop gets a turn.
+UPSERT_BATCH = 256
+#: Most tenants listed by ``collection_info`` (a facet over the keyword index).
+MAX_TENANTS_IN_INFO = 1000
+
+
+class _Collection:
+    """An open shard and its stored metadata."""
+
+    def __init__(self, name: str, shard: qe.EdgeShard, stored: StoredCollection) -> None:
+        self.name = name
+        self.shard = shard
+        self.stored = stored
+        self.write_lock = threading.Lock()
+
+
+def _match(value: PayloadValue) -> qe.MatchValue | qe.MatchAny:
+    if isinstance(value, str | int | bool):
+        return qe.MatchValue(value)
+    strings = [item for item in value if isinstance(item, str)]
+    if strings:
+        return qe.MatchAny(strings)
+    return qe.MatchAny([item for item in value if isinstance(item, int)])
+
+
+def _filter(conditions: Sequence[tuple[str, PayloadValue]]) -> qe.Filter:
+    return qe.Filter(
+        must=[qe.FieldCondition(key=key, match=_match(value)) for key, value in conditions]
+    )
+
+
+def _sparse(encoding: Any) -> qe.SparseVector:
+    return qe.SparseVector(list(encoding.indices), list(encoding.values))
+
+
+def _to_request(query: ChannelQuery, flt: qe.Filter) -> qe.QueryRequest:
+    if query.kind == "dense":
+        assert query.dense is not None  # plan_search sets it for dense channels
+        return qe.QueryRequest(
+            limit=query.limit,
+            query=qe.Query.Nearest(query.dense, using=DENSE_VECTOR),
+            filter=flt,
+            with_payload=query.with_payload,
+        )
+    if query.kind == "sparse":
+        return qe.QueryRequest(
+            limit=query.limit,
+            query=qe.Query.Nearest(_sparse(query.sparse), using=SPARSE_VECTOR),
+            filter=flt,
+            with_payload=query.with_payload,
+        )
+    prefetches = []
+    if query.dense is not None:
+        prefetches.append(
+            qe.Prefetch(
+                limit=query.prefetch_limit,
+                query=qe.Query.Nearest(query.dense, using=DENSE_VECTOR),
+                filter=flt,
+            )
+        )
+    if query.sparse is not None:
+        prefetches.append(
+            qe.Prefetch(
+                limit=query.prefetch_limit,
+                query=qe.Query.Nearest(_sparse(query.sparse), using=SPARSE_VECTOR),
+                filter=flt,
+            )
+        )
+    return qe.QueryRequest(
+        limit=query.limit,
+        prefetches=prefetches,
+        # The stub types `query` as Fusion; Fusion.Rrf is the variant the engine expects.
+        query=qe.Fusion.Rrf(k=RRF_K),  # type: ignore[arg-type]
+        filter=flt,
+        with_payload=query.with_payload,
+    )
+
+
+def _raw(points: Sequence[qe.ScoredPoint]) -> list[RawPoint]:
+    return [RawPoint(str(p.id), float(p.score), p.payload) for p in points]
+
+
+class EdgeIndex:
+    """Hybrid, tenant-isolated vector index on Qdrant Edge shards under ``path``.
+
+    Args:
+        path: root directory; created if missing.
+        bm25: the BM25 encoder (default parameters if ``None``); a collection
+            refuses to open with an encoder other than the one that built it.
+        hybrid_fusion: ``client`` (fuse the two channels here: fastest, see
+            :mod:`ragsift.retrieval.index`) or ``qdrant`` (Qdrant's ``Fusion.Rrf``).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        bm25: Bm25Encoder | None = None,
+        hybrid_fusion: HybridFusion = "client",
+    ) -> None:
+        if hybrid_fusion not in ("client", "qdrant"):
+            raise ValueError(f"hybrid_fusion must be 'client' or 'qdrant', got {hybrid_fusion!r}")
+        root = Path(path)
+        if root.exists() and not root.is_dir():
+            raise ValueError(f"path must be a directory, got the file {str(root)!r}")
+        root.mkdir(parents=True, exist_ok=True)
+        self.path = root
+        self.bm25 = bm25 or Bm25Encoder()
+        self.hybrid_fusion: HybridFusion = hybrid_fusion
+        self._collections: dict[str, _Collection] = {}
+        self._open_lock = threading.Lock()
+
+    # -- collections --------------------------------------------------------
+
+    def _sidecar(self, name: str) -> Path:
+        return self.path / f"{name}{SIDECAR_SUFFIX}"
+
+    def _write_sidecar(self, name: str, stored: StoredCollection) -> None:
+        target = self._sidecar(name)
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(json.dumps(stored.to_dict(), indent=2, sort_keys=True))
+        os.replace(tmp, target)  # atomic: a reader sees the old file or the new one
+
+    def _read_sidecar(self, name: str) -> StoredCollection | None:
+        target = self._sidecar(name)
+        if not target.exists():
+            return None
+        try:
+            raw = json.loads(target.read_text())
+        except json.JSONDecodeError as exc:
+            raise ConfigurationError(f"unreadable metadata file {str(target)!r}: {exc}") from exc
+        return StoredCollection.from_dict(name, raw)
+
+    def _open(self, name: str) -> _Collection:
+        """The open collection ``name``, loading it from disk on first use."""
+        validate_collection_name(name)
+        with self._open_lock:
+            opened = self._collections.get(name)
+            if opened is not None:
+                return opened
+            stored = self._read_sidecar(name)
+            shard_dir = self.path / name
+            if stored is None or not shard_dir.is_dir():
+                raise CollectionNotFoundError(name)
+            self._check_bm25(name, stored)
+            opened = _Collection(name, qe.EdgeShard.load(str(shard_dir)), stored)
+            self._collections[name] = opened
+            return opened
+
+    def _check_bm25(self, name: str, stored: StoredCollection) -> None:
+        if stored.bm25_id != self.bm25.encoder_id:
+            raise ConfigurationError(
+                f"collection {name!r} was indexed with BM25 encoding {stored.bm25_id!r}, "
+                f"this index encodes with {self.bm25.encoder_id!r}"
+            )
+
+    def _create(self, name: str, dim: int, embedder_id: str) -> _Collection:
+        stored = StoredCollection(embedder_id, dim, self.bm25.encoder_id)
+        config = qe.EdgeConfig(
+            vectors={DENSE_VECTOR: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
+            sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        )
+        shard = qe.EdgeShard.create(str(self.path / name), config)
+        # is_tenant lets Qdrant co-locate each tenant's points; doc_id serves re-ingestion deletes.
+        shard.update(
+            qe.UpdateOperation.create_field_index(
+                TENANT_FIELD, qe.KeywordIndexParams(is_tenant=True)
+            )
+        )
+        shard.update(qe.UpdateOperation.create_field_index(DOC_FIELD, qe.PayloadSchemaType.Keyword))
+        shard.flush()
+        self._write_sidecar(name, stored)  # last: a sidecar only ever names a complete shard
+        return _Collection(name, shard, stored)
+
+    async def ensure_collection(self, name: str, dim: int, embedder_id: str) -> CollectionInfo:
+        """Create collection ``name`` or check the existing one matches ``dim``/``embedder_id``."""
+        validate_collection_name(name)
+        if dim <= 0:
+            raise ValueError(f"dim must be > 0, got {dim}")
+        if not embedder_id:
+            raise ValueError(f"embedder_id must be non-empty, got {embedder_id!r}")
+        try:
+            opened = self._open(name)
+        except CollectionNotFoundError:
+            with self._open_lock:
+                if name not in self._collections:
+                    if (self.path / name).exists():
+                        raise ConfigurationError(
+                            f"shard directory {str(self.path / name)!r} exists without its "
+                            f"metadata file {str(self._sidecar(name))!r}; remove or restore it"
+                        ) from None
+                    self._collections[name] = self._create(name, dim, embedder_id)
+                opened = self._collections[name]
+        check_embedder(
+            name,
+            stored_id=opened.stored.embedder_id,
+            stored_dim=opened.stored.dim,
+            embedder_id=embedder_id,
+            dim=dim,
+        )
+        return await self.collection_info(name)
+
+    async def collection_info(self, collection: str) -> CollectionInfo:
+        """Embedder, dimension, point count and chunks per tenant of a collection."""
+        opened = self._open(collection)
+        facet = opened.shard.facet(
+            qe.FacetRequest(key=TENANT_FIELD, limit=MAX_TENANTS_IN_INFO, exact=True)
+        )
+        return CollectionInfo(
+            name=collection,
+            embedder_id=opened.stored.embedder_id,
+            dim=opened.stored.dim,
+            points_count=opened.shard.info().points_count,
+            tenants={str(hit.value): hit.count for hit in facet.hits},
+        )
+
+    # -- writes ---------------------------------------------------------------
+
+    async def upsert(self, collection: str, records: Sequence[ChunkRecord]) -> int:
+        """Insert or overwrite chunks; the point id is derived from ``chunk_id``."""
+        opened = self._open(collection)
+        for record in records:
+            if record.collection != collection:
+                raise ValueError(
+                    f"chunk {record.chunk_id!r} belongs to collection {record.collection!r}, "
+                    f"not {collection!r}"
+                )
+        for start in range(0, len(records), UPSERT_BATCH):
+            points = []
+            for record in records[start : start + UPSERT_BATCH]:
+                vectors: dict[str, Any] = {
+                    DENSE_VECTOR: dense_for_upsert(record, opened.stored.dim)
+                }
+                sparse = self.bm25.encode_document(record.text)
+                if not sparse.is_empty:
+                    vectors[SPARSE_VECTOR] = _sparse(sparse)
+                points.append(
+                    qe.Point(
+                        id=point_id(record.chunk_id), vector=vectors, payload=record_payload(record)
+                    )
+                )
+            with opened.write_lock:
+                opened.shard.update(qe.UpdateOperation.upsert_points(points))
+            await asyncio.sleep(0)
+        return len(records)
+
+    async def delete(self, collection: str, tenant_id: str, doc_id: str) -> None:
+        """Delete every chunk of ``doc_id`` owned by ``tenant_id``."""
+        require_tenant(tenant_id)
+        if not doc_id:
+            raise ValueError(f"doc_id must be non-empty, got {doc_id!r}")
+        opened = self._open(collection)
+        flt = _filter([(TENANT_FIELD, tenant_id), (DOC_FIELD, doc_id)])
+        with opened.write_lock:
+            opened.shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
+
+    # -- reads ----------------------------------------------------------------
+
+    def _plan(self, opened: _Collection, request: SearchRequest) -> SearchPlan:
+        check_embedder(
+            opened.name,
+            stored_id=opened.stored.embedder_id,
+            stored_dim=opened.stored.dim,
+            embedder_id=request.embedder_id,
+            dim=None,
+        )
+        sparse = self.bm25.encode_query(request.query) if request.mode != "dense" else None
+        return plan_search(
+            request, dim=opened.stored.dim, sparse=sparse, hybrid_fusion=self.hybrid_fusion
+        )
+
+    def _payloads(self, opened: _Collection, ids: list[str]) -> dict[str, Mapping[str, Any]]:
+        if not ids:
+            return {}
+        records = opened.shard.retrieve(list(ids), True, False)
+        return {str(r.id): r.payload or {} for r in records}
+
+    async def search(self, collection: str, request: SearchRequest) -> list[SearchHit]:
+        """Search one tenant's chunks (see :mod:`ragsift.retrieval.index` for hybrid)."""
+        return (await self.search_batch(collection, [request]))[0]
+
+    async def search_batch(
+        self, collection: str, requests: Sequence[SearchRequest]
+    ) -> list[list[SearchHit]]:
+        """All channel queries of all requests in one ``query_batch``, then one payload fetch."""
+        opened = self._open(collection)
+        plans = [self._plan(opened, request) for request in requests]
+        native = [
+            _to_request(query, _filter(plan.conditions)) for plan in plans for query in plan.queries
+        ]
+        answers = opened.shard.query_batch(qe.QueryBatchRequest(native)) if native else []
+        per_plan: list[list[list[RawPoint]]] = []
+        cursor = 0
+        for plan in plans:
+            per_plan.append([_raw(a) for a in answers[cursor : cursor + len(plan.queries)]])
+            cursor += len(plan.queries)
+        wanted: list[str] = []
+        for plan, results in zip(plans, per_plan, strict=True):
+            wanted.extend(needs_payload_ids(plan, results, RRF_K))
+        payloads = self._payloads(opened, list(dict.fromkeys(wanted)))
+        return [
+            assemble_hits(plan, results, payloads, k=RRF_K)
+            for plan, results in zip(plans, per_plan, strict=True)
+        ]
+
+    # -- maintenance ------------------------------------------------------------
+
+    def optimize(self, collection: str | None = None) -> bool:
+        """Build HNSW and merge segments (blocking; seconds for 10k points).
+
+        Returns True if any segment changed. ``None`` optimizes every open collection.
+        """
+        names = [collection] if collection is not None else list(self._collections)
+        changed = False
+        for name in names:
+            opened = self._open(name)
+            with opened.write_lock:
+                changed = opened.shard.optimize() or changed
+        return changed
+
+    def flush(self) -> None:
+        """Persist pending writes of every open collection."""
+        for opened in list(self._collections.values()):
+            with opened.write_lock:
+                opened.shard.flush()
+
+    async def close(self) -> None:
+        """Flush and close every open shard (releases their directory locks)."""
+        with self._open_lock:
+            for opened in self._collections.values():
+                with opened.write_lock:
+                    opened.shard.flush()
+                    opened.shard.close()
+            self._collections.clear()

@@ -1,0 +1,191 @@
+"""Errors raised by the retrieval edges: vector indexes and embedders.
+
+Each one subclasses the matching class of :mod:`ragsift.errors`, so a handler
+that only knows the root hierarchy still routes it (refuse the event, retry
+later, stop at start-up), and carries the fields a handler needs.
+"""
+
+from __future__ import annotations
+
+from ragsift.errors import (
+    ConfigurationError,
+    InvalidEventError,
+    RagsiftError,
+    ServiceUnavailableError,
+)
+
+__all__ = [
+    "CollectionNotFoundError",
+    "DimensionMismatchError",
+    "EmbedderMismatchError",
+    "EmbedderResponseError",
+    "EmbedderUnavailableError",
+    "MissingTenantError",
+    "OptionalDependencyError",
+    "TenantIsolationError",
+]
+
+
+class EmbedderMismatchError(InvalidEventError):
+    """A collection was built with one embedder and is queried (or fed) with another.
+
+    Vectors from two embedders live in unrelated spaces: searching one with the
+    other returns confident-looking nonsense, so the index refuses instead.
+
+    Args:
+        expected: the embedder id stored with the collection.
+        actual: the embedder id of the vector that was offered.
+        collection: the collection concerned, when known.
+    """
+
+    stage = "embed"
+
+    def __init__(
+        self,
+        *,
+        expected: str,
+        actual: str,
+        collection: str | None = None,
+        query_id: str | None = None,
+    ) -> None:
+        where = f" of collection {collection!r}" if collection else ""
+        super().__init__(
+            f"embedder mismatch{where}: expected {expected!r}, got {actual!r}",
+            query_id=query_id,
+        )
+        self.expected = expected
+        self.actual = actual
+        self.collection = collection
+
+
+class DimensionMismatchError(InvalidEventError):
+    """A vector's length differs from the dimension its embedder or collection declares.
+
+    Args:
+        expected: the declared dimension.
+        actual: the length that was offered.
+        context: what carried the vector (``"query vector"``, ``"chunk 'c1'"``...).
+    """
+
+    stage = "embed"
+
+    def __init__(
+        self,
+        *,
+        expected: int,
+        actual: int,
+        context: str = "vector",
+        query_id: str | None = None,
+    ) -> None:
+        super().__init__(
+            f"{context} has dimension {actual}, expected {expected}", query_id=query_id
+        )
+        self.expected = expected
+        self.actual = actual
+        self.context = context
+
+
+class MissingTenantError(InvalidEventError):
+    """A search or write without a tenant: refused, so isolation cannot be bypassed.
+
+    Args:
+        value: the tenant value that was offered (empty string, ``None``...).
+    """
+
+    def __init__(self, value: object, *, query_id: str | None = None) -> None:
+        super().__init__(f"tenant_id must be a non-empty string, got {value!r}", query_id=query_id)
+        self.value = value
+
+
+class CollectionNotFoundError(RagsiftError):
+    """A collection that does not exist (create it with ``ensure_collection`` first).
+
+    Args:
+        collection: the missing collection's name.
+    """
+
+    stage = "search"
+
+    def __init__(self, collection: str, *, query_id: str | None = None) -> None:
+        super().__init__(
+            f"collection {collection!r} does not exist; call ensure_collection first",
+            query_id=query_id,
+        )
+        self.collection = collection
+
+
+class EmbedderUnavailableError(ServiceUnavailableError):
+    """An embedding service did not answer, timed out, or said to come back later.
+
+    Args:
+        status_code: the HTTP status when there was one (429, 5xx), else ``None``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        retry_after: float | None = None,
+        query_id: str | None = None,
+    ) -> None:
+        super().__init__(
+            message, service="embedder", stage="embed", query_id=query_id, retry_after=retry_after
+        )
+        self.status_code = status_code
+
+
+class EmbedderResponseError(RagsiftError):
+    """An embedding service answered with an error or a malformed body (retrying won't help).
+
+    Args:
+        status_code: the HTTP status of the answer.
+        body: the start of the answer's body, for the log.
+    """
+
+    stage = "embed"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int,
+        body: str = "",
+        query_id: str | None = None,
+    ) -> None:
+        super().__init__(message, query_id=query_id)
+        self.status_code = status_code
+        self.body = body
+
+
+class OptionalDependencyError(ConfigurationError):
+    """A backend was selected whose optional package is not installed.
+
+    Args:
+        package: the distribution to install (``sentence-transformers``...).
+        feature: what needs it.
+    """
+
+    def __init__(self, *, package: str, feature: str) -> None:
+        super().__init__(f"{feature} needs the optional package {package!r}: pip install {package}")
+        self.package = package
+        self.feature = feature
+
+
+class TenantIsolationError(RagsiftError):
+    """The engine returned a chunk of another tenant: a bug, refused rather than served.
+
+    Args:
+        expected: the tenant the search was scoped to.
+        actual: the tenant of the offending chunk.
+    """
+
+    stage = "search"
+
+    def __init__(self, *, expected: str, actual: str, query_id: str | None = None) -> None:
+        super().__init__(
+            f"tenant isolation violated: search for {expected!r} returned a chunk of {actual!r}",
+            query_id=query_id,
+        )
+        self.expected = expected
+        self.actual = actual

@@ -1,0 +1,366 @@
+"""``QdrantServerIndex``: the :class:`~ragsift.retrieval.index.VectorIndex` of production.
+
+Talks to a Qdrant server or cluster through ``qdrant_client.AsyncQdrantClient``
+and the Query API. The collection layout, the BM25 encoding, the search plan
+and the hit assembly are the ones :class:`~ragsift.retrieval.edge.EdgeIndex`
+uses, so both return the same hits for the same data. Also runs against
+qdrant-client's local mode (``AsyncQdrantClient(":memory:")``), which the unit
+tests use (it ignores payload indexes and is slow: fine for tests only).
+
+The embedder id, dimension and BM25 encoding are stored in the collection's
+``metadata`` (Qdrant server >= 1.16, and local mode), so every worker replica
+checks its embedder against the collection itself, not against its settings.
+Server failures (connection, timeout, 429, 5xx) are raised as
+:class:`~ragsift.errors.ServiceUnavailableError` for the caller's retry policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+from qdrant_client import AsyncQdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from ragsift.errors import ConfigurationError, ServiceUnavailableError
+from ragsift.retrieval.bm25 import Bm25Encoder, SparseEncoding
+from ragsift.retrieval.errors import CollectionNotFoundError
+from ragsift.retrieval.index import (
+    DENSE_VECTOR,
+    DOC_FIELD,
+    RRF_K,
+    SPARSE_VECTOR,
+    TENANT_FIELD,
+    ChannelQuery,
+    ChunkRecord,
+    CollectionInfo,
+    HybridFusion,
+    PayloadValue,
+    RawPoint,
+    SearchHit,
+    SearchPlan,
+    SearchRequest,
+    StoredCollection,
+    assemble_hits,
+    check_embedder,
+    dense_for_upsert,
+    needs_payload_ids,
+    plan_search,
+    point_id,
+    record_payload,
+    require_tenant,
+    validate_collection_name,
+)
+
+__all__ = ["QdrantServerIndex"]
+
+#: Points per upsert request: keeps a request well under Qdrant's 32 MiB body limit
+#: with 384-d vectors and chunk-sized text.
+UPSERT_BATCH = 256
+#: Most tenants listed by ``collection_info`` (a facet over the keyword index).
+MAX_TENANTS_IN_INFO = 1000
+_HTTP_CONFLICT = 409
+_HTTP_NOT_FOUND = 404
+_HTTP_TOO_MANY_REQUESTS = 429
+_HTTP_SERVER_ERROR = 500
+
+
+def _match(value: PayloadValue) -> models.MatchValue | models.MatchAny:
+    if isinstance(value, str | int | bool):
+        return models.MatchValue(value=value)
+    return models.MatchAny(any=list(value))
+
+
+def _filter(conditions: Sequence[tuple[str, PayloadValue]]) -> models.Filter:
+    return models.Filter(
+        must=[models.FieldCondition(key=key, match=_match(value)) for key, value in conditions]
+    )
+
+
+def _sparse(encoding: SparseEncoding | None) -> models.SparseVector:
+    assert encoding is not None  # plan_search sets it for sparse channels
+    return models.SparseVector(indices=list(encoding.indices), values=list(encoding.values))
+
+
+def _to_request(query: ChannelQuery, flt: models.Filter) -> models.QueryRequest:
+    if query.kind == "dense":
+        return models.QueryRequest(
+            query=query.dense,
+            using=DENSE_VECTOR,
+            filter=flt,
+            limit=query.limit,
+            with_payload=query.with_payload,
+        )
+    if query.kind == "sparse":
+        return models.QueryRequest(
+            query=_sparse(query.sparse),
+            using=SPARSE_VECTOR,
+            filter=flt,
+            limit=query.limit,
+            with_payload=query.with_payload,
+        )
+    prefetch = []
+    if query.dense is not None:
+        prefetch.append(
+            models.Prefetch(
+                query=query.dense, using=DENSE_VECTOR, filter=flt, limit=query.prefetch_limit
+            )
+        )
+    if query.sparse is not None:
+        prefetch.append(
+            models.Prefetch(
+                query=_sparse(query.sparse),
+                using=SPARSE_VECTOR,
+                filter=flt,
+                limit=query.prefetch_limit,
+            )
+        )
+    return models.QueryRequest(
+        prefetch=prefetch,
+        # Plain RRF is Qdrant's k = 2 (RRF_K) and works on every server with the Query API.
+        query=models.FusionQuery(fusion=models.Fusion.RRF),
+        filter=flt,
+        limit=query.limit,
+        with_payload=query.with_payload,
+    )
+
+
+def _raw(points: Sequence[models.ScoredPoint]) -> list[RawPoint]:
+    return [RawPoint(str(p.id), float(p.score), p.payload) for p in points]
+
+
+@asynccontextmanager
+async def _qdrant_errors(collection: str) -> AsyncIterator[None]:
+    """Map transport and server failures to ragsift errors; let the rest through."""
+    try:
+        yield
+    except UnexpectedResponse as exc:
+        status = exc.status_code or 0
+        if status == _HTTP_NOT_FOUND:
+            raise CollectionNotFoundError(collection) from exc
+        if status == _HTTP_TOO_MANY_REQUESTS or status >= _HTTP_SERVER_ERROR:
+            raise ServiceUnavailableError(
+                f"Qdrant answered {status} for collection {collection!r}", service="qdrant"
+            ) from exc
+        raise
+    except (ResponseHandlingException, httpx.TransportError) as exc:
+        raise ServiceUnavailableError(
+            f"Qdrant unreachable for collection {collection!r}: {exc}", service="qdrant"
+        ) from exc
+
+
+class QdrantServerIndex:
+    """Hybrid, tenant-isolated vector index on a Qdrant server through the Query API.
+
+    Args:
+        client: an ``AsyncQdrantClient`` (server URL, or ``":memory:"`` for tests);
+            the index owns it from now on and closes it in :meth:`close`.
+        bm25: the BM25 encoder (default parameters if ``None``).
+        hybrid_fusion: ``client`` (fuse here, default) or ``qdrant`` (``FusionQuery``).
+    """
+
+    def __init__(
+        self,
+        client: AsyncQdrantClient,
+        *,
+        bm25: Bm25Encoder | None = None,
+        hybrid_fusion: HybridFusion = "client",
+    ) -> None:
+        if not isinstance(client, AsyncQdrantClient):
+            raise TypeError(f"client must be an AsyncQdrantClient, got {type(client).__name__}")
+        if hybrid_fusion not in ("client", "qdrant"):
+            raise ValueError(f"hybrid_fusion must be 'client' or 'qdrant', got {hybrid_fusion!r}")
+        self.client = client
+        self.bm25 = bm25 or Bm25Encoder()
+        self.hybrid_fusion: HybridFusion = hybrid_fusion
+        self._stored: dict[str, StoredCollection] = {}
+
+    # -- collections --------------------------------------------------------
+
+    async def _load(self, name: str) -> StoredCollection:
+        """The stored metadata of ``name`` (cached: it never changes for a collection)."""
+        validate_collection_name(name)
+        cached = self._stored.get(name)
+        if cached is not None:
+            return cached
+        async with _qdrant_errors(name):
+            if not await self.client.collection_exists(name):
+                raise CollectionNotFoundError(name)
+            info = await self.client.get_collection(name)
+        try:
+            stored = StoredCollection.from_dict(name, info.config.metadata)
+        except ConfigurationError as exc:
+            raise ConfigurationError(
+                f"{exc.message} (collection metadata needs Qdrant server >= 1.16)"
+            ) from exc
+        if stored.bm25_id != self.bm25.encoder_id:
+            raise ConfigurationError(
+                f"collection {name!r} was indexed with BM25 encoding {stored.bm25_id!r}, "
+                f"this index encodes with {self.bm25.encoder_id!r}"
+            )
+        self._stored[name] = stored
+        return stored
+
+    async def _create(self, name: str, dim: int, embedder_id: str) -> None:
+        stored = StoredCollection(embedder_id, dim, self.bm25.encoder_id)
+        async with _qdrant_errors(name):
+            try:
+                await self.client.create_collection(
+                    name,
+                    vectors_config={
+                        DENSE_VECTOR: models.VectorParams(size=dim, distance=models.Distance.COSINE)
+                    },
+                    sparse_vectors_config={
+                        SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)
+                    },
+                    metadata=stored.to_dict(),
+                )
+            except UnexpectedResponse as exc:
+                if exc.status_code == _HTTP_CONFLICT:
+                    return  # another replica created it first; _load checks it matches
+                raise
+            except ValueError:
+                # local mode's "already exists"; a real conflict is caught by _load's check
+                if not await self.client.collection_exists(name):
+                    raise
+                return
+            # is_tenant lets the server co-locate each tenant's points.
+            await self.client.create_payload_index(
+                name,
+                TENANT_FIELD,
+                models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
+            )
+            await self.client.create_payload_index(
+                name, DOC_FIELD, models.PayloadSchemaType.KEYWORD
+            )
+
+    async def ensure_collection(self, name: str, dim: int, embedder_id: str) -> CollectionInfo:
+        """Create collection ``name`` or check the existing one matches ``dim``/``embedder_id``."""
+        validate_collection_name(name)
+        if dim <= 0:
+            raise ValueError(f"dim must be > 0, got {dim}")
+        if not embedder_id:
+            raise ValueError(f"embedder_id must be non-empty, got {embedder_id!r}")
+        async with _qdrant_errors(name):
+            exists = await self.client.collection_exists(name)
+        if not exists:
+            await self._create(name, dim, embedder_id)
+        stored = await self._load(name)
+        check_embedder(
+            name,
+            stored_id=stored.embedder_id,
+            stored_dim=stored.dim,
+            embedder_id=embedder_id,
+            dim=dim,
+        )
+        return await self.collection_info(name)
+
+    async def collection_info(self, collection: str) -> CollectionInfo:
+        """Embedder, dimension, point count and chunks per tenant of a collection."""
+        stored = await self._load(collection)
+        async with _qdrant_errors(collection):
+            info = await self.client.get_collection(collection)
+            facet = await self.client.facet(
+                collection, key=TENANT_FIELD, limit=MAX_TENANTS_IN_INFO, exact=True
+            )
+        return CollectionInfo(
+            name=collection,
+            embedder_id=stored.embedder_id,
+            dim=stored.dim,
+            points_count=info.points_count or 0,
+            tenants={str(hit.value): hit.count for hit in facet.hits},
+        )
+
+    # -- writes ---------------------------------------------------------------
+
+    async def upsert(self, collection: str, records: Sequence[ChunkRecord]) -> int:
+        """Insert or overwrite chunks; the point id is derived from ``chunk_id``."""
+        stored = await self._load(collection)
+        for record in records:
+            if record.collection != collection:
+                raise ValueError(
+                    f"chunk {record.chunk_id!r} belongs to collection {record.collection!r}, "
+                    f"not {collection!r}"
+                )
+        for start in range(0, len(records), UPSERT_BATCH):
+            points = []
+            for record in records[start : start + UPSERT_BATCH]:
+                vectors: dict[str, Any] = {DENSE_VECTOR: dense_for_upsert(record, stored.dim)}
+                sparse = self.bm25.encode_document(record.text)
+                if not sparse.is_empty:
+                    vectors[SPARSE_VECTOR] = _sparse(sparse)
+                points.append(
+                    models.PointStruct(
+                        id=point_id(record.chunk_id), vector=vectors, payload=record_payload(record)
+                    )
+                )
+            async with _qdrant_errors(collection):
+                await self.client.upsert(collection, points=points, wait=True)
+        return len(records)
+
+    async def delete(self, collection: str, tenant_id: str, doc_id: str) -> None:
+        """Delete every chunk of ``doc_id`` owned by ``tenant_id``."""
+        require_tenant(tenant_id)
+        if not doc_id:
+            raise ValueError(f"doc_id must be non-empty, got {doc_id!r}")
+        await self._load(collection)
+        selector = models.FilterSelector(
+            filter=_filter([(TENANT_FIELD, tenant_id), (DOC_FIELD, doc_id)])
+        )
+        async with _qdrant_errors(collection):
+            await self.client.delete(collection, points_selector=selector, wait=True)
+
+    # -- reads ----------------------------------------------------------------
+
+    def _plan(self, name: str, stored: StoredCollection, request: SearchRequest) -> SearchPlan:
+        check_embedder(
+            name,
+            stored_id=stored.embedder_id,
+            stored_dim=stored.dim,
+            embedder_id=request.embedder_id,
+            dim=None,
+        )
+        sparse = self.bm25.encode_query(request.query) if request.mode != "dense" else None
+        return plan_search(request, dim=stored.dim, sparse=sparse, hybrid_fusion=self.hybrid_fusion)
+
+    async def search(self, collection: str, request: SearchRequest) -> list[SearchHit]:
+        """Search one tenant's chunks (see :mod:`ragsift.retrieval.index` for hybrid)."""
+        return (await self.search_batch(collection, [request]))[0]
+
+    async def search_batch(
+        self, collection: str, requests: Sequence[SearchRequest]
+    ) -> list[list[SearchHit]]:
+        """All channel queries in one ``query_batch_points`` call, then one payload fetch."""
+        stored = await self._load(collection)
+        plans = [self._plan(collection, stored, request) for request in requests]
+        native = [
+            _to_request(query, _filter(plan.conditions)) for plan in plans for query in plan.queries
+        ]
+        async with _qdrant_errors(collection):
+            answers = await self.client.query_batch_points(collection, native) if native else []
+        per_plan: list[list[list[RawPoint]]] = []
+        cursor = 0
+        for plan in plans:
+            chunk = answers[cursor : cursor + len(plan.queries)]
+            per_plan.append([_raw(a.points) for a in chunk])
+            cursor += len(plan.queries)
+        wanted: list[str] = []
+        for plan, results in zip(plans, per_plan, strict=True):
+            wanted.extend(needs_payload_ids(plan, results, RRF_K))
+        payloads: Mapping[str, Mapping[str, Any]] = {}
+        if wanted:
+            async with _qdrant_errors(collection):
+                records = await self.client.retrieve(
+                    collection, list(dict.fromkeys(wanted)), with_payload=True, with_vectors=False
+                )
+            payloads = {str(r.id): r.payload or {} for r in records}
+        return [
+            assemble_hits(plan, results, payloads, k=RRF_K)
+            for plan, results in zip(plans, per_plan, strict=True)
+        ]
+
+    async def close(self) -> None:
+        """Close the client."""
+        await self.client.close()

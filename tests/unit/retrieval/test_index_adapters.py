@@ -1,0 +1,268 @@
+"""Both VectorIndex adapters: same hits for the same data, idempotence, refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from retrieval_corpus import (
+    COLLECTION,
+    CORPUS,
+    DIM,
+    QUERIES,
+    IndexFactory,
+    corpus_records,
+    make_record,
+)
+
+from ragsift.retrieval.edge import EdgeIndex
+from ragsift.retrieval.embedders import HashingEmbedder
+from ragsift.retrieval.errors import (
+    CollectionNotFoundError,
+    DimensionMismatchError,
+    EmbedderMismatchError,
+    MissingTenantError,
+)
+from ragsift.retrieval.index import (
+    RawPoint,
+    SearchHit,
+    SearchMode,
+    SearchRequest,
+    VectorIndex,
+    point_id,
+    rrf_fuse,
+)
+
+pytestmark = pytest.mark.unit
+
+EMBEDDER = HashingEmbedder(DIM)
+MODES: tuple[SearchMode, ...] = ("dense", "keyword", "hybrid")
+
+
+def request(tenant: str, query: str, mode: SearchMode, **kwargs: object) -> SearchRequest:
+    return SearchRequest(
+        tenant_id=tenant,
+        query=query,
+        dense_vector=EMBEDDER.embed_sync(query),
+        mode=mode,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+async def build(factory: IndexFactory, **kwargs: object) -> VectorIndex:
+    index = factory(**kwargs)
+    await index.ensure_collection(COLLECTION, DIM, EMBEDDER.embedder_id)
+    await index.upsert(COLLECTION, corpus_records())
+    return index
+
+
+def summary(hits: list[SearchHit]) -> list[tuple[str, int]]:
+    return [(h.chunk_id, h.rank) for h in hits]
+
+
+def assert_same_ranking(mine: list[SearchHit], theirs: list[SearchHit]) -> None:
+    """Same scores in the same order, and the same chunk at every rank above the last score.
+
+    When several chunks tie at the last score and the limit cuts that group,
+    the engine picks which of them to return in its own iteration order (Edge
+    and local mode differ): only that boundary group may hold other chunks.
+    """
+    assert len(mine) == len(theirs)
+    boundary = round(mine[-1].score, 5) if mine else None
+    for a, b in zip(mine, theirs, strict=True):
+        assert a.score == pytest.approx(b.score, rel=1e-5, abs=1e-6)
+        if round(a.score, 5) != boundary:
+            assert (a.chunk_id, a.rank) == (b.chunk_id, b.rank)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_adapters_return_the_same_hits_in_the_same_order(
+    mode: SearchMode, edge_factory: IndexFactory, server_factory: IndexFactory
+) -> None:
+    edge, server = await build(edge_factory), await build(server_factory)
+    try:
+        for tenant in CORPUS:
+            for query in QUERIES:
+                if mode == "keyword" and not query.strip():
+                    continue
+                req = request(tenant, query, mode, limit=5)
+                got_edge = await edge.search(COLLECTION, req)
+                got_server = await server.search(COLLECTION, req)
+                assert_same_ranking(got_edge, got_server)
+                for a, b in zip(got_edge, got_server, strict=True):
+                    if a.chunk_id != b.chunk_id:
+                        continue  # a boundary tie (see assert_same_ranking)
+                    # Edge scores in float32, local mode in float64: equal to ~1e-6.
+                    for field in ("dense_score", "sparse_score", "fused_score"):
+                        mine, theirs = getattr(a, field), getattr(b, field)
+                        assert (mine is None) == (theirs is None), field
+                        if mine is not None:
+                            assert mine == pytest.approx(theirs, rel=1e-5, abs=1e-6), field
+                    assert (a.dense_rank, a.sparse_rank) == (b.dense_rank, b.sparse_rank)
+    finally:
+        await edge.close()
+        await server.close()
+
+
+async def test_hybrid_hits_carry_each_channels_raw_scores(index: VectorIndex) -> None:
+    req = request("acme", "how do I reset my password", "hybrid", limit=5)
+    hits = await index.search(COLLECTION, req)
+    dense = {
+        h.chunk_id: h
+        for h in await index.search(COLLECTION, request("acme", req.query, "dense", limit=50))
+    }
+    sparse = {
+        h.chunk_id: h
+        for h in await index.search(COLLECTION, request("acme", req.query, "keyword", limit=50))
+    }
+    assert [h.rank for h in hits] == [1, 2, 3, 4, 5]
+    assert hits[0].chunk_id == "acme-0"
+    for hit in hits:
+        assert hit.fused_score == hit.score
+        if hit.chunk_id in dense:
+            assert hit.dense_score == pytest.approx(dense[hit.chunk_id].score)
+            assert hit.dense_rank == dense[hit.chunk_id].rank
+        if hit.chunk_id in sparse:
+            assert hit.sparse_score == pytest.approx(sparse[hit.chunk_id].score)
+        expected = sum(1.0 / (2 + r - 1) for r in (hit.dense_rank, hit.sparse_rank) if r)
+        assert hit.fused_score == pytest.approx(expected)
+    assert any(h.sparse_score is None for h in hits)  # dense-only hits keep sparse_score None
+
+
+@pytest.mark.parametrize("which", ["edge", "server"])
+async def test_client_fusion_matches_qdrants_own_rrf(
+    which: str, edge_factory: IndexFactory, server_factory: IndexFactory
+) -> None:
+    """Fusing here gives Qdrant's RRF scores; only the order among ties may differ.
+
+    Qdrant (Edge and local mode alike) orders tied points by internal iteration
+    order, in each channel and in the fused list; we break ties by id so both
+    adapters agree. The fused score sequence must match exactly, and when no
+    channel has tied scores the ranking must match too.
+    """
+    factory = edge_factory if which == "edge" else server_factory
+    ours, theirs = await build(factory), await build(factory, hybrid_fusion="qdrant")
+    tie_free = 0
+    try:
+        for query in QUERIES:
+            req = request("acme", query, "hybrid", limit=6, prefetch_limit=8)
+            mine = await ours.search(COLLECTION, req)
+            qdrant = await theirs.search(COLLECTION, req)
+            assert [round(h.score, 6) for h in mine] == [round(h.score, 6) for h in qdrant]
+            assert all(h.dense_score is not None or h.sparse_score is not None for h in qdrant)
+            channels = [
+                await ours.search(COLLECTION, request("acme", query, m, limit=8))
+                for m in ("dense", "keyword")
+                if m == "dense" or query != "the"
+            ]
+            scores = [[round(h.score, 6) for h in c] for c in channels]
+            if all(len(set(s)) == len(s) for s in scores):
+                tie_free += 1
+                assert_same_ranking(mine, qdrant)
+        assert tie_free >= 1
+    finally:
+        await ours.close()
+        await theirs.close()
+
+
+async def test_search_batch_equals_single_searches(index: VectorIndex) -> None:
+    reqs = [request(t, q, m) for t in CORPUS for q in QUERIES[:3] for m in MODES]
+    batched = await index.search_batch(COLLECTION, reqs)
+    singles = [await index.search(COLLECTION, r) for r in reqs]
+    assert [summary(b) for b in batched] == [summary(s) for s in singles]
+
+
+async def test_reupsert_is_idempotent_and_delete_removes_a_document(index: VectorIndex) -> None:
+    before = await index.collection_info(COLLECTION)
+    await index.upsert(COLLECTION, corpus_records())
+    again = await index.collection_info(COLLECTION)
+    assert again.points_count == before.points_count == sum(len(t) for t in CORPUS.values())
+    assert again.tenants == {"acme": 10, "globex": 6}
+    changed = make_record("acme", 0, "Completely new text about penguins.")
+    await index.upsert(COLLECTION, [changed])
+    hits = await index.search(COLLECTION, request("acme", "penguins", "keyword"))
+    assert [h.chunk_id for h in hits] == ["acme-0"]
+    assert (await index.collection_info(COLLECTION)).points_count == before.points_count
+    await index.delete(COLLECTION, "acme", "acme-doc-0")  # chunks acme-0 and acme-1
+    info = await index.collection_info(COLLECTION)
+    assert info.points_count == before.points_count - 2
+    assert info.tenants == {"acme": 8, "globex": 6}
+
+
+async def test_payload_filter_narrows_within_the_tenant(index: VectorIndex) -> None:
+    req = request(
+        "acme", "password reset refund", "hybrid", limit=10, filter={"source_type": "government"}
+    )
+    hits = await index.search(COLLECTION, req)
+    assert hits
+    assert all(h.source_type == "government" and h.tenant_id == "acme" for h in hits)
+    assert hits[0].payload["lang"] == "en"
+    with pytest.raises(ValueError, match="tenant_id"):
+        request("acme", "x", "hybrid", filter={"tenant_id": "globex"})
+
+
+async def test_embedder_mismatch_is_refused(index: VectorIndex) -> None:
+    with pytest.raises(EmbedderMismatchError) as caught:
+        await index.ensure_collection(COLLECTION, DIM, "openai-text-embedding-3-small-384")
+    assert caught.value.expected == EMBEDDER.embedder_id
+    assert caught.value.actual == "openai-text-embedding-3-small-384"
+    with pytest.raises(DimensionMismatchError):
+        await index.ensure_collection(COLLECTION, 768, EMBEDDER.embedder_id)
+    with pytest.raises(EmbedderMismatchError):
+        await index.search(
+            COLLECTION, request("acme", "password", "dense", embedder_id="other-384")
+        )
+    with pytest.raises(DimensionMismatchError):
+        await index.search(
+            COLLECTION, SearchRequest(tenant_id="acme", dense_vector=np.ones(10), mode="dense")
+        )
+    ok = await index.search(
+        COLLECTION, request("acme", "password", "dense", embedder_id=EMBEDDER.embedder_id)
+    )
+    assert ok
+
+
+async def test_tenant_is_mandatory(index: VectorIndex) -> None:
+    for bad in ("", "  ", None):
+        with pytest.raises(MissingTenantError):
+            SearchRequest(tenant_id=bad, query="x", mode="keyword")  # type: ignore[arg-type]
+    with pytest.raises(MissingTenantError):
+        await index.delete(COLLECTION, "", "doc")
+    with pytest.raises(MissingTenantError):
+        make_record("", 0, "text")
+
+
+async def test_unknown_collection_and_bad_names(index: VectorIndex) -> None:
+    with pytest.raises(CollectionNotFoundError):
+        await index.search("missing", request("acme", "x", "dense"))
+    with pytest.raises(ValueError, match="collection name"):
+        await index.ensure_collection("../escape", DIM, EMBEDDER.embedder_id)
+
+
+async def test_edge_index_reopens_from_disk_with_its_embedder(tmp_path: Path) -> None:
+    first = EdgeIndex(tmp_path)
+    await first.ensure_collection(COLLECTION, DIM, EMBEDDER.embedder_id)
+    await first.upsert(COLLECTION, corpus_records())
+    first.optimize()
+    await first.close()
+    reopened = EdgeIndex(tmp_path)
+    info = await reopened.collection_info(COLLECTION)
+    assert (info.embedder_id, info.dim, info.points_count) == (EMBEDDER.embedder_id, DIM, 16)
+    with pytest.raises(EmbedderMismatchError):
+        await reopened.ensure_collection(COLLECTION, DIM, "another-embedder")
+    hits = await reopened.search(COLLECTION, request("acme", "reset password", "hybrid", limit=3))
+    assert hits[0].chunk_id == "acme-0"
+    await reopened.close()
+
+
+def test_point_ids_are_deterministic_uuids() -> None:
+    assert point_id("acme-0") == point_id("acme-0") != point_id("acme-1")
+    assert len(point_id("x")) == 36
+
+
+def test_rrf_fuse_follows_qdrants_formula() -> None:
+    dense = [RawPoint("a", 0.9), RawPoint("b", 0.8)]
+    sparse = [RawPoint("b", 5.0), RawPoint("c", 1.0)]
+    fused = dict(rrf_fuse([dense, sparse], k=2))
+    assert fused == pytest.approx({"a": 1 / 2, "b": 1 / 3 + 1 / 2, "c": 1 / 3})
