@@ -22,7 +22,10 @@ REDIS_DEFAULT = "redis://127.0.0.1:16379/0"
 
 
 def _required() -> bool:
-    return any(os.environ.get(v, "").lower() in ("1", "true", "yes") for v in ("CI", "RAGSIFT_REQUIRE_SERVICES"))
+    return any(
+        os.environ.get(v, "").lower() in ("1", "true", "yes")
+        for v in ("CI", "RAGSIFT_REQUIRE_SERVICES")
+    )
 
 
 def _reachable(host: str, port: int) -> bool:
@@ -70,7 +73,7 @@ def redis_settings() -> RedisSettings:
 @pytest.fixture
 def unique() -> Iterator[str]:
     """A short unique suffix so tests never share topics, groups or keys."""
-    yield uuid.uuid4().hex[:10]
+    return uuid.uuid4().hex[:10]
 
 
 @pytest.fixture

@@ -53,21 +53,37 @@ def echo_worker(kafka_bootstrap: str, unique: str, tmp_path: Path) -> Iterator[d
         "ECHO_DLQ": f"it.echo-dlq.{unique}",
         "ECHO_APP_ID": f"it-echo-{unique}",
     }
-    asyncio.run(create_topics(kafka_bootstrap, [v for k, v in topics.items() if k != "ECHO_APP_ID"]))
+    asyncio.run(
+        create_topics(kafka_bootstrap, [v for k, v in topics.items() if k != "ECHO_APP_ID"])
+    )
     env = {**os.environ, **topics, "RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
     env["PYTHONPATH"] = str(REPO)
     log = tmp_path / "echo.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, str(ECHO_APP), "--datadir", str(tmp_path / "faust"), "worker",
-             "-l", "info", "--web-port", str(_free_port())],
-            cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                str(ECHO_APP),
+                "--datadir",
+                str(tmp_path / "faust"),
+                "worker",
+                "-l",
+                "info",
+                "--web-port",
+                str(_free_port()),
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     try:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while "Ready" not in log.read_text(errors="replace"):
             if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"echo worker did not start:\n{log.read_text(errors='replace')[-3000:]}")
+                pytest.fail(
+                    f"echo worker did not start:\n{log.read_text(errors='replace')[-3000:]}"
+                )
             time.sleep(0.2)
         yield topics
     finally:
@@ -108,10 +124,14 @@ async def test_query_event_round_trips_through_a_faust_agent(
     await producer.start()
     try:
         for q in sent:
-            await producer.send_and_wait(echo_worker["ECHO_IN"], codec.encode(q), key=q.query_id.encode())
+            await producer.send_and_wait(
+                echo_worker["ECHO_IN"], codec.encode(q), key=q.query_id.encode()
+            )
     finally:
         await producer.stop()
-    received = [codec.decode(v) for v in await _consume(kafka_bootstrap, echo_worker["ECHO_OUT"], 20)]
+    received = [
+        codec.decode(v) for v in await _consume(kafka_bootstrap, echo_worker["ECHO_OUT"], 20)
+    ]
     assert sorted(received, key=lambda q: q.query_id) == sorted(sent, key=lambda q: q.query_id)
 
 
@@ -150,8 +170,9 @@ async def test_two_consumers_in_one_group_split_the_partitions(
     topic, group, partitions = f"it.split.{unique}", f"it-split-{unique}", 4
     await admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])  # type: ignore[attr-defined]
     consumers = [
-        AIOKafkaConsumer(topic, bootstrap_servers=kafka_bootstrap, group_id=group,
-                         auto_offset_reset="earliest")
+        AIOKafkaConsumer(
+            topic, bootstrap_servers=kafka_bootstrap, group_id=group, auto_offset_reset="earliest"
+        )
         for _ in range(2)
     ]
     for c in consumers:

@@ -1,0 +1,56 @@
+"""Loading .txt/.md/.jsonl with clear errors for bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ragsift.errors import InvalidEventError
+from ragsift.ingest.loaders import iter_documents, safe_doc_id
+from ragsift.ingest.sample import sample_documents, write_sample_corpus
+
+
+def test_folder_of_markdown_and_jsonl(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a b.md").write_text("# Title A\n\nBody.", encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("plain text", encoding="utf-8")
+    (tmp_path / "skip.pdf").write_bytes(b"%PDF")
+    (tmp_path / "rows.jsonl").write_text(
+        '{"id": "r1", "text": "row one", "source_type": "government", "lang": "en"}\n\n'
+        '{"text": "row two"}\n',
+        encoding="utf-8",
+    )
+    docs = {d.doc_id: d for d in iter_documents(tmp_path)}
+    assert set(docs) == {"notes.txt", "r1", "rows-3", "sub-a-b.md"}
+    assert docs["sub-a-b.md"].title == "Title A"
+    assert docs["r1"].source_type == "government"
+    assert docs["r1"].metadata == {"lang": "en"}
+
+
+def test_bad_jsonl_line_names_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "ok"}\n{"title": "no text"}\n', encoding="utf-8")
+    with pytest.raises(InvalidEventError, match=r"bad\.jsonl:2: .*'text'"):
+        list(iter_documents(bad))
+
+
+def test_missing_path_and_unsupported_file(tmp_path: Path) -> None:
+    with pytest.raises(InvalidEventError, match="no such file"):
+        list(iter_documents(tmp_path / "nope"))
+    pdf = tmp_path / "x.pdf"
+    pdf.write_bytes(b"%PDF")
+    with pytest.raises(InvalidEventError, match="unsupported file type"):
+        list(iter_documents(pdf))
+
+
+def test_safe_doc_id() -> None:
+    assert safe_doc_id("a b/c.md") == "a-b-c.md"
+    assert safe_doc_id("///") == "doc"
+    assert len(safe_doc_id("x" * 500)) == 128
+
+
+def test_sample_corpus_round_trips_through_the_loader(tmp_path: Path) -> None:
+    write_sample_corpus(tmp_path)
+    loaded = {d.doc_id for d in iter_documents(tmp_path)}
+    assert loaded == {f"{d.doc_id}.md" for d in sample_documents()}
