@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -79,6 +80,193 @@ def schemas_export(
 
     for path in export_json_schemas(out or JSON_DIR):
         console.print(f"wrote {path}")
+
+
+def _runtime(data_dir: Path | None) -> tuple[Settings, Any]:
+    from ragsift.embedded import EmbeddedRuntime
+
+    settings = _settings()
+    if data_dir is not None:
+        settings = settings.model_copy(update={"data_dir": data_dir})
+    try:
+        return settings, EmbeddedRuntime(settings)
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+
+
+DataDir = Annotated[
+    Path | None, typer.Option("--data-dir", help="Embedded data directory (default .ragsift).")
+]
+Tenant = Annotated[str, typer.Option("--tenant", "-t", help="Tenant the documents belong to.")]
+Collection = Annotated[str, typer.Option("--collection", "-c", help="Collection name.")]
+
+
+@app.command()
+def demo(
+    data_dir: Annotated[
+        Path, typer.Option("--data-dir", help="Where the demo writes its shard and audit file.")
+    ] = Path(".ragsift/demo"),
+) -> None:
+    """Ingest a sample handbook and play scripted queries on the embedded runtime."""
+    import shutil
+
+    from ragsift.cli_render import demo_table
+    from ragsift.ingest.loaders import iter_documents
+    from ragsift.ingest.sample import DEMO_QUERIES, write_sample_corpus
+    from ragsift.schemas import QueryEvent
+
+    if data_dir.exists():
+        shutil.rmtree(data_dir)  # the demo always starts from a clean shard
+    corpus = write_sample_corpus(data_dir / "corpus")
+    console.print(f"wrote a sample handbook of {len(corpus)} documents to {data_dir / 'corpus'}")
+    _, runtime = _runtime(data_dir)
+
+    async def run() -> list[tuple[str, Any, int]]:
+        async with runtime:
+            report = await runtime.ingest("demo", iter_documents(data_dir / "corpus"))
+            console.print(
+                f"indexed {report.documents} documents as {report.chunks} chunks with"
+                f" {runtime.embedder.embedder_id} into Qdrant Edge"
+            )
+            queries = [
+                QueryEvent(query_id=f"demo-{i}", tenant_id="demo", query=q.text)
+                for i, q in enumerate(DEMO_QUERIES)
+            ]
+            results = await runtime.ask(queries)
+            audit = runtime.audit.read_all()
+        per_query: dict[str, int] = {}
+        for row in audit:
+            subject = str(row.get("subject"))
+            per_query[subject] = per_query.get(subject, 0) + 1
+        return [
+            (q.kind, r, per_query.get(query.query_id, 0))
+            for q, query, r in zip(DEMO_QUERIES, queries, results, strict=True)
+        ]
+
+    rows = asyncio.run(run())
+    wide = Console(width=max(console.width, 150))  # the table needs room even when piped
+    wide.print(demo_table(rows))
+    console.print(f"audit trail (CloudEvents, JSONL): {data_dir / 'audit' / 'audit.jsonl'}")
+    console.print(
+        f"results: {data_dir / 'results.jsonl'}  ·  try: ragsift ask --data-dir"
+        f' {data_dir} --tenant demo "What is the warranty period?"'
+    )
+
+
+@app.command()
+def ingest(
+    path: Annotated[Path, typer.Argument(help="A .txt/.md/.jsonl file or a folder of them.")],
+    tenant: Tenant,
+    collection: Collection = "default",
+    source_type: Annotated[
+        str, typer.Option(help="C1 source type: government, regulatory, market_data, ...")
+    ] = "unknown",
+    data_dir: DataDir = None,
+) -> None:
+    """Chunk, embed and index documents into the embedded Qdrant Edge shard."""
+    from rich.progress import Progress
+
+    from ragsift.ingest.loaders import iter_documents
+
+    try:
+        docs = list(iter_documents(path, source_type=source_type))
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    if not docs:
+        err_console.print(f"[red]error:[/red] no .txt/.md/.jsonl documents under {path}")
+        raise typer.Exit(2)
+    _, runtime = _runtime(data_dir)
+
+    async def run() -> Any:
+        async with runtime:
+            with Progress(console=err_console) as progress:
+                task = progress.add_task("indexing", total=len(docs))
+                return await runtime.ingest(
+                    tenant,
+                    docs,
+                    collection=collection,
+                    progress=lambda n: progress.update(task, completed=n),
+                )
+
+    report = asyncio.run(run())
+    console.print(
+        f"indexed {report.documents} documents as {report.chunks} chunks for tenant {tenant!r}"
+        f" in collection {collection!r}"
+    )
+
+
+@app.command()
+def ask(
+    query: Annotated[str, typer.Argument(help="The question.")],
+    tenant: Tenant,
+    collection: Collection = "default",
+    k: Annotated[int | None, typer.Option(help="Hits to fetch.")] = None,
+    mode: Annotated[str, typer.Option(help="hybrid, dense or keyword.")] = "hybrid",
+    selection: Annotated[str | None, typer.Option(help="threshold, adaptive or top_k.")] = None,
+    task: Annotated[str | None, typer.Option(help="Adaptive task type (E2).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    data_dir: DataDir = None,
+) -> None:
+    """Ask one question on the embedded runtime and print the scored result."""
+    import uuid
+
+    from pydantic import ValidationError
+
+    from ragsift.cli_render import print_result
+    from ragsift.schemas import QueryEvent
+
+    try:
+        event = QueryEvent.model_validate(
+            {
+                "query_id": f"ask-{uuid.uuid4().hex[:12]}",
+                "tenant_id": tenant,
+                "query": query,
+                "collection": collection,
+                "k": k,
+                "mode": mode,
+                "selection": selection,
+                "task_type": task,
+            }
+        )
+    except ValidationError as exc:
+        from ragsift.streams.codec import describe_validation_error
+
+        err_console.print(f"[red]error:[/red] {describe_validation_error(exc)}")
+        raise typer.Exit(2) from exc
+    _, runtime = _runtime(data_dir)
+
+    async def run() -> Any:
+        async with runtime:
+            return (await runtime.ask([event]))[0]
+
+    result = asyncio.run(run())
+    if as_json:
+        console.print_json(result.model_dump_json())
+    else:
+        print_result(console, result)
+
+
+@app.command()
+def assess(
+    query_id: Annotated[str, typer.Argument(help="A past query id (see results.jsonl).")],
+    data_dir: DataDir = None,
+) -> None:
+    """B5: the confidence breakdown and recommendations of a past query."""
+    from ragsift.cli_render import print_result
+
+    _, runtime = _runtime(data_dir)
+    result = runtime.find_result(query_id)
+    asyncio.run(runtime.close())
+    if result is None:
+        err_console.print(f"[red]error:[/red] no stored result for query id {query_id!r}")
+        raise typer.Exit(1)
+    print_result(console, result)
+    table = Table("signal", "value", title=f"breakdown ({result.breakdown.scorer})")
+    for name, value in result.breakdown.signals.items():
+        table.add_row(name, f"{value:.3f}")
+    console.print(table)
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ from ragsift.schemas.base import MAX_K, MAX_QUERY_CHARS
 __all__ = [
     "CacheSettings",
     "ConfidenceSettings",
+    "EmbedderSettings",
     "KafkaSettings",
     "LimitSettings",
     "QdrantSettings",
@@ -98,6 +99,21 @@ class QdrantSettings(BaseSettings):
     max_retries: int = Field(default=3, ge=0, le=10)
 
 
+class EmbedderSettings(BaseSettings):
+    """Which embedder turns query and chunk text into dense vectors."""
+
+    model_config = _config("RAGSIFT_EMBEDDER_")
+
+    #: hashing: the deterministic offline default (nothing to download);
+    #: sentence-transformers: a local model directory (extra); openai: any
+    #: OpenAI-compatible /v1/embeddings endpoint (OpenAI, Ollama, vLLM, TEI).
+    kind: Literal["hashing", "sentence-transformers", "openai"] = "hashing"
+    dim: int = Field(default=384, ge=8, le=4096)
+    model: str | None = Field(default=None, description="Model name or directory.")
+    base_url: str | None = Field(default=None, description="For kind=openai.")
+    api_key: SecretStr | None = None
+
+
 class ConfidenceSettings(BaseSettings):
     """Thresholds and scorer choice. Defaults are the seed designs' figures."""
 
@@ -150,9 +166,9 @@ class ConfidenceSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _thresholds_ordered(self) -> ConfidenceSettings:
-        if not self.low_threshold <= self.medium_threshold <= self.high_threshold:
+        if not self.low_threshold < self.medium_threshold < self.high_threshold:
             raise ValueError(
-                "thresholds must satisfy low <= medium <= high, got"
+                "thresholds must satisfy low < medium < high, got"
                 f" low={self.low_threshold} medium={self.medium_threshold}"
                 f" high={self.high_threshold}"
             )
@@ -188,10 +204,13 @@ class Settings(BaseSettings):
 
     model_config = _config("RAGSIFT_")
 
-    data_dir: Path = Path(".ragsift")
+    data_dir: Path = Field(
+        default=Path(".ragsift"), description="Embedded mode: shards, audit files, results."
+    )
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     redis: RedisSettings = Field(default_factory=RedisSettings)
     qdrant: QdrantSettings = Field(default_factory=QdrantSettings)
+    embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
     confidence: ConfidenceSettings = Field(default_factory=ConfidenceSettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
@@ -204,6 +223,7 @@ class Settings(BaseSettings):
                 kafka=KafkaSettings(),
                 redis=RedisSettings(),
                 qdrant=QdrantSettings(),
+                embedder=EmbedderSettings(),
                 confidence=ConfidenceSettings(),
                 cache=CacheSettings(),
                 limits=LimitSettings(),

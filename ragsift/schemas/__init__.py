@@ -14,9 +14,11 @@ from ragsift.schemas.deadletter import DeadLetter
 from ragsift.schemas.downstream import Badge, Decision, Report, ReviewItem, ReviewQueue
 from ragsift.schemas.evidence import EvidenceData, EvidenceEvent, EvidenceType
 from ragsift.schemas.ingest import DocumentEvent, FeedbackEvent, SourceType
-from ragsift.schemas.query import QueryEvent, RetrievalStrategy, SearchMode
+from ragsift.schemas.query import QueryEvent, SearchMode, Selection
 from ragsift.schemas.registry import ALL_SCHEMAS, export_json_schemas, json_schema_documents
 from ragsift.schemas.retrieval import (
+    Advice,
+    AdvisoryFlag,
     CacheInfo,
     Citation,
     ConfidenceBreakdown,
@@ -37,6 +39,8 @@ __all__ = [
     "MAX_TEXT_CHARS",
     "MAX_VECTOR_DIM",
     "TENANT_PATTERN",
+    "Advice",
+    "AdvisoryFlag",
     "Badge",
     "CacheInfo",
     "Citation",
@@ -56,11 +60,11 @@ __all__ = [
     "QueryEvent",
     "Report",
     "RetrievalResult",
-    "RetrievalStrategy",
     "RetrievedChunk",
     "ReviewItem",
     "ReviewQueue",
     "SearchMode",
+    "Selection",
     "SourceType",
     "Status",
     "StopReason",

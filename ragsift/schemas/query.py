@@ -17,10 +17,12 @@ from ragsift.schemas.base import (
     utcnow,
 )
 
-__all__ = ["QueryEvent", "RetrievalStrategy", "SearchMode"]
+__all__ = ["QueryEvent", "SearchMode", "Selection"]
 
 SearchMode = Literal["hybrid", "dense", "keyword"]
-RetrievalStrategy = Literal["fixed", "adaptive"]
+#: threshold: A1/A2 filter with min-results relaxation; adaptive: E1 adaptive k;
+#: top_k: E4 fixed top-k.
+Selection = Literal["threshold", "adaptive", "top_k"]
 
 
 class QueryEvent(EventModel):
@@ -36,17 +38,15 @@ class QueryEvent(EventModel):
     mode: SearchMode = Field(
         default="hybrid", description="hybrid (BM25 + dense, RRF), dense, keyword."
     )
-    strategy: RetrievalStrategy = Field(
-        default="fixed", description="fixed top-k (E4) or adaptive k (E1)."
+    selection: Selection | None = Field(
+        default=None,
+        description="threshold (A1/A2), adaptive (E1) or top_k (E4); settings when unset.",
     )
     task_type: str | None = Field(
         default=None, max_length=64, description="Per-task adaptive strategy (E2), e.g. debugging."
     )
     similarity_threshold: float | None = Field(
         default=None, ge=0.0, le=1.0, description="Per-query override of the hit filter (A1)."
-    )
-    min_results: int | None = Field(
-        default=None, ge=0, le=MAX_K, description="Per-query override of minimum results (A2)."
     )
     entities: list[str] = Field(
         default_factory=list, max_length=64, description="Query entities for coverage (E1)."

@@ -8,9 +8,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragsift.schemas.base import EventId, EventModel, TenantId, utcnow
-from ragsift.schemas.query import RetrievalStrategy, SearchMode
+from ragsift.schemas.query import SearchMode, Selection
 
 __all__ = [
+    "Advice",
+    "AdvisoryFlag",
     "CacheInfo",
     "Citation",
     "ConfidenceBreakdown",
@@ -26,9 +28,13 @@ __all__ = [
 
 #: Seed A's statuses (A4).
 Status = Literal["high_confidence", "medium_confidence", "low_confidence", "no_relevant_context"]
-#: Seed B's levels (B3).
-Level = Literal["high", "medium", "low", "very_low"]
-StopReason = Literal["threshold", "max_k", "no_results", "fixed_k"]
+#: Seed B's review levels (B3).
+Level = Literal["HIGH", "MEDIUM", "LOW", "VERY_LOW"]
+#: Seed C's advisory flags (C2).
+AdvisoryFlag = Literal[
+    "HIGH_CONFIDENCE", "MEDIUM_CONFIDENCE", "LOW_CONFIDENCE", "VERY_LOW_CONFIDENCE"
+]
+StopReason = Literal["threshold", "max_k", "no_results"]
 #: ok: retrieved and scored; error: retrieval failed (see ``error``);
 #: greeting: retrieval bypassed (D7); scope: answered from index metadata (D7).
 Outcome = Literal["ok", "error", "greeting", "scope"]
@@ -66,9 +72,17 @@ class DroppedHit(_Part):
     """A hit the filters removed, and why (A13)."""
 
     chunk_id: str
-    rule: str = Field(description="Which rule dropped it, e.g. similarity_threshold.")
-    threshold: float
-    value: float
+    rule: str = Field(description="Which rule dropped it, e.g. below_threshold.")
+    value: float = Field(description="The hit's normalized score.")
+    threshold: float | None = Field(default=None, description="Score bar (threshold rules).")
+    limit: int | None = Field(default=None, description="Count limit (cap rules).")
+
+
+class Advice(_Part):
+    """A recommendation for a weak retrieval (B5)."""
+
+    code: str
+    message: str
 
 
 class ConfidenceBreakdown(_Part):
@@ -109,19 +123,25 @@ class RetrievalResult(EventModel):
     level: Level
     confidence: float = Field(ge=0.0, le=1.0)
     answerable: bool = Field(description="D1: enough relevant documents to answer from.")
+    answerability_reason: str | None = Field(
+        default=None, description="answerable, too_few_documents or low_confidence."
+    )
     should_flag_for_review: bool = False
+    review_action: str | None = Field(default=None, description="B3 action for the level.")
+    advisory_flag: AdvisoryFlag
     advisory_only: bool = Field(description="C3: confidence under the advisory threshold.")
-    flags: list[str] = Field(default_factory=list)
     disclaimer: str | None = None
-    recommendations: list[str] = Field(default_factory=list)
+    recommendations: list[Advice] = Field(default_factory=list)
     breakdown: ConfidenceBreakdown
     hits: list[RetrievedChunk] = Field(default_factory=list)
     dropped: list[DroppedHit] = Field(default_factory=list)
     filtered_count: int = Field(ge=0)
     total_found: int = Field(ge=0)
-    match_count: int = Field(ge=0, description="Hits that passed the threshold before relaxing.")
+    match_count: int = Field(ge=0, description="Hits kept (A5).")
+    threshold: float = Field(description="Score bar applied to hits (relaxed if relaxed).")
+    relaxed: bool = Field(default=False, description="A2: threshold relaxed to reach min results.")
     mode: SearchMode = "hybrid"
-    strategy: RetrievalStrategy = "fixed"
+    selection: Selection = "threshold"
     stop_reason: StopReason
     chunks_retrieved: int = Field(ge=0)
     embedder_id: str

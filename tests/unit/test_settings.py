@@ -40,7 +40,7 @@ def test_seed_a_aliases_and_prefixed_names(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_misordered_thresholds_are_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAG_LOW_CONFIDENCE_THRESHOLD", "0.95")
-    with pytest.raises(ConfigurationError, match="low <= medium <= high"):
+    with pytest.raises(ConfigurationError, match="low < medium < high"):
         Settings.from_env()
 
 

@@ -38,7 +38,7 @@ def test_minimal_query_gets_defaults() -> None:
     q = make_query()
     assert q.schema_version == "1"
     assert q.mode == "hybrid"
-    assert q.strategy == "fixed"
+    assert q.selection is None
     assert q.created_at.tzinfo is not None
 
 

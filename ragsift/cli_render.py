@@ -1,0 +1,123 @@
+"""Rich rendering of results for the CLI (B7's confidence line, D6's refusal styling)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from ragsift.confidence import REFUSAL_SENTENCE
+from ragsift.schemas import DeadLetter, RetrievalResult
+
+__all__ = ["confidence_line", "demo_table", "print_result"]
+
+_MARKERS = {
+    "high_confidence": ("●", "green", "HIGH"),
+    "medium_confidence": ("◐", "yellow", "MEDIUM"),
+    "low_confidence": ("○", "dark_orange", "LOW"),
+    "no_relevant_context": ("✕", "red", "NONE"),
+}
+
+
+def confidence_line(result: RetrievalResult) -> Text:
+    """B7: ``● HIGH confidence 0.91 (calibrated) · kept 3/8``."""
+    if result.outcome == "error":
+        return Text(
+            "✕ ERROR retrieval failed: " + (result.error.message if result.error else ""),
+            style="bold red",
+        )
+    if result.outcome in ("greeting", "scope"):
+        return Text(f"↷ {result.outcome}: answered without retrieval", style="cyan")
+    marker, colour, label = _MARKERS[result.status]
+    text = Text(f"{marker} {label} ", style=f"bold {colour}")
+    text.append(f"confidence {result.confidence:.2f} ({result.breakdown.scorer})")
+    text.append(f" · kept {result.match_count}/{result.total_found}")
+    if result.cache.hit:
+        text.append(" · cached", style="dim")
+    if result.advisory_only:
+        text.append(" · advisory only", style=colour)
+    return text
+
+
+def _answer(result: RetrievalResult) -> Text:
+    if result.answer_hint:
+        return Text(result.answer_hint)
+    if not result.answerable or not result.hits:
+        return Text(REFUSAL_SENTENCE, style="italic red")
+    best = result.hits[0]
+    return Text(f"{best.text[:160]}… [{best.citation.source}]")
+
+
+def print_result(console: Console, result: RetrievalResult | DeadLetter) -> None:
+    """One result in full: the confidence line, disclaimer, hits, drops, advice."""
+    if isinstance(result, DeadLetter):
+        console.print(f"[red]rejected[/red] at {result.stage}: {result.error}")
+        return
+    console.print(confidence_line(result))
+    if result.disclaimer:
+        console.print(Panel(result.disclaimer, title="disclaimer", border_style="yellow"))
+    console.print(
+        Panel(
+            _answer(result),
+            title="answer" if result.answerable else "refusal",
+            border_style="green" if result.answerable else "red",
+        )
+    )
+    if result.hits:
+        table = Table("#", "score", "source", "text", title="kept context")
+        for h in result.hits:
+            table.add_row(str(h.rank), f"{h.score:.2f}", h.citation.source, h.text[:90])
+        console.print(table)
+    if result.dropped:
+        drops = ", ".join(f"{d.chunk_id} ({d.rule} {d.value:.2f})" for d in result.dropped[:6])
+        console.print(f"[dim]dropped {result.filtered_count}: {drops}[/dim]")
+    for advice in result.recommendations:
+        console.print(f"[cyan]→ {advice.code}[/cyan]: {advice.message}")
+    console.print(f"[dim]query_id {result.query_id} · result {result.result_id}[/dim]")
+
+
+def demo_table(rows: list[tuple[str, RetrievalResult | DeadLetter, int]]) -> Table:
+    """The demo's summary: one row per scripted query."""
+    table = Table(
+        "kind",
+        "query",
+        "confidence",
+        "level",
+        "kept/filtered",
+        "stop",
+        "cache",
+        "answer",
+        "evidence",
+        title="ragsift demo — embedded runtime",
+        show_lines=False,
+    )
+    for kind, result, evidence in rows:
+        if isinstance(result, DeadLetter):
+            table.add_row(kind, "-", "-", "rejected", "-", "-", "-", result.error[:40], "-")
+            continue
+        marker, colour, label = _MARKERS[result.status]
+        level = (
+            Text(result.outcome, style="cyan")
+            if result.outcome != "ok"
+            else Text(f"{marker} {label}", style=colour)
+        )
+        answer = (
+            Text(result.outcome, style="cyan")
+            if result.outcome in ("greeting", "scope")
+            else Text("answer", style="green")
+            if result.answerable
+            else Text("refuse", style="red")
+        )
+        table.add_row(
+            kind,
+            result.query[:44],
+            f"{result.confidence:.2f}",
+            level,
+            f"{result.match_count}/{result.filtered_count}",
+            result.stop_reason if result.outcome == "ok" else "-",
+            "hit" if result.cache.hit else "miss",
+            answer,
+            str(evidence),
+        )
+    return table

@@ -1,0 +1,122 @@
+"""Index documents: chunk, embed, replace the document's old chunks, bump the version.
+
+Used by ``ragsift ingest`` and by the indexer worker (DocumentEvents). Chunk
+ids are ``<doc_id>:<n>``, so re-ingesting a document is idempotent; its old
+chunks are deleted first so a shorter new version leaves no stale tail. The
+tenant's index version is bumped afterwards, which invalidates its cache keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from ragsift.ingest.chunking import Chunker
+from ragsift.ingest.loaders import SourceDocument
+from ragsift.retrieval.cache import ResultCache
+from ragsift.retrieval.embedders import Embedder
+from ragsift.retrieval.index import ChunkRecord, VectorIndex
+from ragsift.schemas import DocumentEvent
+
+__all__ = ["Indexer", "IngestReport"]
+
+EMBED_BATCH = 64  # chunks embedded per call: bounded memory, fewer round trips
+
+
+@dataclass(frozen=True, slots=True)
+class IngestReport:
+    """What one ingestion did."""
+
+    documents: int
+    chunks: int
+    deleted_documents: int
+    index_version: int | None
+
+
+class Indexer:
+    """Writes documents into one vector index with one embedder."""
+
+    def __init__(
+        self,
+        index: VectorIndex,
+        embedder: Embedder,
+        *,
+        chunker: Chunker | None = None,
+        cache: ResultCache | None = None,
+    ):
+        self.index = index
+        self.embedder = embedder
+        self.chunker = chunker or Chunker()
+        self.cache = cache
+
+    async def ensure(self, collection: str) -> None:
+        """Create the collection for this embedder (or check it matches)."""
+        await self.index.ensure_collection(collection, self.embedder.dim, self.embedder.embedder_id)
+
+    async def ingest(
+        self,
+        tenant_id: str,
+        collection: str,
+        documents: Iterable[SourceDocument],
+        *,
+        progress: Callable[[int], None] | None = None,
+    ) -> IngestReport:
+        """Index documents for a tenant; ``progress`` gets the count of documents done."""
+        await self.ensure(collection)
+        docs = chunks = 0
+        for doc in documents:
+            chunks += await self._write(tenant_id, collection, doc)
+            docs += 1
+            if progress is not None:
+                progress(docs)
+        version = await self._bump(tenant_id, collection) if docs else None
+        return IngestReport(docs, chunks, 0, version)
+
+    async def apply(self, event: DocumentEvent) -> IngestReport:
+        """Apply one DocumentEvent (upsert or delete) from the documents topic."""
+        await self.ensure(event.collection)
+        if event.op == "delete":
+            await self.index.delete(event.collection, event.tenant_id, event.doc_id)
+            version = await self._bump(event.tenant_id, event.collection)
+            return IngestReport(0, 0, 1, version)
+        doc = SourceDocument(
+            doc_id=event.doc_id,
+            text=event.text or "",
+            title=event.title,
+            source=event.source or event.doc_id,
+            source_type=event.source_type,
+            metadata=dict(event.metadata),
+        )
+        chunks = await self._write(event.tenant_id, event.collection, doc)
+        version = await self._bump(event.tenant_id, event.collection)
+        return IngestReport(1, chunks, 0, version)
+
+    async def _write(self, tenant_id: str, collection: str, doc: SourceDocument) -> int:
+        pieces = self.chunker.split(doc.doc_id, doc.text)
+        await self.index.delete(collection, tenant_id, doc.doc_id)
+        for start in range(0, len(pieces), EMBED_BATCH):
+            part = pieces[start : start + EMBED_BATCH]
+            vectors = await self.embedder.embed([c.text for c in part])
+            records = [
+                ChunkRecord(
+                    chunk_id=c.chunk_id,
+                    tenant_id=tenant_id,
+                    collection=collection,
+                    doc_id=doc.doc_id,
+                    text=c.text,
+                    source=doc.source or doc.doc_id,
+                    source_type=doc.source_type,
+                    vector=vec,
+                    metadata={"title": doc.title, **doc.metadata}
+                    if doc.title
+                    else dict(doc.metadata),
+                )
+                for c, vec in zip(part, vectors, strict=True)
+            ]
+            await self.index.upsert(collection, records)
+        return len(pieces)
+
+    async def _bump(self, tenant_id: str, collection: str) -> int | None:
+        if self.cache is None:
+            return None
+        return await self.cache.bump_index_version(tenant_id, collection)

@@ -1,0 +1,113 @@
+"""Confidence engines built from settings: one per selection mode, plus keyword mode.
+
+A calibration artifact is fit for one embedder and one score metric. Dense and
+hybrid retrieval rank by the dense channel (cosine), so they use it; keyword-only
+retrieval ranks by BM25, which the artifact does not cover, so those queries
+use the weighted scorer and say so in the result's breakdown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from importlib import resources
+from pathlib import Path
+
+from ragsift.confidence import (
+    AdvisoryThresholds,
+    CalibrationArtifact,
+    ConfidenceConfig,
+    ConfidenceEngine,
+    LevelThresholds,
+    load_calibration,
+)
+from ragsift.errors import ConfigurationError
+from ragsift.schemas import SearchMode, Selection
+from ragsift.settings import ConfidenceSettings
+
+__all__ = ["EngineSet", "packaged_calibration_path"]
+
+ARTIFACTS = "ragsift.confidence.artifacts"
+
+
+def packaged_calibration_path(embedder_id: str) -> Path | None:
+    """The calibration artifact shipped for ``embedder_id``, if any."""
+    candidate = resources.files(ARTIFACTS) / f"{embedder_id}.json"
+    return Path(str(candidate)) if candidate.is_file() else None
+
+
+class EngineSet:
+    """The engines a pipeline needs, all sharing one configuration.
+
+    Args:
+        settings: thresholds and scorer choice.
+        embedder_id: the embedder producing dense scores; the calibration must match it.
+        calibration: an artifact to use instead of the configured or packaged one.
+
+    Raises:
+        ConfigurationError: the calibrated scorer is configured but no artifact exists
+            for this embedder, or the artifact names another embedder or metric.
+    """
+
+    def __init__(
+        self,
+        settings: ConfidenceSettings,
+        embedder_id: str,
+        calibration: CalibrationArtifact | None = None,
+    ):
+        self.settings = settings
+        self.embedder_id = embedder_id
+        self.base = ConfidenceConfig(
+            scorer=settings.scorer,
+            similarity_threshold=settings.similarity_threshold,
+            min_results=settings.min_results,
+            levels=LevelThresholds(
+                high=settings.high_threshold,
+                medium=settings.medium_threshold,
+                low=settings.low_threshold,
+            ),
+            advisory=dataclasses.replace(
+                AdvisoryThresholds(), advisory=settings.advisory_threshold
+            ),
+            embedder_id=embedder_id,
+            metric="cosine",
+        )
+        if settings.scorer == "calibrated" and calibration is None:
+            calibration = self._load_calibration()
+        self.calibration = calibration
+        self._engines: dict[tuple[str, bool], ConfidenceEngine] = {}
+        try:
+            self.engine("threshold", "hybrid")  # fail at start-up, not on the first query
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from exc
+
+    @property
+    def calibration_version(self) -> str:
+        """Version of the calibration in use ("none" for uncalibrated scorers)."""
+        return self.calibration.version if self.calibration is not None else "none"
+
+    def _load_calibration(self) -> CalibrationArtifact:
+        path = self.settings.calibration_path or packaged_calibration_path(self.embedder_id)
+        if path is None:
+            raise ConfigurationError(
+                f"no calibration artifact for embedder {self.embedder_id!r}: fit one with"
+                " `ragsift calibrate` and set RAGSIFT_CONFIDENCE_CALIBRATION_PATH, or choose"
+                " another scorer with RAGSIFT_CONFIDENCE_SCORER=weighted"
+            )
+        try:
+            return load_calibration(path, embedder_id=self.embedder_id, metric="cosine")
+        except ValueError as exc:
+            raise ConfigurationError(f"calibration {path}: {exc}") from exc
+
+    def engine(self, selection: Selection, mode: SearchMode) -> ConfidenceEngine:
+        """The engine for a query's selection mode and search mode."""
+        keyword = mode == "keyword"
+        key = (selection, keyword)
+        engine = self._engines.get(key)
+        if engine is None:
+            config = dataclasses.replace(self.base, selection=selection)
+            if keyword and config.scorer == "calibrated":
+                config = dataclasses.replace(config, scorer="weighted")
+            calibration = self.calibration if config.scorer == "calibrated" else None
+            engine = ConfidenceEngine(config, calibration=calibration)
+            self._engines[key] = engine
+        return engine

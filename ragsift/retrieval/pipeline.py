@@ -1,0 +1,479 @@
+"""RetrievalPipeline: cache → embed → search → confidence → result + evidence.
+
+One batch in, one outcome per query out: a :class:`PipelineOutput` (the result
+and its evidence events) or the exception that makes the query bad input (the
+runtime dead-letters it). Backend failures do not raise: after bounded retries
+the query gets a result with outcome ``error`` and RAG_RETRIEVAL_FAILED
+evidence, so nothing is ever silently empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ragsift.confidence import HitScores, strategy_for
+from ragsift.errors import InvalidEventError, RagsiftError, ServiceUnavailableError
+from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.cache import ResultCache, cache_key, ttl_for_status
+from ragsift.retrieval.embedders import Embedder
+from ragsift.retrieval.engines import EngineSet
+from ragsift.retrieval.errors import CollectionNotFoundError, EmbedderMismatchError
+from ragsift.retrieval.index import SearchHit, SearchRequest, VectorIndex
+from ragsift.retrieval.intents import classify_intent
+from ragsift.retrieval.results import bypass_result, error_result, evidence_for, scored_result
+from ragsift.schemas import (
+    CacheInfo,
+    EvidenceEvent,
+    QueryEvent,
+    RetrievalResult,
+    Selection,
+    derive_id,
+    utcnow,
+)
+from ragsift.settings import Settings
+
+__all__ = ["PipelineOutput", "RetrievalPipeline"]
+
+GREETING_REPLY = "Hello! Ask me a question about the documents I have indexed."
+RETRY_BASE_S = 0.05  # first backoff; doubles per attempt (0.05, 0.1, 0.2 ...)
+FAILED_DISCLAIMER = (
+    "Retrieval failed, so no document context is available; an answer would be"
+    " based on current data only."
+)
+# BM25-only hits missing from the dense channel's candidates get the lowest dense
+# score that channel returned: an upper bound on their true similarity.
+_MISSING = float("nan")
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineOutput:
+    """What one query produced: its result and the evidence to audit."""
+
+    result: RetrievalResult
+    evidence: list[EvidenceEvent] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Pending:
+    position: int
+    query: QueryEvent
+    selection: Selection
+    limit: int
+    key: str | None = None
+    vector: list[float] | None = None
+
+
+class RetrievalPipeline:
+    """Turns query events into scored, filtered results.
+
+    Args:
+        index: the vector index (Qdrant Edge or server).
+        embedder: embeds query text; its id must match the collection's.
+        engines: confidence engines built for this embedder.
+        settings: limits, cache TTLs, retries.
+        metrics: where everything is counted.
+        cache: result cache, or None to disable caching.
+        source: CloudEvents ``source`` of the evidence this pipeline emits.
+    """
+
+    def __init__(
+        self,
+        *,
+        index: VectorIndex,
+        embedder: Embedder,
+        engines: EngineSet,
+        settings: Settings,
+        metrics: Metrics,
+        cache: ResultCache | None = None,
+        source: str = "/ragsift/retrieval",
+    ):
+        if engines.embedder_id != embedder.embedder_id:
+            raise InvalidEventError(
+                f"engines were built for embedder {engines.embedder_id!r}, but the pipeline"
+                f" embeds with {embedder.embedder_id!r}"
+            )
+        self.index = index
+        self.embedder = embedder
+        self.engines = engines
+        self.settings = settings
+        self.metrics = metrics
+        self.cache = cache if settings.cache.enabled else None
+        self.source = source
+        self._inflight: dict[str, asyncio.Future[RetrievalResult]] = {}
+
+    async def process(self, queries: Sequence[QueryEvent]) -> list[PipelineOutput | Exception]:
+        """One outcome per query, in order."""
+        started = time.perf_counter()
+        out: list[PipelineOutput | Exception | None] = [None] * len(queries)
+        pending: list[_Pending] = []
+        for i, query in enumerate(queries):
+            try:
+                pending.append(self._admit(i, query))
+            except RagsiftError as exc:
+                out[i] = exc
+        pending = await self._bypass(pending, out)
+        pending = await self._from_cache(pending, out)
+        # Single flight: one search per distinct key, in this batch and across batches.
+        leaders: list[_Pending] = []
+        followers: list[tuple[_Pending, asyncio.Future[RetrievalResult]]] = []
+        owned: dict[str, asyncio.Future[RetrievalResult]] = {}
+        for p in pending:
+            fut = self._inflight.get(p.key) if p.key else None
+            if fut is None and p.key in owned:
+                fut = owned[p.key]
+            if fut is not None:
+                followers.append((p, fut))
+                continue
+            if p.key:
+                owned[p.key] = self._inflight[p.key] = asyncio.get_running_loop().create_future()
+            leaders.append(p)
+        try:
+            results = await self._retrieve(leaders)
+            for p, result in zip(leaders, results, strict=True):
+                fut = owned.get(p.key) if p.key else None
+                if isinstance(result, Exception):
+                    out[p.position] = result
+                    if fut is not None and not fut.done():
+                        fut.set_exception(result)
+                        fut.exception()  # retrieved here; followers get it from await
+                    continue
+                out[p.position] = self._finish(p.query, result)
+                if fut is not None and not fut.done():
+                    fut.set_result(result)
+                await self._store(p, result)
+        except BaseException as exc:
+            for fut in owned.values():
+                if not fut.done():
+                    fut.set_exception(exc)
+                    fut.exception()  # mark retrieved: followers re-raise it themselves
+            raise
+        finally:
+            for key in owned:
+                self._inflight.pop(key, None)
+        for p, fut in followers:
+            try:
+                shared = await fut
+            except RagsiftError as exc:
+                out[p.position] = exc
+                continue
+            out[p.position] = self._finish(p.query, self._reuse(shared, p.query, hit=True))
+        self.metrics.stage_seconds.labels("pipeline").observe(time.perf_counter() - started)
+        return [o if o is not None else RuntimeError("query produced no outcome") for o in out]
+
+    # -- admission ---------------------------------------------------------------------------
+
+    def _admit(self, position: int, query: QueryEvent) -> _Pending:
+        limits = self.settings.limits
+        if len(query.query) > limits.max_query_chars:
+            raise InvalidEventError(
+                f"query is {len(query.query)} characters; the limit is {limits.max_query_chars}",
+                query_id=query.query_id,
+            )
+        if query.k is not None and query.k > limits.max_k:
+            raise InvalidEventError(
+                f"k must be <= {limits.max_k}, got {query.k}", query_id=query.query_id
+            )
+        vector = None
+        if query.vector is not None:
+            if query.embedder_id != self.embedder.embedder_id:
+                raise EmbedderMismatchError(
+                    expected=self.embedder.embedder_id,
+                    actual=str(query.embedder_id),
+                    collection=query.collection,
+                )
+            if len(query.vector) != self.embedder.dim:
+                raise InvalidEventError(
+                    f"vector dimension must be {self.embedder.dim} for embedder"
+                    f" {self.embedder.embedder_id!r}, got {len(query.vector)}",
+                    query_id=query.query_id,
+                )
+            vector = list(query.vector)
+        selection: Selection = query.selection or "threshold"
+        limit = query.k or self.settings.confidence.default_k
+        if selection == "adaptive":
+            limit = max(limit, strategy_for(query.task_type or "general").max_k)
+        return _Pending(position, query, selection, limit, vector=vector)
+
+    async def _bypass(
+        self, pending: list[_Pending], out: list[PipelineOutput | Exception | None]
+    ) -> list[_Pending]:
+        rest = []
+        for p in pending:
+            intent = classify_intent(p.query.query)
+            if intent == "search":
+                rest.append(p)
+                continue
+            answer = GREETING_REPLY if intent == "greeting" else await self._scope(p.query)
+            result = bypass_result(
+                p.query, kind=intent, answer=answer, embedder_id=self.embedder.embedder_id
+            )
+            out[p.position] = self._finish(p.query, result)
+        return rest
+
+    async def _scope(self, query: QueryEvent) -> str:
+        """D7: describe what the index holds for this tenant, from its metadata only."""
+        try:
+            info = await self.index.collection_info(query.collection)
+        except CollectionNotFoundError:
+            return f"I have no documents in collection {query.collection!r} yet."
+        chunks = (info.tenants or {}).get(query.tenant_id, 0)
+        if not chunks:
+            return f"I have no documents for you in collection {query.collection!r} yet."
+        return (
+            f"I can answer from {chunks} indexed passages in collection {query.collection!r}"
+            f" (embedded with {info.embedder_id}). Ask about their content; I will say when"
+            " they do not cover a question."
+        )
+
+    # -- cache ---------------------------------------------------------------------------------
+
+    async def _from_cache(
+        self, pending: list[_Pending], out: list[PipelineOutput | Exception | None]
+    ) -> list[_Pending]:
+        if self.cache is None:
+            return pending
+        cache = self.cache
+        rest = []
+        for p in pending:
+            try:
+                version = await cache.index_version(p.query.tenant_id, p.query.collection)
+                p.key = self._key(p, version)
+                raw = await cache.get(p.key)
+            except (ServiceUnavailableError, OSError, ConnectionError) as exc:
+                self.metrics.cache.labels(cache.backend, "error").inc()
+                p.key = p.key or None
+                del exc  # cache trouble never fails a query: bypass it
+                rest.append(p)
+                continue
+            if raw is None:
+                self.metrics.cache.labels(cache.backend, "miss").inc()
+                rest.append(p)
+                continue
+            self.metrics.cache.labels(cache.backend, "hit").inc()
+            cached = RetrievalResult.model_validate_json(raw)
+            ttl = None
+            try:
+                ttl = await cache.ttl(p.key)
+            except (ServiceUnavailableError, OSError, ConnectionError):
+                self.metrics.cache.labels(cache.backend, "error").inc()
+            result = self._reuse(cached, p.query, hit=True, ttl=ttl)
+            out[p.position] = self._finish(p.query, result)
+        return rest
+
+    def _key(self, p: _Pending, version: int) -> str:
+        q = p.query
+        params = {
+            "k": p.limit,
+            "mode": q.mode,
+            "selection": p.selection,
+            "task": q.task_type,
+            "threshold": q.similarity_threshold,
+            "entities": sorted(q.entities),
+            "vector": None if p.vector is None else hash(tuple(p.vector)),
+        }
+        return cache_key(
+            tenant_id=q.tenant_id,
+            collection=q.collection,
+            index_version=version,
+            query=q.query,
+            params=params,
+            embedder_id=self.embedder.embedder_id,
+            calibration_version=self.engines.calibration_version,
+            prefix=self.settings.redis.key_prefix,
+        )
+
+    async def _store(self, p: _Pending, result: RetrievalResult) -> None:
+        if self.cache is None or p.key is None or result.outcome != "ok":
+            return
+        ttl = ttl_for_status(result.status, self.settings.cache)
+        if ttl <= 0:
+            return
+        stored = result.model_copy(update={"cache": CacheInfo(hit=False, ttl_seconds=ttl)})
+        try:
+            await self.cache.set(p.key, stored.model_dump_json().encode(), ttl)
+            self.metrics.cache_writes.labels(self.cache.backend, result.status).inc()
+        except (ServiceUnavailableError, OSError, ConnectionError):
+            self.metrics.cache.labels(self.cache.backend, "error").inc()
+
+    def _reuse(
+        self, result: RetrievalResult, query: QueryEvent, *, hit: bool, ttl: int | None = None
+    ) -> RetrievalResult:
+        """Another query's result, re-addressed to ``query`` (same content, its own ids)."""
+        backend = self.cache.backend if self.cache is not None else None
+        return result.model_copy(
+            update={
+                "result_id": derive_id(query.query_id, "retrieval"),
+                "query_id": query.query_id,
+                "query": query.query,
+                "traceparent": query.traceparent,
+                "timestamp": utcnow(),
+                "cache": CacheInfo(
+                    hit=hit,
+                    ttl_seconds=ttl if ttl is not None else result.cache.ttl_seconds,
+                    backend=backend,
+                ),
+                "timings_ms": {},
+            }
+        )
+
+    # -- retrieval -----------------------------------------------------------------------------
+
+    async def _retrieve(self, batch: list[_Pending]) -> list[RetrievalResult | Exception]:
+        if not batch:
+            return []
+        t0 = time.perf_counter()
+        try:
+            await self._embed(batch)
+        except (ServiceUnavailableError, OSError, ConnectionError, TimeoutError) as exc:
+            return [self._failed(p.query, "embed", exc, 1) for p in batch]
+        t_embed = time.perf_counter()
+        hits_per_query: list[list[SearchHit] | Exception] = [[] for _ in batch]
+        by_collection: dict[str, list[int]] = {}
+        for i, p in enumerate(batch):
+            by_collection.setdefault(p.query.collection, []).append(i)
+        for collection, idxs in by_collection.items():
+            requests = [
+                SearchRequest(
+                    tenant_id=batch[i].query.tenant_id,
+                    query=batch[i].query.query,
+                    dense_vector=batch[i].vector,
+                    mode=batch[i].query.mode,
+                    limit=batch[i].limit,
+                    embedder_id=self.embedder.embedder_id,
+                )
+                for i in idxs
+            ]
+            found = await self._search_with_retries(collection, requests)
+            for i, hits in zip(idxs, found, strict=True):
+                hits_per_query[i] = hits
+        t_search = time.perf_counter()
+        results: list[RetrievalResult | Exception] = []
+        for p, hits in zip(batch, hits_per_query, strict=True):
+            if isinstance(hits, InvalidEventError):
+                results.append(hits)
+                continue
+            if isinstance(hits, Exception):
+                attempts = self.settings.qdrant.max_retries + 1
+                results.append(self._failed(p.query, "search", hits, attempts))
+                continue
+            results.append(self._score(p, hits, t_embed - t0, t_search - t_embed))
+        self.metrics.stage_seconds.labels("embed").observe(t_embed - t0)
+        self.metrics.stage_seconds.labels("search").observe(t_search - t_embed)
+        self.metrics.stage_seconds.labels("score").observe(time.perf_counter() - t_search)
+        return results
+
+    async def _embed(self, batch: list[_Pending]) -> None:
+        todo = [p for p in batch if p.vector is None and p.query.mode != "keyword"]
+        if not todo:
+            return
+        vectors = await self.embedder.embed([p.query.query for p in todo])
+        for p, vec in zip(todo, vectors, strict=True):
+            p.vector = vec.tolist()
+
+    async def _search_with_retries(
+        self, collection: str, requests: list[SearchRequest]
+    ) -> list[list[SearchHit] | Exception]:
+        attempts = self.settings.qdrant.max_retries + 1
+        for attempt in range(attempts):
+            try:
+                return list(await self.index.search_batch(collection, requests))
+            except CollectionNotFoundError as exc:
+                bad: Exception = InvalidEventError(f"unknown collection {collection!r}: {exc}")
+                return [bad for _ in requests]
+            except (ServiceUnavailableError, OSError, ConnectionError, TimeoutError) as exc:
+                if attempt + 1 == attempts:
+                    failed: Exception = exc
+                    return [failed for _ in requests]
+                await asyncio.sleep(RETRY_BASE_S * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _score(
+        self, p: _Pending, hits: list[SearchHit], embed_s: float, search_s: float
+    ) -> RetrievalResult:
+        t0 = time.perf_counter()
+        engine = self.engines.engine(p.selection, p.query.mode)
+        assessment = engine.assess(
+            hit_scores(hits, p.query.mode, p.query.entities),
+            threshold=p.query.similarity_threshold,
+            task=p.query.task_type if p.selection == "adaptive" else None,
+        )
+        timings = {
+            "embed": round(embed_s * 1000, 3),
+            "search": round(search_s * 1000, 3),
+            "score": round((time.perf_counter() - t0) * 1000, 3),
+        }
+        return scored_result(
+            p.query,
+            hits,
+            assessment,
+            embedder_id=self.embedder.embedder_id,
+            selection=p.selection,
+            timings_ms=timings,
+        )
+
+    def _failed(
+        self, query: QueryEvent, stage: str, exc: Exception, attempts: int
+    ) -> RetrievalResult:
+        self.metrics.retrieval_errors.labels(stage).inc()
+        return error_result(
+            query,
+            stage=stage,
+            error=exc,
+            attempts=attempts,
+            embedder_id=self.embedder.embedder_id,
+            disclaimer=FAILED_DISCLAIMER,
+        )
+
+    def _finish(self, query: QueryEvent, result: RetrievalResult) -> PipelineOutput:
+        evidence = evidence_for(
+            result,
+            advisory_threshold=self.settings.confidence.advisory_threshold,
+            source=self.source,
+        )
+        dropped: dict[str, int] = {}
+        for d in result.dropped:
+            dropped[d.rule] = dropped.get(d.rule, 0) + 1
+        self.metrics.observe_result(
+            result.tenant_id, result.status, result.confidence, result.outcome, dropped
+        )
+        for ev in evidence:
+            self.metrics.evidence.labels(ev.type.value).inc()
+        return PipelineOutput(result, evidence)
+
+
+def hit_scores(hits: Sequence[SearchHit], mode: str, entities: Sequence[str]) -> HitScores:
+    """The engine's input from index hits: per-channel raw scores, aligned by hit."""
+    if not hits:
+        return HitScores.empty()
+    dense = sparse = None
+    if mode in ("hybrid", "dense"):
+        dense = _fill([h.dense_score for h in hits])
+    if mode in ("hybrid", "keyword"):
+        sparse = _fill([h.sparse_score for h in hits], floor=0.0)
+    fused = np.array([h.fused_score or 0.0 for h in hits]) if mode == "hybrid" else None
+    entity = None
+    if entities:
+        lowered = [e.casefold() for e in entities]
+        entity = np.array([[e in h.text.casefold() for e in lowered] for h in hits], dtype=bool)
+    return HitScores(
+        dense=dense,
+        metric="cosine",
+        sparse=sparse,
+        fused=fused,
+        doc_ids=[h.doc_id for h in hits],
+        source_types=[h.source_type for h in hits],
+        entity_matrix=entity,
+    )
+
+
+def _fill(values: list[float | None], floor: float | None = None) -> np.ndarray:
+    """Missing channel scores → the lowest score that channel returned (an upper bound)."""
+    arr = np.array([_MISSING if v is None else v for v in values], dtype=np.float64)
+    present = arr[~np.isnan(arr)]
+    fill = floor if floor is not None else (float(present.min()) if present.size else 0.0)
+    return np.where(np.isnan(arr), fill, arr)

@@ -1,0 +1,239 @@
+"""Build RetrievalResults and their evidence events from an engine assessment.
+
+Kept pure (no I/O) so the cached path and the fresh path produce evidence the
+same way: evidence ids derive from the query id, so a replay emits the same ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ragsift.confidence import Assessment
+from ragsift.retrieval.index import SearchHit
+from ragsift.schemas import (
+    Advice,
+    CacheInfo,
+    Citation,
+    ConfidenceBreakdown,
+    DroppedHit,
+    ErrorInfo,
+    EvidenceData,
+    EvidenceEvent,
+    EvidenceType,
+    QueryEvent,
+    RetrievalResult,
+    RetrievedChunk,
+    Selection,
+    derive_id,
+)
+
+__all__ = ["bypass_result", "error_result", "evidence_for", "scored_result"]
+
+RESULT_KIND = "retrieval"
+
+
+def _raw_scores(hit: SearchHit) -> dict[str, float]:
+    scores = {"dense": hit.dense_score, "bm25": hit.sparse_score, "rrf": hit.fused_score}
+    return {k: float(v) for k, v in scores.items() if v is not None}
+
+
+def scored_result(
+    query: QueryEvent,
+    hits: Sequence[SearchHit],
+    assessment: Assessment,
+    *,
+    embedder_id: str,
+    selection: Selection,
+    timings_ms: dict[str, float],
+) -> RetrievalResult:
+    """A result with outcome ``ok`` from the hits and the engine's assessment."""
+    a = assessment
+    kept = [
+        RetrievedChunk(
+            chunk_id=hits[i].chunk_id,
+            doc_id=hits[i].doc_id,
+            text=hits[i].text,
+            rank=rank,
+            score=round(float(score), 6),
+            raw_scores=_raw_scores(hits[i]),
+            source_type=hits[i].source_type,
+            citation=Citation(
+                chunk_id=hits[i].chunk_id,
+                doc_id=hits[i].doc_id,
+                source=hits[i].source,
+                title=_title(hits[i]),
+            ),
+        )
+        for rank, (i, score) in enumerate(zip(a.kept_indices, a.kept_scores, strict=True), 1)
+    ]
+    dropped = [
+        DroppedHit(
+            chunk_id=hits[d.hit_index].chunk_id,
+            rule=d.rule,
+            value=round(float(d.value), 6),
+            threshold=None if d.threshold is None else float(d.threshold),
+            limit=d.limit,
+        )
+        for d in a.dropped
+    ]
+    signals = {k: float(v) for k, v in a.signals.to_dict().items() if v is not None}
+    return RetrievalResult(
+        result_id=derive_id(query.query_id, RESULT_KIND),
+        query_id=query.query_id,
+        tenant_id=query.tenant_id,
+        collection=query.collection,
+        query=query.query,
+        status=a.status,
+        level=a.level,
+        confidence=round(float(a.confidence), 6),
+        answerable=a.answerability.is_answerable,
+        answerability_reason=a.answerability.reason,
+        should_flag_for_review=a.should_flag_for_review,
+        review_action=a.review_action,
+        advisory_flag=a.advisory_flag,
+        advisory_only=a.advisory_only,
+        disclaimer=a.disclaimer.text,
+        recommendations=[Advice(code=r.code, message=r.message) for r in a.recommendations],
+        breakdown=ConfidenceBreakdown(
+            scorer=a.scorer, calibration_version=a.calibration_version, signals=signals
+        ),
+        hits=kept,
+        dropped=dropped,
+        filtered_count=a.filtered_count,
+        total_found=a.total_found,
+        match_count=a.match_count,
+        threshold=float(a.threshold),
+        relaxed=a.relaxed,
+        mode=query.mode,
+        selection=selection,
+        stop_reason=a.stop_reason,
+        chunks_retrieved=a.chunks_retrieved,
+        embedder_id=embedder_id,
+        timings_ms=timings_ms,
+        traceparent=query.traceparent,
+    )
+
+
+def _title(hit: SearchHit) -> str | None:
+    title = hit.payload.get("title")
+    return title if isinstance(title, str) else None
+
+
+def _empty_result(query: QueryEvent, embedder_id: str, **fields: object) -> RetrievalResult:
+    base: dict[str, object] = {
+        "result_id": derive_id(query.query_id, RESULT_KIND),
+        "query_id": query.query_id,
+        "tenant_id": query.tenant_id,
+        "collection": query.collection,
+        "query": query.query,
+        "status": "no_relevant_context",
+        "level": "VERY_LOW",
+        "confidence": 0.0,
+        "answerable": False,
+        "advisory_flag": "VERY_LOW_CONFIDENCE",
+        "advisory_only": True,
+        "breakdown": ConfidenceBreakdown(scorer="none"),
+        "filtered_count": 0,
+        "total_found": 0,
+        "match_count": 0,
+        "threshold": 0.0,
+        "mode": query.mode,
+        "stop_reason": "no_results",
+        "chunks_retrieved": 0,
+        "embedder_id": embedder_id,
+        "traceparent": query.traceparent,
+    }
+    base.update(fields)
+    return RetrievalResult.model_validate(base)
+
+
+def bypass_result(
+    query: QueryEvent, *, kind: str, answer: str, embedder_id: str
+) -> RetrievalResult:
+    """D7: a greeting or scope question, answered without retrieval."""
+    return _empty_result(
+        query,
+        embedder_id,
+        outcome=kind,
+        answer_hint=answer,
+        answerable=True,
+        answerability_reason=kind,
+        advisory_only=False,
+        disclaimer=None,
+    )
+
+
+def error_result(
+    query: QueryEvent,
+    *,
+    stage: str,
+    error: Exception,
+    attempts: int,
+    embedder_id: str,
+    disclaimer: str,
+) -> RetrievalResult:
+    """Retrieval failed after its retries: an explicit error result, never silence."""
+    return _empty_result(
+        query,
+        embedder_id,
+        outcome="error",
+        error=ErrorInfo(
+            stage=stage,
+            error_type=type(error).__name__,
+            message=str(error)[:2000],
+            attempts=attempts,
+        ),
+        disclaimer=disclaimer,
+        cache=CacheInfo(hit=False),
+    )
+
+
+def evidence_for(
+    result: RetrievalResult, *, advisory_threshold: float, source: str
+) -> list[EvidenceEvent]:
+    """The audit evidence a result calls for (C4, K4)."""
+    out: list[EvidenceEvent] = []
+
+    def add(kind: EvidenceType, summary: str, **details: object) -> None:
+        data = EvidenceData(
+            query_id=result.query_id,
+            tenant_id=result.tenant_id,
+            summary=summary,
+            confidence=result.confidence,
+            threshold=advisory_threshold,
+            status=result.status,
+            level=result.level,
+            details={"collection": result.collection, "result_id": result.result_id, **details},
+        )
+        out.append(
+            EvidenceEvent.for_query(kind, data, source=source, traceparent=result.traceparent)
+        )
+
+    if result.outcome == "error":
+        err = result.error
+        add(
+            EvidenceType.RETRIEVAL_FAILED,
+            f"retrieval failed at {err.stage if err else 'unknown'}: "
+            f"{err.message if err else 'no detail'}",
+            attempts=err.attempts if err else 0,
+        )
+        return out
+    if result.outcome != "ok":
+        return out
+    if result.status == "no_relevant_context":
+        add(
+            EvidenceType.NO_RELEVANT_CONTEXT,
+            f"no relevant context among {result.total_found} hits"
+            f" (confidence {result.confidence:.2f})",
+            total_found=result.total_found,
+        )
+    if result.confidence < advisory_threshold:
+        add(
+            EvidenceType.ADVISORY_LOW_CONFIDENCE,
+            f"confidence {result.confidence:.2f} is below the advisory threshold"
+            f" {advisory_threshold:.2f}; {result.match_count} of {result.total_found} hits kept;"
+            " the result is advisory only",
+            kept=result.match_count,
+            flag=result.advisory_flag,
+        )
+    return out

@@ -1,0 +1,82 @@
+"""Build ragsift's components from settings: the only place that picks implementations.
+
+Both runtimes (the embedded one and the Faust workers) get their index,
+embedder, cache and pipeline here, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ragsift.errors import ConfigurationError
+from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.cache import InMemoryCache, ResultCache
+from ragsift.retrieval.edge import EdgeIndex
+from ragsift.retrieval.embedders import (
+    Embedder,
+    HashingEmbedder,
+    OpenAIEmbedder,
+    SentenceTransformerEmbedder,
+)
+from ragsift.retrieval.engines import EngineSet
+from ragsift.retrieval.index import VectorIndex
+from ragsift.retrieval.pipeline import RetrievalPipeline
+from ragsift.settings import EmbedderSettings, QdrantSettings, Settings
+
+__all__ = ["build_embedder", "build_index", "build_pipeline"]
+
+
+def build_embedder(settings: EmbedderSettings) -> Embedder:
+    """The configured embedder."""
+    if settings.kind == "hashing":
+        return HashingEmbedder(dim=settings.dim)
+    if settings.kind == "sentence-transformers":
+        return SentenceTransformerEmbedder(settings.model)
+    if not settings.base_url or not settings.model:
+        raise ConfigurationError(
+            "RAGSIFT_EMBEDDER_KIND=openai needs RAGSIFT_EMBEDDER_BASE_URL and"
+            " RAGSIFT_EMBEDDER_MODEL"
+        )
+    key = settings.api_key.get_secret_value() if settings.api_key else None
+    return OpenAIEmbedder(settings.base_url, settings.model, key, dim=settings.dim)
+
+
+def build_index(settings: QdrantSettings, data_dir: Path) -> VectorIndex:
+    """Qdrant Edge under the data directory, or a Qdrant server client."""
+    if settings.mode == "edge":
+        path = settings.shard_path
+        if not path.is_absolute() and path.parts[:1] == (".ragsift",):
+            path = data_dir / Path(*path.parts[1:])
+        path.mkdir(parents=True, exist_ok=True)
+        return EdgeIndex(path)
+    from qdrant_client import AsyncQdrantClient
+
+    from ragsift.retrieval.server import QdrantServerIndex
+
+    key = settings.api_key.get_secret_value() if settings.api_key else None
+    client = AsyncQdrantClient(url=settings.url, api_key=key, timeout=int(settings.timeout_s))
+    return QdrantServerIndex(client)
+
+
+def build_pipeline(
+    settings: Settings,
+    *,
+    index: VectorIndex,
+    embedder: Embedder,
+    metrics: Metrics,
+    cache: ResultCache | None = None,
+    source: str = "/ragsift/retrieval",
+) -> RetrievalPipeline:
+    """A retrieval pipeline with engines built for the embedder."""
+    engines = EngineSet(settings.confidence, embedder.embedder_id)
+    if cache is None and settings.cache.enabled:
+        cache = InMemoryCache(settings.cache.max_entries)
+    return RetrievalPipeline(
+        index=index,
+        embedder=embedder,
+        engines=engines,
+        settings=settings,
+        metrics=metrics,
+        cache=cache,
+        source=source,
+    )
