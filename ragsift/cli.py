@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -267,6 +268,158 @@ def assess(
     for name, value in result.breakdown.signals.items():
         table.add_row(name, f"{value:.3f}")
     console.print(table)
+
+
+SQUAD_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "squad2"
+
+
+def _dataset_paths(
+    dataset: str | None, labelled: Path | None, out_of_scope: Path | None
+) -> tuple[Path, Path | None]:
+    if dataset is not None:
+        if dataset != "squad2":
+            err_console.print(f"[red]error:[/red] unknown dataset {dataset!r}; known: squad2")
+            raise typer.Exit(2)
+        base = Path(os.environ.get("RAGSIFT_SQUAD2_DIR", SQUAD_DIR))
+        labelled, out_of_scope = base / "dev-v2.0.json", base / "test-v2.0.json"
+    if labelled is None:
+        err_console.print("[red]error:[/red] give --dataset squad2 or --labelled FILE")
+        raise typer.Exit(2)
+    for path in (labelled, out_of_scope):
+        if path is not None and not path.is_file():
+            err_console.print(f"[red]error:[/red] no such file: {path}")
+            raise typer.Exit(2)
+    return labelled, out_of_scope
+
+
+def _retrieval_run(labelled: Path, out_of_scope: Path | None, k: int, mode: str) -> Any:
+    from rich.progress import Progress
+
+    from ragsift.evaluation import load_squad, run_retrieval
+    from ragsift.wiring import build_embedder
+
+    settings = _settings()
+    try:
+        dataset = load_squad(labelled, out_of_scope)
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    embedder = build_embedder(settings.embedder)
+    counts = dataset.counts()
+    err_console.print(
+        f"{labelled.name}: {counts['documents']} paragraphs, {counts.get('in_scope', 0)} in-scope,"
+        f" {counts.get('near_miss', 0)} near-miss, {counts.get('out_of_scope', 0)} out-of-scope"
+        f" questions; embedder {embedder.embedder_id}"
+    )
+    with Progress(console=err_console, transient=True) as progress:
+        tasks: dict[str, Any] = {}
+
+        def tick(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = progress.add_task(stage, total=total)
+            progress.update(tasks[stage], completed=done)
+
+        return asyncio.run(run_retrieval(dataset, embedder, k=k, mode=mode, progress=tick))
+
+
+Dataset = Annotated[str | None, typer.Option("--dataset", help="A bundled labelled set: squad2.")]
+Labelled = Annotated[
+    Path | None, typer.Option("--labelled", help="A SQuAD 2.0-format file (corpus + labels).")
+]
+OutOfScope = Annotated[
+    Path | None, typer.Option("--out-of-scope", help="SQuAD-format file of out-of-scope questions.")
+]
+
+
+@app.command()
+def calibrate(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the artifact JSON.")],
+    dataset: Dataset = None,
+    labelled: Labelled = None,
+    out_of_scope: OutOfScope = None,
+    alpha: Annotated[
+        float, typer.Option(help="Target risk: answered-without-relevant-context rate.")
+    ] = 0.1,
+    k: Annotated[int, typer.Option(help="Hits retrieved per question.")] = 8,
+) -> None:
+    """Fit the calibrated scorer (and its conformal threshold) for the configured embedder."""
+    from ragsift.confidence import save_calibration
+    from ragsift.evaluation import fit_from_run
+
+    labelled, out_of_scope = _dataset_paths(dataset, labelled, out_of_scope)
+    run = _retrieval_run(labelled, out_of_scope, k, "hybrid")
+    artifact, _ = fit_from_run(run, alpha=alpha)
+    save_calibration(artifact, out)
+    conformal = artifact.conformal
+    console.print(
+        f"wrote {out}: version {artifact.version} for {artifact.embedder_id}/{artifact.metric};"
+        f" conformal answer threshold {conformal.threshold:.3f} for risk <= {alpha}"
+        f" (upper bound {conformal.risk_upper_bound}, coverage {conformal.coverage})"
+    )
+
+
+@app.command("eval")
+def evaluate(
+    dataset: Dataset = None,
+    labelled: Labelled = None,
+    out_of_scope: OutOfScope = None,
+    k: Annotated[int, typer.Option(help="Hits retrieved per question.")] = 8,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """X7: AUROC, ECE, coverage, AURC and refusal quality, calibrated vs the seed rules."""
+    from ragsift.evaluation import evaluate_scorers, fit_from_run
+
+    labelled, out_of_scope = _dataset_paths(dataset, labelled, out_of_scope)
+    run = _retrieval_run(labelled, out_of_scope, k, "hybrid")
+    artifact, fit = fit_from_run(run)
+    reports = evaluate_scorers(run, artifact, fit)
+    counts = run.dataset.counts()
+    summary = {
+        "dataset": run.dataset.name,
+        "embedder_id": run.embedder_id,
+        "mode": run.mode,
+        "k": run.k,
+        "counts": counts,
+        "fit_queries": int(fit.sum()),
+        "report_queries": int((~fit).sum()),
+        "recall_at_k": float(
+            (run.relevant_rank()[[q.kind == "in_scope" for q in run.queries]] > 0).mean()
+        ),
+        "calibration_version": artifact.version,
+        "scorers": [r.to_dict() for r in reports],
+    }
+    if as_json:
+        print(json.dumps(summary))
+        return
+    table = Table(
+        "scorer",
+        "AUROC",
+        "ECE",
+        "cov@p90",
+        "cov@p95",
+        "AURC",
+        "refusal P",
+        "refusal R",
+        "near-miss refused",
+        "rule",
+        title=f"ragsift eval — {run.dataset.name}, {run.embedder_id}, {run.mode} k={run.k}"
+        f" (report split: {int((~fit).sum())} questions)",
+    )
+    for r in reports:
+        table.add_row(
+            r.name,
+            f"{r.auroc:.3f}",
+            f"{r.ece:.3f}",
+            f"{r.coverage_at_p90:.3f}",
+            f"{r.coverage_at_p95:.3f}",
+            f"{r.aurc:.3f}",
+            f"{r.refusal_precision:.3f}",
+            f"{r.refusal_recall:.3f}",
+            f"{r.near_miss_refusal_rate:.3f}",
+            r.rule,
+        )
+    Console(width=max(console.width, 160)).print(table)
+    console.print(f"recall@{run.k} of in-scope questions: {summary['recall_at_k']:.3f}")
 
 
 def main() -> None:

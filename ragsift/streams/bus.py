@@ -109,10 +109,12 @@ class InProcessBus:
                 f" {len(decoded)} events"
             )
         raw_by_offset = {offset: (key, raw) for key, raw, offset in batch}
-        for (offset, _event), outcome in zip(decoded, outcomes, strict=True):
+        for (offset, event), outcome in zip(decoded, outcomes, strict=True):
             if isinstance(outcome, Exception):
                 key, raw = raw_by_offset[offset]
-                await self._dead_letter(handler, topic, raw, offset, outcome, key)
+                await self._dead_letter(
+                    handler, topic, raw, offset, outcome, key, getattr(event, "query_id", None)
+                )
                 continue
             self.metrics.events.labels(handler.name, "ok").inc()
             for emit in outcome:
@@ -129,9 +131,11 @@ class InProcessBus:
         offset: int,
         exc: Exception,
         key: str,
+        query_id: str | None = None,
     ) -> None:
         stage = exc.stage if isinstance(exc, RagsiftError) else "handler"
-        query_id = exc.query_id if isinstance(exc, RagsiftError) else None
+        if isinstance(exc, RagsiftError) and exc.query_id:
+            query_id = exc.query_id
         letter = DeadLetter.build(
             original=raw,
             stage=stage,

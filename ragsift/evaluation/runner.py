@@ -1,0 +1,101 @@
+"""Run a labelled set through real retrieval once; score it many ways afterwards.
+
+Retrieval (embedding + Qdrant Edge hybrid search) is the expensive part, so it
+runs once; every scorer — the calibrated one and the seed rules — is then
+applied to the same hit lists.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ragsift.evaluation.dataset import EvalQuery, LabelledSet
+from ragsift.ingest.indexer import Indexer
+from ragsift.retrieval.edge import EdgeIndex
+from ragsift.retrieval.embedders import Embedder
+from ragsift.retrieval.index import SearchHit, SearchRequest
+
+__all__ = ["EVAL_TENANT", "RetrievalRun", "run_retrieval"]
+
+EVAL_TENANT = "eval"
+EVAL_COLLECTION = "eval"
+QUERY_BATCH = 256  # queries embedded and searched per call
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalRun:
+    """Hits of every query of a labelled set, and whether they hold the answer."""
+
+    dataset: LabelledSet
+    embedder_id: str
+    k: int
+    mode: str
+    hits: list[list[SearchHit]]
+
+    @property
+    def queries(self) -> list[EvalQuery]:
+        """The labelled queries, aligned with :attr:`hits`."""
+        return self.dataset.queries
+
+    def relevant_rank(self) -> np.ndarray:
+        """Rank (1-based) of the relevant paragraph among the hits; 0 when absent."""
+        ranks = np.zeros(len(self.queries), dtype=np.int64)
+        for i, (q, hits) in enumerate(zip(self.queries, self.hits, strict=True)):
+            if q.relevant_doc is None:
+                continue
+            for h in hits:
+                if h.doc_id == q.relevant_doc:
+                    ranks[i] = h.rank
+                    break
+        return ranks
+
+
+async def run_retrieval(
+    dataset: LabelledSet,
+    embedder: Embedder,
+    *,
+    k: int = 8,
+    mode: str = "hybrid",
+    workdir: Path | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> RetrievalRun:
+    """Index the corpus in a fresh Qdrant Edge shard and retrieve for every query."""
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        index = EdgeIndex(Path(tmp))
+        try:
+            indexer = Indexer(index, embedder)
+            total_docs = len(dataset.documents)
+            await indexer.ingest(
+                EVAL_TENANT,
+                EVAL_COLLECTION,
+                dataset.documents,
+                progress=(lambda n: progress("index", n, total_docs)) if progress else None,
+            )
+            index.optimize(EVAL_COLLECTION)
+            hits: list[list[SearchHit]] = []
+            queries = dataset.queries
+            for start in range(0, len(queries), QUERY_BATCH):
+                part = queries[start : start + QUERY_BATCH]
+                vectors = await embedder.embed([q.text for q in part])
+                requests = [
+                    SearchRequest(
+                        tenant_id=EVAL_TENANT,
+                        query=q.text,
+                        dense_vector=v.tolist(),
+                        mode=mode,  # type: ignore[arg-type]  # validated by SearchRequest
+                        limit=k,
+                        embedder_id=embedder.embedder_id,
+                    )
+                    for q, v in zip(part, vectors, strict=True)
+                ]
+                hits.extend(await index.search_batch(EVAL_COLLECTION, requests))
+                if progress:
+                    progress("query", min(start + QUERY_BATCH, len(queries)), len(queries))
+        finally:
+            await index.close()
+    return RetrievalRun(dataset, embedder.embedder_id, k, mode, hits)
