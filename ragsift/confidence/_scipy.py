@@ -1,0 +1,40 @@
+"""Typed wrappers of the few scipy routines the engine uses.
+
+scipy ships no type stubs, so importing it directly would leave untyped names
+in typed code; these wrappers give each routine a precise signature instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["beta_ppf", "minimize_bounded", "rankdata_rows"]
+
+FloatArray = npt.NDArray[np.float64]
+
+_stats = importlib.import_module("scipy.stats")
+_optimize = importlib.import_module("scipy.optimize")
+
+
+def beta_ppf(q: float, a: FloatArray, b: FloatArray) -> FloatArray:
+    """Quantile ``q`` of Beta(a, b), elementwise."""
+    return np.asarray(_stats.beta.ppf(q, a, b), dtype=np.float64)
+
+
+def rankdata_rows(x: FloatArray) -> FloatArray:
+    """Average ranks (1-based, ties share their mean rank) along the last axis."""
+    return np.asarray(_stats.rankdata(x, axis=-1), dtype=np.float64)
+
+
+def minimize_bounded(
+    fun: Callable[[FloatArray], tuple[float, FloatArray]],
+    x0: FloatArray,
+    bounds: Sequence[tuple[float | None, float | None]],
+) -> FloatArray:
+    """Minimize a smooth function with analytic gradient under box bounds (L-BFGS-B)."""
+    result = _optimize.minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=list(bounds))
+    return np.asarray(result.x, dtype=np.float64)

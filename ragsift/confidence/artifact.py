@@ -1,0 +1,207 @@
+"""The calibration artifact: a versioned JSON file that makes confidence a probability.
+
+It names the embedder and score metric it was fit for (workers refuse any
+other), the features and logistic parameters of the calibrated scorer, the
+level thresholds it was evaluated at, a conformal threshold for a target risk,
+and a summary of its training data. ``version`` is a content hash, so a cache
+key that includes it changes whenever the calibration does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Final, Literal
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ragsift.confidence.errors import CalibrationMismatchError, ConfidenceError
+from ragsift.confidence.features import SCORE_MONOTONE_FEATURES, validate_features
+from ragsift.confidence.normalize import Metric
+
+__all__ = [
+    "ARTIFACT_KIND",
+    "ARTIFACT_SCHEMA_VERSION",
+    "CalibrationArtifact",
+    "ConformalSpec",
+    "DataSummary",
+    "LevelSpec",
+    "load_calibration",
+    "load_default_calibration",
+    "save_calibration",
+]
+
+ARTIFACT_KIND: Final = "ragsift.confidence.calibration"
+"""The ``kind`` every artifact carries."""
+ARTIFACT_SCHEMA_VERSION: Final = 1
+"""The artifact layout version this code reads and writes."""
+_DEFAULT_RESOURCE = "default.json"
+
+
+class LevelSpec(BaseModel):
+    """Level thresholds (A4/B3) the artifact was evaluated at."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    high: float = Field(0.85, ge=0, le=1)
+    medium: float = Field(0.70, ge=0, le=1)
+    low: float = Field(0.50, ge=0, le=1)
+
+
+class ConformalSpec(BaseModel):
+    """A confidence threshold whose selective risk is <= alpha with probability >= 1 - delta.
+
+    Risk = the share of answered queries (confidence >= threshold) whose kept
+    hits lack the relevant context. ``feasible`` is False when no threshold
+    met the bound on the calibration data: then nothing should be answered.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    alpha: float = Field(gt=0, lt=1)
+    delta: float = Field(gt=0, lt=1)
+    threshold: float = Field(ge=0, le=1)
+    feasible: bool
+    method: str
+    n_calibration: int = Field(ge=0)
+    risk_upper_bound: float | None = None
+    coverage: float | None = None
+
+    def answers(self, confidence: float) -> bool:
+        """Whether a query with this confidence should be answered under the risk bound."""
+        return self.feasible and confidence >= self.threshold
+
+
+class DataSummary(BaseModel):
+    """What the artifact was fit on."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str
+    n_examples: int = Field(ge=0)
+    positive_rate: float | None = None
+    n_fit: int = Field(0, ge=0)
+    n_conformal: int = Field(0, ge=0)
+    notes: str = ""
+
+
+class CalibrationArtifact(BaseModel):
+    """A fitted (or prior) calibrated scorer: p = sigmoid(intercept + coefficients . features)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["ragsift.confidence.calibration"] = "ragsift.confidence.calibration"
+    schema_version: Literal[1] = 1
+    version: str = ""
+    embedder_id: str = Field(min_length=1)
+    metric: Metric
+    model: Literal["logistic"] = "logistic"
+    features: tuple[str, ...]
+    coefficients: tuple[float, ...]
+    intercept: float
+    levels: LevelSpec = LevelSpec()
+    conformal: ConformalSpec
+    data: DataSummary
+
+    @model_validator(mode="after")
+    def _check(self) -> CalibrationArtifact:
+        try:
+            validate_features(self.features)
+        except ConfidenceError as exc:
+            raise ValueError(str(exc)) from exc
+        if len(self.coefficients) != len(self.features):
+            raise ValueError(
+                f"coefficients must match features: {len(self.coefficients)} vs "
+                f"{len(self.features)}"
+            )
+        for name, coef in zip(self.features, self.coefficients, strict=True):
+            if name in SCORE_MONOTONE_FEATURES and coef < 0:
+                raise ValueError(f"coefficient of {name!r} must be >= 0 (monotone), got {coef}")
+        if not self.version:
+            object.__setattr__(self, "version", self.content_hash())
+        return self
+
+    def content_hash(self) -> str:
+        """A short hash of everything but ``version``: the artifact's identity."""
+        payload = self.model_dump(mode="json", exclude={"version"})
+        digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        return f"cal-{digest[:12]}"
+
+    @property
+    def coef_array(self) -> npt.NDArray[np.float64]:
+        """Coefficients as a float array (in feature order)."""
+        return np.asarray(self.coefficients, dtype=np.float64)
+
+    def check_compatible(self, embedder_id: str, metric: str) -> None:
+        """Raise unless the artifact was fit for this embedder and metric.
+
+        Raises:
+            CalibrationMismatchError: embedder or metric differ.
+        """
+        if embedder_id != self.embedder_id or metric != self.metric:
+            raise CalibrationMismatchError(
+                expected_embedder=embedder_id,
+                actual_embedder=self.embedder_id,
+                expected_metric=metric,
+                actual_metric=self.metric,
+            )
+
+    def to_json(self) -> str:
+        """The artifact as pretty JSON text."""
+        return self.model_dump_json(indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> CalibrationArtifact:
+        """Parse and validate an artifact.
+
+        Raises:
+            ConfidenceError: not a valid calibration artifact (the message says why).
+        """
+        try:
+            artifact = cls.model_validate_json(text)
+        except ValidationError as exc:
+            raise ConfidenceError(f"invalid calibration artifact: {exc}") from exc
+        if artifact.version != artifact.content_hash():
+            raise ConfidenceError(
+                f"calibration artifact version {artifact.version!r} does not match its "
+                f"content ({artifact.content_hash()!r}); it was edited after fitting"
+            )
+        return artifact
+
+
+def load_calibration(
+    path: str | Path,
+    *,
+    embedder_id: str | None = None,
+    metric: str | None = None,
+) -> CalibrationArtifact:
+    """Read an artifact from ``path``; if an embedder/metric is given, check it matches.
+
+    Raises:
+        ConfidenceError: the file is not a valid artifact.
+        CalibrationMismatchError: it was fit for another embedder or metric.
+    """
+    artifact = CalibrationArtifact.from_json(Path(path).read_bytes())
+    if embedder_id is not None or metric is not None:
+        artifact.check_compatible(
+            embedder_id if embedder_id is not None else artifact.embedder_id,
+            metric if metric is not None else artifact.metric,
+        )
+    return artifact
+
+
+def save_calibration(artifact: CalibrationArtifact, path: str | Path) -> Path:
+    """Write ``artifact`` as JSON to ``path``; return the path."""
+    target = Path(path)
+    target.write_text(artifact.to_json(), encoding="utf-8")
+    return target
+
+
+def load_default_calibration() -> CalibrationArtifact:
+    """The artifact shipped inside the package (``artifacts/default.json``)."""
+    text = resources.files("ragsift.confidence").joinpath("artifacts", _DEFAULT_RESOURCE)
+    return CalibrationArtifact.from_json(text.read_bytes())

@@ -1,0 +1,187 @@
+"""Fit the calibrated scorer: a monotone logistic model plus a conformal threshold.
+
+``fit_calibration(signals, labels)`` splits the labelled queries in two: the
+first part fits p = sigmoid(b + w . x) by L2-regularized maximum likelihood
+(scipy L-BFGS-B, with w >= 0 on score-monotone features so confidence never
+falls when a hit improves); the second part, unseen by the fit, sets the
+conformal threshold (:mod:`.conformal`). Scoring with the result is pure numpy
+(:class:`~.scorers.CalibratedScorer`). See docs/adr/002-calibrated-confidence.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from ragsift.confidence._scipy import minimize_bounded
+from ragsift.confidence.artifact import CalibrationArtifact, ConformalSpec, DataSummary, LevelSpec
+from ragsift.confidence.config import LevelThresholds
+from ragsift.confidence.conformal import DEFAULT_ALPHA, DEFAULT_DELTA, conformal_threshold
+from ragsift.confidence.errors import ConfidenceError
+from ragsift.confidence.features import (
+    DEFAULT_FEATURES,
+    SCORE_MONOTONE_FEATURES,
+    feature_matrix,
+    validate_features,
+)
+from ragsift.confidence.normalize import METRICS, Metric
+from ragsift.confidence.signals import SIGNAL_NAMES
+
+__all__ = ["fit_calibration", "fit_logistic", "predict_logistic"]
+
+FloatArray = npt.NDArray[np.float64]
+
+# Weak ridge penalty: keeps coefficients finite on separable data without biasing
+# probabilities measurably at the thousands of examples calibration uses.
+DEFAULT_L2 = 1e-3
+# Half the labelled data fits the model, half certifies the conformal threshold.
+DEFAULT_CONFORMAL_FRACTION = 0.5
+# Fewer than this many examples in either part cannot support a calibration.
+_MIN_EXAMPLES = 20
+
+
+def _sigmoid(z: FloatArray) -> FloatArray:
+    return np.exp(-np.logaddexp(0.0, -z))
+
+
+def predict_logistic(x: FloatArray, coef: FloatArray, intercept: float) -> FloatArray:
+    """sigmoid(intercept + x @ coef), computed stably (pure numpy)."""
+    return _sigmoid(x @ coef + intercept)
+
+
+def fit_logistic(
+    x: FloatArray,
+    y: FloatArray,
+    *,
+    nonnegative: Sequence[bool],
+    l2: float = DEFAULT_L2,
+) -> tuple[FloatArray, float]:
+    """Maximum-likelihood logistic regression with optional w_j >= 0 constraints.
+
+    Args:
+        x: (n, d) features. y: (n,) labels in {0, 1}.
+        nonnegative: per feature, whether its coefficient is bounded below by 0.
+        l2: ridge penalty on the coefficients (not the intercept), per example.
+
+    Returns:
+        (coefficients, intercept).
+    """
+    n, d = x.shape
+    # Standardize for a well-conditioned fit; a positive scale keeps coefficient signs.
+    mu = x.mean(axis=0)
+    sd = x.std(axis=0)
+    sd = np.where(sd > 1e-12, sd, 1.0)
+    xs = (x - mu) / sd
+
+    def loss(theta: FloatArray) -> tuple[float, FloatArray]:
+        w, b = theta[:d], theta[d]
+        z = xs @ w + b
+        # mean negative log-likelihood: log(1 + e^z) - y z
+        nll = float(np.mean(np.logaddexp(0.0, z) - y * z)) + l2 * float(w @ w)
+        r = (_sigmoid(z) - y) / n
+        grad = np.concatenate([xs.T @ r + 2.0 * l2 * w, [r.sum()]])
+        return nll, grad
+
+    lower: list[float | None] = [0.0 if nn else None for nn in nonnegative] + [None]
+    bounds = [(lo, None) for lo in lower]
+    theta = minimize_bounded(loss, np.zeros(d + 1), bounds)
+    w_s, b_s = theta[:d], float(theta[d])
+    coef = w_s / sd
+    intercept = b_s - float(coef @ mu)
+    return coef, intercept
+
+
+def fit_calibration(
+    signals: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    *,
+    embedder_id: str,
+    metric: Metric,
+    features: Sequence[str] = DEFAULT_FEATURES,
+    alpha: float = DEFAULT_ALPHA,
+    delta: float = DEFAULT_DELTA,
+    levels: LevelThresholds | None = None,
+    l2: float = DEFAULT_L2,
+    conformal_fraction: float = DEFAULT_CONFORMAL_FRACTION,
+    seed: int = 0,
+    source: str = "unspecified",
+    notes: str = "",
+) -> CalibrationArtifact:
+    """Fit a calibration artifact from a signal matrix and relevance labels.
+
+    Args:
+        signals: (n, len(SIGNAL_NAMES)) signal matrix, as from
+            :func:`~.signals.compute_signal_matrix` (one row per labelled query).
+        labels: 1 if the relevant context was among the kept hits, else 0.
+        embedder_id, metric: what the scores came from; recorded and checked at load.
+        features: which signals the model uses (see :mod:`.features`).
+        alpha, delta: conformal target risk and failure probability.
+        levels: level thresholds to record (seed defaults if None).
+        l2: ridge penalty.
+        conformal_fraction: share of examples held out for the conformal threshold.
+        seed: seed of the fit/conformal split.
+        source, notes: recorded in the data summary.
+
+    Raises:
+        ConfidenceError: bad shapes, labels or parameters; too few examples.
+    """
+    feats = validate_features(features)
+    if metric not in METRICS:
+        raise ConfidenceError(f"metric must be one of {METRICS}, got {metric!r}")
+    s = np.asarray(signals, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    if s.ndim != 2 or s.shape[1] != len(SIGNAL_NAMES):
+        raise ConfidenceError(f"signals must have shape (n, {len(SIGNAL_NAMES)}), got {s.shape}")
+    if y.shape != (s.shape[0],):
+        raise ConfidenceError(f"labels must have shape ({s.shape[0]},), got {y.shape}")
+    if not np.isin(y, (0.0, 1.0)).all():
+        raise ConfidenceError("labels must be 0 or 1")
+    if not 0 < conformal_fraction < 1:
+        raise ConfidenceError(f"conformal_fraction must be in (0, 1), got {conformal_fraction}")
+    n = y.size
+    n_conf = round(n * conformal_fraction)
+    if min(n - n_conf, n_conf) < _MIN_EXAMPLES:
+        raise ConfidenceError(
+            f"need at least {_MIN_EXAMPLES} examples to fit and to certify, got {n} in total"
+        )
+    perm = np.random.default_rng(seed).permutation(n)
+    fit_idx, conf_idx = perm[n_conf:], perm[:n_conf]
+    x = feature_matrix(s, feats)
+    coef, intercept = fit_logistic(
+        x[fit_idx], y[fit_idx], nonnegative=[f in SCORE_MONOTONE_FEATURES for f in feats], l2=l2
+    )
+    conf_probs = predict_logistic(x[conf_idx], coef, intercept)
+    cr = conformal_threshold(conf_probs, y[conf_idx], alpha=alpha, delta=delta)
+    lv = levels if levels is not None else LevelThresholds()
+    return CalibrationArtifact(
+        embedder_id=embedder_id,
+        metric=metric,
+        features=feats,
+        # Clamp -0.0 and optimizer noise below zero on bounded coefficients.
+        coefficients=tuple(
+            max(float(c), 0.0) if f in SCORE_MONOTONE_FEATURES else float(c)
+            for f, c in zip(feats, coef, strict=True)
+        ),
+        intercept=float(intercept),
+        levels=LevelSpec(high=lv.high, medium=lv.medium, low=lv.low),
+        conformal=ConformalSpec(
+            alpha=alpha,
+            delta=delta,
+            threshold=cr.threshold,
+            feasible=cr.feasible,
+            method=cr.method,
+            n_calibration=cr.n_calibration,
+            risk_upper_bound=cr.risk_upper_bound,
+            coverage=cr.coverage,
+        ),
+        data=DataSummary(
+            source=source,
+            n_examples=n,
+            positive_rate=float(y.mean()),
+            n_fit=int(fit_idx.size),
+            n_conformal=int(conf_idx.size),
+            notes=notes,
+        ),
+    )

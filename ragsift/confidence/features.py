@@ -1,0 +1,129 @@
+"""Features of the calibrated scorer: which signals it may use and how gaps are filled.
+
+The calibrated scorer is a logistic model over a few signals. To keep its
+confidence monotone in every hit score (a better hit never lowers it), it may
+only use signals that are either
+
+* *score-monotone* (never fall when a hit score rises): ``top_score``,
+  ``top_logit``, ``margin``, ``support``, ``consensus``, ``agreement`` —
+  their coefficients are constrained to be >= 0 when fitting; or
+* *score-free* (do not depend on scores): ``entity_coverage``,
+  ``source_quality``, ``document_diversity`` — any sign.
+
+Contrast signals (``score_gap``, ``score_spread``, correlations) can fall when a
+hit improves, so they are reported but never fed to the calibrated model.
+
+Missing signals are imputed the same way at fit and at score time, so the
+model stays calibrated for whatever channels the pipeline provides:
+``agreement`` <- ``top_score`` (one retriever has nothing to disagree with),
+``entity_coverage`` <- 1 (no entities asked, none missing),
+``source_quality`` <- 1/3 (seed C's third-party quality),
+``document_diversity`` <- 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from ragsift.confidence.errors import ConfidenceError
+from ragsift.confidence.signals import SIGNAL_INDEX
+
+__all__ = [
+    "DEFAULT_FEATURES",
+    "FEATURE_NAMES",
+    "SCORE_MONOTONE_FEATURES",
+    "feature_matrix",
+    "feature_row",
+    "validate_features",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+SCORE_MONOTONE_FEATURES: frozenset[str] = frozenset(
+    {"top_score", "top_logit", "margin", "support", "consensus", "agreement"}
+)
+"""Features that never fall when a hit score rises: coefficients must be >= 0."""
+
+_SCORE_FREE_FEATURES: frozenset[str] = frozenset(
+    {"entity_coverage", "source_quality", "document_diversity"}
+)
+
+FEATURE_NAMES: tuple[str, ...] = tuple(sorted(SCORE_MONOTONE_FEATURES | _SCORE_FREE_FEATURES))
+"""Every feature the calibrated scorer accepts."""
+
+DEFAULT_FEATURES: tuple[str, ...] = ("top_score", "support", "consensus", "agreement")
+"""The features ragsift fits by default."""
+
+# Constant imputations (see module docstring); agreement is imputed from top_score instead.
+_IMPUTE: dict[str, float] = {
+    "entity_coverage": 1.0,
+    "source_quality": 0.10 / 0.30,  # seed C: third-party points over the 0.3 share
+    "document_diversity": 1.0,
+}
+# Keeps logit(top) finite: scores within 1e-4 of 0 or 1 are treated as that bound.
+_LOGIT_EPS = 1e-4
+# A hit must clear the A1 threshold by this share of the remaining range to count as margin.
+_MARGIN_THRESHOLD = 0.70
+
+
+def validate_features(features: Sequence[str]) -> tuple[str, ...]:
+    """Check feature names; return them as a tuple.
+
+    Raises:
+        ConfidenceError: an unknown or repeated feature, or none at all.
+    """
+    feats = tuple(features)
+    if not feats:
+        raise ConfidenceError("features must name at least one feature, got none")
+    unknown = [f for f in feats if f not in FEATURE_NAMES]
+    if unknown:
+        raise ConfidenceError(f"unknown features {unknown}; choose from {FEATURE_NAMES}")
+    if len(set(feats)) != len(feats):
+        raise ConfidenceError(f"features must not repeat, got {list(feats)}")
+    return feats
+
+
+def feature_row(signals: Sequence[float], features: Sequence[str]) -> list[float]:
+    """One query's features from its signal row (same values as :func:`feature_matrix`)."""
+    top = signals[SIGNAL_INDEX["top_score"]]
+    out = []
+    for name in features:
+        if name == "top_logit":
+            t = min(max(top, _LOGIT_EPS), 1.0 - _LOGIT_EPS)
+            out.append(math.log(t / (1.0 - t)))
+        elif name == "margin":
+            out.append(min(max((top - _MARGIN_THRESHOLD) / (1.0 - _MARGIN_THRESHOLD), 0.0), 1.0))
+        else:
+            v = signals[SIGNAL_INDEX[name]]
+            if v != v:  # NaN: impute as feature_matrix does
+                v = top if name == "agreement" else _IMPUTE.get(name, 0.0)
+            out.append(v)
+    return out
+
+
+def feature_matrix(signals: FloatArray, features: Sequence[str]) -> FloatArray:
+    """Columns of the calibrated model, from a signal matrix (Q x signals), gaps imputed.
+
+    ``top_logit`` = log(t / (1 - t)) of the clipped top score; ``margin`` =
+    clip((top - 0.70) / 0.30, 0, 1), how far the best hit clears seed A's bar.
+    """
+    top = signals[:, SIGNAL_INDEX["top_score"]]
+    cols = []
+    for name in features:
+        if name == "top_logit":
+            t = np.clip(top, _LOGIT_EPS, 1.0 - _LOGIT_EPS)
+            col = np.log(t / (1.0 - t))
+        elif name == "margin":
+            col = np.clip((top - _MARGIN_THRESHOLD) / (1.0 - _MARGIN_THRESHOLD), 0.0, 1.0)
+        else:
+            col = signals[:, SIGNAL_INDEX[name]]
+            missing = np.isnan(col)
+            if missing.any():
+                fill = top if name == "agreement" else np.full_like(col, _IMPUTE.get(name, 0.0))
+                col = np.where(missing, fill, col)
+        cols.append(col)
+    return np.stack(cols, axis=1) if cols else np.zeros((signals.shape[0], 0))

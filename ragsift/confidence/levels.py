@@ -1,0 +1,96 @@
+"""From a confidence to its level names: A4 status, B3 review level, C2 advisory flag.
+
+================  ===================  =============  =====================
+confidence        A4 status            B3 level       C2 flag
+================  ===================  =============  =====================
+>= 0.90           high_confidence      HIGH           HIGH_CONFIDENCE
+0.85 - 0.90       high_confidence      HIGH           MEDIUM_CONFIDENCE
+0.70 - 0.85       medium_confidence    MEDIUM         MEDIUM_CONFIDENCE
+0.50 - 0.70       low_confidence       LOW            LOW_CONFIDENCE (advisory-only)
+< 0.50            no_relevant_context  VERY_LOW       VERY_LOW_CONFIDENCE (advisory-only)
+================  ===================  =============  =====================
+
+A4/B3 boundaries are :class:`~.config.LevelThresholds`, C2's are
+:class:`~.config.AdvisoryThresholds`. A query with no kept hit is
+``no_relevant_context`` / ``VERY_LOW`` whatever its confidence. Every level
+but HIGH should be flagged for review (B3). All functions are vectorized.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from ragsift.confidence.config import AdvisoryThresholds, LevelThresholds
+
+__all__ = [
+    "ADVISORY_FLAGS",
+    "REVIEW_ACTIONS",
+    "REVIEW_LEVELS",
+    "STATUSES",
+    "AdvisoryFlag",
+    "ReviewLevel",
+    "Status",
+    "advisory_codes",
+    "level_codes",
+]
+
+Status = Literal["high_confidence", "medium_confidence", "low_confidence", "no_relevant_context"]
+"""A4 status of a result."""
+ReviewLevel = Literal["HIGH", "MEDIUM", "LOW", "VERY_LOW"]
+"""B3 review level."""
+AdvisoryFlag = Literal[
+    "HIGH_CONFIDENCE", "MEDIUM_CONFIDENCE", "LOW_CONFIDENCE", "VERY_LOW_CONFIDENCE"
+]
+"""C2 advisory flag."""
+
+# Index = level code (0 best, 3 worst); statuses and review levels share codes.
+STATUSES: tuple[Status, ...] = (
+    "high_confidence",
+    "medium_confidence",
+    "low_confidence",
+    "no_relevant_context",
+)
+REVIEW_LEVELS: tuple[ReviewLevel, ...] = ("HIGH", "MEDIUM", "LOW", "VERY_LOW")
+ADVISORY_FLAGS: tuple[AdvisoryFlag, ...] = (
+    "HIGH_CONFIDENCE",
+    "MEDIUM_CONFIDENCE",
+    "LOW_CONFIDENCE",
+    "VERY_LOW_CONFIDENCE",
+)
+# Seed B (B3): what each level asks of a human.
+REVIEW_ACTIONS: dict[ReviewLevel, str] = {
+    "HIGH": "safe to automate",
+    "MEDIUM": "review recommended",
+    "LOW": "mandatory review",
+    "VERY_LOW": "expert review required",
+}
+
+
+def _codes(
+    conf: npt.NDArray[np.float64], bounds: tuple[float, float, float]
+) -> npt.NDArray[np.int8]:
+    # bounds are descending (high, mid, low): code = how many bounds conf falls short of.
+    c = np.asarray(conf, dtype=np.float64)
+    return ((c < bounds[0]).astype(np.int8) + (c < bounds[1]) + (c < bounds[2])).astype(np.int8)
+
+
+def level_codes(
+    confidence: npt.NDArray[np.float64],
+    thresholds: LevelThresholds,
+    kept_count: npt.NDArray[np.int64] | None = None,
+) -> npt.NDArray[np.int8]:
+    """A4/B3 level code per query (index into STATUSES / REVIEW_LEVELS)."""
+    codes = _codes(confidence, (thresholds.high, thresholds.medium, thresholds.low))
+    if kept_count is not None:
+        codes = np.where(np.asarray(kept_count) > 0, codes, 3).astype(np.int8)
+    return codes
+
+
+def advisory_codes(
+    confidence: npt.NDArray[np.float64], thresholds: AdvisoryThresholds
+) -> npt.NDArray[np.int8]:
+    """C2 flag code per query (index into ADVISORY_FLAGS)."""
+    return _codes(confidence, (thresholds.high, thresholds.advisory, thresholds.low))

@@ -1,0 +1,290 @@
+"""Scorers: turn signals into one confidence in [0, 1], all behind one interface.
+
+* ``weighted`` (B2): seed B's seven slots and weights, each slot a component
+  in [0, 1] that never falls when a hit score rises (seed B's gap and spread do
+  fall when the runner-up improves, so their slots use monotone stand-ins):
+
+  ======== ====== ===========================================================
+  slot     weight component
+  ======== ====== ===========================================================
+  top      0.30   top_score
+  gap      0.20   margin = clip((top_score - threshold) / (1 - threshold), 0, 1)
+  consensus 0.15  consensus
+  agreement 0.15  agreement (BM25 x dense)
+  spread   0.10   support (mean of the top-3 scores)
+  graph    0.05   entity_coverage
+  diversity 0.05  1 - document_diversity (one focused source)
+  ======== ====== ===========================================================
+
+  Slots whose signal is unavailable drop out and the remaining weights are
+  rescaled to sum to 1.
+* ``mean-kept`` (A3): mean normalized score of the kept hits.
+* ``composite`` (C1): 0.4 x mean-kept + 0.3 x source quality + 0.3 x response
+  quality, clamped to [0, 1]; a missing input drops out (weights rescaled).
+* ``calibrated`` (X1): sigmoid(b + w . features) with the artifact's
+  parameters, a probability that the kept hits hold the relevant context.
+
+Every scorer returns 0 for a query with no kept hits: there is no context to trust.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from ragsift.confidence.artifact import CalibrationArtifact
+from ragsift.confidence.calibration import predict_logistic
+from ragsift.confidence.config import (
+    CompositeWeights,
+    ConfidenceConfig,
+    ScorerName,
+    WeightedWeights,
+)
+from ragsift.confidence.errors import ConfidenceError
+from ragsift.confidence.features import feature_matrix, feature_row
+from ragsift.confidence.signals import SIGNAL_INDEX
+
+__all__ = [
+    "CalibratedScorer",
+    "CompositeScorer",
+    "MeanKeptScorer",
+    "OneQuery",
+    "Scorer",
+    "ScoringInputs",
+    "WeightedScorer",
+    "make_scorer",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoringInputs:
+    """What a scorer may look at, for Q queries.
+
+    Attributes:
+        signals: (Q, n_signals) signal matrix.
+        kept_mean: (Q,) mean normalized primary score of the kept hits (0 if none).
+        kept_count: (Q,) number of kept hits.
+        response_quality: (Q,) C1 response quality in [0, 1], NaN = unknown; or None.
+        threshold: (Q,) similarity threshold each query was filtered at.
+    """
+
+    signals: FloatArray
+    kept_mean: FloatArray
+    kept_count: npt.NDArray[np.int64]
+    threshold: FloatArray
+    response_quality: FloatArray | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OneQuery:
+    """:class:`ScoringInputs` of a single query, as Python numbers (NaN = missing)."""
+
+    signals: Sequence[float]
+    kept_mean: float
+    kept_count: int
+    threshold: float
+    response_quality: float = float("nan")
+
+
+def _finish_one(conf: float, one: OneQuery) -> float:
+    return min(max(conf, 0.0), 1.0) if one.kept_count > 0 else 0.0
+
+
+def _weighted_mean(values: Sequence[float], weights: Sequence[float]) -> float:
+    total = wsum = 0.0
+    for v, w in zip(values, weights, strict=True):
+        if v == v:  # skip NaN (missing)
+            total += v * w
+            wsum += w
+    return total / max(wsum, 1e-12)
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Maps scoring inputs of Q queries to Q confidences in [0, 1]."""
+
+    @property
+    def name(self) -> ScorerName:
+        """The scorer's name as configured."""
+        ...
+
+    def score(self, inputs: ScoringInputs) -> FloatArray:
+        """Confidence per query, in [0, 1]."""
+        ...
+
+    def score_one(self, one: OneQuery) -> float:
+        """The same confidence for one query, in plain Python (the single-query fast path)."""
+        ...
+
+
+def _finish(conf: FloatArray, inputs: ScoringInputs) -> FloatArray:
+    return np.where(inputs.kept_count > 0, np.clip(conf, 0.0, 1.0), 0.0)
+
+
+class WeightedScorer:
+    """Seed B's weighted formula over monotone slot components (see module docstring)."""
+
+    def __init__(self, weights: WeightedWeights | None = None) -> None:
+        self.weights = weights if weights is not None else WeightedWeights()
+        self._w = np.asarray(self.weights.as_tuple())
+
+    @property
+    def name(self) -> ScorerName:
+        """``weighted``."""
+        return "weighted"
+
+    def components(self, inputs: ScoringInputs) -> FloatArray:
+        """(Q, 7) slot components, NaN where a slot's signal is unavailable."""
+        s = inputs.signals
+        top = s[:, SIGNAL_INDEX["top_score"]]
+        t = inputs.threshold
+        margin = np.clip((top - t) / np.maximum(1.0 - t, 1e-9), 0.0, 1.0)
+        return np.stack(
+            [
+                top,
+                margin,
+                s[:, SIGNAL_INDEX["consensus"]],
+                s[:, SIGNAL_INDEX["agreement"]],
+                s[:, SIGNAL_INDEX["support"]],
+                s[:, SIGNAL_INDEX["entity_coverage"]],
+                1.0 - s[:, SIGNAL_INDEX["document_diversity"]],
+            ],
+            axis=1,
+        )
+
+    def score_one(self, one: OneQuery) -> float:
+        """Weighted mean of the available components, for one query."""
+        s = one.signals
+        top = s[SIGNAL_INDEX["top_score"]]
+        t = one.threshold
+        margin = min(max((top - t) / max(1.0 - t, 1e-9), 0.0), 1.0)
+        comp = (
+            top,
+            margin,
+            s[SIGNAL_INDEX["consensus"]],
+            s[SIGNAL_INDEX["agreement"]],
+            s[SIGNAL_INDEX["support"]],
+            s[SIGNAL_INDEX["entity_coverage"]],
+            1.0 - s[SIGNAL_INDEX["document_diversity"]],
+        )
+        return _finish_one(_weighted_mean(comp, self.weights.as_tuple()), one)
+
+    def score(self, inputs: ScoringInputs) -> FloatArray:
+        """Weighted mean of the available components."""
+        comp = self.components(inputs)
+        present = ~np.isnan(comp)
+        w = np.where(present, self._w, 0.0)
+        conf = (np.where(present, comp, 0.0) * w).sum(1) / np.maximum(w.sum(1), 1e-12)
+        return _finish(conf, inputs)
+
+
+class MeanKeptScorer:
+    """Seed A's confidence (A3): the mean normalized score of the kept hits."""
+
+    @property
+    def name(self) -> ScorerName:
+        """``mean-kept``."""
+        return "mean-kept"
+
+    def score_one(self, one: OneQuery) -> float:
+        """Mean kept score, for one query."""
+        return _finish_one(one.kept_mean, one)
+
+    def score(self, inputs: ScoringInputs) -> FloatArray:
+        """Mean kept score."""
+        return _finish(inputs.kept_mean, inputs)
+
+
+class CompositeScorer:
+    """Seed C's composite (C1): retrieval, source and response quality, weighted 0.4/0.3/0.3."""
+
+    def __init__(self, weights: CompositeWeights | None = None) -> None:
+        self.weights = weights if weights is not None else CompositeWeights()
+        self._w = np.array([self.weights.retrieval, self.weights.source, self.weights.response])
+
+    @property
+    def name(self) -> ScorerName:
+        """``composite``."""
+        return "composite"
+
+    def score_one(self, one: OneQuery) -> float:
+        """Weighted mean of the available qualities, for one query."""
+        comp = (one.kept_mean, one.signals[SIGNAL_INDEX["source_quality"]], one.response_quality)
+        w = (self.weights.retrieval, self.weights.source, self.weights.response)
+        return _finish_one(_weighted_mean(comp, w), one)
+
+    def score(self, inputs: ScoringInputs) -> FloatArray:
+        """Weighted mean of the available qualities, clamped to [0, 1]."""
+        q = inputs.kept_mean.shape[0]
+        response = (
+            inputs.response_quality if inputs.response_quality is not None else np.full(q, np.nan)
+        )
+        comp = np.stack(
+            [inputs.kept_mean, inputs.signals[:, SIGNAL_INDEX["source_quality"]], response],
+            axis=1,
+        )
+        present = ~np.isnan(comp)
+        w = np.where(present, self._w, 0.0)
+        conf = (np.where(present, comp, 0.0) * w).sum(1) / np.maximum(w.sum(1), 1e-12)
+        return _finish(conf, inputs)
+
+
+class CalibratedScorer:
+    """The calibrated scorer (X1): a monotone logistic model from a calibration artifact."""
+
+    def __init__(self, artifact: CalibrationArtifact) -> None:
+        self.artifact = artifact
+        self._coef = artifact.coef_array
+        self._intercept = artifact.intercept
+        self._features = artifact.features
+        self._coef_list = list(artifact.coefficients)
+
+    @property
+    def name(self) -> ScorerName:
+        """``calibrated``."""
+        return "calibrated"
+
+    def score_one(self, one: OneQuery) -> float:
+        """Probability that the kept hits hold the relevant context, for one query."""
+        x = feature_row(one.signals, self._features)
+        z = self._intercept + sum(c * v for c, v in zip(self._coef_list, x, strict=True))
+        # Stable logistic: exp of a negative number never overflows.
+        p = 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+        return _finish_one(p, one)
+
+    def score(self, inputs: ScoringInputs) -> FloatArray:
+        """Probability that the kept hits hold the relevant context."""
+        x = feature_matrix(inputs.signals, self._features)
+        return _finish(predict_logistic(x, self._coef, self._intercept), inputs)
+
+
+def make_scorer(
+    name: ScorerName,
+    config: ConfidenceConfig,
+    artifact: CalibrationArtifact | None = None,
+) -> Scorer:
+    """Build the scorer called ``name`` from the configuration.
+
+    Raises:
+        ConfidenceError: unknown name, or ``calibrated`` without an artifact.
+    """
+    if name == "weighted":
+        return WeightedScorer(config.weights)
+    if name == "mean-kept":
+        return MeanKeptScorer()
+    if name == "composite":
+        return CompositeScorer(config.composite_weights)
+    if name == "calibrated":
+        if artifact is None:
+            raise ConfidenceError("the calibrated scorer needs a calibration artifact, got None")
+        return CalibratedScorer(artifact)
+    raise ConfidenceError(
+        f"scorer must be weighted, mean-kept, composite or calibrated, got {name!r}"
+    )

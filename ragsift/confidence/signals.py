@@ -1,0 +1,250 @@
+"""Retrieval signals (B1, plus E1 entity coverage and C1 source quality), vectorized over queries.
+
+Every signal is computed on normalized scores (see :mod:`.normalize`), over all
+retrieved hits of a query, for a whole :class:`~.hits.HitBatch` at once. The
+result is a (queries x signals) float matrix whose columns are
+:data:`SIGNAL_NAMES`; NaN means "not available" (e.g. no BM25 channel).
+
+Per query, with ``s`` the primary normalized scores sorted best first and
+``n`` the number of hits:
+
+* ``top_score``  = s[0] (0 without hits).
+* ``score_gap``  = s[0] - s[1] (0 with fewer than two hits).
+* ``score_spread`` = population std of s.
+* ``consensus_count`` = #{s > consensus_threshold (0.75)};
+  ``consensus`` = min(consensus_count / consensus_full_at, 1).
+* ``support``    = (s[0] + ... + s[d-1]) / d with d = support_depth (3); a
+  missing hit counts 0. Rises with every hit score: "are there several good hits".
+* ``agreement``  = max_i min(dense_i, bm25_i): the best hit both retrievers
+  rate highly. Monotone in either channel, unlike a correlation.
+* ``bm25_dense_correlation`` = Pearson r of the dense and BM25 scores (B1).
+* ``reranker_impact`` = 1 - Spearman rho(reranker, RRF) (B1), in [0, 2].
+* ``document_diversity`` = distinct documents / n (B1).
+* ``entity_coverage`` = share of the query's entities mentioned by any hit (E1).
+* ``source_quality`` = mean C1 source-type quality of the hits, in [0, 1].
+* ``n_hits``     = n.
+
+None of these depends on the order the hits arrive in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ragsift.confidence._scipy import rankdata_rows
+from ragsift.confidence.config import ConfidenceConfig
+from ragsift.confidence.hits import HitBatch, HitScores
+from ragsift.confidence.normalize import NormalizationParams, normalize_scores
+
+__all__ = [
+    "SIGNAL_INDEX",
+    "SIGNAL_NAMES",
+    "PreparedBatch",
+    "Signals",
+    "compute_signal_matrix",
+    "compute_signals",
+    "prepare_batch",
+]
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+SIGNAL_NAMES: tuple[str, ...] = (
+    "top_score",
+    "score_gap",
+    "score_spread",
+    "consensus_count",
+    "consensus",
+    "support",
+    "agreement",
+    "bm25_dense_correlation",
+    "reranker_impact",
+    "document_diversity",
+    "entity_coverage",
+    "source_quality",
+    "n_hits",
+)
+"""Column order of the signal matrix."""
+
+SIGNAL_INDEX: dict[str, int] = {name: i for i, name in enumerate(SIGNAL_NAMES)}
+"""Column of each signal in the signal matrix."""
+
+_INT_SIGNALS = frozenset({"consensus_count", "n_hits"})
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedBatch:
+    """A batch with every channel normalized, padding masked and hits ranked.
+
+    Attributes:
+        mask: (Q, K) True where a real hit sits.
+        lengths: (Q,) real hits per query.
+        primary: (Q, K) normalized primary score, NaN in padding.
+        order: (Q, K) column indices sorting each row best first (padding last).
+        ranked: (Q, K) primary scores in that order, -inf in padding.
+        channels: normalized scores per present channel, NaN in padding.
+    """
+
+    mask: BoolArray
+    lengths: npt.NDArray[np.int64]
+    primary: FloatArray
+    order: npt.NDArray[np.intp]
+    ranked: FloatArray
+    channels: dict[str, FloatArray]
+
+
+def prepare_batch(batch: HitBatch, params: NormalizationParams) -> PreparedBatch:
+    """Normalize every channel of ``batch`` and rank each query's hits best first."""
+    q, k = batch.n_queries, max(batch.width, 1)
+    lengths = batch.lengths
+    mask = np.arange(k)[None, :] < lengths[:, None]
+    channels: dict[str, FloatArray] = {}
+    for name, metric in (
+        ("dense", batch.metric),
+        ("sparse", "bm25"),
+        ("fused", "rrf"),
+        ("rerank", "reranker"),
+    ):
+        raw = getattr(batch, name)
+        if raw is None:
+            continue
+        if raw.shape[1] == 0:
+            raw = np.zeros((q, 1))
+        # Padding may hold anything (even values a formula rejects): blank it first.
+        safe = np.where(mask, raw, 0.0)
+        channels[name] = np.where(mask, normalize_scores(safe, metric, params), np.nan)  # type: ignore[arg-type]  # metric literal from the table above
+    primary = channels.get(batch.primary_channel, np.full((q, k), np.nan))
+    key = np.where(mask, primary, -np.inf)
+    order = np.argsort(-key, axis=1, kind="stable")
+    ranked = np.take_along_axis(key, order, axis=1)
+    return PreparedBatch(mask, lengths, primary, order, ranked, channels)
+
+
+def _masked_corr(a: FloatArray, b: FloatArray, mask: BoolArray, n: FloatArray) -> FloatArray:
+    """Pearson r per row over masked entries; NaN with < 2 hits or no variance."""
+    denom_n = np.maximum(n, 1.0)
+    a0 = np.where(mask, a, 0.0)
+    b0 = np.where(mask, b, 0.0)
+    da = np.where(mask, a0 - (a0.sum(1) / denom_n)[:, None], 0.0)
+    db = np.where(mask, b0 - (b0.sum(1) / denom_n)[:, None], 0.0)
+    denom = np.sqrt((da * da).sum(1) * (db * db).sum(1))
+    ok = (n >= 2) & (denom > 1e-12)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.where(ok, (da * db).sum(1) / np.where(ok, denom, 1.0), np.nan)
+    return np.clip(r, -1.0, 1.0)
+
+
+def compute_signal_matrix(
+    batch: HitBatch,
+    config: ConfidenceConfig,
+    prepared: PreparedBatch | None = None,
+) -> FloatArray:
+    """All signals of every query in ``batch``: a (Q, len(SIGNAL_NAMES)) matrix, NaN = missing."""
+    p = prepared if prepared is not None else prepare_batch(batch, config.normalization)
+    q, k = p.mask.shape
+    n = p.lengths.astype(np.float64)
+    has = n > 0
+    out = np.full((q, len(SIGNAL_NAMES)), np.nan)
+    ranked = p.ranked
+    top = np.where(has, ranked[:, 0], 0.0)
+    out[:, 0] = top
+    out[:, 1] = np.where(n >= 2, top - ranked[:, 1], 0.0) if k > 1 else 0.0
+    x = np.where(p.mask, p.primary, 0.0)
+    denom_n = np.maximum(n, 1.0)
+    mean = x.sum(1) / denom_n
+    dev = np.where(p.mask, p.primary - mean[:, None], 0.0)
+    out[:, 2] = np.sqrt((dev * dev).sum(1) / denom_n)
+    count = (ranked > config.consensus_threshold).sum(1).astype(np.float64)
+    out[:, 3] = count
+    out[:, 4] = np.minimum(count / config.consensus_full_at, 1.0)
+    depth = config.support_depth
+    head = ranked[:, :depth]
+    out[:, 5] = np.where(np.isfinite(head), head, 0.0).sum(1) / depth
+    dense, sparse = p.channels.get("dense"), p.channels.get("sparse")
+    if dense is not None and sparse is not None:
+        both = np.where(p.mask, np.minimum(dense, sparse), -np.inf)
+        out[:, 6] = np.where(has, both.max(1), 0.0)
+        out[:, 7] = _masked_corr(dense, sparse, p.mask, n)
+    rerank, fused = p.channels.get("rerank"), p.channels.get("fused")
+    if rerank is not None and fused is not None:
+        # Padding ranks after every real hit, so real hits keep ranks 1..n; ties average.
+        r1 = rankdata_rows(np.where(p.mask, rerank, np.inf))
+        r2 = rankdata_rows(np.where(p.mask, fused, np.inf))
+        out[:, 8] = 1.0 - _masked_corr(r1, r2, p.mask, n)
+    if batch.doc_codes is not None:
+        codes = batch.doc_codes if batch.doc_codes.shape[1] else np.zeros((q, 1), np.int64)
+        pad = np.iinfo(np.int64).max
+        srt = np.sort(np.where(p.mask, codes, pad), axis=1)
+        new = np.ones_like(srt, dtype=bool)
+        new[:, 1:] = srt[:, 1:] != srt[:, :-1]
+        distinct = (new & (srt != pad)).sum(1)
+        not_given = (p.mask & (codes < 0)).any(1)  # code -1: this query gave no document ids
+        out[:, 9] = np.where(has & ~not_given, distinct / denom_n, np.nan)
+    if batch.entity_matrix is not None and batch.entity_counts is not None:
+        em = batch.entity_matrix
+        m = em.shape[2]
+        if em.shape[1] == 0:
+            em = np.zeros((q, 1, m), dtype=bool)
+        covered = (em & p.mask[:, :, None]).any(1)
+        valid = np.arange(m)[None, :] < batch.entity_counts[:, None]
+        counts = batch.entity_counts.astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[:, 10] = np.where(
+                counts > 0, (covered & valid).sum(1) / np.maximum(counts, 1.0), np.nan
+            )
+    if batch.source_type_codes is not None:
+        table = np.array([config.source_quality_of(v) for v in batch.source_type_vocab] + [0.0])
+        codes = batch.source_type_codes
+        if codes.shape[1] == 0:
+            codes = np.full((q, 1), -1, np.int64)
+        quality = table[np.where(codes < 0, len(table) - 1, codes)]
+        total = np.where(p.mask, quality, 0.0).sum(1)
+        not_given = (p.mask & (codes < 0)).any(1)  # code -1: this query gave no source types
+        out[:, 11] = np.where(has & ~not_given, total / denom_n, np.nan)
+    out[:, 12] = n
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    """The signals of one query's hits (B4's breakdown); ``None`` = not available."""
+
+    top_score: float
+    score_gap: float
+    score_spread: float
+    consensus_count: int
+    consensus: float
+    support: float
+    agreement: float | None
+    bm25_dense_correlation: float | None
+    reranker_impact: float | None
+    document_diversity: float | None
+    entity_coverage: float | None
+    source_quality: float | None
+    n_hits: int
+
+    @classmethod
+    def from_row(cls, row: FloatArray) -> Signals:
+        """Build from one row of the signal matrix."""
+        values: dict[str, Any] = {}
+        for name, v in zip(SIGNAL_NAMES, row.tolist(), strict=True):
+            if name in _INT_SIGNALS:
+                values[name] = int(v)
+            else:
+                values[name] = None if v != v else float(v)  # v != v: NaN
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (B8)."""
+        return asdict(self)
+
+
+def compute_signals(hits: HitScores, config: ConfidenceConfig | None = None) -> Signals:
+    """Signals of one query's hits (convenience over :func:`compute_signal_matrix`)."""
+    cfg = config if config is not None else ConfidenceConfig()
+    batch = HitBatch.from_hits([hits])
+    return Signals.from_row(compute_signal_matrix(batch, cfg)[0])
