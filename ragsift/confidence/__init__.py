@@ -21,7 +21,7 @@ from ragsift.confidence.artifact import (
     save_calibration,
 )
 from ragsift.confidence.assessment import Assessment, BatchAssessment
-from ragsift.confidence.calibration import fit_calibration
+from ragsift.confidence.calibration import fit_calibration, fit_similarity_threshold
 from ragsift.confidence.config import (
     DEFAULT_EMBEDDER_ID,
     RESPONSE_QUALITY_POINTS,
@@ -172,6 +172,7 @@ __all__ = [
     "expected_calibration_error",
     "feature_matrix",
     "fit_calibration",
+    "fit_similarity_threshold",
     "is_refusal",
     "load_calibration",
     "load_default_calibration",

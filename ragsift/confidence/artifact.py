@@ -104,6 +104,9 @@ class CalibrationArtifact(BaseModel):
     coefficients: tuple[float, ...]
     intercept: float
     levels: LevelSpec = LevelSpec()
+    #: The A1 hit threshold on the normalized primary score, fit for this embedder
+    #: (cosines of different models live on different scales); None: use the config's.
+    similarity_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
     conformal: ConformalSpec
     data: DataSummary
 
@@ -127,7 +130,12 @@ class CalibrationArtifact(BaseModel):
 
     def content_hash(self) -> str:
         """A short hash of everything but ``version``: the artifact's identity."""
-        payload = self.model_dump(mode="json", exclude={"version"})
+        # An unset hit threshold is left out so artifacts written before the field
+        # existed keep their identity.
+        skip = {"version"} | (
+            {"similarity_threshold"} if self.similarity_threshold is None else set()
+        )
+        payload = self.model_dump(mode="json", exclude=skip)
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         return f"cal-{digest[:12]}"
 

@@ -29,7 +29,7 @@ from ragsift.confidence.features import (
 from ragsift.confidence.normalize import METRICS, Metric
 from ragsift.confidence.signals import SIGNAL_NAMES
 
-__all__ = ["fit_calibration", "fit_logistic", "predict_logistic"]
+__all__ = ["fit_calibration", "fit_logistic", "fit_similarity_threshold", "predict_logistic"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -185,3 +185,39 @@ def fit_calibration(
             notes=notes,
         ),
     )
+
+
+# Share of answer-holding hits the fitted hit threshold keeps. Recall over
+# precision: a dropped answer cannot be recovered downstream, an extra chunk
+# costs little, and the calibrated confidence already prices the weak ones.
+DEFAULT_HIT_RECALL = 0.90
+
+
+def fit_similarity_threshold(
+    scores: npt.ArrayLike, relevant: npt.ArrayLike, *, recall: float = DEFAULT_HIT_RECALL
+) -> float:
+    """The A1 hit threshold for one embedder: keeps ``recall`` of the answer-holding hits.
+
+    Args:
+        scores: normalized primary scores of retrieved hits (any shape; NaN = padding).
+        relevant: same shape, True where the hit holds the answer.
+        recall: share of relevant hits at or above the threshold.
+
+    Raises:
+        ConfidenceError: shapes differ, recall is out of (0, 1], or no hit is relevant.
+    """
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    y = np.asarray(relevant, dtype=bool).ravel()
+    if s.shape != y.shape:
+        raise ConfidenceError(
+            f"scores and relevant must have one shape, got {s.shape} vs {y.shape}"
+        )
+    if not 0.0 < recall <= 1.0:
+        raise ConfidenceError(f"recall must be in (0, 1], got {recall}")
+    positives = s[y & np.isfinite(s)]
+    if positives.size == 0:
+        raise ConfidenceError("relevant must mark at least one hit")
+    # The largest t with at least `recall` of the positives at or above it.
+    ranked = np.sort(positives)[::-1]
+    needed = int(np.ceil(recall * ranked.size))
+    return float(np.floor(ranked[needed - 1] * 1e4) / 1e4)

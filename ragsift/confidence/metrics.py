@@ -98,10 +98,24 @@ class RiskCoverage:
 
 
 def risk_coverage_curve(confidence: npt.ArrayLike, labels: npt.ArrayLike) -> RiskCoverage:
-    """The risk-coverage curve (Geifman & El-Yaniv, 2017)."""
+    """The risk-coverage curve (Geifman & El-Yaniv, 2017).
+
+    Queries with equal confidence cannot be told apart, so within a tie the
+    errors are spread evenly (the expectation over orders) instead of
+    following input order, which would flatter a constant scorer.
+    """
     c, y = _inputs(confidence, labels)
     order = np.argsort(-c, kind="stable")
-    wrong = np.cumsum(1.0 - y[order])
+    ranked, errors = c[order], 1.0 - y[order]
+    wrong = np.cumsum(errors)
+    if c.size:
+        group = np.r_[0, np.cumsum(ranked[1:] != ranked[:-1])]
+        starts = np.r_[0, np.flatnonzero(ranked[1:] != ranked[:-1]) + 1]
+        sizes = np.diff(np.r_[starts, c.size])
+        before = np.r_[0.0, wrong][starts]
+        total = np.add.reduceat(errors, starts)
+        within = np.arange(c.size) - starts[group] + 1
+        wrong = before[group] + total[group] * within / sizes[group]
     answered = np.arange(1, c.size + 1, dtype=np.float64)
     return RiskCoverage(answered / max(c.size, 1), wrong / answered, c[order])
 

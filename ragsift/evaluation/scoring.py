@@ -1,7 +1,7 @@
 """Score a retrieval run with every scorer, fit the calibration, report the metrics.
 
-Label of a query: 1 when the paragraph holding its answer is among the
-retrieved hits (the context handed to the LLM contains the answer), 0
+Label of a query: 1 when the paragraph holding its answer is among the hits
+ragsift keeps (the context handed to the LLM contains the answer), 0
 otherwise — always 0 for out-of-scope questions. Every scorer's confidence is
 judged against that same label. The data is split by article: calibration is
 fit on one part and every figure is reported on the other (near-miss
@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragsift.confidence import (
+    BatchAssessment,
     CalibrationArtifact,
     ConfidenceConfig,
     ConfidenceEngine,
@@ -26,9 +27,11 @@ from ragsift.confidence import (
     auroc,
     expected_calibration_error,
     fit_calibration,
+    fit_similarity_threshold,
     refusal_quality,
     risk_coverage_curve,
 )
+from ragsift.confidence.signals import prepare_batch
 from ragsift.evaluation.runner import RetrievalRun
 from ragsift.retrieval.pipeline import hit_scores
 
@@ -69,9 +72,24 @@ def split_mask(run: RetrievalRun, fit_fraction: float = FIT_FRACTION, seed: int 
     return np.array([q.group in chosen for q in run.queries])
 
 
-def labels_of(run: RetrievalRun) -> np.ndarray:
-    """1 when the answer's paragraph was retrieved, else 0."""
-    return (run.relevant_rank() > 0).astype(np.float64)
+def relevance_matrix(run: RetrievalRun, mask: np.ndarray) -> np.ndarray:
+    """(Q, K) True where hit k of a masked query is its answer's paragraph."""
+    idx = np.flatnonzero(mask)
+    width = max((len(run.hits[i]) for i in idx), default=0)
+    out = np.zeros((len(idx), max(width, 1)), dtype=bool)
+    for row, i in enumerate(idx):
+        target = run.queries[i].relevant_doc
+        for col, hit in enumerate(run.hits[i]):
+            out[row, col] = target is not None and hit.doc_id == target
+    return out
+
+
+def answer_in_kept(assessed: BatchAssessment, relevant: np.ndarray) -> np.ndarray:
+    """1 when the answer's paragraph is among the kept hits (the context an LLM gets)."""
+    order = assessed.prepared.order
+    ranked = np.take_along_axis(relevant[:, : order.shape[1]], order, axis=1)
+    kept = np.arange(order.shape[1])[None, :] < assessed.selection.kept_count[:, None]
+    return np.asarray((ranked & kept).any(axis=1), dtype=np.float64)
 
 
 def _batch(run: RetrievalRun, mask: np.ndarray) -> HitBatch:
@@ -82,35 +100,48 @@ def _batch(run: RetrievalRun, mask: np.ndarray) -> HitBatch:
 def fit_from_run(
     run: RetrievalRun, *, alpha: float = 0.1, fit_fraction: float = FIT_FRACTION, seed: int = 0
 ) -> tuple[CalibrationArtifact, np.ndarray]:
-    """Fit the calibrated scorer on the fit split; return the artifact and the split mask."""
+    """Fit the hit threshold and the calibrated scorer on the fit split.
+
+    First the A1 hit threshold for this embedder (keeping 90% of the hits that
+    hold an answer), then the probability that the kept context holds the answer.
+    Returns the artifact and the split mask (True = fit side).
+    """
     fit = split_mask(run, fit_fraction, seed)
     mask = fit & np.array([q.kind != "near_miss" for q in run.queries])
-    config = ConfidenceConfig(scorer="weighted", embedder_id=run.embedder_id)
-    assessed = ConfidenceEngine(config).assess_batch(_batch(run, mask))
+    batch = _batch(run, mask)
+    relevant = relevance_matrix(run, mask)
+    base = ConfidenceConfig(scorer="weighted", embedder_id=run.embedder_id)
+    primary = prepare_batch(batch, base.normalization).primary
+    threshold = fit_similarity_threshold(primary, relevant[:, : primary.shape[1]])
+    config = dataclasses.replace(base, similarity_threshold=threshold)
+    assessed = ConfidenceEngine(config).assess_batch(batch)
+    labels = answer_in_kept(assessed, relevant)
     counts = run.dataset.counts()
-    artifact = fit_calibration(
+    fitted = fit_calibration(
         assessed.signals,
-        labels_of(run)[mask],
+        labels,
         embedder_id=run.embedder_id,
         metric="cosine",
         alpha=alpha,
         seed=seed,
         source=f"{run.dataset.name} ({run.mode}, k={run.k})",
         notes=(
-            f"label: answer paragraph among the top {run.k} {run.mode} hits; fit on"
+            f"label: the answer's paragraph is among the kept hits ({run.mode} top {run.k},"
+            f" hit threshold {threshold} keeping 90% of answer-holding hits); fit on"
             f" {int(mask.sum())} in-scope and out-of-scope questions from half the"
             f" articles; corpus {counts['documents']} paragraphs"
         ),
     )
-    return artifact, fit
+    data = fitted.model_dump(mode="json")
+    data.update(similarity_threshold=threshold, version="")
+    return CalibrationArtifact.model_validate(data), fit
 
 
 def _coverage_at(confidence: np.ndarray, labels: np.ndarray, precision: float) -> float:
-    order = np.argsort(-confidence, kind="stable")
-    correct = np.cumsum(labels[order])
-    answered = np.arange(1, len(order) + 1)
-    ok = correct / answered >= precision
-    return float(answered[ok].max() / len(order)) if ok.any() else 0.0
+    """Largest share of queries answerable (most confident first) at this precision."""
+    curve = risk_coverage_curve(confidence, labels)
+    ok = 1.0 - curve.risk >= precision - 1e-12
+    return float(curve.coverage[ok].max()) if ok.any() else 0.0
 
 
 def _report(
@@ -147,7 +178,6 @@ def evaluate_scorers(
     """The calibrated scorer and the seed rules A–E on the report split."""
     report = ~fit
     batch = _batch(run, report)
-    labels = labels_of(run)[report]
     kinds = np.array([q.kind for q in run.queries])[report]
     base = ConfidenceConfig(embedder_id=run.embedder_id)
     out: list[ScorerReport] = []
@@ -157,7 +187,14 @@ def evaluate_scorers(
         cal = artifact if config.scorer == "calibrated" else None
         return ConfidenceEngine(config, calibration=cal)
 
-    cal = engine(scorer="calibrated").assess_batch(batch)
+    hit_bar = artifact.similarity_threshold
+    cal = engine(  # as the pipeline runs it (ragsift.retrieval.engines.EngineSet)
+        scorer="calibrated",
+        similarity_threshold=base.similarity_threshold if hit_bar is None else hit_bar,
+        min_documents=1,
+    ).assess_batch(batch)
+    # One label for every scorer: does the context ragsift keeps hold the answer?
+    labels = answer_in_kept(cal, relevance_matrix(run, report))
     out.append(
         _report(
             "calibrated",

@@ -74,6 +74,23 @@ class EngineSet:
         if settings.scorer == "calibrated" and calibration is None:
             calibration = self._load_calibration()
         self.calibration = calibration
+        explicit = "similarity_threshold" in settings.model_fields_set
+        if (
+            settings.scorer == "calibrated"
+            and calibration is not None
+            and calibration.similarity_threshold is not None
+            and not explicit
+        ):
+            # Cosines of different embedders live on different scales: the fitted
+            # bar replaces seed A's 0.70, unless the operator chose one.
+            self.base = dataclasses.replace(
+                self.base, similarity_threshold=calibration.similarity_threshold
+            )
+        if settings.scorer == "calibrated":
+            # The calibrated confidence already is P(the kept context holds the answer),
+            # with a certified answer threshold; seed D's two-document rule would refuse
+            # answers that one passage settles.
+            self.base = dataclasses.replace(self.base, min_documents=1)
         self._engines: dict[tuple[str, bool], ConfidenceEngine] = {}
         try:
             self.engine("threshold", "hybrid")  # fail at start-up, not on the first query

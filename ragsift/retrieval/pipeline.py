@@ -471,9 +471,16 @@ def hit_scores(hits: Sequence[SearchHit], mode: str, entities: Sequence[str]) ->
     )
 
 
+# Engines sum sparse products in varying order, so BM25 scores wobble in the
+# last float32 digits between runs; rounding makes scoring (and calibration
+# fits) reproducible while changing nothing a user could see.
+_SCORE_DECIMALS = 5
+
+
 def _fill(values: list[float | None], floor: float | None = None) -> np.ndarray:
     """Missing channel scores → the lowest score that channel returned (an upper bound)."""
     arr = np.array([_MISSING if v is None else v for v in values], dtype=np.float64)
+    arr = np.round(arr, _SCORE_DECIMALS)
     present = arr[~np.isnan(arr)]
     fill = floor if floor is not None else (float(present.min()) if present.size else 0.0)
     return np.where(np.isnan(arr), fill, arr)

@@ -1,0 +1,5 @@
+"""``python -m ragsift`` runs the CLI."""
+
+from ragsift.cli import main
+
+main()

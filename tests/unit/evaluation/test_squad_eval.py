@@ -1,0 +1,131 @@
+"""Evaluation and calibration on a small SQuAD-format set written by the test."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from ragsift.confidence import load_calibration
+from ragsift.errors import ConfigurationError, InvalidEventError
+from ragsift.evaluation import evaluate_scorers, fit_from_run, load_squad, run_retrieval
+from ragsift.retrieval.embedders import HashingEmbedder
+from ragsift.retrieval.engines import EngineSet, packaged_calibration_path
+from ragsift.settings import ConfidenceSettings
+
+
+def _word(rng: random.Random) -> str:
+    return "".join(rng.choice("bcdfghklmnprstvz") + rng.choice("aeiou") for _ in range(3))
+
+
+def make_topics(
+    n_topics: int, per_topic: int, seed: int, prefix: str = "Topic"
+) -> dict[str, list[tuple[str, str]]]:
+    """Paragraphs of invented words, each with a question that shares its rare words."""
+    rng = random.Random(seed)
+    topics: dict[str, list[tuple[str, str]]] = {}
+    for t in range(n_topics):
+        rows = []
+        for i in range(per_topic):
+            a, b, c = _word(rng), _word(rng), _word(rng)
+            context = f"The {a} {b} of region {t} measures {i + 3} units and grows near the {c}."
+            rows.append((context, f"How many units does the {a} {b} measure?"))
+        topics[f"{prefix}_{t}"] = rows
+    return topics
+
+
+TOPICS = make_topics(12, 6, seed=1)
+OUTSIDE = make_topics(4, 8, seed=2, prefix="Elsewhere")
+
+
+def write_squad(path: Path, topics: dict[str, list[tuple[str, str]]], answers: bool) -> Path:
+    data = []
+    for title, rows in topics.items():
+        paragraphs = []
+        for i, (context, question) in enumerate(rows):
+            qas = [
+                {
+                    "id": f"{title}-{i}",
+                    "question": question,
+                    "answers": [{"text": context.split()[0], "answer_start": 0}] if answers else [],
+                    "is_impossible": False,
+                },
+                {
+                    "id": f"{title}-{i}-x",
+                    "question": f"Who sold {title.lower()} in 1700?",
+                    "answers": [],
+                    "is_impossible": True,
+                },
+            ]
+            paragraphs.append({"context": context, "qas": qas if answers else qas[:1]})
+        data.append({"title": title, "paragraphs": paragraphs})
+    path.write_text(json.dumps({"version": "v2.0", "data": data}), encoding="utf-8")
+    return path
+
+
+def test_loader_labels_and_kinds(tmp_path: Path) -> None:
+    labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
+    outside = write_squad(tmp_path / "other.json", OUTSIDE, answers=False)
+    ds = load_squad(labelled, outside)
+    assert ds.counts() == {"documents": 72, "in_scope": 72, "near_miss": 72, "out_of_scope": 32}
+    first = next(q for q in ds.queries if q.kind == "in_scope")
+    assert first.relevant_doc == "Topic_0-0"
+    assert all(q.relevant_doc is None for q in ds.queries if q.kind != "in_scope")
+
+
+def test_loader_rejects_non_squad(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"rows": []}', encoding="utf-8")
+    with pytest.raises(InvalidEventError, match="not SQuAD format"):
+        load_squad(bad)
+
+
+async def test_run_fit_and_report(tmp_path: Path) -> None:
+    labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
+    outside = write_squad(tmp_path / "other.json", OUTSIDE, answers=False)
+    run = await run_retrieval(load_squad(labelled, outside), HashingEmbedder(), k=4)
+    ranks = run.relevant_rank()
+    in_scope = [i for i, q in enumerate(run.queries) if q.kind == "in_scope"]
+    assert (ranks[in_scope] > 0).mean() >= 0.9  # the answer's paragraph is retrieved
+    artifact, fit = fit_from_run(run, fit_fraction=0.5)
+    assert artifact.embedder_id == "ragsift-hashing-v1-384"
+    assert artifact.similarity_threshold is not None
+    assert 0 < fit.sum() < len(fit)
+    reports = evaluate_scorers(run, artifact, fit)
+    assert [r.name for r in reports] == ["calibrated", *(f"seed-{c}" for c in "ABCDE")]
+    for r in reports:
+        assert 0.0 <= r.auroc <= 1.0
+        assert 0.0 <= r.ece <= 1.0
+        assert 0.0 <= r.coverage_at_p95 <= r.coverage_at_p90 <= 1.0
+
+
+def test_shipped_artifact_matches_the_default_embedder() -> None:
+    path = packaged_calibration_path("ragsift-hashing-v1-384")
+    assert path is not None
+    artifact = load_calibration(path, embedder_id="ragsift-hashing-v1-384", metric="cosine")
+    assert artifact.data.n_examples > 1000
+    assert artifact.conformal.feasible
+    assert artifact.similarity_threshold is not None
+    engines = EngineSet(ConfidenceSettings(), "ragsift-hashing-v1-384")
+    assert engines.base.similarity_threshold == artifact.similarity_threshold
+
+
+def test_calibrated_scorer_refuses_an_embedder_without_its_artifact() -> None:
+    with pytest.raises(ConfigurationError, match="no calibration artifact for embedder"):
+        EngineSet(ConfidenceSettings(), "some-other-model")
+
+
+def test_calibrated_scorer_refuses_a_mismatched_artifact(tmp_path: Path) -> None:
+    path = packaged_calibration_path("ragsift-hashing-v1-384")
+    assert path is not None
+    settings = ConfidenceSettings(calibration_path=path)
+    with pytest.raises(ConfigurationError, match="ragsift-hashing-v1-384"):
+        EngineSet(settings, "text-embedding-3-small")
+
+
+def test_explicit_threshold_wins_over_the_artifact(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGSIFT_CONFIDENCE_SIMILARITY_THRESHOLD", "0.42")
+    engines = EngineSet(ConfidenceSettings(), "ragsift-hashing-v1-384")
+    assert engines.base.similarity_threshold == 0.42
