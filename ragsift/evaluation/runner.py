@@ -19,6 +19,7 @@ from ragsift.ingest.indexer import Indexer
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.index import SearchHit, SearchRequest
+from ragsift.retrieval.pipeline import prefetch_limit
 
 __all__ = ["EVAL_TENANT", "RetrievalRun", "run_retrieval"]
 
@@ -90,6 +91,7 @@ async def run_retrieval(
                         dense_vector=v.tolist(),
                         mode=mode,  # type: ignore[arg-type]  # validated by SearchRequest
                         limit=k,
+                        prefetch_limit=prefetch_limit(k),  # as the pipeline searches
                         embedder_id=embedder.embedder_id,
                     )
                     for q, v in zip(part, vectors, strict=True)

@@ -1,0 +1,104 @@
+"""Embedded pipeline throughput: queries/s and latency on 10,000 chunks.
+
+Query events carry precomputed vectors (embedding is the caller's cost), so
+this measures cache look-up, hybrid search on Qdrant Edge, the confidence
+engine and result building. Batches of 64 mirror the streaming worker's
+``stream.take``; single-query latency is measured too. Every query is
+distinct, so the cache never hits. Progress on stderr; one JSON object on
+the last line of stdout; never asserts on time.
+
+    python bench/pipeline.py [--chunks 10000] [--queries 2000] [--batch 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from corpus import make_corpus, make_queries
+
+from ragsift.embedded import EmbeddedRuntime
+from ragsift.schemas import QueryEvent
+from ragsift.settings import Settings
+
+TENANT = "bench"
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _ms(values: list[float], q: float) -> float:
+    return round(float(np.percentile(values, q)) * 1000, 3)
+
+
+async def run(chunks: int, n_queries: int, batch: int) -> dict[str, object]:
+    with tempfile.TemporaryDirectory() as tmp:
+        runtime = EmbeddedRuntime(Settings.from_env(data_dir=Path(tmp)))
+        corpus = make_corpus(chunks)
+        _log(f"indexing {chunks} chunks…")
+        t0 = time.perf_counter()
+        await runtime.ingest(TENANT, corpus)
+        index_s = time.perf_counter() - t0
+        texts = make_queries(corpus, n_queries + 200)
+        vectors = await runtime.embedder.embed(texts)
+        events = [
+            QueryEvent(
+                query_id=f"b-{i}",
+                tenant_id=TENANT,
+                query=text,
+                vector=vec.tolist(),
+                embedder_id=runtime.embedder.embedder_id,
+            )
+            for i, (text, vec) in enumerate(zip(texts, vectors, strict=True))
+        ]
+        warm, timed = events[:200], events[200:]
+        pipeline = runtime.pipeline
+        await pipeline.process(warm[:64])
+        _log(f"batched: {len(timed)} queries in batches of {batch}…")
+        batch_times: list[float] = []
+        start = time.perf_counter()
+        for i in range(0, len(timed), batch):
+            t = time.perf_counter()
+            await pipeline.process(timed[i : i + batch])
+            batch_times.append(time.perf_counter() - t)
+        batched_qps = len(timed) / (time.perf_counter() - start)
+        _log("single queries…")
+        singles: list[float] = []
+        for event in warm[64:]:
+            t = time.perf_counter()
+            await pipeline.process([event])
+            singles.append(time.perf_counter() - t)
+        await runtime.close()
+    return {
+        "benchmark": "pipeline",
+        "chunks": chunks,
+        "queries": len(timed),
+        "batch": batch,
+        "index_seconds": round(index_s, 2),
+        "queries_per_s": round(batched_qps, 1),
+        "batch_p50_ms": _ms(batch_times, 50),
+        "batch_p99_ms": _ms(batch_times, 99),
+        "single_queries_per_s": round(len(singles) / sum(singles), 1),
+        "single_p50_ms": _ms(singles, 50),
+        "single_p99_ms": _ms(singles, 99),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=10_000)
+    parser.add_argument("--queries", type=int, default=2_000)
+    parser.add_argument("--batch", type=int, default=64)
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(run(args.chunks, args.queries, args.batch))))
+
+
+if __name__ == "__main__":
+    main()
