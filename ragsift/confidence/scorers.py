@@ -93,8 +93,16 @@ class OneQuery:
     response_quality: float = float("nan")
 
 
+# The batch (numpy) and single (pure Python) paths sum in different orders and
+# differ in the last bits; rounding both to 12 decimals makes a confidence that
+# sits exactly on a level boundary land on the same side in both.
+_CONFIDENCE_DECIMALS = 12
+
+
 def _finish_one(conf: float, one: OneQuery) -> float:
-    return min(max(conf, 0.0), 1.0) if one.kept_count > 0 else 0.0
+    if one.kept_count <= 0:
+        return 0.0
+    return round(min(max(conf, 0.0), 1.0), _CONFIDENCE_DECIMALS)
 
 
 def _weighted_mean(values: Sequence[float], weights: Sequence[float]) -> float:
@@ -125,7 +133,8 @@ class Scorer(Protocol):
 
 
 def _finish(conf: FloatArray, inputs: ScoringInputs) -> FloatArray:
-    return np.where(inputs.kept_count > 0, np.clip(conf, 0.0, 1.0), 0.0)
+    clipped = np.round(np.clip(conf, 0.0, 1.0), _CONFIDENCE_DECIMALS)
+    return np.where(inputs.kept_count > 0, clipped, 0.0)
 
 
 class WeightedScorer:
