@@ -51,11 +51,21 @@ def show_settings() -> None:
 
 
 @app.command()
-def topics() -> None:
+def topics(
+    create: Annotated[
+        bool, typer.Option("--create", help="Create the missing topics on the Kafka cluster.")
+    ] = False,
+) -> None:
     """List every topic ragsift reads or writes, with key and retention."""
     from ragsift.streams.topics import TOPICS
 
-    prefix = _settings().kafka.topic_prefix
+    settings = _settings()
+    prefix = settings.kafka.topic_prefix
+    if create:
+        from ragsift.streams.admin import ensure_topics
+
+        created = asyncio.run(ensure_topics(settings.kafka))
+        console.print(f"created {len(created)} topics: {', '.join(created) or '-'}")
     table = Table("topic", "contract", "key", "cleanup", "retention (days)", "what")
     for spec in TOPICS.values():
         days = "-" if spec.retention_ms is None else f"{spec.retention_ms / 86_400_000:g}"
@@ -420,6 +430,164 @@ def evaluate(
         )
     Console(width=max(console.width, 160)).print(table)
     console.print(f"recall@{run.k} of in-scope questions: {summary['recall_at_k']:.3f}")
+
+
+@app.command()
+def worker(
+    names: Annotated[
+        list[str],
+        typer.Argument(help="retrieval, indexer and/or audit (several share one process)."),
+    ],
+    web_port: Annotated[int, typer.Option(help="Port of /metrics, /healthz, /readyz.")] = 6066,
+    loglevel: Annotated[str, typer.Option(help="crit, error, warn, info or debug.")] = "info",
+    audit_dir: Annotated[
+        Path | None, typer.Option(help="Audit sink folder (default <data dir>/audit).")
+    ] = None,
+) -> None:
+    """Run a streaming worker (a Faust app) consuming from Kafka."""
+    from faust.worker import Worker
+
+    from ragsift.workers.service import WORKER_NAMES, build_worker
+
+    bad = [n for n in names if n not in WORKER_NAMES]
+    if bad:
+        err_console.print(f"[red]error:[/red] unknown worker {bad}; choose from {WORKER_NAMES}")
+        raise typer.Exit(2)
+    settings = _settings()
+    try:
+        faust_app, _ = build_worker(names, settings, web_port=web_port, audit_dir=audit_dir)  # type: ignore[arg-type]  # names checked above
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    from ragsift.streams.admin import ensure_topics
+
+    created = asyncio.run(ensure_topics(settings.kafka))
+    if created:
+        err_console.print(f"created topics: {', '.join(created)}")
+    Worker(faust_app, loglevel=loglevel).execute_from_commandline()
+
+
+@app.command()
+def submit(
+    source: Annotated[str, typer.Argument(help="A JSONL file of query events, or - for stdin.")],
+    topic: Annotated[str, typer.Option(help="Logical topic to publish to.")] = "queries",
+    raw: Annotated[
+        bool, typer.Option("--raw", help="Send lines as they are, without validating them.")
+    ] = False,
+) -> None:
+    """Publish events (one JSON object per line) to a ragsift topic on Kafka."""
+    import sys
+
+    from aiokafka import AIOKafkaProducer
+
+    from ragsift.streams.codec import EventCodec
+    from ragsift.streams.topics import TOPICS
+
+    if topic not in TOPICS:
+        err_console.print(f"[red]error:[/red] unknown topic {topic!r}; known: {sorted(TOPICS)}")
+        raise typer.Exit(2)
+    settings = _settings()
+    spec = TOPICS[topic]
+    codec = EventCodec(spec.model)
+    if source != "-" and not Path(source).is_file():
+        err_console.print(f"[red]error:[/red] no such file: {source}")
+        raise typer.Exit(2)
+    lines = (
+        sys.stdin.read().splitlines()
+        if source == "-"
+        else Path(source).read_text(encoding="utf-8").splitlines()
+    )
+
+    async def run() -> tuple[int, int]:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=settings.kafka.bootstrap_servers, acks="all", linger_ms=5
+        )
+        await producer.start()
+        sent = rejected = 0
+        try:
+            for lineno, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                payload = line.strip().encode()
+                key = b""
+                if not raw:
+                    try:
+                        event = codec.decode(payload)
+                    except RagsiftError as exc:
+                        err_console.print(f"line {lineno}: [red]rejected[/red] {exc}")
+                        rejected += 1
+                        continue
+                    key = str(getattr(event, spec.key, "")).encode()
+                    payload = codec.encode(event)
+                await producer.send(
+                    spec.name(settings.kafka.topic_prefix), payload, key=key or None
+                )
+                sent += 1
+            await producer.flush()
+        finally:
+            await producer.stop()
+        return sent, rejected
+
+    sent, rejected = asyncio.run(run())
+    console.print(
+        f"sent {sent} events to {spec.name(settings.kafka.topic_prefix)}; rejected {rejected}"
+    )
+    if rejected:
+        raise typer.Exit(1)
+
+
+@app.command()
+def tail(
+    topic: Annotated[str, typer.Argument(help="Logical topic: retrievals, audit, deadletter...")],
+    from_beginning: Annotated[bool, typer.Option(help="Start at the oldest event.")] = False,
+    limit: Annotated[int | None, typer.Option(help="Stop after this many events.")] = None,
+    idle_timeout: Annotated[
+        float | None, typer.Option(help="Stop after this many seconds without an event.")
+    ] = None,
+) -> None:
+    """Print a topic's events, pretty-printed, as they arrive."""
+    import time
+
+    from aiokafka import AIOKafkaConsumer
+
+    from ragsift.streams.topics import TOPICS
+
+    if topic not in TOPICS:
+        err_console.print(f"[red]error:[/red] unknown topic {topic!r}; known: {sorted(TOPICS)}")
+        raise typer.Exit(2)
+    settings = _settings()
+    name = TOPICS[topic].name(settings.kafka.topic_prefix)
+
+    async def run() -> int:
+        consumer = AIOKafkaConsumer(
+            name,
+            bootstrap_servers=settings.kafka.bootstrap_servers,
+            auto_offset_reset="earliest" if from_beginning else "latest",
+            enable_auto_commit=False,
+        )
+        await consumer.start()
+        shown = 0
+        last = time.monotonic()
+        try:
+            while limit is None or shown < limit:
+                batches = await consumer.getmany(timeout_ms=500)
+                for tp, records in batches.items():
+                    for record in records:
+                        console.rule(f"{tp.topic}[{tp.partition}]@{record.offset}")
+                        try:
+                            console.print_json((record.value or b"null").decode())
+                        except (UnicodeDecodeError, ValueError):
+                            console.print(repr(record.value))
+                        shown += 1
+                        last = time.monotonic()
+                if idle_timeout is not None and time.monotonic() - last > idle_timeout:
+                    break
+        finally:
+            await consumer.stop()
+        return shown
+
+    shown = asyncio.run(run())
+    err_console.print(f"{shown} events from {name}")
 
 
 def main() -> None:

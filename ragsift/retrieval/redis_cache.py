@@ -1,0 +1,101 @@
+"""The Redis result cache of the streaming workers.
+
+Values are serialized results with a TTL by confidence level; index versions
+are plain counters (``INCR``), shared by every replica, so an ingestion on any
+indexer invalidates the tenant's entries everywhere. Redis trouble never fails
+a query: every error is raised as :class:`ServiceUnavailableError` (the
+pipeline counts it and bypasses the cache), and after an error the cache stays
+bypassed for a short cool-down instead of making every query wait for a
+socket timeout while Redis is down.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from ragsift.errors import ServiceUnavailableError
+from ragsift.settings import RedisSettings
+
+__all__ = ["RedisCache"]
+
+T = TypeVar("T")
+
+# After a Redis error, skip Redis this long before trying again: a down Redis
+# costs one timeout per second, not one per query.
+COOL_DOWN_S = 1.0
+
+
+class RedisCache:
+    """:class:`~ragsift.retrieval.cache.ResultCache` on Redis."""
+
+    backend = "redis"
+
+    def __init__(
+        self,
+        settings: RedisSettings,
+        *,
+        client: aioredis.Redis | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        password = settings.password.get_secret_value() if settings.password else None
+        self.client = client or aioredis.from_url(
+            settings.url,
+            password=password,
+            socket_timeout=settings.socket_timeout_s,
+            socket_connect_timeout=settings.socket_timeout_s,
+        )
+        self.prefix = settings.key_prefix
+        self._clock = clock
+        self._down_until = 0.0
+
+    async def _call(self, op: Callable[[], Awaitable[T]]) -> T:
+        if self._clock() < self._down_until:
+            raise ServiceUnavailableError("redis is cooling down after an error", service="redis")
+        try:
+            return await op()
+        except (RedisError, OSError, TimeoutError) as exc:
+            self._down_until = self._clock() + COOL_DOWN_S
+            raise ServiceUnavailableError(
+                f"redis: {type(exc).__name__}: {exc}", service="redis", retry_after=COOL_DOWN_S
+            ) from exc
+
+    async def get(self, key: str) -> bytes | None:
+        """The cached value, or None on a miss."""
+        value: Any = await self._call(lambda: self.client.get(key))
+        return bytes(value) if value is not None else None
+
+    async def set(self, key: str, value: bytes, ttl_s: int) -> None:
+        """Store ``value`` for ``ttl_s`` seconds; non-positive TTLs store nothing."""
+        if ttl_s <= 0:
+            return
+        await self._call(lambda: self.client.set(key, value, ex=ttl_s))
+
+    async def ttl(self, key: str) -> int | None:
+        """Seconds left for ``key``, None when absent or without expiry."""
+        left: int = await self._call(lambda: self.client.ttl(key))
+        return left if left >= 0 else None
+
+    def _version_key(self, tenant_id: str, collection: str) -> str:
+        return f"{self.prefix}:v:{tenant_id}:{collection}"
+
+    async def index_version(self, tenant_id: str, collection: str) -> int:
+        """The tenant's index version (0 before any ingestion)."""
+        raw: Any = await self._call(
+            lambda: self.client.get(self._version_key(tenant_id, collection))
+        )
+        return int(raw) if raw is not None else 0
+
+    async def bump_index_version(self, tenant_id: str, collection: str) -> int:
+        """Increment the tenant's index version; its old cache keys are never read again."""
+        key = self._version_key(tenant_id, collection)
+        version: int = await self._call(lambda: self.client.incr(key))
+        return version
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        await self.client.aclose()

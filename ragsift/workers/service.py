@@ -1,0 +1,101 @@
+"""A streaming worker process: a Faust app hosting one or more handlers.
+
+``ragsift worker retrieval`` (or ``indexer``, ``audit``, or several at once)
+builds the handlers from settings, attaches one agent per handler, and serves
+``/metrics``, ``/healthz`` and ``/readyz`` on the worker's web port. Several
+handlers in one process share one index: that is how an embedded (Qdrant
+Edge) shard is both written and searched; with a Qdrant server any split works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import faust
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from ragsift.errors import ConfigurationError
+from ragsift.ingest.indexer import Indexer
+from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.redis_cache import RedisCache
+from ragsift.settings import Settings
+from ragsift.streams.agents import attach_handler
+from ragsift.streams.app import create_app
+from ragsift.wiring import build_embedder, build_index, build_pipeline
+from ragsift.workers.audit import AuditFileSink, AuditSinkHandler
+from ragsift.workers.base import Handler
+from ragsift.workers.indexer import IndexerHandler
+from ragsift.workers.retrieval import RetrievalHandler
+
+__all__ = ["WORKER_NAMES", "WorkerName", "build_worker"]
+
+WorkerName = Literal["retrieval", "indexer", "audit"]
+WORKER_NAMES: tuple[WorkerName, ...] = ("retrieval", "indexer", "audit")
+
+
+def build_worker(
+    names: Sequence[WorkerName],
+    settings: Settings,
+    *,
+    web_port: int = 6066,
+    audit_dir: Path | None = None,
+) -> tuple[faust.App, Metrics]:
+    """A Faust app with an agent per named handler, and its metrics."""
+    unknown = sorted(set(names) - set(WORKER_NAMES))
+    if unknown or not names:
+        raise ConfigurationError(f"workers must be among {WORKER_NAMES}, got {list(names)}")
+    metrics = Metrics()
+    handlers: list[Handler[Any]] = []
+    if "retrieval" in names or "indexer" in names:
+        embedder = build_embedder(settings.embedder)
+        index = build_index(settings.qdrant, settings.data_dir)
+        cache = RedisCache(settings.redis) if settings.cache.enabled else None
+        if "retrieval" in names:
+            pipeline = build_pipeline(
+                settings,
+                index=index,
+                embedder=embedder,
+                metrics=metrics,
+                cache=cache,
+                source="/ragsift/worker/retrieval",
+            )
+            handlers.append(RetrievalHandler(pipeline))
+        if "indexer" in names:
+            handlers.append(IndexerHandler(Indexer(index, embedder, cache=cache)))
+    if "audit" in names:
+        sink = AuditFileSink(audit_dir or settings.data_dir / "audit")
+        handlers.append(AuditSinkHandler(sink))
+    group = "-".join(sorted(names))
+    app = create_app(settings.kafka, app_id=f"{settings.kafka.app_id}-{group}", web_port=web_port)
+    for handler in handlers:
+        attach_handler(
+            app,
+            handler,
+            prefix=settings.kafka.topic_prefix,
+            metrics=metrics,
+            batch_size=settings.limits.batch_size,
+            within_s=settings.limits.batch_timeout_s,
+        )
+    _add_pages(app, metrics)
+    return app, metrics
+
+
+def _add_pages(app: faust.App, metrics: Metrics) -> None:
+    @app.page("/metrics")
+    async def metrics_page(web: Any, request: Any) -> Any:
+        body = generate_latest(metrics.registry)
+        return web.bytes(body, content_type=CONTENT_TYPE_LATEST.split(";")[0])
+
+    @app.page("/healthz")
+    async def healthz(web: Any, request: Any) -> Any:
+        return web.json({"status": "ok"})
+
+    @app.page("/readyz")
+    async def readyz(web: Any, request: Any) -> Any:
+        assigned = len(app.consumer.assignment()) if app.consumer else 0
+        ready = app.rebalancing is False
+        return web.json(
+            {"ready": ready, "assigned_partitions": assigned}, status=200 if ready else 503
+        )
