@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test unit lint format bench services-up services-down services-status schemas clean
+.PHONY: help install demo test unit lint format bench services-up services-down services-status deploy-tools schemas clean
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
@@ -43,6 +43,9 @@ services-down: ## Stop what services-up started
 
 services-status: ## Show whether Kafka and Redis are up
 	@scripts/services status
+
+deploy-tools: ## Install promtool and kustomize for the deployment tests (cached)
+	@scripts/deploy-tools install
 
 clean: ## Remove build and cache folders in the repo
 	rm -rf .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info

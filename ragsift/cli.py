@@ -26,6 +26,10 @@ app = typer.Typer(
 )
 schemas_app = typer.Typer(help="Event contracts (JSON Schema).", no_args_is_help=True)
 app.add_typer(schemas_app, name="schemas")
+k8s_app = typer.Typer(
+    help="Kubernetes manifests generated from ragsift's tables.", no_args_is_help=True
+)
+app.add_typer(k8s_app, name="k8s")
 console = Console()
 err_console = Console(stderr=True)
 
@@ -588,6 +592,25 @@ def tail(
 
     shown = asyncio.run(run())
     err_console.print(f"{shown} events from {name}")
+
+
+@k8s_app.command("topics")
+def k8s_topics(
+    out: Annotated[Path, typer.Option("--out", help="YAML file to write.")] = Path(
+        "k8s/base/kafka-topics.yaml"
+    ),
+    prefix: Annotated[str, typer.Option(help="Topic name prefix.")] = "ragsift",
+    partitions: Annotated[int, typer.Option(help="Partitions per topic.")] = 8,
+    replicas: Annotated[int, typer.Option(help="Replication factor.")] = 3,
+    cluster: Annotated[str, typer.Option(help="Strimzi Kafka cluster name.")] = "ragsift-kafka",
+) -> None:
+    """Write Strimzi KafkaTopic resources from the topic registry."""
+    from ragsift.deploy_manifests import write_strimzi_topics
+
+    path = write_strimzi_topics(
+        out, prefix=prefix, partitions=partitions, replicas=replicas, cluster=cluster
+    )
+    console.print(f"wrote {path}")
 
 
 def main() -> None:

@@ -1,0 +1,219 @@
+"""Run ragsift worker processes against the real broker, and talk to the topics.
+
+Every loop here is bounded in count and time; everything listens on loopback.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from pydantic import BaseModel
+
+from ragsift.embedded import EmbeddedRuntime
+from ragsift.ingest.sample import sample_documents
+from ragsift.settings import Settings
+from ragsift.streams.codec import EventCodec
+from ragsift.streams.topics import TOPICS
+
+REPO = Path(__file__).resolve().parents[2]
+READY_TIMEOUT_S = 120
+TENANT = "demo"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def prepare_index(data_dir: Path) -> None:
+    """An embedded shard holding the sample handbook for tenant ``demo``."""
+    runtime = EmbeddedRuntime(Settings(data_dir=data_dir))
+    try:
+        await runtime.ingest(TENANT, sample_documents())
+    finally:
+        await runtime.close()
+
+
+@dataclass
+class Stack:
+    """Names shared by the workers and the test: one topic prefix, group, key prefix."""
+
+    bootstrap: str
+    redis_url: str
+    prefix: str
+    base_dir: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def env(self, data_dir: Path) -> dict[str, str]:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "RAGSIFT_DATA_DIR": str(data_dir),
+            "RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": self.bootstrap,
+            "RAGSIFT_KAFKA_TOPIC_PREFIX": self.prefix,
+            "RAGSIFT_KAFKA_APP_ID": self.prefix,
+            "RAGSIFT_KAFKA_PARTITIONS": "4",
+            "RAGSIFT_REDIS_URL": self.redis_url,
+            "RAGSIFT_REDIS_KEY_PREFIX": self.prefix,
+        }
+        env.update(self.extra_env)
+        return env
+
+    def topic(self, logical: str) -> str:
+        return TOPICS[logical].name(self.prefix)
+
+
+class WorkerProcess:
+    """One ``ragsift worker`` process with its own data directory copy and web port."""
+
+    def __init__(self, stack: Stack, names: Sequence[str], template: Path, label: str):
+        self.stack = stack
+        self.names = list(names)
+        self.dir = stack.base_dir / label
+        if not self.dir.exists():
+            shutil.copytree(template, self.dir)
+        self.port = free_port()
+        self.log = self.dir / "worker.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._ready_seen = 0  # restarts append to the same log
+
+    def start(self) -> WorkerProcess:
+        handle = self.log.open("ab")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ragsift",
+                "worker",
+                *self.names,
+                "--web-port",
+                str(self.port),
+                "--loglevel",
+                "info",
+            ],
+            cwd=self.dir,
+            env=self.stack.env(self.dir),
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        handle.close()
+        return self
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> WorkerProcess:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            text = self.log.read_text(errors="replace")
+            if text.count("Worker]: Ready") > self._ready_seen:
+                self._ready_seen += 1
+                return self
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited {self.proc.returncode}:\n{text[-4000:]}")
+            time.sleep(0.25)
+        raise RuntimeError(f"worker not ready in {timeout_s}s:\n{self.log.read_text()[-4000:]}")
+
+    def metric(self, name: str, labels: dict[str, str] | None = None) -> float:
+        """Sum of a metric's samples on /metrics (filtered by the given labels)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+            body = r.read().decode()
+        total = 0.0
+        for line in body.splitlines():
+            if not line.startswith(name):
+                continue
+            head, _, value = line.rpartition(" ")
+            if head.split("{")[0] != name:
+                continue
+            if labels and not all(f'{k}="{v}"' in head for k, v in labels.items()):
+                continue
+            total += float(value)
+        return total
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+
+async def produce(
+    stack: Stack, logical: str, items: Iterable[BaseModel | bytes], key: str = "query_id"
+) -> int:
+    codec = EventCodec(TOPICS[logical].model)
+    producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap, acks="all", linger_ms=5)
+    await producer.start()
+    sent = 0
+    try:
+        for item in items:
+            if isinstance(item, bytes):
+                await producer.send(stack.topic(logical), item, key=b"raw")
+            else:
+                await producer.send(
+                    stack.topic(logical), codec.encode(item), key=str(getattr(item, key)).encode()
+                )
+            sent += 1
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return sent
+
+
+class TopicReader:
+    """Reads a topic from the beginning, keeping everything it has seen."""
+
+    def __init__(self, stack: Stack, logical: str):
+        self.stack = stack
+        self.logical = logical
+        self.codec = EventCodec(TOPICS[logical].model)
+        self.events: list[BaseModel] = []
+        self._consumer: AIOKafkaConsumer | None = None
+
+    async def __aenter__(self) -> TopicReader:
+        self._consumer = AIOKafkaConsumer(
+            self.stack.topic(self.logical),
+            bootstrap_servers=self.stack.bootstrap,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        await self._consumer.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._consumer is not None
+        await self._consumer.stop()
+
+    async def poll(self) -> None:
+        assert self._consumer is not None
+        batches = await self._consumer.getmany(timeout_ms=300, max_records=5000)
+        for records in batches.values():
+            self.events.extend(self.codec.decode(r.value) for r in records)
+
+    async def until(self, done: object, timeout_s: float = 120) -> list[BaseModel]:
+        """Poll until ``done(events)`` is true; fail with what was seen on timeout."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            await self.poll()
+            if done(self.events):  # type: ignore[operator]  # a predicate over the events
+                return self.events
+        raise AssertionError(
+            f"{self.logical}: condition not met in {timeout_s}s; saw {len(self.events)} events"
+        )

@@ -1,0 +1,232 @@
+"""The streaming runtime against the real Kafka broker and redis-server (issue: workers)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from ragsift.ingest.sample import DEMO_QUERIES
+from ragsift.schemas import (
+    DeadLetter,
+    DocumentEvent,
+    EvidenceEvent,
+    QueryEvent,
+    RetrievalResult,
+)
+from tests.e2e.harness import REPO, TENANT, Stack, TopicReader, WorkerProcess, produce
+
+SERVICES = REPO / "scripts" / "services"
+
+
+@pytest.fixture(scope="module")
+def worker(stack: Stack, template_index: Path) -> Iterator[WorkerProcess]:
+    """One process running the retrieval, indexer and audit agents."""
+    proc = WorkerProcess(stack, ["retrieval", "indexer", "audit"], template_index, "w1")
+    proc.start().wait_ready()
+    yield proc
+    proc.stop()
+
+
+def queries(prefix: str, n: int) -> list[QueryEvent]:
+    texts = [q.text for q in DEMO_QUERIES]
+    return [
+        QueryEvent(query_id=f"{prefix}-{i}", tenant_id=TENANT, query=texts[i % len(texts)])
+        for i in range(n)
+    ]
+
+
+def by_query(events: list[object]) -> dict[str, RetrievalResult]:
+    return {e.query_id: e for e in events if isinstance(e, RetrievalResult)}
+
+
+async def test_thousand_queries_thousand_results_and_one_advisory_each(
+    stack: Stack, worker: WorkerProcess
+) -> None:
+    sent = queries("k", 1000)
+    async with TopicReader(stack, "retrievals") as results:
+        await produce(stack, "queries", sent)
+        await results.until(
+            lambda ev: len(by_query(ev).keys() & {q.query_id for q in sent}) == 1000
+        )
+    got = by_query(results.events)
+    assert {q.query_id for q in sent} <= got.keys()
+    assert len({got[q.query_id].result_id for q in sent}) == 1000
+    low = {
+        q.query_id
+        for q in sent
+        if got[q.query_id].outcome == "ok" and got[q.query_id].advisory_only
+    }
+    assert low, "the scripted queries include out-of-scope ones"
+    async with TopicReader(stack, "audit") as audit:
+        await audit.until(
+            lambda ev: (
+                low
+                <= {
+                    e.subject
+                    for e in ev
+                    if isinstance(e, EvidenceEvent)
+                    and e.type.value == "RAG_ADVISORY_LOW_CONFIDENCE"
+                }
+            )
+        )
+    advisories = [
+        e
+        for e in audit.events
+        if isinstance(e, EvidenceEvent)
+        and e.type.value == "RAG_ADVISORY_LOW_CONFIDENCE"
+        and e.subject in {q.query_id for q in sent}
+    ]
+    per_query = Counter(e.subject for e in {e.id: e for e in advisories}.values())
+    assert set(per_query) == low
+    assert set(per_query.values()) == {1}
+    # The audit sink's file holds every evidence event of these queries exactly once.
+    deadline = time.monotonic() + 60
+    wanted = {e.id for e in audit.events if isinstance(e, EvidenceEvent)}
+    while time.monotonic() < deadline:
+        rows = _audit_rows(worker.dir)
+        if wanted <= {r["id"] for r in rows}:
+            break
+        await asyncio.sleep(0.5)
+    ids = [r["id"] for r in _audit_rows(worker.dir)]
+    assert wanted <= set(ids)
+    assert len(ids) == len(set(ids))
+
+
+def _audit_rows(data_dir: Path) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for file in sorted((data_dir / "audit").glob("audit*.jsonl")):
+        rows.extend(json.loads(line) for line in file.read_text().splitlines() if line.strip())
+    return rows
+
+
+async def test_repeat_served_from_redis_with_level_ttl_until_ingestion(
+    stack: Stack, worker: WorkerProcess
+) -> None:
+    text = "How many days do I have to return the Orbit thermostat for a full refund?"
+    client = redis.Redis.from_url(stack.redis_url)
+    async with TopicReader(stack, "retrievals") as results:
+        await produce(stack, "queries", [QueryEvent(query_id="c-1", tenant_id=TENANT, query=text)])
+        await results.until(lambda ev: "c-1" in by_query(ev))
+        await produce(stack, "queries", [QueryEvent(query_id="c-2", tenant_id=TENANT, query=text)])
+        await results.until(lambda ev: "c-2" in by_query(ev))
+        first, second = by_query(results.events)["c-1"], by_query(results.events)["c-2"]
+        assert not first.cache.hit
+        assert second.cache.hit, second.cache
+        keys = [k for k in client.scan_iter(f"{stack.prefix}:r:{TENANT}:*")]
+        assert len(keys) >= 1
+        ttls = {"high_confidence": 86400, "medium_confidence": 3600, "low_confidence": 300}
+        expected = ttls[first.status]
+        live = [client.ttl(k) for k in keys]
+        assert any(expected - 60 <= t <= expected for t in live), (first.status, live)
+        # A document for this tenant bumps its index version: the same query misses.
+        before = int(client.get(f"{stack.prefix}:v:{TENANT}:default") or 0)
+        doc = DocumentEvent(
+            event_id="d-1",
+            tenant_id=TENANT,
+            doc_id="warranty-addendum",
+            text="The extended warranty costs 19 euros and adds a third year.",
+        )
+        await produce(stack, "documents", [doc], key="doc_id")
+        deadline = time.monotonic() + 60
+        while int(client.get(f"{stack.prefix}:v:{TENANT}:default") or 0) <= before:
+            assert time.monotonic() < deadline, "the indexer did not bump the index version"
+            await asyncio.sleep(0.2)
+        await produce(stack, "queries", [QueryEvent(query_id="c-3", tenant_id=TENANT, query=text)])
+        await results.until(lambda ev: "c-3" in by_query(ev))
+        third = by_query(results.events)["c-3"]
+        assert not third.cache.hit
+        assert any(h.doc_id == "warranty-addendum" for h in third.hits) or third.total_found > 0
+
+
+async def test_bad_input_is_dead_lettered_and_later_events_processed(
+    stack: Stack, worker: WorkerProcess
+) -> None:
+    malformed = b'{"query_id": "bad-1", "tenant_id": "demo", "query": '
+    oversized = QueryEvent(query_id="bad-2", tenant_id=TENANT, query="why " * 600)  # 2,400 chars
+    after = QueryEvent(query_id="bad-3", tenant_id=TENANT, query="How long is data kept?")
+    async with TopicReader(stack, "deadletter") as dead, TopicReader(stack, "retrievals") as res:
+        await produce(stack, "queries", [malformed, oversized, after])
+        await dead.until(
+            lambda ev: (
+                {"bad-2"} <= {e.query_id for e in ev} and any(e.original == malformed for e in ev)
+            )
+        )
+        await res.until(lambda ev: "bad-3" in by_query(ev))
+    letters = [e for e in dead.events if isinstance(e, DeadLetter)]
+    bad_json = next(e for e in letters if e.original == malformed)
+    assert bad_json.stage == "decode"
+    assert "not JSON" in bad_json.error
+    assert bad_json.offset is not None
+    too_long = next(e for e in letters if e.query_id == "bad-2")
+    assert too_long.stage == "validate"
+    assert "limit is 2000" in too_long.error
+    assert worker.metric("ragsift_dead_letters_total") >= 2
+
+
+async def test_redis_outage_bypasses_cache_then_caching_resumes(
+    stack: Stack, worker: WorkerProcess
+) -> None:
+    errors_before = worker.metric("ragsift_cache_requests_total", {"result": "error"})
+    subprocess.run([str(SERVICES), "stop", "redis"], check=True, capture_output=True)
+    try:
+        async with TopicReader(stack, "retrievals") as results:
+            down = [
+                QueryEvent(query_id=f"r-{i}", tenant_id=TENANT, query=f"Shipping to country {i}?")
+                for i in range(20)
+            ]
+            await produce(stack, "queries", down)
+            await results.until(lambda ev: {q.query_id for q in down} <= by_query(ev).keys())
+        assert all(by_query(results.events)[q.query_id].outcome == "ok" for q in down)
+        assert worker.metric("ragsift_cache_requests_total", {"result": "error"}) > errors_before
+    finally:
+        subprocess.run([str(SERVICES), "start", "redis"], check=True, capture_output=True)
+    text = "What is the API rate limit per key per minute?"
+    async with TopicReader(stack, "retrievals") as results:
+        deadline = time.monotonic() + 60
+        i = 0
+        while True:  # bounded: the cool-down is one second
+            i += 1
+            await produce(
+                stack, "queries", [QueryEvent(query_id=f"u-{i}", tenant_id=TENANT, query=text)]
+            )
+            await results.until(lambda ev, i=i: f"u-{i}" in by_query(ev))
+            if by_query(results.events)[f"u-{i}"].cache.hit:
+                break
+            assert time.monotonic() < deadline, "caching did not resume after Redis came back"
+            await asyncio.sleep(1.0)
+
+
+async def test_two_worker_processes_share_the_partitions(
+    stack: Stack, worker: WorkerProcess, template_index: Path
+) -> None:
+    second = WorkerProcess(stack, ["retrieval", "indexer", "audit"], template_index, "w2")
+    second.start().wait_ready()
+    try:
+        # Let the group rebalance onto both members before measuring.
+        deadline = time.monotonic() + 60
+        batch = 0
+        while True:
+            batch += 1
+            sent = queries(f"two-{batch}", 200)
+            async with TopicReader(stack, "retrievals") as results:
+                await produce(stack, "queries", sent)
+                await results.until(
+                    lambda ev, s=sent: {q.query_id for q in s} <= by_query(ev).keys()
+                )
+            if (
+                second.metric("ragsift_queries_total") > 0
+                and worker.metric("ragsift_queries_total") > 0
+            ):
+                break
+            assert time.monotonic() < deadline, "the second worker never got partitions"
+        assert second.metric("ragsift_queries_total") > 0
+    finally:
+        second.stop()
