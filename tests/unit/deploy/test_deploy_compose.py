@@ -1,0 +1,123 @@
+"""docker-compose.yml and the Dockerfile, checked without a Docker engine."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import jsonschema
+import pytest
+from deploy_support import REPO, load_yaml
+
+COMPOSE = REPO / "docker-compose.yml"
+SCHEMA = REPO / "deploy" / "schemas" / "compose-spec.json"
+# Images by role; each must be pinned to a version (no `latest`, no bare name).
+REQUIRED_IMAGES = {
+    "kafka": "apache/kafka",
+    "kafka-exporter": "danielqsj/kafka-exporter",
+    "qdrant": "qdrant/qdrant",
+    "redis": "redis",
+    "prometheus": "prom/prometheus",
+    "grafana": "grafana/grafana",
+}
+RAGSIFT_SERVICES = {
+    "api": ["api"],
+    "retrieval-worker": ["worker", "retrieval"],
+    "indexer-worker": ["worker", "indexer"],
+    "report-worker": ["worker", "report"],
+    "decision-worker": ["worker", "decision"],
+    "audit-worker": ["worker", "audit"],
+}
+
+
+def _compose() -> dict[str, Any]:
+    return load_yaml(COMPOSE)
+
+
+def test_compose_file_matches_the_compose_specification() -> None:
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    jsonschema.Draft201909Validator.check_schema(schema)
+    errors = [
+        f"{e.json_path}: {e.message}"
+        for e in jsonschema.Draft201909Validator(schema).iter_errors(_compose())
+    ]
+    assert not errors, "\n".join(errors)
+
+
+def test_schema_rejects_an_unknown_service_key() -> None:
+    # Guards against a schema that accepts anything.
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    broken = _compose()
+    broken["services"]["api"]["replicaz"] = 2
+    assert not jsonschema.Draft201909Validator(schema).is_valid(broken)
+
+
+@pytest.mark.parametrize(("service", "image"), sorted(REQUIRED_IMAGES.items()))
+def test_third_party_images_are_pinned(service: str, image: str) -> None:
+    ref = _compose()["services"][service]["image"]
+    name, _, tag = ref.partition(":")
+    assert name == image
+    assert re.fullmatch(r"v?\d+\.\d+\.\d+(-[a-z0-9.]+)?", tag), f"{service}: pin {ref} to a version"
+
+
+def test_ragsift_services_run_the_expected_commands() -> None:
+    services = _compose()["services"]
+    for name, command in RAGSIFT_SERVICES.items():
+        service = services[name]
+        assert service["command"] == command, name
+        assert service["build"]["dockerfile"] == "Dockerfile"
+        assert "healthcheck" in service, name
+        env = service["environment"]
+        assert env["RAGSIFT_QDRANT_MODE"] == "server"
+        assert env["RAGSIFT_KAFKA_BOOTSTRAP_SERVERS"] == "kafka:9092"
+    assert services["retrieval-worker"]["deploy"]["replicas"] == 2
+
+
+def test_each_worker_has_its_own_consumer_group() -> None:
+    services = _compose()["services"]
+    app_ids = [services[name]["environment"]["RAGSIFT_KAFKA_APP_ID"] for name in RAGSIFT_SERVICES]
+    assert len(set(app_ids)) == len(app_ids)
+
+
+def test_prometheus_scrapes_every_ragsift_service_and_the_exporter() -> None:
+    config = load_yaml(REPO / "deploy" / "prometheus" / "prometheus.yml")
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    worker_names = jobs["ragsift-workers"]["dns_sd_configs"][0]["names"]
+    assert set(worker_names) == {n for n in RAGSIFT_SERVICES if n != "api"}
+    assert jobs["ragsift-api"]["static_configs"][0]["targets"] == ["api:8080"]
+    assert jobs["kafka-exporter"]["static_configs"][0]["targets"] == ["kafka-exporter:9308"]
+
+
+def test_kafka_runs_in_kraft_mode() -> None:
+    env = _compose()["services"]["kafka"]["environment"]
+    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
+    assert "ZOOKEEPER" not in " ".join(env)
+
+
+def test_dockerfile_is_multi_stage_non_root_with_healthcheck() -> None:
+    lines = [
+        line.strip()
+        for line in (REPO / "Dockerfile").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    froms = [line for line in lines if line.startswith("FROM ")]
+    assert len(froms) >= 2, "multi-stage build expected"
+    assert any(line.startswith("COPY --from=build") for line in lines)
+    base = next(line for line in lines if line.startswith("ARG PYTHON_IMAGE="))
+    assert re.fullmatch(r"ARG PYTHON_IMAGE=python:3\.11\.\d+-slim-\w+", base)
+    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    assert users
+    assert users[-1] not in {"root", "0", "0:0"}
+    assert any(line.startswith("HEALTHCHECK ") for line in lines)
+    assert 'ENTRYPOINT ["ragsift"]' in lines
+
+
+def test_dockerignore_keeps_the_build_context_small() -> None:
+    rules = [
+        line.strip()
+        for line in (REPO / ".dockerignore").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert rules[0] == "**", "exclude everything, then allow what the image needs"
+    assert {"!ragsift/", "!requirements.lock", "!pyproject.toml"} <= set(rules)
