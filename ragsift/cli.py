@@ -594,6 +594,23 @@ def tail(
     err_console.print(f"{shown} events from {name}")
 
 
+@app.command()
+def api(
+    port: Annotated[int, typer.Option(help="HTTP port.")] = 8080,
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "0.0.0.0",
+) -> None:
+    """Serve the HTTP API: POST /v1/query, GET /v1/queries/{id}, /healthz, /readyz, /metrics."""
+    from aiohttp import web
+
+    from ragsift.api import QueryApi, create_web_app
+    from ragsift.streams.admin import ensure_topics
+
+    settings = _settings()
+    asyncio.run(ensure_topics(settings.kafka))
+    api_app = create_web_app(QueryApi(settings.kafka, limits=settings.limits))
+    web.run_app(api_app, host=host, port=port, print=None)
+
+
 @k8s_app.command("topics")
 def k8s_topics(
     out: Annotated[Path, typer.Option("--out", help="YAML file to write.")] = Path(

@@ -23,8 +23,10 @@ __all__ = [
     "CacheSettings",
     "ConfidenceSettings",
     "EmbedderSettings",
+    "GuardrailSettings",
     "KafkaSettings",
     "LimitSettings",
+    "LlmSettings",
     "QdrantSettings",
     "RedisSettings",
     "Settings",
@@ -175,6 +177,61 @@ class ConfidenceSettings(BaseSettings):
         return self
 
 
+#: D2 presets: the confidence needed to use retrieved context (and below which a
+#: report is advisory only). Seed D's presets are cosine *distances* 0.5 / 0.8 /
+#: 1.2 on one embedder; ragsift states them on its calibrated confidence, which
+#: means the same thing for every embedder.
+GUARDRAIL_PRESETS: dict[str, float] = {"strict": 0.85, "moderate": 0.70, "lenient": 0.50}
+
+
+class GuardrailSettings(BaseSettings):
+    """Answer scoping for reports and decisions (D2, D8, D9)."""
+
+    model_config = _config("RAGSIFT_GUARDRAILS_")
+
+    strict_mode: bool = Field(
+        default=True,
+        validation_alias=AliasChoices("RAGSIFT_GUARDRAILS_STRICT_MODE", "RAG_STRICT_MODE"),
+        description="Off (D8 rollback): all hits pass with standard prompts.",
+    )
+    preset: Literal["strict", "moderate", "lenient"] = Field(
+        default="moderate",
+        validation_alias=AliasChoices("RAGSIFT_GUARDRAILS_PRESET", "RAG_THRESHOLD_PRESET"),
+    )
+    min_documents: int = Field(default=1, ge=1, le=20)
+    validate_responses: bool = Field(
+        default=True,
+        validation_alias=AliasChoices(
+            "RAGSIFT_GUARDRAILS_VALIDATE_RESPONSES", "RAG_VALIDATION_ENABLED"
+        ),
+    )
+    #: Per-collection overrides of the preset's threshold (D9), as JSON:
+    #: RAGSIFT_GUARDRAILS_COLLECTION_THRESHOLDS='{"legal": 0.9}'.
+    collection_thresholds: dict[str, float] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _thresholds_in_range(self) -> GuardrailSettings:
+        for name, value in self.collection_thresholds.items():
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"collection_thresholds[{name!r}] must be in [0, 1], got {value}")
+        return self
+
+    def threshold_for(self, collection: str) -> float:
+        """Confidence needed to use context in ``collection``."""
+        return self.collection_thresholds.get(collection, GUARDRAIL_PRESETS[self.preset])
+
+
+class LlmSettings(BaseSettings):
+    """The report worker's OpenAI-compatible chat endpoint (none: extractive reports)."""
+
+    model_config = _config("RAGSIFT_LLM_")
+
+    base_url: str | None = None
+    model: str | None = None
+    api_key: SecretStr | None = None
+    timeout_s: float = Field(default=30.0, gt=0, le=600)
+
+
 class CacheSettings(BaseSettings):
     """Result-cache TTLs by confidence level (K3): confident results live longer."""
 
@@ -213,6 +270,8 @@ class Settings(BaseSettings):
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
     confidence: ConfidenceSettings = Field(default_factory=ConfidenceSettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
+    guardrails: GuardrailSettings = Field(default_factory=GuardrailSettings)
+    llm: LlmSettings = Field(default_factory=LlmSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
 
     @classmethod
@@ -226,6 +285,8 @@ class Settings(BaseSettings):
                 embedder=EmbedderSettings(),
                 confidence=ConfidenceSettings(),
                 cache=CacheSettings(),
+                guardrails=GuardrailSettings(),
+                llm=LlmSettings(),
                 limits=LimitSettings(),
                 **overrides,
             )

@@ -153,6 +153,25 @@ class Metrics:
             ["worker", "result"],
             registry=r,
         )
+        # D9 analytics: per collection (collections are few and operator-defined).
+        self.decisions = Counter(
+            "ragsift_decisions_total",
+            "Decisions by collection and whether context was used.",
+            ["collection", "use_context"],
+            registry=r,
+        )
+        self.reviews = Counter(
+            "ragsift_review_items_total",
+            "Results routed to human review, by queue.",
+            ["collection", "queue"],
+            registry=r,
+        )
+        self.reports = Counter(
+            "ragsift_reports_total",
+            "Reports by collection and kind (answer, refusal, bypass).",
+            ["collection", "kind"],
+            registry=r,
+        )
         self.duplicates = Counter(
             "ragsift_duplicates_dropped_total",
             "Events dropped as duplicates (same id).",

@@ -2,8 +2,8 @@
 
 Events travel as bytes through the same codec the Faust agents use, so a
 payload that would be dead-lettered in production is dead-lettered here too.
-Topics with a handler are queues drained in batches; the others are recorded
-so the caller can read what came out (results, reports, dead letters).
+Every published event is recorded (the caller reads results, reports and dead
+letters there) and queued for each handler of its topic, drained in batches.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ class InProcessBus:
     """Routes events between handlers in-process.
 
     Args:
-        handlers: at most one handler per source topic.
+        handlers: each consumes its source topic on its own (like separate consumer
+            groups): two handlers of one topic both see every event.
         metrics: where drops and batch sizes are counted.
         batch_size: most events handed to a handler at once (like ``stream.take``).
         prefix: topic name prefix, for dead letters' ``topic`` field.
@@ -45,19 +46,21 @@ class InProcessBus:
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self._handlers: dict[str, Handler[Any]] = {}
+        self._handlers: dict[str, list[Handler[Any]]] = defaultdict(list)
+        names: set[str] = set()
         for handler in handlers:
-            if handler.source in self._handlers:
-                raise ValueError(f"two handlers consume topic {handler.source!r}")
+            if handler.name in names:
+                raise ValueError(f"two handlers are named {handler.name!r}")
             if handler.source not in TOPICS:
                 raise ValueError(
                     f"handler {handler.name!r} consumes unknown topic {handler.source!r}"
                 )
-            self._handlers[handler.source] = handler
+            names.add(handler.name)
+            self._handlers[handler.source].append(handler)
         self.metrics = metrics
         self.batch_size = batch_size
         self.prefix = prefix
-        self._queues: dict[str, deque[tuple[str, bytes, int]]] = defaultdict(deque)
+        self._queues: dict[tuple[str, str], deque[tuple[str, bytes, int]]] = defaultdict(deque)
         self._offsets: dict[str, int] = defaultdict(int)
         self._codecs = {name: EventCodec(spec.model) for name, spec in TOPICS.items()}
         self.published: dict[str, list[BaseModel]] = defaultdict(list)
@@ -70,24 +73,31 @@ class InProcessBus:
         raw = event if isinstance(event, bytes) else self._codecs[topic].encode(event)
         offset = self._offsets[topic]
         self._offsets[topic] += 1
-        if topic in self._handlers:
-            self._queues[topic].append((key, raw, offset))
-        else:
+        handlers = self._handlers.get(topic, [])
+        for handler in handlers:
+            self._queues[(topic, handler.name)].append((key, raw, offset))
+        try:
             self.published[topic].append(self._codecs[topic].decode(raw))
+        except DecodeError:
+            if not handlers:
+                raise  # nobody would dead-letter it: the publisher must hear about it
+            # else each handler dead-letters it when it reads it
 
     async def drain(self) -> None:
         """Run handlers until every queue is empty (outputs may feed other handlers)."""
         async with self._lock:
             while any(self._queues.values()):
-                for topic, queue in list(self._queues.items()):
+                for (topic, name), queue in list(self._queues.items()):
+                    handler = next(h for h in self._handlers[topic] if h.name == name)
                     while queue:
                         batch = [queue.popleft() for _ in range(min(self.batch_size, len(queue)))]
-                        await self._run(self._handlers[topic], topic, batch)
+                        await self._run(handler, topic, batch)
 
     async def close(self) -> None:
         """Close every handler."""
-        for handler in self._handlers.values():
-            await handler.close()
+        for handlers in self._handlers.values():
+            for handler in handlers:
+                await handler.close()
 
     async def _run(
         self, handler: Handler[Any], topic: str, batch: list[tuple[str, bytes, int]]

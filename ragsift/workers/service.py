@@ -26,13 +26,14 @@ from ragsift.streams.app import create_app
 from ragsift.wiring import build_embedder, build_index, build_pipeline
 from ragsift.workers.audit import AuditFileSink, AuditSinkHandler
 from ragsift.workers.base import Handler
+from ragsift.workers.decision import DecisionHandler
 from ragsift.workers.indexer import IndexerHandler
 from ragsift.workers.retrieval import RetrievalHandler
 
 __all__ = ["WORKER_NAMES", "WorkerName", "build_worker"]
 
-WorkerName = Literal["retrieval", "indexer", "audit"]
-WORKER_NAMES: tuple[WorkerName, ...] = ("retrieval", "indexer", "audit")
+WorkerName = Literal["retrieval", "indexer", "audit", "decision", "report"]
+WORKER_NAMES: tuple[WorkerName, ...] = ("retrieval", "indexer", "audit", "decision", "report")
 
 
 def build_worker(
@@ -67,8 +68,16 @@ def build_worker(
     if "audit" in names:
         sink = AuditFileSink(audit_dir or settings.data_dir / "audit")
         handlers.append(AuditSinkHandler(sink))
-    group = "-".join(sorted(names))
-    app = create_app(settings.kafka, app_id=f"{settings.kafka.app_id}-{group}", web_port=web_port)
+    if "decision" in names:
+        handlers.append(DecisionHandler(settings.guardrails, metrics))
+    if "report" in names:
+        handlers.append(build_report_handler(settings, metrics))
+    # The app id is the consumer group: an explicit RAGSIFT_KAFKA_APP_ID is used as is
+    # (deployments name one group per worker kind, and KEDA scales on its lag).
+    app_id = settings.kafka.app_id
+    if "app_id" not in settings.kafka.model_fields_set:
+        app_id = f"{app_id}-{'-'.join(sorted(names))}"
+    app = create_app(settings.kafka, app_id=app_id, web_port=web_port)
     for handler in handlers:
         attach_handler(
             app,
@@ -80,6 +89,11 @@ def build_worker(
         )
     _add_pages(app, metrics)
     return app, metrics
+
+
+def build_report_handler(settings: Settings, metrics: Metrics) -> Handler[Any]:
+    """The report handler (extractive, or with the configured LLM endpoint)."""
+    raise ConfigurationError("the report worker is not available in this build")
 
 
 def _add_pages(app: faust.App, metrics: Metrics) -> None:

@@ -1,0 +1,6 @@
+"""The request/response HTTP API in front of the Kafka pipeline (X6)."""
+
+from ragsift.api.app import QueryApi, create_web_app
+from ragsift.api.openapi import openapi_document
+
+__all__ = ["QueryApi", "create_web_app", "openapi_document"]

@@ -1,0 +1,147 @@
+"""The API's OpenAPI 3.1 document, built from the same pydantic models it validates with."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragsift import __version__
+from ragsift.schemas import MAX_K, MAX_QUERY_CHARS, TENANT_PATTERN, Report, RetrievalResult
+
+__all__ = [
+    "MAX_TIMEOUT_S",
+    "ErrorBody",
+    "QueryAnswer",
+    "QueryRequest",
+    "openapi_document",
+]
+
+MAX_TIMEOUT_S = 60.0  # a synchronous caller should not hold a connection longer
+DEFAULT_TIMEOUT_S = 10.0
+MIN_TIMEOUT_S = 0.05  # below this no pipeline can answer; 0 would be a guaranteed 504
+
+
+class QueryRequest(BaseModel):
+    """A query submitted over HTTP; the API adds a query id when none is given."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tenant_id: str = Field(pattern=TENANT_PATTERN, min_length=1, max_length=64)
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"\S")
+    query_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+    collection: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+    k: int | None = Field(default=None, ge=1, le=MAX_K)
+    mode: str = Field(default="hybrid", pattern=r"^(hybrid|dense|keyword)$")
+    want_report: bool = Field(default=False, strict=True)
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, ge=MIN_TIMEOUT_S, le=MAX_TIMEOUT_S)
+
+
+class QueryAnswer(BaseModel):
+    """The result of a query (and its report when asked for)."""
+
+    query_id: str
+    result: RetrievalResult
+    report: Report | None = None
+
+
+class ErrorBody(BaseModel):
+    """Every error response: what went wrong, and where."""
+
+    error: str
+    detail: str
+    query_id: str | None = None
+    fields: list[dict[str, Any]] = Field(default_factory=list)
+
+
+def _schema(model: type[BaseModel], components: dict[str, Any]) -> dict[str, str]:
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    for name, sub in schema.pop("$defs", {}).items():
+        components[name] = sub
+    components[model.__name__] = schema
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def _json(ref: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": ref}}}
+
+
+def openapi_document(max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS) -> dict[str, Any]:
+    """The OpenAPI document served at ``/openapi.json``, with this deployment's limits."""
+    components: dict[str, Any] = {}
+    request = _schema(QueryRequest, components)
+    props = components["QueryRequest"]["properties"]
+    props["query"]["maxLength"] = max_query_chars
+    for option in props["k"].get("anyOf", []):
+        if option.get("type") == "integer":
+            option["maximum"] = max_k
+    answer = _schema(QueryAnswer, components)
+    error = _schema(ErrorBody, components)
+    result = _schema(RetrievalResult, components)
+    health = {
+        "type": "object",
+        "properties": {"status": {"type": "string"}},
+        "required": ["status"],
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "ragsift query API",
+            "version": __version__,
+            "description": "Publish a query to the ragsift pipeline and wait for its result.",
+        },
+        "paths": {
+            "/v1/query": {
+                "post": {
+                    "operationId": "query",
+                    "summary": "Run a query through the pipeline and return its result",
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": request}},
+                    },
+                    "responses": {
+                        "200": _json(answer, "The result (and report, if asked for)."),
+                        "400": _json(error, "The body is not JSON."),
+                        "404": _json(error, "The collection does not exist."),
+                        "422": _json(error, "The body breaks the contract; fields say where."),
+                        "503": _json(error, "Kafka is unavailable."),
+                        "504": _json(error, "No result within timeout_s; query_id to poll."),
+                    },
+                }
+            },
+            "/v1/queries/{query_id}": {
+                "get": {
+                    "operationId": "getQuery",
+                    "summary": "A recent result by query id",
+                    "parameters": [
+                        {
+                            "name": "query_id",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+                        }
+                    ],
+                    "responses": {
+                        "200": _json(result, "The latest result seen for the query."),
+                        "404": _json(error, "No result seen for this id (yet)."),
+                    },
+                }
+            },
+            "/healthz": {
+                "get": {
+                    "operationId": "healthz",
+                    "responses": {"200": _json(health, "The process is alive.")},
+                }
+            },
+            "/readyz": {
+                "get": {
+                    "operationId": "readyz",
+                    "responses": {
+                        "200": _json(health, "Connected to Kafka and reading results."),
+                        "503": _json(health, "Not ready yet."),
+                    },
+                }
+            },
+        },
+        "components": {"schemas": components},
+    }

@@ -1,0 +1,79 @@
+"""The decision policy (C5, B3): use retrieved context or decide without it, and who reviews.
+
+Pure: it reads a result's confidence, level and outcome and returns what the
+engine decided and why. The decision is the engine's; the context is an input
+to it only when its confidence reaches the threshold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["DecisionOutcome", "ReviewQueue", "decide"]
+
+ReviewQueue = Literal["mandatory_review", "expert_review"]
+
+# B3: LOW confidence needs a mandatory review, VERY LOW an expert's.
+_REVIEW: dict[str, ReviewQueue] = {"LOW": "mandatory_review", "VERY_LOW": "expert_review"}
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionOutcome:
+    """What the decision step concluded for one result."""
+
+    use_context: bool
+    reason: str
+    review_queue: ReviewQueue | None
+    advisory_used_below_threshold: bool
+    """Context used although under the threshold (strict mode off): audit it."""
+
+
+def decide(
+    *,
+    outcome: str,
+    confidence: float,
+    level: str,
+    threshold: float,
+    strict_mode: bool = True,
+) -> DecisionOutcome:
+    """Decide for one retrieval result.
+
+    Args:
+        outcome: the result's outcome (ok, error, greeting, scope).
+        confidence: its confidence in [0, 1].
+        level: its B3 level (HIGH, MEDIUM, LOW, VERY_LOW).
+        threshold: confidence needed to use the context (preset or per collection).
+        strict_mode: off (D8 rollback) uses the context whatever its confidence.
+    """
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+    if outcome in ("greeting", "scope"):
+        return DecisionOutcome(False, f"{outcome}: answered without retrieval", None, False)
+    if outcome == "error":
+        return DecisionOutcome(
+            False, "retrieval failed: decided without retrieved context", "expert_review", False
+        )
+    review = _REVIEW.get(level)
+    if confidence >= threshold:
+        return DecisionOutcome(
+            True,
+            f"confidence {confidence:.2f} >= threshold {threshold:.2f}: context used",
+            review,
+            False,
+        )
+    if not strict_mode:
+        return DecisionOutcome(
+            True,
+            f"confidence {confidence:.2f} < threshold {threshold:.2f}, but strict mode is off:"
+            " context used as advisory",
+            review,
+            True,
+        )
+    return DecisionOutcome(
+        False,
+        f"confidence {confidence:.2f} < threshold {threshold:.2f}: decided without retrieved"
+        " context",
+        review,
+        False,
+    )

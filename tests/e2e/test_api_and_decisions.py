@@ -1,0 +1,185 @@
+"""The HTTP API over a real socket, and decisions/review through the real broker."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragsift.schemas import Decision, ReviewItem
+from tests.e2e.harness import REPO, TENANT, Stack, TopicReader, WorkerProcess, free_port
+
+
+@pytest.fixture(scope="module")
+def workers(stack: Stack, template_index: Path) -> Iterator[WorkerProcess]:
+    proc = WorkerProcess(stack, ["retrieval", "decision", "audit"], template_index, "api-w")
+    proc.start().wait_ready()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def api(
+    stack: Stack, workers: WorkerProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    port = free_port()
+    log = tmp_path_factory.mktemp("api") / "api.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ragsift", "api", "--port", str(port), "--host", "127.0.0.1"],
+            env=stack.env(workers.dir),
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if call("GET", f"{base}/readyz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.3)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def call(method: str, url: str, body: object | None = None) -> tuple[int, Any]:
+    data = (
+        None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    )
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"content-type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=70) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def test_post_query_returns_its_result_and_get_finds_it(api: str) -> None:
+    status, body = call(
+        "POST",
+        f"{api}/v1/query",
+        {
+            "tenant_id": TENANT,
+            "query": "What are the API rate limits per key?",
+            "query_id": "api-1",
+        },
+    )
+    assert status == 200, body
+    assert body["query_id"] == "api-1"
+    assert body["result"]["status"] == "high_confidence"
+    assert body["result"]["hits"][0]["citation"]["source"] == "handbook/api-rate-limits.md"
+    status, again = call("GET", f"{api}/v1/queries/api-1")
+    assert status == 200
+    assert again["result_id"] == body["result"]["result_id"]
+
+
+def test_errors_are_clear(api: str) -> None:
+    status, body = call("POST", f"{api}/v1/query", {"tenant_id": "bad tenant", "query": ""})
+    assert status == 422
+    assert {tuple(f["loc"]) for f in body["fields"]} >= {("tenant_id",), ("query",)}
+    status, body = call("POST", f"{api}/v1/query", b"{not json")
+    assert status == 400
+    assert body["error"] == "bad_json"
+    status, body = call("GET", f"{api}/v1/queries/never-seen")
+    assert status == 404
+
+
+async def test_no_result_in_time_is_a_504_with_the_query_id(stack: Stack) -> None:
+    """An API whose topics no worker reads: the caller gets 504 and an id to poll."""
+    from aiohttp import ClientSession
+    from aiohttp.test_utils import TestServer
+
+    from ragsift.api import QueryApi, create_web_app
+    from ragsift.settings import KafkaSettings
+    from ragsift.streams.admin import ensure_topics
+
+    kafka = KafkaSettings(bootstrap_servers=stack.bootstrap, topic_prefix=f"{stack.prefix}-idle")
+    await ensure_topics(kafka)
+    server = TestServer(create_web_app(QueryApi(kafka)), host="127.0.0.1")
+    await server.start_server()
+    try:
+        async with ClientSession() as session:
+            body = {"tenant_id": TENANT, "query": "anyone there?", "timeout_s": 0.5}
+            async with session.post(server.make_url("/v1/query"), json=body) as response:
+                assert response.status == 504
+                data = await response.json()
+        assert data["error"] == "timeout"
+        assert data["query_id"].startswith("api-")
+        assert data["query_id"] in data["detail"]
+    finally:
+        await server.close()
+
+
+async def test_decisions_and_review_items(stack: Stack, api: str) -> None:
+    high = call(
+        "POST",
+        f"{api}/v1/query",
+        {
+            "tenant_id": TENANT,
+            "query": "What are the API rate limits per key?",
+            "query_id": "d-high",
+        },
+    )
+    low = call(
+        "POST",
+        f"{api}/v1/query",
+        {
+            "tenant_id": TENANT,
+            "query": "What is the boiling point of ethanol?",
+            "query_id": "d-low",
+        },
+    )
+    assert high[0] == low[0] == 200
+    async with TopicReader(stack, "decisions") as decisions, TopicReader(stack, "review") as review:
+        await decisions.until(lambda ev: {"d-high", "d-low"} <= {e.query_id for e in ev})
+        await review.until(lambda ev: "d-low" in {e.query_id for e in ev})
+    got = {e.query_id: e for e in decisions.events if isinstance(e, Decision)}
+    assert got["d-high"].use_context
+    assert "context used" in got["d-high"].reason
+    assert not got["d-low"].use_context
+    assert "decided without retrieved context" in got["d-low"].reason
+    item = next(e for e in review.events if isinstance(e, ReviewItem) and e.query_id == "d-low")
+    assert item.queue == "expert_review"
+
+
+def test_openapi_contract_holds_under_schemathesis(api: str, tmp_path: Path) -> None:
+    """Property-based requests from the OpenAPI document; every response must match it."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "schemathesis.cli",
+        "run",
+        f"{api}/openapi.json",
+        "--max-examples",
+        "25",
+        "--checks",
+        "all",
+        "--exclude-checks",
+        "ignored_auth",
+        "--request-timeout",
+        "70",
+        "--suppress-health-check",
+        "all",
+    ]
+    env = {**os.environ, "SCHEMATHESIS_HOOKS": ""}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
