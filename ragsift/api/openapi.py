@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragsift import __version__
 from ragsift.schemas import MAX_K, MAX_QUERY_CHARS, TENANT_PATTERN, Report, RetrievalResult
+from ragsift.schemas.base import COLLECTION_PATTERN
 
 __all__ = [
     "MAX_TIMEOUT_S",
@@ -30,7 +31,7 @@ class QueryRequest(BaseModel):
     tenant_id: str = Field(pattern=TENANT_PATTERN, min_length=1, max_length=64)
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"\S")
     query_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
-    collection: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+    collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
     k: int | None = Field(default=None, ge=1, le=MAX_K)
     mode: str = Field(default="hybrid", pattern=r"^(hybrid|dense|keyword)$")
     want_report: bool = Field(default=False, strict=True)

@@ -16,12 +16,14 @@ from typing import Annotated, ClassVar
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
+    "COLLECTION_PATTERN",
     "ID_NAMESPACE",
     "MAX_K",
     "MAX_QUERY_CHARS",
     "MAX_TEXT_CHARS",
     "MAX_VECTOR_DIM",
     "TENANT_PATTERN",
+    "CollectionName",
     "EventId",
     "EventModel",
     "TenantId",
@@ -39,6 +41,9 @@ MAX_TEXT_CHARS = 1_000_000  # one document event; larger files are chunked by th
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _TENANT_RE = re.compile(TENANT_PATTERN)
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+#: Collection names map to directories (Qdrant Edge) and server collections alike.
+COLLECTION_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+_COLLECTION_RE = re.compile(COLLECTION_PATTERN)
 _ID_RE = re.compile(ID_PATTERN)
 
 # Namespace for every id ragsift derives (uuid5): stable across processes and releases.
@@ -75,6 +80,14 @@ def _check_id(value: str) -> str:
     return value
 
 
+def _check_collection(value: str) -> str:
+    if not _COLLECTION_RE.match(value):
+        raise ValueError(
+            f"collection must match {COLLECTION_PATTERN} (1-64 ASCII letters, digits, '_', '-')"
+        )
+    return value
+
+
 def _check_vector(value: list[float]) -> list[float]:
     if not 1 <= len(value) <= MAX_VECTOR_DIM:
         raise ValueError(f"vector dimension must be in 1..{MAX_VECTOR_DIM}, got {len(value)}")
@@ -86,6 +99,7 @@ def _check_vector(value: list[float]) -> list[float]:
 
 TenantId = Annotated[str, AfterValidator(_check_tenant)]
 EventId = Annotated[str, AfterValidator(_check_id)]
+CollectionName = Annotated[str, AfterValidator(_check_collection)]
 Vector = Annotated[list[float], AfterValidator(_check_vector)]
 
 

@@ -7,7 +7,14 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ragsift.schemas.base import MAX_TEXT_CHARS, EventId, EventModel, TenantId, utcnow
+from ragsift.schemas.base import (
+    MAX_TEXT_CHARS,
+    CollectionName,
+    EventId,
+    EventModel,
+    TenantId,
+    utcnow,
+)
 
 __all__ = ["DocumentEvent", "FeedbackEvent", "SourceType"]
 
@@ -23,7 +30,7 @@ class DocumentEvent(EventModel):
 
     event_id: EventId
     tenant_id: TenantId
-    collection: EventId = "default"
+    collection: CollectionName = "default"
     doc_id: EventId
     op: Literal["upsert", "delete"] = "upsert"
     text: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)

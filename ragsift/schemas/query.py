@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from ragsift.schemas.base import (
     MAX_K,
     MAX_QUERY_CHARS,
+    CollectionName,
     EventId,
     EventModel,
     TenantId,
@@ -31,7 +32,7 @@ class QueryEvent(EventModel):
     query_id: EventId = Field(description="Caller-chosen id; results and evidence derive theirs.")
     tenant_id: TenantId = Field(description="Only this tenant's documents are ever searched.")
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The question.")
-    collection: EventId = Field(default="default", description="Collection to search.")
+    collection: CollectionName = Field(default="default", description="Collection to search.")
     k: int | None = Field(
         default=None, ge=1, le=MAX_K, description="Hits to fetch (max_k when adaptive)."
     )
