@@ -20,7 +20,7 @@ __all__ = [
 
 MAX_TIMEOUT_S = 60.0  # a synchronous caller should not hold a connection longer
 DEFAULT_TIMEOUT_S = 10.0
-MIN_TIMEOUT_S = 0.05  # below this no pipeline can answer; 0 would be a guaranteed 504
+MIN_TIMEOUT_S = 1.0  # a trip through Kafka and a worker batch; less is a guaranteed 504
 
 
 class QueryRequest(BaseModel):

@@ -28,6 +28,7 @@ from ragsift.workers.audit import AuditFileSink, AuditSinkHandler
 from ragsift.workers.base import Handler
 from ragsift.workers.decision import DecisionHandler
 from ragsift.workers.indexer import IndexerHandler
+from ragsift.workers.reporting import ReportHandler
 from ragsift.workers.retrieval import RetrievalHandler
 
 __all__ = ["WORKER_NAMES", "WorkerName", "build_worker"]
@@ -92,8 +93,13 @@ def build_worker(
 
 
 def build_report_handler(settings: Settings, metrics: Metrics) -> Handler[Any]:
-    """The report handler (extractive, or with the configured LLM endpoint)."""
-    raise ConfigurationError("the report worker is not available in this build")
+    """The report handler (extractive)."""
+    if settings.llm.base_url:
+        raise ConfigurationError(
+            "RAGSIFT_LLM_BASE_URL is set, but LLM-generated reports are not available yet;"
+            " unset it for extractive reports"
+        )
+    return ReportHandler(settings.guardrails, metrics)
 
 
 def _add_pages(app: faust.App, metrics: Metrics) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,10 +29,10 @@ def stack(
     kafka_bootstrap: str,  # noqa: F811 - the fixture above
     redis_settings: object,  # noqa: F811
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Stack]:
+) -> Stack:
     """Topic prefix, consumer group and Redis key prefix unique to one test module."""
     url = redis_settings.url  # type: ignore[attr-defined]  # RedisSettings
-    yield Stack(
+    return Stack(
         bootstrap=kafka_bootstrap,
         redis_url=url,
         prefix=f"e2e-{uuid.uuid4().hex[:8]}",

@@ -21,7 +21,9 @@ from tests.e2e.harness import REPO, TENANT, Stack, TopicReader, WorkerProcess, f
 
 @pytest.fixture(scope="module")
 def workers(stack: Stack, template_index: Path) -> Iterator[WorkerProcess]:
-    proc = WorkerProcess(stack, ["retrieval", "decision", "audit"], template_index, "api-w")
+    proc = WorkerProcess(
+        stack, ["retrieval", "decision", "report", "audit"], template_index, "api-w"
+    )
     proc.start().wait_ready()
     yield proc
     proc.stop()
@@ -92,6 +94,38 @@ def test_post_query_returns_its_result_and_get_finds_it(api: str) -> None:
     assert again["result_id"] == body["result"]["result_id"]
 
 
+def test_reports_answer_in_scope_and_refuse_out_of_scope(api: str) -> None:
+    status, body = call(
+        "POST",
+        f"{api}/v1/query",
+        {
+            "tenant_id": TENANT,
+            "want_report": True,
+            "query_id": "rep-in",
+            "query": "How many days do I have to return the Orbit thermostat for a full refund?",
+        },
+    )
+    assert status == 200, body
+    report = body["report"]
+    assert not report["is_refusal"]
+    assert report["citations"]
+    assert report["disclaimer"] is None
+    assert "[1]" in report["answer"]
+    status, body = call(
+        "POST",
+        f"{api}/v1/query",
+        {
+            "tenant_id": TENANT,
+            "want_report": True,
+            "query_id": "rep-out",
+            "query": "Who won the football world cup in 2014?",
+        },
+    )
+    assert status == 200, body
+    assert body["report"]["answer"] == "I cannot answer this based on the provided documents."
+    assert body["report"]["is_refusal"]
+
+
 def test_errors_are_clear(api: str) -> None:
     status, body = call("POST", f"{api}/v1/query", {"tenant_id": "bad tenant", "query": ""})
     assert status == 422
@@ -118,7 +152,7 @@ async def test_no_result_in_time_is_a_504_with_the_query_id(stack: Stack) -> Non
     await server.start_server()
     try:
         async with ClientSession() as session:
-            body = {"tenant_id": TENANT, "query": "anyone there?", "timeout_s": 0.5}
+            body = {"tenant_id": TENANT, "query": "anyone there?", "timeout_s": 1.0}
             async with session.post(server.make_url("/v1/query"), json=body) as response:
                 assert response.status == 504
                 data = await response.json()

@@ -100,6 +100,10 @@ async def test_thousand_queries_thousand_results_and_one_advisory_each(
     assert len(ids) == len(set(ids))
 
 
+def _services(*args: str) -> None:
+    subprocess.run([str(SERVICES), *args], check=True, capture_output=True, timeout=120)
+
+
 def _audit_rows(data_dir: Path) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     for file in sorted((data_dir / "audit").glob("audit*.jsonl")):
@@ -175,7 +179,7 @@ async def test_redis_outage_bypasses_cache_then_caching_resumes(
     stack: Stack, worker: WorkerProcess
 ) -> None:
     errors_before = worker.metric("ragsift_cache_requests_total", {"result": "error"})
-    subprocess.run([str(SERVICES), "stop", "redis"], check=True, capture_output=True)
+    await asyncio.to_thread(_services, "stop", "redis")
     try:
         async with TopicReader(stack, "retrievals") as results:
             down = [
@@ -187,7 +191,7 @@ async def test_redis_outage_bypasses_cache_then_caching_resumes(
         assert all(by_query(results.events)[q.query_id].outcome == "ok" for q in down)
         assert worker.metric("ragsift_cache_requests_total", {"result": "error"}) > errors_before
     finally:
-        subprocess.run([str(SERVICES), "start", "redis"], check=True, capture_output=True)
+        await asyncio.to_thread(_services, "start", "redis")
     text = "What is the API rate limit per key per minute?"
     async with TopicReader(stack, "retrievals") as results:
         deadline = time.monotonic() + 60
