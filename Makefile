@@ -29,8 +29,10 @@ format: install ## Apply ruff formatting and safe fixes
 	@.venv/bin/ruff check --fix ragsift tests bench
 	@.venv/bin/ruff format ragsift tests bench
 
-bench: install ## Run the benchmarks; each prints JSON on its last line
-	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+bench: install ## Run the benchmarks (starts Kafka + Redis); each prints JSON on its last line
+	@scripts/services up
+	@set -e; eval "$$(scripts/services env)"; for b in confidence engine pipeline streaming; do \
+		echo "== bench/$$b.py"; $(PY) bench/$$b.py; done
 
 schemas: install ## Regenerate ragsift/schemas/json from the models
 	@.venv/bin/ragsift schemas export

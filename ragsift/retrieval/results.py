@@ -27,7 +27,7 @@ from ragsift.schemas import (
     derive_id,
 )
 
-__all__ = ["bypass_result", "error_result", "evidence_for", "scored_result"]
+__all__ = ["bypass_result", "error_result", "evidence_about", "evidence_for", "scored_result"]
 
 RESULT_KIND = "retrieval"
 
@@ -188,6 +188,29 @@ def error_result(
     )
 
 
+def evidence_about(
+    result: RetrievalResult,
+    kind: EvidenceType,
+    summary: str,
+    *,
+    threshold: float,
+    source: str,
+    **details: object,
+) -> EvidenceEvent:
+    """One evidence event about a result, its id derived from (query, kind, source)."""
+    data = EvidenceData(
+        query_id=result.query_id,
+        tenant_id=result.tenant_id,
+        summary=summary,
+        confidence=result.confidence,
+        threshold=threshold,
+        status=result.status,
+        level=result.level,
+        details={"collection": result.collection, "result_id": result.result_id, **details},
+    )
+    return EvidenceEvent.for_query(kind, data, source=source, traceparent=result.traceparent)
+
+
 def evidence_for(
     result: RetrievalResult, *, advisory_threshold: float, source: str
 ) -> list[EvidenceEvent]:
@@ -195,18 +218,10 @@ def evidence_for(
     out: list[EvidenceEvent] = []
 
     def add(kind: EvidenceType, summary: str, **details: object) -> None:
-        data = EvidenceData(
-            query_id=result.query_id,
-            tenant_id=result.tenant_id,
-            summary=summary,
-            confidence=result.confidence,
-            threshold=advisory_threshold,
-            status=result.status,
-            level=result.level,
-            details={"collection": result.collection, "result_id": result.result_id, **details},
-        )
         out.append(
-            EvidenceEvent.for_query(kind, data, source=source, traceparent=result.traceparent)
+            evidence_about(
+                result, kind, summary, threshold=advisory_threshold, source=source, **details
+            )
         )
 
     if result.outcome == "error":

@@ -8,10 +8,9 @@ from pydantic import BaseModel
 
 from ragsift.confidence.decision import decide
 from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.results import evidence_about
 from ragsift.schemas import (
     Decision,
-    EvidenceData,
-    EvidenceEvent,
     EvidenceType,
     RetrievalResult,
     ReviewItem,
@@ -88,21 +87,13 @@ class DecisionHandler:
             out.append(Emit("review", r.query_id, item))
             self.metrics.reviews.labels(collection, verdict.review_queue).inc()
         if verdict.advisory_used_below_threshold:
-            data = EvidenceData(
-                query_id=r.query_id,
-                tenant_id=r.tenant_id,
-                summary=verdict.reason,
-                confidence=r.confidence,
-                threshold=threshold,
-                status=r.status,
-                level=r.level,
-                details={"collection": collection, "decision_id": decision.decision_id},
-            )
-            ev = EvidenceEvent.for_query(
+            ev = evidence_about(
+                r,
                 EvidenceType.ADVISORY_USED_BELOW_THRESHOLD,
-                data,
+                verdict.reason,
+                threshold=threshold,
                 source=SOURCE,
-                traceparent=r.traceparent,
+                decision_id=decision.decision_id,
             )
             out.append(Emit("audit", r.query_id, ev))
             self.metrics.evidence.labels(ev.type.value).inc()

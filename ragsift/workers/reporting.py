@@ -17,8 +17,8 @@ from pydantic import BaseModel
 
 from ragsift.confidence import REFUSAL_SENTENCE
 from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.results import evidence_about
 from ragsift.schemas import (
-    EvidenceData,
     EvidenceEvent,
     EvidenceType,
     Report,
@@ -118,20 +118,14 @@ def build_report(
         answer = answer or REFUSAL_SENTENCE
         kind, disclaimer = "extractive", result.disclaimer
         if refusal:
-            data = EvidenceData(
-                query_id=result.query_id,
-                tenant_id=result.tenant_id,
-                summary="refused: the retrieved context does not support an answer"
-                f" (outcome {result.outcome}, status {result.status})",
-                confidence=result.confidence,
-                threshold=threshold,
-                status=result.status,
-                level=result.level,
-                details={"collection": result.collection},
-            )
             evidence.append(
-                EvidenceEvent.for_query(
-                    EvidenceType.REFUSAL, data, source=SOURCE, traceparent=result.traceparent
+                evidence_about(
+                    result,
+                    EvidenceType.REFUSAL,
+                    "refused: the retrieved context does not support an answer"
+                    f" (outcome {result.outcome}, status {result.status})",
+                    threshold=threshold,
+                    source=SOURCE,
                 )
             )
     advisory = result.outcome == "ok" and result.confidence < threshold
