@@ -19,8 +19,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ragsift.errors import ConfigurationError
 from ragsift.ingest.indexer import Indexer
 from ragsift.observability.metrics import Metrics
+from ragsift.report.builder import ReportBuilder, ReportSettings
 from ragsift.retrieval.redis_cache import RedisCache
-from ragsift.settings import Settings
+from ragsift.settings import GUARDRAIL_PRESETS, Settings
 from ragsift.streams.agents import attach_handler
 from ragsift.streams.app import create_app
 from ragsift.wiring import build_embedder, build_index, build_pipeline
@@ -28,7 +29,7 @@ from ragsift.workers.audit import AuditFileSink, AuditSinkHandler
 from ragsift.workers.base import Handler
 from ragsift.workers.decision import DecisionHandler
 from ragsift.workers.indexer import IndexerHandler
-from ragsift.workers.reporting import ReportHandler
+from ragsift.workers.report import ReportHandler
 from ragsift.workers.retrieval import RetrievalHandler
 
 __all__ = ["WORKER_NAMES", "WorkerName", "build_worker"]
@@ -93,13 +94,22 @@ def build_worker(
 
 
 def build_report_handler(settings: Settings, metrics: Metrics) -> Handler[Any]:
-    """The report handler (extractive)."""
-    if settings.llm.base_url:
-        raise ConfigurationError(
-            "RAGSIFT_LLM_BASE_URL is set, but LLM-generated reports are not available yet;"
-            " unset it for extractive reports"
-        )
-    return ReportHandler(settings.guardrails, metrics)
+    """The report handler: the configured chat endpoint, else extractive reports."""
+    guard, llm = settings.guardrails, settings.llm
+    if llm.base_url and not llm.model:
+        raise ConfigurationError("RAGSIFT_LLM_BASE_URL needs RAGSIFT_LLM_MODEL")
+    report_settings = ReportSettings(
+        strict_mode=guard.strict_mode,
+        validate_responses=guard.validate_responses,
+        # Per-collection thresholds (D9) drive decisions; reports use the preset's.
+        advisory_threshold=GUARDRAIL_PRESETS[guard.preset],
+        llm_base_url=llm.base_url,
+        llm_model=llm.model,
+        llm_api_key=llm.api_key.get_secret_value() if llm.api_key else None,
+        llm_timeout_s=llm.timeout_s,
+    )
+    builder = ReportBuilder(report_settings, report_settings.make_llm_client())
+    return ReportHandler(builder, metrics)
 
 
 def _add_pages(app: faust.App, metrics: Metrics) -> None:

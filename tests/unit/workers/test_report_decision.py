@@ -12,10 +12,11 @@ from ragsift.confidence.decision import decide
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.ingest.sample import sample_documents
 from ragsift.observability.metrics import Metrics
+from ragsift.report.builder import ReportBuilder, ReportSettings
 from ragsift.schemas import Decision, EvidenceEvent, QueryEvent, Report, RetrievalResult, ReviewItem
 from ragsift.settings import GuardrailSettings, Settings
 from ragsift.workers.decision import DecisionHandler
-from ragsift.workers.reporting import ReportHandler
+from ragsift.workers.report import ReportHandler
 
 
 @pytest.fixture
@@ -35,7 +36,7 @@ async def results(tmp_path: Path) -> AsyncIterator[dict[str, RetrievalResult]]:
 
 
 async def test_reports(results: dict[str, RetrievalResult]) -> None:
-    handler = ReportHandler(GuardrailSettings(), Metrics())
+    handler = ReportHandler(ReportBuilder(ReportSettings()), Metrics())
     outcomes = await handler.handle_batch([results["high"], results["none"], results["greeting"]])
     high, none, greeting = (
         next(e.event for e in o if isinstance(e.event, Report))

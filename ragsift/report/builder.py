@@ -1,0 +1,404 @@
+"""The report builder: one retrieval result in, one user-facing report and its evidence out.
+
+Pure apart from the injected chat client. The order of decisions:
+
+1. greeting / scope outcomes (D7) bypass generation: the result's ``answer_hint``.
+2. an error outcome, no kept hits, or (strict mode) an unanswerable or
+   ``no_relevant_context`` result is refused with exactly the D4 sentence, says
+   so in the A8 disclaimer, and records RAG_REFUSAL.
+3. otherwise the LLM answers from the confidence-aware prompt (extractive when
+   no LLM is configured or it stays unavailable after its retries), and the
+   answer is validated (D5); an invalid one is replaced by the refusal sentence,
+   its reasons listed in ``validation_issues``, and RAG_RESPONSE_INVALIDATED
+   recorded next to RAG_REFUSAL.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ragsift.confidence import (
+    REFUSAL_SENTENCE,
+    RESPONSE_QUALITY_POINTS,
+    SIGNAL_NAMES,
+    CompositeScorer,
+    CompositeWeights,
+    ConfidenceConfig,
+    disclaimer_for,
+)
+from ragsift.confidence.scorers import OneQuery
+from ragsift.errors import ConfigurationError
+from ragsift.report.extractive import extractive_answer
+from ragsift.report.grounding import (
+    DEFAULT_MIN_TERM_COVERAGE,
+    answer_issues,
+    cited_numbers,
+    is_exact_refusal,
+)
+from ragsift.report.llm import ChatClient, LlmUnavailableError, OpenAIChatClient
+from ragsift.report.prompts import DEFAULT_MAX_SOURCE_CHARS, build_prompt, chat_messages
+from ragsift.retrieval.results import evidence_about
+from ragsift.schemas import (
+    Badge,
+    EvidenceEvent,
+    EvidenceType,
+    Report,
+    RetrievalResult,
+    RetrievedChunk,
+    derive_id,
+)
+
+__all__ = ["EVIDENCE_SOURCE", "ReportBuilder", "ReportSettings", "badge_for", "banner_for"]
+
+log = logging.getLogger(__name__)
+
+EVIDENCE_SOURCE = "/ragsift/worker/report"
+# C2: the advisory threshold (below it a result is advisory only) and the
+# HIGH_CONFIDENCE flag (the only confidence that earns a green badge, C6).
+DEFAULT_ADVISORY_THRESHOLD = 0.70
+DEFAULT_GREEN_AT = 0.90
+DEFAULT_MAX_ANSWER_CHARS = 2_000  # a report is a paragraph or two, not a document
+DEFAULT_MAX_SOURCES = 8  # seed E's largest max_k: more sources dilute the prompt
+
+GeneratedBy = Literal["extractive", "llm", "bypass"]
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+_QUALITY_SCALE = max(RESPONSE_QUALITY_POINTS.values())  # C1's 0.3 share -> [0, 1]
+_SOURCE_QUALITY_SLOT = SIGNAL_NAMES.index("source_quality")
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSettings:
+    """How reports are built.
+
+    Args:
+        strict_mode: D2 guardrails; off (D8 rollback) uses the standard prompt over
+            every hit and answers even unanswerable results that have hits.
+        validate_responses: D5 validation of generated answers.
+        advisory_threshold: C2/C3 confidence below which a report is advisory only.
+        green_at: C2 HIGH_CONFIDENCE bound; at or above it the badge is green (C6).
+        max_answer_chars: longer answers are cut at a sentence end.
+        max_sources: hits given to the LLM in strict mode.
+        max_source_chars: characters of one hit given to the LLM.
+        min_term_coverage: D5 grounding bar (share of answer words found in the sources).
+        composite_weights: C1 shares of the composite confidence.
+        nonce_key: secret mixed into the prompt boundary nonce.
+        llm_base_url, llm_model, llm_api_key, llm_timeout_s: the OpenAI-compatible
+            chat endpoint; no base URL means extractive reports.
+    """
+
+    strict_mode: bool = True
+    validate_responses: bool = True
+    advisory_threshold: float = DEFAULT_ADVISORY_THRESHOLD
+    green_at: float = DEFAULT_GREEN_AT
+    max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS
+    max_sources: int = DEFAULT_MAX_SOURCES
+    max_source_chars: int = DEFAULT_MAX_SOURCE_CHARS
+    min_term_coverage: float = DEFAULT_MIN_TERM_COVERAGE
+    composite_weights: CompositeWeights = field(default_factory=CompositeWeights)
+    nonce_key: bytes = field(default=b"", repr=False)
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: str | None = field(default=None, repr=False)
+    llm_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in ("advisory_threshold", "green_at", "min_term_coverage"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ConfigurationError(f"{name} must be in [0, 1], got {value}")
+        if self.green_at < self.advisory_threshold:
+            raise ConfigurationError(
+                f"green_at must be >= advisory_threshold ({self.advisory_threshold}), "
+                f"got {self.green_at}"
+            )
+        for name in ("max_answer_chars", "max_sources", "max_source_chars"):
+            if getattr(self, name) < 1:
+                raise ConfigurationError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.llm_timeout_s <= 0:
+            raise ConfigurationError(f"llm_timeout_s must be > 0, got {self.llm_timeout_s}")
+        if self.llm_base_url and not self.llm_model:
+            raise ConfigurationError(
+                f"llm_model is required with llm_base_url {self.llm_base_url!r}, got none"
+            )
+
+    def make_llm_client(self) -> OpenAIChatClient | None:
+        """The configured chat client, or ``None`` for extractive reports."""
+        if not self.llm_base_url or not self.llm_model:
+            return None
+        return OpenAIChatClient(
+            self.llm_base_url, self.llm_model, self.llm_api_key, timeout=self.llm_timeout_s
+        )
+
+
+def badge_for(confidence: float, settings: ReportSettings) -> Badge:
+    """C6 badge: green at HIGH_CONFIDENCE, orange at or above the advisory threshold, red below."""
+    if confidence >= settings.green_at:
+        return "green"
+    return "orange" if confidence >= settings.advisory_threshold else "red"
+
+
+def banner_for(confidence: float) -> str:
+    """The C6 banner of an advisory-only report."""
+    return f"Advisory only — confidence {round(100 * confidence)}%"
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    text: str
+    generated_by: GeneratedBy
+    variant: str
+    is_refusal: bool
+    issues: tuple[str, ...] = ()
+    replaced: bool = False  # a generated answer was thrown away
+    refusal_reason: str = ""
+    response_quality: str = "invalid"
+
+
+class ReportBuilder:
+    """Builds the report of one retrieval result (module docstring).
+
+    Args:
+        settings: report settings.
+        llm: the chat client; ``None`` for extractive reports.
+        confidence_config: supplies the C1 source-quality table (defaults to the seeds').
+    """
+
+    def __init__(
+        self,
+        settings: ReportSettings,
+        llm: ChatClient | None = None,
+        *,
+        confidence_config: ConfidenceConfig | None = None,
+    ) -> None:
+        self.settings = settings
+        self.llm = llm
+        config = confidence_config if confidence_config is not None else ConfidenceConfig()
+        self._source_quality: Callable[[str], float] = config.source_quality_of
+        self._composite_scorer = CompositeScorer(settings.composite_weights)
+
+    async def build(self, result: RetrievalResult) -> tuple[Report, list[EvidenceEvent]]:
+        """The report of ``result`` and the evidence events it calls for."""
+        if result.outcome in ("greeting", "scope"):
+            return self._bypass(result), []
+        hits = self._sources(result)
+        reason = self._refusal_reason(result, hits)
+        if reason is not None:
+            answer = _Answer(
+                REFUSAL_SENTENCE, "extractive", "insufficient", True, refusal_reason=reason
+            )
+            return self._assemble(result, [], answer, context_used=False)
+        answer = await self._generate(result, hits)
+        if not answer.is_refusal and is_exact_refusal(answer.text):
+            # D6: the model obeyed the refusal instruction; mark it whatever validation says.
+            answer = _Answer(
+                REFUSAL_SENTENCE,
+                answer.generated_by,
+                answer.variant,
+                True,
+                refusal_reason="the model found no answer in the sources",
+            )
+        if self.settings.validate_responses:
+            answer = self._validate(answer, hits)
+        return self._assemble(result, hits, answer, context_used=not answer.is_refusal)
+
+    def _sources(self, result: RetrievalResult) -> list[RetrievedChunk]:
+        if not self.settings.strict_mode:
+            return list(result.hits)
+        return list(result.hits[: self.settings.max_sources])
+
+    def _refusal_reason(
+        self, result: RetrievalResult, hits: Sequence[RetrievedChunk]
+    ) -> str | None:
+        if result.outcome == "error":
+            stage = result.error.stage if result.error else "unknown"
+            return f"retrieval failed at stage {stage}"
+        if not hits:
+            return f"no context retrieved (status {result.status})"
+        if self.settings.strict_mode and not result.answerable:
+            return f"not answerable ({result.answerability_reason or 'unknown reason'})"
+        if self.settings.strict_mode and result.status == "no_relevant_context":
+            return "no relevant context"
+        return None
+
+    async def _generate(self, result: RetrievalResult, hits: Sequence[RetrievedChunk]) -> _Answer:
+        s = self.settings
+        if self.llm is not None:
+            prompt = build_prompt(
+                result,
+                strict_mode=s.strict_mode,
+                max_sources=s.max_sources,
+                max_source_chars=s.max_source_chars,
+                nonce_key=s.nonce_key,
+            )
+            try:
+                reply = await self.llm.complete(chat_messages(prompt))
+            except LlmUnavailableError as exc:
+                # Transient outage: serve the extractive report rather than nothing.
+                log.warning(
+                    "LLM unavailable for query %s after %d attempts, answering extractively: %s",
+                    result.query_id,
+                    exc.attempts,
+                    exc.message,
+                )
+            else:
+                text = _clip(reply.text.strip(), s.max_answer_chars)
+                return _Answer(text, "llm", prompt.variant, False, response_quality="complete")
+        text = extractive_answer(result.query, hits, max_chars=s.max_answer_chars)
+        if not text:
+            return _Answer(
+                REFUSAL_SENTENCE,
+                "extractive",
+                "extractive",
+                True,
+                refusal_reason="no sentence of the retrieved context matches the question",
+            )
+        return _Answer(text, "extractive", "extractive", False, response_quality="complete")
+
+    def _validate(self, answer: _Answer, hits: Sequence[RetrievedChunk]) -> _Answer:
+        if answer.is_refusal:
+            return answer
+        issues = answer_issues(
+            answer.text, [h.text for h in hits], min_term_coverage=self.settings.min_term_coverage
+        )
+        if not issues:
+            # C1: a complete answer cites its sources; one without citations lacks a part.
+            quality = "complete" if cited_numbers(answer.text) else "missing_optional"
+            return _Answer(
+                answer.text, answer.generated_by, answer.variant, False, response_quality=quality
+            )
+        return _Answer(
+            REFUSAL_SENTENCE,
+            answer.generated_by,
+            answer.variant,
+            True,
+            issues=tuple(issues),
+            replaced=True,
+            refusal_reason="the generated answer failed validation",
+        )
+
+    def _composite_of(
+        self, result: RetrievalResult, hits: Sequence[RetrievedChunk], quality: str
+    ) -> float:
+        signals = [math.nan] * len(SIGNAL_NAMES)
+        if hits:
+            signals[_SOURCE_QUALITY_SLOT] = sum(
+                self._source_quality(h.source_type) for h in hits
+            ) / len(hits)
+        one = OneQuery(
+            signals=signals,
+            kept_mean=result.confidence,
+            kept_count=len(hits),
+            threshold=result.threshold,
+            response_quality=RESPONSE_QUALITY_POINTS[quality] / _QUALITY_SCALE,
+        )
+        return self._composite_scorer.score_one(one)
+
+    def _bypass(self, result: RetrievalResult) -> Report:
+        return Report(
+            report_id=derive_id(result.query_id, "report"),
+            query_id=result.query_id,
+            tenant_id=result.tenant_id,
+            collection=result.collection,
+            answer=result.answer_hint or "",
+            is_refusal=False,
+            advisory_only=False,
+            disclaimer=None,
+            status=result.status,
+            level=result.level,
+            confidence=result.confidence,
+            badge="green",
+            prompt_variant="bypass",
+            generated_by="bypass",
+        )
+
+    def _assemble(
+        self,
+        result: RetrievalResult,
+        hits: Sequence[RetrievedChunk],
+        answer: _Answer,
+        *,
+        context_used: bool,
+    ) -> tuple[Report, list[EvidenceEvent]]:
+        s = self.settings
+        confidence = result.confidence
+        advisory = confidence < s.advisory_threshold
+        if advisory:
+            # C3: the report still goes out, flagged.
+            log.warning(
+                "report for query %s is advisory only: confidence %.2f < %.2f",
+                result.query_id,
+                confidence,
+                s.advisory_threshold,
+            )
+        if answer.is_refusal and not answer.replaced:
+            # A8: refused before using any context: say the answer has none behind it.
+            disclaimer = disclaimer_for("no_relevant_context", confidence).text
+        else:
+            disclaimer = disclaimer_for(result.status, confidence).text
+        report = Report(
+            report_id=derive_id(result.query_id, "report"),
+            query_id=result.query_id,
+            tenant_id=result.tenant_id,
+            collection=result.collection,
+            answer=answer.text,
+            is_refusal=answer.is_refusal,
+            advisory_only=advisory,
+            disclaimer=disclaimer,
+            status=result.status,
+            level=result.level,
+            confidence=confidence,
+            composite_confidence=self._composite_of(result, hits, answer.response_quality),
+            badge="red" if answer.is_refusal else badge_for(confidence, s),
+            banner=banner_for(confidence) if advisory else None,
+            citations=[h.citation for h in hits] if context_used else [],
+            prompt_variant=answer.variant,
+            generated_by=answer.generated_by,
+            validation_issues=list(answer.issues),
+        )
+        return report, self._evidence(result, answer)
+
+    def _evidence(self, result: RetrievalResult, answer: _Answer) -> list[EvidenceEvent]:
+        out: list[EvidenceEvent] = []
+        threshold = self.settings.advisory_threshold
+        details = {"generated_by": answer.generated_by, "prompt_variant": answer.variant}
+        if answer.replaced:
+            out.append(
+                evidence_about(
+                    result,
+                    EvidenceType.RESPONSE_INVALIDATED,
+                    f"{answer.generated_by} answer replaced by the refusal: "
+                    + "; ".join(answer.issues),
+                    threshold=threshold,
+                    source=EVIDENCE_SOURCE,
+                    issues=list(answer.issues),
+                    **details,
+                )
+            )
+        if answer.is_refusal:
+            out.append(
+                evidence_about(
+                    result,
+                    EvidenceType.REFUSAL,
+                    f"refused: {answer.refusal_reason}"
+                    f" (outcome {result.outcome}, status {result.status})",
+                    threshold=threshold,
+                    source=EVIDENCE_SOURCE,
+                    reason=answer.refusal_reason,
+                    **details,
+                )
+            )
+        return out
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, at the last sentence end when there is one."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    ends = [m.end() for m in _SENTENCE_END.finditer(head)]
+    return head[: ends[-1]] if ends else head.rstrip() + "…"

@@ -1,0 +1,245 @@
+"""The report worker's LLM edge: an OpenAI-compatible ``/v1/chat/completions`` client.
+
+Any server speaking that protocol works (OpenAI, vLLM, Ollama, llama.cpp,
+TGI). Requests are non-streaming; 5xx, 429, timeouts and connection failures
+are retried a bounded number of times with exponential backoff (honouring
+``Retry-After``) and then raise :class:`LlmUnavailableError`; a 4xx or a body
+that is not a chat completion raises :class:`LlmResponseError` at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+
+from ragsift.errors import RagsiftError, ServiceUnavailableError
+from ragsift.report.prompts import ChatMessage
+
+__all__ = [
+    "ChatClient",
+    "ChatReply",
+    "LlmResponseError",
+    "LlmUnavailableError",
+    "OpenAIChatClient",
+]
+
+DEFAULT_TIMEOUT_S = 30.0  # a non-streamed answer of a few hundred tokens takes seconds
+DEFAULT_MAX_RETRIES = 2  # three attempts in all: rides out a restart, not an outage
+DEFAULT_BACKOFF_S = 0.5  # first pause; doubles per attempt
+MAX_BACKOFF_S = 10.0  # cap on any pause, Retry-After included: the batch is waiting
+DEFAULT_MAX_TOKENS = 512  # reports are a few sentences; bounds cost and latency
+_HTTP_OK = 200
+_HTTP_TOO_MANY_REQUESTS = 429
+_HTTP_SERVER_ERROR = 500
+_BODY_EXCERPT = 500
+
+
+class LlmUnavailableError(ServiceUnavailableError):
+    """The chat endpoint did not answer usefully (5xx, 429, timeout, unreachable) after retries."""
+
+    stage = "generate"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        retry_after: float | None = None,
+        attempts: int = 1,
+        query_id: str | None = None,
+    ) -> None:
+        super().__init__(message, service="llm", retry_after=retry_after, query_id=query_id)
+        self.status_code = status_code
+        self.attempts = attempts
+
+
+class LlmResponseError(RagsiftError):
+    """The chat endpoint refused the request (4xx) or answered with something not a completion."""
+
+    stage = "generate"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        body: str | None = None,
+        query_id: str | None = None,
+    ) -> None:
+        super().__init__(message, query_id=query_id)
+        self.status_code = status_code
+        self.body = body
+
+
+@dataclass(frozen=True, slots=True)
+class ChatReply:
+    """What the model said: the text, the model that said it, why it stopped."""
+
+    text: str
+    model: str
+    finish_reason: str | None = None
+
+
+class ChatClient(Protocol):
+    """An LLM that completes a chat (the report builder's only I/O)."""
+
+    async def complete(self, messages: Sequence[ChatMessage]) -> ChatReply:
+        """The assistant's reply to ``messages``."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+class _Secret(Protocol):
+    def get_secret_value(self) -> str: ...
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return float(response.headers.get("retry-after", ""))
+    except ValueError:
+        return None
+
+
+class OpenAIChatClient:
+    """A client of an OpenAI-compatible chat completions endpoint.
+
+    Args:
+        base_url: the API root, e.g. ``https://api.openai.com/v1`` or
+            ``http://127.0.0.1:11434`` (``/v1`` is appended when missing).
+        model: the model name sent in each request.
+        api_key: bearer token (str or pydantic ``SecretStr``); ``None`` for local servers.
+        timeout: seconds per request, ``> 0``.
+        max_retries: extra attempts on retryable failures, ``>= 0``.
+        backoff: first pause between attempts in seconds (doubles each time), ``>= 0``.
+        temperature: sampling temperature; 0 keeps answers close to the sources.
+        max_tokens: longest reply, ``> 0``.
+        transport: an httpx transport (tests, proxies).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | _Secret | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        backoff: float = DEFAULT_BACKOFF_S,
+        temperature: float = 0.0,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+        if not model:
+            raise ValueError(f"model must be non-empty, got {model!r}")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be > 0, got {timeout}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if backoff < 0:
+            raise ValueError(f"backoff must be >= 0, got {backoff}")
+        if not 0.0 <= temperature <= 2.0:
+            raise ValueError(f"temperature must be in [0, 2], got {temperature}")
+        if max_tokens <= 0:
+            raise ValueError(f"max_tokens must be > 0, got {max_tokens}")
+        root = base_url.rstrip("/")
+        self.url = (
+            f"{root}/chat/completions" if root.endswith("/v1") else f"{root}/v1/chat/completions"
+        )
+        self.model = model
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        key = (
+            api_key.get_secret_value()
+            if api_key is not None and not isinstance(api_key, str)
+            else api_key
+        )
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._client = httpx.AsyncClient(
+            headers=headers, timeout=httpx.Timeout(timeout), transport=transport
+        )
+
+    def __repr__(self) -> str:
+        # Never the key: reprs end up in logs.
+        return f"OpenAIChatClient(url={self.url!r}, model={self.model!r})"
+
+    async def complete(self, messages: Sequence[ChatMessage]) -> ChatReply:
+        """The model's reply, after up to ``max_retries`` retries of retryable failures.
+
+        Raises:
+            LlmUnavailableError: every attempt failed with 5xx, 429, a timeout or no connection.
+            LlmResponseError: a 4xx answer or a malformed body (not retried).
+        """
+        if not messages:
+            raise ValueError("messages must not be empty")
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [dict(m) for m in messages],
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "stream": False,
+        }
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await self._request(body)
+            except LlmUnavailableError as exc:
+                if attempt > self.max_retries:
+                    exc.attempts = attempt
+                    raise
+                pause = self.backoff * 2 ** (attempt - 1)
+                if exc.retry_after is not None:
+                    pause = max(pause, exc.retry_after)
+                await asyncio.sleep(min(pause, MAX_BACKOFF_S))
+
+    async def _request(self, body: dict[str, Any]) -> ChatReply:
+        try:
+            response = await self._client.post(self.url, json=body)
+        except httpx.TimeoutException as exc:
+            raise LlmUnavailableError(f"chat request to {self.url} timed out") from exc
+        except httpx.TransportError as exc:
+            raise LlmUnavailableError(f"chat service {self.url} unreachable: {exc}") from exc
+        if response.status_code != _HTTP_OK:
+            excerpt = response.text[:_BODY_EXCERPT]
+            message = f"chat service {self.url} answered {response.status_code}: {excerpt}"
+            if (
+                response.status_code == _HTTP_TOO_MANY_REQUESTS
+                or response.status_code >= _HTTP_SERVER_ERROR
+            ):
+                raise LlmUnavailableError(
+                    message, status_code=response.status_code, retry_after=_retry_after(response)
+                )
+            raise LlmResponseError(message, status_code=response.status_code, body=excerpt)
+        return self._parse(response)
+
+    def _parse(self, response: httpx.Response) -> ChatReply:
+        try:
+            payload = response.json()
+            choice = payload["choices"][0]
+            content = choice["message"]["content"]
+            if not isinstance(content, str):
+                raise TypeError(f"message content is {type(content).__name__}, not a string")
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise LlmResponseError(
+                f"malformed chat completion from {self.url}: {type(exc).__name__}: {exc}",
+                status_code=response.status_code,
+                body=response.text[:_BODY_EXCERPT],
+            ) from exc
+        model = payload.get("model") if isinstance(payload.get("model"), str) else self.model
+        reason = choice.get("finish_reason")
+        return ChatReply(content, model, reason if isinstance(reason, str) else None)
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        await self._client.aclose()

@@ -1,0 +1,56 @@
+"""Extractive answers: best sentences first, each cited, bounded, empty when nothing matches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ragsift.report import content_terms, extractive_answer, split_sentences
+
+
+def test_best_sentence_first_with_its_citation(make_hit: Any) -> None:
+    hits = [
+        make_hit(1, "The Orbit has a blue display. Thermostats can be returned within 30 days."),
+        make_hit(2, "Returned thermostats are refunded in full within 30 days."),
+    ]
+    answer = extractive_answer("Can thermostats be returned for a refund?", hits)
+    assert answer.startswith("Returned thermostats are refunded in full within 30 days. [2]")
+    assert "Thermostats can be returned within 30 days. [1]" in answer
+    assert "blue display" not in answer
+
+
+def test_ties_prefer_the_better_ranked_hit(make_hit: Any) -> None:
+    hits = [make_hit(1, "Refunds take five days."), make_hit(2, "Refunds take two days.")]
+    answer = extractive_answer("refunds", hits, max_sentences=1)
+    assert answer == "Refunds take five days. [1]"
+
+
+def test_bounded_by_sentences_and_chars(make_hit: Any) -> None:
+    text = " ".join(f"Refund rule number {n} applies." for n in range(10))
+    assert extractive_answer("refund", [make_hit(1, text)]).count("[1]") == 3
+    short = extractive_answer("refund", [make_hit(1, text)], max_chars=60)
+    assert len(short) <= 60
+    cut = extractive_answer("refund", [make_hit(1, "refund " * 50)], max_chars=30)
+    assert len(cut) <= 30
+    assert cut.endswith("… [1]")
+
+
+def test_nothing_matching_gives_empty(make_hit: Any) -> None:
+    assert extractive_answer("quantum entanglement", [make_hit(1, "Refunds take days.")]) == ""
+    assert extractive_answer("anything", []) == ""
+
+
+def test_duplicate_sentences_are_quoted_once(make_hit: Any) -> None:
+    hits = [make_hit(1, "Refunds take five days."), make_hit(2, "Refunds take five days.")]
+    assert extractive_answer("refunds", hits) == "Refunds take five days. [1]"
+
+
+def test_terms_and_sentences() -> None:
+    assert content_terms("How is the thermostat returned?") == {"thermostat", "return"}
+    assert split_sentences("One. Two!  Three?\n\nFour") == ["One.", "Two!", "Three?", "Four"]
+
+
+def test_arguments_are_checked(make_hit: Any) -> None:
+    with pytest.raises(ValueError, match="max_sentences must be >= 1, got 0"):
+        extractive_answer("q", [make_hit(1, "t")], max_sentences=0)

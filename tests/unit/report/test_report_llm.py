@@ -1,0 +1,224 @@
+"""OpenAIChatClient against a real local HTTP server speaking the chat completions protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from ragsift.confidence import REFUSAL_SENTENCE
+from ragsift.errors import RagsiftError, ServiceUnavailableError
+from ragsift.report import (
+    LlmResponseError,
+    LlmUnavailableError,
+    OpenAIChatClient,
+    ReportBuilder,
+    ReportSettings,
+)
+from ragsift.schemas import RetrievalResult
+
+MESSAGES: list[Any] = [
+    {"role": "system", "content": "be brief"},
+    {"role": "user", "content": "hi"},
+]
+
+
+def completion(text: str) -> dict[str, Any]:
+    """A chat completion body as OpenAI-compatible servers send it."""
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "stub-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+
+
+@dataclass
+class StubServer:
+    """Serves a script of responses at /v1/chat/completions and records requests."""
+
+    script: list[Callable[[], web.StreamResponse]] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    delay: float = 0.0
+    url: str = ""
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.requests.append(await request.json())
+        self.headers.append(dict(request.headers))
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        make = self.script[0] if len(self.script) == 1 else self.script.pop(0)
+        return make()
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[StubServer]:
+    stub = StubServer()
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", stub.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    stub.url = f"http://127.0.0.1:{port}"
+    yield stub
+    await runner.cleanup()
+
+
+def ok(text: str) -> Callable[[], web.StreamResponse]:
+    return lambda: web.json_response(completion(text))
+
+
+def status(code: int, body: str = "boom", **headers: str) -> Callable[[], web.StreamResponse]:
+    return lambda: web.Response(status=code, text=body, headers=headers)
+
+
+async def test_completion_request_and_reply(server: StubServer) -> None:
+    server.script = [ok("Hello there.")]
+    client = OpenAIChatClient(server.url, "stub-model", "sk-test", max_tokens=64)
+    try:
+        reply = await client.complete(MESSAGES)
+    finally:
+        await client.close()
+    assert reply.text == "Hello there."
+    assert reply.model == "stub-model"
+    assert reply.finish_reason == "stop"
+    sent = server.requests[0]
+    assert sent["model"] == "stub-model"
+    assert sent["messages"] == MESSAGES
+    assert sent["stream"] is False
+    assert sent["max_tokens"] == 64
+    assert server.headers[0]["Authorization"] == "Bearer sk-test"
+    assert "sk-test" not in repr(client)
+
+
+async def test_500_then_success_is_retried(server: StubServer) -> None:
+    server.script = [status(500), status(429, **{"Retry-After": "0"}), ok("Recovered.")]
+    client = OpenAIChatClient(server.url + "/v1", "m", max_retries=2, backoff=0.01)
+    try:
+        reply = await client.complete(MESSAGES)
+    finally:
+        await client.close()
+    assert reply.text == "Recovered."
+    assert len(server.requests) == 3
+
+
+async def test_persistent_5xx_raises_unavailable_after_bounded_retries(
+    server: StubServer,
+) -> None:
+    server.script = [status(503, "overloaded")]
+    client = OpenAIChatClient(server.url, "m", max_retries=2, backoff=0.01)
+    with pytest.raises(LlmUnavailableError, match="answered 503: overloaded") as info:
+        await client.complete(MESSAGES)
+    await client.close()
+    assert isinstance(info.value, ServiceUnavailableError)
+    assert info.value.service == "llm"
+    assert info.value.status_code == 503
+    assert info.value.attempts == 3
+    assert len(server.requests) == 3
+
+
+@pytest.mark.parametrize(
+    ("respond", "message"),
+    [
+        (lambda: web.Response(status=200, text="not json"), "malformed chat completion"),
+        (lambda: web.json_response({"choices": []}), "malformed chat completion.*IndexError"),
+        (lambda: web.json_response({"object": "error"}), "malformed chat completion.*KeyError"),
+        (
+            lambda: web.json_response({"choices": [{"message": {"content": None}}]}),
+            "content is NoneType",
+        ),
+    ],
+)
+async def test_malformed_body_is_a_clear_error(
+    server: StubServer, respond: Callable[[], web.StreamResponse], message: str
+) -> None:
+    server.script = [respond]
+    client = OpenAIChatClient(server.url, "m", max_retries=2, backoff=0.01)
+    with pytest.raises(LlmResponseError, match=message) as info:
+        await client.complete(MESSAGES)
+    await client.close()
+    assert info.value.stage == "generate"
+    assert isinstance(info.value, RagsiftError)
+    assert not isinstance(info.value, ServiceUnavailableError)
+    assert len(server.requests) == 1  # not retried
+
+
+async def test_4xx_is_not_retried(server: StubServer) -> None:
+    server.script = [status(401, json.dumps({"error": "bad key"}))]
+    client = OpenAIChatClient(server.url, "m", max_retries=2, backoff=0.01)
+    with pytest.raises(LlmResponseError, match="answered 401") as info:
+        await client.complete(MESSAGES)
+    await client.close()
+    assert info.value.status_code == 401
+    assert len(server.requests) == 1
+
+
+async def test_timeout_is_unavailable(server: StubServer) -> None:
+    server.script = [ok("late")]
+    server.delay = 0.25
+    client = OpenAIChatClient(server.url, "m", timeout=0.05, max_retries=0)
+    with pytest.raises(LlmUnavailableError, match="timed out"):
+        await client.complete(MESSAGES)
+    await client.close()
+
+
+async def test_unreachable_is_unavailable() -> None:
+    client = OpenAIChatClient("http://127.0.0.1:9", "m", max_retries=0)
+    with pytest.raises(LlmUnavailableError, match="unreachable"):
+        await client.complete(MESSAGES)
+    await client.close()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"base_url": "ftp://x"}, "base_url must be an http"),
+        ({"model": ""}, "model must be non-empty"),
+        ({"timeout": 0}, "timeout must be > 0, got 0"),
+        ({"max_retries": -1}, "max_retries must be >= 0, got -1"),
+    ],
+)
+def test_arguments_are_checked(kwargs: dict[str, Any], message: str) -> None:
+    args: dict[str, Any] = {"base_url": "http://127.0.0.1:1", "model": "m", **kwargs}
+    with pytest.raises(ValueError, match=message):
+        OpenAIChatClient(**args)
+
+
+async def test_builder_over_the_wire(
+    server: StubServer, make_result: Callable[..., RetrievalResult]
+) -> None:
+    server.script = [
+        status(500),
+        ok("Orbit thermostats can be returned within 30 days for a full refund [1]."),
+        ok("Orbit thermostats can be returned within 90 days [1]."),
+    ]
+    settings = ReportSettings(llm_base_url=server.url, llm_model="stub-model")
+    client = settings.make_llm_client()
+    assert client is not None
+    client.backoff = 0.01
+    builder = ReportBuilder(settings, client)
+    try:
+        good, _ = await builder.build(make_result())
+        bad, evidence = await builder.build(make_result(query_id="q2"))
+    finally:
+        await client.close()
+    assert good.generated_by == "llm"
+    assert "30 days" in good.answer
+    assert bad.answer == REFUSAL_SENTENCE
+    assert "RAG_RESPONSE_INVALIDATED" in {e.type.value for e in evidence}
+    user = server.requests[0]["messages"][1]["content"]
+    assert "BEGIN SOURCE [1]" in user
