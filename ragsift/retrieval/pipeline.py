@@ -244,10 +244,9 @@ class RetrievalPipeline:
                 version = await cache.index_version(p.query.tenant_id, p.query.collection)
                 p.key = self._key(p, version)
                 raw = await cache.get(p.key)
-            except (ServiceUnavailableError, OSError, ConnectionError) as exc:
+            except (ServiceUnavailableError, OSError, ConnectionError):
+                # Cache trouble never fails a query: count it and bypass the cache.
                 self.metrics.cache.labels(cache.backend, "error").inc()
-                p.key = p.key or None
-                del exc  # cache trouble never fails a query: bypass it
                 rest.append(p)
                 continue
             if raw is None:

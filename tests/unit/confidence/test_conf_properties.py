@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from ragsift.confidence import (
     FEATURE_NAMES,
+    SIGNAL_NAMES,
     CalibrationArtifact,
     ConfidenceConfig,
     ConfidenceEngine,
@@ -140,21 +141,8 @@ def test_raising_one_hit_never_lowers_confidence(
     assert after >= before - 1e-12
 
 
-ORDER_FREE_SIGNALS = (
-    "top_score",
-    "score_gap",
-    "score_spread",
-    "consensus_count",
-    "consensus",
-    "support",
-    "agreement",
-    "bm25_dense_correlation",
-    "reranker_impact",
-    "document_diversity",
-    "entity_coverage",
-    "source_quality",
-    "n_hits",
-)
+# Every signal is a function of the hit set, not of the order the hits arrive in.
+ORDER_FREE_SIGNALS = SIGNAL_NAMES
 
 
 def _permute(hits: HitScores, perm: list[int]) -> HitScores:
