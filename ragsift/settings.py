@@ -57,6 +57,9 @@ class KafkaSettings(BaseSettings):
     processing_guarantee: Literal["at_least_once", "exactly_once"] = "at_least_once"
     partitions: int = Field(default=8, ge=1, le=1_000, description="Partitions per new topic.")
     replication_factor: int = Field(default=1, ge=1, le=7)
+    #: how long the group waits for a silent (crashed) member before moving its
+    #: partitions to the others; heartbeats go every tenth of it
+    session_timeout_s: float = Field(default=30.0, ge=6, le=300)
 
     @model_validator(mode="after")
     def _sasl_is_complete(self) -> KafkaSettings:

@@ -59,6 +59,8 @@ def create_app(
         "topic_partitions": kafka.partitions,
         "topic_replication_factor": kafka.replication_factor,
         "consumer_auto_offset_reset": "earliest",
+        "broker_session_timeout": kafka.session_timeout_s,
+        "broker_heartbeat_interval": kafka.session_timeout_s / 10,
         "producer_acks": -1,
         "store": "memory://",
         "web_enabled": web_enabled,

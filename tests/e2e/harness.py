@@ -5,6 +5,8 @@ Every loop here is bounded in count and time; everything listens on loopback.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import shutil
 import signal
@@ -13,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,11 +25,13 @@ from pydantic import BaseModel
 
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.ingest.sample import sample_documents
+from ragsift.schemas import QueryEvent, RetrievalResult
 from ragsift.settings import Settings
 from ragsift.streams.codec import EventCodec
 from ragsift.streams.topics import TOPICS
 
 REPO = Path(__file__).resolve().parents[2]
+SERVICES = REPO / "scripts" / "services"
 READY_TIMEOUT_S = 120
 TENANT = "demo"
 
@@ -90,6 +95,7 @@ class WorkerProcess:
         self._ready_seen = 0  # restarts append to the same log
 
     def start(self) -> WorkerProcess:
+        self.port = free_port()  # a killed process's port may linger
         handle = self.log.open("ab")
         self.proc = subprocess.Popen(
             [
@@ -140,6 +146,14 @@ class WorkerProcess:
             total += float(value)
         return total
 
+    def rss_bytes(self) -> int:
+        """Resident memory of the worker process (Linux /proc)."""
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError(f"no VmRSS for pid {self.proc.pid}")
+
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
@@ -153,6 +167,19 @@ class WorkerProcess:
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=30)
+
+
+def services(*args: str) -> None:
+    """``scripts/services ARGS`` (stop/start/restart kafka|redis), failing loudly."""
+    subprocess.run([str(SERVICES), *args], check=True, capture_output=True, timeout=120)
+
+
+def audit_rows(data_dir: Path) -> list[dict[str, object]]:
+    """Every row the audit sink wrote under ``data_dir/audit``."""
+    rows: list[dict[str, object]] = []
+    for file in sorted((data_dir / "audit").glob("audit*.jsonl")):
+        rows.extend(json.loads(line) for line in file.read_text().splitlines() if line.strip())
+    return rows
 
 
 async def produce(
@@ -217,3 +244,66 @@ class TopicReader:
         raise AssertionError(
             f"{self.logical}: condition not met in {timeout_s}s; saw {len(self.events)} events"
         )
+
+
+class Pacer:
+    """Produces events at a steady rate in the background (10 sends a second)."""
+
+    def __init__(self, stack: Stack, logical: str, items: Sequence[BaseModel], rate: float):
+        self.stack = stack
+        self.logical = logical
+        self.items = items
+        self.rate = rate
+        self.sent = 0
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self._task is not None and self._task.done()
+
+    async def __aenter__(self) -> Pacer:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        await self._task  # bounded: len(items) / rate seconds
+
+    async def _run(self) -> None:
+        codec = EventCodec(TOPICS[self.logical].model)
+        producer = AIOKafkaProducer(bootstrap_servers=self.stack.bootstrap, acks="all")
+        await producer.start()
+        try:
+            topic = self.stack.topic(self.logical)
+            start = time.monotonic()
+            for item in self.items:
+                due = start + self.sent / self.rate
+                if due > time.monotonic() + 0.1:
+                    await producer.flush()
+                    await asyncio.sleep(due - time.monotonic())
+                key = str(getattr(item, "query_id", self.sent)).encode()
+                await producer.send(topic, codec.encode(item), key=key)
+                self.sent += 1
+            await producer.flush()
+        finally:
+            await producer.stop()
+
+
+async def until_cache_hit(stack: Stack, text: str, timeout_s: float = 60) -> None:
+    """Ask ``text`` once a second until a result says it came from the cache."""
+    async with TopicReader(stack, "retrievals") as results:
+        deadline = time.monotonic() + timeout_s
+        for i in range(int(timeout_s) + 1):
+            qid = f"hit-{uuid.uuid4().hex[:8]}-{i}"
+            query = QueryEvent(query_id=qid, tenant_id=TENANT, query=text)
+            await produce(stack, "queries", [query])
+            events = await results.until(
+                lambda ev, q=qid: any(getattr(e, "query_id", None) == q for e in ev)
+            )
+            result = next(e for e in events if getattr(e, "query_id", None) == qid)
+            assert isinstance(result, RetrievalResult)
+            if result.cache.hit:
+                return
+            assert time.monotonic() < deadline, "caching did not resume"
+            await asyncio.sleep(1.0)
+        raise AssertionError(f"no cache hit for {text!r} in {timeout_s}s")

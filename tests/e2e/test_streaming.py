@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -21,9 +19,16 @@ from ragsift.schemas import (
     QueryEvent,
     RetrievalResult,
 )
-from tests.e2e.harness import REPO, TENANT, Stack, TopicReader, WorkerProcess, produce
-
-SERVICES = REPO / "scripts" / "services"
+from tests.e2e.harness import (
+    TENANT,
+    Stack,
+    TopicReader,
+    WorkerProcess,
+    audit_rows,
+    produce,
+    services,
+    until_cache_hit,
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +48,7 @@ def queries(prefix: str, n: int) -> list[QueryEvent]:
     ]
 
 
-def by_query(events: list[object]) -> dict[str, RetrievalResult]:
+def by_query(events: Sequence[object]) -> dict[str, RetrievalResult]:
     return {e.query_id: e for e in events if isinstance(e, RetrievalResult)}
 
 
@@ -91,24 +96,13 @@ async def test_thousand_queries_thousand_results_and_one_advisory_each(
     deadline = time.monotonic() + 60
     wanted = {e.id for e in audit.events if isinstance(e, EvidenceEvent)}
     while time.monotonic() < deadline:
-        rows = _audit_rows(worker.dir)
+        rows = audit_rows(worker.dir)
         if wanted <= {r["id"] for r in rows}:
             break
         await asyncio.sleep(0.5)
-    ids = [r["id"] for r in _audit_rows(worker.dir)]
+    ids = [r["id"] for r in audit_rows(worker.dir)]
     assert wanted <= set(ids)
     assert len(ids) == len(set(ids))
-
-
-def _services(*args: str) -> None:
-    subprocess.run([str(SERVICES), *args], check=True, capture_output=True, timeout=120)
-
-
-def _audit_rows(data_dir: Path) -> list[dict[str, object]]:
-    rows: list[dict[str, object]] = []
-    for file in sorted((data_dir / "audit").glob("audit*.jsonl")):
-        rows.extend(json.loads(line) for line in file.read_text().splitlines() if line.strip())
-    return rows
 
 
 async def test_repeat_served_from_redis_with_level_ttl_until_ingestion(
@@ -179,7 +173,7 @@ async def test_redis_outage_bypasses_cache_then_caching_resumes(
     stack: Stack, worker: WorkerProcess
 ) -> None:
     errors_before = worker.metric("ragsift_cache_requests_total", {"result": "error"})
-    await asyncio.to_thread(_services, "stop", "redis")
+    await asyncio.to_thread(services, "stop", "redis")
     try:
         async with TopicReader(stack, "retrievals") as results:
             down = [
@@ -191,21 +185,8 @@ async def test_redis_outage_bypasses_cache_then_caching_resumes(
         assert all(by_query(results.events)[q.query_id].outcome == "ok" for q in down)
         assert worker.metric("ragsift_cache_requests_total", {"result": "error"}) > errors_before
     finally:
-        await asyncio.to_thread(_services, "start", "redis")
-    text = "What is the API rate limit per key per minute?"
-    async with TopicReader(stack, "retrievals") as results:
-        deadline = time.monotonic() + 60
-        i = 0
-        while True:  # bounded: the cool-down is one second
-            i += 1
-            await produce(
-                stack, "queries", [QueryEvent(query_id=f"u-{i}", tenant_id=TENANT, query=text)]
-            )
-            await results.until(lambda ev, i=i: f"u-{i}" in by_query(ev))
-            if by_query(results.events)[f"u-{i}"].cache.hit:
-                break
-            assert time.monotonic() < deadline, "caching did not resume after Redis came back"
-            await asyncio.sleep(1.0)
+        await asyncio.to_thread(services, "start", "redis")
+    await until_cache_hit(stack, "What is the API rate limit per key per minute?")
 
 
 async def test_two_worker_processes_share_the_partitions(
