@@ -124,6 +124,10 @@ async def _measure(settings: Settings, prefix: str, events: list[QueryEvent]) ->
     await consumer.start()
     while not consumer.assignment():
         await consumer.getmany(timeout_ms=200)
+    # "latest" is resolved lazily: pin every position now, or results produced
+    # before the fetcher gets to it are skipped and the run waits forever.
+    for tp in consumer.assignment():
+        await consumer.position(tp)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     await producer.start()
     wanted = {e.query_id for e in events}
