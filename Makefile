@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test unit lint format bench services-up services-down services-status deploy-tools schemas clean
+.PHONY: help install demo test unit e2e-faults lint format bench services-up services-down services-status deploy-tools schemas clean
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
@@ -29,10 +29,12 @@ format: install ## Apply ruff formatting and safe fixes
 	@.venv/bin/ruff check --fix ragsift tests bench
 	@.venv/bin/ruff format ragsift tests bench
 
-bench: install ## Run the benchmarks (starts Kafka + Redis); each prints JSON on its last line
+e2e-faults: ## The full fault suite and soak: 10,000 queries per fault, 3-minute soak (~15 min)
+	@RAGSIFT_FAULT_QUERIES=10000 RAGSIFT_SOAK_SECONDS=180 scripts/test tests/e2e/test_faults.py
+
+bench: install ## Run every benchmark (starts Kafka + Redis); prints one JSON document
 	@scripts/services up
-	@set -e; eval "$$(scripts/services env)"; for b in confidence engine pipeline streaming; do \
-		echo "== bench/$$b.py"; $(PY) bench/$$b.py; done
+	@eval "$$(scripts/services env)"; $(PY) bench/suite.py
 
 schemas: install ## Regenerate ragsift/schemas/json from the models
 	@.venv/bin/ragsift schemas export
