@@ -3,7 +3,9 @@
 Query events carry precomputed vectors (embedding is the caller's cost), so
 this measures cache look-up, hybrid search on Qdrant Edge, the confidence
 engine and result building. Batches of 64 mirror the streaming worker's
-``stream.take``; single-query latency is measured too. Every query is
+``stream.take``; single-query latency is measured too. Then the bare engine's
+part of that work runs on the same shard and queries, so
+``pipeline_engine_ratio`` is the pipeline's throughput relative to the engine's. Every query is
 distinct, so the cache never hits. Progress on stderr; one JSON object on
 the last line of stdout; never asserts on time.
 
@@ -21,9 +23,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+import qdrant_edge as qe
 from corpus import make_corpus, make_queries
 
 from ragsift.embedded import EmbeddedRuntime
+from ragsift.retrieval.bm25 import Bm25Encoder
+from ragsift.retrieval.index import RRF_K, RawPoint, rrf_fuse
+from ragsift.retrieval.pipeline import prefetch_limit
 from ragsift.schemas import QueryEvent
 from ragsift.settings import Settings
 
@@ -36,6 +42,55 @@ def _log(message: str) -> None:
 
 def _ms(values: list[float], q: float) -> float:
     return round(float(np.percentile(values, q)) * 1000, 3)
+
+
+def engine_qps(shard_dir: Path, events: list[QueryEvent], batch: int, limit: int) -> float:
+    """The bare engine's share of the pipeline's work, on the same shard and queries.
+
+    Per batch: one ``query_batch`` of the dense and BM25 channels of every query
+    (tenant filter, the pipeline's prefetch), RRF of each query's channels, and
+    one ``retrieve`` of the winners' payloads: what ``bench/engine.py`` calls
+    hybrid batch, so pipeline/engine is the pipeline's overhead on this data.
+    """
+    shard = qe.EdgeShard.load(str(shard_dir))
+    bm25 = Bm25Encoder()
+    flt = qe.Filter(must=[qe.FieldCondition(key="tenant_id", match=qe.MatchValue(TENANT))])
+    prefetch = prefetch_limit(limit)
+    requests = []
+    for e in events:
+        sparse = bm25.encode_query(e.query)
+        assert e.vector is not None
+        assert not sparse.is_empty
+        requests.append(
+            (
+                qe.QueryRequest(
+                    limit=prefetch,
+                    query=qe.Query.Nearest(e.vector, using="dense"),
+                    filter=flt,
+                    with_payload=False,
+                ),
+                qe.QueryRequest(
+                    limit=prefetch,
+                    query=qe.Query.Nearest(
+                        qe.SparseVector(list(sparse.indices), list(sparse.values)), using="bm25"
+                    ),
+                    filter=flt,
+                    with_payload=False,
+                ),
+            )
+        )
+    start = time.perf_counter()
+    for i in range(0, len(requests), batch):
+        pairs = requests[i : i + batch]
+        answers = shard.query_batch(qe.QueryBatchRequest([r for pair in pairs for r in pair]))
+        winners: list[qe.PointId] = []
+        for j in range(len(pairs)):
+            channels = [[RawPoint(p.id, p.score) for p in a] for a in answers[2 * j : 2 * j + 2]]
+            winners.extend(pid for pid, _ in rrf_fuse(channels, k=RRF_K)[:limit])
+        shard.retrieve(list(dict.fromkeys(winners)), True, False)
+    qps = len(requests) / (time.perf_counter() - start)
+    shard.close()
+    return qps
 
 
 async def run(chunks: int, n_queries: int, batch: int) -> dict[str, object]:
@@ -76,6 +131,10 @@ async def run(chunks: int, n_queries: int, batch: int) -> dict[str, object]:
             await pipeline.process([event])
             singles.append(time.perf_counter() - t)
         await runtime.close()
+        _log("bare engine on the same shard and queries…")
+        engine = engine_qps(
+            Path(tmp) / "qdrant" / "default", timed, batch, runtime.settings.confidence.default_k
+        )
     return {
         "benchmark": "pipeline",
         "chunks": chunks,
@@ -88,6 +147,8 @@ async def run(chunks: int, n_queries: int, batch: int) -> dict[str, object]:
         "single_queries_per_s": round(len(singles) / sum(singles), 1),
         "single_p50_ms": _ms(singles, 50),
         "single_p99_ms": _ms(singles, 99),
+        "engine_queries_per_s": round(engine, 1),
+        "pipeline_engine_ratio": round(batched_qps / engine, 3),
     }
 
 
