@@ -23,7 +23,7 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import qdrant_edge as qe
 
@@ -41,6 +41,8 @@ from ragsift.retrieval.index import (
     CollectionInfo,
     HybridFusion,
     PayloadValue,
+    PointKey,
+    RankedAnswers,
     RawPoint,
     SearchHit,
     SearchPlan,
@@ -49,9 +51,9 @@ from ragsift.retrieval.index import (
     assemble_hits,
     check_embedder,
     dense_for_upsert,
-    needs_payload_ids,
     plan_search,
     point_id,
+    rank_answers,
     record_payload,
     require_tenant,
     validate_collection_name,
@@ -64,6 +66,8 @@ SIDECAR_SUFFIX = ".ragsift.json"
 UPSERT_BATCH = 256
 #: Most tenants listed by ``collection_info`` (a facet over the keyword index).
 MAX_TENANTS_IN_INFO = 1000
+
+Conditions: TypeAlias = tuple[tuple[str, PayloadValue], ...]
 
 
 class _Collection:
@@ -89,6 +93,17 @@ def _filter(conditions: Sequence[tuple[str, PayloadValue]]) -> qe.Filter:
     return qe.Filter(
         must=[qe.FieldCondition(key=key, match=_match(value)) for key, value in conditions]
     )
+
+
+def _shared_filter(cache: dict[Conditions, qe.Filter], conditions: Conditions) -> qe.Filter:
+    """The filter of ``conditions``, built once per batch (a tenant's queries share one)."""
+    try:
+        return cache[conditions]
+    except KeyError:
+        flt = cache[conditions] = _filter(conditions)
+        return flt
+    except TypeError:  # a list-valued condition is not hashable: build it each time
+        return _filter(conditions)
 
 
 def _sparse(encoding: Any) -> qe.SparseVector:
@@ -139,7 +154,8 @@ def _to_request(query: ChannelQuery, flt: qe.Filter) -> qe.QueryRequest:
 
 
 def _raw(points: Sequence[qe.ScoredPoint]) -> list[RawPoint]:
-    return [RawPoint(str(p.id), float(p.score), p.payload) for p in points]
+    # ragsift writes UUID point ids only (point_id), never the engine's int ids.
+    return [RawPoint(p.id, p.score, p.payload) for p in points]  # type: ignore[arg-type]
 
 
 class EdgeIndex:
@@ -331,11 +347,14 @@ class EdgeIndex:
             request, dim=opened.stored.dim, sparse=sparse, hybrid_fusion=self.hybrid_fusion
         )
 
-    def _payloads(self, opened: _Collection, ids: list[str]) -> dict[str, Mapping[str, Any]]:
+    def _payloads(
+        self, opened: _Collection, ids: list[qe.PointId]
+    ) -> dict[PointKey, Mapping[str, Any]]:
         if not ids:
             return {}
-        records = opened.shard.retrieve(list(ids), True, False)
-        return {str(r.id): r.payload or {} for r in records}
+        records = opened.shard.retrieve(ids, True, False)
+        # ragsift writes UUID point ids only (point_id), never the engine's int ids.
+        return {r.id: r.payload or {} for r in records}  # type: ignore[misc]
 
     async def search(self, collection: str, request: SearchRequest) -> list[SearchHit]:
         """Search one tenant's chunks (see :mod:`ragsift.retrieval.index` for hybrid)."""
@@ -347,23 +366,22 @@ class EdgeIndex:
         """All channel queries of all requests in one ``query_batch``, then one payload fetch."""
         opened = self._open(collection)
         plans = [self._plan(opened, request) for request in requests]
+        filters: dict[Conditions, qe.Filter] = {}
         native = [
-            _to_request(query, _filter(plan.conditions)) for plan in plans for query in plan.queries
+            _to_request(query, _shared_filter(filters, plan.conditions))
+            for plan in plans
+            for query in plan.queries
         ]
         answers = opened.shard.query_batch(qe.QueryBatchRequest(native)) if native else []
-        per_plan: list[list[list[RawPoint]]] = []
+        ranked: list[RankedAnswers] = []
         cursor = 0
         for plan in plans:
-            per_plan.append([_raw(a) for a in answers[cursor : cursor + len(plan.queries)]])
+            results = [_raw(a) for a in answers[cursor : cursor + len(plan.queries)]]
+            ranked.append(rank_answers(plan, results, k=RRF_K))
             cursor += len(plan.queries)
-        wanted: list[str] = []
-        for plan, results in zip(plans, per_plan, strict=True):
-            wanted.extend(needs_payload_ids(plan, results, RRF_K))
-        payloads = self._payloads(opened, list(dict.fromkeys(wanted)))
-        return [
-            assemble_hits(plan, results, payloads, k=RRF_K)
-            for plan, results in zip(plans, per_plan, strict=True)
-        ]
+        wanted: dict[qe.PointId, None] = {pid: None for r in ranked for pid in r.payload_ids}
+        payloads = self._payloads(opened, list(wanted))
+        return [assemble_hits(r, payloads) for r in ranked]
 
     # -- maintenance ------------------------------------------------------------
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -70,6 +70,8 @@ __all__ = [
     "CollectionInfo",
     "HybridFusion",
     "PayloadValue",
+    "PointKey",
+    "RankedAnswers",
     "RawPoint",
     "SearchHit",
     "SearchMode",
@@ -81,9 +83,9 @@ __all__ = [
     "check_embedder",
     "dense_for_upsert",
     "filter_conditions",
-    "needs_payload_ids",
     "plan_search",
     "point_id",
+    "rank_answers",
     "record_payload",
     "require_tenant",
     "rrf_fuse",
@@ -94,6 +96,11 @@ SearchMode: TypeAlias = Literal["hybrid", "dense", "keyword"]
 HybridFusion: TypeAlias = Literal["client", "qdrant"]
 PayloadValue: TypeAlias = str | int | bool | Sequence[str] | Sequence[int]
 Vector: TypeAlias = Sequence[float] | npt.NDArray[np.floating[Any]]
+#: A point id as an engine returns it: ``str`` from a Qdrant server, ``uuid.UUID``
+#: from Qdrant Edge. Point ids are UUIDs, and a UUID orders like its canonical
+#: string, so ties broken by either id break the same way. Edge ids stay UUIDs:
+#: formatting every candidate's id as a string cost more than the fusion itself.
+PointKey: TypeAlias = str | uuid.UUID
 
 DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "bm25"
@@ -459,11 +466,10 @@ class SearchPlan:
     """True when the channel queries carry no payload: fetch the winners' payload afterwards."""
 
 
-@dataclass(frozen=True, slots=True)
-class RawPoint:
-    """An engine answer row, normalized: string id, float score, payload if asked."""
+class RawPoint(NamedTuple):
+    """An engine answer row: id, score, payload if asked (a tuple: thousands per batch)."""
 
-    id: str
+    id: PointKey
     score: float
     payload: Mapping[str, Any] | None = None
 
@@ -518,31 +524,69 @@ def plan_search(
     return SearchPlan(request, tuple(queries), conditions, fetch_payload=fetch)
 
 
+def _rank_key(point: RawPoint) -> tuple[float, PointKey]:
+    return -point.score, point.id
+
+
 def _canonical(points: Sequence[RawPoint]) -> list[RawPoint]:
     # Engines order tied scores arbitrarily; score then id makes ranks reproducible.
-    return sorted(points, key=lambda p: (-p.score, p.id))
+    return sorted(points, key=_rank_key)
 
 
-def rrf_fuse(channels: Sequence[Sequence[RawPoint]], *, k: int = RRF_K) -> list[tuple[str, float]]:
+def rrf_fuse(
+    channels: Sequence[Sequence[RawPoint]], *, k: int = RRF_K
+) -> list[tuple[PointKey, float]]:
     """Reciprocal rank fusion exactly as Qdrant computes it: ``sum 1 / (k + rank)``, rank from 0.
 
     Returns ``(id, fused score)`` best first, ties broken by id.
     """
     if k < 0:
         raise ValueError(f"RRF k must be >= 0, got {k}")
-    scores: dict[str, float] = {}
+    scores: dict[PointKey, float] = {}
     for channel in channels:
         for rank, point in enumerate(channel):
             scores[point.id] = scores.get(point.id, 0.0) + 1.0 / (k + rank)
-    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    # Sorting (-score, id) tuples compares natively, without a key function per item.
+    ranked = sorted([(-score, pid) for pid, score in scores.items()])
+    return [(pid, -negated) for negated, pid in ranked]
 
 
-def needs_payload_ids(plan: SearchPlan, results: Sequence[Sequence[RawPoint]], k: int) -> list[str]:
-    """The ids whose payload a client-fused hybrid search must fetch (the ``limit`` winners)."""
-    if not plan.fetch_payload:
-        return []
-    fused = rrf_fuse([_canonical(r) for r in results], k=k)
-    return [pid for pid, _ in fused[: plan.request.limit]]
+@dataclass(frozen=True, slots=True)
+class RankedAnswers:
+    """The engine answers of one plan, each channel in canonical order.
+
+    Attributes:
+        by_kind: each channel's points, best first, ties broken by id.
+        winners: ``(id, fused score)`` of the ``limit`` best hits of a client-fused
+            hybrid search (their payload is fetched afterwards); empty otherwise.
+    """
+
+    plan: SearchPlan
+    by_kind: Mapping[ChannelKind, list[RawPoint]]
+    winners: list[tuple[PointKey, float]]
+
+    @property
+    def payload_ids(self) -> list[PointKey]:
+        """The ids whose payload must be fetched before :func:`assemble_hits`."""
+        return [pid for pid, _ in self.winners]
+
+
+def rank_answers(
+    plan: SearchPlan, results: Sequence[Sequence[RawPoint]], *, k: int = RRF_K
+) -> RankedAnswers:
+    """Order a plan's engine answers (one list per ``plan.queries``), fusing them if it says so.
+
+    Args:
+        k: the RRF constant of client-side fusion.
+    """
+    if len(results) != len(plan.queries):
+        raise ValueError(f"plan has {len(plan.queries)} queries, got {len(results)} answers")
+    by_kind = {q.kind: _canonical(r) for q, r in zip(plan.queries, results, strict=True)}
+    winners: list[tuple[PointKey, float]] = []
+    if plan.fetch_payload:
+        channels = [by_kind[kind] for kind in ("dense", "sparse") if kind in by_kind]
+        winners = rrf_fuse(channels, k=k)[: plan.request.limit]
+    return RankedAnswers(plan, by_kind, winners)
 
 
 def _hit(
@@ -576,31 +620,28 @@ def _hit(
     )
 
 
+def _channel_ranks(points: Sequence[RawPoint]) -> dict[PointKey, tuple[float, int]]:
+    return {p.id: (p.score, rank) for rank, p in enumerate(points, 1)}
+
+
 def assemble_hits(
-    plan: SearchPlan,
-    results: Sequence[Sequence[RawPoint]],
-    payloads: Mapping[str, Mapping[str, Any]] | None = None,
-    *,
-    k: int = RRF_K,
+    ranked: RankedAnswers, payloads: Mapping[PointKey, Mapping[str, Any]] | None = None
 ) -> list[SearchHit]:
-    """Turn the engine answers of a plan (one list per ``plan.queries``) into hits.
+    """Turn a plan's ranked engine answers into hits.
 
     Args:
-        payloads: id -> payload of the winners, for a client-fused hybrid plan.
-        k: the RRF constant of client-side fusion.
+        payloads: id -> payload of ``ranked.payload_ids``, for a client-fused hybrid plan.
     """
-    if len(results) != len(plan.queries):
-        raise ValueError(f"plan has {len(plan.queries)} queries, got {len(results)} answers")
-    by_kind = {q.kind: _canonical(r) for q, r in zip(plan.queries, results, strict=True)}
-    dense_of = {p.id: (p.score, i + 1) for i, p in enumerate(by_kind.get("dense", []))}
-    sparse_of = {p.id: (p.score, i + 1) for i, p in enumerate(by_kind.get("sparse", []))}
+    plan, by_kind = ranked.plan, ranked.by_kind
+    dense_of = _channel_ranks(by_kind.get("dense", []))
+    sparse_of = _channel_ranks(by_kind.get("sparse", []))
     mode = plan.request.mode
     hits: list[SearchHit] = []
     if mode == "hybrid":
+        rows: list[tuple[PointKey, float, Mapping[str, Any] | None]]
         if plan.fetch_payload:
-            channels = [by_kind[kind] for kind in ("dense", "sparse") if kind in by_kind]
-            ranking = rrf_fuse(channels, k=k)[: plan.request.limit]
-            rows = [(pid, score, (payloads or {}).get(pid)) for pid, score in ranking]
+            found = payloads or {}
+            rows = [(pid, score, found.get(pid)) for pid, score in ranked.winners]
         else:
             rows = [(p.id, p.score, p.payload) for p in by_kind.get("fused", [])]
         for pid, score, payload in rows:

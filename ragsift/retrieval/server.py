@@ -38,6 +38,8 @@ from ragsift.retrieval.index import (
     CollectionInfo,
     HybridFusion,
     PayloadValue,
+    PointKey,
+    RankedAnswers,
     RawPoint,
     SearchHit,
     SearchPlan,
@@ -46,9 +48,9 @@ from ragsift.retrieval.index import (
     assemble_hits,
     check_embedder,
     dense_for_upsert,
-    needs_payload_ids,
     plan_search,
     point_id,
+    rank_answers,
     record_payload,
     require_tenant,
     validate_collection_name,
@@ -340,26 +342,21 @@ class QdrantServerIndex:
         ]
         async with _qdrant_errors(collection):
             answers = await self.client.query_batch_points(collection, native) if native else []
-        per_plan: list[list[list[RawPoint]]] = []
+        ranked: list[RankedAnswers] = []
         cursor = 0
         for plan in plans:
             chunk = answers[cursor : cursor + len(plan.queries)]
-            per_plan.append([_raw(a.points) for a in chunk])
+            ranked.append(rank_answers(plan, [_raw(a.points) for a in chunk], k=RRF_K))
             cursor += len(plan.queries)
-        wanted: list[str] = []
-        for plan, results in zip(plans, per_plan, strict=True):
-            wanted.extend(needs_payload_ids(plan, results, RRF_K))
-        payloads: Mapping[str, Mapping[str, Any]] = {}
+        wanted = [pid for r in ranked for pid in r.payload_ids]
+        payloads: Mapping[PointKey, Mapping[str, Any]] = {}
         if wanted:
             async with _qdrant_errors(collection):
                 records = await self.client.retrieve(
                     collection, list(dict.fromkeys(wanted)), with_payload=True, with_vectors=False
                 )
             payloads = {str(r.id): r.payload or {} for r in records}
-        return [
-            assemble_hits(plan, results, payloads, k=RRF_K)
-            for plan, results in zip(plans, per_plan, strict=True)
-        ]
+        return [assemble_hits(r, payloads) for r in ranked]
 
     async def close(self) -> None:
         """Close the client."""
