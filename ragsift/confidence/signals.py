@@ -29,7 +29,7 @@ None of these depends on the order the hits arrive in.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -240,7 +240,8 @@ class Signals:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (B8)."""
-        return asdict(self)
+        # Every field is a number or None: no need for asdict's deep copy (10x slower).
+        return {name: getattr(self, name) for name in self.__slots__}
 
 
 def compute_signals(hits: HitScores, config: ConfidenceConfig | None = None) -> Signals:
