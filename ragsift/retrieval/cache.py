@@ -14,7 +14,7 @@ import json
 import time
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ragsift.settings import CacheSettings
@@ -46,8 +46,20 @@ class ResultCache(Protocol):
         """Seconds left for ``key``, None when absent."""
         ...
 
+    async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        """The cached value of each key, in order (None on a miss), in one round trip."""
+        ...
+
+    async def set_many(self, items: Sequence[tuple[str, bytes, int]]) -> None:
+        """Store each ``(key, value, ttl_s)`` (``ttl_s`` > 0), in one round trip."""
+        ...
+
     async def index_version(self, tenant_id: str, collection: str) -> int:
         """The tenant's index version (0 before any ingestion)."""
+        ...
+
+    async def index_versions(self, scopes: Sequence[tuple[str, str]]) -> list[int]:
+        """The index version of each ``(tenant_id, collection)``, in order, in one round trip."""
         ...
 
     async def bump_index_version(self, tenant_id: str, collection: str) -> int:
@@ -148,9 +160,22 @@ class InMemoryCache:
         left = item[0] - self._clock()
         return int(left) if left > 0 else None
 
+    async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        """The value of each key, in order (None when absent or expired)."""
+        return [await self.get(key) for key in keys]
+
+    async def set_many(self, items: Sequence[tuple[str, bytes, int]]) -> None:
+        """Store each ``(key, value, ttl_s)``; non-positive TTLs store nothing."""
+        for key, value, ttl_s in items:
+            await self.set(key, value, ttl_s)
+
     async def index_version(self, tenant_id: str, collection: str) -> int:
         """The tenant's index version (0 before any ingestion)."""
         return self._versions.get((tenant_id, collection), 0)
+
+    async def index_versions(self, scopes: Sequence[tuple[str, str]]) -> list[int]:
+        """The index version of each ``(tenant_id, collection)``, in order."""
+        return [self._versions.get(scope, 0) for scope in scopes]
 
     async def bump_index_version(self, tenant_id: str, collection: str) -> int:
         """Increment the tenant's index version; its old keys can no longer be hit."""

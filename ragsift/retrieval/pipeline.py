@@ -134,6 +134,7 @@ class RetrievalPipeline:
             leaders.append(p)
         try:
             results = await self._retrieve(leaders)
+            done: list[tuple[_Pending, RetrievalResult]] = []
             for p, result in zip(leaders, results, strict=True):
                 fut = owned.get(p.key) if p.key else None
                 if isinstance(result, Exception):
@@ -145,7 +146,8 @@ class RetrievalPipeline:
                 out[p.position] = self._finish(p.query, result)
                 if fut is not None and not fut.done():
                     fut.set_result(result)
-                await self._store(p, result)
+                done.append((p, result))
+            await self._store(done)
         except BaseException as exc:
             for fut in owned.values():
                 if not fut.done():
@@ -235,20 +237,22 @@ class RetrievalPipeline:
     async def _from_cache(
         self, pending: list[_Pending], out: list[PipelineOutput | Exception | None]
     ) -> list[_Pending]:
-        if self.cache is None:
+        """Answer what the cache holds; two round trips for the whole batch, not two per query."""
+        if self.cache is None or not pending:
             return pending
         cache = self.cache
+        scopes = list(dict.fromkeys((p.query.tenant_id, p.query.collection) for p in pending))
+        try:
+            versions = dict(zip(scopes, await cache.index_versions(scopes), strict=True))
+            for p in pending:
+                p.key = self._key(p, versions[(p.query.tenant_id, p.query.collection)])
+            found = await cache.get_many([p.key for p in pending if p.key is not None])
+        except (ServiceUnavailableError, OSError, ConnectionError):
+            # Cache trouble never fails a query: count it and bypass the cache.
+            self.metrics.cache.labels(cache.backend, "error").inc(len(pending))
+            return pending
         rest = []
-        for p in pending:
-            try:
-                version = await cache.index_version(p.query.tenant_id, p.query.collection)
-                p.key = self._key(p, version)
-                raw = await cache.get(p.key)
-            except (ServiceUnavailableError, OSError, ConnectionError):
-                # Cache trouble never fails a query: count it and bypass the cache.
-                self.metrics.cache.labels(cache.backend, "error").inc()
-                rest.append(p)
-                continue
+        for p, raw in zip(pending, found, strict=True):
             if raw is None:
                 self.metrics.cache.labels(cache.backend, "miss").inc()
                 rest.append(p)
@@ -257,7 +261,7 @@ class RetrievalPipeline:
             cached = RetrievalResult.model_validate_json(raw)
             ttl = None
             try:
-                ttl = await cache.ttl(p.key)
+                ttl = await cache.ttl(p.key) if p.key is not None else None
             except (ServiceUnavailableError, OSError, ConnectionError):
                 self.metrics.cache.labels(cache.backend, "error").inc()
             result = self._reuse(cached, p.query, hit=True, ttl=ttl)
@@ -286,18 +290,30 @@ class RetrievalPipeline:
             prefix=self.settings.redis.key_prefix,
         )
 
-    async def _store(self, p: _Pending, result: RetrievalResult) -> None:
-        if self.cache is None or p.key is None or result.outcome != "ok":
+    async def _store(self, stored: list[tuple[_Pending, RetrievalResult]]) -> None:
+        """Cache the confident results of a batch in one round trip (K3: TTL by status)."""
+        if self.cache is None:
             return
-        ttl = ttl_for_status(result.status, self.settings.cache)
-        if ttl <= 0:
+        items: list[tuple[str, bytes, int]] = []
+        statuses: list[str] = []
+        for p, result in stored:
+            if p.key is None or result.outcome != "ok":
+                continue
+            ttl = ttl_for_status(result.status, self.settings.cache)
+            if ttl <= 0:
+                continue
+            copy = result.model_copy(update={"cache": CacheInfo(hit=False, ttl_seconds=ttl)})
+            items.append((p.key, copy.model_dump_json().encode(), ttl))
+            statuses.append(result.status)
+        if not items:
             return
-        stored = result.model_copy(update={"cache": CacheInfo(hit=False, ttl_seconds=ttl)})
         try:
-            await self.cache.set(p.key, stored.model_dump_json().encode(), ttl)
-            self.metrics.cache_writes.labels(self.cache.backend, result.status).inc()
+            await self.cache.set_many(items)
         except (ServiceUnavailableError, OSError, ConnectionError):
-            self.metrics.cache.labels(self.cache.backend, "error").inc()
+            self.metrics.cache.labels(self.cache.backend, "error").inc(len(items))
+            return
+        for status in statuses:
+            self.metrics.cache_writes.labels(self.cache.backend, status).inc()
 
     def _reuse(
         self, result: RetrievalResult, query: QueryEvent, *, hit: bool, ttl: int | None = None

@@ -12,7 +12,7 @@ socket timeout while Redis is down.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
@@ -80,6 +80,27 @@ class RedisCache:
         left: int = await self._call(lambda: self.client.ttl(key))
         return left if left >= 0 else None
 
+    async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        """The cached value of each key, in order (None on a miss): one ``MGET``."""
+        if not keys:
+            return []
+        values: list[Any] = await self._call(lambda: self.client.mget(keys))
+        return [bytes(v) if v is not None else None for v in values]
+
+    async def set_many(self, items: Sequence[tuple[str, bytes, int]]) -> None:
+        """Store each ``(key, value, ttl_s)`` in one pipelined round trip (TTL <= 0: not stored)."""
+        stored = [(key, value, ttl_s) for key, value, ttl_s in items if ttl_s > 0]
+        if not stored:
+            return
+
+        async def write() -> None:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for key, value, ttl_s in stored:
+                    pipe.set(key, value, ex=ttl_s)
+                await pipe.execute()
+
+        await self._call(write)
+
     def _version_key(self, tenant_id: str, collection: str) -> str:
         return f"{self.prefix}:v:{tenant_id}:{collection}"
 
@@ -89,6 +110,14 @@ class RedisCache:
             lambda: self.client.get(self._version_key(tenant_id, collection))
         )
         return int(raw) if raw is not None else 0
+
+    async def index_versions(self, scopes: Sequence[tuple[str, str]]) -> list[int]:
+        """The index version of each ``(tenant_id, collection)``, in order: one ``MGET``."""
+        if not scopes:
+            return []
+        keys = [self._version_key(tenant_id, collection) for tenant_id, collection in scopes]
+        raw: list[Any] = await self._call(lambda: self.client.mget(keys))
+        return [int(v) if v is not None else 0 for v in raw]
 
     async def bump_index_version(self, tenant_id: str, collection: str) -> int:
         """Increment the tenant's index version; its old cache keys are never read again."""
