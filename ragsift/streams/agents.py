@@ -5,11 +5,13 @@ be committed past an event still in flight), batching inside the agent with
 ``stream.take_events``. Events of a batch are acknowledged only when the next
 batch is requested, and the producer is flushed before that, so a crash
 re-delivers the batch instead of losing it (at-least-once; output ids are
-deterministic, so the replay is harmless).
+deterministic, so the replay is harmless). Outputs go straight to the app's
+producer without waiting for each delivery: the flush waits for all of them.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator
 from typing import Any, cast
@@ -23,7 +25,7 @@ from ragsift.schemas import DeadLetter
 from ragsift.streams.app import declare_topic
 from ragsift.streams.codec import EventCodec
 from ragsift.streams.topics import TOPICS
-from ragsift.workers.base import Handler
+from ragsift.workers.base import Emit, Handler
 
 __all__ = ["attach_handler"]
 
@@ -41,8 +43,9 @@ def attach_handler(
 ) -> None:
     """Register an agent on ``app`` that drives ``handler`` over its source topic."""
     source = declare_topic(app, handler.source, prefix)
-    outputs = {name: declare_topic(app, name, prefix) for name in TOPICS}
+    dead_letters = declare_topic(app, "deadletter", prefix)
     codecs = {name: EventCodec(spec.model) for name, spec in TOPICS.items()}
+    names = {name: spec.name(prefix) for name, spec in TOPICS.items()}
     decode = EventCodec(handler.model)
 
     async def dead_letter(event: Any, exc: Exception, query_id: str | None = None) -> None:
@@ -72,11 +75,31 @@ def attach_handler(
             stage,
             exc,
         )
-        await outputs["deadletter"].send(
+        await dead_letters.send(
             key=letter.dead_letter_id.encode(), value=codecs["deadletter"].encode(letter)
         )
 
+    async def publish(emits: list[Emit]) -> None:
+        # The producer itself, not Topic.send: its per-message future, channel
+        # event and sensor calls cost more than encoding the event. The topics
+        # exist (workers create the registry's topics at start), and in
+        # exactly-once mode app.producer is the transaction manager either way.
+        producer = await app.maybe_start_producer()
+        for emit in emits:
+            await producer.send(
+                names[emit.topic],
+                emit.key.encode(),
+                codecs[emit.topic].encode(emit.event),
+                partition=None,
+                timestamp=None,
+                headers=None,
+            )
+
     async def run(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+        # What exists when the agent starts (app, index, engines, modules) lives as
+        # long as the process: take it out of the cyclic collector, whose full
+        # collections otherwise rescan it every few batches.
+        gc.freeze()
         # take_events is on the concrete Stream, not on the StreamT protocol.
         batches = cast(faust.Stream[bytes], stream).take_events(batch_size, within=within_s)
         async for events in batches:
@@ -99,10 +122,7 @@ def attach_handler(
                         await dead_letter(event, outcome, getattr(model, "query_id", None))
                         continue
                     metrics.events.labels(handler.name, "ok").inc()
-                    for emit in outcome:
-                        await outputs[emit.topic].send(
-                            key=emit.key.encode(), value=codecs[emit.topic].encode(emit.event)
-                        )
+                    await publish(outcome)
             # Outputs are on the broker before this batch's offsets can be committed.
             await app.producer.flush()
             yield None
