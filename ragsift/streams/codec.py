@@ -62,6 +62,12 @@ class EventCodec(Generic[M]):
                 f"{name}: payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES} bytes"
             )
         try:
+            # Parsing and validating in one pydantic-core call is the fast path; a
+            # payload it refuses takes the step-by-step path below, which names the fault.
+            return self.model.model_validate_json(payload)
+        except ValidationError:
+            pass
+        try:
             data: Any = json.loads(payload)
         except UnicodeDecodeError as exc:
             raise DecodeError(f"{name}: payload is not UTF-8 ({exc.reason})") from exc
