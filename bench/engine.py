@@ -27,7 +27,7 @@ import numpy as np
 import qdrant_edge as qe
 
 from ragsift.retrieval.bm25 import Bm25Encoder
-from ragsift.retrieval.index import RRF_K, RawPoint, rrf_fuse
+from ragsift.retrieval.index import RRF_K, PointKey, RawPoint, rrf_fuse
 
 SEED = 20240611
 DIM = 384
@@ -149,13 +149,13 @@ def main() -> None:
     def client_hybrid_many(indices: list[int]) -> None:
         reqs = [r for i in indices for r in (dense(i, PREFETCH, False), sparse(i))]
         answers = shard.query_batch(qe.QueryBatchRequest(reqs))
-        winners: list[str] = []
+        winners: list[PointKey] = []
         for j in range(len(indices)):
             channels = [
-                [RawPoint(str(p.id), p.score) for p in a] for a in answers[2 * j : 2 * j + 2]
+                [RawPoint(p.id.int, p.score) for p in a] for a in answers[2 * j : 2 * j + 2]
             ]
             winners.extend(pid for pid, _ in rrf_fuse(channels, k=RRF_K)[:LIMIT])
-        shard.retrieve(list(dict.fromkeys(winners)), True, False)
+        shard.retrieve([uuid.UUID(int=int(k)) for k in dict.fromkeys(winners)], True, False)
 
     def qdrant_hybrid_many(indices: list[int]) -> None:
         reqs = [r for i in indices for r in (dense(i, PREFETCH, False), sparse(i), fused(i))]

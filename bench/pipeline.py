@@ -20,6 +20,7 @@ import json
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +29,7 @@ from corpus import make_corpus, make_queries
 
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.retrieval.bm25 import Bm25Encoder
-from ragsift.retrieval.index import RRF_K, RawPoint, rrf_fuse
+from ragsift.retrieval.index import RRF_K, PointKey, RawPoint, rrf_fuse
 from ragsift.retrieval.pipeline import prefetch_limit
 from ragsift.schemas import QueryEvent
 from ragsift.settings import Settings
@@ -83,11 +84,13 @@ def engine_qps(shard_dir: Path, events: list[QueryEvent], batch: int, limit: int
     for i in range(0, len(requests), batch):
         pairs = requests[i : i + batch]
         answers = shard.query_batch(qe.QueryBatchRequest([r for pair in pairs for r in pair]))
-        winners: list[qe.PointId] = []
+        winners: list[PointKey] = []
         for j in range(len(pairs)):
-            channels = [[RawPoint(p.id, p.score) for p in a] for a in answers[2 * j : 2 * j + 2]]
+            channels = [
+                [RawPoint(p.id.int, p.score) for p in a] for a in answers[2 * j : 2 * j + 2]
+            ]
             winners.extend(pid for pid, _ in rrf_fuse(channels, k=RRF_K)[:limit])
-        shard.retrieve(list(dict.fromkeys(winners)), True, False)
+        shard.retrieve([uuid.UUID(int=int(k)) for k in dict.fromkeys(winners)], True, False)
     qps = len(requests) / (time.perf_counter() - start)
     shard.close()
     return qps

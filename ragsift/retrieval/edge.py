@@ -21,6 +21,7 @@ import asyncio
 import json
 import os
 import threading
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -154,8 +155,9 @@ def _to_request(query: ChannelQuery, flt: qe.Filter) -> qe.QueryRequest:
 
 
 def _raw(points: Sequence[qe.ScoredPoint]) -> list[RawPoint]:
-    # ragsift writes UUID point ids only (point_id), never the engine's int ids.
-    return [RawPoint(p.id, p.score, p.payload) for p in points]  # type: ignore[arg-type]
+    # Point ids are UUIDs (point_id); their 128-bit integers hash and compare in C
+    # where UUID objects call Python methods, and are not tracked by the collector.
+    return [RawPoint(p.id.int, p.score, p.payload) for p in points]  # type: ignore[union-attr]
 
 
 class EdgeIndex:
@@ -348,13 +350,13 @@ class EdgeIndex:
         )
 
     def _payloads(
-        self, opened: _Collection, ids: list[qe.PointId]
+        self, opened: _Collection, keys: list[PointKey]
     ) -> dict[PointKey, Mapping[str, Any]]:
-        if not ids:
+        if not keys:
             return {}
+        ids: list[qe.PointId] = [uuid.UUID(int=int(key)) for key in keys]
         records = opened.shard.retrieve(ids, True, False)
-        # ragsift writes UUID point ids only (point_id), never the engine's int ids.
-        return {r.id: r.payload or {} for r in records}  # type: ignore[misc]
+        return {r.id.int: r.payload or {} for r in records}  # type: ignore[union-attr]  # UUIDs, see _raw
 
     async def search(self, collection: str, request: SearchRequest) -> list[SearchHit]:
         """Search one tenant's chunks (see :mod:`ragsift.retrieval.index` for hybrid)."""
@@ -379,7 +381,7 @@ class EdgeIndex:
             results = [_raw(a) for a in answers[cursor : cursor + len(plan.queries)]]
             ranked.append(rank_answers(plan, results, k=RRF_K))
             cursor += len(plan.queries)
-        wanted: dict[qe.PointId, None] = {pid: None for r in ranked for pid in r.payload_ids}
+        wanted = {pid: None for r in ranked for pid in r.payload_ids}
         payloads = self._payloads(opened, list(wanted))
         return [assemble_hits(r, payloads) for r in ranked]
 

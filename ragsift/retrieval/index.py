@@ -96,11 +96,12 @@ SearchMode: TypeAlias = Literal["hybrid", "dense", "keyword"]
 HybridFusion: TypeAlias = Literal["client", "qdrant"]
 PayloadValue: TypeAlias = str | int | bool | Sequence[str] | Sequence[int]
 Vector: TypeAlias = Sequence[float] | npt.NDArray[np.floating[Any]]
-#: A point id as an engine returns it: ``str`` from a Qdrant server, ``uuid.UUID``
-#: from Qdrant Edge. Point ids are UUIDs, and a UUID orders like its canonical
-#: string, so ties broken by either id break the same way. Edge ids stay UUIDs:
-#: formatting every candidate's id as a string cost more than the fusion itself.
-PointKey: TypeAlias = str | uuid.UUID
+#: A point id as an adapter ranks it: the UUID string from a Qdrant server, the
+#: UUID's 128-bit integer from Qdrant Edge. A UUID's integer orders like its
+#: canonical string, so ties broken by either break the same way. Edge keeps
+#: integers: formatting every candidate's id as a string, or hashing UUID
+#: objects, cost more than the fusion itself.
+PointKey: TypeAlias = str | int
 
 DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "bm25"
