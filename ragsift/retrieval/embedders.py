@@ -94,7 +94,8 @@ CHAR_NGRAM_WEIGHT = 0.6
 CHAR_NGRAM_SIZES = (3, 4, 5)
 #: Keyed per algorithm version: a change of hashing must change the embedder id.
 _HASH_PERSON = b"ragsift-hash-v1"
-_HASH_CACHE_SIZE = 1 << 18
+#: Feature -> bucket memo; ~300 bytes an entry, so at most ~20 MB per process.
+_HASH_CACHE_SIZE = 1 << 16
 _EMPTY_FEATURE = "\x00empty"
 #: Above this many texts, embed in a worker thread so the event loop keeps serving.
 _INLINE_BATCH_MAX = 32
