@@ -389,11 +389,14 @@ async def test_soak_at_eighty_percent_of_max_rate_memory_and_lag_stay_flat(
     third = max(1, len(samples) // 3)
     early_lag = statistics.median(s[1] for s in samples[:third])
     late_lag = statistics.median(s[1] for s in samples[-third:])
-    rss_start, rss_end = samples[0][2], samples[-1][2]
+    # Memory after the first third: bounded caches (the embedder's feature memo,
+    # ~20 MB) fill while warming up; a leak keeps growing after that.
+    rss_start, rss_end = samples[third][2], samples[-1][2]
     print(
         f"soak: max {max_rate:.0f} q/s, paced {rate:.0f} q/s for {SOAK_S:.0f}s;"
         f" lag median early {early_lag:.0f} late {late_lag:.0f};"
-        f" rss {rss_start / 2**20:.1f} -> {rss_end / 2**20:.1f} MiB"
+        f" rss {samples[0][2] / 2**20:.1f}, warm {rss_start / 2**20:.1f}"
+        f" -> end {rss_end / 2**20:.1f} MiB"
     )
     assert rss_end < rss_start * 1.10, (rss_start, rss_end)
     # Not growing: the late backlog stays within a second's worth of the early one.
