@@ -81,3 +81,12 @@ async def test_expiry_lru_and_versions() -> None:
     assert await cache.index_version("other", "default") == 0
     with pytest.raises(ValueError, match="max_entries"):
         InMemoryCache(max_entries=0)
+
+
+async def test_batch_calls_match_the_single_ones() -> None:
+    cache = InMemoryCache()
+    await cache.set_many([("a", b"1", 10), ("zero", b"x", 0), ("b", b"2", 10)])
+    assert await cache.get_many(["a", "zero", "missing", "b"]) == [b"1", None, None, b"2"]
+    assert await cache.get_many([]) == []
+    await cache.bump_index_version("acme", "default")
+    assert await cache.index_versions([("acme", "default"), ("other", "default")]) == [1, 0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -266,3 +267,13 @@ def test_rrf_fuse_follows_qdrants_formula() -> None:
     sparse = [RawPoint("b", 5.0), RawPoint("c", 1.0)]
     fused = dict(rrf_fuse([dense, sparse], k=2))
     assert fused == pytest.approx({"a": 1 / 2, "b": 1 / 3 + 1 / 2, "c": 1 / 3})
+
+
+def test_edge_integer_keys_break_ties_like_the_servers_strings() -> None:
+    # Edge ranks by a UUID's integer, the server adapter by its string: same order.
+    ids = [point_id(f"chunk-{i}") for i in range(50)]
+    tied = [RawPoint(uuid.UUID(pid).int, 1.0) for pid in ids]
+    as_strings = [RawPoint(pid, 1.0) for pid in ids]
+    by_int = [uuid.UUID(int=int(pid)) for pid, _ in rrf_fuse([tied, tied[::-1]], k=2)]
+    by_str = [uuid.UUID(str(pid)) for pid, _ in rrf_fuse([as_strings, as_strings[::-1]], k=2)]
+    assert by_int == by_str
