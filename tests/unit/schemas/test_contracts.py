@@ -79,6 +79,20 @@ def test_non_finite_vector_is_rejected(bad: float) -> None:
     assert "index 1" in error_text(exc)
 
 
+def test_first_non_finite_component_is_named() -> None:
+    with pytest.raises(ValidationError, match=r"got inf at index 2"):
+        make_query(vector=[0.1, 0.2, math.inf, math.nan], embedder_id="e")
+
+
+def test_huge_finite_components_are_accepted() -> None:
+    # Their sum overflows to inf: the fast check must not mistake that for a bad component.
+    assert make_query(vector=[1e308, 1e308, -1e308], embedder_id="e").vector == [
+        1e308,
+        1e308,
+        -1e308,
+    ]
+
+
 def test_vector_dimension_limits() -> None:
     with pytest.raises(ValidationError, match="vector dimension"):
         make_query(vector=[], embedder_id="e")
