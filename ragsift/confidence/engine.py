@@ -2,8 +2,9 @@
 
 One call normalizes every channel, computes the signals, selects the kept hits
 (threshold, adaptive or top-k), scores confidence, and derives levels, flags,
-disclaimer, recommendations and answerability. ``assess_batch`` does the same
-for many queries at once, vectorized.
+disclaimer, recommendations and answerability. ``assess_many`` gives exactly
+``assess``'s results for many queries, sharing its numpy calls; ``assess_batch``
+does the same work vectorized (its signals may differ from ``assess`` in the last bits).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ragsift.confidence.hits import HitBatch, HitScores
 from ragsift.confidence.levels import advisory_codes, level_codes
 from ragsift.confidence.scorers import Scorer, ScoringInputs, make_scorer
 from ragsift.confidence.signals import PreparedBatch, compute_signal_matrix, prepare_batch
-from ragsift.confidence.single import assess_one
+from ragsift.confidence.single import assess_many, assess_one
 from ragsift.confidence.strategies import strategy_for
 
 __all__ = ["ConfidenceEngine", "ResponseQuality"]
@@ -122,6 +123,55 @@ class ConfidenceEngine:
             threshold=t,
             response_quality=_response_value(response_quality),
             adaptive=adaptive,
+        )
+
+    def assess_many(
+        self,
+        hits: Sequence[HitScores],
+        *,
+        thresholds: Sequence[float | None] | None = None,
+        tasks: Sequence[str | None] | None = None,
+    ) -> list[Assessment]:
+        """Assess many queries: exactly ``[assess(h, threshold=t, task=k) ...]``, faster.
+
+        Unlike :meth:`assess_batch`, whose numpy reductions sum in another order than
+        :meth:`assess` (signals differ in the last bits), this keeps :meth:`assess`'s
+        arithmetic and only shares its numpy calls (normalization) across the queries,
+        so each query's assessment is identical to assessing it alone.
+
+        Args:
+            hits: each query's raw scores and metadata.
+            thresholds: per-query similarity threshold, None = the configured one.
+            tasks: per-query E2 task type for adaptive selection, None = none.
+        """
+        cfg = self.config
+        q = len(hits)
+        ts = [None] * q if thresholds is None else list(thresholds)
+        ks = [None] * q if tasks is None else list(tasks)
+        if len(ts) != q or len(ks) != q:
+            raise ConfidenceError(
+                f"thresholds and tasks must have one value per query ({q}), "
+                f"got {len(ts)} and {len(ks)}"
+            )
+        bars: list[float] = []
+        for h, threshold in zip(hits, ts, strict=True):
+            t = cfg.similarity_threshold if threshold is None else threshold
+            if not 0.0 <= t <= 1.0:
+                raise ConfidenceError(f"threshold must be in [0, 1], got {t}")
+            self._check_metric(h.primary_metric, h.n_hits)
+            bars.append(t)
+        return assess_many(
+            hits,
+            cfg=cfg,
+            scorer=self.scorer,
+            answer_threshold=self.answer_threshold,
+            calibration_version=self._calibration_version,
+            thresholds=bars,
+            response_quality=[_response_value(None)] * q,
+            adaptive=[
+                cfg.adaptive if task is None else strategy_for(task).apply(cfg.adaptive)
+                for task in ks
+            ],
         )
 
     def _check_metric(self, primary_metric: str, n: int) -> None:

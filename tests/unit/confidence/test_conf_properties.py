@@ -16,6 +16,7 @@ from ragsift.confidence import (
     CalibrationArtifact,
     ConfidenceConfig,
     ConfidenceEngine,
+    ConfidenceError,
     ConformalSpec,
     DataSummary,
     HitScores,
@@ -243,3 +244,51 @@ def test_batch_path_equals_single_path(
     for i, hits in enumerate(same):
         single = engine.assess(hits)
         assert_same_assessment(result.item(i), single)
+
+
+@PROPERTY_SETTINGS
+@given(
+    batch=st.lists(hit_lists(), min_size=1, max_size=6),
+    scorer=st.sampled_from(SCORERS),
+    selection=st.sampled_from(SELECTIONS),
+    data=st.data(),
+)
+def test_assess_many_is_exactly_assess_per_query(
+    batch: list[HitScores], scorer: str, selection: str, data: st.DataObject
+) -> None:
+    # Bit-for-bit, not approximately: the pipeline scores with assess_many and its
+    # results must not change (mixed channels, thresholds and tasks in one call).
+    reranked = next((h for h in batch if h.rerank is not None), batch[0])
+    engine = _engine(scorer, selection, reranked)
+    thresholds = data.draw(
+        st.lists(st.none() | st.floats(0, 1), min_size=len(batch), max_size=len(batch))
+    )
+    tasks = data.draw(
+        st.lists(
+            st.none() | st.sampled_from(["debugging", "explanation", "unknown-task"]),
+            min_size=len(batch),
+            max_size=len(batch),
+        )
+    )
+    many = engine.assess_many(batch, thresholds=thresholds, tasks=tasks)
+    for hits, t, task, got in zip(batch, thresholds, tasks, many, strict=True):
+        assert got.to_dict() == engine.assess(hits, threshold=t, task=task).to_dict()
+
+
+def test_assess_many_checks_lengths_and_thresholds() -> None:
+    engine = ENGINES[("weighted", "threshold")]
+    hits = HitScores(dense=np.array([0.9, 0.2]))
+    with pytest.raises(ConfidenceError, match="one value per query"):
+        engine.assess_many([hits], thresholds=[0.5, 0.5])
+    with pytest.raises(ConfidenceError, match=r"threshold must be in \[0, 1\], got 1.5"):
+        engine.assess_many([hits], thresholds=[1.5])
+    assert engine.assess_many([]) == []
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in divide:RuntimeWarning")
+def test_infinite_bm25_ranks_as_assess_does() -> None:
+    # An infinite BM25 score normalizes to NaN; the fast ordering must defer to numpy's.
+    engine = ENGINES[("weighted", "top_k")]
+    hits = HitScores(sparse=np.array([3.0, np.inf, 7.0, 0.0]))
+    [many] = engine.assess_many([hits])
+    assert many.kept_indices == engine.assess(hits).kept_indices == (2, 0, 3, 1)
