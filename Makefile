@@ -6,7 +6,7 @@ PY := .venv/bin/python
 .PHONY: help install demo test unit e2e-faults lint format bench services-up services-down services-status deploy-tools schemas clean
 
 help: ## Show this help
-	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
 
 install: ## Create .venv with the locked dependencies (cached outside the repo)
 	@scripts/install
