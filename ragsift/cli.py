@@ -482,8 +482,7 @@ def submit(
     """Publish events (one JSON object per line) to a ragsift topic on Kafka."""
     import sys
 
-    from aiokafka import AIOKafkaProducer
-
+    from ragsift.streams import clients
     from ragsift.streams.codec import EventCodec
     from ragsift.streams.topics import TOPICS
 
@@ -503,9 +502,7 @@ def submit(
     )
 
     async def run() -> tuple[int, int]:
-        producer = AIOKafkaProducer(
-            bootstrap_servers=settings.kafka.bootstrap_servers, acks="all", linger_ms=5
-        )
+        producer = clients.producer(settings.kafka, linger_ms=5)
         await producer.start()
         sent = rejected = 0
         try:
@@ -552,8 +549,7 @@ def tail(
     """Print a topic's events, pretty-printed, as they arrive."""
     import time
 
-    from aiokafka import AIOKafkaConsumer
-
+    from ragsift.streams import clients
     from ragsift.streams.topics import TOPICS
 
     if topic not in TOPICS:
@@ -563,11 +559,10 @@ def tail(
     name = TOPICS[topic].name(settings.kafka.topic_prefix)
 
     async def run() -> int:
-        consumer = AIOKafkaConsumer(
+        consumer = clients.consumer(
+            settings.kafka,
             name,
-            bootstrap_servers=settings.kafka.bootstrap_servers,
             auto_offset_reset="earliest" if from_beginning else "latest",
-            enable_auto_commit=False,
         )
         await consumer.start()
         shown = 0

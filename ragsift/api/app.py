@@ -27,6 +27,7 @@ from ragsift.errors import DecodeError
 from ragsift.observability.metrics import Metrics
 from ragsift.schemas import DeadLetter, QueryEvent, Report, RetrievalResult
 from ragsift.settings import KafkaSettings, LimitSettings
+from ragsift.streams import clients
 from ragsift.streams.codec import EventCodec
 from ragsift.streams.topics import TOPICS
 
@@ -84,13 +85,9 @@ class QueryApi:
 
     async def start(self) -> None:
         """Connect to Kafka and start reading results from the end of each partition."""
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=self.kafka.bootstrap_servers, acks="all", linger_ms=2
-        )
+        self._producer = clients.producer(self.kafka, linger_ms=2)
         await self._producer.start()
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.kafka.bootstrap_servers, enable_auto_commit=False
-        )
+        self._consumer = clients.consumer(self.kafka)
         await self._consumer.start()
         partitions = []
         for logical in ("retrievals", "reports", "deadletter"):

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import contextlib
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from ragsift.settings import KafkaSettings
+from ragsift.streams.clients import admin_client
 from ragsift.streams.topics import TOPICS
 
 __all__ = ["ensure_topics"]
@@ -21,7 +22,7 @@ __all__ = ["ensure_topics"]
 
 async def ensure_topics(kafka: KafkaSettings) -> list[str]:
     """Create missing registry topics; return the names created."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
+    admin = admin_client(kafka)
     await admin.start()
     try:
         existing = set(await admin.list_topics())
