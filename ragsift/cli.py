@@ -6,7 +6,8 @@ import asyncio
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from collections.abc import Coroutine
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -17,6 +18,8 @@ from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
 
 __all__ = ["app", "main"]
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="ragsift",
@@ -40,6 +43,20 @@ def _settings() -> Settings:
     except RagsiftError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
+
+
+def _kafka(settings: Settings, work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` against the cluster; a broker that cannot be reached is a one-line error."""
+    from aiokafka.errors import KafkaError
+
+    try:
+        return asyncio.run(work)
+    except KafkaError as exc:
+        err_console.print(
+            f"[red]error:[/red] Kafka at {settings.kafka.bootstrap_servers}"
+            f" ({settings.kafka.security_protocol}) is not usable: {exc}"
+        )
+        raise typer.Exit(1) from exc
 
 
 @app.command()
@@ -68,7 +85,7 @@ def topics(
     if create:
         from ragsift.streams.admin import ensure_topics
 
-        created = asyncio.run(ensure_topics(settings.kafka))
+        created = _kafka(settings, ensure_topics(settings.kafka))
         console.print(f"created {len(created)} topics: {', '.join(created) or '-'}")
     table = Table("topic", "contract", "key", "cleanup", "retention (days)", "what")
     for spec in TOPICS.values():
@@ -503,9 +520,9 @@ def submit(
 
     async def run() -> tuple[int, int]:
         producer = clients.producer(settings.kafka, linger_ms=5)
-        await producer.start()
         sent = rejected = 0
         try:
+            await producer.start()
             for lineno, line in enumerate(lines, 1):
                 if not line.strip():
                     continue
@@ -529,7 +546,7 @@ def submit(
             await producer.stop()
         return sent, rejected
 
-    sent, rejected = asyncio.run(run())
+    sent, rejected = _kafka(settings, run())
     console.print(
         f"sent {sent} events to {spec.name(settings.kafka.topic_prefix)}; rejected {rejected}"
     )
@@ -564,10 +581,10 @@ def tail(
             name,
             auto_offset_reset="earliest" if from_beginning else "latest",
         )
-        await consumer.start()
         shown = 0
         last = time.monotonic()
         try:
+            await consumer.start()
             while limit is None or shown < limit:
                 batches = await consumer.getmany(timeout_ms=500)
                 for tp, records in batches.items():
@@ -585,7 +602,7 @@ def tail(
             await consumer.stop()
         return shown
 
-    shown = asyncio.run(run())
+    shown = _kafka(settings, run())
     err_console.print(f"{shown} events from {name}")
 
 

@@ -23,8 +23,8 @@ __all__ = ["ensure_topics"]
 async def ensure_topics(kafka: KafkaSettings) -> list[str]:
     """Create missing registry topics; return the names created."""
     admin = admin_client(kafka)
-    await admin.start()
     try:
+        await admin.start()
         existing = set(await admin.list_topics())
         wanted = [
             NewTopic(
