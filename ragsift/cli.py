@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from pathlib import Path
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
