@@ -316,9 +316,7 @@ class EdgeIndex:
                 if not sparse.is_empty:
                     vectors[SPARSE_VECTOR] = _sparse(sparse)
                 points.append(
-                    qe.Point(
-                        id=point_id(record), vector=vectors, payload=record_payload(record)
-                    )
+                    qe.Point(id=point_id(record), vector=vectors, payload=record_payload(record))
                 )
             with opened.write_lock:
                 opened.shard.update(qe.UpdateOperation.upsert_points(points))
