@@ -39,7 +39,7 @@ round trip (the payload fetch); ``hybrid_fusion="qdrant"`` runs Qdrant's
 namespace: re-ingesting a chunk overwrites it instead of duplicating it, and
 two tenants' chunks never share a point even when their document ids are the
 same (chunk ids are ``<doc_id>:<n>`` and tenants choose their doc ids).
-Before 0.1.1 the id was UUIDv5 of the chunk id alone; see ADR 004 for what
+Before issue 12 the id was UUIDv5 of the chunk id alone; see ADR 004 for what
 that means for shards written then.
 """
 
