@@ -2,7 +2,8 @@
 
 Chunks break at paragraph, then sentence, then word boundaries, so a chunk
 rarely cuts a sentence in half. Chunk ids are ``<doc_id>:<n>``: re-ingesting a
-document replaces its chunks instead of adding new ones.
+document replaces its chunks instead of adding new ones. They are unique within
+a tenant only; the index scopes point ids by tenant and collection.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """Index documents: chunk, embed, replace the document's old chunks, bump the version.
 
 Used by ``ragsift ingest`` and by the indexer worker (DocumentEvents). Chunk
-ids are ``<doc_id>:<n>``, so re-ingesting a document is idempotent; its old
-chunks are deleted first so a shorter new version leaves no stale tail. The
-tenant's index version is bumped afterwards, which invalidates its cache keys.
+ids are ``<doc_id>:<n>`` and point ids derive from (tenant, collection, chunk
+id), so re-ingesting a document is idempotent and never touches another
+tenant's document of the same id; the tenant's old chunks of the document are
+deleted first so a shorter new version leaves no stale tail. The tenant's
+index version is bumped afterwards, which invalidates its cache keys only.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ from ragsift.schemas import (
     Report,
     RetrievalResult,
     RetrievedChunk,
-    derive_id,
+    derive_query_id,
 )
 
 __all__ = ["EVIDENCE_SOURCE", "ReportBuilder", "ReportSettings", "badge_for", "banner_for"]
@@ -300,7 +300,7 @@ class ReportBuilder:
 
     def _bypass(self, result: RetrievalResult) -> Report:
         return Report(
-            report_id=derive_id(result.query_id, "report"),
+            report_id=derive_query_id(result.tenant_id, result.query_id, "report"),
             query_id=result.query_id,
             tenant_id=result.tenant_id,
             collection=result.collection,
@@ -341,7 +341,7 @@ class ReportBuilder:
         else:
             disclaimer = disclaimer_for(result.status, confidence).text
         report = Report(
-            report_id=derive_id(result.query_id, "report"),
+            report_id=derive_query_id(result.tenant_id, result.query_id, "report"),
             query_id=result.query_id,
             tenant_id=result.tenant_id,
             collection=result.collection,

@@ -54,16 +54,24 @@ class ResultCache(Protocol):
         """Store each ``(key, value, ttl_s)`` (``ttl_s`` > 0), in one round trip."""
         ...
 
-    async def index_version(self, tenant_id: str, collection: str) -> int:
-        """The tenant's index version (0 before any ingestion)."""
+    async def index_version(self, tenant_id: str, collection: str) -> int | None:
+        """The tenant's index version (0 before any ingestion; None when unreadable)."""
         ...
 
-    async def index_versions(self, scopes: Sequence[tuple[str, str]]) -> list[int]:
-        """The index version of each ``(tenant_id, collection)``, in order, in one round trip."""
+    async def index_versions(self, scopes: Sequence[tuple[str, str]]) -> list[int | None]:
+        """The index version of each ``(tenant_id, collection)``, in order, in one round trip.
+
+        None marks a counter that is not an integer (corrupted, or written by something
+        else): the caller must not read or write entries under it, and may reset it with
+        :meth:`bump_index_version`.
+        """
         ...
 
     async def bump_index_version(self, tenant_id: str, collection: str) -> int:
-        """Increment and return the tenant's index version (invalidates its cache keys)."""
+        """Increment and return the tenant's index version (invalidates its cache keys).
+
+        An unreadable counter is reset to a version no earlier entry can carry.
+        """
         ...
 
     async def close(self) -> None:
@@ -169,11 +177,11 @@ class InMemoryCache:
         for key, value, ttl_s in items:
             await self.set(key, value, ttl_s)
 
-    async def index_version(self, tenant_id: str, collection: str) -> int:
+    async def index_version(self, tenant_id: str, collection: str) -> int | None:
         """The tenant's index version (0 before any ingestion)."""
         return self._versions.get((tenant_id, collection), 0)
 
-    async def index_versions(self, scopes: Sequence[tuple[str, str]]) -> list[int]:
+    async def index_versions(self, scopes: Sequence[tuple[str, str]]) -> list[int | None]:
         """The index version of each ``(tenant_id, collection)``, in order."""
         return [self._versions.get(scope, 0) for scope in scopes]
 

@@ -291,13 +291,14 @@ class EdgeIndex:
             embedder_id=opened.stored.embedder_id,
             dim=opened.stored.dim,
             points_count=opened.shard.info().points_count,
-            tenants={str(hit.value): hit.count for hit in facet.hits},
+            # Deleted points can leave a zero count in the facet: a tenant with no chunks is absent.
+            tenants={str(hit.value): hit.count for hit in facet.hits if hit.count},
         )
 
     # -- writes ---------------------------------------------------------------
 
     async def upsert(self, collection: str, records: Sequence[ChunkRecord]) -> int:
-        """Insert or overwrite chunks; the point id is derived from ``chunk_id``."""
+        """Insert or overwrite chunks; the point id derives from tenant, collection and chunk id."""
         opened = self._open(collection)
         for record in records:
             if record.collection != collection:
@@ -315,9 +316,7 @@ class EdgeIndex:
                 if not sparse.is_empty:
                     vectors[SPARSE_VECTOR] = _sparse(sparse)
                 points.append(
-                    qe.Point(
-                        id=point_id(record.chunk_id), vector=vectors, payload=record_payload(record)
-                    )
+                    qe.Point(id=point_id(record), vector=vectors, payload=record_payload(record))
                 )
             with opened.write_lock:
                 opened.shard.update(qe.UpdateOperation.upsert_points(points))

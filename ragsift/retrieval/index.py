@@ -35,8 +35,12 @@ the same hits in the same order. Against a remote server it costs one extra
 round trip (the payload fetch); ``hybrid_fusion="qdrant"`` runs Qdrant's
 ``Fusion.Rrf`` prefetch query in the same batch instead and needs none.
 
-**Point ids** are UUIDv5 of the chunk id in a fixed namespace: re-ingesting a
-chunk overwrites it instead of duplicating it.
+**Point ids** are UUIDv5 of (tenant, collection, chunk id) in a fixed
+namespace: re-ingesting a chunk overwrites it instead of duplicating it, and
+two tenants' chunks never share a point even when their document ids are the
+same (chunk ids are ``<doc_id>:<n>`` and tenants choose their doc ids).
+Before issue 12 the id was UUIDv5 of the chunk id alone; see ADR 004 for what
+that means for shards written then.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from ragsift.retrieval.errors import (
     MissingTenantError,
     TenantIsolationError,
 )
+from ragsift.schemas.base import tenant_scoped
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -121,9 +126,15 @@ POINT_ID_NAMESPACE = uuid.UUID("6f0f4a8e-7c1e-5b8a-9d3c-2a1b0c9d8e7f")
 _COLLECTION_NAME_MAX = 64
 
 
-def point_id(chunk_id: str) -> str:
-    """The deterministic Qdrant point id of a chunk (UUIDv5 of ``chunk_id``)."""
-    return str(uuid.uuid5(POINT_ID_NAMESPACE, chunk_id))
+def point_id(record: ChunkRecord) -> str:
+    """The deterministic Qdrant point id of a chunk, unique per (tenant, collection, chunk).
+
+    The tenant and collection are part of the name because chunk ids are only
+    unique within a tenant: without them one tenant's upsert overwrote another
+    tenant's chunk of the same document id (issue 12).
+    """
+    scoped = tenant_scoped(record.tenant_id, f"{record.collection}/{record.chunk_id}")
+    return str(uuid.uuid5(POINT_ID_NAMESPACE, scoped))
 
 
 def validate_collection_name(name: str) -> str:
@@ -180,7 +191,8 @@ class ChunkRecord:
     """One chunk to index.
 
     Attributes:
-        chunk_id: stable id of the chunk (its point id is derived from it).
+        chunk_id: stable id of the chunk within its tenant (its point id is derived
+            from tenant, collection and chunk id).
         tenant_id: owner; every search is filtered on it.
         collection: the collection it belongs to.
         doc_id: the source document, for re-ingestion (``VectorIndex.delete``).
@@ -406,7 +418,10 @@ class VectorIndex(Protocol):
         ...
 
     async def upsert(self, collection: str, records: Sequence[ChunkRecord]) -> int:
-        """Insert or overwrite chunks (idempotent by ``chunk_id``); returns how many."""
+        """Insert or overwrite chunks (idempotent by tenant, collection and ``chunk_id``).
+
+        Returns how many. A chunk never overwrites another tenant's chunk.
+        """
         ...
 
     async def delete(self, collection: str, tenant_id: str, doc_id: str) -> None:

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from pydantic import ValidationError
 
-from ragsift.confidence import HitScores, strategy_for
+from ragsift.confidence import Assessment, HitScores, strategy_for
 from ragsift.errors import InvalidEventError, RagsiftError, ServiceUnavailableError
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.cache import ResultCache, cache_key, ttl_for_status
@@ -25,7 +26,13 @@ from ragsift.retrieval.engines import EngineSet
 from ragsift.retrieval.errors import CollectionNotFoundError, EmbedderMismatchError
 from ragsift.retrieval.index import SearchHit, SearchRequest, VectorIndex
 from ragsift.retrieval.intents import classify_intent
-from ragsift.retrieval.results import bypass_result, error_result, evidence_for, scored_result
+from ragsift.retrieval.results import (
+    bypass_result,
+    error_result,
+    evidence_for,
+    result_id,
+    scored_result,
+)
 from ragsift.schemas import (
     CacheInfo,
     EvidenceEvent,
@@ -33,7 +40,6 @@ from ragsift.schemas import (
     RetrievalResult,
     SearchMode,
     Selection,
-    derive_id,
     utcnow,
 )
 from ragsift.settings import Settings
@@ -49,6 +55,8 @@ FAILED_DISCLAIMER = (
 # BM25-only hits missing from the dense channel's candidates get the lowest dense
 # score that channel returned: an upper bound on their true similarity.
 _MISSING = float("nan")
+# Failures that are the backend's, not the query's: retried, then an ``error`` result.
+_TRANSIENT = (ServiceUnavailableError, OSError, ConnectionError, TimeoutError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +118,8 @@ class RetrievalPipeline:
         self.cache = cache if settings.cache.enabled else None
         self.source = source
         self._inflight: dict[str, asyncio.Future[RetrievalResult]] = {}
+        # Collections seen to exist; greetings are checked against it before any metric.
+        self._known_collections: set[str] = set()
 
     async def process(self, queries: Sequence[QueryEvent]) -> list[PipelineOutput | Exception]:
         """One outcome per query, in order."""
@@ -215,12 +225,29 @@ class RetrievalPipeline:
             if intent == "search":
                 rest.append(p)
                 continue
+            # A bypass skips the search that would have refused an unknown collection:
+            # check it here, before the result is labelled or emitted anywhere.
+            try:
+                await self._check_collection(p.query.collection)
+            except InvalidEventError as exc:
+                out[p.position] = exc
+                continue
             answer = GREETING_REPLY if intent == "greeting" else await self._scope(p.query)
             result = bypass_result(
                 p.query, kind=intent, answer=answer, embedder_id=self.embedder.embedder_id
             )
             out[p.position] = self._finish(p.query, result)
         return rest
+
+    async def _check_collection(self, collection: str) -> None:
+        """Raise the unknown-collection error a search would raise, for queries that skip it."""
+        if collection in self._known_collections:
+            return
+        try:
+            await self.index.collection_info(collection)
+        except CollectionNotFoundError as exc:
+            raise unknown_collection(collection, exc) from exc
+        self._known_collections.add(collection)
 
     async def _scope(self, query: QueryEvent) -> str:
         """D7: describe what the index holds for this tenant, from its metadata only."""
@@ -248,7 +275,7 @@ class RetrievalPipeline:
         cache = self.cache
         scopes = list(dict.fromkeys((p.query.tenant_id, p.query.collection) for p in pending))
         try:
-            versions = dict(zip(scopes, await cache.index_versions(scopes), strict=True))
+            versions = dict(zip(scopes, await self._versions(cache, scopes), strict=True))
             for p in pending:
                 p.key = self._key(p, versions[(p.query.tenant_id, p.query.collection)])
             found = await cache.get_many([p.key for p in pending if p.key is not None])
@@ -262,8 +289,14 @@ class RetrievalPipeline:
                 self.metrics.cache.labels(cache.backend, "miss").inc()
                 rest.append(p)
                 continue
+            cached = self._decode(raw, p.query)
+            if cached is None:
+                # Unreadable (older schema, garbage) or not this query's scope: a miss,
+                # overwritten when this query's fresh result is stored.
+                self.metrics.cache.labels(cache.backend, "corrupt").inc()
+                rest.append(p)
+                continue
             self.metrics.cache.labels(cache.backend, "hit").inc()
-            cached = RetrievalResult.model_validate_json(raw)
             ttl = None
             try:
                 ttl = await cache.ttl(p.key) if p.key is not None else None
@@ -272,6 +305,29 @@ class RetrievalPipeline:
             result = self._reuse(cached, p.query, hit=True, ttl=ttl)
             out[p.position] = self._finish(p.query, result)
         return rest
+
+    async def _versions(self, cache: ResultCache, scopes: list[tuple[str, str]]) -> list[int]:
+        """Each scope's index version; an unreadable counter is counted and reset, not raised."""
+        versions = await cache.index_versions(scopes)
+        out: list[int] = []
+        for scope, version in zip(scopes, versions, strict=True):
+            if version is None:
+                self.metrics.cache.labels(cache.backend, "corrupt").inc()
+                # A reset version has no entries yet: the scope's queries miss, then re-fill it.
+                version = await cache.bump_index_version(*scope)
+            out.append(version)
+        return out
+
+    @staticmethod
+    def _decode(raw: bytes, query: QueryEvent) -> RetrievalResult | None:
+        """The cached result, or None when it does not decode or is not this scope's."""
+        try:
+            cached = RetrievalResult.model_validate_json(raw)
+        except ValidationError:
+            return None
+        if (cached.tenant_id, cached.collection) != (query.tenant_id, query.collection):
+            return None  # keys are tenant-scoped; never serve another tenant's entry anyway
+        return cached
 
     def _key(self, p: _Pending, version: int) -> str:
         q = p.query
@@ -327,7 +383,7 @@ class RetrievalPipeline:
         backend = self.cache.backend if self.cache is not None else None
         return result.model_copy(
             update={
-                "result_id": derive_id(query.query_id, "retrieval"),
+                "result_id": result_id(query),
                 "query_id": query.query_id,
                 "query": query.query,
                 "traceparent": query.traceparent,
@@ -357,19 +413,7 @@ class RetrievalPipeline:
         for i, p in enumerate(batch):
             by_collection.setdefault(p.query.collection, []).append(i)
         for collection, idxs in by_collection.items():
-            requests = [
-                SearchRequest(
-                    tenant_id=batch[i].query.tenant_id,
-                    query=batch[i].query.query,
-                    dense_vector=batch[i].vector,
-                    mode=batch[i].query.mode,
-                    limit=batch[i].limit,
-                    prefetch_limit=prefetch_limit(batch[i].limit),
-                    embedder_id=self.embedder.embedder_id,
-                )
-                for i in idxs
-            ]
-            found = await self._search_with_retries(collection, requests)
+            found = await self._search_collection(collection, [batch[i] for i in idxs])
             for i, hits in zip(idxs, found, strict=True):
                 hits_per_query[i] = hits
         t_search = time.perf_counter()
@@ -380,7 +424,8 @@ class RetrievalPipeline:
                 results.append(hits)
                 continue
             if isinstance(hits, Exception):
-                attempts = self.settings.qdrant.max_retries + 1
+                retried = isinstance(hits, _TRANSIENT)
+                attempts = self.settings.qdrant.max_retries + 1 if retried else 1
                 results.append(self._failed(p.query, "search", hits, attempts))
                 continue
             scorable.append((len(results), p, hits))
@@ -400,20 +445,72 @@ class RetrievalPipeline:
         for p, vec in zip(todo, vectors, strict=True):
             p.vector = vec.tolist()
 
-    async def _search_with_retries(
+    async def _search_collection(
+        self, collection: str, batch: list[_Pending]
+    ) -> list[list[SearchHit] | Exception]:
+        """One collection's searches; a request that cannot be built fails only its query."""
+        requests: list[SearchRequest | Exception] = []
+        for p in batch:
+            try:
+                requests.append(self._request(p))
+            except ValueError as exc:
+                requests.append(
+                    InvalidEventError(str(exc), stage="search", query_id=p.query.query_id)
+                )
+        valid = [r for r in requests if isinstance(r, SearchRequest)]
+        found = iter(await self._search_isolated(collection, valid))
+        return [r if isinstance(r, Exception) else next(found) for r in requests]
+
+    def _request(self, p: _Pending) -> SearchRequest:
+        return SearchRequest(
+            tenant_id=p.query.tenant_id,
+            query=p.query.query,
+            dense_vector=p.vector,
+            mode=p.query.mode,
+            limit=p.limit,
+            prefetch_limit=prefetch_limit(p.limit),
+            embedder_id=self.embedder.embedder_id,
+        )
+
+    async def _search_isolated(
         self, collection: str, requests: list[SearchRequest]
     ) -> list[list[SearchHit] | Exception]:
+        """One hit list or exception per request; one request's failure is its own.
+
+        The batch goes to the engine in one call; when that call fails for a reason
+        other than the backend or the collection (a hostile vector, an engine error
+        on one query), each request is searched alone so only the guilty one fails.
+        """
+        if not requests:
+            return []
+        try:
+            return list(await self._search_with_retries(collection, requests))
+        except CollectionNotFoundError as exc:
+            return [unknown_collection(collection, exc) for _ in requests]
+        except _TRANSIENT as exc:
+            return [exc for _ in requests]
+        except ValueError as exc:  # the index refusing one request's input
+            if len(requests) == 1:
+                return [InvalidEventError(str(exc), stage="search")]
+        except Exception as exc:  # an engine error: never let it fail the batch's other queries
+            if len(requests) == 1:
+                return [exc]
+        alone: list[list[SearchHit] | Exception] = []
+        for request in requests:
+            alone.extend(await self._search_isolated(collection, [request]))
+        return alone
+
+    async def _search_with_retries(
+        self, collection: str, requests: list[SearchRequest]
+    ) -> list[list[SearchHit]]:
+        """``search_batch`` with bounded retries on backend failures (which it re-raises)."""
         attempts = self.settings.qdrant.max_retries + 1
         for attempt in range(attempts):
             try:
                 return list(await self.index.search_batch(collection, requests))
-            except CollectionNotFoundError as exc:
-                bad: Exception = InvalidEventError(f"unknown collection {collection!r}: {exc}")
-                return [bad for _ in requests]
-            except (ServiceUnavailableError, OSError, ConnectionError, TimeoutError) as exc:
+            except _TRANSIENT:
                 if attempt + 1 == attempts:
-                    failed: Exception = exc
-                    return [failed for _ in requests]
+                    raise
                 await asyncio.sleep(RETRY_BASE_S * 2**attempt)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -433,12 +530,7 @@ class RetrievalPipeline:
         out: list[tuple[int, RetrievalResult]] = []
         for (selection, mode), items in by_engine.items():
             t0 = time.perf_counter()
-            engine = self.engines.engine(selection, mode)
-            assessments = engine.assess_many(
-                [hit_scores(hits, mode, p.query.entities) for _, p, hits in items],
-                thresholds=[p.query.similarity_threshold for _, p, _ in items],
-                tasks=[p.query.task_type for _, p, _ in items] if selection == "adaptive" else None,
-            )
+            assessments = self._assess_isolated(selection, mode, items)
             score_ms = round((time.perf_counter() - t0) * 1000 / len(items), 3)
             timings = {
                 "embed": round(embed_s * 1000, 3),
@@ -446,15 +538,45 @@ class RetrievalPipeline:
                 "score": score_ms,
             }
             for (position, p, hits), assessment in zip(items, assessments, strict=True):
-                result = scored_result(
-                    p.query,
-                    hits,
-                    assessment,
-                    embedder_id=self.embedder.embedder_id,
-                    selection=p.selection,
-                    timings_ms=dict(timings),
-                )
+                if isinstance(assessment, Exception):
+                    out.append((position, self._failed(p.query, "score", assessment, 1)))
+                    continue
+                try:
+                    result = scored_result(
+                        p.query,
+                        hits,
+                        assessment,
+                        embedder_id=self.embedder.embedder_id,
+                        selection=p.selection,
+                        timings_ms=dict(timings),
+                    )
+                except ValidationError as exc:  # e.g. a non-finite score from hostile hits
+                    result = self._failed(p.query, "score", exc, 1)
                 out.append((position, result))
+        return out
+
+    def _assess_isolated(
+        self, selection: Selection, mode: SearchMode, items: list[_Found]
+    ) -> list[Assessment | Exception]:
+        """One engine call for the group; if it fails, one call per query, so only the
+        query that made it fail gets the error."""
+        engine = self.engines.engine(selection, mode)
+        try:
+            return list(
+                engine.assess_many(
+                    [hit_scores(hits, mode, p.query.entities) for _, p, hits in items],
+                    thresholds=[p.query.similarity_threshold for _, p, _ in items],
+                    tasks=[p.query.task_type for _, p, _ in items]
+                    if selection == "adaptive"
+                    else None,
+                )
+            )
+        except Exception as exc:  # scoring math on hostile input; isolate it per query
+            if len(items) == 1:
+                return [exc]
+        out: list[Assessment | Exception] = []
+        for item in items:
+            out.extend(self._assess_isolated(selection, mode, [item]))
         return out
 
     def _failed(
@@ -492,6 +614,11 @@ class RetrievalPipeline:
 # at half the engine and fusion cost of a flat 50.
 PREFETCH_FACTOR = 3
 MIN_PREFETCH = 20
+
+
+def unknown_collection(collection: str, cause: Exception) -> InvalidEventError:
+    """The error of a query naming a collection the index does not have."""
+    return InvalidEventError(f"unknown collection {collection!r}: {cause}")
 
 
 def prefetch_limit(limit: int) -> int:

@@ -30,6 +30,28 @@ T = TypeVar("T")
 COOL_DOWN_S = 1.0
 
 
+# INCR, or reset an unreadable counter: one atomic script, so two replicas bumping a
+# corrupted counter at once both end above every version used before.
+_BUMP_SCRIPT = """
+local bumped = redis.pcall('INCR', KEYS[1])
+if type(bumped) == 'table' and bumped.err then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return tonumber(ARGV[1])
+end
+return bumped
+"""
+
+
+def _version(raw: Any) -> int | None:
+    """A stored index version: 0 when absent, None when it is not an integer."""
+    if raw is None:
+        return 0
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        return None
+
+
 class RedisCache:
     """:class:`~ragsift.retrieval.cache.ResultCache` on Redis."""
 
@@ -104,26 +126,35 @@ class RedisCache:
     def _version_key(self, tenant_id: str, collection: str) -> str:
         return f"{self.prefix}:v:{tenant_id}:{collection}"
 
-    async def index_version(self, tenant_id: str, collection: str) -> int:
-        """The tenant's index version (0 before any ingestion)."""
+    async def index_version(self, tenant_id: str, collection: str) -> int | None:
+        """The tenant's index version (0 before any ingestion, None when not an integer)."""
         raw: Any = await self._call(
             lambda: self.client.get(self._version_key(tenant_id, collection))
         )
-        return int(raw) if raw is not None else 0
+        return _version(raw)
 
-    async def index_versions(self, scopes: Sequence[tuple[str, str]]) -> list[int]:
-        """The index version of each ``(tenant_id, collection)``, in order: one ``MGET``."""
+    async def index_versions(self, scopes: Sequence[tuple[str, str]]) -> list[int | None]:
+        """The index version of each ``(tenant_id, collection)``, in order: one ``MGET``.
+
+        A value that is not an integer gives None (see ``ResultCache.index_versions``).
+        """
         if not scopes:
             return []
         keys = [self._version_key(tenant_id, collection) for tenant_id, collection in scopes]
         raw: list[Any] = await self._call(lambda: self.client.mget(keys))
-        return [int(v) if v is not None else 0 for v in raw]
+        return [_version(v) for v in raw]
 
     async def bump_index_version(self, tenant_id: str, collection: str) -> int:
-        """Increment the tenant's index version; its old cache keys are never read again."""
+        """Increment the tenant's index version; its old cache keys are never read again.
+
+        A counter ``INCR`` refuses (not an integer) is reset, atomically, to the clock
+        in milliseconds: far above any count of ingestions, so no entry stored under an
+        earlier version can be read again.
+        """
         key = self._version_key(tenant_id, collection)
-        version: int = await self._call(lambda: self.client.incr(key))
-        return version
+        reset_to = int(time.time() * 1000)
+        version: Any = await self._call(lambda: self.client.eval(_BUMP_SCRIPT, 1, key, reset_to))
+        return int(version)
 
     async def close(self) -> None:
         """Close the connection pool."""

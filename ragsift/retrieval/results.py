@@ -20,12 +20,24 @@ from ragsift.schemas import (
     QueryEvent,
     RetrievalResult,
     Selection,
-    derive_id,
+    derive_query_id,
 )
 
-__all__ = ["bypass_result", "error_result", "evidence_about", "evidence_for", "scored_result"]
+__all__ = [
+    "bypass_result",
+    "error_result",
+    "evidence_about",
+    "evidence_for",
+    "result_id",
+    "scored_result",
+]
 
 RESULT_KIND = "retrieval"
+
+
+def result_id(query: QueryEvent) -> str:
+    """The id of ``query``'s result: stable on replay, distinct per tenant (ADR 004)."""
+    return derive_query_id(query.tenant_id, query.query_id, RESULT_KIND)
 
 
 def _raw_scores(hit: SearchHit) -> dict[str, float]:
@@ -67,7 +79,7 @@ def scored_result(
     signals = {k: float(v) for k, v in a.signals.to_dict().items() if v is not None}
     return RetrievalResult.model_validate(
         {
-            "result_id": derive_id(query.query_id, RESULT_KIND),
+            "result_id": result_id(query),
             "query_id": query.query_id,
             "tenant_id": query.tenant_id,
             "collection": query.collection,
@@ -131,7 +143,7 @@ def _title(hit: SearchHit) -> str | None:
 
 def _empty_result(query: QueryEvent, embedder_id: str, **fields: object) -> RetrievalResult:
     base: dict[str, object] = {
-        "result_id": derive_id(query.query_id, RESULT_KIND),
+        "result_id": result_id(query),
         "query_id": query.query_id,
         "tenant_id": query.tenant_id,
         "collection": query.collection,

@@ -272,13 +272,14 @@ class QdrantServerIndex:
             embedder_id=stored.embedder_id,
             dim=stored.dim,
             points_count=info.points_count or 0,
-            tenants={str(hit.value): hit.count for hit in facet.hits},
+            # Deleted points can leave a zero count in the facet: a tenant with no chunks is absent.
+            tenants={str(hit.value): hit.count for hit in facet.hits if hit.count},
         )
 
     # -- writes ---------------------------------------------------------------
 
     async def upsert(self, collection: str, records: Sequence[ChunkRecord]) -> int:
-        """Insert or overwrite chunks; the point id is derived from ``chunk_id``."""
+        """Insert or overwrite chunks; the point id derives from tenant, collection and chunk id."""
         stored = await self._load(collection)
         for record in records:
             if record.collection != collection:
@@ -295,7 +296,7 @@ class QdrantServerIndex:
                     vectors[SPARSE_VECTOR] = _sparse(sparse)
                 points.append(
                     models.PointStruct(
-                        id=point_id(record.chunk_id), vector=vectors, payload=record_payload(record)
+                        id=point_id(record), vector=vectors, payload=record_payload(record)
                     )
                 )
             async with _qdrant_errors(collection):

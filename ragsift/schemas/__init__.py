@@ -8,6 +8,8 @@ from ragsift.schemas.base import (
     TENANT_PATTERN,
     EventModel,
     derive_id,
+    derive_query_id,
+    tenant_scoped,
     utcnow,
 )
 from ragsift.schemas.deadletter import DeadLetter
@@ -69,7 +71,9 @@ __all__ = [
     "Status",
     "StopReason",
     "derive_id",
+    "derive_query_id",
     "export_json_schemas",
     "json_schema_documents",
+    "tenant_scoped",
     "utcnow",
 ]

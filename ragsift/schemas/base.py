@@ -29,6 +29,8 @@ __all__ = [
     "TenantId",
     "Vector",
     "derive_id",
+    "derive_query_id",
+    "tenant_scoped",
     "utcnow",
 ]
 
@@ -57,6 +59,36 @@ def derive_id(parent_id: str, kind: str) -> str:
     so downstream consumers drop the duplicate.
     """
     return str(uuid.uuid5(ID_NAMESPACE, f"{kind}:{parent_id}"))
+
+
+#: Joins a tenant id to an id it qualifies. Tenant ids cannot contain it
+#: (TENANT_PATTERN), so ``tenant_scoped`` is injective: no two (tenant, id)
+#: pairs give the same string.
+TENANT_SEPARATOR = "/"
+
+
+def tenant_scoped(tenant_id: str, parent_id: str) -> str:
+    """``parent_id`` qualified by its tenant: ids tenants choose are only unique per tenant.
+
+    Query ids, document ids and chunk ids are picked by each tenant, so two
+    tenants can use the same one; anything derived from such an id must derive
+    from this instead.
+    """
+    if not tenant_id or TENANT_SEPARATOR in tenant_id:
+        raise ValueError(
+            f"tenant_id must be non-empty and free of {TENANT_SEPARATOR!r}, got {tenant_id!r}"
+        )
+    return f"{tenant_id}{TENANT_SEPARATOR}{parent_id}"
+
+
+def derive_query_id(tenant_id: str, query_id: str, kind: str) -> str:
+    """The id of the ``kind`` event derived from one tenant's query (ADR 004).
+
+    Deterministic, so a replay yields the same id; tenant-qualified, so two
+    tenants' queries that share a query id never share a result, evidence,
+    report, decision or review id.
+    """
+    return derive_id(tenant_scoped(tenant_id, query_id), kind)
 
 
 def utcnow() -> datetime:

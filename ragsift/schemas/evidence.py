@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragsift.schemas.base import TenantId, derive_id, utcnow
+from ragsift.schemas.base import TenantId, derive_query_id, utcnow
 
 __all__ = ["EVIDENCE_DATASCHEMA", "EvidenceData", "EvidenceEvent", "EvidenceType"]
 
@@ -74,9 +74,9 @@ class EvidenceEvent(BaseModel):
         source: str,
         traceparent: str | None = None,
     ) -> EvidenceEvent:
-        """Evidence about one query; its id derives from (query id, kind, source)."""
+        """Evidence about one query; its id derives from (tenant, query id, kind, source)."""
         return cls(
-            id=derive_id(data.query_id, f"evidence:{kind.value}:{source}"),
+            id=derive_query_id(data.tenant_id, data.query_id, f"evidence:{kind.value}:{source}"),
             source=source,
             type=kind,
             subject=data.query_id,

@@ -113,7 +113,9 @@ class ErrorInfo(_Part):
 class RetrievalResult(EventModel):
     """The scored, filtered context for one query; never silently empty (see ``status``)."""
 
-    result_id: str = Field(description="derive_id(query_id, 'retrieval'): stable on replay.")
+    result_id: str = Field(
+        description="derive_query_id(tenant_id, query_id, 'retrieval'): stable on replay."
+    )
     query_id: EventId
     tenant_id: TenantId
     collection: str

@@ -14,7 +14,7 @@ from ragsift.schemas import (
     EvidenceType,
     RetrievalResult,
     ReviewItem,
-    derive_id,
+    derive_query_id,
 )
 from ragsift.settings import GuardrailSettings
 from ragsift.workers.base import Emit, Outcome
@@ -58,7 +58,7 @@ class DecisionHandler:
         if r.should_flag_for_review:
             flags.append("FLAGGED_FOR_REVIEW")
         decision = Decision(
-            decision_id=derive_id(r.query_id, "decision"),
+            decision_id=derive_query_id(r.tenant_id, r.query_id, "decision"),
             query_id=r.query_id,
             tenant_id=r.tenant_id,
             collection=r.collection,
@@ -75,7 +75,7 @@ class DecisionHandler:
         self.metrics.decisions.labels(collection, str(verdict.use_context).lower()).inc()
         if verdict.review_queue is not None:
             item = ReviewItem(
-                review_id=derive_id(r.query_id, "review"),
+                review_id=derive_query_id(r.tenant_id, r.query_id, "review"),
                 query_id=r.query_id,
                 tenant_id=r.tenant_id,
                 collection=collection,

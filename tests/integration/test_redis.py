@@ -1,10 +1,23 @@
-"""The real redis-server: a round trip with a TTL."""
+"""The real redis-server: a round trip with a TTL; the cache's handling of what it finds."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import redis.asyncio as aioredis
 
-from ragsift.settings import RedisSettings
+from ragsift.ingest.indexer import Indexer
+from ragsift.ingest.loaders import SourceDocument
+from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.edge import EdgeIndex
+from ragsift.retrieval.embedders import HashingEmbedder
+from ragsift.retrieval.pipeline import PipelineOutput
+from ragsift.retrieval.redis_cache import RedisCache
+from ragsift.schemas import QueryEvent
+from ragsift.settings import ConfidenceSettings, RedisSettings, Settings
+from ragsift.wiring import build_pipeline
+
+TEXT = "Alpha handbook: refunds are paid within fourteen days by bank transfer."
 
 
 async def test_redis_round_trip_with_ttl(redis_settings: RedisSettings, unique: str) -> None:
@@ -20,3 +33,85 @@ async def test_redis_round_trip_with_ttl(redis_settings: RedisSettings, unique: 
         assert await client.get(key) is None
     finally:
         await client.aclose()
+
+
+# -- issue 12: what is in Redis never fails a batch ------------------------------------------
+
+
+async def test_redis_cache_unreadable_version_reads_as_none_and_bump_resets_it(
+    redis_settings: RedisSettings, unique: str
+) -> None:
+    cache = RedisCache(redis_settings.model_copy(update={"key_prefix": f"it-{unique}"}))
+    try:
+        key = cache._version_key("alpha", "docs")
+        await cache.client.set(key, b"not-a-number")
+        versions = await cache.index_versions([("alpha", "docs"), ("bravo", "docs")])
+        assert versions == [None, 0]
+        assert await cache.index_version("alpha", "docs") is None
+        reset = await cache.bump_index_version("alpha", "docs")
+        assert reset > 1_000_000  # far above any count of ingestions, so no stale entry
+        assert await cache.index_versions([("alpha", "docs")]) == [reset]
+        assert await cache.bump_index_version("alpha", "docs") == reset + 1
+        assert await cache.bump_index_version("bravo", "docs") == 1
+    finally:
+        await cache.client.delete(*[k async for k in cache.client.scan_iter(f"it-{unique}:*")])
+        await cache.close()
+
+
+async def test_pipeline_on_redis_treats_garbage_values_and_counters_as_misses(
+    redis_settings: RedisSettings, unique: str, tmp_path: Path
+) -> None:
+    prefix = f"it-{unique}"
+    settings = Settings(
+        data_dir=tmp_path,
+        redis=redis_settings.model_copy(update={"key_prefix": prefix}),
+        confidence=ConfidenceSettings(
+            scorer="weighted",
+            similarity_threshold=0.05,
+            high_threshold=0.30,
+            medium_threshold=0.20,
+            low_threshold=0.10,
+        ),
+    )
+    cache = RedisCache(settings.redis)
+    index = EdgeIndex(tmp_path / "edge")
+    metrics = Metrics()
+    embedder = HashingEmbedder()
+    try:
+        await Indexer(index, embedder, cache=cache).ingest(
+            "alpha", "default", [SourceDocument("handbook.md", TEXT)]
+        )
+        pipeline = build_pipeline(
+            settings, index=index, embedder=embedder, metrics=metrics, cache=cache
+        )
+
+        def ask(query_id: str) -> QueryEvent:
+            return QueryEvent(query_id=query_id, tenant_id="alpha", query="How are refunds paid?")
+
+        [first] = await pipeline.process([ask("q1")])
+        assert isinstance(first, PipelineOutput)
+        [stored] = [k async for k in cache.client.scan_iter(f"{prefix}:r:*")]
+        await cache.client.set(stored, b"\xff garbage from an older release", ex=60)
+        [second] = await pipeline.process([ask("q2")])
+        assert isinstance(second, PipelineOutput)
+        assert not second.result.cache.hit
+        assert [h.text for h in second.result.hits] == [TEXT]
+        [third] = await pipeline.process([ask("q3")])
+        assert isinstance(third, PipelineOutput)
+        assert third.result.cache.hit  # the garbage was overwritten by the fresh result
+
+        await cache.client.set(cache._version_key("alpha", "default"), b"v2-oops")
+        [fourth] = await pipeline.process([ask("q4")])
+        assert isinstance(fourth, PipelineOutput)
+        assert not fourth.result.cache.hit
+        corrupt = metrics.registry.get_sample_value(
+            "ragsift_cache_requests_total", {"backend": "redis", "result": "corrupt"}
+        )
+        assert corrupt == 2
+        [fifth] = await pipeline.process([ask("q5")])
+        assert isinstance(fifth, PipelineOutput)
+        assert fifth.result.cache.hit  # the counter was reset and the cache refilled
+    finally:
+        await cache.client.delete(*[k async for k in cache.client.scan_iter(f"{prefix}:*")])
+        await cache.close()
+        await index.close()

@@ -10,7 +10,7 @@ import pytest
 from ragsift.confidence import REFUSAL_SENTENCE
 from ragsift.errors import ConfigurationError
 from ragsift.report import LlmUnavailableError, ReportBuilder, ReportSettings
-from ragsift.schemas import ErrorInfo, EvidenceEvent, RetrievalResult, derive_id
+from ragsift.schemas import ErrorInfo, EvidenceEvent, RetrievalResult, derive_query_id
 
 Make = Callable[..., RetrievalResult]
 GOOD_ANSWER = "You can return the Orbit thermostat within 30 days for a full refund [1]."
@@ -244,7 +244,7 @@ async def test_replay_gives_the_same_ids(make_result: Make, chat: Any) -> None:
     builder = ReportBuilder(ReportSettings(), chat("Within 45 days [1]."))
     first, first_evidence = await builder.build(make_result())
     again, again_evidence = await builder.build(make_result())
-    assert first.report_id == again.report_id == derive_id("q1", "report")
+    assert first.report_id == again.report_id == derive_query_id("acme", "q1", "report")
     assert [e.id for e in first_evidence] == [e.id for e in again_evidence]
     other, other_evidence = await builder.build(make_result(query_id="q2"))
     assert other.report_id != first.report_id

@@ -258,8 +258,21 @@ async def test_edge_index_reopens_from_disk_with_its_embedder(tmp_path: Path) ->
 
 
 def test_point_ids_are_deterministic_uuids() -> None:
-    assert point_id("acme-0") == point_id("acme-0") != point_id("acme-1")
-    assert len(point_id("x")) == 36
+    first = make_record("acme", 0, "text")
+    assert point_id(first) == point_id(make_record("acme", 0, "other text"))
+    assert point_id(first) != point_id(make_record("acme", 1, "text"))
+    assert len(point_id(first)) == 36
+
+
+def test_point_ids_differ_per_tenant_and_collection_for_one_chunk_id() -> None:
+    # Issue 12: chunk ids are only unique within a tenant ("<doc_id>:<n>").
+    same = {"chunk_id": "handbook.md:0", "doc_id": "handbook.md"}
+    ids = {
+        point_id(make_record("alpha", 0, "a", **same)),
+        point_id(make_record("bravo", 0, "b", **same)),
+        point_id(make_record("alpha", 0, "a", collection="other", **same)),
+    }
+    assert len(ids) == 3
 
 
 def test_rrf_fuse_follows_qdrants_formula() -> None:
@@ -271,7 +284,7 @@ def test_rrf_fuse_follows_qdrants_formula() -> None:
 
 def test_edge_integer_keys_break_ties_like_the_servers_strings() -> None:
     # Edge ranks by a UUID's integer, the server adapter by its string: same order.
-    ids = [point_id(f"chunk-{i}") for i in range(50)]
+    ids = [point_id(make_record("acme", i, "text")) for i in range(50)]
     tied = [RawPoint(uuid.UUID(pid).int, 1.0) for pid in ids]
     as_strings = [RawPoint(pid, 1.0) for pid in ids]
     by_int = [uuid.UUID(int=int(pid)) for pid, _ in rrf_fuse([tied, tied[::-1]], k=2)]

@@ -1,4 +1,5 @@
-"""Property: a search never returns a chunk of another tenant, in any mode, on either adapter."""
+"""Properties: a search never returns a chunk of another tenant, in any mode, on either
+adapter; and tenants writing the same chunk ids never overwrite one another."""
 
 from __future__ import annotations
 
@@ -35,9 +36,16 @@ async def _check(
     index: VectorIndex, docs: list[tuple[str, str]], queries: list[tuple[str, str, str]]
 ) -> None:
     await index.ensure_collection("c", DIM, EMBEDDER.embedder_id)
+    # Chunk and doc ids are numbered per tenant, as tenants pick them: several tenants
+    # use "doc-0"/"doc-0:0", which must never overwrite one another (issue 12).
+    seen: dict[str, int] = {}
+    numbered = []
+    for tenant, text in docs:
+        numbered.append((tenant, seen.get(tenant, 0), text))
+        seen[tenant] = seen.get(tenant, 0) + 1
     records = [
         ChunkRecord(
-            chunk_id=f"chunk-{i}",
+            chunk_id=f"doc-{i}:0",
             tenant_id=tenant,
             collection="c",
             doc_id=f"doc-{i}",
@@ -46,10 +54,13 @@ async def _check(
             source_type="web",
             vector=EMBEDDER.embed_sync(text),
         )
-        for i, (tenant, text) in enumerate(docs)
+        for tenant, i, text in numbered
     ]
     await index.upsert("c", records)
-    owner = {r.chunk_id: r.tenant_id for r in records}
+    info = await index.collection_info("c")
+    assert dict(info.tenants or {}) == seen  # every tenant kept every chunk it wrote
+    assert info.points_count == len(records)
+    text_of = {(r.tenant_id, r.chunk_id): r.text for r in records}
     requests = [
         SearchRequest(
             tenant_id=tenant,
@@ -63,8 +74,9 @@ async def _check(
     ]
     results = await index.search_batch("c", requests)
     for req, hits in zip(requests, results, strict=True):
-        assert all(owner[h.chunk_id] == req.tenant_id == h.tenant_id for h in hits)
-        own = sum(1 for t in owner.values() if t == req.tenant_id)
+        assert all(h.tenant_id == req.tenant_id for h in hits)
+        assert all(text_of[(h.tenant_id, h.chunk_id)] == h.text for h in hits)
+        own = seen.get(req.tenant_id, 0)
         if req.mode == "dense":
             assert len(hits) == own  # dense sees every chunk of the tenant, and nothing else
     await index.close()
