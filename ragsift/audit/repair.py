@@ -85,5 +85,5 @@ def _whole_prefix(data: bytes) -> int:
 def _is_row(line: bytes) -> bool:
     try:
         return isinstance(json.loads(line), dict)
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError both are
+    except (ValueError, RecursionError):  # bad JSON, bad UTF-8, huge ints; deep nesting
         return False

@@ -95,8 +95,14 @@ class AuditFileSink:
 
     def files(self) -> list[Path]:
         """All audit files, oldest first."""
-        rotated = sorted(self.directory.glob("audit-*.jsonl"))
-        return [*rotated, self.path] if self.path.exists() else rotated
+        return self.chain_files(self.directory)
+
+    @staticmethod
+    def chain_files(directory: Path) -> list[Path]:
+        """A sink folder's files in chain order: rotated ones by time, then the current one."""
+        rotated = sorted(directory.glob("audit-*.jsonl"))
+        current = directory / CURRENT
+        return [*rotated, current] if current.exists() else rotated
 
     def write(self, events: Sequence[EvidenceEvent]) -> int:
         """Append the events not seen before; return how many were written.
@@ -202,7 +208,7 @@ def _rows_backwards(file: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             continue
         try:
             row = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # bad JSON or UTF-8, huge ints; deep nesting
             row = None
         if not isinstance(row, dict):
             log.error("audit file %s line %d is not a JSON object: skipped", file, index + 1)

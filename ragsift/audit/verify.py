@@ -78,7 +78,7 @@ class _Walk:
             return Break(file, line_no, "inserted", "blank line inside the chain")
         try:
             row = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # bad JSON or UTF-8, huge ints; deep nesting
             row = None
         if not isinstance(row, dict):
             if last_of_all and not raw.endswith(b"\n"):
@@ -93,17 +93,12 @@ class _Walk:
         seq, prev, own = row.get(SEQ), row.get(PREV), row.get(HASH)
         if not (isinstance(seq, int) and isinstance(prev, str) and isinstance(own, str)):
             return Break(file, line_no, "edited", "chain fields are malformed")
-        if row_hash(row) != own:
-            return Break(file, line_no, "edited", "row content does not match its hash")
-        mac = row.get(MAC)
-        report.macs_present |= mac is not None
-        if self.key is not None:
-            if not isinstance(mac, str):
-                return Break(
-                    file, line_no, "bad_hmac", "row has no HMAC (chain rebuilt without the key?)"
-                )
-            if not hmac.compare_digest(mac, row_mac(row, self.key)):
-                return Break(file, line_no, "bad_hmac", "HMAC does not match (wrong key or forged)")
+        try:
+            problem = self._seal(file, line_no, row, own)
+        except (ValueError, RecursionError):  # NaN or nesting no writer of ours produces
+            problem = Break(file, line_no, "edited", "row cannot be encoded canonically")
+        if problem is not None:
+            return problem
         problem = self._link(file, line_no, seq, prev)
         if problem is not None:
             return problem
@@ -117,6 +112,21 @@ class _Walk:
             report.last_time = time
         if self.anchor is not None and own == self.anchor:
             report.anchor_found = True
+        return None
+
+    def _seal(self, file: Path, line_no: int, row: dict[str, Any], own: str) -> Break | None:
+        if row_hash(row) != own:
+            return Break(file, line_no, "edited", "row content does not match its hash")
+        mac = row.get(MAC)
+        self.report.macs_present |= mac is not None
+        if self.key is None:
+            return None
+        if not isinstance(mac, str):
+            return Break(
+                file, line_no, "bad_hmac", "row has no HMAC (chain rebuilt without the key?)"
+            )
+        if not hmac.compare_digest(mac, row_mac(row, self.key)):
+            return Break(file, line_no, "bad_hmac", "HMAC does not match (wrong key or forged)")
         return None
 
     def _link(self, file: Path, line_no: int, seq: int, prev: str) -> Break | None:
@@ -134,10 +144,10 @@ class _Walk:
             return Break(where, at, "inserted", "this row is not part of the chain")
         if seq > last_seq + 1:
             missing = seq - last_seq - 1
-            return Break(file, line_no, "deleted", f"{missing} row(s) missing before this line")
-        return Break(
-            file, line_no, "reordered", "previous-row hash does not match the row before it"
-        )
+            return Break(
+                file, line_no, "deleted", f"{missing} row(s) missing before here (deleted or moved)"
+            )
+        return Break(file, line_no, "reordered", "an earlier row again, or rows out of order")
 
 
 def verify_chain(
