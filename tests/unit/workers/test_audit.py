@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import errno
+import json
 from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
 
 from ragsift.audit import AuditMetrics, verify_chain
+from ragsift.errors import ConfigurationError
 from ragsift.observability.metrics import Metrics
 from ragsift.schemas import EvidenceData, EvidenceEvent, EvidenceType
-from ragsift.settings import AuditSettings
+from ragsift.settings import AuditSettings, Settings
 from ragsift.streams.bus import InProcessBus
 from ragsift.workers.audit import AuditFileSink, AuditSinkHandler, Backoff, build_audit_handler
 from tests.unit.audit.fakes import FailingWriter
@@ -152,3 +154,34 @@ def test_built_from_settings_uses_the_hmac_key(tmp_path: Path) -> None:
 def test_backoff_bounds_are_checked(initial: float, cap: float) -> None:
     with pytest.raises(ValueError, match="0 < initial_s <= max_s"):
         Backoff(initial, cap)
+
+
+def test_audit_settings_from_env_mask_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGSIFT_AUDIT_HMAC_KEY", "s3cret")
+    monkeypatch.setenv("RAGSIFT_AUDIT_FSYNC", "off")
+    settings = Settings.from_env()
+    assert settings.audit.fsync == "off"
+    assert settings.audit.hmac_key is not None
+    assert settings.audit.hmac_key.get_secret_value() == "s3cret"
+    assert "s3cret" not in json.dumps(settings.masked())
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"RAGSIFT_AUDIT_RETRY_INITIAL_S": "10", "RAGSIFT_AUDIT_RETRY_MAX_S": "1"},
+            "retry_initial_s",
+        ),
+        ({"RAGSIFT_AUDIT_HMAC_KEY": ""}, "hmac_key must not be empty"),
+        ({"RAGSIFT_AUDIT_FSYNC": "always"}, "fsync"),
+        ({"RAGSIFT_AUDIT_MAX_FILE_BYTES": "10"}, "max_file_bytes"),
+    ],
+)
+def test_bad_audit_settings_are_named(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], message: str
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigurationError, match=message):
+        Settings.from_env()
