@@ -33,6 +33,8 @@ k8s_app = typer.Typer(
     help="Kubernetes manifests generated from ragsift's tables.", no_args_is_help=True
 )
 app.add_typer(k8s_app, name="k8s")
+audit_app = typer.Typer(help="The audit trail: check its hash chain.", no_args_is_help=True)
+app.add_typer(audit_app, name="audit")
 console = Console()
 err_console = Console(stderr=True)
 
@@ -640,6 +642,61 @@ def k8s_topics(
         out, prefix=prefix, partitions=partitions, replicas=replicas, cluster=cluster
     )
     console.print(f"wrote {path}")
+
+
+@audit_app.command("verify")
+def audit_verify(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Audit files in chain order, or a sink folder (its rotated files, then"
+            " audit.jsonl).",
+            exists=True,
+        ),
+    ],
+    key_env: Annotated[
+        str,
+        typer.Option(help="Environment variable holding the HMAC key; unset: HMACs not checked."),
+    ] = "RAGSIFT_AUDIT_HMAC_KEY",
+    anchor: Annotated[
+        str | None,
+        typer.Option(help="A head hash recorded elsewhere; the chain must contain it."),
+    ] = None,
+    from_genesis: Annotated[
+        bool, typer.Option(help="The files must hold the chain from its first row.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Walk the hash chain; name the first broken row and exit 1, or print a summary."""
+    from ragsift.audit import GENESIS, AuditFileSink, verify_chain
+    from ragsift.audit.verify import describe
+
+    files: list[Path] = []
+    for path in paths:
+        files.extend(AuditFileSink.chain_files(path) if path.is_dir() else [path])
+    secret = os.environ.get(key_env)
+    key = secret.encode() if secret else None
+    report = verify_chain(files, key=key, anchor=anchor, from_genesis=from_genesis)
+    if as_json:
+        console.print_json(json.dumps(describe(report)))
+    elif report.problem is not None:
+        err_console.print(f"[red]chain broken[/red] at {report.problem}")
+    else:
+        console.print(
+            f"chain intact: {report.rows} rows in {len(files)} file(s), seq"
+            f" {report.first_seq}..{report.last_seq}, {report.first_time} .. {report.last_time}"
+        )
+        console.print(f"head: {report.head}")
+        if report.unchained:
+            console.print(f"{report.unchained} leading rows predate the chain (not covered)")
+        if report.starts_after not in (None, GENESIS):
+            console.print(f"starts after {report.starts_after}: earlier rows are in other files")
+        if report.macs_checked:
+            console.print(f"HMAC checked with the key in {key_env}")
+        elif report.macs_present:
+            console.print(f"[yellow]HMACs present but not checked: {key_env} is unset[/yellow]")
+    if report.problem is not None:
+        raise typer.Exit(1)
 
 
 def main() -> None:

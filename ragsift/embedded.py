@@ -19,7 +19,7 @@ from ragsift.schemas import DeadLetter, QueryEvent, RetrievalResult
 from ragsift.settings import Settings
 from ragsift.streams.bus import InProcessBus
 from ragsift.wiring import build_embedder, build_index, build_pipeline
-from ragsift.workers.audit import AuditFileSink, AuditSinkHandler
+from ragsift.workers.audit import build_audit_handler
 from ragsift.workers.retrieval import RetrievalHandler
 
 __all__ = ["EmbeddedRuntime"]
@@ -44,9 +44,10 @@ class EmbeddedRuntime:
             source="/ragsift/embedded/retrieval",
         )
         self.indexer = Indexer(self.index, self.embedder, cache=self.cache)
-        self.audit = AuditFileSink(Path(self.data_dir) / "audit")
+        audit = build_audit_handler(settings.audit, Path(self.data_dir) / "audit", self.metrics)
+        self.audit = audit.sink
         self.bus = InProcessBus(
-            [RetrievalHandler(self.pipeline), AuditSinkHandler(self.audit)],
+            [RetrievalHandler(self.pipeline), audit],
             metrics=self.metrics,
             batch_size=settings.limits.batch_size,
             prefix=settings.kafka.topic_prefix,

@@ -20,6 +20,7 @@ from ragsift.errors import ConfigurationError
 from ragsift.schemas.base import MAX_K, MAX_QUERY_CHARS
 
 __all__ = [
+    "AuditSettings",
     "CacheSettings",
     "ConfidenceSettings",
     "EmbedderSettings",
@@ -259,6 +260,35 @@ class LimitSettings(BaseSettings):
     batch_timeout_s: float = Field(default=0.05, gt=0, le=10)
 
 
+class AuditSettings(BaseSettings):
+    """The audit sink: HMAC key for its hash chain, durability, rotation, disk retries."""
+
+    model_config = _config("RAGSIFT_AUDIT_")
+
+    #: rows also carry an HMAC with this key, so no one without it can rebuild the chain
+    hmac_key: SecretStr | None = None
+    #: batch: each batch is fsynced before its offsets can be committed; off: the OS decides
+    fsync: Literal["batch", "off"] = "batch"
+    max_file_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=1024, description="Rotate at this size."
+    )
+    remember_ids: int = Field(default=1_000_000, ge=1, description="Recent ids kept for dedup.")
+    #: a failed write (disk full, EIO) is retried after this, doubling up to retry_max_s
+    retry_initial_s: float = Field(default=0.1, gt=0, le=60)
+    retry_max_s: float = Field(default=5.0, gt=0, le=600)
+
+    @model_validator(mode="after")
+    def _retry_ordered(self) -> AuditSettings:
+        if self.retry_initial_s > self.retry_max_s:
+            raise ValueError(
+                f"retry_initial_s ({self.retry_initial_s}) must be <= retry_max_s"
+                f" ({self.retry_max_s})"
+            )
+        if self.hmac_key is not None and not self.hmac_key.get_secret_value():
+            raise ValueError("hmac_key must not be empty (unset it for no HMAC)")
+        return self
+
+
 class Settings(BaseSettings):
     """All of ragsift's settings, one frozen object per concern."""
 
@@ -276,6 +306,7 @@ class Settings(BaseSettings):
     guardrails: GuardrailSettings = Field(default_factory=GuardrailSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
@@ -291,6 +322,7 @@ class Settings(BaseSettings):
                 guardrails=GuardrailSettings(),
                 llm=LlmSettings(),
                 limits=LimitSettings(),
+                audit=AuditSettings(),
                 **overrides,
             )
         except ValueError as exc:

@@ -1,135 +1,161 @@
-"""The audit sink: evidence events → append-only JSONL files, duplicates dropped.
+"""The audit sink worker: writes each evidence event once, waiting out a failing disk.
 
-At-least-once delivery can replay evidence; every evidence id is derived from
-the event that caused it, so the sink drops ids it has already written. Files
-rotate by size (``audit.jsonl`` → ``audit-<UTC time>.jsonl``); each batch is
-flushed and fsynced before the handler returns, so an offset is committed only
-after its evidence is on disk.
+A write that fails (disk full, EIO...) is never turned into a dead letter or a
+drop: the handler keeps the batch, backs off (bounded) and tries again until
+the disk takes it, so the runtime consumes nothing more meanwhile — that is
+the back-pressure. The sink itself (chain, rotation, dedup) is
+:class:`ragsift.audit.AuditFileSink`.
 """
 
 from __future__ import annotations
 
-import json
-import os
-from collections import OrderedDict
-from collections.abc import Sequence
-from datetime import UTC, datetime
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import BaseModel
 
+from ragsift.audit import AuditFileSink, AuditMetrics
+from ragsift.observability.metrics import Metrics
 from ragsift.schemas import EvidenceEvent
+from ragsift.settings import AuditSettings
 from ragsift.workers.base import Emit, Outcome
 
-__all__ = ["AuditFileSink", "AuditSinkHandler"]
+__all__ = ["AuditFileSink", "AuditSinkHandler", "Backoff", "build_audit_handler"]
 
-DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # rotate at 64 MiB: easy to ship, quick to scan
-DEFAULT_REMEMBER = 1_000_000  # ids kept for dedup (~100 MB worst case); replays are recent
-CURRENT = "audit.jsonl"
+log = logging.getLogger(__name__)
+
+DEFAULT_RETRY_INITIAL_S = 0.1  # a transient EIO clears fast; a full disk needs a person
+DEFAULT_RETRY_MAX_S = 5.0  # how stale recovery may be once space is freed
 
 
-class AuditFileSink:
-    """Writes evidence events once each to rotated JSONL files under ``directory``."""
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Delay before retry ``n`` (1-based): ``initial_s`` doubling, capped at ``max_s``."""
 
-    def __init__(
-        self,
-        directory: Path,
-        *,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        remember: int = DEFAULT_REMEMBER,
-    ):
-        if max_bytes < 1024:
-            raise ValueError(f"max_bytes must be >= 1024, got {max_bytes}")
-        if remember < 1:
-            raise ValueError(f"remember must be >= 1, got {remember}")
-        self.directory = directory
-        self.max_bytes = max_bytes
-        self.remember = remember
-        self._seen: OrderedDict[str, None] = OrderedDict()
-        directory.mkdir(parents=True, exist_ok=True)
-        self._load_recent_ids()
-        self.duplicates = 0
+    initial_s: float = DEFAULT_RETRY_INITIAL_S
+    max_s: float = DEFAULT_RETRY_MAX_S
 
-    @property
-    def path(self) -> Path:
-        """The file being appended to."""
-        return self.directory / CURRENT
+    def __post_init__(self) -> None:
+        if not 0 < self.initial_s <= self.max_s:
+            raise ValueError(
+                f"backoff needs 0 < initial_s <= max_s, got {self.initial_s} and {self.max_s}"
+            )
 
-    def files(self) -> list[Path]:
-        """All audit files, oldest first."""
-        rotated = sorted(self.directory.glob("audit-*.jsonl"))
-        return [*rotated, self.path] if self.path.exists() else rotated
-
-    def write(self, events: Sequence[EvidenceEvent]) -> int:
-        """Append the events not seen before; return how many were written."""
-        lines = []
-        for event in events:
-            if event.id in self._seen:
-                self.duplicates += 1
-                continue
-            self._remember(event.id)
-            lines.append(event.model_dump_json())
-        if not lines:
-            return 0
-        self._maybe_rotate()
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write("\n".join(lines) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        return len(lines)
-
-    def read_all(self) -> list[dict[str, object]]:
-        """Every event in every file, oldest first (for tests and `ragsift tail`)."""
-        rows: list[dict[str, object]] = []
-        for file in self.files():
-            with file.open(encoding="utf-8") as handle:
-                rows.extend(json.loads(line) for line in handle if line.strip())
-        return rows
-
-    def _remember(self, event_id: str) -> None:
-        self._seen[event_id] = None
-        if len(self._seen) > self.remember:
-            self._seen.popitem(last=False)
-
-    def _maybe_rotate(self) -> None:
-        if self.path.exists() and self.path.stat().st_size >= self.max_bytes:
-            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-            self.path.rename(self.directory / f"audit-{stamp}.jsonl")
-
-    def _load_recent_ids(self) -> None:
-        """Re-learn the ids of the newest files so a restarted sink still dedups."""
-        loaded = 0
-        for file in reversed(self.files()):
-            with file.open(encoding="utf-8") as handle:
-                ids = [json.loads(line).get("id") for line in handle if line.strip()]
-            for event_id in reversed(ids):
-                if isinstance(event_id, str) and loaded < self.remember:
-                    self._seen[event_id] = None
-                    self._seen.move_to_end(event_id, last=False)
-                    loaded += 1
-            if loaded >= self.remember:
-                break
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after the ``attempt``-th failure in a row."""
+        return min(self.max_s, self.initial_s * 2 ** min(attempt - 1, 32))
 
 
 class AuditSinkHandler:
-    """Handler for the ``audit`` topic: writes each evidence event once, emits nothing."""
+    """Handler for the ``audit`` topic: writes each evidence event once, emits nothing.
+
+    Args:
+        sink: the files the rows go to.
+        metrics: where writes, duplicates, failures and the stall are counted.
+        backoff: how long to wait between attempts when the disk fails.
+        sleep: how to wait (tests pass a recorder instead of sleeping).
+    """
 
     name = "audit"
     source = "audit"
+    #: No per-event deadline: the handler waits for its disk on purpose (it is the
+    #: back-pressure), and a deadline would turn the wait into dead letters —
+    #: the very gap in the trail this handler exists to prevent.
+    deadline_s: ClassVar[float | None] = None
 
-    def __init__(self, sink: AuditFileSink):
+    def __init__(
+        self,
+        sink: AuditFileSink,
+        *,
+        metrics: AuditMetrics | None = None,
+        backoff: Backoff | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ):
         self.sink = sink
+        self.metrics = metrics or AuditMetrics()
+        self.backoff = backoff or Backoff()
+        self._sleep = sleep
+        #: monotonic time the current stall began; ``None`` while writes succeed
+        self.stalled_since: float | None = None
+        if sink.repaired is not None:
+            self.metrics.torn_tails.inc()
 
     @property
     def model(self) -> type[BaseModel]:
         """Evidence events in."""
         return EvidenceEvent
 
+    @property
+    def stalled(self) -> bool:
+        """True while the sink is waiting for its disk (readiness can report it)."""
+        return self.stalled_since is not None
+
     async def handle_batch(self, events: Sequence[EvidenceEvent]) -> list[Outcome]:
-        """Write the batch; one empty outcome per event."""
-        self.sink.write(events)
+        """Write the batch, retrying until the disk takes it; one empty outcome per event."""
+        attempt = 0
+        while True:
+            try:
+                # In a thread: fsync on a sick disk can take seconds, and the event
+                # loop must keep heartbeating to the broker meanwhile.
+                written = await asyncio.to_thread(self.sink.write, events)
+            except OSError as exc:
+                attempt += 1
+                await self._wait_after(exc, attempt, len(events))
+                continue
+            break
+        if self.stalled_since is not None:
+            log.warning(
+                "audit sink writing again after %d failed attempts (%.1f s stalled)",
+                attempt,
+                time.monotonic() - self.stalled_since,
+            )
+            self.stalled_since = None
+            self.metrics.stalled.set(0)
+        self.metrics.rows.inc(written)
+        self.metrics.duplicates.inc(len(events) - written)
         empty: list[Emit] = []
         return [list(empty) for _ in events]
 
     async def close(self) -> None:
         """Nothing held open between batches."""
+
+    async def _wait_after(self, exc: OSError, attempt: int, batch: int) -> None:
+        delay = self.backoff.delay(attempt)
+        self.metrics.failed(exc)
+        if self.stalled_since is None:
+            self.stalled_since = time.monotonic()
+            self.metrics.stalled.set(1)
+            log.error(
+                "audit write failed (%s): holding the batch of %d and retrying; nothing is dropped",
+                exc,
+                batch,
+            )
+        else:
+            log.warning(
+                "audit write failed again (attempt %d): %s; next in %.1f s", attempt, exc, delay
+            )
+        await self._sleep(delay)
+
+
+def build_audit_handler(
+    settings: AuditSettings, directory: Path, metrics: Metrics | None = None
+) -> AuditSinkHandler:
+    """The audit handler both runtimes use, from the audit settings."""
+    key = settings.hmac_key.get_secret_value().encode() if settings.hmac_key else None
+    sink = AuditFileSink(
+        directory,
+        max_bytes=settings.max_file_bytes,
+        remember=settings.remember_ids,
+        hmac_key=key,
+        fsync=settings.fsync,
+    )
+    return AuditSinkHandler(
+        sink,
+        metrics=AuditMetrics(metrics),
+        backoff=Backoff(settings.retry_initial_s, settings.retry_max_s),
+    )

@@ -25,7 +25,7 @@ from ragsift.settings import GUARDRAIL_PRESETS, Settings
 from ragsift.streams.agents import attach_handler
 from ragsift.streams.app import create_app
 from ragsift.wiring import build_embedder, build_index, build_pipeline
-from ragsift.workers.audit import AuditFileSink, AuditSinkHandler
+from ragsift.workers.audit import build_audit_handler
 from ragsift.workers.base import Handler
 from ragsift.workers.decision import DecisionHandler
 from ragsift.workers.indexer import IndexerHandler
@@ -68,8 +68,8 @@ def build_worker(
         if "indexer" in names:
             handlers.append(IndexerHandler(Indexer(index, embedder, cache=cache)))
     if "audit" in names:
-        sink = AuditFileSink(audit_dir or settings.data_dir / "audit")
-        handlers.append(AuditSinkHandler(sink))
+        audit = audit_dir or settings.data_dir / "audit"
+        handlers.append(build_audit_handler(settings.audit, audit, metrics))
     if "decision" in names:
         handlers.append(DecisionHandler(settings.guardrails, metrics))
     if "report" in names:

@@ -1,0 +1,216 @@
+"""The audit file sink: evidence events → hash-chained, append-only JSONL, once each.
+
+At-least-once delivery can replay evidence; every evidence id is derived from
+the event that caused it, so the sink drops ids it has already written. An id
+is remembered only once its row is on disk, so a failed write followed by a
+redelivery writes the row instead of dropping it as a duplicate. Files rotate
+by size (``audit.jsonl`` → ``audit-<UTC time>.jsonl``); the chain runs on across
+rotations and restarts. ``write`` raises ``OSError`` when the disk fails and
+leaves the sink exactly as it was, so the caller can simply try again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from ragsift.audit.chain import HASH, SEQ, ChainHead, seal
+from ragsift.audit.repair import TornTail, repair_torn_tail
+from ragsift.audit.writer import DiskWriter, RowWriter, fsync_directory
+from ragsift.schemas import EvidenceEvent
+
+__all__ = ["CURRENT", "DEFAULT_MAX_BYTES", "DEFAULT_REMEMBER", "AuditFileSink", "FsyncPolicy"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # rotate at 64 MiB: easy to ship, quick to scan
+DEFAULT_REMEMBER = 1_000_000  # ids kept for dedup (~100 MB worst case); replays are recent
+MIN_MAX_BYTES = 1024
+CURRENT = "audit.jsonl"
+
+FsyncPolicy = Literal["batch", "off"]
+"""``batch``: fsync each batch before it counts as written; ``off``: leave it to the OS."""
+
+
+class AuditFileSink:
+    """Writes evidence events once each to rotated, hash-chained JSONL files.
+
+    Args:
+        directory: where the files live (created if missing).
+        max_bytes: the current file is rotated once it reaches this size.
+        remember: how many recent ids are kept for dedup.
+        hmac_key: when set, every row also carries an HMAC with this key.
+        fsync: when a batch counts as durable (see :data:`FsyncPolicy`).
+        writer: how bytes reach the disk (tests inject failing writers).
+
+    Raises:
+        OSError: a torn tail could not be repaired (its bytes could not be saved).
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        remember: int = DEFAULT_REMEMBER,
+        hmac_key: bytes | None = None,
+        fsync: FsyncPolicy = "batch",
+        writer: RowWriter | None = None,
+    ):
+        if max_bytes < MIN_MAX_BYTES:
+            raise ValueError(f"max_bytes must be >= {MIN_MAX_BYTES}, got {max_bytes}")
+        if remember < 1:
+            raise ValueError(f"remember must be >= 1, got {remember}")
+        if hmac_key is not None and not hmac_key:
+            raise ValueError("hmac_key must not be empty (leave it unset for no HMAC)")
+        if fsync not in ("batch", "off"):
+            raise ValueError(f"fsync must be 'batch' or 'off', got {fsync!r}")
+        self.directory = directory
+        self.max_bytes = max_bytes
+        self.remember = remember
+        self.fsync = fsync
+        self.duplicates = 0
+        self._key = hmac_key
+        self._writer: RowWriter = writer or DiskWriter()
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        directory.mkdir(parents=True, exist_ok=True)
+        #: what start-up cut off a torn last line, if anything
+        self.repaired: TornTail | None = repair_torn_tail(self.path)
+        self._size = self.path.stat().st_size if self.path.exists() else 0
+        self.head = ChainHead()
+        self._load_state()
+        log.info(
+            "audit sink at %s: chain head seq %d hash %s", self.path, self.head.seq, self.head.hash
+        )
+
+    @property
+    def path(self) -> Path:
+        """The file being appended to."""
+        return self.directory / CURRENT
+
+    def files(self) -> list[Path]:
+        """All audit files, oldest first."""
+        return self.chain_files(self.directory)
+
+    @staticmethod
+    def chain_files(directory: Path) -> list[Path]:
+        """A sink folder's files in chain order: rotated ones by time, then the current one."""
+        rotated = sorted(directory.glob("audit-*.jsonl"))
+        current = directory / CURRENT
+        return [*rotated, current] if current.exists() else rotated
+
+    def write(self, events: Sequence[EvidenceEvent]) -> int:
+        """Append the events not seen before; return how many were written.
+
+        Raises:
+            OSError: the disk failed; nothing was written or remembered, so the
+                same call can be retried.
+        """
+        head = self.head
+        batch: dict[str, bytes] = {}
+        for event in events:
+            if event.id in self._seen or event.id in batch:
+                self.duplicates += 1
+                continue
+            row = seal(json.loads(event.model_dump_json()), head, self._key)
+            head = head.next(row[HASH])
+            batch[event.id] = _line(row)
+        if not batch:
+            return 0
+        self._maybe_rotate()
+        created = self._size == 0
+        data = b"".join(batch.values())
+        self._writer.write_at(self.path, self._size, data, fsync=self.fsync == "batch")
+        if created and self.fsync == "batch":
+            fsync_directory(self.directory)
+        # Durable: only now do the rows count, and their ids stop later copies.
+        self._size += len(data)
+        self.head = head
+        for event_id in batch:
+            self._remember(event_id)
+        return len(batch)
+
+    def read_all(self) -> list[dict[str, object]]:
+        """Every event in every file, oldest first (for tests and the demo)."""
+        rows: list[dict[str, object]] = []
+        for file in self.files():
+            with file.open(encoding="utf-8") as handle:
+                rows.extend(json.loads(line) for line in handle if line.strip())
+        return rows
+
+    def _remember(self, event_id: str) -> None:
+        self._seen[event_id] = None
+        if len(self._seen) > self.remember:
+            self._seen.popitem(last=False)
+
+    def _maybe_rotate(self) -> None:
+        if self._size < self.max_bytes:
+            return
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        rotated = self.directory / f"audit-{stamp}.jsonl"
+        self.path.rename(rotated)
+        self._size = 0
+        if self.fsync == "batch":
+            fsync_directory(self.directory)
+        log.info("audit file rotated to %s; chain head seq %d hash %s", rotated, *self._head())
+
+    def _head(self) -> tuple[int, str]:
+        return self.head.seq, self.head.hash
+
+    def _load_state(self) -> None:
+        """Re-learn recent ids (dedup) and the chain head from the newest files."""
+        loaded = 0
+        head: ChainHead | None = None
+        for file in reversed(self.files()):
+            for line_no, row in _rows_backwards(file):
+                if head is None:
+                    head = _head_of(row, file, line_no)
+                event_id = row.get("id")
+                if isinstance(event_id, str) and loaded < self.remember:
+                    self._seen[event_id] = None
+                    self._seen.move_to_end(event_id, last=False)
+                    loaded += 1
+            if loaded >= self.remember:
+                break
+        self.head = head or ChainHead()
+
+
+def _line(row: dict[str, Any]) -> bytes:
+    return json.dumps(row, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+def _head_of(row: dict[str, Any], file: Path, line_no: int) -> ChainHead:
+    """The head a newest row leaves: its hash, or a fresh chain after unchained rows."""
+    row_hash, seq = row.get(HASH), row.get(SEQ)
+    if isinstance(row_hash, str) and isinstance(seq, int):
+        return ChainHead(row_hash, seq)
+    # Rows written before the chain existed: the chain starts after them.
+    log.warning("audit file %s line %d has no chain fields: starting a new chain", file, line_no)
+    return ChainHead()
+
+
+def _rows_backwards(file: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The file's rows with their line numbers, newest first; bad lines logged and skipped.
+
+    A bad line in the middle of a file must not stop the sink from starting (it
+    would crash-loop); ``ragsift audit verify`` names it.
+    """
+    with file.open("rb") as handle:
+        lines = handle.read().split(b"\n")
+    for index in range(len(lines) - 1, -1, -1):
+        line = lines[index]
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError):  # bad JSON or UTF-8, huge ints; deep nesting
+            row = None
+        if not isinstance(row, dict):
+            log.error("audit file %s line %d is not a JSON object: skipped", file, index + 1)
+            continue
+        yield index + 1, row
