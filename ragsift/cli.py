@@ -608,21 +608,160 @@ def tail(
     err_console.print(f"{shown} events from {name}")
 
 
+#: hosts an unauthenticated development API may bind to: this machine only
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
 @app.command()
 def api(
-    port: Annotated[int, typer.Option(help="HTTP port.")] = 8080,
-    host: Annotated[str, typer.Option(help="Interface to bind.")] = "0.0.0.0",
+    port: Annotated[
+        int | None, typer.Option(help="Query API port [default: RAGSIFT_API_PORT or 8080].")
+    ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            help="Interface for the query API [default: RAGSIFT_API_HOST or 127.0.0.1];"
+            " pass 0.0.0.0 to expose it."
+        ),
+    ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(help="Port of /metrics, /healthz, /readyz [default: 9464]."),
+    ] = None,
+    metrics_host: Annotated[
+        str | None,
+        typer.Option(help="Interface of /metrics, /healthz, /readyz [default: 127.0.0.1]."),
+    ] = None,
+    insecure_no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-no-auth",
+            help="Development only: accept every request without a credential"
+            " (refused unless --host is a loopback address).",
+        ),
+    ] = False,
 ) -> None:
-    """Serve the HTTP API: POST /v1/query, GET /v1/queries/{id}, /healthz, /readyz, /metrics."""
+    """Serve the HTTP API: POST /v1/query, GET /v1/queries/{id} (API key or JWT needed);
+    /healthz, /readyz, /metrics on a separate port."""
+    import signal
+
     from aiohttp import web
 
-    from ragsift.api import QueryApi, create_web_app
+    from ragsift.api import Authenticator, QueryApi, create_admin_app, create_web_app
     from ragsift.streams.admin import ensure_topics
 
     settings = _settings()
-    asyncio.run(ensure_topics(settings.kafka))
-    api_app = create_web_app(QueryApi(settings.kafka, limits=settings.limits))
-    web.run_app(api_app, host=host, port=port, print=None)
+    host = host or settings.api.host
+    port = port or settings.api.port
+    metrics_host = metrics_host or settings.api.metrics_host
+    metrics_port = metrics_port or settings.api.metrics_port
+    if insecure_no_auth and host not in LOOPBACK_HOSTS:
+        err_console.print(
+            f"[red]error:[/red] --insecure-no-auth is only allowed on a loopback --host, got {host}"
+        )
+        raise typer.Exit(2)
+    if port == metrics_port and host == metrics_host:
+        err_console.print("[red]error:[/red] the query API and metrics need different ports")
+        raise typer.Exit(2)
+    try:
+        auth = Authenticator.from_settings(settings.api, insecure=insecure_no_auth)
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    if insecure_no_auth:
+        err_console.print("[yellow]warning:[/yellow] --insecure-no-auth: anyone on this host")
+    query_api = QueryApi(settings.kafka, auth=auth, settings=settings.api, limits=settings.limits)
+
+    async def serve() -> None:
+        await ensure_topics(settings.kafka)
+        runners = [
+            web.AppRunner(create_web_app(query_api)),
+            web.AppRunner(create_admin_app(query_api)),
+        ]
+        for runner, (bind, bind_port) in zip(
+            runners, [(host, port), (metrics_host, metrics_port)], strict=True
+        ):
+            await runner.setup()
+            await web.TCPSite(runner, bind, bind_port).start()
+        err_console.print(
+            f"query API on http://{host}:{port}, metrics on http://{metrics_host}:{metrics_port}"
+        )
+        stop = asyncio.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(signum, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            for runner in reversed(runners):
+                await runner.cleanup()
+
+    asyncio.run(serve())
+
+
+keys_app = typer.Typer(
+    help="API keys for `ragsift api`: create (shown once), list, revoke.", no_args_is_help=True
+)
+app.add_typer(keys_app, name="keys")
+
+
+def _key_store() -> Any:
+    from ragsift.api.auth import KeyStore
+
+    return KeyStore(_settings().api.keys_file)
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: Annotated[
+        list[str], typer.Option("--tenant", help="A tenant the key may act for (repeatable).")
+    ],
+    scope: Annotated[
+        list[str] | None,
+        typer.Option("--scope", help="query, read or admin (repeatable) [default: query, read]."),
+    ] = None,
+    label: Annotated[str, typer.Option(help="A note: who or what holds the key.")] = "",
+) -> None:
+    """Create a key; it is printed once and only its sha256 is stored."""
+    store = _key_store()
+    try:
+        key, record = store.create(tenant, scope or ["query", "read"], label)
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    err_console.print(
+        f"key {record.key_id} for {', '.join(record.tenants)} ({', '.join(record.scopes)})"
+        f" stored in {store.path}; copy it now, it is not shown again:"
+    )
+    print(key)
+
+
+@keys_app.command("list")
+def keys_list() -> None:
+    """Every key's id, tenants, scopes and state (never the key)."""
+    table = Table("id", "tenants", "scopes", "label", "created", "revoked")
+    for r in _key_store().records():
+        table.add_row(
+            r.key_id,
+            ",".join(r.tenants),
+            ",".join(r.scopes),
+            r.label,
+            r.created_at,
+            r.revoked_at or "",
+        )
+    console.print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: Annotated[str, typer.Argument(help="The id shown by `keys list`.")],
+) -> None:
+    """Revoke a key: a running API refuses it from its next request."""
+    try:
+        record = _key_store().revoke(key_id)
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    console.print(f"revoked {record.key_id} at {record.revoked_at}")
 
 
 @k8s_app.command("topics")

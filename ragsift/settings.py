@@ -20,6 +20,7 @@ from ragsift.errors import ConfigurationError
 from ragsift.schemas.base import MAX_K, MAX_QUERY_CHARS
 
 __all__ = [
+    "ApiSettings",
     "AuditSettings",
     "CacheSettings",
     "ConfidenceSettings",
@@ -289,6 +290,56 @@ class AuditSettings(BaseSettings):
         return self
 
 
+#: A result with k=50 hits is ~50-150 KiB of JSON; 64 MiB holds several hundred
+#: of them and leaves most of the API pod's 512 Mi limit to the process itself.
+DEFAULT_API_STORE_BYTES = 64 * 1024 * 1024
+
+
+class ApiSettings(BaseSettings):
+    """The HTTP API: binds, who may call it (API keys, JWT) and its memory and body bounds."""
+
+    model_config = _config("RAGSIFT_API_")
+
+    #: loopback by default: exposing the API is a deliberate ``--host 0.0.0.0``
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=1, le=65_535)
+    #: /metrics, /healthz and /readyz live on their own bind, apart from the query API
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(default=9464, ge=1, le=65_535)
+    keys_file: Path = Field(
+        default=Path(".ragsift/api-keys.json"),
+        description="API keys (sha256 hashes only), managed by `ragsift keys`.",
+    )
+    #: JWT bearer tokens (OIDC): enabled when a secret, public key or JWKS file is set.
+    jwt_hs256_secret: SecretStr | None = None
+    jwt_public_key_file: Path | None = Field(default=None, description="PEM, RS256/ES256.")
+    jwt_jwks_file: Path | None = Field(default=None, description="A JWKS document (by kid).")
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    jwt_tenant_claim: str = "tenant_id"
+    jwt_scope_claim: str = "scope"
+    store_bytes: int = Field(
+        default=DEFAULT_API_STORE_BYTES,
+        ge=1024 * 1024,
+        le=4 * 1024 * 1024 * 1024,
+        description="Bytes of recent results/reports kept for GET /v1/queries/{id}.",
+    )
+    max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    #: the whole body must arrive within this (a slow-drip client holds no socket for long)
+    body_timeout_s: float = Field(default=10.0, gt=0, le=300)
+
+    @property
+    def jwt_enabled(self) -> bool:
+        """Whether bearer JWTs are accepted at all."""
+        return bool(self.jwt_hs256_secret or self.jwt_public_key_file or self.jwt_jwks_file)
+
+    @model_validator(mode="after")
+    def _jwt_is_complete(self) -> ApiSettings:
+        if self.jwt_enabled and not (self.jwt_issuer and self.jwt_audience):
+            raise ValueError("JWT verification needs both jwt_issuer and jwt_audience")
+        return self
+
+
 class Settings(BaseSettings):
     """All of ragsift's settings, one frozen object per concern."""
 
@@ -307,6 +358,7 @@ class Settings(BaseSettings):
     llm: LlmSettings = Field(default_factory=LlmSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
@@ -323,6 +375,7 @@ class Settings(BaseSettings):
                 llm=LlmSettings(),
                 limits=LimitSettings(),
                 audit=AuditSettings(),
+                api=ApiSettings(),
                 **overrides,
             )
         except ValueError as exc:

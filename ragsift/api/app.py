@@ -3,8 +3,12 @@
 The API publishes the query event to Kafka and reads the results (and
 reports) topics itself, with every partition assigned to it (no consumer
 group: each API replica sees every result), matching them to waiting requests
-by query id. A request that gets no result within its timeout gets a 504 with
-the query id, which ``GET /v1/queries/{id}`` can poll later.
+by (tenant, query id). A request that gets no result within its timeout gets a
+504 with the query id, which ``GET /v1/queries/{id}`` can poll later.
+
+Every query route needs a credential (see :mod:`ragsift.api.auth`); the tenant
+comes from it. ``/metrics``, ``/healthz`` and ``/readyz`` are served by a
+separate application (:func:`create_admin_app`) on its own bind.
 """
 
 from __future__ import annotations
@@ -12,33 +16,59 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import uuid
-from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 from pydantic import ValidationError
 
-from ragsift.api.openapi import ErrorBody, QueryAnswer, QueryRequest, openapi_document
+from ragsift.api.auth import Authenticator, AuthError, Principal
+from ragsift.api.body import BodyError, read_json_body
+from ragsift.api.openapi import ErrorBody, QueryRequest, openapi_document
+from ragsift.api.store import RecentEvents
 from ragsift.errors import DecodeError
 from ragsift.observability.metrics import Metrics
 from ragsift.schemas import DeadLetter, QueryEvent, Report, RetrievalResult
-from ragsift.settings import KafkaSettings, LimitSettings
+from ragsift.settings import ApiSettings, KafkaSettings, LimitSettings
 from ragsift.streams import clients
 from ragsift.streams.codec import EventCodec
 from ragsift.streams.topics import TOPICS
 
-__all__ = ["QueryApi", "create_web_app"]
+__all__ = ["QueryApi", "create_admin_app", "create_web_app"]
 
-RECENT_RESULTS = 10_000  # results kept for GET /v1/queries/{id}
+log = logging.getLogger(__name__)
+
+#: how often the API checks it can still reach the brokers, and how long one check may take
+BROKER_PROBE_INTERVAL_S = 5.0
+BROKER_PROBE_TIMEOUT_S = 3.0
+#: pause between attempts to connect while the brokers are unreachable
+RECONNECT_BACKOFF_S = 2.0
+#: a publish never waits longer than this, whatever the request's timeout
+MAX_SEND_S = 10.0
+_PRINCIPAL = web.RequestKey("principal", Principal)
+WWW_AUTHENTICATE = 'Bearer realm="ragsift"'
 
 
 def _error(status: int, error: str, detail: str, **extra: Any) -> web.Response:
     body = ErrorBody(error=error, detail=detail, **extra)
-    return web.json_response(body.model_dump(mode="json"), status=status)
+    headers = {"WWW-Authenticate": WWW_AUTHENTICATE} if status == 401 else None
+    return web.json_response(body.model_dump(mode="json"), status=status, headers=headers)
+
+
+@dataclass
+class _Pending:
+    """A POST waiting for its answer: the bytes it sent tell its dead letters from others'."""
+
+    sent: bytes
+    want_report: bool
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    letter: DeadLetter | None = None
 
 
 class QueryApi:
@@ -47,20 +77,23 @@ class QueryApi:
     def __init__(
         self,
         kafka: KafkaSettings,
+        *,
+        auth: Authenticator,
+        settings: ApiSettings | None = None,
         metrics: Metrics | None = None,
         limits: LimitSettings | None = None,
     ):
         self.kafka = kafka
+        self.auth = auth
+        self.settings = settings or ApiSettings()
         self.limits = limits or LimitSettings()
         self.metrics = metrics or Metrics()
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
-        self._reader: asyncio.Task[None] | None = None
-        self._ready = False
-        self._waiting: dict[str, list[asyncio.Future[None]]] = {}
-        self._results: OrderedDict[str, RetrievalResult] = OrderedDict()
-        self._reports: OrderedDict[str, Report] = OrderedDict()
-        self._rejected: OrderedDict[str, DeadLetter] = OrderedDict()
+        self._runner: asyncio.Task[None] | None = None
+        self._connected = False
+        self._broker_ok = False
+        self._pending: dict[tuple[str, str], list[_Pending]] = {}
         self._result_codec = EventCodec(RetrievalResult)
         self._report_codec = EventCodec(Report)
         self._dead_codec = EventCodec(DeadLetter)
@@ -78,39 +111,97 @@ class QueryApi:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
             registry=r,
         )
+        self.evictions = Counter(
+            "ragsift_api_store_evictions_total",
+            "Recent results/reports dropped to keep the store under its byte bound.",
+            registry=r,
+        )
+        self.store_bytes = Gauge(
+            "ragsift_api_store_bytes", "Bytes held by the recent results/reports store.", registry=r
+        )
+        self.store = RecentEvents(self.settings.store_bytes, on_evict=self.evictions.inc)
+        self.store_bytes.set_function(lambda: self.store.bytes)
 
     def topic(self, logical: str) -> str:
         """Full name of a registered topic."""
         return TOPICS[logical].name(self.kafka.topic_prefix)
 
+    @property
+    def ready(self) -> bool:
+        """Connected, reading results, and the brokers answered the last probe."""
+        running = self._runner is not None and not self._runner.done()
+        return running and self._connected and self._broker_ok
+
+    # -- Kafka ------------------------------------------------------------------------
+
     async def start(self) -> None:
-        """Connect to Kafka and start reading results from the end of each partition."""
+        """Start connecting in the background: the API serves (503s) while Kafka is away."""
+        self._runner = asyncio.create_task(self._run(), name="ragsift-api-kafka")
+
+    async def stop(self) -> None:
+        """Stop reading and disconnect."""
+        if self._runner is not None:
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._runner
+        await self._disconnect()
+
+    async def _disconnect(self) -> None:
+        self._connected = self._broker_ok = False
+        consumer, producer, self._consumer, self._producer = (
+            self._consumer,
+            self._producer,
+            None,
+            None,
+        )
+        for client in (consumer, producer):
+            if client is not None:
+                with contextlib.suppress(KafkaError, OSError):
+                    await client.stop()
+
+    async def _connect(self) -> None:
         self._producer = clients.producer(self.kafka, linger_ms=2)
         await self._producer.start()
         self._consumer = clients.consumer(self.kafka)
         await self._consumer.start()
+        found = await self._consumer._client.fetch_all_metadata()
         partitions = []
         for logical in ("retrievals", "reports", "deadletter"):
             name = self.topic(logical)
-            found = await self._consumer._client.fetch_all_metadata()
             ids = found.partitions_for_topic(name) or {0}
             partitions += [TopicPartition(name, p) for p in sorted(ids)]
         self._consumer.assign(partitions)
         await self._consumer.seek_to_end(*partitions)
-        self._reader = asyncio.create_task(self._read(), name="ragsift-api-reader")
-        self._ready = True
+        self._connected = self._broker_ok = True
 
-    async def stop(self) -> None:
-        """Stop reading and disconnect."""
-        self._ready = False
-        if self._reader is not None:
-            self._reader.cancel()
+    async def _run(self) -> None:
+        """Connect (retrying while the brokers are down), then read and probe until cancelled."""
+        while not self._connected:
+            try:
+                await self._connect()
+            except (KafkaError, OSError) as exc:
+                log.warning("cannot reach Kafka (%s); retrying in %s s", exc, RECONNECT_BACKOFF_S)
+                await self._disconnect()
+                await asyncio.sleep(RECONNECT_BACKOFF_S)
+        probe = asyncio.create_task(self._probe(), name="ragsift-api-probe")
+        try:
+            await self._read()
+        finally:
+            probe.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
-        if self._consumer is not None:
-            await self._consumer.stop()
-        if self._producer is not None:
-            await self._producer.stop()
+                await probe
+
+    async def _probe(self) -> None:
+        """Keep ``_broker_ok`` true only while the brokers answer a metadata request."""
+        assert self._consumer is not None
+        while True:
+            await asyncio.sleep(BROKER_PROBE_INTERVAL_S)
+            try:
+                async with asyncio.timeout(BROKER_PROBE_TIMEOUT_S):
+                    await self._consumer._client.fetch_all_metadata()
+                self._broker_ok = True
+            except (TimeoutError, KafkaError, OSError):
+                self._broker_ok = False
 
     async def _read(self) -> None:
         assert self._consumer is not None
@@ -122,72 +213,96 @@ class QueryApi:
                 for record in records:
                     try:
                         if tp.topic == results:
-                            self._remember(self._results, self._result_codec.decode(record.value))
+                            self.accept_result(self._result_codec.decode(record.value))
                         elif tp.topic == reports:
-                            self._remember(self._reports, self._report_codec.decode(record.value))
+                            self.accept_report(self._report_codec.decode(record.value))
                         elif tp.topic == dead:
-                            letter = self._dead_codec.decode(record.value)
-                            if letter.query_id and letter.worker == "retrieval":
-                                self._remember(self._rejected, letter)
+                            self.accept_dead_letter(self._dead_codec.decode(record.value))
                     except DecodeError:
                         continue  # not ours to dead-letter: the producing worker validated it
 
-    def _remember(
-        self, store: OrderedDict[str, Any], event: RetrievalResult | Report | DeadLetter
-    ) -> None:
-        assert event.query_id is not None
-        store[event.query_id] = event
-        store.move_to_end(event.query_id)
-        while len(store) > RECENT_RESULTS:
-            store.popitem(last=False)
-        for fut in self._waiting.get(event.query_id, []):
-            if not fut.done():
-                fut.set_result(None)
+    def accept_result(self, result: RetrievalResult) -> None:
+        """Keep a result for its (tenant, query id) and wake that tenant's waiters only."""
+        key = (result.tenant_id, result.query_id)
+        self.store.put(("result", *key), result.model_dump_json().encode())
+        self._wake(key)
 
-    async def _wait_for(self, query_id: str, want_report: bool, timeout_s: float) -> bool:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while True:
-            if query_id in self._rejected:
-                return True
-            if query_id in self._results and (not want_report or query_id in self._reports):
-                return True
-            left = deadline - loop.time()
-            if left <= 0:
-                return False
-            fut: asyncio.Future[None] = loop.create_future()
-            self._waiting.setdefault(query_id, []).append(fut)
-            try:
-                await asyncio.wait_for(fut, timeout=left)
-            except TimeoutError:
-                return False
-            finally:
-                waiters = self._waiting.get(query_id, [])
-                if fut in waiters:
-                    waiters.remove(fut)
-                if not waiters:
-                    self._waiting.pop(query_id, None)
+    def accept_report(self, report: Report) -> None:
+        """Keep a report for its (tenant, query id)."""
+        key = (report.tenant_id, report.query_id)
+        self.store.put(("report", *key), report.model_dump_json().encode())
+        self._wake(key)
+
+    def accept_dead_letter(self, letter: DeadLetter) -> None:
+        """A rejected query answers only the request that sent those exact bytes."""
+        if not letter.query_id or letter.worker != "retrieval":
+            return
+        original = letter.original
+        for (_, query_id), waiters in self._pending.items():
+            if query_id != letter.query_id:
+                continue
+            for pending in waiters:
+                if pending.sent == original:
+                    pending.letter = letter
+                    pending.wake.set()
+
+    def _wake(self, key: tuple[str, str]) -> None:
+        for pending in self._pending.get(key, []):
+            pending.wake.set()
+
+    def _answered(self, key: tuple[str, str], want_report: bool) -> bool:
+        if ("result", *key) not in self.store:
+            return False
+        return not want_report or ("report", *key) in self.store
+
+    async def _wait_for(self, key: tuple[str, str], pending: _Pending, timeout_s: float) -> bool:
+        try:
+            async with asyncio.timeout(timeout_s):
+                while pending.letter is None and not self._answered(key, pending.want_report):
+                    pending.wake.clear()
+                    await pending.wake.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    async def _publish(self, event: QueryEvent, payload: bytes, timeout_s: float) -> None:
+        """Send the query; a broker that cannot take it within the request's time is a 503."""
+        if not self.ready or self._producer is None:
+            raise KafkaError("not connected to Kafka")
+        try:
+            async with asyncio.timeout(min(timeout_s, MAX_SEND_S)):
+                await self._producer.send_and_wait(
+                    self.topic("queries"), payload, key=event.query_id.encode()
+                )
+        except TimeoutError as exc:
+            self._broker_ok = False  # /readyz says so until the next probe gets through
+            raise KafkaError(f"Kafka did not take the query within {timeout_s} s") from exc
 
     # -- handlers ---------------------------------------------------------------------
 
     async def post_query(self, request: web.Request) -> web.Response:
         """POST /v1/query."""
         with self.latency.time():
-            response = await self._post_query(request)
-        self.requests.labels("/v1/query", str(response.status)).inc()
-        return response
+            return await self._post_query(request)
 
     async def _post_query(self, request: web.Request) -> web.Response:
+        principal = request[_PRINCIPAL]
+        principal.require("query")
         try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return _error(400, "bad_json", f"the body is not JSON: {exc}")
+            body = await read_json_body(
+                request,
+                max_bytes=self.settings.max_body_bytes,
+                timeout_s=self.settings.body_timeout_s,
+            )
+        except BodyError as exc:
+            return _error(exc.status, exc.error, exc.message)
         try:
             req = QueryRequest.model_validate(body)
             self._check_limits(req)
             event = QueryEvent(
                 query_id=req.query_id or f"api-{uuid.uuid4().hex}",
-                tenant_id=req.tenant_id,
+                # the credential names the tenant; a body tenant_id must agree with it
+                tenant_id=principal.tenant_for(req.tenant_id),
                 query=req.query,
                 collection=req.collection,
                 k=req.k,
@@ -201,37 +316,58 @@ class QueryApi:
                 for e in exc.errors(include_url=False, include_input=False)
             ]
             return _error(422, "invalid_query", "the query breaks the contract", fields=fields)
-        if not self._ready or self._producer is None:
-            return _error(503, "not_ready", "not connected to Kafka yet", query_id=event.query_id)
+        key = (event.tenant_id, event.query_id)
+        pending = _Pending(sent=self._query_codec.encode(event), want_report=req.want_report)
+        # registered before sending: a fast dead letter must find its request
+        self._pending.setdefault(key, []).append(pending)
         try:
-            await self._producer.send_and_wait(
-                self.topic("queries"), self._query_codec.encode(event), key=event.query_id.encode()
-            )
-        except KafkaError as exc:
-            return _error(503, "kafka_unavailable", str(exc), query_id=event.query_id)
-        if not await self._wait_for(event.query_id, req.want_report, req.timeout_s):
-            return _error(
-                504,
-                "timeout",
-                f"no result within {req.timeout_s} s; poll GET /v1/queries/{event.query_id}",
-                query_id=event.query_id,
-            )
-        letter = self._rejected.get(event.query_id)
+            try:
+                await self._publish(event, pending.sent, req.timeout_s)
+            except KafkaError as exc:
+                return _error(503, "kafka_unavailable", str(exc), query_id=event.query_id)
+            if not await self._wait_for(key, pending, req.timeout_s):
+                return _error(
+                    504,
+                    "timeout",
+                    f"no result within {req.timeout_s} s; poll GET /v1/queries/{event.query_id}",
+                    query_id=event.query_id,
+                )
+        finally:
+            waiters = self._pending.get(key, [])
+            waiters.remove(pending)
+            if not waiters:
+                self._pending.pop(key, None)
+        return self._answer(key, pending)
+
+    def _answer(self, key: tuple[str, str], pending: _Pending) -> web.Response:
+        letter = pending.letter
+        query_id = key[1]
         if letter is not None and "unknown collection" in letter.error:
-            return _error(404, "collection_not_found", letter.error, query_id=event.query_id)
+            return _error(404, "collection_not_found", letter.error, query_id=query_id)
         if letter is not None:
             return _error(
                 422,
                 "rejected",
                 f"the pipeline rejected the query at {letter.stage}: {letter.error}",
-                query_id=event.query_id,
+                query_id=query_id,
             )
-        answer = QueryAnswer(
-            query_id=event.query_id,
-            result=self._results[event.query_id],
-            report=self._reports.get(event.query_id) if req.want_report else None,
+        result = self.store.get(("result", *key))
+        report = self.store.get(("report", *key)) if pending.want_report else None
+        if result is None:  # evicted between waking and answering: only under extreme load
+            return _error(504, "timeout", "the result was evicted; retry", query_id=query_id)
+        # the stored bytes are the models' own JSON: a QueryAnswer without re-encoding them
+        body = b"".join(
+            (
+                b'{"query_id":',
+                json.dumps(query_id).encode(),
+                b',"result":',
+                result,
+                b',"report":',
+                report or b"null",
+                b"}",
+            )
         )
-        return web.json_response(text=answer.model_dump_json())
+        return web.Response(body=body, content_type="application/json")
 
     def _check_limits(self, req: QueryRequest) -> None:
         """This deployment's limits (tighter than the wire contract's), as validation errors."""
@@ -257,25 +393,31 @@ class QueryApi:
             )
 
     async def get_query(self, request: web.Request) -> web.Response:
-        """GET /v1/queries/{query_id}."""
+        """GET /v1/queries/{query_id}: the caller's tenants only; others' ids are 404."""
+        principal = request[_PRINCIPAL]
+        principal.require("read")
         query_id = request.match_info["query_id"]
-        result = self._results.get(query_id)
-        if result is None:
-            response = _error(404, "not_found", f"no result seen for query id {query_id!r}")
-        else:
-            response = web.json_response(text=result.model_dump_json())
-        self.requests.labels("/v1/queries/{id}", str(response.status)).inc()
-        return response
+        asked = request.query.get("tenant_id")
+        tenants = (
+            [principal.tenant_for(asked)]
+            if asked is not None or principal.tenants is None
+            else sorted(principal.tenants)
+        )
+        for tenant in tenants:
+            result = self.store.get(("result", tenant, query_id))
+            if result is not None:
+                return web.Response(body=result, content_type="application/json")
+        return _error(404, "not_found", f"no result seen for query id {query_id!r}")
 
     async def healthz(self, request: web.Request) -> web.Response:
         """Liveness."""
         return web.json_response({"status": "ok"})
 
     async def readyz(self, request: web.Request) -> web.Response:
-        """Readiness: connected to Kafka and reading results."""
-        ok = self._ready and self._reader is not None and not self._reader.done()
+        """Readiness: connected to Kafka, reading results, and the brokers answer."""
+        ok = self.ready
         return web.json_response(
-            {"status": "ready" if ok else "starting"}, status=200 if ok else 503
+            {"status": "ready" if ok else "not_ready"}, status=200 if ok else 503
         )
 
     async def metrics_page(self, request: web.Request) -> web.Response:
@@ -289,15 +431,33 @@ class QueryApi:
         """The OpenAPI document."""
         return web.json_response(openapi_document(self.limits.max_k, self.limits.max_query_chars))
 
+    @web.middleware
+    async def authenticate(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """Resolve the caller before any query route runs; count every answer by route."""
+        route = request.match_info.route.resource
+        name = route.canonical if route is not None else "unmatched"
+        try:
+            if name != "/openapi.json" and route is not None:
+                request[_PRINCIPAL] = self.auth.authenticate(
+                    request.headers.get("Authorization"), request.headers.get("X-API-Key")
+                )
+            response = await handler(request)
+        except AuthError as exc:
+            error = "unauthorized" if exc.status == 401 else "forbidden"
+            response = _error(exc.status, error, exc.message)
+        self.requests.labels(name, str(response.status)).inc()
+        return response
+
 
 def create_web_app(api: QueryApi) -> web.Application:
-    """The aiohttp application; Kafka connects on start-up, disconnects on clean-up."""
-    app = web.Application(client_max_size=1024 * 1024)
+    """The query API; Kafka connects on start-up, disconnects on clean-up."""
+    app = web.Application(
+        middlewares=[api.authenticate], client_max_size=api.settings.max_body_bytes
+    )
     app.router.add_post("/v1/query", api.post_query)
     app.router.add_get("/v1/queries/{query_id}", api.get_query)
-    app.router.add_get("/healthz", api.healthz)
-    app.router.add_get("/readyz", api.readyz)
-    app.router.add_get("/metrics", api.metrics_page)
     app.router.add_get("/openapi.json", api.openapi)
 
     async def lifecycle(_: web.Application) -> Any:
@@ -306,4 +466,13 @@ def create_web_app(api: QueryApi) -> web.Application:
         await api.stop()
 
     app.cleanup_ctx.append(lifecycle)
+    return app
+
+
+def create_admin_app(api: QueryApi) -> web.Application:
+    """``/metrics``, ``/healthz``, ``/readyz``: for the cluster, on their own bind."""
+    app = web.Application()
+    app.router.add_get("/healthz", api.healthz)
+    app.router.add_get("/readyz", api.readyz)
+    app.router.add_get("/metrics", api.metrics_page)
     return app

@@ -24,11 +24,15 @@ MIN_TIMEOUT_S = 1.0  # a trip through Kafka and a worker batch; less is a guaran
 
 
 class QueryRequest(BaseModel):
-    """A query submitted over HTTP; the API adds a query id when none is given."""
+    """A query submitted over HTTP; the API adds a query id when none is given.
+
+    The tenant comes from the caller's credential: ``tenant_id`` may be left out
+    when the credential covers one tenant, and must name one of its tenants when given.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    tenant_id: str = Field(pattern=TENANT_PATTERN, min_length=1, max_length=64)
+    tenant_id: str | None = Field(default=None, pattern=TENANT_PATTERN, min_length=1, max_length=64)
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"\S")
     query_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
     collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
@@ -79,17 +83,15 @@ def openapi_document(max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS)
     answer = _schema(QueryAnswer, components)
     error = _schema(ErrorBody, components)
     result = _schema(RetrievalResult, components)
-    health = {
-        "type": "object",
-        "properties": {"status": {"type": "string"}},
-        "required": ["status"],
-    }
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "ragsift query API",
             "version": __version__,
-            "description": "Publish a query to the ragsift pipeline and wait for its result.",
+            "description": (
+                "Publish a query to the ragsift pipeline and wait for its result."
+                " /healthz, /readyz and /metrics are served on the separate admin port."
+            ),
         },
         "paths": {
             "/v1/query": {
@@ -102,8 +104,13 @@ def openapi_document(max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS)
                     },
                     "responses": {
                         "200": _json(answer, "The result (and report, if asked for)."),
-                        "400": _json(error, "The body is not JSON."),
+                        "400": _json(error, "The body is not JSON, or nests too deep."),
+                        "401": _json(error, "No valid credential (see WWW-Authenticate)."),
+                        "403": _json(error, "The credential lacks the scope or the tenant."),
                         "404": _json(error, "The collection does not exist."),
+                        "408": _json(error, "The body did not arrive in time."),
+                        "413": _json(error, "The body is too large."),
+                        "415": _json(error, "The body is not application/json."),
                         "422": _json(error, "The body breaks the contract; fields say where."),
                         "503": _json(error, "Kafka is unavailable."),
                         "504": _json(error, "No result within timeout_s; query_id to poll."),
@@ -120,29 +127,35 @@ def openapi_document(max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS)
                             "in": "path",
                             "required": True,
                             "schema": {"type": "string", "minLength": 1, "maxLength": 128},
-                        }
+                        },
+                        {
+                            "name": "tenant_id",
+                            "in": "query",
+                            "required": False,
+                            "description": "Which of the credential's tenants (default: all).",
+                            "schema": {"type": "string", "pattern": TENANT_PATTERN},
+                        },
                     ],
                     "responses": {
                         "200": _json(result, "The latest result seen for the query."),
-                        "404": _json(error, "No result seen for this id (yet)."),
-                    },
-                }
-            },
-            "/healthz": {
-                "get": {
-                    "operationId": "healthz",
-                    "responses": {"200": _json(health, "The process is alive.")},
-                }
-            },
-            "/readyz": {
-                "get": {
-                    "operationId": "readyz",
-                    "responses": {
-                        "200": _json(health, "Connected to Kafka and reading results."),
-                        "503": _json(health, "Not ready yet."),
+                        "401": _json(error, "No valid credential (see WWW-Authenticate)."),
+                        "403": _json(error, "The credential lacks the read scope or tenant."),
+                        "404": _json(error, "No result for this id in the caller's tenants."),
                     },
                 }
             },
         },
-        "components": {"schemas": components},
+        # an API key (rsk_...) or a JWT, as a bearer token or in X-API-Key
+        "security": [{"bearerAuth": []}, {"apiKeyHeader": []}],
+        "components": {
+            "schemas": components,
+            "securitySchemes": {
+                "bearerAuth": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "An API key from `ragsift keys create`, or an OIDC JWT.",
+                },
+                "apiKeyHeader": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+            },
+        },
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from ragsift.api import Authenticator, KeyStore
 from ragsift.schemas import Decision, ReviewItem
 from tests.e2e.harness import REPO, TENANT, Stack, TopicReader, WorkerProcess, free_port
 
@@ -29,16 +31,37 @@ def workers(stack: Stack, template_index: Path) -> Iterator[WorkerProcess]:
     proc.stop()
 
 
+#: API keys the module's API accepts: one for the test tenant, one for another tenant
+KEYS: dict[str, str] = {}
+OTHER_TENANT = "other-tenant"
+
+
 @pytest.fixture(scope="module")
 def api(
     stack: Stack, workers: WorkerProcess, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    port = free_port()
-    log = tmp_path_factory.mktemp("api") / "api.log"
+    port, metrics_port = free_port(), free_port()
+    home = tmp_path_factory.mktemp("api")
+    log = home / "api.log"
+    store = KeyStore(home / "api-keys.json")
+    KEYS[TENANT] = store.create([TENANT], ["query", "read"], "e2e")[0]
+    KEYS[OTHER_TENANT] = store.create([OTHER_TENANT], ["query", "read"], "e2e")[0]
+    env = {**stack.env(workers.dir), "RAGSIFT_API_KEYS_FILE": str(store.path)}
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ragsift", "api", "--port", str(port), "--host", "127.0.0.1"],
-            env=stack.env(workers.dir),
+            [
+                sys.executable,
+                "-m",
+                "ragsift",
+                "api",
+                "--port",
+                str(port),
+                "--host",
+                "127.0.0.1",
+                "--metrics-port",
+                str(metrics_port),
+            ],
+            env=env,
             cwd=REPO,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -48,7 +71,7 @@ def api(
         deadline = time.monotonic() + 60
         while True:
             try:
-                if call("GET", f"{base}/readyz")[0] == 200:
+                if call("GET", f"http://127.0.0.1:{metrics_port}/readyz")[0] == 200:
                     break
             except OSError:
                 pass
@@ -61,13 +84,17 @@ def api(
         proc.wait(timeout=30)
 
 
-def call(method: str, url: str, body: object | None = None) -> tuple[int, Any]:
+def call(
+    method: str, url: str, body: object | None = None, tenant: str | None = TENANT
+) -> tuple[int, Any]:
+    """One request with the key of ``tenant`` (None: no credential)."""
     data = (
         None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
     )
-    request = urllib.request.Request(
-        url, data=data, method=method, headers={"content-type": "application/json"}
-    )
+    headers = {"content-type": "application/json"}
+    if tenant is not None and tenant in KEYS:
+        headers["authorization"] = f"Bearer {KEYS[tenant]}"
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=70) as response:
             return response.status, json.loads(response.read() or b"null")
@@ -92,6 +119,28 @@ def test_post_query_returns_its_result_and_get_finds_it(api: str) -> None:
     status, again = call("GET", f"{api}/v1/queries/api-1")
     assert status == 200
     assert again["result_id"] == body["result"]["result_id"]
+
+
+def test_credentials_decide_the_tenant_over_a_real_socket(api: str) -> None:
+    """No key: 401. Another tenant's key: 403 on the body, 404 on the id, its own result."""
+    body = {"tenant_id": TENANT, "query": "What are the API rate limits per key?"}
+    status, _ = call("POST", f"{api}/v1/query", {**body, "query_id": "t-1"}, tenant=None)
+    assert status == 401
+    status, _ = call("POST", f"{api}/v1/query", {**body, "query_id": "t-1"}, tenant=OTHER_TENANT)
+    assert status == 403
+    status, mine = call("POST", f"{api}/v1/query", {**body, "query_id": "t-1"})
+    assert status == 200, mine
+    assert call("GET", f"{api}/v1/queries/t-1", tenant=OTHER_TENANT)[0] == 404
+    # the other tenant reusing the id searches its own (empty) documents, never ours
+    status, theirs = call(
+        "POST",
+        f"{api}/v1/query",
+        {"query": body["query"], "query_id": "t-1"},
+        tenant=OTHER_TENANT,
+    )
+    assert status == 200, theirs
+    assert theirs["result"]["tenant_id"] == OTHER_TENANT
+    assert not theirs["result"]["hits"]
 
 
 def test_reports_answer_in_scope_and_refuse_out_of_scope(api: str) -> None:
@@ -148,9 +197,16 @@ async def test_no_result_in_time_is_a_504_with_the_query_id(stack: Stack) -> Non
 
     kafka = KafkaSettings(bootstrap_servers=stack.bootstrap, topic_prefix=f"{stack.prefix}-idle")
     await ensure_topics(kafka)
-    server = TestServer(create_web_app(QueryApi(kafka)), host="127.0.0.1")
+    auth = Authenticator(keys=None, jwt_verifier=None, insecure=True)
+    query_api = QueryApi(kafka, auth=auth)
+    server = TestServer(create_web_app(query_api), host="127.0.0.1")
     await server.start_server()
     try:
+        for _ in range(300):  # Kafka connects in the background; /readyz gates traffic
+            if query_api.ready:
+                break
+            await asyncio.sleep(0.1)
+        assert query_api.ready
         async with ClientSession() as session:
             body = {"tenant_id": TENANT, "query": "anyone there?", "timeout_s": 1.0}
             async with session.post(server.make_url("/v1/query"), json=body) as response:
@@ -207,8 +263,8 @@ def test_openapi_contract_holds_under_schemathesis(api: str, tmp_path: Path) -> 
         "25",
         "--checks",
         "all",
-        "--exclude-checks",
-        "ignored_auth",
+        "--header",
+        f"Authorization: Bearer {KEYS[TENANT]}",
         "--request-timeout",
         "70",
         "--suppress-health-check",

@@ -1,0 +1,345 @@
+"""Who is calling the HTTP API: API keys (stored hashed) and OIDC/JWT bearer tokens.
+
+A credential resolves to a :class:`Principal`: the tenants it may act for and
+its scopes. The tenant of a request always comes from the credential, never
+from the body alone (see docs/security.md).
+
+API keys look like ``rsk_<key id>_<secret>``. The keys file keeps the key id,
+the sha256 of the whole key, its tenants and scopes, and never the key itself:
+the secret part is 256 random bits, so a fast hash is as safe as a slow one and
+costs nothing per request. The file is re-read when it changes, so a revoked
+key stops working without a restart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import tempfile
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import jwt
+
+from ragsift.errors import ConfigurationError, RagsiftError
+from ragsift.schemas.base import TENANT_PATTERN
+from ragsift.settings import ApiSettings
+
+__all__ = [
+    "KEY_PREFIX",
+    "SCOPES",
+    "AuthError",
+    "Authenticator",
+    "JwtVerifier",
+    "KeyRecord",
+    "KeyStore",
+    "Principal",
+    "Scope",
+]
+
+Scope = Literal["query", "read", "admin"]
+#: query: POST /v1/query; read: GET /v1/queries/{id}; admin: both (and what comes later)
+SCOPES: tuple[Scope, ...] = ("query", "read", "admin")
+KEY_PREFIX = "rsk"
+_KEY_ID_BYTES = 6  # 12 hex characters: enough to tell keys apart in a listing
+_SECRET_BYTES = 32  # 256 bits: guessing is out of reach, so sha256 storage is enough
+#: clock skew tolerated on exp/nbf/iat between the issuer and this host
+JWT_LEEWAY_S = 30
+_ASYMMETRIC = ["RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256"]
+_TENANT_RE = re.compile(TENANT_PATTERN)
+
+
+class AuthError(RagsiftError):
+    """A request without a valid credential (401) or without the right (403).
+
+    Args:
+        message: what is wrong, safe to show to the caller.
+        status: 401 (who are you?) or 403 (you may not).
+    """
+
+    stage = "auth"
+
+    def __init__(self, message: str, *, status: Literal[401, 403] = 401):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated caller: its tenants (``None``: any, dev mode only) and scopes."""
+
+    subject: str
+    tenants: frozenset[str] | None
+    scopes: frozenset[str]
+
+    def require(self, scope: Scope) -> None:
+        """Raise a 403 unless the caller holds ``scope`` (``admin`` holds them all)."""
+        if scope not in self.scopes and "admin" not in self.scopes:
+            raise AuthError(f"this credential lacks the {scope!r} scope", status=403)
+
+    def tenant_for(self, asked: str | None) -> str:
+        """The tenant a request acts for: the credential's, checked against the body's."""
+        if self.tenants is None:
+            # no credential to take it from (--insecure-no-auth): the body must say
+            return asked or ""
+        if asked is None:
+            if len(self.tenants) == 1:
+                return next(iter(self.tenants))
+            raise AuthError(
+                "this credential covers several tenants: say which in tenant_id", status=403
+            )
+        if asked not in self.tenants:
+            raise AuthError(f"this credential may not act for tenant {asked!r}", status=403)
+        return asked
+
+
+ANONYMOUS = Principal(
+    subject="anonymous (--insecure-no-auth)", tenants=None, scopes=frozenset(SCOPES)
+)
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    """One API key as stored: its id, the sha256 of the key, tenants and scopes."""
+
+    key_id: str
+    sha256: str
+    tenants: tuple[str, ...]
+    scopes: tuple[str, ...]
+    label: str = ""
+    created_at: str = ""
+    revoked_at: str | None = None
+
+    def principal(self) -> Principal:
+        """The caller this key stands for."""
+        return Principal(f"key:{self.key_id}", frozenset(self.tenants), frozenset(self.scopes))
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass
+class KeyStore:
+    """The keys file: create, list, revoke, and look a presented key up."""
+
+    path: Path
+    _records: dict[str, KeyRecord] = field(default_factory=dict)
+    _seen: tuple[int, int] | None = None  # (mtime_ns, size) of the file last read
+
+    def records(self) -> list[KeyRecord]:
+        """Every key, revoked ones included, oldest first."""
+        self._reload()
+        return list(self._records.values())
+
+    def active(self) -> list[KeyRecord]:
+        """Keys that still work."""
+        return [r for r in self.records() if r.revoked_at is None]
+
+    def create(
+        self, tenants: list[str], scopes: list[str], label: str = ""
+    ) -> tuple[str, KeyRecord]:
+        """A new key: returns the key (shown once, never stored) and its stored record."""
+        if not tenants:
+            raise ConfigurationError("a key needs at least one tenant")
+        for tenant in tenants:
+            if not _TENANT_RE.match(tenant):
+                raise ConfigurationError(f"tenant must match {TENANT_PATTERN}, got {tenant!r}")
+        bad = sorted(set(scopes) - set(SCOPES))
+        if bad or not scopes:
+            raise ConfigurationError(f"scopes must be some of {list(SCOPES)}, got {scopes}")
+        key_id = secrets.token_hex(_KEY_ID_BYTES)
+        key = f"{KEY_PREFIX}_{key_id}_{secrets.token_urlsafe(_SECRET_BYTES)}"
+        record = KeyRecord(
+            key_id=key_id,
+            sha256=_digest(key),
+            tenants=tuple(sorted(set(tenants))),
+            scopes=tuple(s for s in SCOPES if s in scopes),
+            label=label,
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+        self._reload()
+        self._records[key_id] = record
+        self._write()
+        return key, record
+
+    def revoke(self, key_id: str) -> KeyRecord:
+        """Mark a key revoked (kept in the file so listings show when)."""
+        self._reload()
+        record = self._records.get(key_id)
+        if record is None:
+            raise ConfigurationError(f"no key with id {key_id!r} in {self.path}")
+        if record.revoked_at is None:
+            record = KeyRecord(
+                **{**record.__dict__, "revoked_at": datetime.now(UTC).isoformat(timespec="seconds")}
+            )
+            self._records[key_id] = record
+            self._write()
+        return record
+
+    def lookup(self, key: str) -> Principal | None:
+        """The principal for a presented key, or None when it is unknown or revoked."""
+        parts = key.split("_", 2)
+        if len(parts) != 3 or parts[0] != KEY_PREFIX:
+            return None
+        self._reload()
+        record = self._records.get(parts[1])
+        if record is None or record.revoked_at is not None:
+            return None
+        if not hmac.compare_digest(record.sha256, _digest(key)):
+            return None
+        return record.principal()
+
+    def _reload(self) -> None:
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            self._records, self._seen = {}, None
+            return
+        if self._seen == (stat.st_mtime_ns, stat.st_size):
+            return
+        try:
+            data = json.loads(self.path.read_text())
+            records = [
+                KeyRecord(**{**r, "tenants": tuple(r["tenants"]), "scopes": tuple(r["scopes"])})
+                for r in data["keys"]
+            ]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigurationError(f"unreadable API keys file {self.path}: {exc}") from exc
+        self._records = {r.key_id: r for r in records}
+        self._seen = (stat.st_mtime_ns, stat.st_size)
+
+    def _write(self) -> None:
+        """Replace the file atomically, readable by its owner only."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        body = {
+            "version": 1,
+            "keys": [
+                {**r.__dict__, "tenants": list(r.tenants), "scopes": list(r.scopes)}
+                for r in self._records.values()
+            ],
+        }
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".api-keys-")
+        with os.fdopen(fd, "w") as out:
+            json.dump(body, out, indent=2)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, self.path)
+        self._seen = None  # re-read on next use (mtime granularity may hide this write)
+
+
+class JwtVerifier:
+    """Verifies bearer JWTs: signature, issuer, audience, expiry; tenants and scopes from claims."""
+
+    def __init__(self, settings: ApiSettings):
+        if not settings.jwt_enabled:
+            raise ConfigurationError("JwtVerifier needs a secret, public key or JWKS file")
+        self.settings = settings
+        self._hs_secret = (
+            settings.jwt_hs256_secret.get_secret_value() if settings.jwt_hs256_secret else None
+        )
+        self._public_key: str | None = None
+        self._jwks: jwt.PyJWKSet | None = None
+        try:
+            if settings.jwt_public_key_file is not None:
+                self._public_key = settings.jwt_public_key_file.read_text()
+            if settings.jwt_jwks_file is not None:
+                self._jwks = jwt.PyJWKSet.from_json(settings.jwt_jwks_file.read_text())
+        except (OSError, jwt.PyJWTError) as exc:
+            raise ConfigurationError(f"cannot load the JWT verification key: {exc}") from exc
+
+    def _key_for(self, token: str) -> tuple[Any, list[str]]:
+        header = jwt.get_unverified_header(token)
+        alg = header.get("alg")
+        if alg == "HS256" and self._hs_secret is not None:
+            return self._hs_secret, ["HS256"]
+        if alg in _ASYMMETRIC and self._jwks is not None:
+            kid = header.get("kid")
+            for jwk in self._jwks.keys:
+                if kid is None or jwk.key_id == kid:
+                    return jwk.key, [alg]
+            raise AuthError(f"no key with kid {kid!r} in the JWKS")
+        if alg in _ASYMMETRIC and self._public_key is not None:
+            return self._public_key, [alg]
+        # never let the token pick "none" or an algorithm we hold no key for
+        raise AuthError(f"token algorithm {alg!r} is not accepted here")
+
+    def verify(self, token: str) -> Principal:
+        """The principal for a valid token; AuthError (401) otherwise."""
+        try:
+            key, algorithms = self._key_for(token)
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=algorithms,
+                audience=self.settings.jwt_audience,
+                issuer=self.settings.jwt_issuer,
+                leeway=JWT_LEEWAY_S,
+                options={"require": ["exp", "iss", "aud", "sub"]},
+            )
+        except jwt.PyJWTError as exc:
+            raise AuthError(f"invalid token: {exc}") from exc
+        tenants = _claim_list(claims.get(self.settings.jwt_tenant_claim))
+        if not tenants or not all(_TENANT_RE.match(t) for t in tenants):
+            raise AuthError(f"the token's {self.settings.jwt_tenant_claim!r} claim names no tenant")
+        scopes = frozenset(_claim_list(claims.get(self.settings.jwt_scope_claim))) & set(SCOPES)
+        return Principal(f"jwt:{claims['sub']}", frozenset(tenants), scopes)
+
+
+def _claim_list(value: Any) -> list[str]:
+    """A claim as a list of strings: "a b" (OAuth scope style) or ["a", "b"]."""
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    return []
+
+
+class Authenticator:
+    """Turns an ``Authorization`` / ``X-API-Key`` header into a principal."""
+
+    def __init__(
+        self, keys: KeyStore | None, jwt_verifier: JwtVerifier | None, *, insecure: bool = False
+    ):
+        self.keys = keys
+        self.jwt = jwt_verifier
+        self.insecure = insecure
+
+    @classmethod
+    def from_settings(cls, settings: ApiSettings, *, insecure: bool = False) -> Authenticator:
+        """Keys from the keys file, JWTs when configured; refuses to run with neither."""
+        keys = KeyStore(settings.keys_file)
+        verifier = JwtVerifier(settings) if settings.jwt_enabled else None
+        if not insecure and verifier is None and not keys.active():
+            raise ConfigurationError(
+                f"no API keys in {settings.keys_file} and no JWT verification configured:"
+                " create a key with `ragsift keys create`, or pass --insecure-no-auth"
+                " (loopback only) for local development"
+            )
+        return cls(keys, verifier, insecure=insecure)
+
+    def authenticate(self, authorization: str | None, api_key: str | None) -> Principal:
+        """The caller, or AuthError(401) for a missing, unknown or invalid credential."""
+        if self.insecure:
+            return ANONYMOUS
+        token = api_key
+        if token is None and authorization is not None:
+            scheme, _, rest = authorization.partition(" ")
+            if scheme.lower() != "bearer" or not rest.strip():
+                raise AuthError("the Authorization header must be 'Bearer <token>'")
+            token = rest.strip()
+        if not token:
+            raise AuthError("no credential: send 'Authorization: Bearer <key or token>'")
+        if token.startswith(KEY_PREFIX + "_"):
+            principal = self.keys.lookup(token) if self.keys is not None else None
+            if principal is None:
+                raise AuthError("unknown or revoked API key")
+            return principal
+        if self.jwt is None:
+            raise AuthError("unknown API key (bearer JWTs are not enabled)")
+        return self.jwt.verify(token)

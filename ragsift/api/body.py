@@ -1,0 +1,87 @@
+"""Reading a request's JSON body defensively: type, size, time and nesting are all bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from aiohttp import web
+
+from ragsift.errors import RagsiftError
+
+__all__ = ["MAX_JSON_DEPTH", "BodyError", "read_json_body"]
+
+#: the query contract is a flat object; anything nested deeper is hostile input,
+#: and refusing it before json.loads keeps the parser far from the recursion limit
+MAX_JSON_DEPTH = 32
+_STRUCTURE = b'"\\[]{}'
+# every byte that cannot change the nesting depth, dropped before the scan
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in _STRUCTURE)
+_QUOTE, _BACKSLASH = ord('"'), ord("\\")
+_OPENERS, _CLOSERS = frozenset(b"[{"), frozenset(b"]}")
+
+
+class BodyError(RagsiftError):
+    """A body the API will not parse, with the HTTP status and error code to answer with."""
+
+    stage = "decode"
+
+    def __init__(self, status: int, error: str, message: str):
+        super().__init__(message)
+        self.status = status
+        self.error = error
+
+
+def _too_deep(body: bytes) -> bool:
+    """Whether brackets outside strings nest deeper than MAX_JSON_DEPTH (one linear pass)."""
+    depth, in_string, escaped = 0, False, False
+    for byte in body.translate(None, _NOT_STRUCTURE):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == _BACKSLASH:
+                escaped = True
+            elif byte == _QUOTE:
+                in_string = False
+        elif byte == _QUOTE:
+            in_string = True
+        elif byte in _OPENERS:
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                return True
+        elif byte in _CLOSERS:
+            depth -= 1
+    return False
+
+
+async def read_json_body(request: web.Request, *, max_bytes: int, timeout_s: float) -> Any:
+    """The parsed body, or BodyError: 415 not JSON, 413 too big, 408 too slow, 400 unparsable."""
+    if request.content_type != "application/json":
+        raise BodyError(
+            415,
+            "unsupported_media_type",
+            f"the body must be application/json, got {request.content_type or 'none'!r}",
+        )
+    if request.content_length is not None and request.content_length > max_bytes:
+        raise BodyError(413, "body_too_large", f"the body is over {max_bytes} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(timeout_s):
+            while chunk := await request.content.readany():
+                size += len(chunk)
+                if size > max_bytes:
+                    raise BodyError(413, "body_too_large", f"the body is over {max_bytes} bytes")
+                chunks.append(chunk)
+    except TimeoutError as exc:
+        raise BodyError(
+            408, "body_timeout", f"the body did not arrive within {timeout_s} s"
+        ) from exc
+    body = b"".join(chunks)
+    if _too_deep(body):
+        raise BodyError(400, "bad_json", f"the body nests deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(body)
+    except ValueError as exc:  # also bad UTF-8 and integers past the digit limit
+        raise BodyError(400, "bad_json", f"the body is not JSON: {exc}") from exc

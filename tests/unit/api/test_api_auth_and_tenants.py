@@ -1,0 +1,193 @@
+"""Finding 1 and 3: the credential decides the tenant; ids never cross tenants."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp.test_utils import TestClient
+
+from ragsift.api import QueryApi
+from ragsift.schemas import DeadLetter, QueryEvent
+from tests.unit.api.conftest import Keys, RecordingApi, build_result
+
+Client = TestClient[Any, Any]
+
+
+def answer_ok(api: QueryApi, event: QueryEvent, payload: bytes) -> None:
+    """The pipeline's answer: a result for the event's own tenant."""
+    api.accept_result(build_result(event.query_id, event.tenant_id))
+
+
+async def test_no_credential_is_401_with_www_authenticate(client: Client) -> None:
+    response = await client.post("/v1/query", json={"tenant_id": "alpha", "query": "q"})
+    assert response.status == 401
+    assert response.headers["WWW-Authenticate"].startswith("Bearer")
+    assert (await response.json())["error"] == "unauthorized"
+
+
+async def test_garbage_and_unknown_credentials_are_401(client: Client, keys: Keys) -> None:
+    body = {"tenant_id": "alpha", "query": "q"}
+    for headers in (
+        {"Authorization": "garbage"},
+        {"Authorization": "Bearer"},
+        {"Authorization": "Basic YWxhZGRpbjpvcGVuc2VzYW1l"},
+        {"Authorization": "Bearer rsk_000000000000_nope"},
+        {"Authorization": "Bearer " + keys.alpha[:-1] + "x"},  # right id, wrong secret
+        {"Authorization": "Bearer eyJhbGciOiJub25lIn0.e30."},  # a JWT, not enabled here
+        {"X-API-Key": "\u202eключ"},
+    ):
+        response = await client.post("/v1/query", json=body, headers=headers)
+        assert response.status == 401, headers
+    response = await client.get("/v1/queries/q1", headers={"Authorization": "garbage"})
+    assert response.status == 401
+
+
+async def test_body_tenant_must_match_the_credential(
+    client: Client, api: RecordingApi, keys: Keys
+) -> None:
+    response = await client.post(
+        "/v1/query", json={"tenant_id": "alpha", "query": "q"}, headers=keys.header(keys.beta)
+    )
+    assert response.status == 403
+    assert (await response.json())["error"] == "forbidden"
+    assert api.sent == []
+
+
+async def test_body_without_tenant_takes_the_credentials_one(
+    client: Client, api: RecordingApi, keys: Keys
+) -> None:
+    api.answer = answer_ok
+    response = await client.post(
+        "/v1/query", json={"query": "q", "timeout_s": 1}, headers=keys.header(keys.beta)
+    )
+    assert response.status == 200, await response.text()
+    assert api.sent[0][0].tenant_id == "beta"
+    assert (await response.json())["result"]["tenant_id"] == "beta"
+
+
+async def test_multi_tenant_key_must_say_which(
+    client: Client, api: RecordingApi, keys: Keys
+) -> None:
+    api.answer = answer_ok
+    missing = await client.post("/v1/query", json={"query": "q"}, headers=keys.header(keys.multi))
+    assert missing.status == 403
+    chosen = await client.post(
+        "/v1/query",
+        json={"tenant_id": "gamma", "query": "q", "timeout_s": 1},
+        headers={"X-API-Key": keys.multi},
+    )
+    assert chosen.status == 200
+    assert api.sent[-1][0].tenant_id == "gamma"
+
+
+async def test_scope_is_enforced(client: Client, keys: Keys) -> None:
+    response = await client.post(
+        "/v1/query", json={"query": "q"}, headers=keys.header(keys.read_only)
+    )
+    assert response.status == 403
+    assert "query" in (await response.json())["detail"]
+
+
+async def test_get_is_scoped_to_the_callers_tenant(
+    client: Client, api: RecordingApi, keys: Keys
+) -> None:
+    api.accept_result(build_result("secret-1", "alpha"))
+    mine = await client.get("/v1/queries/secret-1", headers=keys.header(keys.alpha))
+    assert mine.status == 200
+    assert (await mine.json())["tenant_id"] == "alpha"
+    theirs = await client.get("/v1/queries/secret-1", headers=keys.header(keys.beta))
+    assert theirs.status == 404  # not 403: the id's existence is not revealed
+    asked = await client.get(
+        "/v1/queries/secret-1", params={"tenant_id": "alpha"}, headers=keys.header(keys.beta)
+    )
+    assert asked.status == 403
+
+
+async def test_revoked_key_stops_working_without_restart(client: Client, keys: Keys) -> None:
+    headers = keys.header(keys.alpha)
+    assert (await client.get("/v1/queries/x", headers=headers)).status == 404
+    keys.store.revoke(keys.alpha.split("_")[1])
+    assert (await client.get("/v1/queries/x", headers=headers)).status == 401
+
+
+async def test_another_tenants_cached_result_never_answers(
+    client: Client, api: RecordingApi, keys: Keys
+) -> None:
+    """Tenant B reusing A's query id gets its own result, not A's cached one."""
+    api.accept_result(build_result("shared-id", "alpha", query="alpha's secret question"))
+    api.answer = answer_ok
+    response = await client.post(
+        "/v1/query",
+        json={"query": "q", "query_id": "shared-id", "timeout_s": 1},
+        headers=keys.header(keys.beta),
+    )
+    assert response.status == 200
+    body = await response.json()
+    assert body["result"]["tenant_id"] == "beta"
+    assert "alpha" not in body["result"]["query"]
+
+
+async def test_a_result_for_another_tenant_does_not_satisfy_a_waiter(
+    client: Client, api: RecordingApi, keys: Keys
+) -> None:
+    api.answer = lambda a, event, _: a.accept_result(build_result(event.query_id, "alpha"))
+    response = await client.post(
+        "/v1/query",
+        json={"query": "q", "query_id": "same", "timeout_s": 1},
+        headers=keys.header(keys.beta),
+    )
+    assert response.status == 504
+    assert (await response.json())["query_id"] == "same"
+
+
+def _reject(api: QueryApi, event: QueryEvent, payload: bytes) -> None:
+    api.accept_dead_letter(
+        DeadLetter.build(
+            original=payload,
+            stage="validate",
+            error_type="InvalidEventError",
+            error="query is unusable",
+            worker="retrieval",
+            topic="queries",
+            query_id=event.query_id,
+        )
+    )
+
+
+async def test_a_dead_letter_only_answers_its_own_request(
+    client: Client, api: RecordingApi, keys: Keys
+) -> None:
+    api.answer = _reject
+    first = await client.post(
+        "/v1/query",
+        json={"query": "bad", "query_id": "retry-me", "timeout_s": 1},
+        headers=keys.header(keys.alpha),
+    )
+    assert first.status == 422
+    assert (await first.json())["error"] == "rejected"
+    # a later, valid query with the same id is not rejected by the old letter
+    api.answer = answer_ok
+    second = await client.post(
+        "/v1/query",
+        json={"query": "good", "query_id": "retry-me", "timeout_s": 1},
+        headers=keys.header(keys.alpha),
+    )
+    assert second.status == 200
+
+
+async def test_another_requests_dead_letter_is_ignored(
+    client: Client, api: RecordingApi, keys: Keys
+) -> None:
+    """A letter whose original bytes are another request's (same id) does not answer this one."""
+
+    def reject_someone_else(a: QueryApi, event: QueryEvent, payload: bytes) -> None:
+        other = event.model_copy(update={"query": "someone else's"})
+        _reject(a, other, other.model_dump_json().encode())
+
+    api.answer = reject_someone_else
+    response = await client.post(
+        "/v1/query",
+        json={"query": "mine", "query_id": "dup", "timeout_s": 1},
+        headers=keys.header(keys.alpha),
+    )
+    assert response.status == 504

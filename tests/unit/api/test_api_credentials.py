@@ -1,0 +1,177 @@
+"""API keys stored hashed, JWT verification, and the key-management CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from typer.testing import CliRunner
+
+from ragsift.api.auth import Authenticator, AuthError, JwtVerifier, KeyStore
+from ragsift.cli import app
+from ragsift.errors import ConfigurationError
+from ragsift.settings import ApiSettings
+
+SECRET = "a-test-secret-of-at-least-32-bytes!!"
+ISSUER, AUDIENCE = "https://id.example", "ragsift"
+
+
+def test_keys_are_stored_as_hashes_only(tmp_path: Path) -> None:
+    store = KeyStore(tmp_path / "keys.json")
+    key, record = store.create(["alpha"], ["query"], "ci")
+    text = (tmp_path / "keys.json").read_text()
+    assert key not in text
+    assert key.split("_", 2)[2] not in text
+    assert record.sha256 in text
+    assert (tmp_path / "keys.json").stat().st_mode & 0o077 == 0
+    principal = KeyStore(tmp_path / "keys.json").lookup(key)
+    assert principal is not None
+    assert principal.tenants == frozenset({"alpha"})
+
+
+@pytest.mark.parametrize(
+    ("tenants", "scopes"),
+    [([], ["query"]), (["bad tenant"], ["query"]), (["a"], ["root"]), (["a"], [])],
+)
+def test_bad_key_requests_are_refused(
+    tmp_path: Path, tenants: list[str], scopes: list[str]
+) -> None:
+    with pytest.raises(ConfigurationError):
+        KeyStore(tmp_path / "keys.json").create(tenants, scopes)
+
+
+def test_a_corrupt_keys_file_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "keys.json").write_text("{not json")
+    with pytest.raises(ConfigurationError, match="unreadable API keys file"):
+        KeyStore(tmp_path / "keys.json").records()
+
+
+def _settings(tmp_path: Path, **overrides: Any) -> ApiSettings:
+    fields: dict[str, Any] = {
+        "keys_file": tmp_path / "none.json",
+        "jwt_hs256_secret": SECRET,
+        "jwt_issuer": ISSUER,
+        "jwt_audience": AUDIENCE,
+    }
+    return ApiSettings(**{**fields, **overrides})
+
+
+def _claims(**overrides: Any) -> dict[str, Any]:
+    now = int(time.time())
+    claims = {
+        "sub": "svc-1",
+        "iss": ISSUER,
+        "aud": AUDIENCE,
+        "exp": now + 300,
+        "tenant_id": "alpha",
+        "scope": "query read",
+    }
+    claims.update(overrides)
+    return {k: v for k, v in claims.items() if v is not None}
+
+
+def test_a_valid_hs256_token_names_tenant_and_scopes(tmp_path: Path) -> None:
+    auth = Authenticator.from_settings(_settings(tmp_path))
+    principal = auth.authenticate(f"Bearer {jwt.encode(_claims(), SECRET)}", None)
+    assert principal.tenants == frozenset({"alpha"})
+    assert principal.scopes == frozenset({"query", "read"})
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        _claims(exp=int(time.time()) - 3600),
+        _claims(iss="https://evil.example"),
+        _claims(aud="someone-else"),
+        _claims(tenant_id=None),
+        _claims(tenant_id={"nested": ["alpha"]}),
+        _claims(exp=None),
+    ],
+)
+def test_bad_tokens_are_401(tmp_path: Path, claims: dict[str, Any]) -> None:
+    auth = Authenticator.from_settings(_settings(tmp_path))
+    with pytest.raises(AuthError) as caught:
+        auth.authenticate(f"Bearer {jwt.encode(claims, SECRET)}", None)
+    assert caught.value.status == 401
+
+
+def test_wrong_signature_and_alg_none_are_401(tmp_path: Path) -> None:
+    auth = Authenticator.from_settings(_settings(tmp_path))
+    for token in (
+        jwt.encode(_claims(), "another-secret-of-at-least-32-bytes"),
+        jwt.encode(_claims(), None, algorithm="none"),
+    ):
+        with pytest.raises(AuthError):
+            auth.authenticate(f"Bearer {token}", None)
+
+
+def test_es256_token_verified_against_a_jwks_file(tmp_path: Path) -> None:
+    private = ec.generate_private_key(ec.SECP256R1())
+    jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(private.public_key()))
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "ES256"}]}))
+    settings = _settings(tmp_path, jwt_hs256_secret=None, jwt_jwks_file=jwks)
+    verifier = JwtVerifier(settings)
+    pem = private.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    token = jwt.encode(_claims(tenant_id=["alpha", "beta"]), pem, "ES256", headers={"kid": "k1"})
+    assert verifier.verify(token).tenants == frozenset({"alpha", "beta"})
+    # an HS256 token signed with the public key's bytes (alg confusion) is refused
+    forged = jwt.encode(_claims(), SECRET, "HS256")
+    with pytest.raises(AuthError):
+        verifier.verify(forged)
+
+
+def test_jwt_needs_issuer_and_audience(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="jwt_issuer"):
+        ApiSettings(jwt_hs256_secret=SECRET)
+
+
+def test_keys_cli_create_list_revoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGSIFT_API_KEYS_FILE", str(tmp_path / "keys.json"))
+    runner = CliRunner()
+    created = runner.invoke(app, ["keys", "create", "--tenant", "alpha", "--scope", "query"])
+    assert created.exit_code == 0, created.output
+    key = created.stdout.strip().splitlines()[-1]
+    assert key.startswith("rsk_")
+    key_id = key.split("_")[1]
+    listed = runner.invoke(app, ["keys", "list"])
+    assert key_id in listed.stdout
+    assert key not in listed.stdout
+    assert runner.invoke(app, ["keys", "revoke", key_id]).exit_code == 0
+    assert KeyStore(tmp_path / "keys.json").lookup(key) is None
+    assert runner.invoke(app, ["keys", "revoke", "no-such-id"]).exit_code == 2
+
+
+def test_api_refuses_insecure_mode_off_loopback_and_no_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAGSIFT_API_KEYS_FILE", str(tmp_path / "keys.json"))
+    runner = CliRunner()
+    exposed = runner.invoke(app, ["api", "--insecure-no-auth", "--host", "0.0.0.0"])
+    assert exposed.exit_code == 2
+    assert "loopback" in exposed.output
+    no_keys = runner.invoke(app, ["api"])
+    assert no_keys.exit_code == 2
+    assert "ragsift keys create" in no_keys.output
+
+
+def test_openapi_documents_security_and_auth_errors() -> None:
+    from ragsift.api import openapi_document
+
+    doc = openapi_document()
+    assert set(doc["components"]["securitySchemes"]) == {"bearerAuth", "apiKeyHeader"}
+    assert doc["security"]
+    post = doc["paths"]["/v1/query"]["post"]["responses"]
+    assert {"401", "403", "415", "413"} <= set(post)
+    assert {"401", "403"} <= set(doc["paths"]["/v1/queries/{query_id}"]["get"]["responses"])
+    assert "tenant_id" not in doc["components"]["schemas"]["QueryRequest"].get("required", [])

@@ -1,0 +1,210 @@
+"""Finding 4 and 5: bounded memory, hostile bodies, slow bodies, an unreachable broker."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from aiohttp import ClientSession
+from aiohttp.test_utils import TestClient, TestServer
+
+from ragsift.api import Authenticator, QueryApi, create_admin_app, create_web_app
+from ragsift.api.body import MAX_JSON_DEPTH
+from ragsift.api.store import RecentEvents
+from ragsift.errors import ConfigurationError
+from ragsift.settings import ApiSettings, KafkaSettings
+from tests.unit.api.conftest import Keys, RecordingApi, build_result
+
+Client = TestClient[Any, Any]
+
+
+async def _post(client: Client, keys: Keys, data: bytes | str, **headers: str) -> Any:
+    headers = {"Content-Type": "application/json", **keys.header(keys.alpha), **headers}
+    response = await client.post("/v1/query", data=data, headers=headers)
+    return response.status, await response.json()
+
+
+async def test_deep_json_is_a_400_not_a_500(client: Client, keys: Keys) -> None:
+    status, body = await _post(client, keys, "[" * 10_000 + "]" * 10_000)
+    assert status == 400
+    assert "deeper" in body["detail"]
+
+
+async def test_deep_nesting_inside_a_field_is_a_400(client: Client, keys: Keys) -> None:
+    deep = "[" * 990 + "]" * 990
+    status, body = await _post(client, keys, '{"query": ' + deep + "}")
+    assert status == 400
+    assert body["error"] == "bad_json"
+
+
+async def test_brackets_inside_strings_do_not_count_as_nesting(
+    client: Client, api: RecordingApi, keys: Keys
+) -> None:
+    text = '{"query": "[[[[%s \\"{{{{", "timeout_s": 1}' % ("[" * (MAX_JSON_DEPTH + 5))
+    status, body = await _post(client, keys, text)
+    assert status == 504, body  # accepted and sent; nobody answers here
+    assert api.sent[0][0].query.startswith("[[[[")
+
+
+async def test_a_5000_digit_k_is_a_400(client: Client, keys: Keys) -> None:
+    status, body = await _post(client, keys, '{"query": "q", "k": %s}' % ("9" * 5_000))
+    assert status == 400
+    assert "digits" in body["detail"]
+
+
+async def test_nested_object_where_a_string_belongs_is_a_422(client: Client, keys: Keys) -> None:
+    status, body = await _post(client, keys, '{"query": {"a": ["b"]}, "mode": [1]}')
+    assert status == 422
+    assert {tuple(f["loc"]) for f in body["fields"]} == {("query",), ("mode",)}
+
+
+async def test_text_plain_is_415(client: Client, keys: Keys) -> None:
+    status, body = await _post(client, keys, '{"query": "q"}', **{"Content-Type": "text/plain"})
+    assert status == 415
+    assert "application/json" in body["detail"]
+
+
+async def test_oversized_body_is_413(client: Client, keys: Keys) -> None:
+    status, body = await _post(client, keys, '{"query": "%s"}' % ("x" * 200_000))
+    assert status == 413
+    assert body["error"] == "body_too_large"
+
+
+async def test_a_body_that_never_finishes_gets_408(
+    make_api: Callable[..., RecordingApi], keys: Keys
+) -> None:
+    """Slowloris: headers promise a body, a few bytes arrive, then nothing."""
+    api = make_api(body_timeout_s=0.3)
+    server = TestServer(create_web_app(api))
+    await server.start_server()
+    try:
+        reader, writer = await asyncio.open_connection(server.host, server.port)
+        writer.write(
+            b"POST /v1/query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + keys.alpha.encode() + b"\r\n"
+            b'Content-Length: 1000\r\n\r\n{"query": '
+        )
+        await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), timeout=30)
+        assert b" 408 " in status_line
+        writer.close()
+    finally:
+        await server.close()
+
+
+def test_the_store_is_bounded_by_bytes_and_counts_evictions() -> None:
+    evicted: list[int] = []
+    store = RecentEvents(max_bytes=10_000, on_evict=lambda: evicted.append(1))
+    for n in range(100):
+        store.put(("result", "alpha", f"q{n}"), b"x" * 1_000)
+    assert store.bytes <= 10_000
+    assert len(store) < 10
+    assert len(evicted) == 100 - len(store)
+    assert ("result", "alpha", "q99") in store  # the newest stay
+    store.put(("result", "alpha", "huge"), b"x" * 20_000)  # larger than the store: dropped
+    assert ("result", "alpha", "huge") not in store
+    assert len(evicted) == 100 - len(store) + 1
+
+
+async def test_big_results_evict_by_bytes_and_show_in_metrics(
+    make_api: Callable[..., RecordingApi], keys: Keys
+) -> None:
+    api = make_api(store_bytes=1024 * 1024)
+    text = "word " * 2_000
+    for n in range(200):  # ~10 KiB each: ~2 MiB offered to a 1 MiB store
+        api.accept_result(build_result(f"q{n}", "alpha", query=text))
+    assert api.store.bytes <= 1024 * 1024
+    async with TestClient(TestServer(create_admin_app(api))) as admin:
+        page = await (await admin.get("/metrics")).text()
+    evictions = next(
+        line for line in page.splitlines() if line.startswith("ragsift_api_store_evictions_total")
+    )
+    assert float(evictions.split()[-1]) == 200 - len(api.store)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_broker_down_is_503_and_not_ready(api_settings: ApiSettings, keys: Keys) -> None:
+    """Pointed at a closed port the API still serves: /readyz 503, queries 503 at once."""
+    api = QueryApi(
+        KafkaSettings(bootstrap_servers=f"127.0.0.1:{_closed_port()}"),
+        auth=Authenticator.from_settings(api_settings),
+        settings=api_settings,
+    )
+    query_server = TestServer(create_web_app(api))
+    admin_server = TestServer(create_admin_app(api))
+    await query_server.start_server()
+    await admin_server.start_server()
+    try:
+        async with ClientSession() as session:
+            async with session.get(admin_server.make_url("/readyz")) as ready:
+                assert ready.status == 503
+            async with session.post(
+                query_server.make_url("/v1/query"),
+                json={"query": "q", "timeout_s": 5},
+                headers=keys.header(keys.alpha),
+            ) as response:
+                assert response.status == 503
+                assert (await response.json())["error"] == "kafka_unavailable"
+    finally:
+        await query_server.close()
+        await admin_server.close()
+
+
+class _StuckBrokerApi(QueryApi):
+    """Connected, but its producer's broker never acknowledges a send."""
+
+    start = RecordingApi.start
+
+
+class _StuckProducer:
+    """A producer whose broker never acknowledges."""
+
+    async def send_and_wait(self, *args: Any, **kwargs: Any) -> None:
+        await asyncio.Event().wait()
+
+    async def stop(self) -> None:
+        """Nothing to close."""
+
+
+async def test_a_send_the_broker_never_takes_fails_within_the_request_timeout(
+    api_settings: ApiSettings, keys: Keys
+) -> None:
+    api = _StuckBrokerApi(
+        KafkaSettings(), auth=Authenticator.from_settings(api_settings), settings=api_settings
+    )
+    api._producer = _StuckProducer()  # type: ignore[assignment]  # a broker that hangs
+    async with TestClient(TestServer(create_web_app(api))) as client:
+        response = await client.post(
+            "/v1/query", json={"query": "q", "timeout_s": 1}, headers=keys.header(keys.alpha)
+        )
+        assert response.status == 503
+        assert "did not take the query" in (await response.json())["detail"]
+        assert not api.ready  # /readyz says so until a probe reaches the brokers again
+
+
+def test_no_keys_and_no_jwt_refuses_to_start(tmp_path: Any) -> None:
+    settings = ApiSettings(keys_file=tmp_path / "none.json")
+    with pytest.raises(ConfigurationError, match="ragsift keys create"):
+        Authenticator.from_settings(settings)
+    assert Authenticator.from_settings(settings, insecure=True).authenticate(None, None)
+
+
+async def test_insecure_mode_still_needs_a_tenant_in_the_body(tmp_path: Any) -> None:
+    settings = ApiSettings(keys_file=tmp_path / "none.json")
+    api = RecordingApi(
+        KafkaSettings(),
+        auth=Authenticator.from_settings(settings, insecure=True),
+        settings=settings,
+    )
+    async with TestClient(TestServer(create_web_app(api))) as client:
+        response = await client.post("/v1/query", json={"query": "q"})
+        assert response.status == 422
+        assert ["tenant_id"] in [f["loc"] for f in (await response.json())["fields"]]
