@@ -39,10 +39,11 @@ MAX_QUERY_CHARS = 4_096  # longer "queries" are pasted documents, not questions
 MAX_K = 100  # the largest top-k any seed design uses is 8; 100 leaves room for rerankers
 MAX_VECTOR_DIM = 4_096  # the widest common embedding models (e.g. 3,072-d) fit
 MAX_TEXT_CHARS = 1_000_000  # one document event; larger files are chunked by the producer
-#: Largest magnitude of a vector component: its square (1e300) and the sum of
-#: MAX_VECTOR_DIM of them stay far below the float maximum (~1.8e308), so a
-#: norm never overflows. Real embeddings are within ±1e3 by many orders.
-MAX_VECTOR_COMPONENT = 1e150
+#: Largest magnitude of a vector component. The engines hold vectors as float32:
+#: past ~3.4e38 a component becomes inf (Qdrant Edge then fails the whole search
+#: batch), and a float32 norm of MAX_VECTOR_DIM components overflows past ~2.9e17.
+#: 1e15 keeps a margin below both; real embeddings stay within ±1e3.
+MAX_VECTOR_COMPONENT = 1e15
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _TENANT_RE = re.compile(TENANT_PATTERN)
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
