@@ -462,6 +462,13 @@ def worker(
         typer.Argument(help="retrieval, indexer and/or audit (several share one process)."),
     ],
     web_port: Annotated[int, typer.Option(help="Port of /metrics, /healthz, /readyz.")] = 6066,
+    web_host: Annotated[
+        str | None,
+        typer.Option(
+            help="Interface of those pages (default RAGSIFT_WORKER_WEB_HOST, 127.0.0.1);"
+            " 0.0.0.0 in containers."
+        ),
+    ] = None,
     loglevel: Annotated[str, typer.Option(help="crit, error, warn, info or debug.")] = "info",
     audit_dir: Annotated[
         Path | None, typer.Option(help="Audit sink folder (default <data dir>/audit).")
@@ -478,7 +485,13 @@ def worker(
         raise typer.Exit(2)
     settings = _settings()
     try:
-        faust_app, _ = build_worker(names, settings, web_port=web_port, audit_dir=audit_dir)  # type: ignore[arg-type]  # names checked above
+        faust_app, _ = build_worker(
+            names,  # type: ignore[arg-type]  # names checked above
+            settings,
+            web_port=web_port,
+            web_host=web_host,
+            audit_dir=audit_dir,
+        )
     except RagsiftError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc

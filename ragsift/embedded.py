@@ -51,6 +51,8 @@ class EmbeddedRuntime:
             metrics=self.metrics,
             batch_size=settings.limits.batch_size,
             prefix=settings.kafka.topic_prefix,
+            deadline_s=settings.limits.handler_deadline_s,
+            max_original_bytes=settings.limits.deadletter_max_original_bytes,
         )
 
     async def __aenter__(self) -> EmbeddedRuntime:

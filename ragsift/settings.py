@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ragsift.errors import ConfigurationError
 from ragsift.schemas.base import MAX_K, MAX_QUERY_CHARS
+from ragsift.schemas.deadletter import DEFAULT_MAX_ORIGINAL_BYTES
 
 __all__ = [
     "ApiSettings",
@@ -32,6 +33,7 @@ __all__ = [
     "QdrantSettings",
     "RedisSettings",
     "Settings",
+    "WorkerSettings",
 ]
 
 
@@ -259,6 +261,29 @@ class LimitSettings(BaseSettings):
     max_k: int = Field(default=50, ge=1, le=MAX_K)
     batch_size: int = Field(default=64, ge=1, le=10_000, description="stream.take batch size.")
     batch_timeout_s: float = Field(default=0.05, gt=0, le=10)
+    #: total time one handler call may take (a batch, or one event when a batch
+    #: is retried event by event); an event that overruns it alone is
+    #: dead-lettered with stage "deadline". 30 s covers a cold embedder or LLM call.
+    handler_deadline_s: float = Field(default=30.0, gt=0, le=3_600)
+    #: bytes of a poison message a dead letter keeps (with its full length and
+    #: SHA-256); 512 KiB base64-encoded still fits Kafka's default 1 MB limit.
+    deadletter_max_original_bytes: int = Field(
+        default=DEFAULT_MAX_ORIGINAL_BYTES, ge=0, le=512 * 1024
+    )
+
+
+class WorkerSettings(BaseSettings):
+    """A streaming worker process's web surface and metric label bounds."""
+
+    model_config = _config("RAGSIFT_WORKER_")
+
+    #: interface of /metrics, /healthz, /readyz: loopback unless a deployment
+    #: opens it (containers set 0.0.0.0 and a NetworkPolicy limits who reaches it)
+    web_host: str = Field(default="127.0.0.1", min_length=1)
+    #: tenants and collections with their own metric series; later ones share
+    #: "other", so hostile input cannot grow /metrics without bound
+    metrics_max_tenants: int = Field(default=50, ge=0, le=10_000)
+    metrics_max_collections: int = Field(default=50, ge=0, le=10_000)
 
 
 class AuditSettings(BaseSettings):
@@ -359,6 +384,7 @@ class Settings(BaseSettings):
     limits: LimitSettings = Field(default_factory=LimitSettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
@@ -376,6 +402,7 @@ class Settings(BaseSettings):
                 limits=LimitSettings(),
                 audit=AuditSettings(),
                 api=ApiSettings(),
+                worker=WorkerSettings(),
                 **overrides,
             )
         except ValueError as exc:

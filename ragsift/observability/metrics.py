@@ -1,9 +1,9 @@
 """One typed container for every metric ragsift exports (prometheus-client).
 
 Names follow Prometheus conventions: ``ragsift_`` prefix, base units, counters
-ending in ``_total``. The tenant label is bounded: the first
-``max_tenants`` tenants seen get their own series, later ones share ``other``.
-Query text is never a label.
+ending in ``_total``. Tenant and collection labels are bounded: the first
+``max_tenants`` tenants (``max_collections`` collections) seen get their own
+series, later ones share ``other``. Query text is never a label.
 """
 
 from __future__ import annotations
@@ -12,7 +12,11 @@ import threading
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["CONFIDENCE_BUCKETS", "Metrics", "TenantLabeler"]
+__all__ = ["CONFIDENCE_BUCKETS", "BoundedCounter", "BoundedLabeler", "Metrics", "TenantLabeler"]
+
+#: Label values with their own series before the rest share "other": ample for
+#: the tenants and collections of one deployment, small for Prometheus.
+DEFAULT_MAX_LABEL_VALUES = 50
 
 CONFIDENCE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0)
 # Per-stage latencies run from tens of µs (scoring) to seconds (a cold LLM call).
@@ -43,34 +47,66 @@ STATUS_CODES = {
 }
 
 
-class TenantLabeler:
-    """Maps tenant ids to a bounded label set (A9: per tenant where cardinality allows)."""
+class BoundedLabeler:
+    """Maps free-form values (tenant ids, collections) to a bounded label set.
+
+    The first ``max_values`` distinct values seen keep their own label; every
+    later one is ``other``. Values come from events, so an unbounded label would
+    let hostile input grow /metrics (and Prometheus) without limit.
+    """
 
     OTHER = "other"
 
-    def __init__(self, max_tenants: int = 50):
-        if max_tenants < 0:
-            raise ValueError(f"max_tenants must be >= 0, got {max_tenants}")
-        self.max_tenants = max_tenants
+    def __init__(self, max_values: int = DEFAULT_MAX_LABEL_VALUES):
+        if max_values < 0:
+            raise ValueError(f"max_values must be >= 0, got {max_values}")
+        self.max_values = max_values
         self._seen: set[str] = set()
         self._lock = threading.Lock()
 
-    def __call__(self, tenant_id: str) -> str:
-        if tenant_id in self._seen:
-            return tenant_id
+    def __call__(self, value: str) -> str:
+        """``value`` if it has (or may take) its own series, else ``other``."""
+        if value in self._seen:
+            return value
         with self._lock:
-            if len(self._seen) < self.max_tenants:
-                self._seen.add(tenant_id)
-                return tenant_id
+            if len(self._seen) < self.max_values:
+                self._seen.add(value)
+                return value
         return self.OTHER
+
+
+#: Tenant ids as labels (A9: per tenant where cardinality allows).
+TenantLabeler = BoundedLabeler
+
+
+class BoundedCounter:
+    """A counter whose first label goes through a :class:`BoundedLabeler`.
+
+    Callers use it like the counter (``.labels(collection, kind).inc()``) and
+    cannot forget the bound.
+    """
+
+    def __init__(self, counter: Counter, labeler: BoundedLabeler):
+        self.counter = counter
+        self.labeler = labeler
+
+    def labels(self, first: str, *rest: str) -> Counter:
+        """The child counter for the bounded first label and the other labels."""
+        return self.counter.labels(self.labeler(first), *rest)
 
 
 class Metrics:
     """Every ragsift metric, registered on the registry passed in."""
 
-    def __init__(self, registry: CollectorRegistry | None = None, max_tenants: int = 50):
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        max_tenants: int = DEFAULT_MAX_LABEL_VALUES,
+        max_collections: int = DEFAULT_MAX_LABEL_VALUES,
+    ):
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.tenant = TenantLabeler(max_tenants)
+        self.tenant = BoundedLabeler(max_tenants)
+        self.collection = BoundedLabeler(max_collections)
         r = self.registry
         self.confidence = Histogram(
             "ragsift_confidence",
@@ -153,23 +189,50 @@ class Metrics:
             ["worker", "result"],
             registry=r,
         )
-        # D9 analytics: per collection (collections are few and operator-defined).
-        self.decisions = Counter(
-            "ragsift_decisions_total",
-            "Decisions by collection and whether context was used.",
-            ["collection", "use_context"],
+        # D9 analytics, per collection: collections are named by events, so bounded.
+        self.decisions = BoundedCounter(
+            Counter(
+                "ragsift_decisions_total",
+                "Decisions by collection and whether context was used.",
+                ["collection", "use_context"],
+                registry=r,
+            ),
+            self.collection,
+        )
+        self.reviews = BoundedCounter(
+            Counter(
+                "ragsift_review_items_total",
+                "Results routed to human review, by queue.",
+                ["collection", "queue"],
+                registry=r,
+            ),
+            self.collection,
+        )
+        self.reports = BoundedCounter(
+            Counter(
+                "ragsift_reports_total",
+                "Reports by collection and kind (answer, refusal, bypass).",
+                ["collection", "kind"],
+                registry=r,
+            ),
+            self.collection,
+        )
+        self.dead_letters_dropped = Counter(
+            "ragsift_dead_letters_dropped_total",
+            "Dead letters that could not be published, even without the original.",
+            ["worker"],
             registry=r,
         )
-        self.reviews = Counter(
-            "ragsift_review_items_total",
-            "Results routed to human review, by queue.",
-            ["collection", "queue"],
+        self.dead_letter_send_failures = Counter(
+            "ragsift_dead_letter_send_failures_total",
+            "Failed attempts to publish a dead letter, by letter (full, minimal).",
+            ["worker", "letter"],
             registry=r,
         )
-        self.reports = Counter(
-            "ragsift_reports_total",
-            "Reports by collection and kind (answer, refusal, bypass).",
-            ["collection", "kind"],
+        self.batch_retries = Counter(
+            "ragsift_batch_retries_total",
+            "Handler batch calls retried event by event, by reason (error, deadline).",
+            ["worker", "reason"],
             registry=r,
         )
         self.duplicates = Counter(

@@ -21,6 +21,7 @@ __all__ = [
     "MAX_K",
     "MAX_QUERY_CHARS",
     "MAX_TEXT_CHARS",
+    "MAX_VECTOR_COMPONENT",
     "MAX_VECTOR_DIM",
     "TENANT_PATTERN",
     "CollectionName",
@@ -40,6 +41,11 @@ MAX_QUERY_CHARS = 4_096  # longer "queries" are pasted documents, not questions
 MAX_K = 100  # the largest top-k any seed design uses is 8; 100 leaves room for rerankers
 MAX_VECTOR_DIM = 4_096  # the widest common embedding models (e.g. 3,072-d) fit
 MAX_TEXT_CHARS = 1_000_000  # one document event; larger files are chunked by the producer
+#: Largest magnitude of a vector component. The engines hold vectors as float32:
+#: past ~3.4e38 a component becomes inf (Qdrant Edge then fails the whole search
+#: batch), and a float32 norm of MAX_VECTOR_DIM components overflows past ~2.9e17.
+#: 1e15 keeps a margin below both; real embeddings stay within ±1e3.
+MAX_VECTOR_COMPONENT = 1e15
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _TENANT_RE = re.compile(TENANT_PATTERN)
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
@@ -97,7 +103,7 @@ def utcnow() -> datetime:
 
 
 def _check_tenant(value: str) -> str:
-    if not _TENANT_RE.match(value):
+    if not _TENANT_RE.fullmatch(value):
         raise ValueError(
             f"tenant_id must match {TENANT_PATTERN} (1-64 chars of letters, digits, '_', '.', '-')"
         )
@@ -105,7 +111,7 @@ def _check_tenant(value: str) -> str:
 
 
 def _check_id(value: str) -> str:
-    if not _ID_RE.match(value):
+    if not _ID_RE.fullmatch(value):
         raise ValueError(
             f"id must match {ID_PATTERN} (1-128 chars of letters, digits, '_', '.', ':', '-')"
         )
@@ -113,7 +119,7 @@ def _check_id(value: str) -> str:
 
 
 def _check_collection(value: str) -> str:
-    if not _COLLECTION_RE.match(value):
+    if not _COLLECTION_RE.fullmatch(value):
         raise ValueError(
             f"collection must match {COLLECTION_PATTERN} (1-64 ASCII letters, digits, '_', '-')"
         )
@@ -123,13 +129,18 @@ def _check_collection(value: str) -> str:
 def _check_vector(value: list[float]) -> list[float]:
     if not 1 <= len(value) <= MAX_VECTOR_DIM:
         raise ValueError(f"vector dimension must be in 1..{MAX_VECTOR_DIM}, got {len(value)}")
-    # One C-level pass instead of a Python loop over every component: a sum of finite
-    # numbers is finite unless it overflows, and any NaN or infinity makes it non-finite.
-    # Only then look for the culprit (none if it was overflow), for the exact message.
-    if not math.isfinite(sum(value)):
+    # Two C-level passes instead of a Python loop over every component: a NaN or an
+    # infinity makes the sum non-finite, and the largest magnitude bounds the norm.
+    # Only when one fails, look for the culprit (there always is one) for the message.
+    if not (math.isfinite(sum(value)) and max(map(abs, value)) <= MAX_VECTOR_COMPONENT):
         for i, x in enumerate(value):
             if not math.isfinite(x):
                 raise ValueError(f"vector must be finite, got {x} at index {i}")
+            if abs(x) > MAX_VECTOR_COMPONENT:
+                raise ValueError(
+                    f"vector components must be within ±{MAX_VECTOR_COMPONENT:g}"
+                    f" (a larger one overflows the norm), got {x} at index {i}"
+                )
     return value
 
 

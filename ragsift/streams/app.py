@@ -10,11 +10,40 @@ import ssl
 from typing import Any
 
 import faust
+from faust.web import Web
+from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
 from ragsift.settings import KafkaSettings
 from ragsift.streams.topics import TOPICS
 
-__all__ = ["broker_credentials", "create_app", "declare_topic"]
+__all__ = ["DEFAULT_WEB_HOST", "PagesOnlyApp", "broker_credentials", "create_app", "declare_topic"]
+
+#: Loopback: a worker's pages are for the local agent or a sidecar unless the
+#: deployment opens them (RAGSIFT_WORKER_WEB_HOST=0.0.0.0 in containers).
+DEFAULT_WEB_HOST = "127.0.0.1"
+
+
+class _PagesOnlyWeb(AiohttpWeb):
+    """Faust's aiohttp server without any built-in view: only pages the app adds.
+
+    Faust serves ``/router/`` (which names the host), ``/table/``, ``/graph/``,
+    statistics and an index page by default; a worker serves /metrics,
+    /healthz and /readyz and nothing else.
+    """
+
+    default_blueprints = ()
+    production_blueprints = ()
+    debug_blueprints = ()
+    optional_blueprints = ()
+
+
+class PagesOnlyApp(faust.App):
+    """A Faust app whose web server carries only the pages registered with ``app.page``."""
+
+    def _new_web(self) -> Web:
+        # Faust picks the driver class from the ``web`` URL setting and offers no
+        # option to drop its index page; this is the one place the class is built.
+        return _PagesOnlyWeb(self)
 
 
 def broker_credentials(kafka: KafkaSettings) -> faust.auth.Credentials | None:
@@ -42,6 +71,7 @@ def create_app(
     *,
     app_id: str | None = None,
     web_port: int = 6066,
+    web_host: str = DEFAULT_WEB_HOST,
     web_enabled: bool = True,
     **overrides: Any,
 ) -> faust.App:
@@ -50,7 +80,8 @@ def create_app(
     Consumers start at the earliest offset (a new group must not skip events
     already queued), the producer waits for all in-sync replicas, and the
     processing guarantee comes from settings (at-least-once by default:
-    outputs carry deterministic ids, so replays are harmless).
+    outputs carry deterministic ids, so replays are harmless). The web server
+    binds ``web_host`` and serves only the pages the caller adds.
     """
     options: dict[str, Any] = {
         "broker": kafka.broker_url,
@@ -65,13 +96,18 @@ def create_app(
         "store": "memory://",
         "web_enabled": web_enabled,
         "web_port": web_port,
-        # All interfaces: containers expose the port; the k8s NetworkPolicy limits who reaches it.
-        "web_bind": "0.0.0.0",
+        "web_bind": web_host,
+        # Off even though _PagesOnlyWeb serves none of them: say so where Faust looks.
+        "web_router_enabled": False,
+        "web_tables_enabled": False,
+        "web_graph_enabled": False,
+        "web_stats_enabled": False,
+        "web_metrics_enabled": False,
         "value_serializer": "raw",
         "key_serializer": "raw",
     }
     options.update(overrides)
-    return faust.App(app_id or kafka.app_id, **options)
+    return PagesOnlyApp(app_id or kafka.app_id, **options)
 
 
 def declare_topic(app: faust.App, logical: str, prefix: str) -> faust.TopicT:

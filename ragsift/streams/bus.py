@@ -4,6 +4,9 @@ Events travel as bytes through the same codec the Faust agents use, so a
 payload that would be dead-lettered in production is dead-lettered here too.
 Every published event is recorded (the caller reads results, reports and dead
 letters there) and queued for each handler of its topic, drained in batches.
+Batches go through the same :class:`~ragsift.streams.routing.BatchRouter` as the
+agents': a handler call has a deadline, a failing batch is retried event by
+event, and only the events that fail on their own are dead-lettered.
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ragsift.errors import DecodeError, RagsiftError
+from ragsift.errors import DecodeError
 from ragsift.observability.metrics import Metrics
-from ragsift.schemas import DeadLetter
+from ragsift.schemas.deadletter import DEFAULT_MAX_ORIGINAL_BYTES
 from ragsift.streams.codec import EventCodec
+from ragsift.streams.routing import BatchRouter, Received
 from ragsift.streams.topics import TOPICS
-from ragsift.workers.base import Emit, Handler
+from ragsift.workers.base import Handler
 
 __all__ = ["InProcessBus"]
 
@@ -34,7 +38,13 @@ class InProcessBus:
         metrics: where drops and batch sizes are counted.
         batch_size: most events handed to a handler at once (like ``stream.take``).
         prefix: topic name prefix, for dead letters' ``topic`` field.
+        deadline_s: total time one handler call may take (an event that overruns it
+            alone is dead-lettered with stage ``deadline``).
+        max_original_bytes: bytes of a failed event a dead letter keeps.
     """
+
+    #: a handler call's deadline when none is given (LimitSettings' default)
+    DEFAULT_DEADLINE_S = 30.0
 
     def __init__(
         self,
@@ -43,6 +53,8 @@ class InProcessBus:
         metrics: Metrics,
         batch_size: int = 64,
         prefix: str = "ragsift",
+        deadline_s: float = DEFAULT_DEADLINE_S,
+        max_original_bytes: int = DEFAULT_MAX_ORIGINAL_BYTES,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -64,6 +76,17 @@ class InProcessBus:
         self._offsets: dict[str, int] = defaultdict(int)
         self._codecs = {name: EventCodec(spec.model) for name, spec in TOPICS.items()}
         self.published: dict[str, list[BaseModel]] = defaultdict(list)
+        sender = _BusSender(self)
+        self._routers = {
+            handler.name: BatchRouter(
+                handler,
+                sender,
+                metrics=metrics,
+                deadline_s=deadline_s,
+                max_original_bytes=max_original_bytes,
+            )
+            for handler in handlers
+        }
         self._lock = asyncio.Lock()
 
     async def publish(self, topic: str, key: str, event: BaseModel | bytes) -> None:
@@ -102,62 +125,20 @@ class InProcessBus:
     async def _run(
         self, handler: Handler[Any], topic: str, batch: list[tuple[str, bytes, int]]
     ) -> None:
-        codec = self._codecs[topic]
-        decoded: list[tuple[int, Any]] = []
-        for key, raw, offset in batch:
-            try:
-                decoded.append((offset, codec.decode(raw)))
-            except DecodeError as exc:
-                await self._dead_letter(handler, topic, raw, offset, exc, key)
-        if not decoded:
-            return
-        self.metrics.batch_size.labels(handler.name).observe(len(decoded))
-        outcomes = await handler.handle_batch([event for _, event in decoded])
-        if len(outcomes) != len(decoded):
-            raise RuntimeError(
-                f"handler {handler.name!r} returned {len(outcomes)} outcomes for"
-                f" {len(decoded)} events"
-            )
-        raw_by_offset = {offset: (key, raw) for key, raw, offset in batch}
-        for (offset, event), outcome in zip(decoded, outcomes, strict=True):
-            if isinstance(outcome, Exception):
-                key, raw = raw_by_offset[offset]
-                await self._dead_letter(
-                    handler, topic, raw, offset, outcome, key, getattr(event, "query_id", None)
-                )
-                continue
-            self.metrics.events.labels(handler.name, "ok").inc()
-            for emit in outcome:
-                await self._emit(emit)
-
-    async def _emit(self, emit: Emit) -> None:
-        await self.publish(emit.topic, emit.key, emit.event)
-
-    async def _dead_letter(
-        self,
-        handler: Handler[Any],
-        topic: str,
-        raw: bytes,
-        offset: int,
-        exc: Exception,
-        key: str,
-        query_id: str | None = None,
-    ) -> None:
-        stage = exc.stage if isinstance(exc, RagsiftError) else "handler"
-        if isinstance(exc, RagsiftError) and exc.query_id:
-            query_id = exc.query_id
-        letter = DeadLetter.build(
-            original=raw,
-            stage=stage,
-            error_type=type(exc).__name__,
-            error=str(exc),
-            worker=handler.name,
-            topic=TOPICS[topic].name(self.prefix),
-            partition=0,
-            offset=offset,
-            key=key.encode(),
-            query_id=query_id,
+        name = TOPICS[topic].name(self.prefix)
+        await self._routers[handler.name].process(
+            [Received(raw, key.encode(), name, 0, offset) for key, raw, offset in batch]
         )
-        self.metrics.dead_letters.labels(handler.name, stage).inc()
-        self.metrics.events.labels(handler.name, "dead_letter").inc()
-        await self.publish("deadletter", letter.dead_letter_id, letter)
+
+
+class _BusSender:
+    """Publishing for the routers: straight onto the bus, delivered at once."""
+
+    def __init__(self, bus: InProcessBus):
+        self.bus = bus
+
+    async def send(self, topic: str, key: bytes, value: bytes) -> None:
+        await self.bus.publish(topic, key.decode("utf-8", "replace"), value)
+
+    async def send_and_wait(self, topic: str, key: bytes, value: bytes, timeout_s: float) -> None:
+        await self.send(topic, key, value)

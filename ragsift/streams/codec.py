@@ -28,12 +28,20 @@ def describe_validation_error(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors(include_url=False):
         loc = ".".join(str(p) for p in err["loc"]) or "<event>"
-        value = repr(err.get("input"))
+        value = _short_repr(err.get("input"))
         if len(value) > 80:
             value = value[:77] + "..."
         msg = err["msg"].removeprefix("Value error, ")
         parts.append(f"{loc}: {msg} (got {value})")
     return "; ".join(parts)
+
+
+def _short_repr(value: object) -> str:
+    """``repr`` for an error message; some inputs (deep nesting) cannot be shown."""
+    try:
+        return repr(value)
+    except (RecursionError, ValueError) as exc:  # ValueError: an int past the digit limit
+        return f"<{type(value).__name__}: {type(exc).__name__}>"
 
 
 class EventCodec(Generic[M]):
@@ -51,7 +59,11 @@ class EventCodec(Generic[M]):
         return event.model_dump_json().encode("utf-8")
 
     def decode(self, payload: bytes | str | None) -> M:
-        """Parse and validate; raise :class:`DecodeError` saying what is wrong."""
+        """Parse and validate; raise :class:`DecodeError` saying what is wrong.
+
+        Nothing else escapes: any failure to turn these bytes into an event is a
+        :class:`DecodeError` (stage ``decode``), which the runtimes dead-letter.
+        """
         name = self.model.__name__
         if payload is None:
             raise DecodeError(f"{name}: empty message (null value)")
@@ -62,11 +74,28 @@ class EventCodec(Generic[M]):
                 f"{name}: payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES} bytes"
             )
         try:
-            # Parsing and validating in one pydantic-core call is the fast path; a
-            # payload it refuses takes the step-by-step path below, which names the fault.
-            return self.model.model_validate_json(payload)
-        except ValidationError:
-            pass
+            try:
+                # Parsing and validating in one pydantic-core call is the fast path; a
+                # payload it refuses takes the step-by-step path, which names the fault.
+                return self.model.model_validate_json(payload)
+            except ValidationError:
+                pass
+            return self._decode_slowly(payload)
+        except DecodeError:
+            raise
+        except RecursionError as exc:
+            # Deep nesting ("[" * 5000) exhausts the parser's or the validator's stack.
+            raise DecodeError(f"{name}: payload nests too deeply to parse") from exc
+        except Exception as exc:
+            # Whatever else the parser or a validator raises about these bytes must be
+            # dead-lettered, never crash the agent that reads them.
+            raise DecodeError(
+                f"{name}: payload could not be decoded ({type(exc).__name__}: {exc})"
+            ) from exc
+
+    def _decode_slowly(self, payload: bytes) -> M:
+        """Parse, then validate: slower than one call, but each failure names its cause."""
+        name = self.model.__name__
         try:
             data: Any = json.loads(payload)
         except UnicodeDecodeError as exc:
@@ -75,6 +104,10 @@ class EventCodec(Generic[M]):
             raise DecodeError(
                 f"{name}: payload is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
             ) from exc
+        except ValueError as exc:
+            # What json refuses beyond syntax: an integer of more than 4,300 digits
+            # (sys.get_int_max_str_digits, CPython's guard against quadratic parsing).
+            raise DecodeError(f"{name}: payload is not usable JSON ({exc})") from exc
         if not isinstance(data, dict):
             raise DecodeError(f"{name}: payload must be a JSON object, got {type(data).__name__}")
         try:

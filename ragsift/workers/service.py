@@ -2,7 +2,9 @@
 
 ``ragsift worker retrieval`` (or ``indexer``, ``audit``, or several at once)
 builds the handlers from settings, attaches one agent per handler, and serves
-``/metrics``, ``/healthz`` and ``/readyz`` on the worker's web port. Several
+``/metrics``, ``/healthz`` and ``/readyz`` (and nothing else) on the worker's
+web host and port; ``/readyz`` is 503 while rebalancing or while any agent is
+not consuming (crashed, restarting or stopped). Several
 handlers in one process share one index: that is how an embedded (Qdrant
 Edge) shard is both written and searched; with a Qdrant server any split works.
 """
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import faust
+from faust.exceptions import ConsumerNotStarted
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ragsift.errors import ConfigurationError
@@ -22,7 +25,7 @@ from ragsift.observability.metrics import Metrics
 from ragsift.report.builder import ReportBuilder, ReportSettings
 from ragsift.retrieval.redis_cache import RedisCache
 from ragsift.settings import GUARDRAIL_PRESETS, Settings
-from ragsift.streams.agents import attach_handler
+from ragsift.streams.agents import AgentHealth, attach_handler
 from ragsift.streams.app import create_app
 from ragsift.wiring import build_embedder, build_index, build_pipeline
 from ragsift.workers.audit import build_audit_handler
@@ -32,7 +35,7 @@ from ragsift.workers.indexer import IndexerHandler
 from ragsift.workers.report import ReportHandler
 from ragsift.workers.retrieval import RetrievalHandler
 
-__all__ = ["WORKER_NAMES", "WorkerName", "build_worker"]
+__all__ = ["WORKER_NAMES", "WorkerName", "build_worker", "readiness"]
 
 WorkerName = Literal["retrieval", "indexer", "audit", "decision", "report"]
 WORKER_NAMES: tuple[WorkerName, ...] = ("retrieval", "indexer", "audit", "decision", "report")
@@ -43,13 +46,20 @@ def build_worker(
     settings: Settings,
     *,
     web_port: int = 6066,
+    web_host: str | None = None,
     audit_dir: Path | None = None,
 ) -> tuple[faust.App, Metrics]:
-    """A Faust app with an agent per named handler, and its metrics."""
+    """A Faust app with an agent per named handler, and its metrics.
+
+    ``web_host`` overrides ``settings.worker.web_host`` (``--web-host``).
+    """
     unknown = sorted(set(names) - set(WORKER_NAMES))
     if unknown or not names:
         raise ConfigurationError(f"workers must be among {WORKER_NAMES}, got {list(names)}")
-    metrics = Metrics()
+    metrics = Metrics(
+        max_tenants=settings.worker.metrics_max_tenants,
+        max_collections=settings.worker.metrics_max_collections,
+    )
     handlers: list[Handler[Any]] = []
     if "retrieval" in names or "indexer" in names:
         embedder = build_embedder(settings.embedder)
@@ -79,7 +89,13 @@ def build_worker(
     app_id = settings.kafka.app_id
     if "app_id" not in settings.kafka.model_fields_set:
         app_id = f"{app_id}-{'-'.join(sorted(names))}"
-    app = create_app(settings.kafka, app_id=app_id, web_port=web_port)
+    app = create_app(
+        settings.kafka,
+        app_id=app_id,
+        web_port=web_port,
+        web_host=web_host or settings.worker.web_host,
+    )
+    health = AgentHealth()
     for handler in handlers:
         attach_handler(
             app,
@@ -88,8 +104,11 @@ def build_worker(
             metrics=metrics,
             batch_size=settings.limits.batch_size,
             within_s=settings.limits.batch_timeout_s,
+            deadline_s=settings.limits.handler_deadline_s,
+            max_original_bytes=settings.limits.deadletter_max_original_bytes,
+            health=health,
         )
-    _add_pages(app, metrics)
+    _add_pages(app, metrics, health, handlers)
     return app, metrics
 
 
@@ -112,7 +131,37 @@ def build_report_handler(settings: Settings, metrics: Metrics) -> Handler[Any]:
     return ReportHandler(builder, metrics)
 
 
-def _add_pages(app: faust.App, metrics: Metrics) -> None:
+def readiness(
+    app: faust.App, health: AgentHealth, handlers: Sequence[Handler[Any]] = ()
+) -> dict[str, Any]:
+    """What /readyz reports: ready once consuming, no agent down or stalled, no rebalance on.
+
+    A handler that waits for a backing store instead of dropping (the audit sink on
+    a full disk) says so with a true ``stalled`` attribute.
+    """
+    # Faust marks an agent's service crashed (mode's Service.crashed); its actors'
+    # crashes (an exception out of the agent loop) show in AgentHealth, which
+    # the loop itself keeps, until Faust's supervisor has restarted it.
+    down = set(health.not_running())
+    down.update(name for name, agent in app.agents.items() if agent.crashed)
+    try:
+        assigned: int | None = len(app.consumer.assignment())
+    except ConsumerNotStarted:  # the page is up before the consumer is
+        assigned = None
+    rebalancing = bool(app.rebalancing)
+    stalled = sorted(h.name for h in handlers if getattr(h, "stalled", False))
+    return {
+        "ready": not down and not stalled and not rebalancing and assigned is not None,
+        "rebalancing": rebalancing,
+        "agents_down": sorted(down),
+        "handlers_stalled": stalled,
+        "assigned_partitions": assigned,
+    }
+
+
+def _add_pages(
+    app: faust.App, metrics: Metrics, health: AgentHealth, handlers: Sequence[Handler[Any]]
+) -> None:
     @app.page("/metrics")
     async def metrics_page(web: Any, request: Any) -> Any:
         body = generate_latest(metrics.registry)
@@ -124,8 +173,5 @@ def _add_pages(app: faust.App, metrics: Metrics) -> None:
 
     @app.page("/readyz")
     async def readyz(web: Any, request: Any) -> Any:
-        assigned = len(app.consumer.assignment()) if app.consumer else 0
-        ready = app.rebalancing is False
-        return web.json(
-            {"ready": ready, "assigned_partitions": assigned}, status=200 if ready else 503
-        )
+        state = readiness(app, health, handlers)
+        return web.json(state, status=200 if state["ready"] else 503)

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterable, Sequence
@@ -145,6 +146,14 @@ class WorkerProcess:
                 continue
             total += float(value)
         return total
+
+    def readyz(self) -> int:
+        """The HTTP status of /readyz (503 while an agent is down or rebalancing)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=5) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
 
     def rss_bytes(self) -> int:
         """Resident memory of the worker process (Linux /proc)."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import math
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
@@ -21,6 +24,8 @@ from ragsift.schemas import (
     derive_id,
     json_schema_documents,
 )
+from ragsift.schemas.base import MAX_VECTOR_COMPONENT
+from ragsift.schemas.deadletter import DEFAULT_MAX_ORIGINAL_BYTES, MINIMAL_ERROR_CHARS
 from ragsift.schemas.registry import JSON_DIR
 
 
@@ -84,13 +89,37 @@ def test_first_non_finite_component_is_named() -> None:
         make_query(vector=[0.1, 0.2, math.inf, math.nan], embedder_id="e")
 
 
-def test_huge_finite_components_are_accepted() -> None:
-    # Their sum overflows to inf: the fast check must not mistake that for a bad component.
-    assert make_query(vector=[1e308, 1e308, -1e308], embedder_id="e").vector == [
-        1e308,
-        1e308,
-        -1e308,
-    ]
+@pytest.mark.parametrize(
+    "vector",
+    [[1e308] * 384, [1e308, 1e308, -1e308], [0.5, -2e15, 0.1], [1e150] * 384, [1e39]],
+)
+def test_components_whose_norm_overflows_are_refused_by_name(vector: list[float]) -> None:
+    # Finite as Python floats, but not as the engines' float32 or their norms: 1e150s
+    # made Qdrant Edge fail the whole search batch. Before: 1e308s passed because their
+    # sum overflowed to inf and no culprit was found; 1e150s passed outright.
+    with pytest.raises(ValidationError, match=r"vector components must be within ±1e\+15 "):
+        make_query(vector=vector, embedder_id="e")
+
+
+def test_largest_allowed_components_have_a_finite_norm() -> None:
+    vector = [MAX_VECTOR_COMPONENT, -MAX_VECTOR_COMPONENT] * (MAX_VECTOR_DIM // 2)
+    assert make_query(vector=vector, embedder_id="e").vector == vector
+    assert math.isfinite(float(np.linalg.norm(np.asarray(vector, dtype=np.float32))))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("collection", "default\n"),
+        ("tenant_id", "acme\n"),
+        ("query_id", "q-1\n"),
+        ("collection", "\ndefault"),
+    ],
+)
+def test_a_trailing_newline_is_not_a_valid_name(field: str, value: str) -> None:
+    # re.match with "$" accepts one trailing newline; the names must match in full.
+    with pytest.raises(ValidationError, match=field.split("_")[0]):
+        make_query(**{field: value})
 
 
 def test_vector_dimension_limits() -> None:
@@ -161,6 +190,74 @@ def test_dead_letter_keeps_original_bytes() -> None:
     again = DeadLetter.model_validate_json(dl.model_dump_json())
     assert again.original == original
     assert again.dead_letter_id == dl.dead_letter_id
+
+
+def build_letter(original: bytes, **overrides: object) -> DeadLetter:
+    fields: dict[str, object] = {
+        "original": original,
+        "stage": "decode",
+        "error_type": "DecodeError",
+        "error": "bad",
+        "worker": "retrieval",
+        "topic": "ragsift.queries.v1",
+        "partition": 0,
+        "offset": 1,
+    }
+    fields.update(overrides)
+    return DeadLetter.build(**fields)  # type: ignore[arg-type]  # keyword overrides
+
+
+def test_dead_letter_of_a_huge_message_keeps_a_bounded_prefix_its_length_and_hash() -> None:
+    # A 950 KB query fits the broker; its letter with the whole original (1.27 MB of
+    # base64) did not, and the failed send stalled the agent.
+    original = json.dumps({"query_id": "big", "query": "x" * 950_000}).encode()
+    letter = build_letter(original, max_original_bytes=DEFAULT_MAX_ORIGINAL_BYTES)
+    assert letter.original == original[:DEFAULT_MAX_ORIGINAL_BYTES]
+    assert letter.original_truncated
+    assert letter.original_length == len(original)
+    assert letter.original_sha256 == hashlib.sha256(original).hexdigest()
+    assert len(letter.model_dump_json()) < 100 * 1024
+
+
+def test_dead_letter_of_a_small_message_is_whole_and_says_so() -> None:
+    letter = build_letter(b"not json")
+    assert letter.original == b"not json"
+    assert not letter.original_truncated
+    assert letter.original_length == 8
+
+
+def test_an_oversized_key_is_cut_too() -> None:
+    letter = build_letter(b"v", key=b"k" * 10, max_original_bytes=4)
+    assert letter.key_b64 == base64.b64encode(b"kkkk").decode()
+    assert letter.original_truncated
+
+
+def test_minimal_letter_drops_the_original_keeps_where_and_what() -> None:
+    letter = build_letter(b"x" * 1000, key=b"key", error="e" * 4000)
+    minimal = letter.minimal()
+    assert minimal.original == b""
+    assert minimal.key_b64 is None
+    assert minimal.original_truncated
+    assert len(minimal.error) == MINIMAL_ERROR_CHARS
+    same = ("dead_letter_id", "topic", "partition", "offset", "original_sha256", "original_length")
+    assert all(getattr(minimal, f) == getattr(letter, f) for f in same)
+
+
+def test_dead_letters_without_the_new_fields_still_parse() -> None:
+    # Letters written before original_length/original_sha256/original_truncated existed.
+    old = {
+        "dead_letter_id": "d1",
+        "stage": "decode",
+        "error_type": "DecodeError",
+        "error": "bad",
+        "worker": "retrieval",
+        "topic": "ragsift.queries.v1",
+        "original_b64": base64.b64encode(b"raw").decode(),
+    }
+    letter = DeadLetter.model_validate(old)
+    assert letter.original == b"raw"
+    assert letter.original_length is None
+    assert not letter.original_truncated
 
 
 def test_document_upsert_requires_text() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import BaseModel, field_validator
 
 from ragsift.errors import DecodeError
 from ragsift.schemas import QueryEvent
@@ -50,3 +51,43 @@ def test_oversized_payload_is_refused_before_parsing() -> None:
 def test_encode_checks_the_type() -> None:
     with pytest.raises(TypeError, match="expected QueryEvent"):
         codec.encode("nope")  # type: ignore[arg-type]  # checking the runtime guard
+
+
+def _query_with(field: bytes) -> bytes:
+    return b'{"query_id": "q-1", "tenant_id": "acme", "query": "x", ' + field + b"}"
+
+
+@pytest.mark.parametrize(
+    ("payload", "fragment"),
+    [
+        # 10 KB of nested brackets: json raised RecursionError past the codec's mapping.
+        (b"[" * 5000 + b"]" * 5000, "nests too deeply"),
+        (_query_with(b'"entities": ' + b"[" * 5000 + b"]" * 5000), "nests too deeply"),
+        # Deep, but within the parser's reach: the error message must not recurse either.
+        (_query_with(b'"entities": ' + b"[" * 300 + b"]" * 300), "entities.0"),
+        # A 5,000-digit integer: int() refuses past 4,300 digits with a ValueError.
+        (_query_with(b'"k": ' + b"9" * 5000), "not usable JSON"),
+        (b"9" * 5000, "not usable JSON"),
+        (_query_with(b'"collection": "default\\n"'), "collection: collection must match"),
+        (_query_with(b'"vector": [' + b",".join([b"1e308"] * 384) + b"]"), "within"),
+        (b'{"query": "\xff"}', "not UTF-8"),
+    ],
+)
+def test_poison_payloads_are_decode_errors_with_a_reason(payload: bytes, fragment: str) -> None:
+    with pytest.raises(DecodeError) as exc:
+        codec.decode(payload)
+    assert fragment in str(exc.value)
+    assert exc.value.stage == "decode"
+
+
+def test_nothing_but_decode_error_escapes_whatever_a_validator_raises() -> None:
+    class Touchy(BaseModel):
+        value: int
+
+        @field_validator("value")
+        @classmethod
+        def _explode(cls, value: int) -> int:
+            raise KeyError("a validator bug")
+
+    with pytest.raises(DecodeError, match="KeyError"):
+        EventCodec(Touchy).decode(b'{"value": 1}')

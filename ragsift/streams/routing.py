@@ -1,0 +1,215 @@
+"""One batch's failure path, for both runtimes: decode, handle, emit, dead-letter, count.
+
+The Faust agents and the in-process bus hand each batch of raw messages to a
+:class:`BatchRouter`; only how a message is sent differs (a :class:`Sender`).
+Per event, in order:
+
+1. decode: any failure is a :class:`~ragsift.errors.DecodeError` (stage ``decode``);
+2. handle: :func:`~ragsift.streams.isolation.handle_isolated` keeps a failure
+   (or an overrun deadline) with the event that caused it;
+3. emit the event's outputs: one that cannot be sent fails its event (stage ``emit``);
+4. a failed event becomes a dead letter, counted; the batch goes on.
+
+Nothing one event does escapes :meth:`BatchRouter.process`. A dead letter that
+cannot be published is retried with backoff, then sent without the original,
+then dropped and counted (``ragsift_dead_letters_dropped_total``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from ragsift.errors import DecodeError, RagsiftError
+from ragsift.observability.metrics import Metrics
+from ragsift.schemas import DeadLetter
+from ragsift.schemas.deadletter import DEFAULT_MAX_ORIGINAL_BYTES
+from ragsift.streams.codec import EventCodec
+from ragsift.streams.isolation import EmitFailedError, failure_stage, handle_isolated
+from ragsift.streams.topics import TOPICS
+from ragsift.workers.base import Emit, Handler
+
+__all__ = ["BatchRouter", "Received", "Sender"]
+
+log = logging.getLogger(__name__)
+
+#: Full-letter attempts before the minimal letter: a broker hiccup passes in a
+#: few seconds; a letter refused for its size fails at once every time.
+DEAD_LETTER_ATTEMPTS = 3
+#: First pause between attempts, doubled after each (0.5 s, 1 s).
+DEAD_LETTER_BACKOFF_S = 0.5
+#: How long one attempt waits for the broker's acknowledgement: long enough to
+#: ride out a broker restart, bounded so a lost broker cannot stall the agent.
+DEAD_LETTER_DELIVERY_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """One raw message as consumed: value and key bytes, and where it was read."""
+
+    value: bytes | None
+    key: bytes | None
+    topic: str
+    partition: int | None
+    offset: int | None
+
+
+class Sender(Protocol):
+    """How a runtime publishes to a logical topic (``retrievals``, ``deadletter``...)."""
+
+    async def send(self, topic: str, key: bytes, value: bytes) -> None:
+        """Queue a message; delivery is awaited later (the runtime's flush)."""
+        ...
+
+    async def send_and_wait(self, topic: str, key: bytes, value: bytes, timeout_s: float) -> None:
+        """Publish a message and wait until the broker has it; raise if it does not."""
+        ...
+
+
+class BatchRouter:
+    """Drives one handler over batches of raw messages (see the module docstring).
+
+    Args:
+        handler: the processing step.
+        sender: where outputs and dead letters go.
+        metrics: where outcomes, drops and retries are counted.
+        deadline_s: total time one handler call may take.
+        max_original_bytes: bytes of a failed message a dead letter keeps.
+    """
+
+    def __init__(
+        self,
+        handler: Handler[Any],
+        sender: Sender,
+        *,
+        metrics: Metrics,
+        deadline_s: float,
+        max_original_bytes: int = DEFAULT_MAX_ORIGINAL_BYTES,
+    ):
+        if deadline_s <= 0:
+            raise ValueError(f"deadline_s must be > 0, got {deadline_s}")
+        if max_original_bytes < 0:
+            raise ValueError(f"max_original_bytes must be >= 0, got {max_original_bytes}")
+        if handler.source not in TOPICS:
+            raise ValueError(f"handler {handler.name!r} consumes unknown topic {handler.source!r}")
+        self.handler = handler
+        self.sender = sender
+        self.metrics = metrics
+        self.deadline_s = deadline_s
+        self.max_original_bytes = max_original_bytes
+        self._decode = EventCodec(handler.model)
+        self._codecs = {name: EventCodec(spec.model) for name, spec in TOPICS.items()}
+
+    async def process(self, batch: Sequence[Received]) -> None:
+        """Decode, handle and route every message of ``batch``; never raises for one."""
+        name = self.handler.name
+        decoded: list[tuple[Received, BaseModel]] = []
+        for message in batch:
+            try:
+                decoded.append((message, self._decode.decode(message.value)))
+            except DecodeError as exc:
+                await self.dead_letter(message, exc)
+        if not decoded:
+            return
+        self.metrics.batch_size.labels(name).observe(len(decoded))
+        outcomes = await handle_isolated(
+            self.handler,
+            [event for _, event in decoded],
+            deadline_s=self.deadline_s,
+            metrics=self.metrics,
+        )
+        for (message, event), outcome in zip(decoded, outcomes, strict=True):
+            query_id = getattr(event, "query_id", None)
+            if isinstance(outcome, Exception):
+                await self.dead_letter(message, outcome, query_id)
+                continue
+            try:
+                await self._emit(outcome)
+            except Exception as exc:
+                failure = EmitFailedError(
+                    f"could not publish an output ({type(exc).__name__}: {exc})",
+                    query_id=query_id,
+                )
+                await self.dead_letter(message, failure, query_id)
+                continue
+            self.metrics.events.labels(name, "ok").inc()
+
+    async def _emit(self, emits: list[Emit]) -> None:
+        for emit in emits:
+            value = self._codecs[emit.topic].encode(emit.event)
+            await self.sender.send(emit.topic, emit.key.encode(), value)
+
+    async def dead_letter(
+        self, message: Received, exc: Exception, query_id: str | None = None
+    ) -> None:
+        """Publish (or, failing that, count the drop of) a dead letter for ``message``."""
+        name = self.handler.name
+        stage = failure_stage(exc)
+        if isinstance(exc, RagsiftError) and exc.query_id:
+            query_id = exc.query_id
+        letter = DeadLetter.build(
+            original=message.value or b"",
+            stage=stage,
+            error_type=type(exc).__name__,
+            error=str(exc),
+            worker=name,
+            topic=message.topic,
+            partition=message.partition,
+            offset=message.offset,
+            key=message.key,
+            query_id=query_id,
+            max_original_bytes=self.max_original_bytes,
+        )
+        self.metrics.dead_letters.labels(name, stage).inc()
+        self.metrics.events.labels(name, "dead_letter").inc()
+        log.warning(
+            "dead-lettered %s[%s]@%s at %s: %.500s",
+            message.topic,
+            message.partition,
+            message.offset,
+            stage,
+            exc,
+        )
+        await self._send_dead_letter(letter)
+
+    async def _send_dead_letter(self, letter: DeadLetter) -> None:
+        name = self.handler.name
+        key = letter.dead_letter_id.encode()
+        codec = self._codecs["deadletter"]
+        attempts = [("full", letter)] * DEAD_LETTER_ATTEMPTS + [("minimal", letter.minimal())]
+        pause = DEAD_LETTER_BACKOFF_S
+        for n, (kind, candidate) in enumerate(attempts, start=1):
+            try:
+                await self.sender.send_and_wait(
+                    "deadletter", key, codec.encode(candidate), DEAD_LETTER_DELIVERY_TIMEOUT_S
+                )
+                return
+            except Exception as exc:
+                self.metrics.dead_letter_send_failures.labels(name, kind).inc()
+                log.warning(
+                    "dead letter %s (%s) not published, attempt %d/%d: %s: %.300s",
+                    letter.dead_letter_id,
+                    kind,
+                    n,
+                    len(attempts),
+                    type(exc).__name__,
+                    exc,
+                )
+            if n < DEAD_LETTER_ATTEMPTS:
+                await asyncio.sleep(pause)
+                pause *= 2
+        self.metrics.dead_letters_dropped.labels(name).inc()
+        log.error(
+            "dropped dead letter %s: %s[%s]@%s, %s bytes, sha256 %s",
+            letter.dead_letter_id,
+            letter.topic,
+            letter.partition,
+            letter.offset,
+            letter.original_length,
+            letter.original_sha256,
+        )

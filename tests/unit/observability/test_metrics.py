@@ -1,0 +1,41 @@
+"""Metric labels that come from events stay bounded, whatever the events say."""
+
+from __future__ import annotations
+
+from prometheus_client import generate_latest
+
+from ragsift.observability.metrics import BoundedLabeler, Metrics
+
+
+def series(metrics: Metrics, name: str) -> list[str]:
+    text = generate_latest(metrics.registry).decode()
+    return [line for line in text.splitlines() if line.startswith(name + "{")]
+
+
+def test_five_thousand_collections_make_a_bounded_number_of_series() -> None:
+    # Before: 5,000 greetings to distinct collections made 20,000 series.
+    metrics = Metrics(max_collections=10)
+    for i in range(5000):
+        metrics.decisions.labels(f"col-{i}", "false").inc()
+        metrics.reports.labels(f"col-{i}", "bypass").inc()
+        metrics.reviews.labels(f"col-{i}", "low_confidence").inc()
+    for name in ("ragsift_decisions_total", "ragsift_reports_total", "ragsift_review_items_total"):
+        lines = series(metrics, name)
+        assert len(lines) == 11, name  # ten collections and "other"
+        assert any('collection="other"' in line for line in lines)
+    total = metrics.registry.get_sample_value(
+        "ragsift_decisions_total", {"collection": "other", "use_context": "false"}
+    )
+    assert total == 4990  # nothing is lost, only pooled
+
+
+def test_tenants_are_bounded_the_same_way() -> None:
+    metrics = Metrics(max_tenants=2)
+    for i in range(100):
+        metrics.observe_result(f"t{i}", "high_confidence", 0.9, "ok", {})
+    assert len(series(metrics, "ragsift_queries_total")) == 3
+
+
+def test_a_labeler_keeps_the_first_values_it_sees() -> None:
+    labeler = BoundedLabeler(2)
+    assert [labeler(v) for v in ("a", "b", "c", "a", "d")] == ["a", "b", "other", "a", "other"]

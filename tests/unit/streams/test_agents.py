@@ -1,0 +1,130 @@
+"""The Faust side without a broker: the agent loop's health, /readyz, the web surface."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from types import SimpleNamespace
+from typing import Any
+
+import faust
+import pytest
+from faust.exceptions import ConsumerNotStarted
+
+from ragsift.observability.metrics import Metrics
+from ragsift.settings import KafkaSettings, Settings, WorkerSettings
+from ragsift.streams.agents import AgentHealth, attach_handler
+from ragsift.streams.app import create_app
+from ragsift.workers.service import build_worker, readiness
+from tests.unit.streams.scripted import ScriptedHandler
+
+
+class FakeStream:
+    """Stands in for a Faust stream: yields the given batches, then raises ``then``."""
+
+    def __init__(self, batches: list[list[Any]], then: BaseException | None = None):
+        self.batches = batches
+        self.then = then
+
+    def take_events(self, max_: int, within: float) -> AsyncIterator[list[Any]]:
+        async def events() -> AsyncIterator[list[Any]]:
+            for batch in self.batches:
+                yield batch
+            if self.then is not None:
+                raise self.then
+
+        return events()
+
+
+def agent_app() -> tuple[faust.App, AgentHealth]:
+    app = create_app(KafkaSettings(), app_id="unit-agents")
+    health = AgentHealth()
+    attach_handler(
+        app,
+        ScriptedHandler(),
+        prefix="unit",
+        metrics=Metrics(),
+        batch_size=8,
+        within_s=0.01,
+        deadline_s=1.0,
+        health=health,
+    )
+    return app, health
+
+
+async def test_the_agent_is_down_until_its_loop_runs_and_after_it_crashes() -> None:
+    app, health = agent_app()
+    assert health.not_running() == ["ragsift.scripted"]
+    loop = app.agents["ragsift.scripted"].fun(FakeStream([[]], then=RuntimeError("lost")))
+    await loop.__anext__()  # one (empty) batch consumed: the agent is running
+    assert health.not_running() == []
+    with pytest.raises(RuntimeError, match="lost"):
+        await loop.__anext__()
+    assert health.not_running() == ["ragsift.scripted"]
+
+
+def stub_app(*, crashed: bool = False, rebalancing: bool = False, started: bool = True) -> Any:
+    def assignment() -> set[int]:
+        if not started:
+            raise ConsumerNotStarted("Consumer thread not yet started")
+        return {0, 1}
+
+    agent = SimpleNamespace(crashed=crashed)
+    return SimpleNamespace(
+        agents={"ragsift.scripted": agent},
+        consumer=SimpleNamespace(assignment=assignment),
+        rebalancing=rebalancing,
+    )
+
+
+def running() -> AgentHealth:
+    health = AgentHealth()
+    health.set_running("ragsift.scripted", True)
+    return health
+
+
+def test_readyz_is_ready_only_when_every_agent_consumes() -> None:
+    # Before: /readyz only looked at app.rebalancing, and said 200 with a crashed agent.
+    assert readiness(stub_app(), running())["ready"] is True
+    stopped = AgentHealth()
+    stopped.expect("ragsift.scripted")
+    state = readiness(stub_app(), stopped)
+    assert state["ready"] is False
+    assert state["agents_down"] == ["ragsift.scripted"]
+    assert readiness(stub_app(crashed=True), running())["agents_down"] == ["ragsift.scripted"]
+    assert readiness(stub_app(rebalancing=True), running())["ready"] is False
+    assert readiness(stub_app(started=False), running())["ready"] is False
+
+
+def test_readyz_is_not_ready_while_a_handler_is_stalled() -> None:
+    # The audit sink on a full disk holds its batch (never drops evidence): the
+    # orchestrator should see that as not ready rather than a healthy worker.
+    sink = SimpleNamespace(name="audit", stalled=False)
+    assert readiness(stub_app(), running(), [sink])["ready"] is True
+    sink.stalled = True
+    state = readiness(stub_app(), running(), [sink])
+    assert state["ready"] is False
+    assert state["handlers_stalled"] == ["audit"]
+
+
+def served_paths(app: faust.App) -> list[str]:
+    app.web.blueprints.apply(app.web)
+    return sorted(app.web.views)
+
+
+def test_a_plain_faust_app_serves_its_own_views() -> None:
+    # What the worker used to serve: /router/ names the host, /table/ the tables.
+    assert "/router/" in served_paths(faust.App("unit-plain", web_port=1))
+
+
+def test_a_worker_serves_only_metrics_healthz_readyz_on_loopback() -> None:
+    app, _ = build_worker(["decision"], Settings())
+    assert served_paths(app) == ["/healthz", "/metrics", "/readyz"]
+    assert app.conf.web_bind == "127.0.0.1"
+
+
+def test_the_web_host_comes_from_settings_or_the_flag() -> None:
+    settings = Settings(worker=WorkerSettings(web_host="0.0.0.0"))
+    app, _ = build_worker(["decision"], settings)
+    assert app.conf.web_bind == "0.0.0.0"
+    app, _ = build_worker(["decision"], settings, web_host="127.0.0.2")
+    assert app.conf.web_bind == "127.0.0.2"

@@ -1,0 +1,165 @@
+"""The agents' per-batch path without Kafka: a poison event fails alone, the batch goes on."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from ragsift.observability.metrics import Metrics
+from ragsift.schemas.deadletter import DEFAULT_MAX_ORIGINAL_BYTES
+from ragsift.streams import routing
+from ragsift.streams.routing import BatchRouter, Received
+from tests.unit.streams.scripted import (
+    RecordingSender,
+    ScriptedHandler,
+    huge_query,
+    long_integer,
+    nested_brackets,
+    raw,
+)
+
+TOPIC = "ragsift.queries.v1"
+# Short, so a hanging event costs the suite a fraction of a second.
+DEADLINE_S = 0.2
+
+
+def received(values: list[bytes]) -> list[Received]:
+    return [Received(v, f"k{i}".encode(), TOPIC, 0, i) for i, v in enumerate(values)]
+
+
+def router(sender: RecordingSender, metrics: Metrics) -> BatchRouter:
+    return BatchRouter(ScriptedHandler(), sender, metrics=metrics, deadline_s=DEADLINE_S)
+
+
+def sample(metrics: Metrics, name: str, **labels: str) -> float:
+    return metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+@pytest.fixture(autouse=True)
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(routing, "DEAD_LETTER_BACKOFF_S", 0.0)
+
+
+async def test_a_batch_that_raises_dead_letters_only_the_events_that_fail_alone() -> None:
+    # Before: handle_batch raising dead-lettered all 39 events (36 legit lost to 3 poison).
+    sender, metrics = RecordingSender(), Metrics()
+    values = [raw(f"ok-{i}") for i in range(36)]
+    for n, text in enumerate(("crash", "recurse", "crash")):
+        values.insert(n * 12 + 5, raw(f"bad-{n}", text))
+    await router(sender, metrics).process(received(values))
+    assert sorted(sender.output_ids()) == sorted(f"ok-{i}" for i in range(36))
+    letters = sender.dead_letters()
+    assert sorted(d.query_id or "" for d in letters) == ["bad-0", "bad-1", "bad-2"]
+    assert {d.stage for d in letters} == {"handler"}
+    assert {d.error_type for d in letters} == {"RuntimeError", "RecursionError"}
+    assert sample(metrics, "ragsift_batch_retries_total", worker="scripted", reason="error") == 1
+    assert sample(metrics, "ragsift_events_total", worker="scripted", result="ok") == 36
+
+
+async def test_an_event_past_its_deadline_is_dead_lettered_with_stage_deadline() -> None:
+    sender, metrics = RecordingSender(), Metrics()
+    values = [raw("a"), raw("slow", "hang"), raw("b")]
+    await router(sender, metrics).process(received(values))
+    assert sorted(sender.output_ids()) == ["a", "b"]
+    [letter] = sender.dead_letters()
+    assert letter.stage == "deadline"
+    assert letter.query_id == "slow"
+    assert "within 0.2 s" in letter.error
+    assert sample(metrics, "ragsift_batch_retries_total", worker="scripted", reason="deadline") == 1
+    assert sample(metrics, "ragsift_dead_letters_total", worker="scripted", stage="deadline") == 1
+
+
+@pytest.mark.parametrize(
+    ("poison", "reason"),
+    [
+        (nested_brackets(), "nests too deeply"),
+        (long_integer(), "not usable JSON"),
+        (raw("nl", "x").replace(b'"default"', b'"default\\n"'), "collection"),
+        (b'{"query": "\xff"}', "not UTF-8"),
+        (None, "empty message"),
+    ],
+)
+async def test_undecodable_events_are_dead_lettered_and_the_next_ones_processed(
+    poison: bytes | None, reason: str
+) -> None:
+    sender, metrics = RecordingSender(), Metrics()
+    batch = [Received(poison, None, TOPIC, 0, 0), *received([raw("after")])[:1]]
+    await router(sender, metrics).process(batch)
+    [letter] = sender.dead_letters()
+    assert letter.stage == "decode"
+    assert reason in letter.error
+    assert sender.output_ids() == ["after"]
+
+
+async def test_a_huge_poison_gets_a_letter_that_fits_with_length_and_hash() -> None:
+    # Before: the letter carried the whole 950 KB (1.27 MB base64) and could not be sent.
+    sender, metrics = RecordingSender(max_message_bytes=1_000_000), Metrics()
+    poison = huge_query()
+    await router(sender, metrics).process(received([poison, raw("after")]))
+    [letter] = sender.dead_letters()
+    assert letter.original == poison[:DEFAULT_MAX_ORIGINAL_BYTES]
+    assert letter.original_truncated
+    assert letter.original_length == len(poison)
+    assert letter.original_sha256 == hashlib.sha256(poison).hexdigest()
+    assert sender.output_ids() == ["after"]
+
+
+async def test_a_letter_that_cannot_be_sent_is_retried_then_sent_minimal() -> None:
+    sender, metrics = RecordingSender(fail_dead_letters=routing.DEAD_LETTER_ATTEMPTS), Metrics()
+    await router(sender, metrics).process(received([b"not json", raw("after")]))
+    [letter] = sender.dead_letters()
+    assert letter.original == b""
+    assert letter.original_length == len(b"not json")
+    assert sender.output_ids() == ["after"]
+    failures = sample(
+        metrics, "ragsift_dead_letter_send_failures_total", worker="scripted", letter="full"
+    )
+    assert failures == routing.DEAD_LETTER_ATTEMPTS
+    assert sample(metrics, "ragsift_dead_letters_dropped_total", worker="scripted") == 0
+
+
+async def test_a_letter_nothing_can_send_is_dropped_counted_and_the_batch_goes_on() -> None:
+    sender, metrics = RecordingSender(fail_dead_letters=100), Metrics()
+    await router(sender, metrics).process(received([b"not json", raw("after")]))
+    assert sender.dead_letters() == []
+    assert sender.output_ids() == ["after"]
+    assert sample(metrics, "ragsift_dead_letters_dropped_total", worker="scripted") == 1
+    assert sample(metrics, "ragsift_dead_letters_total", worker="scripted", stage="decode") == 1
+
+
+async def test_an_output_that_cannot_be_sent_fails_its_own_event_only() -> None:
+    sender, metrics = RecordingSender(), Metrics()
+    sender.fail_outputs_for.add(b"refused")
+    await router(sender, metrics).process(received([raw("refused"), raw("fine")]))
+    assert sender.output_ids() == ["fine"]
+    [letter] = sender.dead_letters()
+    assert letter.stage == "emit"
+    assert letter.query_id == "refused"
+    assert "ConnectionError" in letter.error
+
+
+async def test_a_handler_returning_the_wrong_number_of_outcomes_is_retried_alone() -> None:
+    class Short(ScriptedHandler):
+        async def handle_batch(self, events):  # type: ignore[no-untyped-def]  # test double
+            outcomes = await super().handle_batch(events)
+            return outcomes[:1]  # drops every outcome but the first
+
+    sender, metrics = RecordingSender(), Metrics()
+    batch_router = BatchRouter(Short(), sender, metrics=metrics, deadline_s=DEADLINE_S)
+    await batch_router.process(received([raw("a"), raw("b"), raw("c")]))
+    assert sorted(sender.output_ids()) == ["a", "b", "c"]
+    assert sender.dead_letters() == []
+
+
+def test_settings_are_checked_where_they_are_given() -> None:
+    with pytest.raises(ValueError, match="deadline_s must be > 0, got 0"):
+        BatchRouter(ScriptedHandler(), RecordingSender(), metrics=Metrics(), deadline_s=0)
+    with pytest.raises(ValueError, match="max_original_bytes must be >= 0, got -1"):
+        BatchRouter(
+            ScriptedHandler(),
+            RecordingSender(),
+            metrics=Metrics(),
+            deadline_s=1,
+            max_original_bytes=-1,
+        )
