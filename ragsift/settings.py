@@ -10,6 +10,7 @@ else receives the settings it needs.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -297,5 +298,43 @@ class Settings(BaseSettings):
             raise ConfigurationError(f"invalid ragsift settings: {exc}") from exc
 
     def masked(self) -> dict[str, Any]:
-        """The settings as plain data with secrets shown as ``**********``."""
-        return self.model_dump(mode="json")
+        """The settings as plain data with secrets shown as ``**********``.
+
+        ``SecretStr`` fields are masked by pydantic; credentials written into a
+        URL-like string (``redis://:pw@host``, ``https://user:pw@llm``, a Kafka
+        ``user:pw@broker``, ``?password=...``) are masked here, in every string field.
+        """
+        return {key: _mask_strings(value) for key, value in self.model_dump(mode="json").items()}
+
+
+_MASK = "**********"  # what pydantic shows for a SecretStr
+# userinfo before a host: "user:password@" or "token@", after "scheme://", a comma or the start.
+_USERINFO = re.compile(r"(?P<lead>^|://|,)(?P<user>[^\s:@/,?#]*)(?::(?P<password>[^\s@/,?#]*))?@")
+# Query parameters that carry credentials (redis-py, for one, reads ?password=).
+_SECRET_PARAM = re.compile(
+    r"(?P<name>[?&;](?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|auth))"
+    r"=(?P<value>[^&;#\s]*)",
+    re.IGNORECASE,
+)
+
+
+def _mask_url(text: str) -> str:
+    def userinfo(match: re.Match[str]) -> str:
+        if match["password"] is None:
+            # A lone userinfo is often the credential itself (https://token@host).
+            return f"{match['lead']}{_MASK}@"
+        return f"{match['lead']}{match['user']}:{_MASK}@"
+
+    text = _USERINFO.sub(userinfo, text)
+    return _SECRET_PARAM.sub(lambda m: f"{m['name']}={_MASK}", text)
+
+
+def _mask_strings(value: Any) -> Any:
+    """``value`` (dumped settings) with URL credentials masked in every string."""
+    if isinstance(value, str):
+        return _mask_url(value) if "@" in value or "=" in value else value
+    if isinstance(value, dict):
+        return {key: _mask_strings(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_mask_strings(item) for item in value]
+    return value
