@@ -33,6 +33,7 @@ from ragsift.report.prompts import (
     chat_messages,
     make_nonce,
     neutralise,
+    normalise,
     variant_for,
 )
 
@@ -62,6 +63,7 @@ __all__ = [
     "is_exact_refusal",
     "make_nonce",
     "neutralise",
+    "normalise",
     "split_sentences",
     "variant_for",
 ]
