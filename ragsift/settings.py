@@ -30,6 +30,7 @@ __all__ = [
     "LlmSettings",
     "QdrantSettings",
     "RedisSettings",
+    "ReportPromptSettings",
     "Settings",
 ]
 
@@ -236,6 +237,32 @@ class LlmSettings(BaseSettings):
     timeout_s: float = Field(default=30.0, gt=0, le=600)
 
 
+#: Shortest accepted nonce key: 16 characters of a random string is well past guessing.
+MIN_NONCE_KEY_CHARS = 16
+
+
+class ReportPromptSettings(BaseSettings):
+    """The report worker's prompts: the secret behind the source-boundary nonce.
+
+    Unset, each worker process draws a random key at start: the nonce stays
+    unguessable, but a replayed result gets a different prompt after a restart.
+    Set the same key on every report worker for replay-stable prompts.
+    """
+
+    model_config = _config("RAGSIFT_REPORT_")
+
+    nonce_key: SecretStr | None = None
+
+    @model_validator(mode="after")
+    def _nonce_key_is_long_enough(self) -> ReportPromptSettings:
+        key = self.nonce_key.get_secret_value() if self.nonce_key else ""
+        if key and len(key) < MIN_NONCE_KEY_CHARS:
+            raise ValueError(
+                f"nonce_key must be at least {MIN_NONCE_KEY_CHARS} characters, got {len(key)}"
+            )
+        return self
+
+
 class CacheSettings(BaseSettings):
     """Result-cache TTLs by confidence level (K3): confident results live longer."""
 
@@ -276,6 +303,7 @@ class Settings(BaseSettings):
     cache: CacheSettings = Field(default_factory=CacheSettings)
     guardrails: GuardrailSettings = Field(default_factory=GuardrailSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
+    report: ReportPromptSettings = Field(default_factory=ReportPromptSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
 
     @classmethod
@@ -291,6 +319,7 @@ class Settings(BaseSettings):
                 cache=CacheSettings(),
                 guardrails=GuardrailSettings(),
                 llm=LlmSettings(),
+                report=ReportPromptSettings(),
                 limits=LimitSettings(),
                 **overrides,
             )

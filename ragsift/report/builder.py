@@ -86,7 +86,8 @@ class ReportSettings:
         max_source_chars: characters of one hit given to the LLM.
         min_term_coverage: D5 grounding bar (share of answer words found in the sources).
         composite_weights: C1 shares of the composite confidence.
-        nonce_key: secret mixed into the prompt boundary nonce.
+        nonce_key: secret mixed into the prompt boundary nonce (``RAGSIFT_REPORT_NONCE_KEY``);
+            ``None`` or empty: a random key per process, so prompts change on restart.
         llm_base_url, llm_model, llm_api_key, llm_timeout_s: the OpenAI-compatible
             chat endpoint; no base URL means extractive reports.
     """
@@ -100,7 +101,7 @@ class ReportSettings:
     max_source_chars: int = DEFAULT_MAX_SOURCE_CHARS
     min_term_coverage: float = DEFAULT_MIN_TERM_COVERAGE
     composite_weights: CompositeWeights = field(default_factory=CompositeWeights)
-    nonce_key: bytes = field(default=b"", repr=False)
+    nonce_key: bytes | None = field(default=None, repr=False)
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_api_key: str | None = field(default=None, repr=False)
@@ -177,6 +178,13 @@ class ReportBuilder:
     ) -> None:
         self.settings = settings
         self.llm = llm
+        if llm is not None and not settings.nonce_key:
+            # Safe either way (the per-process key is secret); only replays differ.
+            log.warning(
+                "no prompt nonce key configured (RAGSIFT_REPORT_NONCE_KEY): using a random"
+                " key for this process; set one for prompts that are stable across"
+                " restarts and replays"
+            )
         config = confidence_config if confidence_config is not None else ConfidenceConfig()
         self._source_quality: Callable[[str], float] = config.source_quality_of
         self._composite_scorer = CompositeScorer(settings.composite_weights)

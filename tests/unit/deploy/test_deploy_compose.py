@@ -156,3 +156,9 @@ def test_backing_services_are_not_published_on_all_interfaces() -> None:
 )
 def test_host_ip_reading(port: str | int | dict[str, Any], host_ip: str) -> None:
     assert _published_host_ip(port) == host_ip
+
+
+def test_report_secrets_come_from_the_environment_not_the_file() -> None:
+    env = _compose()["services"]["report-worker"]["environment"]
+    assert env["RAGSIFT_LLM_API_KEY"] == "${RAGSIFT_LLM_API_KEY:-}"
+    assert env["RAGSIFT_REPORT_NONCE_KEY"] == "${RAGSIFT_REPORT_NONCE_KEY:-}"
