@@ -234,7 +234,10 @@ class LlmSettings(BaseSettings):
     base_url: str | None = None
     model: str | None = None
     api_key: SecretStr | None = None
+    #: per read (connect, read, write): a server trickling bytes never trips it
     timeout_s: float = Field(default=30.0, gt=0, le=600)
+    #: total per chat call, retries and backoff included; past it: extractive report
+    deadline_s: float = Field(default=60.0, gt=0, le=3600)
 
 
 #: Shortest accepted nonce key: 16 characters of a random string is well past guessing.

@@ -18,6 +18,7 @@ from ragsift.report.grounding import answer_issues, cited_numbers, is_exact_refu
 from ragsift.report.llm import (
     ChatClient,
     ChatReply,
+    LlmDeadlineError,
     LlmResponseError,
     LlmUnavailableError,
     OpenAIChatClient,
@@ -44,6 +45,7 @@ __all__ = [
     "ChatClient",
     "ChatMessage",
     "ChatReply",
+    "LlmDeadlineError",
     "LlmResponseError",
     "LlmUnavailableError",
     "OpenAIChatClient",

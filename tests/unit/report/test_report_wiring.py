@@ -1,4 +1,4 @@
-"""RAGSIFT_REPORT_NONCE_KEY: wired from the environment into the prompts, masked, warned about."""
+"""The report worker's settings from the environment: nonce key (masked, warned about), deadline."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from ragsift.errors import ConfigurationError
 from ragsift.observability.metrics import Metrics
-from ragsift.report import ReportBuilder, ReportSettings, make_nonce
+from ragsift.report import OpenAIChatClient, ReportBuilder, ReportSettings, make_nonce
 from ragsift.schemas import RetrievalResult
 from ragsift.settings import Settings
 from ragsift.workers.report import ReportHandler
@@ -73,3 +73,24 @@ def test_short_key_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("RAGSIFT_REPORT_NONCE_KEY", "short")
     with pytest.raises(ConfigurationError, match="nonce_key must be at least 16 characters"):
         Settings.from_env()
+
+
+async def test_llm_deadline_reaches_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGSIFT_LLM_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("RAGSIFT_LLM_MODEL", "m")
+    monkeypatch.setenv("RAGSIFT_LLM_TIMEOUT_S", "5")
+    monkeypatch.setenv("RAGSIFT_LLM_DEADLINE_S", "12.5")
+    handler = _report_handler(Settings.from_env())
+    client = handler.builder.llm
+    assert isinstance(client, OpenAIChatClient)
+    assert client.deadline == 12.5
+    assert handler.builder.metrics is not None  # fallbacks are counted
+    await handler.close()
+
+
+def test_llm_deadline_must_be_positive(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGSIFT_LLM_DEADLINE_S", "0")
+    with pytest.raises(ConfigurationError, match="deadline_s"):
+        Settings.from_env()
+    with pytest.raises(ConfigurationError, match="llm_deadline_s must be > 0, got 0"):
+        ReportSettings(llm_deadline_s=0)
