@@ -130,6 +130,20 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
+_MASK = "**********"
+
+
+def _without_password(url: str) -> str:
+    """``url`` fit for messages and logs: a password (or lone user token) in it masked."""
+    userinfo = httpx.URL(url).userinfo.decode()
+    if not userinfo:
+        return url
+    user, has_password, _ = userinfo.partition(":")
+    # A lone userinfo is often the token itself (https://token@host): mask it whole.
+    shown = f"{user}:{_MASK}" if has_password else _MASK
+    return url.replace(f"{userinfo}@", f"{shown}@", 1)
+
+
 class OpenAIChatClient:
     """A client of an OpenAI-compatible chat completions endpoint.
 
@@ -145,6 +159,9 @@ class OpenAIChatClient:
         temperature: sampling temperature; 0 keeps answers close to the sources.
         max_tokens: longest reply, ``> 0``.
         transport: an httpx transport (tests, proxies).
+
+    Credentials in ``base_url`` (``https://user:password@host``) are sent as HTTP
+    basic auth and masked in ``shown_url``, which errors and ``repr`` use.
     """
 
     def __init__(
@@ -181,6 +198,7 @@ class OpenAIChatClient:
         self.url = (
             f"{root}/chat/completions" if root.endswith("/v1") else f"{root}/v1/chat/completions"
         )
+        self.shown_url = _without_password(self.url)
         self.model = model
         self.deadline = deadline
         self.max_retries = max_retries
@@ -199,7 +217,7 @@ class OpenAIChatClient:
 
     def __repr__(self) -> str:
         # Never the key: reprs end up in logs.
-        return f"OpenAIChatClient(url={self.url!r}, model={self.model!r})"
+        return f"OpenAIChatClient(url={self.shown_url!r}, model={self.model!r})"
 
     async def complete(self, messages: Sequence[ChatMessage]) -> ChatReply:
         """The model's reply, after up to ``max_retries`` retries of retryable failures.
@@ -236,7 +254,7 @@ class OpenAIChatClient:
         except TimeoutError as exc:
             # Only asyncio.timeout raises TimeoutError here: httpx's own are converted above.
             raise LlmDeadlineError(
-                f"chat call to {self.url} got no complete answer within {self.deadline:g} s"
+                f"chat call to {self.shown_url} got no complete answer within {self.deadline:g} s"
                 f" ({attempt} attempt(s))",
                 deadline_s=self.deadline,
                 attempts=attempt,
@@ -246,12 +264,12 @@ class OpenAIChatClient:
         try:
             response = await self._client.post(self.url, json=body)
         except httpx.TimeoutException as exc:
-            raise LlmUnavailableError(f"chat request to {self.url} timed out") from exc
+            raise LlmUnavailableError(f"chat request to {self.shown_url} timed out") from exc
         except httpx.TransportError as exc:
-            raise LlmUnavailableError(f"chat service {self.url} unreachable: {exc}") from exc
+            raise LlmUnavailableError(f"chat service {self.shown_url} unreachable: {exc}") from exc
         if response.status_code != _HTTP_OK:
             excerpt = response.text[:_BODY_EXCERPT]
-            message = f"chat service {self.url} answered {response.status_code}: {excerpt}"
+            message = f"chat service {self.shown_url} answered {response.status_code}: {excerpt}"
             if (
                 response.status_code == _HTTP_TOO_MANY_REQUESTS
                 or response.status_code >= _HTTP_SERVER_ERROR
@@ -271,7 +289,7 @@ class OpenAIChatClient:
                 raise TypeError(f"message content is {type(content).__name__}, not a string")
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise LlmResponseError(
-                f"malformed chat completion from {self.url}: {type(exc).__name__}: {exc}",
+                f"malformed chat completion from {self.shown_url}: {type(exc).__name__}: {exc}",
                 status_code=response.status_code,
                 body=response.text[:_BODY_EXCERPT],
             ) from exc

@@ -303,3 +303,21 @@ async def test_builder_answers_extractively_on_deadline_counts_it_and_goes_on(
         "ragsift_report_llm_fallbacks_total", {"reason": "deadline"}
     )
     assert fallbacks == 1.0
+
+
+async def test_url_credentials_stay_out_of_errors_and_repr(server: StubServer) -> None:
+    unreachable = OpenAIChatClient("http://svc:s3cret@127.0.0.1:9/v1", "m", max_retries=0)
+    with pytest.raises(LlmUnavailableError) as info:
+        await unreachable.complete(MESSAGES)
+    await unreachable.close()
+    assert "s3cret" not in info.value.message
+    assert "s3cret" not in repr(unreachable)
+    assert "svc:**********@127.0.0.1:9" in info.value.message
+    server.script = [status(503, "busy")]
+    host = server.url.removeprefix("http://")
+    refused = OpenAIChatClient(f"http://svc:s3cret@{host}", "m", max_retries=0)
+    with pytest.raises(LlmUnavailableError) as info:
+        await refused.complete(MESSAGES)
+    await refused.close()
+    assert "s3cret" not in info.value.message
+    assert server.headers[0]["Authorization"].startswith("Basic ")  # still sent, as auth
