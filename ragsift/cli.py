@@ -69,7 +69,7 @@ def version() -> None:
 
 @app.command("settings")
 def show_settings() -> None:
-    """Print the effective settings as JSON, secrets masked."""
+    """Print the effective settings as JSON, secrets and credentials in URLs masked."""
     console.print_json(json.dumps(_settings().masked()))
 
 

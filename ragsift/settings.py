@@ -10,6 +10,7 @@ else receives the settings it needs.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,6 +33,7 @@ __all__ = [
     "LlmSettings",
     "QdrantSettings",
     "RedisSettings",
+    "ReportPromptSettings",
     "Settings",
     "WorkerSettings",
 ]
@@ -236,7 +238,38 @@ class LlmSettings(BaseSettings):
     base_url: str | None = None
     model: str | None = None
     api_key: SecretStr | None = None
+    #: per read (connect, read, write): a server trickling bytes never trips it
     timeout_s: float = Field(default=30.0, gt=0, le=600)
+    #: total per chat call, retries and backoff included; past it: extractive report.
+    #: Below the handler deadline (30 s), so a slow endpoint falls back instead of
+    #: having its event dead-lettered by the worker.
+    deadline_s: float = Field(default=20.0, gt=0, le=3600)
+
+
+#: Shortest accepted nonce key: 16 characters of a random string is well past guessing.
+MIN_NONCE_KEY_CHARS = 16
+
+
+class ReportPromptSettings(BaseSettings):
+    """The report worker's prompts: the secret behind the source-boundary nonce.
+
+    Unset, each worker process draws a random key at start: the nonce stays
+    unguessable, but a replayed result gets a different prompt after a restart.
+    Set the same key on every report worker for replay-stable prompts.
+    """
+
+    model_config = _config("RAGSIFT_REPORT_")
+
+    nonce_key: SecretStr | None = None
+
+    @model_validator(mode="after")
+    def _nonce_key_is_long_enough(self) -> ReportPromptSettings:
+        key = self.nonce_key.get_secret_value() if self.nonce_key else ""
+        if key and len(key) < MIN_NONCE_KEY_CHARS:
+            raise ValueError(
+                f"nonce_key must be at least {MIN_NONCE_KEY_CHARS} characters, got {len(key)}"
+            )
+        return self
 
 
 class CacheSettings(BaseSettings):
@@ -381,6 +414,7 @@ class Settings(BaseSettings):
     cache: CacheSettings = Field(default_factory=CacheSettings)
     guardrails: GuardrailSettings = Field(default_factory=GuardrailSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
+    report: ReportPromptSettings = Field(default_factory=ReportPromptSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
@@ -390,24 +424,81 @@ class Settings(BaseSettings):
     def from_env(cls, **overrides: Any) -> Settings:
         """Read the environment once (the entrypoint's job); errors name the variable."""
         try:
+            # Each concern reads its own variables; an override replaces a whole concern.
+            concerns: dict[str, Any] = {
+                "kafka": KafkaSettings,
+                "redis": RedisSettings,
+                "qdrant": QdrantSettings,
+                "embedder": EmbedderSettings,
+                "confidence": ConfidenceSettings,
+                "cache": CacheSettings,
+                "guardrails": GuardrailSettings,
+                "llm": LlmSettings,
+                "report": ReportPromptSettings,
+                "limits": LimitSettings,
+                "audit": AuditSettings,
+                "api": ApiSettings,
+                "worker": WorkerSettings,
+            }
             return cls(
-                kafka=KafkaSettings(),
-                redis=RedisSettings(),
-                qdrant=QdrantSettings(),
-                embedder=EmbedderSettings(),
-                confidence=ConfidenceSettings(),
-                cache=CacheSettings(),
-                guardrails=GuardrailSettings(),
-                llm=LlmSettings(),
-                limits=LimitSettings(),
-                audit=AuditSettings(),
-                api=ApiSettings(),
-                worker=WorkerSettings(),
+                **{
+                    name: overrides.pop(name) if name in overrides else make()
+                    for name, make in concerns.items()
+                },
                 **overrides,
             )
         except ValueError as exc:
             raise ConfigurationError(f"invalid ragsift settings: {exc}") from exc
 
+    @model_validator(mode="after")
+    def _llm_falls_back_before_the_worker_gives_up(self) -> Settings:
+        if self.llm.deadline_s >= self.limits.handler_deadline_s:
+            raise ValueError(
+                f"RAGSIFT_LLM_DEADLINE_S ({self.llm.deadline_s:g}) must be below"
+                f" RAGSIFT_LIMITS_HANDLER_DEADLINE_S ({self.limits.handler_deadline_s:g}):"
+                " otherwise the worker dead-letters a slow report before it can fall back"
+                " to an extractive one"
+            )
+        return self
+
     def masked(self) -> dict[str, Any]:
-        """The settings as plain data with secrets shown as ``**********``."""
-        return self.model_dump(mode="json")
+        """The settings as plain data with secrets shown as ``**********``.
+
+        ``SecretStr`` fields are masked by pydantic; credentials written into a
+        URL-like string (``redis://:pw@host``, ``https://user:pw@llm``, a Kafka
+        ``user:pw@broker``, ``?password=...``) are masked here, in every string field.
+        """
+        return {key: _mask_strings(value) for key, value in self.model_dump(mode="json").items()}
+
+
+_MASK = "**********"  # what pydantic shows for a SecretStr
+# userinfo before a host: "user:password@" or "token@", after "scheme://", a comma or the start.
+_USERINFO = re.compile(r"(?P<lead>^|://|,)(?P<user>[^\s:@/,?#]*)(?::(?P<password>[^\s@/,?#]*))?@")
+# Query parameters that carry credentials (redis-py, for one, reads ?password=).
+_SECRET_PARAM = re.compile(
+    r"(?P<name>[?&;](?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|auth))"
+    r"=(?P<value>[^&;#\s]*)",
+    re.IGNORECASE,
+)
+
+
+def _mask_url(text: str) -> str:
+    def userinfo(match: re.Match[str]) -> str:
+        if match["password"] is None:
+            # A lone userinfo is often the credential itself (https://token@host).
+            return f"{match['lead']}{_MASK}@"
+        return f"{match['lead']}{match['user']}:{_MASK}@"
+
+    text = _USERINFO.sub(userinfo, text)
+    return _SECRET_PARAM.sub(lambda m: f"{m['name']}={_MASK}", text)
+
+
+def _mask_strings(value: Any) -> Any:
+    """``value`` (dumped settings) with URL credentials masked in every string."""
+    if isinstance(value, str):
+        return _mask_url(value) if "@" in value or "=" in value else value
+    if isinstance(value, dict):
+        return {key: _mask_strings(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_mask_strings(item) for item in value]
+    return value

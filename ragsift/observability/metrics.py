@@ -235,6 +235,14 @@ class Metrics:
             ["worker", "reason"],
             registry=r,
         )
+        # Reports answered extractively because the LLM failed: reason is
+        # "unavailable" (errors after retries) or "deadline" (total deadline passed).
+        self.llm_fallbacks = Counter(
+            "ragsift_report_llm_fallbacks_total",
+            "Reports answered extractively because the LLM call failed, by reason.",
+            ["reason"],
+            registry=r,
+        )
         self.duplicates = Counter(
             "ragsift_duplicates_dropped_total",
             "Events dropped as duplicates (same id).",

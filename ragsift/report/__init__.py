@@ -18,6 +18,7 @@ from ragsift.report.grounding import answer_issues, cited_numbers, is_exact_refu
 from ragsift.report.llm import (
     ChatClient,
     ChatReply,
+    LlmDeadlineError,
     LlmResponseError,
     LlmUnavailableError,
     OpenAIChatClient,
@@ -33,6 +34,7 @@ from ragsift.report.prompts import (
     chat_messages,
     make_nonce,
     neutralise,
+    normalise,
     variant_for,
 )
 
@@ -43,6 +45,7 @@ __all__ = [
     "ChatClient",
     "ChatMessage",
     "ChatReply",
+    "LlmDeadlineError",
     "LlmResponseError",
     "LlmUnavailableError",
     "OpenAIChatClient",
@@ -62,6 +65,7 @@ __all__ = [
     "is_exact_refusal",
     "make_nonce",
     "neutralise",
+    "normalise",
     "split_sentences",
     "variant_for",
 ]

@@ -33,6 +33,7 @@ from ragsift.confidence import (
 )
 from ragsift.confidence.scorers import OneQuery
 from ragsift.errors import ConfigurationError
+from ragsift.observability.metrics import Metrics
 from ragsift.report.extractive import extractive_answer
 from ragsift.report.grounding import (
     DEFAULT_MIN_TERM_COVERAGE,
@@ -40,7 +41,14 @@ from ragsift.report.grounding import (
     cited_numbers,
     is_exact_refusal,
 )
-from ragsift.report.llm import ChatClient, LlmUnavailableError, OpenAIChatClient
+from ragsift.report.llm import (
+    DEFAULT_DEADLINE_S,
+    DEFAULT_TIMEOUT_S,
+    ChatClient,
+    LlmDeadlineError,
+    LlmUnavailableError,
+    OpenAIChatClient,
+)
 from ragsift.report.prompts import DEFAULT_MAX_SOURCE_CHARS, build_prompt, chat_messages
 from ragsift.retrieval.results import evidence_about
 from ragsift.schemas import (
@@ -86,9 +94,13 @@ class ReportSettings:
         max_source_chars: characters of one hit given to the LLM.
         min_term_coverage: D5 grounding bar (share of answer words found in the sources).
         composite_weights: C1 shares of the composite confidence.
-        nonce_key: secret mixed into the prompt boundary nonce.
-        llm_base_url, llm_model, llm_api_key, llm_timeout_s: the OpenAI-compatible
-            chat endpoint; no base URL means extractive reports.
+        nonce_key: secret mixed into the prompt boundary nonce (``RAGSIFT_REPORT_NONCE_KEY``);
+            ``None`` or empty: a random key per process, so prompts change on restart.
+        llm_base_url, llm_model, llm_api_key: the OpenAI-compatible chat endpoint;
+            no base URL means extractive reports.
+        llm_timeout_s: seconds per read of the chat request.
+        llm_deadline_s: seconds for a whole chat call, retries included; past it the
+            report is answered extractively.
     """
 
     strict_mode: bool = True
@@ -100,11 +112,12 @@ class ReportSettings:
     max_source_chars: int = DEFAULT_MAX_SOURCE_CHARS
     min_term_coverage: float = DEFAULT_MIN_TERM_COVERAGE
     composite_weights: CompositeWeights = field(default_factory=CompositeWeights)
-    nonce_key: bytes = field(default=b"", repr=False)
+    nonce_key: bytes | None = field(default=None, repr=False)
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_api_key: str | None = field(default=None, repr=False)
-    llm_timeout_s: float = 30.0
+    llm_timeout_s: float = DEFAULT_TIMEOUT_S
+    llm_deadline_s: float = DEFAULT_DEADLINE_S
 
     def __post_init__(self) -> None:
         for name in ("advisory_threshold", "green_at", "min_term_coverage"):
@@ -119,8 +132,9 @@ class ReportSettings:
         for name in ("max_answer_chars", "max_sources", "max_source_chars"):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.llm_timeout_s <= 0:
-            raise ConfigurationError(f"llm_timeout_s must be > 0, got {self.llm_timeout_s}")
+        for name in ("llm_timeout_s", "llm_deadline_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigurationError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.llm_base_url and not self.llm_model:
             raise ConfigurationError(
                 f"llm_model is required with llm_base_url {self.llm_base_url!r}, got none"
@@ -131,7 +145,11 @@ class ReportSettings:
         if not self.llm_base_url or not self.llm_model:
             return None
         return OpenAIChatClient(
-            self.llm_base_url, self.llm_model, self.llm_api_key, timeout=self.llm_timeout_s
+            self.llm_base_url,
+            self.llm_model,
+            self.llm_api_key,
+            timeout=self.llm_timeout_s,
+            deadline=self.llm_deadline_s,
         )
 
 
@@ -166,6 +184,7 @@ class ReportBuilder:
         settings: report settings.
         llm: the chat client; ``None`` for extractive reports.
         confidence_config: supplies the C1 source-quality table (defaults to the seeds').
+        metrics: counts LLM fallbacks to extractive answers, when given.
     """
 
     def __init__(
@@ -174,9 +193,18 @@ class ReportBuilder:
         llm: ChatClient | None = None,
         *,
         confidence_config: ConfidenceConfig | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings
         self.llm = llm
+        self.metrics = metrics
+        if llm is not None and not settings.nonce_key:
+            # Safe either way (the per-process key is secret); only replays differ.
+            log.warning(
+                "no prompt nonce key configured (RAGSIFT_REPORT_NONCE_KEY): using a random"
+                " key for this process; set one for prompts that are stable across"
+                " restarts and replays"
+            )
         config = confidence_config if confidence_config is not None else ConfidenceConfig()
         self._source_quality: Callable[[str], float] = config.source_quality_of
         self._composite_scorer = CompositeScorer(settings.composite_weights)
@@ -238,9 +266,13 @@ class ReportBuilder:
             try:
                 reply = await self.llm.complete(chat_messages(prompt))
             except LlmUnavailableError as exc:
-                # Transient outage: serve the extractive report rather than nothing.
+                # Outage or stall: serve the extractive report rather than nothing.
+                reason = "deadline" if isinstance(exc, LlmDeadlineError) else "unavailable"
+                if self.metrics is not None:
+                    self.metrics.llm_fallbacks.labels(reason).inc()
                 log.warning(
-                    "LLM unavailable for query %s after %d attempts, answering extractively: %s",
+                    "LLM %s for query %s after %d attempts, answering extractively: %s",
+                    reason,
                     result.query_id,
                     exc.attempts,
                     exc.message,

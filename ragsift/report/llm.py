@@ -5,6 +5,11 @@ TGI). Requests are non-streaming; 5xx, 429, timeouts and connection failures
 are retried a bounded number of times with exponential backoff (honouring
 ``Retry-After``) and then raise :class:`LlmUnavailableError`; a 4xx or a body
 that is not a chat completion raises :class:`LlmResponseError` at once.
+
+httpx's timeout bounds each read, so a server that trickles a byte at a time
+never trips it; each call therefore also has a total deadline, retries and
+pauses included, past which it raises :class:`LlmDeadlineError` (an
+:class:`LlmUnavailableError`).
 """
 
 from __future__ import annotations
@@ -22,12 +27,15 @@ from ragsift.report.prompts import ChatMessage
 __all__ = [
     "ChatClient",
     "ChatReply",
+    "LlmDeadlineError",
     "LlmResponseError",
     "LlmUnavailableError",
     "OpenAIChatClient",
 ]
 
 DEFAULT_TIMEOUT_S = 30.0  # a non-streamed answer of a few hundred tokens takes seconds
+# Whole call, retries included: one slow answer plus a retry, then the extractive report.
+DEFAULT_DEADLINE_S = 20.0
 DEFAULT_MAX_RETRIES = 2  # three attempts in all: rides out a restart, not an outage
 DEFAULT_BACKOFF_S = 0.5  # first pause; doubles per attempt
 MAX_BACKOFF_S = 10.0  # cap on any pause, Retry-After included: the batch is waiting
@@ -55,6 +63,21 @@ class LlmUnavailableError(ServiceUnavailableError):
         super().__init__(message, service="llm", retry_after=retry_after, query_id=query_id)
         self.status_code = status_code
         self.attempts = attempts
+
+
+class LlmDeadlineError(LlmUnavailableError):
+    """The chat call, retries and pauses included, did not finish within its total deadline."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        deadline_s: float,
+        attempts: int = 1,
+        query_id: str | None = None,
+    ) -> None:
+        super().__init__(message, attempts=attempts, query_id=query_id)
+        self.deadline_s = deadline_s
 
 
 class LlmResponseError(RagsiftError):
@@ -107,6 +130,20 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
+_MASK = "**********"
+
+
+def _without_password(url: str) -> str:
+    """``url`` fit for messages and logs: a password (or lone user token) in it masked."""
+    userinfo = httpx.URL(url).userinfo.decode()
+    if not userinfo:
+        return url
+    user, has_password, _ = userinfo.partition(":")
+    # A lone userinfo is often the token itself (https://token@host): mask it whole.
+    shown = f"{user}:{_MASK}" if has_password else _MASK
+    return url.replace(f"{userinfo}@", f"{shown}@", 1)
+
+
 class OpenAIChatClient:
     """A client of an OpenAI-compatible chat completions endpoint.
 
@@ -115,12 +152,16 @@ class OpenAIChatClient:
             ``http://127.0.0.1:11434`` (``/v1`` is appended when missing).
         model: the model name sent in each request.
         api_key: bearer token (str or pydantic ``SecretStr``); ``None`` for local servers.
-        timeout: seconds per request, ``> 0``.
+        timeout: seconds per read (httpx: connect, read, write, pool), ``> 0``.
+        deadline: seconds for the whole call, retries and pauses included, ``> 0``.
         max_retries: extra attempts on retryable failures, ``>= 0``.
         backoff: first pause between attempts in seconds (doubles each time), ``>= 0``.
         temperature: sampling temperature; 0 keeps answers close to the sources.
         max_tokens: longest reply, ``> 0``.
         transport: an httpx transport (tests, proxies).
+
+    Credentials in ``base_url`` (``https://user:password@host``) are sent as HTTP
+    basic auth and masked in ``shown_url``, which errors and ``repr`` use.
     """
 
     def __init__(
@@ -130,6 +171,7 @@ class OpenAIChatClient:
         api_key: str | _Secret | None = None,
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
+        deadline: float = DEFAULT_DEADLINE_S,
         max_retries: int = DEFAULT_MAX_RETRIES,
         backoff: float = DEFAULT_BACKOFF_S,
         temperature: float = 0.0,
@@ -142,6 +184,8 @@ class OpenAIChatClient:
             raise ValueError(f"model must be non-empty, got {model!r}")
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0, got {timeout}")
+        if deadline <= 0:
+            raise ValueError(f"deadline must be > 0, got {deadline}")
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         if backoff < 0:
@@ -154,7 +198,9 @@ class OpenAIChatClient:
         self.url = (
             f"{root}/chat/completions" if root.endswith("/v1") else f"{root}/v1/chat/completions"
         )
+        self.shown_url = _without_password(self.url)
         self.model = model
+        self.deadline = deadline
         self.max_retries = max_retries
         self.backoff = backoff
         self.temperature = temperature
@@ -171,12 +217,13 @@ class OpenAIChatClient:
 
     def __repr__(self) -> str:
         # Never the key: reprs end up in logs.
-        return f"OpenAIChatClient(url={self.url!r}, model={self.model!r})"
+        return f"OpenAIChatClient(url={self.shown_url!r}, model={self.model!r})"
 
     async def complete(self, messages: Sequence[ChatMessage]) -> ChatReply:
         """The model's reply, after up to ``max_retries`` retries of retryable failures.
 
         Raises:
+            LlmDeadlineError: no reply within ``deadline`` seconds, retries included.
             LlmUnavailableError: every attempt failed with 5xx, 429, a timeout or no connection.
             LlmResponseError: a 4xx answer or a malformed body (not retried).
         """
@@ -190,29 +237,39 @@ class OpenAIChatClient:
             "stream": False,
         }
         attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return await self._request(body)
-            except LlmUnavailableError as exc:
-                if attempt > self.max_retries:
-                    exc.attempts = attempt
-                    raise
-                pause = self.backoff * 2 ** (attempt - 1)
-                if exc.retry_after is not None:
-                    pause = max(pause, exc.retry_after)
-                await asyncio.sleep(min(pause, MAX_BACKOFF_S))
+        try:
+            async with asyncio.timeout(self.deadline):
+                while True:
+                    attempt += 1
+                    try:
+                        return await self._request(body)
+                    except LlmUnavailableError as exc:
+                        if attempt > self.max_retries:
+                            exc.attempts = attempt
+                            raise
+                        pause = self.backoff * 2 ** (attempt - 1)
+                        if exc.retry_after is not None:
+                            pause = max(pause, exc.retry_after)
+                        await asyncio.sleep(min(pause, MAX_BACKOFF_S))
+        except TimeoutError as exc:
+            # Only asyncio.timeout raises TimeoutError here: httpx's own are converted above.
+            raise LlmDeadlineError(
+                f"chat call to {self.shown_url} got no complete answer within {self.deadline:g} s"
+                f" ({attempt} attempt(s))",
+                deadline_s=self.deadline,
+                attempts=attempt,
+            ) from exc
 
     async def _request(self, body: dict[str, Any]) -> ChatReply:
         try:
             response = await self._client.post(self.url, json=body)
         except httpx.TimeoutException as exc:
-            raise LlmUnavailableError(f"chat request to {self.url} timed out") from exc
+            raise LlmUnavailableError(f"chat request to {self.shown_url} timed out") from exc
         except httpx.TransportError as exc:
-            raise LlmUnavailableError(f"chat service {self.url} unreachable: {exc}") from exc
+            raise LlmUnavailableError(f"chat service {self.shown_url} unreachable: {exc}") from exc
         if response.status_code != _HTTP_OK:
             excerpt = response.text[:_BODY_EXCERPT]
-            message = f"chat service {self.url} answered {response.status_code}: {excerpt}"
+            message = f"chat service {self.shown_url} answered {response.status_code}: {excerpt}"
             if (
                 response.status_code == _HTTP_TOO_MANY_REQUESTS
                 or response.status_code >= _HTTP_SERVER_ERROR
@@ -232,7 +289,7 @@ class OpenAIChatClient:
                 raise TypeError(f"message content is {type(content).__name__}, not a string")
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise LlmResponseError(
-                f"malformed chat completion from {self.url}: {type(exc).__name__}: {exc}",
+                f"malformed chat completion from {self.shown_url}: {type(exc).__name__}: {exc}",
                 status_code=response.status_code,
                 body=response.text[:_BODY_EXCERPT],
             ) from exc

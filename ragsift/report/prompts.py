@@ -7,19 +7,26 @@ per-prompt nonce::
     ...document text...
     ═════ END SOURCE [1] · 3f9a1c2b7d4e5a60 ═════
 
-Two guards keep a document from closing its block early or opening a fake one:
-the nonce is derived from the query id (and an optional secret key), so a
-document author cannot know it; and before rendering, every fence character
-(the box-drawing block U+2500–U+257F) and every occurrence of the nonce is
-neutralised in document text, titles, sources and the question. A boundary line
-therefore appears in a prompt only where this module wrote it. The nonce is
-deterministic, so a replayed result renders the same prompt.
+Two guards keep a document from closing its block early or opening a fake one.
+The nonce is a keyed digest of the query id, and the key is secret (the
+configured ``RAGSIFT_REPORT_NONCE_KEY``, else random per process), so a
+document author cannot compute it. And before rendering, document text, titles,
+sources and the question are normalised (NFKC, format characters such as
+zero-width spaces dropped), every fence look-alike (box drawing, blocks,
+geometric shapes like ``▬``, dashes and bars, runs of ``=``) becomes ``-``, and
+the nonce is removed wherever a lenient reader could find it: in any case, in
+full-width or Cyrillic look-alike letters, or split by spaces, punctuation or
+combining marks. A boundary line therefore appears in a prompt only where this
+module wrote it. With a configured key the nonce is stable, so a replayed result
+renders the same prompt; with the per-process key it differs after a restart.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import secrets
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, TypedDict
@@ -39,6 +46,7 @@ __all__ = [
     "chat_messages",
     "make_nonce",
     "neutralise",
+    "normalise",
     "variant_for",
 ]
 
@@ -50,9 +58,28 @@ BOUNDARY_FENCE = "═════"
 # 16 hex digits = 64 bits: a document author guessing the nonce is out of the question.
 NONCE_HEX_CHARS = 16
 DEFAULT_MAX_SOURCE_CHARS = 4_000  # ~1,000 tokens, above any usual chunk size
-# Box-drawing block: the fence is built from it, so no document may contain any of it.
-_FENCE_CHARS = re.compile("[\u2500-\u257f]")
+# Anything a reader could take for the fence (after NFKC): box drawing, block
+# elements and geometric shapes (U+2500-U+25FF, ▬ included), hyphens, dashes and
+# horizontal bars, minus signs, the katakana long-vowel bar, the legacy-computing
+# block, and runs of "=". Each character becomes "-".
+_FENCE_LOOKALIKES = re.compile(
+    "[\u2010-\u2015\u2212\u23af\u2500-\u25ff\u2796\u2e3a\u2e3b\u30fc\U0001fb00-\U0001fbff]"
+)
+_EQUALS_RUN = re.compile("={3,}")
+# Letters read as hex digits (Cyrillic, Greek) and O read as 0: folded before the
+# nonce is searched for. NFKC has already folded full-width forms.
+_HEX_LOOKALIKES = str.maketrans(
+    {"а": "a", "А": "a", "Α": "a", "В": "b", "Β": "b", "с": "c", "С": "c", "ԁ": "d",
+     "е": "e", "Е": "e", "Ε": "e", "о": "0", "О": "0", "ο": "0", "Ο": "0", "o": "0", "O": "0"}
+)  # fmt: skip
+# Between two nonce digits a reader skips anything that is not an ASCII letter or
+# digit: spaces, punctuation, combining marks, other scripts.
+_NONCE_GAP = "[^0-9a-z]*"
 _NONCE_PLACEHOLDER = "[boundary-id removed]"
+# BLAKE2b takes keys of at most 64 bytes; longer configured keys are hashed first.
+_BLAKE2B_MAX_KEY_BYTES = 64
+# Used when no key is configured: the nonce is then unguessable, but differs per process.
+_PROCESS_NONCE_KEY = secrets.token_bytes(32)
 _WHITESPACE = re.compile(r"\s+")
 
 _BY_STATUS: dict[str, PromptVariant] = {
@@ -89,22 +116,52 @@ class Prompt:
     source_ids: tuple[str, ...]
 
 
-def make_nonce(query_id: str, key: bytes = b"") -> str:
-    """The boundary nonce of a query: a keyed BLAKE2b digest of its id (stable on replay)."""
+def make_nonce(query_id: str, key: bytes | None = None) -> str:
+    """The boundary nonce of a query: a keyed BLAKE2b digest of its id.
+
+    ``key`` is the configured secret (same key, same nonce: replay-stable); ``None``
+    or empty uses a random key made when this process started.
+    """
+    key = key or _PROCESS_NONCE_KEY
+    if len(key) > _BLAKE2B_MAX_KEY_BYTES:
+        key = hashlib.blake2b(key).digest()
     digest = hashlib.blake2b(
         f"ragsift-prompt:{query_id}".encode(), key=key, digest_size=NONCE_HEX_CHARS // 2
     )
     return digest.hexdigest()
 
 
-def neutralise(text: str, nonce: str) -> str:
-    """``text`` with every fence character turned into ``-`` and every nonce occurrence removed.
+def normalise(text: str) -> str:
+    """``text`` in NFKC without format characters (Cf), every fence look-alike turned into ``-``."""
+    text = unicodedata.normalize("NFKC", text)
+    # Dropping zero-width and bidi controls can bring composable characters together.
+    text = unicodedata.normalize(
+        "NFKC", "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    )
+    text = _FENCE_LOOKALIKES.sub("-", text)
+    return _EQUALS_RUN.sub(lambda run: "-" * len(run[0]), text)
 
-    The placeholder is bracketed and the nonce is hex, so a replacement can never
-    join its neighbours into a new occurrence.
+
+def _skeleton(text: str) -> str:
+    """``text`` folded for the nonce search, one character per character of ``text``."""
+    folded = text.translate(_HEX_LOOKALIKES)
+    return "".join(low if len(low := ch.lower()) == 1 else ch for ch in folded)
+
+
+def neutralise(text: str, nonce: str) -> str:
+    """``text`` normalised (:func:`normalise`), every disguised nonce replaced by a placeholder.
+
+    The nonce is found in a folded copy of the text (lower case, look-alike
+    letters mapped) with anything but ASCII letters and digits allowed between
+    its digits, so ``3f9a 1c2b``, ``３ｆ９ａ`` or ``3f9а`` (Cyrillic а) are all found.
+    Removal repeats until none is left, so a removal cannot join its neighbours
+    into a new occurrence.
     """
-    out = _FENCE_CHARS.sub("-", text)
-    return re.sub(re.escape(nonce), _NONCE_PLACEHOLDER, out, flags=re.IGNORECASE)
+    text = normalise(text)
+    pattern = re.compile(_NONCE_GAP.join(re.escape(ch) for ch in nonce.lower()))
+    while match := pattern.search(_skeleton(text)):
+        text = text[: match.start()] + _NONCE_PLACEHOLDER + text[match.end() :]
+    return text
 
 
 def boundary_lines(number: int, nonce: str) -> tuple[str, str]:
@@ -175,8 +232,10 @@ def _source_block(number: int, hit: RetrievedChunk, nonce: str, max_chars: int) 
     header = f"source: {_WHITESPACE.sub(' ', cite.source)}"
     if cite.title:
         header = f"title: {_WHITESPACE.sub(' ', cite.title)}\n{header}"
-    text = hit.text if len(hit.text) <= max_chars else hit.text[:max_chars] + " […]"
-    return f"{begin}\n{neutralise(header, nonce)}\n\n{neutralise(text, nonce)}\n{end}"
+    text = neutralise(hit.text[:max_chars], nonce)
+    if len(hit.text) > max_chars:
+        text += " […]"  # after neutralising: NFKC would turn the ellipsis into "..."
+    return f"{begin}\n{neutralise(header, nonce)}\n\n{text}\n{end}"
 
 
 def build_prompt(
@@ -185,7 +244,7 @@ def build_prompt(
     strict_mode: bool = True,
     max_sources: int | None = None,
     max_source_chars: int = DEFAULT_MAX_SOURCE_CHARS,
-    nonce_key: bytes = b"",
+    nonce_key: bytes | None = None,
     variant: PromptVariant | None = None,
 ) -> Prompt:
     """The prompt for ``result``.
@@ -196,7 +255,7 @@ def build_prompt(
             confidence wording.
         max_sources: at most this many hits in strict mode (``None``: all).
         max_source_chars: longer hit texts are cut (and marked ``[…]``).
-        nonce_key: secret mixed into the boundary nonce.
+        nonce_key: secret mixed into the boundary nonce; ``None``: the per-process key.
         variant: force a template instead of choosing one by status.
     """
     if max_sources is not None and max_sources < 1:

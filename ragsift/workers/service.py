@@ -126,8 +126,14 @@ def build_report_handler(settings: Settings, metrics: Metrics) -> Handler[Any]:
         llm_model=llm.model,
         llm_api_key=llm.api_key.get_secret_value() if llm.api_key else None,
         llm_timeout_s=llm.timeout_s,
+        llm_deadline_s=llm.deadline_s,
+        nonce_key=(
+            settings.report.nonce_key.get_secret_value().encode()
+            if settings.report.nonce_key
+            else None
+        ),
     )
-    builder = ReportBuilder(report_settings, report_settings.make_llm_client())
+    builder = ReportBuilder(report_settings, report_settings.make_llm_client(), metrics=metrics)
     return ReportHandler(builder, metrics)
 
 

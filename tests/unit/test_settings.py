@@ -60,3 +60,74 @@ def test_settings_are_frozen() -> None:
     s = Settings.from_env()
     with pytest.raises(ValueError, match="frozen"):
         s.confidence.high_threshold = 0.1  # type: ignore[misc]  # asserting immutability
+
+
+URL_SECRETS = {
+    "RAGSIFT_REDIS_URL": ("redis://:redispw@cache:6379/0", "redis://:**********@cache:6379/0"),
+    "RAGSIFT_LLM_BASE_URL": (
+        "https://svc:llmpw@llm.example/v1",
+        "https://svc:**********@llm.example/v1",
+    ),
+    "RAGSIFT_EMBEDDER_BASE_URL": ("http://tokenonly@emb:8000", "http://**********@emb:8000"),
+    "RAGSIFT_QDRANT_URL": ("https://q:qdrantpw@qdrant:6333", "https://q:**********@qdrant:6333"),
+    "RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": (
+        "b1:9092,admin:kafkapw@b2:9092",
+        "b1:9092,admin:**********@b2:9092",
+    ),
+}
+
+
+def test_masked_hides_passwords_in_url_userinfo(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, (value, _) in URL_SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("RAGSIFT_LLM_MODEL", "m")
+    shown = Settings.from_env().masked()
+    by_env = {
+        "RAGSIFT_REDIS_URL": shown["redis"]["url"],
+        "RAGSIFT_LLM_BASE_URL": shown["llm"]["base_url"],
+        "RAGSIFT_EMBEDDER_BASE_URL": shown["embedder"]["base_url"],
+        "RAGSIFT_QDRANT_URL": shown["qdrant"]["url"],
+        "RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": shown["kafka"]["bootstrap_servers"],
+    }
+    assert by_env == {name: masked for name, (_, masked) in URL_SECRETS.items()}
+    for secret in ("redispw", "llmpw", "tokenonly", "qdrantpw", "kafkapw"):
+        assert secret not in repr(shown)
+
+
+def test_masked_hides_secret_query_parameters_and_keeps_plain_urls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RAGSIFT_REDIS_URL", "redis://cache:6379/0?password=qpw&db=1")
+    monkeypatch.setenv("RAGSIFT_QDRANT_URL", "http://qdrant:6333")
+    shown = Settings.from_env().masked()
+    assert shown["redis"]["url"] == "redis://cache:6379/0?password=**********&db=1"
+    assert shown["qdrant"]["url"] == "http://qdrant:6333"  # nothing to hide: unchanged
+    assert "qpw" not in repr(shown)
+
+
+def test_settings_command_prints_no_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from ragsift.cli import app
+
+    for name, (value, _) in URL_SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("RAGSIFT_LLM_MODEL", "m")
+    monkeypatch.setenv("RAGSIFT_LLM_API_KEY", "sk-llmkey")
+    result = CliRunner().invoke(app, ["settings"])
+    assert result.exit_code == 0, result.output
+    assert "**********" in result.output
+    for secret in ("redispw", "llmpw", "tokenonly", "qdrantpw", "kafkapw", "sk-llmkey"):
+        assert secret not in result.output
+
+
+def test_llm_deadline_must_be_below_the_handler_deadline() -> None:
+    # Otherwise the runtime's deadline dead-letters a slow report before the
+    # chat client's own deadline can fall back to an extractive one.
+    from ragsift.settings import LimitSettings, LlmSettings
+
+    with pytest.raises(ConfigurationError, match="RAGSIFT_LLM_DEADLINE_S"):
+        Settings.from_env(
+            llm=LlmSettings(deadline_s=30), limits=LimitSettings(handler_deadline_s=30)
+        )
+    assert Settings.from_env().llm.deadline_s < Settings.from_env().limits.handler_deadline_s

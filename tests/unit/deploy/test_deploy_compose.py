@@ -121,3 +121,44 @@ def test_dockerignore_keeps_the_build_context_small() -> None:
     ]
     assert rules[0] == "**", "exclude everything, then allow what the image needs"
     assert {"!ragsift/", "!requirements.lock", "!pyproject.toml"} <= set(rules)
+
+
+# Services whose ports may be published on every interface: the API (the product).
+# Everything else (broker, vector store, cache, monitoring) has no authentication in
+# this file, so it is published on the loopback interface only, if at all.
+PUBLIC_SERVICES = {"api"}
+LOOPBACK = "127.0.0.1"
+
+
+def _published_host_ip(port: str | int | dict[str, Any]) -> str:
+    """The host IP a compose port entry binds ("" = every interface)."""
+    if isinstance(port, dict):
+        return str(port.get("host_ip", ""))
+    parts = str(port).rsplit(":", 2)
+    return parts[0] if len(parts) == 3 else ""
+
+
+def test_backing_services_are_not_published_on_all_interfaces() -> None:
+    exposed = {
+        f"{name}: {port}"
+        for name, service in _compose()["services"].items()
+        if name not in PUBLIC_SERVICES
+        for port in service.get("ports", [])
+        if _published_host_ip(port) != LOOPBACK
+    }
+    assert not exposed, f"published beyond {LOOPBACK}: {sorted(exposed)}"
+    assert _compose()["services"]["api"]["ports"] == ["8080:8080"]
+
+
+@pytest.mark.parametrize(
+    ("port", "host_ip"),
+    [("8080:8080", ""), ("127.0.0.1:6333:6333", LOOPBACK), (6333, ""), ({"host_ip": "::"}, "::")],
+)
+def test_host_ip_reading(port: str | int | dict[str, Any], host_ip: str) -> None:
+    assert _published_host_ip(port) == host_ip
+
+
+def test_report_secrets_come_from_the_environment_not_the_file() -> None:
+    env = _compose()["services"]["report-worker"]["environment"]
+    assert env["RAGSIFT_LLM_API_KEY"] == "${RAGSIFT_LLM_API_KEY:-}"
+    assert env["RAGSIFT_REPORT_NONCE_KEY"] == "${RAGSIFT_REPORT_NONCE_KEY:-}"

@@ -33,6 +33,8 @@ CONSUMER_WORKERS = {
     "audit": "ragsift.audit.v1",
 }
 SECRET_ENV = {"RAGSIFT_KAFKA_SASL_PASSWORD", "RAGSIFT_REDIS_PASSWORD", "RAGSIFT_QDRANT_API_KEY"}
+# Only the report worker calls the LLM and renders prompts.
+EXTRA_SECRET_ENV = {"ragsift-report": {"RAGSIFT_LLM_API_KEY", "RAGSIFT_REPORT_NONCE_KEY"}}
 
 Resources = list[dict[str, Any]]
 
@@ -127,7 +129,7 @@ def test_every_deployment_has_probes_resources_and_a_pdb(overlay: Resources) -> 
         secret_env = {
             e["name"] for e in container["env"] if "secretKeyRef" in e.get("valueFrom", {})
         }
-        assert secret_env == SECRET_ENV, name
+        assert secret_env == SECRET_ENV | EXTRA_SECRET_ENV.get(name, set()), name
         [config] = container["envFrom"]
         assert config["configMapRef"]["name"].startswith("ragsift-config-")
         assert pdbs[name]["spec"]["selector"] == deployment["spec"]["selector"], name

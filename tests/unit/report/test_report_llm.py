@@ -13,7 +13,9 @@ from aiohttp import web
 
 from ragsift.confidence import REFUSAL_SENTENCE
 from ragsift.errors import RagsiftError, ServiceUnavailableError
+from ragsift.observability.metrics import Metrics
 from ragsift.report import (
+    LlmDeadlineError,
     LlmResponseError,
     LlmUnavailableError,
     OpenAIChatClient,
@@ -52,6 +54,7 @@ class StubServer:
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     delay: float = 0.0
+    trickle_s: float = 0.0  # > 0: send a completion one byte at a time, this far apart
     url: str = ""
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -59,8 +62,26 @@ class StubServer:
         self.headers.append(dict(request.headers))
         if self.delay:
             await asyncio.sleep(self.delay)
+        if self.trickle_s:
+            return await self._trickle(request)
         make = self.script[0] if len(self.script) == 1 else self.script.pop(0)
         return make()
+
+    async def _trickle(self, request: web.Request) -> web.StreamResponse:
+        # Every byte arrives well within httpx's per-read timeout: only a total deadline ends it.
+        body = json.dumps(
+            completion("Orbit thermostats can be returned within 30 days [1].")
+        ).encode()
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.content_length = len(body)
+        await response.prepare(request)
+        try:
+            for i in range(len(body)):
+                await response.write(body[i : i + 1])
+                await asyncio.sleep(self.trickle_s)
+        except ConnectionError:
+            pass  # the client gave up: what the deadline is for
+        return response
 
 
 @pytest.fixture
@@ -222,3 +243,81 @@ async def test_builder_over_the_wire(
     assert "RAG_RESPONSE_INVALIDATED" in {e.type.value for e in evidence}
     user = server.requests[0]["messages"][1]["content"]
     assert "BEGIN SOURCE [1]" in user
+
+
+# A 1-byte-per-50-ms server would take ~10 s for the whole body; the deadline is far below.
+TRICKLE_S = 0.05
+DEADLINE_S = 0.5
+
+
+async def test_trickling_server_hits_the_total_deadline(server: StubServer) -> None:
+    server.trickle_s = TRICKLE_S
+    client = OpenAIChatClient(server.url, "m", timeout=5.0, deadline=DEADLINE_S, max_retries=0)
+    with pytest.raises(LlmDeadlineError, match=r"no complete answer within 0\.5 s") as info:
+        await client.complete(MESSAGES)
+    await client.close()
+    assert isinstance(info.value, LlmUnavailableError)  # callers treat it as an outage
+    assert info.value.attempts == 1
+
+
+async def test_deadline_covers_retries_and_their_pauses(server: StubServer) -> None:
+    # Retry-After 5 s twice would hold the call ~10 s without a total deadline.
+    server.script = [status(503, "busy", **{"Retry-After": "5"})]
+    client = OpenAIChatClient(server.url, "m", deadline=DEADLINE_S, max_retries=2, backoff=0.01)
+    with pytest.raises(LlmDeadlineError) as info:
+        await client.complete(MESSAGES)
+    await client.close()
+    assert info.value.attempts == 1
+    assert len(server.requests) == 1
+
+
+def test_deadline_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="deadline must be > 0, got 0"):
+        OpenAIChatClient("http://127.0.0.1:1", "m", deadline=0)
+
+
+async def test_builder_answers_extractively_on_deadline_counts_it_and_goes_on(
+    server: StubServer, make_result: Callable[..., RetrievalResult]
+) -> None:
+    settings = ReportSettings(
+        llm_base_url=server.url, llm_model="m", llm_timeout_s=5.0, llm_deadline_s=DEADLINE_S
+    )
+    client = settings.make_llm_client()
+    assert client is not None
+    metrics = Metrics()
+    builder = ReportBuilder(settings, client, metrics=metrics)
+    server.trickle_s = TRICKLE_S
+    try:
+        stalled, evidence = await builder.build(make_result())
+        server.trickle_s = 0.0
+        server.script = [ok("Orbit thermostats can be returned within 30 days for a refund [1].")]
+        next_one, _ = await builder.build(make_result(query_id="q2"))
+    finally:
+        await client.close()
+    assert stalled.generated_by == "extractive"
+    assert not stalled.is_refusal
+    assert "30 days" in stalled.answer
+    assert evidence == []
+    assert next_one.generated_by == "llm"
+    fallbacks = metrics.registry.get_sample_value(
+        "ragsift_report_llm_fallbacks_total", {"reason": "deadline"}
+    )
+    assert fallbacks == 1.0
+
+
+async def test_url_credentials_stay_out_of_errors_and_repr(server: StubServer) -> None:
+    unreachable = OpenAIChatClient("http://svc:s3cret@127.0.0.1:9/v1", "m", max_retries=0)
+    with pytest.raises(LlmUnavailableError) as info:
+        await unreachable.complete(MESSAGES)
+    await unreachable.close()
+    assert "s3cret" not in info.value.message
+    assert "s3cret" not in repr(unreachable)
+    assert "svc:**********@127.0.0.1:9" in info.value.message
+    server.script = [status(503, "busy")]
+    host = server.url.removeprefix("http://")
+    refused = OpenAIChatClient(f"http://svc:s3cret@{host}", "m", max_retries=0)
+    with pytest.raises(LlmUnavailableError) as info:
+        await refused.complete(MESSAGES)
+    await refused.close()
+    assert "s3cret" not in info.value.message
+    assert server.headers[0]["Authorization"].startswith("Basic ")  # still sent, as auth
