@@ -26,7 +26,15 @@ sink = AuditFileSink(
 )
 handler = AuditSinkHandler(sink, metrics=AuditMetrics(metrics), backoff=Backoff(0.05, 0.2))
 attach_handler(
-    app, handler, prefix=os.environ["AUDIT_PREFIX"], metrics=metrics, batch_size=16, within_s=0.05
+    app,
+    handler,
+    prefix=os.environ["AUDIT_PREFIX"],
+    metrics=metrics,
+    batch_size=16,
+    within_s=0.05,
+    # Far shorter than the failing disk holds a batch: only the sink's own
+    # deadline_s = None keeps the runtime from dead-lettering the evidence.
+    deadline_s=0.1,
 )
 
 if __name__ == "__main__":
