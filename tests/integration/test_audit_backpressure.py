@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,11 +15,10 @@ from ragsift.audit import verify_chain
 from ragsift.schemas import EvidenceData, EvidenceEvent, EvidenceType
 from ragsift.streams.codec import EventCodec
 from ragsift.streams.topics import TOPICS
-from tests.integration.test_kafka_roundtrip import _consume, _free_port, create_topics
+from tests.integration.apps import faust_worker
+from tests.integration.test_kafka_roundtrip import _consume, create_topics
 
 APP = Path(__file__).parent / "apps" / "audit_full_disk.py"
-REPO = Path(__file__).resolve().parents[2]
-READY_TIMEOUT_S = 90
 WRITE_TIMEOUT_S = 60
 FAILURES = 5  # failed writes before the "disk" has room again
 EVENTS = 60
@@ -43,41 +39,10 @@ def full_disk_worker(kafka_bootstrap: str, unique: str, tmp_path: Path) -> Itera
             kafka_bootstrap, [TOPICS["audit"].name(prefix), TOPICS["deadletter"].name(prefix)]
         )
     )
-    env = {**os.environ, **env_extra, "RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
-    env["PYTHONPATH"] = str(REPO)
-    log = tmp_path / "worker.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                str(APP),
-                "--datadir",
-                str(tmp_path / "faust"),
-                "worker",
-                "-l",
-                "info",
-                "--web-port",
-                str(_free_port()),
-            ],
-            cwd=tmp_path,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while "Ready" not in log.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"worker did not start:\n{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.2)
+    with faust_worker(
+        APP, bootstrap=kafka_bootstrap, env=env_extra, workdir=tmp_path, log_name="worker.log"
+    ) as log:
         yield {**env_extra, "LOG": str(log)}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def written_ids(audit_dir: Path) -> set[object]:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,18 +12,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from ragsift.schemas import DeadLetter, QueryEvent
 from ragsift.streams.codec import EventCodec
+from tests.integration.apps import faust_worker
 
 ECHO_APP = Path(__file__).parent / "apps" / "echo.py"
-REPO = Path(__file__).resolve().parents[2]
-READY_TIMEOUT_S = 90
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def create_topics(bootstrap: str, names: list[str], partitions: int = 2) -> None:
@@ -56,43 +44,10 @@ def echo_worker(kafka_bootstrap: str, unique: str, tmp_path: Path) -> Iterator[d
     asyncio.run(
         create_topics(kafka_bootstrap, [v for k, v in topics.items() if k != "ECHO_APP_ID"])
     )
-    env = {**os.environ, **topics, "RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
-    env["PYTHONPATH"] = str(REPO)
-    log = tmp_path / "echo.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                str(ECHO_APP),
-                "--datadir",
-                str(tmp_path / "faust"),
-                "worker",
-                "-l",
-                "info",
-                "--web-port",
-                str(_free_port()),
-            ],
-            cwd=tmp_path,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while "Ready" not in log.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(
-                    f"echo worker did not start:\n{log.read_text(errors='replace')[-3000:]}"
-                )
-            time.sleep(0.2)
+    with faust_worker(
+        ECHO_APP, bootstrap=kafka_bootstrap, env=topics, workdir=tmp_path, log_name="echo.log"
+    ):
         yield topics
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 async def _consume(bootstrap: str, topic: str, count: int, timeout_s: float = 60) -> list[bytes]:

@@ -14,8 +14,9 @@ from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.pipeline import PipelineOutput
 from ragsift.retrieval.redis_cache import RedisCache
 from ragsift.schemas import QueryEvent
-from ragsift.settings import ConfidenceSettings, RedisSettings, Settings
+from ragsift.settings import RedisSettings, Settings
 from ragsift.wiring import build_pipeline
+from tests.factories import low_bar_confidence
 
 TEXT = "Alpha handbook: refunds are paid within fourteen days by bank transfer."
 
@@ -65,13 +66,7 @@ async def test_pipeline_on_redis_treats_garbage_values_and_counters_as_misses(
     settings = Settings(
         data_dir=tmp_path,
         redis=redis_settings.model_copy(update={"key_prefix": prefix}),
-        confidence=ConfidenceSettings(
-            scorer="weighted",
-            similarity_threshold=0.05,
-            high_threshold=0.30,
-            medium_threshold=0.20,
-            low_threshold=0.10,
-        ),
+        confidence=low_bar_confidence(),
     )
     cache = RedisCache(settings.redis)
     index = EdgeIndex(tmp_path / "edge")

@@ -22,8 +22,9 @@ from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.index import SearchRequest, VectorIndex
 from ragsift.retrieval.server import QdrantServerIndex
 from ragsift.schemas import DocumentEvent, QueryEvent, RetrievalResult
-from ragsift.settings import ConfidenceSettings, Settings
+from ragsift.settings import Settings
 from ragsift.workers.indexer import IndexerHandler
+from tests.factories import low_bar_confidence
 
 DIM = 64
 EMBEDDER = HashingEmbedder(DIM)
@@ -100,13 +101,7 @@ async def test_embedded_runtime_keeps_each_tenants_answers(tmp_path: Path) -> No
     # Low bars: the hashing embedder's cosines are small; the isolation is what is checked.
     settings = Settings(
         data_dir=tmp_path,
-        confidence=ConfidenceSettings(
-            scorer="weighted",
-            similarity_threshold=0.05,
-            high_threshold=0.30,
-            medium_threshold=0.20,
-            low_threshold=0.10,
-        ),
+        confidence=low_bar_confidence(),
     )
     async with EmbeddedRuntime(settings) as rt:
         await rt.ingest("alpha", [SourceDocument("handbook.md", ALPHA_TEXT)])

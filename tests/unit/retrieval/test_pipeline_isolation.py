@@ -22,8 +22,9 @@ from ragsift.retrieval.index import SearchHit, SearchRequest, VectorIndex
 from ragsift.retrieval.pipeline import PipelineOutput, RetrievalPipeline
 from ragsift.retrieval.results import result_id
 from ragsift.schemas import QueryEvent, derive_query_id
-from ragsift.settings import ConfidenceSettings, Settings
+from ragsift.settings import Settings
 from ragsift.wiring import build_pipeline
+from tests.factories import low_bar_confidence
 
 EMBEDDER = HashingEmbedder()
 ALPHA_TEXT = "Alpha handbook: refunds are paid within fourteen days by bank transfer."
@@ -37,13 +38,7 @@ def make_settings(tmp_path: Path) -> Settings:
     # Low bars: the hashing embedder's cosines are small; the plumbing is what is checked.
     return Settings(
         data_dir=tmp_path,
-        confidence=ConfidenceSettings(
-            scorer="weighted",
-            similarity_threshold=0.05,
-            high_threshold=0.30,
-            medium_threshold=0.20,
-            low_threshold=0.10,
-        ),
+        confidence=low_bar_confidence(),
     )
 
 
