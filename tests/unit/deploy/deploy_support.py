@@ -187,3 +187,27 @@ def service_commands(argvs: Iterable[list[str]]) -> set[tuple[str, ...]]:
         if path:
             commands.add(tuple(path))
     return commands
+
+
+# Where the API's hardened binds must point in a container (issue 12): every
+# interface for both the query port and the metrics/health port.
+API_QUERY_PORT = 8080
+API_METRICS_PORT = 9464
+ALL_INTERFACES = "0.0.0.0"
+API_KEYS_FILE = "/etc/ragsift/api-keys/api-keys.json"
+
+
+def option_values(argv: list[str]) -> dict[str, str]:
+    """``--name value`` pairs of an argv (flags without a value map to "")."""
+    options: dict[str, str] = {}
+    for i, word in enumerate(argv):
+        if not word.startswith("--"):
+            continue
+        name, eq, value = word.partition("=")
+        if eq:
+            options[name] = value
+        elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            options[name] = argv[i + 1]
+        else:
+            options[name] = ""
+    return options

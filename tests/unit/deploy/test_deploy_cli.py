@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -56,6 +58,29 @@ def test_ragsift_command_exists(command: tuple[str, ...]) -> None:
     )
     assert proc.returncode == 0, f"ragsift {' '.join(command)} --help failed:\n{proc.stderr}"
     assert "Usage" in proc.stdout
+
+
+def test_every_option_the_deployment_passes_is_known_to_the_cli() -> None:
+    """An option --help does not list (a typo, a renamed flag) would crash-loop the pod."""
+    used: dict[tuple[str, ...], set[str]] = {}
+    for argv in _compose_argvs() + _k8s_argvs():
+        # One --help per top-level command: every worker shares `ragsift worker`'s options.
+        [command] = service_commands([argv[:1]])
+        used.setdefault(command, set()).update(w.split("=")[0] for w in argv if w.startswith("--"))
+    assert used[("api",)] >= {"--host", "--metrics-host"}, "the API must bind beyond loopback"
+    for command, options in sorted(used.items()):
+        proc = subprocess.run(
+            [*ragsift_command(), *command, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            cwd=REPO,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+        assert proc.returncode == 0, proc.stderr
+        listed = set(re.findall(r"--[a-z][a-z0-9-]*", proc.stdout))
+        assert options <= listed, f"ragsift {' '.join(command)}: unknown {sorted(options - listed)}"
 
 
 def test_deployed_workers_are_known_to_the_cli() -> None:

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
-from deploy_support import REPO, load_yaml
+from deploy_support import (
+    ALL_INTERFACES,
+    API_KEYS_FILE,
+    API_METRICS_PORT,
+    API_QUERY_PORT,
+    REPO,
+    load_yaml,
+    option_values,
+    ragsift_command,
+)
 
 COMPOSE = REPO / "docker-compose.yml"
 SCHEMA = REPO / "deploy" / "schemas" / "compose-spec.json"
@@ -22,7 +34,17 @@ REQUIRED_IMAGES = {
     "grafana": "grafana/grafana",
 }
 RAGSIFT_SERVICES = {
-    "api": ["api"],
+    "api": [
+        "api",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8080",
+        "--metrics-host",
+        "0.0.0.0",
+        "--metrics-port",
+        "9464",
+    ],
     "retrieval-worker": ["worker", "retrieval"],
     "indexer-worker": ["worker", "indexer"],
     "report-worker": ["worker", "report"],
@@ -85,7 +107,8 @@ def test_prometheus_scrapes_every_ragsift_service_and_the_exporter() -> None:
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
     worker_names = jobs["ragsift-workers"]["dns_sd_configs"][0]["names"]
     assert set(worker_names) == {n for n in RAGSIFT_SERVICES if n != "api"}
-    assert jobs["ragsift-api"]["static_configs"][0]["targets"] == ["api:8080"]
+    # /metrics is on the API's metrics port since issue 12; 8080 answers it 404.
+    assert jobs["ragsift-api"]["static_configs"][0]["targets"] == [f"api:{API_METRICS_PORT}"]
     assert jobs["kafka-exporter"]["static_configs"][0]["targets"] == ["kafka-exporter:9308"]
 
 
@@ -162,3 +185,64 @@ def test_report_secrets_come_from_the_environment_not_the_file() -> None:
     env = _compose()["services"]["report-worker"]["environment"]
     assert env["RAGSIFT_LLM_API_KEY"] == "${RAGSIFT_LLM_API_KEY:-}"
     assert env["RAGSIFT_REPORT_NONCE_KEY"] == "${RAGSIFT_REPORT_NONCE_KEY:-}"
+
+
+def _api() -> dict[str, Any]:
+    return dict(_compose()["services"]["api"])
+
+
+def test_api_binds_every_interface_and_is_health_checked_on_the_metrics_port() -> None:
+    api = _api()
+    options = option_values(api["command"])
+    env = api["environment"]
+    host = options.get("--host", env.get("RAGSIFT_API_HOST"))
+    metrics_host = options.get("--metrics-host", env.get("RAGSIFT_API_METRICS_HOST"))
+    # Loopback binds would be unreachable through the published port and from Prometheus.
+    assert (host, metrics_host) == (ALL_INTERFACES, ALL_INTERFACES)
+    assert "--insecure-no-auth" not in api["command"]
+    assert int(options.get("--port", API_QUERY_PORT)) == API_QUERY_PORT
+    assert int(options.get("--metrics-port", API_METRICS_PORT)) == API_METRICS_PORT
+    probe = " ".join(api["healthcheck"]["test"])
+    assert f"http://127.0.0.1:{API_METRICS_PORT}/healthz" in probe
+    assert f":{API_QUERY_PORT}/" not in probe
+    assert {str(API_QUERY_PORT), str(API_METRICS_PORT)} <= set(api["expose"])
+    # Metrics are not published to the host, only the query port.
+    assert api["ports"] == [f"{API_QUERY_PORT}:{API_QUERY_PORT}"]
+
+
+def test_api_keys_come_from_a_read_only_bind_docker_never_creates() -> None:
+    api = _api()
+    keys_file = api["environment"]["RAGSIFT_API_KEYS_FILE"]
+    assert keys_file == API_KEYS_FILE
+    [mount] = [
+        v for v in api["volumes"] if isinstance(v, dict) and keys_file.startswith(v["target"] + "/")
+    ]
+    assert mount["type"] == "bind"
+    assert mount["read_only"] is True
+    # A missing source must stop `docker compose up`, not become an empty directory.
+    assert mount["bind"]["create_host_path"] is False
+    assert mount["source"] == "./api-keys"
+    # The data dir is a tmpfs: a key written there would vanish on restart.
+    assert not keys_file.startswith(api["environment"]["RAGSIFT_DATA_DIR"])
+
+
+def test_api_with_the_compose_command_refuses_to_start_without_keys(tmp_path: Path) -> None:
+    """The compose API with an empty keys directory exits with a message, never serves open."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("RAGSIFT_API_")},
+        "RAGSIFT_API_KEYS_FILE": str(tmp_path / "api-keys" / "api-keys.json"),
+        "RAGSIFT_DATA_DIR": str(tmp_path / "data"),
+    }
+    proc = subprocess.run(
+        [*ragsift_command(), *_api()["command"]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert proc.returncode == 2, proc.stderr
+    message = " ".join(proc.stderr.split())  # the console wraps long lines
+    assert "no API keys" in message
+    assert "ragsift keys create" in message

@@ -15,7 +15,17 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from deploy_support import REPO, cache_dir, missing, run
+from deploy_support import (
+    ALL_INTERFACES,
+    API_KEYS_FILE,
+    API_METRICS_PORT,
+    API_QUERY_PORT,
+    REPO,
+    cache_dir,
+    missing,
+    option_values,
+    run,
+)
 
 CRD_GROUPS_VALIDATED = {"keda.sh", "monitoring.coreos.com"}
 NOT_VALIDATED = {
@@ -122,6 +132,9 @@ def test_every_deployment_has_probes_resources_and_a_pdb(overlay: Resources) -> 
         [container] = pod["containers"]
         for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
             assert container[probe]["httpGet"]["path"] in {"/healthz", "/readyz"}, (name, probe)
+            # /healthz and /readyz are served on the metrics port only (the API's
+            # query port answers them 404 since issue 12).
+            assert container[probe]["httpGet"]["port"] == "metrics", (name, probe)
         assert container["resources"]["requests"]["cpu"], name
         assert container["resources"]["limits"]["memory"], name
         assert pod["securityContext"]["runAsNonRoot"] is True
@@ -174,9 +187,67 @@ def test_services_and_service_monitor_cover_api_and_workers(overlay: Resources) 
     selector = monitor["spec"]["selector"]["matchLabels"]
     scraped = [s for s in services.values() if selector.items() <= s["metadata"]["labels"].items()]
     assert {s["metadata"]["name"] for s in scraped} == {"ragsift-api", "ragsift-workers"}
-    endpoint_ports = {e["port"] for e in monitor["spec"]["endpoints"]}
-    assert endpoint_ports == {p["name"] for s in scraped for p in s["spec"]["ports"]}
+    # Only the port named `metrics`: the API's query port serves no /metrics.
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} == {"metrics"}
+    for service in scraped:
+        assert "metrics" in {p["name"] for p in service["spec"]["ports"]}, service["metadata"]
     assert all(e["path"] == "/metrics" for e in monitor["spec"]["endpoints"])
+    api_ports = {p["name"]: p for p in services["ragsift-api"]["spec"]["ports"]}
+    assert api_ports["metrics"]["port"] == API_METRICS_PORT
+    assert api_ports["metrics"]["targetPort"] == "metrics"
+    assert api_ports["http"]["port"] == API_QUERY_PORT
+
+
+def _api_container(resources: Resources) -> dict[str, Any]:
+    [container] = _kind(resources, "Deployment")["ragsift-api"]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    return container
+
+
+def test_api_binds_every_interface_on_both_ports(overlay: Resources) -> None:
+    container = _api_container(overlay)
+    args = container["args"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    options = option_values(args)
+    # The API binds 127.0.0.1 by default: neither the Service nor the kubelet could reach it.
+    host = options.get("--host", env.get("RAGSIFT_API_HOST"))
+    metrics_host = options.get("--metrics-host", env.get("RAGSIFT_API_METRICS_HOST"))
+    assert (host, metrics_host) == (ALL_INTERFACES, ALL_INTERFACES), args
+    assert "--insecure-no-auth" not in args
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"http": API_QUERY_PORT, "metrics": API_METRICS_PORT}
+    assert int(options.get("--port", API_QUERY_PORT)) == ports["http"]
+    assert int(options.get("--metrics-port", API_METRICS_PORT)) == ports["metrics"]
+
+
+def test_api_keys_file_is_mounted_from_a_secret(overlay: Resources) -> None:
+    pod = _kind(overlay, "Deployment")["ragsift-api"]["spec"]["template"]["spec"]
+    container = _api_container(overlay)
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    keys_file = env["RAGSIFT_API_KEYS_FILE"]
+    assert keys_file == API_KEYS_FILE
+    mounts = [m for m in container["volumeMounts"] if keys_file.startswith(m["mountPath"] + "/")]
+    # The most specific mount serves the file; never the data dir (an emptyDir per pod).
+    mount = max(mounts, key=lambda m: len(m["mountPath"]))
+    assert mount["readOnly"] is True
+    assert "subPath" not in mount, "a subPath mount would hide Secret updates (revocations)"
+    volume = {v["name"]: v for v in pod["volumes"]}[mount["name"]]
+    secret = volume["secret"]
+    assert secret["secretName"] == "ragsift-api-keys"
+    file_name = keys_file.removeprefix(mount["mountPath"] + "/")
+    assert {"key": "api-keys.json", "path": file_name} in secret["items"]
+    assert secret["defaultMode"] & 0o007 == 0, "keys file must not be world-readable"
+
+
+def test_api_keys_secret_is_only_mounted_into_the_api(overlay: Resources) -> None:
+    for name, deployment in _kind(overlay, "Deployment").items():
+        if name == "ragsift-api":
+            continue
+        volumes = deployment["spec"]["template"]["spec"]["volumes"]
+        assert all(v.get("secret", {}).get("secretName") != "ragsift-api-keys" for v in volumes), (
+            name
+        )
 
 
 def test_network_policies_deny_by_default(overlay: Resources) -> None:
@@ -189,6 +260,27 @@ def test_network_policies_deny_by_default(overlay: Resources) -> None:
         p["spec"]["podSelector"]["matchLabels"].get("app.kubernetes.io/component") == "api"
         for p in policies.values()
     )
+
+
+def _policy_ports(policy: dict[str, Any]) -> set[int]:
+    return {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]}
+
+
+def test_clients_reach_the_query_port_and_only_monitoring_reaches_metrics(
+    overlay: Resources,
+) -> None:
+    policies = _kind(overlay, "NetworkPolicy")
+    assert _policy_ports(policies["ragsift-api-ingress"]) == {API_QUERY_PORT}
+    metrics = policies["ragsift-metrics-ingress"]
+    assert _policy_ports(metrics) == {API_METRICS_PORT, 6066}
+    for rule in metrics["spec"]["ingress"]:
+        assert rule["from"] == [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+        ]
+    # No other policy opens a metrics port to everyone.
+    for name, policy in policies.items():
+        if name != "ragsift-metrics-ingress" and "ingress" in policy["spec"]:
+            assert not _policy_ports(policy) & {API_METRICS_PORT, 6066}, name
 
 
 def test_overlays_differ_where_they_should(built_overlays: dict[str, Resources]) -> None:
