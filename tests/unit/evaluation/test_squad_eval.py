@@ -71,8 +71,8 @@ def test_loader_labels_and_kinds(tmp_path: Path) -> None:
     ds = load_squad(labelled, outside)
     assert ds.counts() == {"documents": 72, "in_scope": 72, "near_miss": 72, "out_of_scope": 32}
     first = next(q for q in ds.queries if q.kind == "in_scope")
-    assert first.relevant_doc == "Topic_0-0"
-    assert all(q.relevant_doc is None for q in ds.queries if q.kind != "in_scope")
+    assert first.relevant == {"Topic_0-0"}
+    assert all(not q.relevant for q in ds.queries if q.kind != "in_scope")
 
 
 def test_loader_rejects_non_squad(tmp_path: Path) -> None:
@@ -93,8 +93,9 @@ async def test_run_fit_and_report(tmp_path: Path) -> None:
     assert artifact.embedder_id == "ragsift-hashing-v1-384"
     assert artifact.similarity_threshold is not None
     assert 0 < fit.sum() < len(fit)
-    reports = evaluate_scorers(run, artifact, fit)
-    assert [r.name for r in reports] == ["calibrated", *(f"seed-{c}" for c in "ABCDE")]
+    reports = evaluate_scorers(run, artifact, ~fit).reports
+    seeds = [name for c in "ABCD" for name in (f"seed-{c}", f"seed-{c}@fit")]
+    assert [r.name for r in reports] == ["calibrated", *seeds, "seed-E"]
     for r in reports:
         assert 0.0 <= r.auroc <= 1.0
         assert 0.0 <= r.ece <= 1.0
