@@ -306,43 +306,73 @@ def assess(
 SQUAD_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "squad2"
 
 
-def _dataset_paths(
-    dataset: str | None, labelled: Path | None, out_of_scope: Path | None
-) -> tuple[Path, Path | None]:
+def _load_dataset(
+    dataset: str | None,
+    labelled: Path | None,
+    out_of_scope: Path | None,
+    *,
+    split: str,
+    pool: str,
+    half: int | None,
+) -> Any:
+    """The labelled set named on the command line (SQuAD files or a BEIR folder), or exit 2."""
+    from ragsift.evaluation import is_beir_folder, load_beir, load_squad, select_half
+
+    beir: Path | None = None
     if dataset is not None:
-        if dataset != "squad2":
-            err_console.print(f"[red]error:[/red] unknown dataset {dataset!r}; known: squad2")
+        if dataset == "squad2":
+            base = Path(os.environ.get("RAGSIFT_SQUAD2_DIR", SQUAD_DIR))
+            labelled, out_of_scope = base / "dev-v2.0.json", base / "test-v2.0.json"
+        elif is_beir_folder(Path(dataset)):
+            beir = Path(dataset)
+        else:
+            err_console.print(
+                f"[red]error:[/red] --dataset {dataset!r} is neither squad2 nor a BEIR folder"
+                " (a folder with corpus.jsonl, queries.jsonl and qrels/)"
+            )
             raise typer.Exit(2)
-        base = Path(os.environ.get("RAGSIFT_SQUAD2_DIR", SQUAD_DIR))
-        labelled, out_of_scope = base / "dev-v2.0.json", base / "test-v2.0.json"
-    if labelled is None:
-        err_console.print("[red]error:[/red] give --dataset squad2 or --labelled FILE")
+    if beir is None and labelled is None:
+        err_console.print("[red]error:[/red] give --dataset squad2|BEIR_FOLDER or --labelled FILE")
         raise typer.Exit(2)
     for path in (labelled, out_of_scope):
         if path is not None and not path.is_file():
             err_console.print(f"[red]error:[/red] no such file: {path}")
             raise typer.Exit(2)
-    return labelled, out_of_scope
-
-
-def _retrieval_run(labelled: Path, out_of_scope: Path | None, k: int, mode: str) -> Any:
-    from rich.progress import Progress
-
-    from ragsift.evaluation import load_squad, run_retrieval
-    from ragsift.wiring import build_embedder
-
-    settings = _settings()
+    if pool not in ("auto", "corpus", "qrels", "candidates"):
+        err_console.print("[red]error:[/red] --pool must be auto, corpus, qrels or candidates")
+        raise typer.Exit(2)
     try:
-        dataset = load_squad(labelled, out_of_scope)
+        if beir is not None:
+            ds = load_beir(beir, split=split, out_of_scope=out_of_scope, pool=pool)  # type: ignore[arg-type]  # checked above
+        else:
+            assert labelled is not None
+            ds = load_squad(labelled, out_of_scope)
     except RagsiftError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
+    if half is not None:
+        if half not in (1, 2):
+            err_console.print(f"[red]error:[/red] --half must be 1 or 2, got {half}")
+            raise typer.Exit(2)
+        ds = select_half(ds, 1 if half == 1 else 2)
+    return ds
+
+
+def _retrieval_run(ds: Any, k: int, mode: str) -> Any:
+    from rich.progress import Progress
+
+    from ragsift.evaluation import run_retrieval
+    from ragsift.wiring import build_embedder
+
+    settings = _settings()
     embedder = build_embedder(settings.embedder)
-    counts = dataset.counts()
+    counts = ds.counts()
+    pooled = sum(q.candidates is not None for q in ds.queries)
     err_console.print(
-        f"{labelled.name}: {counts['documents']} paragraphs, {counts.get('in_scope', 0)} in-scope,"
+        f"{ds.name}: {counts['documents']} documents, {counts.get('in_scope', 0)} in-scope,"
         f" {counts.get('near_miss', 0)} near-miss, {counts.get('out_of_scope', 0)} out-of-scope"
-        f" questions; embedder {embedder.embedder_id}"
+        f" questions{f' ({pooled} searched in their own pools)' if pooled else ''};"
+        f" embedder {embedder.embedder_id}"
     )
     with Progress(console=err_console, transient=True) as progress:
         tasks: dict[str, Any] = {}
@@ -352,15 +382,43 @@ def _retrieval_run(labelled: Path, out_of_scope: Path | None, k: int, mode: str)
                 tasks[stage] = progress.add_task(stage, total=total)
             progress.update(tasks[stage], completed=done)
 
-        return asyncio.run(run_retrieval(dataset, embedder, k=k, mode=mode, progress=tick))
+        return asyncio.run(run_retrieval(ds, embedder, k=k, mode=mode, progress=tick))
 
 
-Dataset = Annotated[str | None, typer.Option("--dataset", help="A bundled labelled set: squad2.")]
+Dataset = Annotated[
+    str | None,
+    typer.Option(
+        "--dataset",
+        help="squad2 (the bundled SQuAD 2.0 files) or a BEIR folder"
+        " (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv; docs/evaluation.md).",
+    ),
+]
 Labelled = Annotated[
     Path | None, typer.Option("--labelled", help="A SQuAD 2.0-format file (corpus + labels).")
 ]
 OutOfScope = Annotated[
-    Path | None, typer.Option("--out-of-scope", help="SQuAD-format file of out-of-scope questions.")
+    Path | None,
+    typer.Option(
+        "--out-of-scope",
+        help="Out-of-scope questions: a SQuAD-format file, or queries.jsonl format for BEIR.",
+    ),
+]
+Split = Annotated[str, typer.Option("--split", help="BEIR qrels split (qrels/SPLIT.tsv).")]
+PoolOption = Annotated[
+    str,
+    typer.Option(
+        "--pool",
+        help="BEIR: where each query searches. auto = candidates.jsonl if present, else"
+        " corpus; qrels = the docs its qrels judge; candidates = candidates.jsonl.",
+    ),
+]
+Half = Annotated[
+    int | None,
+    typer.Option(
+        "--half",
+        help="Keep half 1 or 2 of the articles (seeded split by title; SQuAD corpus and"
+        " out-of-scope articles split too): calibrate on one, eval on the other.",
+    ),
 ]
 
 
@@ -370,25 +428,38 @@ def calibrate(
     dataset: Dataset = None,
     labelled: Labelled = None,
     out_of_scope: OutOfScope = None,
+    split: Split = "test",
+    pool: PoolOption = "auto",
+    half: Half = None,
     alpha: Annotated[
         float, typer.Option(help="Target risk: answered-without-relevant-context rate.")
     ] = 0.1,
     k: Annotated[int, typer.Option(help="Hits retrieved per question.")] = 8,
 ) -> None:
-    """Fit the calibrated scorer (and its conformal threshold) for the configured embedder."""
+    """Fit the calibrated scorer (and its conformal threshold) for the configured embedder.
+
+    Without --half it fits on half the articles (the other half is what
+    `ragsift eval` reports on); with --half it fits on every article of that half.
+    """
     from ragsift.confidence import save_calibration
     from ragsift.evaluation import fit_from_run
+    from ragsift.evaluation.scoring import FIT_FRACTION
 
-    labelled, out_of_scope = _dataset_paths(dataset, labelled, out_of_scope)
-    run = _retrieval_run(labelled, out_of_scope, k, "hybrid")
-    artifact, _ = fit_from_run(run, alpha=alpha)
+    ds = _load_dataset(dataset, labelled, out_of_scope, split=split, pool=pool, half=half)
+    run = _retrieval_run(ds, k, "hybrid")
+    artifact, _ = fit_from_run(run, alpha=alpha, fit_fraction=1.0 if half else FIT_FRACTION)
     save_calibration(artifact, out)
     conformal = artifact.conformal
     console.print(
         f"wrote {out}: version {artifact.version} for {artifact.embedder_id}/{artifact.metric};"
         f" conformal answer threshold {conformal.threshold:.3f} for risk <= {alpha}"
-        f" (upper bound {conformal.risk_upper_bound}, coverage {conformal.coverage})"
+        f" (upper bound {conformal.risk_upper_bound}, coverage {conformal.coverage},"
+        f" feasible {conformal.feasible})"
     )
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None or value != value else f"{value:.3f}"  # NaN != NaN
 
 
 @app.command("eval")
@@ -396,30 +467,82 @@ def evaluate(
     dataset: Dataset = None,
     labelled: Labelled = None,
     out_of_scope: OutOfScope = None,
+    split: Split = "test",
+    pool: PoolOption = "auto",
+    half: Half = None,
+    artifact_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--artifact",
+            help="Apply this calibration artifact to every question (no refit). Without it,"
+            " the calibration is refit on half the articles and reported on the other half.",
+        ),
+    ] = None,
+    near_miss_negatives: Annotated[
+        bool,
+        typer.Option(
+            "--near-miss-negatives",
+            help="Score near-miss (is_impossible) questions as negatives in every figure.",
+        ),
+    ] = False,
+    per_query: Annotated[
+        Path | None,
+        typer.Option("--per-query", help="Write one JSON line per evaluated question here."),
+    ] = None,
     k: Annotated[int, typer.Option(help="Hits retrieved per question.")] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """X7: AUROC, ECE, coverage, AURC and refusal quality, calibrated vs the seed rules."""
+    """X7: ranking, calibration, answer rate and risk at the threshold: calibrated vs seeds."""
+    import numpy as np
+
+    from ragsift.confidence import ConfidenceError, load_calibration
     from ragsift.evaluation import evaluate_scorers, fit_from_run
 
-    labelled, out_of_scope = _dataset_paths(dataset, labelled, out_of_scope)
-    run = _retrieval_run(labelled, out_of_scope, k, "hybrid")
-    artifact, fit = fit_from_run(run)
-    reports = evaluate_scorers(run, artifact, fit)
-    counts = run.dataset.counts()
+    ds = _load_dataset(dataset, labelled, out_of_scope, split=split, pool=pool, half=half)
+    settings = _settings()
+    artifact = None
+    if artifact_path is not None:
+        from ragsift.wiring import build_embedder
+
+        try:
+            artifact = load_calibration(
+                artifact_path,
+                embedder_id=build_embedder(settings.embedder).embedder_id,
+                metric="cosine",
+            )
+        except (OSError, ConfidenceError) as exc:
+            err_console.print(f"[red]error:[/red] {artifact_path}: {exc}")
+            raise typer.Exit(2) from exc
+    run = _retrieval_run(ds, k, "hybrid")
+    if artifact is None:
+        artifact, fit = fit_from_run(run)
+        evaluated = ~fit
+        how = "refit on half (fit on half the articles, reported on the other half)"
+    else:
+        evaluated = np.ones(len(run.queries), dtype=bool)
+        how = (
+            f"applied artifact {artifact_path} ({artifact.version}, fit on {artifact.data.source})"
+        )
+    result = evaluate_scorers(run, artifact, evaluated, near_miss_negatives=near_miss_negatives)
+    if per_query is not None:
+        with per_query.open("w", encoding="utf-8") as handle:
+            for row in result.per_query(run):
+                handle.write(json.dumps(row) + "\n")
+    in_scope = np.array([q.kind == "in_scope" for q in run.queries])
     summary = {
         "dataset": run.dataset.name,
         "embedder_id": run.embedder_id,
         "mode": run.mode,
         "k": run.k,
-        "counts": counts,
-        "fit_queries": int(fit.sum()),
-        "report_queries": int((~fit).sum()),
-        "recall_at_k": float(
-            (run.relevant_rank()[[q.kind == "in_scope" for q in run.queries]] > 0).mean()
-        ),
+        "calibration": how,
         "calibration_version": artifact.version,
-        "scorers": [r.to_dict() for r in reports],
+        "near_miss_negatives": near_miss_negatives,
+        "counts": run.dataset.counts(),
+        "evaluated_queries": int(evaluated.sum()),
+        "recall_at_k": float((run.relevant_rank()[in_scope] > 0).mean())
+        if in_scope.any()
+        else None,
+        "scorers": [r.to_dict() for r in result.reports],
     }
     if as_json:
         print(json.dumps(summary))
@@ -431,28 +554,36 @@ def evaluate(
         "cov@p90",
         "cov@p95",
         "AURC",
+        "answer rate",
+        "risk",
+        f"risk <= {artifact.conformal.alpha}",
         "refusal P",
         "refusal R",
         "near-miss refused",
         "rule",
-        title=f"ragsift eval — {run.dataset.name}, {run.embedder_id}, {run.mode} k={run.k}"
-        f" (report split: {int((~fit).sum())} questions)",
+        title=f"ragsift eval — {run.dataset.name}, {run.embedder_id}, {run.mode} k={run.k};"
+        f" {how}; {int(evaluated.sum())} questions"
+        f"{', near misses as negatives' if near_miss_negatives else ''}",
     )
-    for r in reports:
+    for r in result.reports:
         table.add_row(
             r.name,
-            f"{r.auroc:.3f}",
-            f"{r.ece:.3f}",
-            f"{r.coverage_at_p90:.3f}",
-            f"{r.coverage_at_p95:.3f}",
-            f"{r.aurc:.3f}",
-            f"{r.refusal_precision:.3f}",
-            f"{r.refusal_recall:.3f}",
-            f"{r.near_miss_refusal_rate:.3f}",
+            _fmt(r.auroc),
+            _fmt(r.ece),
+            _fmt(r.coverage_at_p90),
+            _fmt(r.coverage_at_p95),
+            _fmt(r.aurc),
+            f"{_fmt(r.answer_rate)} ({r.answered})",
+            _fmt(r.risk),
+            r.target,
+            _fmt(r.refusal_precision),
+            _fmt(r.refusal_recall),
+            _fmt(r.near_miss_refusal_rate),
             r.rule,
         )
-    Console(width=max(console.width, 160)).print(table)
-    console.print(f"recall@{run.k} of in-scope questions: {summary['recall_at_k']:.3f}")
+    Console(width=max(console.width, 200)).print(table)
+    if summary["recall_at_k"] is not None:
+        console.print(f"recall@{run.k} of in-scope questions: {summary['recall_at_k']:.3f}")
 
 
 @app.command()

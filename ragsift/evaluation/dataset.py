@@ -1,25 +1,30 @@
-"""Labelled retrieval sets from SQuAD 2.0-format files.
+"""Labelled retrieval sets from SQuAD 2.0-format files, and their halves.
 
 Corpus = every paragraph of the labelled file (doc id from article title and
 paragraph index). In-scope query = an answerable question; its relevant chunk
 is the paragraph holding its answer. Near-miss = an ``is_impossible`` question
 (on topic, no answer). Out-of-scope = a question from another file whose
-articles are not in the corpus: the right outcome is a refusal.
+articles are not in the corpus: the right outcome is a refusal. BEIR folders
+are read by :mod:`ragsift.evaluation.beir` into the same :class:`LabelledSet`.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from ragsift.errors import InvalidEventError
-from ragsift.ingest.loaders import SourceDocument, safe_doc_id
+import numpy as np
 
-__all__ = ["EvalQuery", "LabelledSet", "load_squad"]
+from ragsift.errors import InvalidEventError
+from ragsift.ingest.loaders import SourceDocument, check_unique_ids, safe_doc_id
+
+__all__ = ["EvalQuery", "LabelledSet", "QueryKind", "load_squad", "select_half", "split_groups"]
 
 QueryKind = Literal["in_scope", "near_miss", "out_of_scope"]
+OUT_OF_SCOPE_GROUP = "oos:"  # prefix of an out-of-scope question's group
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,9 +34,12 @@ class EvalQuery:
     query_id: str
     text: str
     kind: QueryKind
-    relevant_doc: str | None
+    relevant: frozenset[str]
+    """Doc ids that answer it (empty for near-miss and out-of-scope questions)."""
     group: str
-    """Article title: the unit of the fit/report split (no article on both sides)."""
+    """Article title (or query id): the unit of every split (no group on both sides)."""
+    candidates: tuple[str, ...] | None = None
+    """Doc ids this query is searched within (its own pool); None: the whole corpus."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +49,8 @@ class LabelledSet:
     name: str
     documents: list[SourceDocument]
     queries: list[EvalQuery]
+    doc_groups: dict[str, str] = field(default_factory=dict)
+    """Doc id -> group, for sets whose corpus splits with its questions (SQuAD articles)."""
 
     def counts(self) -> dict[str, int]:
         """Questions per kind, plus the corpus size."""
@@ -50,29 +60,76 @@ class LabelledSet:
         return out
 
 
+def split_groups(groups: Iterable[str], fraction: float, seed: int = 0) -> set[str]:
+    """A seeded share of the groups (sorted first, so the choice is stable across runs)."""
+    ordered = sorted(set(groups))
+    chosen = np.random.default_rng(seed).permutation(np.array(ordered, dtype=object))
+    return {str(g) for g in chosen[: round(len(ordered) * fraction)]}
+
+
+def select_half(dataset: LabelledSet, half: Literal[1, 2], seed: int = 0) -> LabelledSet:
+    """Half 1 or 2 of a set, split by group: the halves share no article and no question.
+
+    Labelled groups and out-of-scope groups are split separately (each half
+    gets about half of each); a document goes with its group when the set
+    records one (SQuAD paragraphs), else the corpus is kept whole (BEIR).
+    """
+    labelled = {q.group for q in dataset.queries if not q.group.startswith(OUT_OF_SCOPE_GROUP)}
+    outside = {q.group for q in dataset.queries if q.group.startswith(OUT_OF_SCOPE_GROUP)}
+    first = split_groups(labelled, 0.5, seed) | split_groups(outside, 0.5, seed)
+    keep = first if half == 1 else (labelled | outside) - first
+    queries = [q for q in dataset.queries if q.group in keep]
+    documents = [
+        d
+        for d in dataset.documents
+        if d.doc_id not in dataset.doc_groups or dataset.doc_groups[d.doc_id] in keep
+    ]
+    return replace(
+        dataset, name=f"{dataset.name} half {half}", documents=documents, queries=queries
+    )
+
+
 def _read(path: Path) -> list[dict[str, Any]]:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidEventError(f"{path}: cannot read a SQuAD file ({exc})") from exc
     data = raw.get("data") if isinstance(raw, dict) else None
-    if not isinstance(data, list):
-        raise InvalidEventError(f"{path}: not SQuAD format (no top-level 'data' list)")
+    if not isinstance(data, list) or not all(isinstance(a, dict) for a in data):
+        raise InvalidEventError(f"{path}: not SQuAD format (no top-level 'data' list of articles)")
     return data
 
 
+def _paragraphs(path: Path, article: dict[str, Any]) -> list[dict[str, Any]]:
+    paragraphs = article.get("paragraphs", [])
+    if not isinstance(paragraphs, list) or not all(
+        isinstance(p, dict) and isinstance(p.get("qas", []), list) for p in paragraphs
+    ):
+        raise InvalidEventError(
+            f"{path}: article {article.get('title')!r} has malformed paragraphs"
+        )
+    return paragraphs
+
+
 def load_squad(labelled: Path, out_of_scope: Path | None = None) -> LabelledSet:
-    """Read a SQuAD 2.0-format file (and optionally a file of out-of-scope questions)."""
+    """Read a SQuAD 2.0-format file (and optionally a file of out-of-scope questions).
+
+    Raises:
+        InvalidEventError: a file is not SQuAD format, has no questions, or two
+            paragraphs map to one doc id (one would overwrite the other).
+    """
     documents: list[SourceDocument] = []
     queries: list[EvalQuery] = []
+    doc_groups: dict[str, str] = {}
     for article in _read(labelled):
         title = str(article.get("title", "untitled"))
-        for i, para in enumerate(article.get("paragraphs", [])):
+        for i, para in enumerate(_paragraphs(labelled, article)):
             doc_id = safe_doc_id(f"{title}-{i}")
+            doc_groups[doc_id] = title
             documents.append(
                 SourceDocument(
                     doc_id=doc_id,
-                    text=para["context"],
+                    text=str(para.get("context", "")),
                     title=title.replace("_", " "),
                     source=f"squad:{title}#{i}",
                     source_type="third_party",
@@ -83,29 +140,30 @@ def load_squad(labelled: Path, out_of_scope: Path | None = None) -> LabelledSet:
                 queries.append(
                     EvalQuery(
                         query_id=safe_doc_id(f"q-{qa['id']}"),
-                        text=qa["question"],
+                        text=str(qa["question"]),
                         kind="near_miss" if impossible else "in_scope",
-                        relevant_doc=None if impossible else doc_id,
+                        relevant=frozenset() if impossible else frozenset({doc_id}),
                         group=title,
                     )
                 )
+    check_unique_ids(documents)
     if out_of_scope is not None:
         corpus_titles = {q.group for q in queries}
         for article in _read(out_of_scope):
             title = str(article.get("title", "untitled"))
             if title in corpus_titles:
                 continue  # same article on both sides would not be out of scope
-            for para in article.get("paragraphs", []):
+            for para in _paragraphs(out_of_scope, article):
                 for qa in para.get("qas", []):
                     queries.append(
                         EvalQuery(
                             query_id=safe_doc_id(f"o-{qa['id']}"),
-                            text=qa["question"],
+                            text=str(qa["question"]),
                             kind="out_of_scope",
-                            relevant_doc=None,
-                            group=f"oos:{title}",
+                            relevant=frozenset(),
+                            group=f"{OUT_OF_SCOPE_GROUP}{title}",
                         )
                     )
     if not documents or not queries:
         raise InvalidEventError(f"{labelled}: no paragraphs or questions found")
-    return LabelledSet(labelled.stem, documents, queries)
+    return LabelledSet(labelled.stem, documents, queries, doc_groups)

@@ -18,7 +18,7 @@ from ragsift.evaluation.dataset import EvalQuery, LabelledSet
 from ragsift.ingest.indexer import Indexer
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import Embedder
-from ragsift.retrieval.index import SearchHit, SearchRequest
+from ragsift.retrieval.index import DOC_FIELD, SearchHit, SearchRequest
 from ragsift.retrieval.pipeline import prefetch_limit
 
 __all__ = ["EVAL_TENANT", "RetrievalRun", "run_retrieval"]
@@ -44,15 +44,10 @@ class RetrievalRun:
         return self.dataset.queries
 
     def relevant_rank(self) -> np.ndarray:
-        """Rank (1-based) of the relevant paragraph among the hits; 0 when absent."""
+        """Rank (1-based) of the best relevant document among the hits; 0 when absent."""
         ranks = np.zeros(len(self.queries), dtype=np.int64)
         for i, (q, hits) in enumerate(zip(self.queries, self.hits, strict=True)):
-            if q.relevant_doc is None:
-                continue
-            for h in hits:
-                if h.doc_id == q.relevant_doc:
-                    ranks[i] = h.rank
-                    break
+            ranks[i] = next((h.rank for h in hits if h.doc_id in q.relevant), 0)
         return ranks
 
 
@@ -65,7 +60,11 @@ async def run_retrieval(
     workdir: Path | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> RetrievalRun:
-    """Index the corpus in a fresh Qdrant Edge shard and retrieve for every query."""
+    """Index the corpus in a fresh Qdrant Edge shard and retrieve for every query.
+
+    A query with candidates is searched only within them (a filter on doc id).
+    ``progress(stage, done, total)`` reports the ``index`` and ``query`` stages.
+    """
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         index = EdgeIndex(Path(tmp))
         try:
@@ -93,6 +92,7 @@ async def run_retrieval(
                         limit=k,
                         prefetch_limit=prefetch_limit(k),  # as the pipeline searches
                         embedder_id=embedder.embedder_id,
+                        filter=None if q.candidates is None else {DOC_FIELD: list(q.candidates)},
                     )
                     for q, v in zip(part, vectors, strict=True)
                 ]

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ragsift.ingest.chunking import Chunker
-from ragsift.ingest.loaders import SourceDocument
+from ragsift.ingest.chunking import Chunk, Chunker
+from ragsift.ingest.loaders import SourceDocument, check_unique_ids
 from ragsift.retrieval.cache import ResultCache
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.index import ChunkRecord, VectorIndex
@@ -63,16 +63,34 @@ class Indexer:
         *,
         progress: Callable[[int], None] | None = None,
     ) -> IngestReport:
-        """Index documents for a tenant; ``progress`` gets the count of documents done."""
+        """Index documents for a tenant; ``progress`` gets the count of documents done.
+
+        Chunks of consecutive documents share embedding calls (``EMBED_BATCH``
+        at a time): a corpus of short documents, one chunk each, would
+        otherwise cost one embedder call per document.
+
+        Raises:
+            InvalidEventError: two documents share an id (one would overwrite
+                the other); raised before anything is written.
+        """
+        docs = check_unique_ids(documents)
         await self.ensure(collection)
-        docs = chunks = 0
-        for doc in documents:
-            chunks += await self._write(tenant_id, collection, doc)
-            docs += 1
-            if progress is not None:
-                progress(docs)
+        pending: list[tuple[int, SourceDocument, Chunk]] = []  # (document index, ...)
+        chunks = 0
+        for n, doc in enumerate(docs):
+            # Delete first so a shorter new version leaves no stale tail.
+            await self.index.delete(collection, tenant_id, doc.doc_id)
+            pending.extend((n, doc, c) for c in self.chunker.split(doc.doc_id, doc.text))
+            while len(pending) >= EMBED_BATCH:
+                chunks += await self._flush(tenant_id, collection, pending[:EMBED_BATCH])
+                del pending[:EMBED_BATCH]
+                if progress is not None:
+                    progress(pending[0][0] if pending else n + 1)  # documents fully written
+        chunks += await self._flush(tenant_id, collection, pending)
+        if progress is not None and docs:
+            progress(len(docs))
         version = await self._bump(tenant_id, collection) if docs else None
-        return IngestReport(docs, chunks, 0, version)
+        return IngestReport(len(docs), chunks, 0, version)
 
     async def apply(self, event: DocumentEvent) -> IngestReport:
         """Apply one DocumentEvent (upsert or delete) from the documents topic."""
@@ -94,29 +112,36 @@ class Indexer:
         return IngestReport(1, chunks, 0, version)
 
     async def _write(self, tenant_id: str, collection: str, doc: SourceDocument) -> int:
-        pieces = self.chunker.split(doc.doc_id, doc.text)
         await self.index.delete(collection, tenant_id, doc.doc_id)
+        pieces = [(0, doc, c) for c in self.chunker.split(doc.doc_id, doc.text)]
+        written = 0
         for start in range(0, len(pieces), EMBED_BATCH):
-            part = pieces[start : start + EMBED_BATCH]
-            vectors = await self.embedder.embed([c.text for c in part])
-            records = [
-                ChunkRecord(
-                    chunk_id=c.chunk_id,
-                    tenant_id=tenant_id,
-                    collection=collection,
-                    doc_id=doc.doc_id,
-                    text=c.text,
-                    source=doc.source or doc.doc_id,
-                    source_type=doc.source_type,
-                    vector=vec,
-                    metadata={"title": doc.title, **doc.metadata}
-                    if doc.title
-                    else dict(doc.metadata),
-                )
-                for c, vec in zip(part, vectors, strict=True)
-            ]
-            await self.index.upsert(collection, records)
-        return len(pieces)
+            written += await self._flush(tenant_id, collection, pieces[start : start + EMBED_BATCH])
+        return written
+
+    async def _flush(
+        self, tenant_id: str, collection: str, part: list[tuple[int, SourceDocument, Chunk]]
+    ) -> int:
+        """Embed and upsert one batch of chunks (of one or more documents)."""
+        if not part:
+            return 0
+        vectors = await self.embedder.embed([c.text for _, _, c in part])
+        records = [
+            ChunkRecord(
+                chunk_id=c.chunk_id,
+                tenant_id=tenant_id,
+                collection=collection,
+                doc_id=doc.doc_id,
+                text=c.text,
+                source=doc.source or doc.doc_id,
+                source_type=doc.source_type,
+                vector=vec,
+                metadata={"title": doc.title, **doc.metadata} if doc.title else dict(doc.metadata),
+            )
+            for (_, doc, c), vec in zip(part, vectors, strict=True)
+        ]
+        await self.index.upsert(collection, records)
+        return len(part)
 
     async def _bump(self, tenant_id: str, collection: str) -> int | None:
         if self.cache is None:

@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections.abc import Iterator
+import unicodedata
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ragsift.errors import InvalidEventError
 
-__all__ = ["SUPPORTED_SUFFIXES", "SourceDocument", "iter_documents", "safe_doc_id"]
+__all__ = [
+    "SUPPORTED_SUFFIXES",
+    "SourceDocument",
+    "check_unique_ids",
+    "iter_documents",
+    "safe_doc_id",
+]
 
 SUPPORTED_SUFFIXES = (".txt", ".md", ".jsonl")
 _SOURCE_TYPES = {"government", "regulatory", "market_data", "third_party", "internal", "unknown"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]+")
+MAX_DOC_ID_CHARS = 128  # the event contract's limit on doc ids
+# Hex digits of SHA-256 appended to an id that had to be rewritten: 48 bits, so two
+# different titles of one corpus sharing a slug collide with odds ~n^2 / 2^49.
+_DIGEST_CHARS = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,13 +43,64 @@ class SourceDocument:
 
 
 def safe_doc_id(raw: str) -> str:
-    """A document id in the contract's charset (letters, digits, ``_.:-``), max 128 chars."""
-    cleaned = _UNSAFE.sub("-", raw).strip("-.:_") or "doc"
-    return cleaned[:128]
+    """A stable document id in the contract's charset (letters, digits, ``_.:-``), max 128.
+
+    An ASCII name keeps the slug it always had (unsafe runs become ``-``), so
+    ids of documents already indexed do not change. Any other name — non-Latin
+    or accented text, a name too long or with nothing left after cleaning —
+    becomes a readable ASCII slug (accents folded) plus a short SHA-256 of the
+    original, so two titles in Hangul no longer both become ``doc``. ASCII
+    names can still share a slug (``a b`` and ``a-b``): :func:`check_unique_ids`
+    makes that an error instead of an overwrite.
+    """
+    legacy = _UNSAFE.sub("-", raw).strip("-.:_")
+    if raw.isascii() and legacy and len(legacy) <= MAX_DOC_ID_CHARS:
+        return legacy
+    folded = unicodedata.normalize("NFKD", raw).encode("ascii", "ignore").decode("ascii")
+    slug = _UNSAFE.sub("-", folded).strip("-.:_") or "doc"
+    digest = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST_CHARS]
+    return f"{slug[: MAX_DOC_ID_CHARS - _DIGEST_CHARS - 1]}-{digest}"
+
+
+def check_unique_ids(documents: Iterable[SourceDocument]) -> list[SourceDocument]:
+    """The documents as a list; raise if two share an id (one would overwrite the other).
+
+    Raises:
+        InvalidEventError: names the id and both sources.
+    """
+    seen: dict[str, SourceDocument] = {}
+    out: list[SourceDocument] = []
+    for doc in documents:
+        first = seen.setdefault(doc.doc_id, doc)
+        if first is not doc:
+            raise _collision(first, doc)
+        out.append(doc)
+    return out
 
 
 def iter_documents(path: Path, *, source_type: str = "unknown") -> Iterator[SourceDocument]:
-    """Documents under ``path`` (a file or a folder, searched recursively, sorted)."""
+    """Documents under ``path`` (a file or a folder, searched recursively, sorted).
+
+    Raises:
+        InvalidEventError: bad input, or two documents with one id (one would
+            overwrite the other: rename a file or fix the JSONL ``id``).
+    """
+    seen: dict[str, SourceDocument] = {}
+    for doc in _iter_documents(path, source_type):
+        first = seen.setdefault(doc.doc_id, doc)
+        if first is not doc:
+            raise _collision(first, doc)
+        yield doc
+
+
+def _collision(first: SourceDocument, second: SourceDocument) -> InvalidEventError:
+    return InvalidEventError(
+        f"document id {second.doc_id!r} is used twice ({first.source or first.title!r}"
+        f" and {second.source or second.title!r}); one would overwrite the other"
+    )
+
+
+def _iter_documents(path: Path, source_type: str) -> Iterator[SourceDocument]:
     if source_type not in _SOURCE_TYPES:
         raise InvalidEventError(
             f"source_type must be one of {sorted(_SOURCE_TYPES)}, got {source_type!r}"

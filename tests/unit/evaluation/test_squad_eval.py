@@ -5,12 +5,22 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
+from typer.testing import CliRunner
 
-from ragsift.confidence import load_calibration
+from ragsift.cli import app
+from ragsift.confidence import CalibrationArtifact, load_calibration
 from ragsift.errors import ConfigurationError, InvalidEventError
-from ragsift.evaluation import evaluate_scorers, fit_from_run, load_squad, run_retrieval
+from ragsift.evaluation import (
+    evaluate_scorers,
+    fit_from_run,
+    load_squad,
+    run_retrieval,
+    select_half,
+)
 from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.engines import EngineSet, packaged_calibration_path
 from ragsift.settings import ConfidenceSettings
@@ -71,8 +81,8 @@ def test_loader_labels_and_kinds(tmp_path: Path) -> None:
     ds = load_squad(labelled, outside)
     assert ds.counts() == {"documents": 72, "in_scope": 72, "near_miss": 72, "out_of_scope": 32}
     first = next(q for q in ds.queries if q.kind == "in_scope")
-    assert first.relevant_doc == "Topic_0-0"
-    assert all(q.relevant_doc is None for q in ds.queries if q.kind != "in_scope")
+    assert first.relevant == {"Topic_0-0"}
+    assert all(not q.relevant for q in ds.queries if q.kind != "in_scope")
 
 
 def test_loader_rejects_non_squad(tmp_path: Path) -> None:
@@ -93,8 +103,9 @@ async def test_run_fit_and_report(tmp_path: Path) -> None:
     assert artifact.embedder_id == "ragsift-hashing-v1-384"
     assert artifact.similarity_threshold is not None
     assert 0 < fit.sum() < len(fit)
-    reports = evaluate_scorers(run, artifact, fit)
-    assert [r.name for r in reports] == ["calibrated", *(f"seed-{c}" for c in "ABCDE")]
+    reports = evaluate_scorers(run, artifact, ~fit).reports
+    seeds = [name for c in "ABCD" for name in (f"seed-{c}", f"seed-{c}@fit")]
+    assert [r.name for r in reports] == ["calibrated", *seeds, "seed-E"]
     for r in reports:
         assert 0.0 <= r.auroc <= 1.0
         assert 0.0 <= r.ece <= 1.0
@@ -129,3 +140,105 @@ def test_explicit_threshold_wins_over_the_artifact(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("RAGSIFT_CONFIDENCE_SIMILARITY_THRESHOLD", "0.42")
     engines = EngineSet(ConfidenceSettings(), "ragsift-hashing-v1-384")
     assert engines.base.similarity_threshold == 0.42
+
+
+def test_non_latin_article_titles_keep_every_paragraph(tmp_path: Path) -> None:
+    # Issue 13 #6: titles "ᅭ" and "ᄀ" both became doc id "0", one paragraph overwrote the other.
+    topics = {"ᅭ": TOPICS["Topic_0"][:1], "ᄀ": TOPICS["Topic_1"][:1]}
+    ds = load_squad(write_squad(tmp_path / "dev.json", topics, answers=True))
+    ids = [d.doc_id for d in ds.documents]
+    assert len(set(ids)) == 2
+    assert [q.relevant for q in ds.queries if q.kind == "in_scope"] == [{i} for i in ids]
+
+
+def test_two_articles_with_one_title_are_an_error(tmp_path: Path) -> None:
+    path = write_squad(tmp_path / "dev.json", {"A": TOPICS["Topic_0"][:1]}, answers=True)
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    raw["data"].append(raw["data"][0])
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    with pytest.raises(InvalidEventError, match="'A-0' is used twice"):
+        load_squad(path)
+
+
+def _artifact_with(artifact: CalibrationArtifact, **conformal: Any) -> CalibrationArtifact:
+    data = artifact.model_dump(mode="json")
+    data["conformal"].update(conformal)
+    data["version"] = ""
+    return CalibrationArtifact.model_validate(data)
+
+
+async def test_report_never_shows_a_precision_for_nothing_answered(tmp_path: Path) -> None:
+    labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
+    outside = write_squad(tmp_path / "other.json", OUTSIDE, answers=False)
+    run = await run_retrieval(load_squad(labelled, outside), HashingEmbedder(), k=4)
+    fitted, _ = fit_from_run(run, fit_fraction=1.0)
+    artifact = _artifact_with(fitted, feasible=True, threshold=0.5)  # too few queries to certify
+    everything = np.ones(len(run.queries), dtype=bool)
+    result = evaluate_scorers(run, artifact, everything)
+    cal = result.reports[0]
+    assert cal.answered > 0
+    assert cal.risk is not None
+    assert cal.answer_rate == cal.answered / cal.n
+    assert cal.target == ("held" if cal.risk <= artifact.conformal.alpha else "missed")
+    silent = next(r for r in result.reports if r.name == "seed-D")  # 0.70 bar keeps nothing
+    assert silent.answered == 0
+    assert silent.risk is None
+    assert silent.target == "nothing answered"
+    assert silent.to_dict()["risk"] is None
+    assert "answered_precision" not in silent.to_dict()
+    # An artifact whose conformal threshold was infeasible says so, with the reason.
+    infeasible = _artifact_with(artifact, feasible=False, threshold=1.0)
+    cal = evaluate_scorers(run, infeasible, everything).reports[0]
+    assert cal.target.startswith("infeasible: no threshold certified risk <= 0.1")
+    # Near misses as negatives join every figure.
+    with_near = evaluate_scorers(run, artifact, everything, near_miss_negatives=True).reports[0]
+    assert with_near.n == len(run.queries) > result.reports[0].n
+
+
+def test_cli_calibrates_on_one_half_and_applies_the_artifact_to_the_other(
+    tmp_path: Path,
+) -> None:
+    labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
+    outside = write_squad(tmp_path / "other.json", OUTSIDE, answers=False)
+    data = ["--labelled", str(labelled), "--out-of-scope", str(outside)]
+    artifact = tmp_path / "half1.json"
+    runner = CliRunner()
+    fit = runner.invoke(app, ["calibrate", *data, "--half", "1", "--out", str(artifact)])
+    assert fit.exit_code == 0, fit.output
+    per_query = tmp_path / "per-query.jsonl"
+    args = [*data, "--half", "2", "--artifact", str(artifact), "--per-query", str(per_query)]
+    applied = runner.invoke(app, ["eval", *args, "--json"])
+    assert applied.exit_code == 0, applied.output
+    summary = json.loads(applied.stdout.strip().splitlines()[-1])
+    assert summary["calibration"].startswith(f"applied artifact {artifact}")
+    assert summary["calibration_version"] == load_calibration(artifact).version
+    half2 = select_half(load_squad(labelled, outside), 2)
+    assert summary["evaluated_queries"] == len(half2.queries)
+    names = [s["name"] for s in summary["scorers"]]
+    assert names[:3] == ["calibrated", "seed-A", "seed-A@fit"]
+    for s in summary["scorers"]:
+        assert {"answer_rate", "risk", "target", "target_held", "infeasible"} <= set(s)
+    rows = [json.loads(line) for line in per_query.read_text(encoding="utf-8").splitlines()]
+    assert [r["query_id"] for r in rows] == [q.query_id for q in half2.queries]
+    assert set(rows[0]["scorers"]) == set(names)
+    assert {"label", "kind", "hit_rank"} <= set(rows[0])
+    refit = runner.invoke(app, ["eval", *data, "--json"])
+    assert refit.exit_code == 0, refit.output
+    assert json.loads(refit.stdout.strip().splitlines()[-1])["calibration"].startswith(
+        "refit on half"
+    )
+
+
+def test_cli_refuses_an_artifact_of_another_embedder(tmp_path: Path) -> None:
+    labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
+    path = packaged_calibration_path("ragsift-hashing-v1-384")
+    assert path is not None
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    data.update(embedder_id="text-embedding-3-small", version="")
+    other = tmp_path / "other.json"
+    other.write_text(CalibrationArtifact.model_validate(data).to_json(), encoding="utf-8")
+    result = CliRunner().invoke(
+        app, ["eval", "--labelled", str(labelled), "--artifact", str(other)]
+    )
+    assert result.exit_code == 2
+    assert "text-embedding-3-small" in result.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -45,9 +46,31 @@ def test_missing_path_and_unsupported_file(tmp_path: Path) -> None:
 
 
 def test_safe_doc_id() -> None:
-    assert safe_doc_id("a b/c.md") == "a-b-c.md"
-    assert safe_doc_id("///") == "doc"
+    assert safe_doc_id("a b/c.md") == "a-b-c.md"  # ASCII names keep their old ids
+    assert safe_doc_id("///").startswith("doc-")
     assert len(safe_doc_id("x" * 500)) == 128
+
+
+def test_non_latin_titles_get_distinct_stable_ids() -> None:
+    # Issue 13 #6: both used to become "doc", so one paragraph overwrote the other.
+    titles = ["ᅭ", "ᄀ", "東京", "Москва", "Pokémon", "Pokemon\u0301", "x" * 500, "x" * 500 + "y"]
+    ids = [safe_doc_id(t) for t in titles]
+    assert len(set(ids)) == len(titles)
+    assert ids == [safe_doc_id(t) for t in titles]  # stable: no randomness, no state
+    assert ids[4].startswith("Pokemon-")  # a readable ASCII slug before the hash
+    assert all(re.fullmatch(r"[A-Za-z0-9_.:-]{1,128}", i) for i in ids)
+    assert safe_doc_id("\x00\n\u202e") != safe_doc_id("\x00\n")  # control characters
+
+
+def test_two_documents_with_one_id_are_an_error_not_an_overwrite(tmp_path: Path) -> None:
+    (tmp_path / "a b.md").write_text("first", encoding="utf-8")
+    (tmp_path / "a-b.md").write_text("second", encoding="utf-8")
+    with pytest.raises(InvalidEventError, match=r"'a-b.md' is used twice .*overwrite"):
+        list(iter_documents(tmp_path))
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"id": "r1", "text": "one"}\n{"id": "r1", "text": "two"}\n', "utf-8")
+    with pytest.raises(InvalidEventError, match="'r1' is used twice"):
+        list(iter_documents(rows))
 
 
 def test_sample_corpus_round_trips_through_the_loader(tmp_path: Path) -> None:

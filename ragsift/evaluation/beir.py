@@ -1,0 +1,184 @@
+"""Labelled retrieval sets from a BEIR folder: ``corpus.jsonl``, ``queries.jsonl``, ``qrels/``.
+
+The layout (https://github.com/beir-cellar/beir):
+
+* ``corpus.jsonl``: one document per line, ``{"_id", "title", "text"}``; the
+  indexed text is the title and the text (BEIR's own convention for dense
+  models), the doc id is ``safe_doc_id(_id)``;
+* ``queries.jsonl``: ``{"_id", "text"}`` per line (all splits' queries);
+* ``qrels/<split>.tsv``: ``query-id<TAB>corpus-id<TAB>score`` after a header
+  line. Only the split's queries are used: one with a score > 0 is in scope
+  (those docs answer it); one judged with only zero scores is a near miss.
+
+Optional per-query candidate pools (for sets built as "find the answer among
+these passages"): ``candidates.jsonl`` with ``{"query_id", "doc_ids": [...]}``
+per line, or ``pool="qrels"`` to use every doc the qrels judge for the query
+(zero scores included). A pooled query is searched only within its pool.
+Out-of-scope questions come from a separate ``queries.jsonl``-format file
+and are searched in the whole corpus (they have no pool).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from ragsift.errors import InvalidEventError
+from ragsift.evaluation.dataset import OUT_OF_SCOPE_GROUP, EvalQuery, LabelledSet
+from ragsift.ingest.loaders import SourceDocument, check_unique_ids, safe_doc_id
+
+__all__ = ["CANDIDATES_FILE", "Pool", "is_beir_folder", "load_beir"]
+
+CANDIDATES_FILE = "candidates.jsonl"
+Pool = Literal["auto", "corpus", "qrels", "candidates"]
+
+
+def is_beir_folder(path: Path) -> bool:
+    """Whether ``path`` looks like a BEIR dataset folder."""
+    return path.is_dir() and (path / "corpus.jsonl").is_file()
+
+
+def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    if not path.is_file():
+        raise InvalidEventError(f"{path}: missing (a BEIR folder needs it)")
+    with path.open(encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except (json.JSONDecodeError, RecursionError) as exc:
+                raise InvalidEventError(f"{path}:{lineno}: not JSON ({exc})") from exc
+            if not isinstance(row, dict):
+                raise InvalidEventError(f"{path}:{lineno}: each line must be a JSON object")
+            yield lineno, row
+
+
+def _field(path: Path, lineno: int, row: dict[str, Any], name: str) -> str:
+    value = row.get(name)
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value:
+        raise InvalidEventError(f"{path}:{lineno}: needs a non-empty string {name!r}")
+    return value
+
+
+def _corpus(folder: Path) -> tuple[list[SourceDocument], dict[str, str]]:
+    documents: list[SourceDocument] = []
+    ids: dict[str, str] = {}  # BEIR id -> ragsift doc id
+    path = folder / "corpus.jsonl"
+    for lineno, row in _jsonl(path):
+        raw = _field(path, lineno, row, "_id")
+        title = row.get("title") if isinstance(row.get("title"), str) else ""
+        text = row.get("text")
+        if not isinstance(text, str):
+            raise InvalidEventError(f"{path}:{lineno}: needs a string 'text'")
+        ids[raw] = safe_doc_id(raw)
+        documents.append(
+            SourceDocument(
+                doc_id=ids[raw],
+                text=f"{title}\n\n{text}" if title else text,
+                title=title or None,
+                source=f"beir:{raw}",
+                source_type="third_party",
+            )
+        )
+    return check_unique_ids(documents), ids
+
+
+def _qrels(path: Path) -> dict[str, dict[str, int]]:
+    if not path.is_file():
+        raise InvalidEventError(f"{path}: missing (choose a split that has a qrels file)")
+    out: dict[str, dict[str, int]] = {}
+    with path.open(encoding="utf-8", newline="") as handle:
+        for lineno, row in enumerate(csv.reader(handle, delimiter="\t"), 1):
+            if not row or (lineno == 1 and row[0] == "query-id"):
+                continue
+            try:
+                query_id, doc_id, score = row[0], row[1], int(row[2])
+            except (IndexError, ValueError) as exc:
+                raise InvalidEventError(
+                    f"{path}:{lineno}: expected query-id, corpus-id, integer score"
+                ) from exc
+            out.setdefault(query_id, {})[doc_id] = score
+    return out
+
+
+def _doc(ids: dict[str, str], raw: str, where: str) -> str:
+    try:
+        return ids[raw]
+    except KeyError:
+        raise InvalidEventError(f"{where}: doc {raw!r} is not in corpus.jsonl") from None
+
+
+def load_beir(
+    folder: Path,
+    *,
+    split: str = "test",
+    out_of_scope: Path | None = None,
+    pool: Pool = "auto",
+) -> LabelledSet:
+    """Read a BEIR folder (see module doc); ``pool="auto"`` uses candidates.jsonl if present.
+
+    Raises:
+        InvalidEventError: a file is missing or malformed, qrels or pools name a
+            doc the corpus lacks, two corpus ids map to one doc id, or no query
+            of the split is left.
+    """
+    documents, ids = _corpus(folder)
+    qrels_path = folder / "qrels" / f"{split}.tsv"
+    qrels = _qrels(qrels_path)
+    if pool == "auto":
+        pool = "candidates" if (folder / CANDIDATES_FILE).is_file() else "corpus"
+    pools: dict[str, tuple[str, ...]] = {}
+    if pool == "candidates":
+        cand_path = folder / CANDIDATES_FILE
+        for lineno, row in _jsonl(cand_path):
+            query_id = _field(cand_path, lineno, row, "query_id")
+            doc_ids = row.get("doc_ids")
+            if not isinstance(doc_ids, list) or not doc_ids:
+                raise InvalidEventError(f"{cand_path}:{lineno}: needs a non-empty 'doc_ids' list")
+            where = f"{cand_path}:{lineno}"
+            pools[query_id] = tuple(_doc(ids, str(d), where) for d in doc_ids)
+    elif pool == "qrels":
+        pools = {
+            q: tuple(_doc(ids, d, str(qrels_path)) for d in judged) for q, judged in qrels.items()
+        }
+    queries: list[EvalQuery] = []
+    queries_path = folder / "queries.jsonl"
+    for lineno, row in _jsonl(queries_path):
+        query_id = _field(queries_path, lineno, row, "_id")
+        judged = qrels.get(query_id)
+        if judged is None:
+            continue  # a query of another split
+        relevant = frozenset(
+            _doc(ids, d, str(qrels_path)) for d, score in judged.items() if score > 0
+        )
+        queries.append(
+            EvalQuery(
+                query_id=query_id,
+                text=_field(queries_path, lineno, row, "text"),
+                kind="in_scope" if relevant else "near_miss",
+                relevant=relevant,
+                group=query_id,
+                candidates=pools.get(query_id),
+            )
+        )
+    if out_of_scope is not None:
+        for lineno, row in _jsonl(out_of_scope):
+            query_id = _field(out_of_scope, lineno, row, "_id")
+            queries.append(
+                EvalQuery(
+                    query_id=f"oos-{query_id}",
+                    text=_field(out_of_scope, lineno, row, "text"),
+                    kind="out_of_scope",
+                    relevant=frozenset(),
+                    group=f"{OUT_OF_SCOPE_GROUP}{query_id}",
+                )
+            )
+    if not queries:
+        raise InvalidEventError(f"{folder}: no query of split {split!r} is in queries.jsonl")
+    return LabelledSet(f"{folder.name}/{split}", documents, queries)

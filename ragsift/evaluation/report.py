@@ -1,0 +1,276 @@
+"""Report every scorer on the evaluated queries: ranking, calibration, answers, risk.
+
+Each scorer gives a confidence and an answer/refuse decision per query. Both
+are judged against one label (does the context ragsift keeps hold the
+answer?). Besides ranking (AUROC, AURC, coverage at a precision) and
+calibration (ECE), the report says what the operating point does: the answer
+rate, the risk (answered without relevant context / answered) and whether
+that risk stayed within the artifact's conformal target α. A scorer that
+answers nothing has no risk (``None``), never a precision of 0.
+
+Seed rules A–D are scored twice: at their fixed 0.70 hit bar (as designed)
+and at the hit threshold fitted for the embedder (the ``@fit`` rows), so the
+table separates what the scorer adds from what the threshold adds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ragsift.confidence import (
+    CalibrationArtifact,
+    ConfidenceConfig,
+    ConfidenceEngine,
+    aurc,
+    auroc,
+    expected_calibration_error,
+    refusal_quality,
+    risk_coverage_curve,
+)
+from ragsift.evaluation.runner import RetrievalRun
+from ragsift.evaluation.scoring import answer_in_kept, hit_batch, relevance_matrix
+
+__all__ = ["Evaluation", "ScorerReport", "evaluate_scorers"]
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+# Precisions at which coverage is reported: the usual "90% / 95% right" operating points.
+PRECISION_POINTS = (0.90, 0.95)
+
+
+@dataclass(frozen=True, slots=True)
+class ScorerReport:
+    """One scorer's figures on the evaluated queries.
+
+    ``risk`` is None when nothing was answered; ``target_held`` is None then
+    too, and when the artifact's conformal threshold was infeasible (the
+    reason is in ``infeasible``).
+    """
+
+    name: str
+    rule: str
+    n: int
+    auroc: float
+    ece: float
+    coverage_at_p90: float
+    coverage_at_p95: float
+    aurc: float
+    answered: int
+    answer_rate: float
+    risk: float | None
+    alpha: float
+    target_held: bool | None
+    infeasible: str | None
+    refusal_precision: float
+    refusal_recall: float
+    near_miss_refusal_rate: float
+
+    @property
+    def target(self) -> str:
+        """The target's outcome in words: held, missed, nothing answered or infeasible."""
+        if self.infeasible is not None:
+            return f"infeasible: {self.infeasible}"
+        if self.target_held is None:
+            return "nothing answered"
+        return "held" if self.target_held else "missed"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (NaN becomes null: JSON has no NaN)."""
+        out: dict[str, Any] = {}
+        for key, value in dataclasses.asdict(self).items():
+            if isinstance(value, float):
+                value = None if math.isnan(value) else round(value, 4)
+            out[key] = value
+        out["target"] = self.target
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """The reports plus every scorer's per-query confidence and decision."""
+
+    reports: list[ScorerReport]
+    query_index: npt.NDArray[np.int64]
+    """Indices (into the run's queries) of the evaluated queries."""
+    labels: FloatArray
+    scores: dict[str, tuple[FloatArray, BoolArray]]
+
+    def per_query(self, run: RetrievalRun) -> Iterator[dict[str, Any]]:
+        """One JSON-ready row per evaluated query: id, kind, label, hit rank, each scorer."""
+        ranks = run.relevant_rank()
+        for row, i in enumerate(self.query_index):
+            q = run.queries[i]
+            yield {
+                "query_id": q.query_id,
+                "kind": q.kind,
+                "label": int(self.labels[row]),
+                "hit_rank": int(ranks[i]) or None,
+                "scorers": {
+                    name: {"confidence": round(float(c[row]), 4), "answered": bool(a[row])}
+                    for name, (c, a) in self.scores.items()
+                },
+            }
+
+
+def _coverage_at(confidence: FloatArray, labels: FloatArray, precision: float) -> float:
+    """Largest share of queries answerable (most confident first) at this precision."""
+    curve = risk_coverage_curve(confidence, labels)
+    ok = 1.0 - curve.risk >= precision - 1e-12
+    return float(curve.coverage[ok].max()) if ok.any() else 0.0
+
+
+def _report(
+    name: str,
+    rule: str,
+    confidence: FloatArray,
+    answered: BoolArray,
+    labels: FloatArray,
+    kinds: npt.NDArray[np.str_],
+    *,
+    scored: BoolArray,
+    alpha: float,
+    infeasible: str | None = None,
+) -> ScorerReport:
+    c, y, a = confidence[scored], labels[scored], answered[scored]
+    # Out of scope (and near misses, when scored) should be refused.
+    refusal = refusal_quality(~a, kinds[scored] != "in_scope")
+    near = kinds == "near_miss"
+    n_answered = int(a.sum())
+    risk = float(1.0 - y[a].mean()) if n_answered else None
+    return ScorerReport(
+        name=name,
+        rule=rule,
+        n=int(scored.sum()),
+        auroc=auroc(c, y),
+        ece=expected_calibration_error(c, y),
+        coverage_at_p90=_coverage_at(c, y, PRECISION_POINTS[0]),
+        coverage_at_p95=_coverage_at(c, y, PRECISION_POINTS[1]),
+        aurc=aurc(c, y),
+        answered=n_answered,
+        answer_rate=float(a.mean()) if a.size else 0.0,
+        risk=risk,
+        alpha=alpha,
+        target_held=None if risk is None or infeasible else risk <= alpha,
+        infeasible=infeasible,
+        refusal_precision=refusal.precision,
+        refusal_recall=refusal.recall,
+        near_miss_refusal_rate=float((~answered[near]).mean()) if near.any() else float("nan"),
+    )
+
+
+def _seed_rules(
+    engine: Any, base: ConfidenceConfig, hit_bar: float, suffix: str
+) -> Iterator[tuple[str, str, FloatArray, BoolArray]]:
+    """Seeds A–D at one hit bar: (name, rule, confidence, answered)."""
+    bar = f"{hit_bar:.2f}"
+    a = engine(scorer="mean-kept", similarity_threshold=hit_bar)
+    yield (
+        f"seed-A{suffix}",
+        f"A3/A4: mean of hits >= {bar}, answer unless no_relevant_context",
+        a.confidence,
+        a.confidence >= base.levels.low,
+    )
+    b = engine(scorer="weighted", similarity_threshold=hit_bar)
+    yield (
+        f"seed-B{suffix}",
+        f"B2: weighted signals (hit bar {bar}), answer at >= 0.50 (LOW and up)",
+        b.confidence,
+        b.confidence >= base.levels.low,
+    )
+    c = engine(scorer="composite", similarity_threshold=hit_bar)
+    yield (
+        f"seed-C{suffix}",
+        f"C1: composite (hit bar {bar}), advisory below 0.70",
+        c.confidence,
+        c.confidence >= base.advisory.advisory,
+    )
+    docs = b.docs_within.astype(np.float64)
+    yield (
+        f"seed-D{suffix}",
+        f"D1: answerable with >= {base.min_documents} documents within {bar}",
+        np.minimum(docs / base.min_documents, 1.0),
+        b.docs_within >= base.min_documents,
+    )
+
+
+def evaluate_scorers(
+    run: RetrievalRun,
+    artifact: CalibrationArtifact,
+    evaluated: np.ndarray,
+    *,
+    near_miss_negatives: bool = False,
+) -> Evaluation:
+    """The calibrated scorer and the seed rules A–E on the ``evaluated`` queries.
+
+    Near-miss questions are scored separately (their refusal rate) unless
+    ``near_miss_negatives``: then they join every figure as negatives.
+    """
+    batch = hit_batch(run, evaluated)
+    kinds = np.array([q.kind for q in run.queries])[evaluated]
+    scored = np.ones(len(kinds), dtype=bool) if near_miss_negatives else kinds != "near_miss"
+    base = ConfidenceConfig(embedder_id=run.embedder_id)
+    alpha = artifact.conformal.alpha
+
+    def engine(**changes: Any) -> Any:
+        config = dataclasses.replace(base, **changes)
+        cal = artifact if config.scorer == "calibrated" else None
+        return ConfidenceEngine(config, calibration=cal).assess_batch(batch)
+
+    fitted_bar = artifact.similarity_threshold
+    hit_bar = base.similarity_threshold if fitted_bar is None else fitted_bar
+    # As the pipeline runs it (ragsift.retrieval.engines.EngineSet).
+    cal = engine(scorer="calibrated", similarity_threshold=hit_bar, min_documents=1)
+    # One label for every scorer: does the context ragsift keeps hold the answer?
+    labels = answer_in_kept(cal, relevance_matrix(run, evaluated))
+    conformal = artifact.conformal
+    infeasible = (
+        None
+        if conformal.feasible
+        else f"no threshold certified risk <= {conformal.alpha} on"
+        f" {conformal.n_calibration} calibration queries"
+    )
+    rows: list[tuple[str, str, FloatArray, BoolArray]] = [
+        (
+            "calibrated",
+            f"X1: calibrated probability, conformal answer threshold {conformal.threshold:.2f}",
+            cal.confidence,
+            cal.answerable,
+        )
+    ]
+    plain = list(_seed_rules(engine, base, base.similarity_threshold, ""))
+    fitted = list(_seed_rules(engine, base, hit_bar, "@fit")) if fitted_bar is not None else []
+    for i, row in enumerate(plain):
+        rows.append(row)
+        rows.extend(fitted[i : i + 1])
+    e = engine(scorer="weighted", selection="adaptive")
+    e_conf = e.selection.adaptive_confidence
+    e_conf = np.zeros(len(labels)) if e_conf is None else np.clip(e_conf, 0.0, 1.0)
+    e_answer = np.array([s != "no_results" for s in e.stop_reasons], dtype=bool)
+    e_answer &= e_conf >= base.adaptive.threshold
+    rows.append(("seed-E", "E1: adaptive-k accumulated confidence, stop at 0.70", e_conf, e_answer))
+    reports = [
+        _report(
+            name,
+            rule,
+            np.asarray(conf, dtype=np.float64),
+            np.asarray(answered, dtype=bool),
+            labels,
+            kinds,
+            scored=scored,
+            alpha=alpha,
+            infeasible=infeasible if name == "calibrated" else None,
+        )
+        for name, rule, conf, answered in rows
+    ]
+    scores = {
+        name: (np.asarray(conf, dtype=np.float64), np.asarray(answered, dtype=bool))
+        for name, _, conf, answered in rows
+    }
+    return Evaluation(reports, np.flatnonzero(evaluated), labels, scores)

@@ -1,0 +1,104 @@
+"""Issue 13 #2: BEIR folders (written by the test), per-query pools, integrity errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ragsift.errors import InvalidEventError
+from ragsift.evaluation import load_beir, run_retrieval, select_half
+from ragsift.retrieval.embedders import HashingEmbedder
+
+CORPUS = [
+    {
+        "_id": "d1",
+        "title": "Zorblat",
+        "text": "The zorblat festival happens every spring in Vantu.",
+    },
+    {"_id": "d2", "title": "", "text": "Kelpmoss grows on the northern cliffs of Ardo."},
+    {"_id": "ᅭ", "title": "Quenna", "text": "Quenna river floods the plains of Mirel in autumn."},
+    {"_id": "ᄀ", "title": "Tovik", "text": "Tovik bridges are built from woven reeds."},
+    {"_id": "d5", "title": "Salmi", "text": "Salmi bakers sell blue bread at the harbour market."},
+]
+QUERIES = [
+    {"_id": "q1", "text": "When does the zorblat festival happen?"},
+    {"_id": "q2", "text": "Where does kelpmoss grow?"},
+    {"_id": "q3", "text": "Which river floods the plains of Mirel?"},
+    {"_id": "q4", "text": "What colour is the harbour bread of the Salmi bakers?"},
+    {"_id": "q9", "text": "A training query of another split."},
+]
+QRELS = [("q1", "d1", 1), ("q2", "d2", 2), ("q3", "ᅭ", 1), ("q4", "d5", 0), ("q9", "d1", 1)]
+
+
+def write_beir(folder: Path, *, qrels: list[tuple[str, str, int]] = QRELS) -> Path:
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in CORPUS), encoding="utf-8"
+    )
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in QUERIES), encoding="utf-8"
+    )
+    rows = [("query-id", "corpus-id", "score"), *[r for r in qrels if r[0] != "q9"]]
+    (folder / "qrels" / "test.tsv").write_text(
+        "".join(f"{q}\t{d}\t{s}\n" for q, d, s in rows), encoding="utf-8"
+    )
+    (folder / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq9\td1\t1\n", "utf-8")
+    return folder
+
+
+def test_beir_folder_reads_as_a_labelled_set(tmp_path: Path) -> None:
+    ds = load_beir(write_beir(tmp_path / "mini"), split="test")
+    assert ds.counts() == {"documents": 5, "in_scope": 3, "near_miss": 1}
+    by_id = {q.query_id: q for q in ds.queries}
+    assert "q9" not in by_id  # another split's query is left out
+    assert by_id["q4"].kind == "near_miss"  # judged, nothing relevant
+    ids = [d.doc_id for d in ds.documents]
+    assert len(set(ids)) == 5  # the two Hangul ids stay distinct
+    assert by_id["q3"].relevant == {ids[2]}
+    assert ds.documents[0].text.startswith("Zorblat\n\n")  # title is indexed with the text
+    assert load_beir(tmp_path / "mini", split="train").counts()["in_scope"] == 1
+
+
+async def test_a_pooled_query_is_searched_only_within_its_candidates(tmp_path: Path) -> None:
+    folder = write_beir(tmp_path / "mini")
+    (folder / "candidates.jsonl").write_text(
+        json.dumps({"query_id": "q1", "doc_ids": ["d2", "d5"]}) + "\n", encoding="utf-8"
+    )
+    ds = load_beir(folder)
+    run = await run_retrieval(ds, HashingEmbedder(64), k=4)
+    q1 = next(i for i, q in enumerate(run.queries) if q.query_id == "q1")
+    assert {h.doc_id for h in run.hits[q1]} <= {"d2", "d5"}  # d1 would win the whole corpus
+    q2 = next(i for i, q in enumerate(run.queries) if q.query_id == "q2")
+    assert run.hits[q2][0].doc_id == "d2"  # no pool: the whole corpus
+    assert run.relevant_rank()[q1] == 0
+    pooled = load_beir(folder, pool="qrels")
+    assert all(q.candidates is not None and len(q.candidates) == 1 for q in pooled.queries)
+
+
+def test_beir_integrity_errors(tmp_path: Path) -> None:
+    bad = write_beir(tmp_path / "unknown-doc", qrels=[*QRELS, ("q1", "nope", 1)])
+    with pytest.raises(InvalidEventError, match=r"'nope' is not in corpus\.jsonl"):
+        load_beir(bad)
+    dup = write_beir(tmp_path / "dup")
+    with (dup / "corpus.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"_id": "d1", "text": "a second d1"}) + "\n")
+    with pytest.raises(InvalidEventError, match="'d1' is used twice"):
+        load_beir(dup)
+    broken = write_beir(tmp_path / "broken")
+    (broken / "queries.jsonl").write_text('{"_id": "q1", "text": "ok"}\n[[[\n', "utf-8")
+    with pytest.raises(InvalidEventError, match=r"queries\.jsonl:2: not JSON"):
+        load_beir(broken)
+    with pytest.raises(InvalidEventError, match=r"dev\.tsv: missing"):
+        load_beir(tmp_path / "unknown-doc", split="dev")
+
+
+def test_halves_split_queries_and_keep_the_beir_corpus(tmp_path: Path) -> None:
+    ds = load_beir(write_beir(tmp_path / "mini"))
+    one, two = select_half(ds, 1), select_half(ds, 2)
+    ids_one = {q.query_id for q in one.queries}
+    ids_two = {q.query_id for q in two.queries}
+    assert not ids_one & ids_two
+    assert ids_one | ids_two == {q.query_id for q in ds.queries}
+    assert len(one.documents) == len(two.documents) == 5

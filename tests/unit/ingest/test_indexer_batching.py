@@ -1,0 +1,66 @@
+"""Issue 13: the indexer embeds chunks of many documents per call and refuses duplicate ids."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from ragsift.errors import InvalidEventError
+from ragsift.ingest.indexer import EMBED_BATCH, Indexer
+from ragsift.ingest.loaders import SourceDocument
+from ragsift.retrieval.edge import EdgeIndex
+from ragsift.retrieval.embedders import FloatMatrix, HashingEmbedder
+from ragsift.retrieval.index import SearchRequest
+
+DIM = 64
+
+
+class CountingEmbedder(HashingEmbedder):
+    """The hashing embedder, recording the size of every embed call."""
+
+    def __init__(self) -> None:
+        super().__init__(DIM)
+        self.calls: list[int] = []
+
+    async def embed(self, texts: Sequence[str]) -> FloatMatrix:
+        self.calls.append(len(texts))
+        return await super().embed(texts)
+
+
+def _docs(n: int) -> list[SourceDocument]:
+    return [SourceDocument(doc_id=f"p{i}", text=f"Paragraph {i} on topic {i}.") for i in range(n)]
+
+
+async def test_short_documents_share_embedding_calls(tmp_path: Path) -> None:
+    # Before: one embed call per document (a 5,000-paragraph set = 5,000 model calls).
+    embedder = CountingEmbedder()
+    index = EdgeIndex(tmp_path)
+    done: list[int] = []
+    try:
+        report = await Indexer(index, embedder).ingest(
+            "t", "c", _docs(EMBED_BATCH * 2 + 5), progress=done.append
+        )
+        hits = await index.search(
+            "c", SearchRequest(tenant_id="t", query="Paragraph 130", mode="keyword", limit=3)
+        )
+    finally:
+        await index.close()
+    assert report.documents == report.chunks == EMBED_BATCH * 2 + 5
+    assert embedder.calls == [EMBED_BATCH, EMBED_BATCH, 5]
+    assert done == sorted(done)
+    assert done[-1] == report.documents
+    assert hits[0].doc_id == "p130"  # every chunk was written with its own document
+
+
+async def test_duplicate_ids_in_one_ingest_are_refused_before_writing(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    index = EdgeIndex(tmp_path)
+    docs = [*_docs(3), SourceDocument(doc_id="p1", text="another paragraph with the same id")]
+    try:
+        with pytest.raises(InvalidEventError, match="'p1' is used twice"):
+            await Indexer(index, embedder).ingest("t", "c", docs)
+    finally:
+        await index.close()
+    assert embedder.calls == []
