@@ -33,16 +33,22 @@ RUN groupadd --system --gid ${RAGSIFT_UID} ragsift \
       --shell /usr/sbin/nologin ragsift \
  && install -d -o ragsift -g ragsift -m 0750 /var/lib/ragsift
 COPY --from=build /opt/venv /opt/venv
-# The API listens on 8080; workers serve /healthz and /metrics on their Faust
-# web port (6066) and set HEALTHCHECK_URL accordingly.
+# The API answers queries on 8080 and serves /healthz, /readyz and /metrics on
+# 9464; workers serve theirs on the Faust web port (6066) and set
+# HEALTHCHECK_URL accordingly. Outside a container ragsift binds loopback by
+# default; inside one the container's network is the boundary, so the image
+# binds every interface (the API still refuses to start without credentials).
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     RAGSIFT_DATA_DIR=/var/lib/ragsift \
-    HEALTHCHECK_URL=http://127.0.0.1:8080/healthz
+    RAGSIFT_API_HOST=0.0.0.0 \
+    RAGSIFT_API_METRICS_HOST=0.0.0.0 \
+    RAGSIFT_WORKER_WEB_HOST=0.0.0.0 \
+    HEALTHCHECK_URL=http://127.0.0.1:9464/healthz
 USER ${RAGSIFT_UID}:${RAGSIFT_UID}
 WORKDIR /var/lib/ragsift
-EXPOSE 8080 6066
+EXPOSE 8080 9464 6066
 # No curl in the slim image: the interpreter that is already there does the probe.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=30s --retries=3 \
   CMD ["python", "-c", "import os, sys, urllib.request; sys.exit(0 if urllib.request.urlopen(os.environ['HEALTHCHECK_URL'], timeout=2).status == 200 else 1)"]

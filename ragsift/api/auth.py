@@ -205,7 +205,13 @@ class KeyStore:
         if self._seen == (stat.st_mtime_ns, stat.st_size):
             return
         try:
-            data = json.loads(self.path.read_text())
+            text = self.path.read_text()
+        except OSError as exc:  # a directory, no permission, an I/O error
+            raise ConfigurationError(
+                f"cannot read the API keys file {self.path}: {exc.strerror or exc}"
+            ) from exc
+        try:
+            data = json.loads(text)
             records = [
                 KeyRecord(**{**r, "tenants": tuple(r["tenants"]), "scopes": tuple(r["scopes"])})
                 for r in data["keys"]

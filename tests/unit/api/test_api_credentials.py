@@ -52,6 +52,14 @@ def test_a_corrupt_keys_file_is_a_clear_error(tmp_path: Path) -> None:
         KeyStore(tmp_path / "keys.json").records()
 
 
+def test_a_keys_file_that_cannot_be_read_is_a_clear_error(tmp_path: Path) -> None:
+    # A directory where the file should be (a mis-mounted Secret) used to escape as
+    # IsADirectoryError with a traceback; a permission problem likewise.
+    (tmp_path / "keys.json").mkdir()
+    with pytest.raises(ConfigurationError, match="cannot read the API keys file"):
+        KeyStore(tmp_path / "keys.json").records()
+
+
 def _settings(tmp_path: Path, **overrides: Any) -> ApiSettings:
     fields: dict[str, Any] = {
         "keys_file": tmp_path / "none.json",

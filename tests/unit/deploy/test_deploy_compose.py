@@ -136,6 +136,22 @@ def test_dockerfile_is_multi_stage_non_root_with_healthcheck() -> None:
     assert 'ENTRYPOINT ["ragsift"]' in lines
 
 
+def test_the_image_serves_on_every_interface_and_checks_the_api_admin_port() -> None:
+    # ragsift binds loopback outside a container; the image must not, or nothing
+    # outside the container reaches it. Health lives on the API's admin port.
+    text = (REPO / "Dockerfile").read_text(encoding="utf-8")
+    for variable in ("RAGSIFT_API_HOST", "RAGSIFT_API_METRICS_HOST", "RAGSIFT_WORKER_WEB_HOST"):
+        assert re.search(rf"\b{variable}=0\.0\.0\.0\b", text), variable
+    assert "HEALTHCHECK_URL=http://127.0.0.1:9464/healthz" in text
+    exposed = {
+        port
+        for line in text.splitlines()
+        if line.startswith("EXPOSE ")
+        for port in line.split()[1:]
+    }
+    assert {"8080", "9464", "6066"} <= exposed
+
+
 def test_dockerignore_keeps_the_build_context_small() -> None:
     rules = [
         line.strip()
