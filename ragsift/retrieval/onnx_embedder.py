@@ -64,14 +64,12 @@ class ModelIntegrityError(ConfigurationError):
         path: the file that was checked.
         expected: the pinned sha256.
         actual: the file's sha256, or ``None`` when it does not exist.
+        remedy: what to do about it.
     """
 
-    def __init__(self, *, path: Path, expected: str, actual: str | None) -> None:
+    def __init__(self, *, path: Path, expected: str, actual: str | None, remedy: str) -> None:
         problem = "is missing" if actual is None else f"has sha256 {actual}"
-        super().__init__(
-            f"{path} {problem}, expected sha256 {expected}: reinstall"
-            f" {ONNX_MINILM_DISTRIBUTION} or point RAGSIFT_EMBEDDER_MODEL at an intact copy"
-        )
+        super().__init__(f"{path} {problem}, expected sha256 {expected}: {remedy}")
         self.path = path
         self.expected = expected
         self.actual = actual
@@ -86,15 +84,17 @@ def find_packaged_onnx_minilm() -> Path | None:
     return path if path.is_file() else None
 
 
-def _verify_sha256(path: Path, expected: str) -> None:
+def _verify_sha256(path: Path, expected: str, remedy: str) -> None:
     if not path.is_file():
-        raise ModelIntegrityError(path=path, expected=expected, actual=None)
+        raise ModelIntegrityError(path=path, expected=expected, actual=None, remedy=remedy)
     digest = hashlib.sha256()
     with path.open("rb") as file:
         while chunk := file.read(_HASH_CHUNK):
             digest.update(chunk)
     if digest.hexdigest() != expected:
-        raise ModelIntegrityError(path=path, expected=expected, actual=digest.hexdigest())
+        raise ModelIntegrityError(
+            path=path, expected=expected, actual=digest.hexdigest(), remedy=remedy
+        )
 
 
 def _utf8_safe(text: str) -> str:
@@ -156,9 +156,14 @@ class OnnxMiniLMEmbedder:
                     " a copy of its model.onnx"
                 )
         self.model_path = Path(model_path)
-        _verify_sha256(self.model_path, MODEL_SHA256)
+        _verify_sha256(
+            self.model_path,
+            MODEL_SHA256,
+            f"reinstall {ONNX_MINILM_DISTRIBUTION} or point RAGSIFT_EMBEDDER_MODEL at an intact"
+            " copy of its model.onnx",
+        )
         with resources.as_file(resources.files(_VOCAB_PACKAGE).joinpath(*_VOCAB_RESOURCE)) as vocab:
-            _verify_sha256(vocab, VOCAB_SHA256)
+            _verify_sha256(vocab, VOCAB_SHA256, "reinstall ragsift")
             # BertTokenizer with do_lower_case: clean text, split CJK, strip accents.
             self._tokenizer: Any = tokenizers.BertWordPieceTokenizer(str(vocab), lowercase=True)
         self._tokenizer.enable_truncation(max_length=MAX_SEQ_LENGTH)

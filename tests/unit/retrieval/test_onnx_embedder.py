@@ -8,9 +8,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from ragsift.confidence import load_calibration
 from ragsift.errors import ConfigurationError
 from ragsift.retrieval import onnx_embedder
 from ragsift.retrieval.embedders import Embedder
+from ragsift.retrieval.engines import EngineSet, packaged_calibration_path
 from ragsift.retrieval.onnx_embedder import (
     MAX_SEQ_LENGTH,
     MODEL_SHA256,
@@ -18,7 +20,7 @@ from ragsift.retrieval.onnx_embedder import (
     OnnxMiniLMEmbedder,
     find_packaged_onnx_minilm,
 )
-from ragsift.settings import EmbedderSettings
+from ragsift.settings import ConfidenceSettings, EmbedderSettings
 from ragsift.wiring import build_embedder
 
 pytestmark = pytest.mark.unit
@@ -186,7 +188,7 @@ def test_bad_arguments_are_named(kwargs: dict[str, int], message: str) -> None:
 def test_a_corrupt_model_file_is_refused_with_both_digests(tmp_path: Path) -> None:
     model = tmp_path / "model.onnx"
     model.write_bytes(b"not the model")
-    with pytest.raises(ModelIntegrityError, match=MODEL_SHA256) as caught:
+    with pytest.raises(ModelIntegrityError, match="point RAGSIFT_EMBEDDER_MODEL") as caught:
         OnnxMiniLMEmbedder(model)
     assert caught.value.path == model
     assert caught.value.expected == MODEL_SHA256
@@ -202,7 +204,7 @@ def test_a_missing_model_file_is_refused(tmp_path: Path) -> None:
 
 def test_a_changed_vocabulary_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(onnx_embedder, "VOCAB_SHA256", "0" * 64)
-    with pytest.raises(ModelIntegrityError, match=r"vocab\.txt has sha256"):
+    with pytest.raises(ModelIntegrityError, match=r"vocab\.txt has sha256 .*: reinstall ragsift"):
         OnnxMiniLMEmbedder()
 
 
@@ -223,3 +225,15 @@ def test_settings_select_it(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_settings_with_another_dimension_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="makes 384-d vectors"):
         build_embedder(EmbedderSettings(kind="onnx", dim=768))
+
+
+def test_the_calibrated_scorer_starts_with_the_shipped_artifact(
+    embedder: OnnxMiniLMEmbedder,
+) -> None:
+    path = packaged_calibration_path(embedder.embedder_id)
+    assert path is not None, "no calibration artifact ships for the ONNX embedder"
+    artifact = load_calibration(path, embedder_id=embedder.embedder_id, metric="cosine")
+    assert artifact.conformal.feasible
+    assert artifact.data.n_examples > 1000
+    engines = EngineSet(ConfidenceSettings(), embedder.embedder_id)
+    assert engines.base.similarity_threshold == artifact.similarity_threshold
