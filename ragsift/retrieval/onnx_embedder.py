@@ -50,10 +50,11 @@ MAX_SEQ_LENGTH = 256
 #: Texts per forward pass when they are short.
 ONNX_DEFAULT_BATCH = 64
 #: Padded tokens (rows x longest row) per forward pass. Attention memory grows
-#: with rows x length², and here 64 x 256-token batches ran at half the speed of
-#: 16 x 256 with twice the peak memory; 4,096 tokens (16 long texts, or 64 of
-#: 64 tokens) was the fastest cap measured (docs/adr/007-onnx-embedder.md).
-MAX_TOKENS_PER_BATCH = 4096
+#: with rows x length²: peak RSS embedding SQuAD paragraphs was 0.63 GB at this
+#: cap (8 texts of 256 tokens, or 64 of 32), 1.0 GB at 4,096 and 3.0 GB
+#: uncapped (64 x 256), with no throughput gained by the larger caps
+#: (bench/embedder.py, docs/adr/007-onnx-embedder.md).
+MAX_TOKENS_PER_BATCH = 2048
 _HASH_CHUNK = 1 << 20
 
 
@@ -112,8 +113,8 @@ class OnnxMiniLMEmbedder:
     Texts are tokenized with the model's lowercase WordPiece vocabulary and
     truncated at :data:`MAX_SEQ_LENGTH` tokens. Each call sorts its texts by
     length and groups them into forward passes of at most ``batch_size`` texts
-    and ``max_tokens_per_batch`` padded tokens (padding every text to the
-    longest of a random batch was ~3x slower); results come back in input order.
+    and ``max_tokens_per_batch`` padded tokens, so short texts are not padded
+    to a long neighbour; results come back in input order.
 
     Args:
         model_path: a copy of the pinned ``model.onnx``; ``None`` uses the one
