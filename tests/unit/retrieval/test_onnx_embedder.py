@@ -237,3 +237,15 @@ def test_the_calibrated_scorer_starts_with_the_shipped_artifact(
     assert artifact.data.n_examples > 1000
     engines = EngineSet(ConfidenceSettings(), embedder.embedder_id)
     assert engines.base.similarity_threshold == artifact.similarity_threshold
+
+
+def test_settings_can_point_at_a_copy_of_the_model(tmp_path: Path) -> None:
+    packaged = find_packaged_onnx_minilm()
+    assert packaged is not None
+    copy = tmp_path / "model.onnx"
+    copy.write_bytes(packaged.read_bytes())
+    built = build_embedder(EmbedderSettings(kind="onnx", model=str(copy)))
+    assert isinstance(built, OnnxMiniLMEmbedder)
+    assert built.model_path == copy
+    with pytest.raises(ModelIntegrityError, match="is missing"):
+        build_embedder(EmbedderSettings(kind="onnx", model=str(tmp_path / "elsewhere.onnx")))
