@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,15 @@ async def test_a_batch_equals_one_by_one_in_input_order(embedder: OnnxMiniLMEmbe
     np.testing.assert_allclose(batch, singles, atol=1e-5)
     # Row i is text i: each row is nearest to its own text's vector, not a neighbour's.
     assert list(np.argmax(batch @ singles.T, axis=1)) == list(range(len(TEXTS)))
+
+
+async def test_concurrent_calls_from_worker_threads_match_sequential_ones(
+    embedder: OnnxMiniLMEmbedder,
+) -> None:
+    groups = [TEXTS[i:] + TEXTS[:i] for i in range(len(TEXTS))]
+    together = await asyncio.gather(*(embedder.embed(group) for group in groups))
+    for group, vectors in zip(groups, together, strict=True):
+        np.testing.assert_allclose(vectors, embedder.embed_sync(group), atol=1e-5)
 
 
 def test_forward_passes_respect_both_batch_limits(embedder: OnnxMiniLMEmbedder) -> None:
