@@ -21,15 +21,22 @@ from ragsift.confidence import (
     ConfidenceConfig,
     ConfidenceEngine,
     LevelThresholds,
+    NormalizationParams,
     load_calibration,
 )
 from ragsift.errors import ConfigurationError
+from ragsift.retrieval.index import RRF_K
 from ragsift.schemas import SearchMode, Selection
 from ragsift.settings import ConfidenceSettings
 
 __all__ = ["EngineSet", "packaged_calibration_path"]
 
 ARTIFACTS = "ragsift.confidence.artifacts"
+# The index fuses as Qdrant does, sum 1 / (RRF_K + rank) with rank from 0; the
+# engine's RRF formula counts rank from 1, so its k is one less. With the paper's
+# k = 60 every top hit's fused score normalized past 1 and was clipped to a tie,
+# which left reranker_impact (a rank correlation with RRF) undefined.
+RRF_NORMALIZATION = NormalizationParams(rrf_k=RRF_K - 1)
 # A cross-encoder's own boundary: logit 0, i.e. sigmoid 0.5, is where it calls a
 # passage as likely relevant as not.
 DEFAULT_RERANK_THRESHOLD = 0.5
@@ -81,6 +88,7 @@ class EngineSet:
             ),
             embedder_id=embedder_id,
             metric="cosine",
+            normalization=RRF_NORMALIZATION,
         )
         if settings.scorer == "calibrated" and calibration is None:
             calibration = self._load_calibration()
