@@ -198,6 +198,11 @@ class RetrievalPipeline:
         self.metrics.stage_seconds.labels("pipeline").observe(time.perf_counter() - started)
         return [o if o is not None else RuntimeError("query produced no outcome") for o in out]
 
+    async def close(self) -> None:
+        """Release the reranker's connections (the index and cache belong to the caller)."""
+        if self.rerank is not None:
+            await self.rerank.reranker.close()
+
     # -- admission ---------------------------------------------------------------------------
 
     def _admit(self, position: int, query: QueryEvent) -> _Pending:
@@ -449,11 +454,13 @@ class RetrievalPipeline:
             scorable.append((len(results), p, hits))
             results.append(None)
         scorable = await self._rerank(scorable)
-        for position, result in self._score(scorable, t_embed - t0, t_search - t_embed):
+        t_rerank = time.perf_counter()
+        rerank_s = t_rerank - t_search if self.rerank is not None else None
+        for position, result in self._score(scorable, t_embed - t0, t_search - t_embed, rerank_s):
             results[position] = result
         self.metrics.stage_seconds.labels("embed").observe(t_embed - t0)
         self.metrics.stage_seconds.labels("search").observe(t_search - t_embed)
-        self.metrics.stage_seconds.labels("score").observe(time.perf_counter() - t_search)
+        self.metrics.stage_seconds.labels("score").observe(time.perf_counter() - t_rerank)
         return [r if r is not None else RuntimeError("query was not scored") for r in results]
 
     async def _rerank(self, found: list[_Found]) -> list[_Found]:
@@ -547,7 +554,7 @@ class RetrievalPipeline:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _score(
-        self, found: list[_Found], embed_s: float, search_s: float
+        self, found: list[_Found], embed_s: float, search_s: float, rerank_s: float | None = None
     ) -> list[tuple[int, RetrievalResult]]:
         """Score the batch's hit lists, one engine call per engine (not one per query).
 
@@ -571,6 +578,8 @@ class RetrievalPipeline:
                 "search": round(search_s * 1000, 3),
                 "score": score_ms,
             }
+            if rerank_s is not None:  # the batch's one rerank call, as embed and search
+                timings["rerank"] = round(rerank_s * 1000, 3)
             for (position, p, hits), assessment in zip(items, assessments, strict=True):
                 if isinstance(assessment, Exception):
                     out.append((position, self._failed(p.query, "score", assessment, 1)))

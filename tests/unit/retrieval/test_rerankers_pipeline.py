@@ -163,6 +163,8 @@ async def test_reranker_scores_reach_the_channel_and_reranker_impact(
     assert [h.text for h in result.hits] == [ANSWER]
     assert result.hits[0].raw_scores["rerank"] == 4.0
     assert result.total_found == 1
+    assert "rerank" in result.timings_ms
+    assert "rerank" not in before.timings_ms
     # A rank correlation needs two hits: with k=1 there is no reranker_impact.
     assert "reranker_impact" not in result.breakdown.signals
     two = ok((await pipe.process([q("q2", k=2)]))[0]).result
