@@ -62,13 +62,6 @@ class OnnxCrossEncoder:
             raise ValueError(f"max_length must be >= 5, got {max_length}")
         if batch_size <= 0:
             raise ValueError(f"batch_size must be > 0, got {batch_size}")
-        try:
-            # Optional, untyped, maybe absent: the lock need not hold it for mypy to pass.
-            import onnxruntime as ort  # type: ignore[import-untyped,import-not-found,unused-ignore]
-        except ImportError as exc:
-            raise ConfigurationError(
-                "RAGSIFT_RERANKER_KIND=onnx needs the onnxruntime package: pip install onnxruntime"
-            ) from exc
         if not folder.is_dir():
             raise ConfigurationError(f"reranker model folder {folder} does not exist")
         model = next(
@@ -77,6 +70,13 @@ class OnnxCrossEncoder:
         )
         if model is None:
             raise ConfigurationError(f"no model.onnx (or onnx/model.onnx) in {folder}")
+        try:
+            # Optional, untyped, maybe absent: the lock need not hold it for mypy to pass.
+            import onnxruntime as ort  # type: ignore[import-untyped,import-not-found,unused-ignore]
+        except ImportError as exc:
+            raise ConfigurationError(
+                "RAGSIFT_RERANKER_KIND=onnx needs the onnxruntime package: pip install onnxruntime"
+            ) from exc
         self._encode = _tokenizer(folder)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads

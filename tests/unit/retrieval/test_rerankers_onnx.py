@@ -164,9 +164,10 @@ def test_bad_folders_are_configuration_errors(tmp_path: Path, setup: str, messag
 def test_missing_onnxruntime_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    path = folder(tmp_path)
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import raises ImportError
     with pytest.raises(ConfigurationError, match="pip install onnxruntime"):
-        OnnxCrossEncoder(tmp_path)
+        OnnxCrossEncoder(path)
 
 
 @pytest.mark.parametrize(

@@ -335,7 +335,6 @@ def test_bad_reranker_settings_are_clear_errors(
 def test_incomplete_reranker_settings_fail_at_build(
     settings: RerankerSettings, message: str
 ) -> None:
-    pytest.importorskip("onnxruntime") if settings.model_dir else None
     with pytest.raises(ConfigurationError, match=message):
         build_reranker(settings)
 
