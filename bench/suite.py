@@ -9,6 +9,8 @@ On one seeded corpus (bench/corpus.py, 10,000 chunks by default) it runs:
   queries the pipeline used: the ceiling the pipeline is measured against;
 - bench/streaming.py: Kafka end to end with 1 and 2 worker processes on the
   same corpus: queries/s, p50/p99 from produce to result;
+- bench/rerank.py: the per-query overhead of reranking 20 candidates on a
+  local TEI-speaking server (its own smaller corpus);
 
 and reports the ratios of pipeline and end-to-end throughput over the bare
 engine's. Needs Kafka and Redis for the streaming part (``make bench`` starts
@@ -59,6 +61,7 @@ def main() -> None:
     confidence = _script("confidence")
     pipeline = _script("pipeline", *chunks, "--queries", str(args.queries))
     streaming = _script("streaming", *chunks, "--queries", str(args.stream_queries))
+    rerank = _script("rerank")
     engine = pipeline["engine_queries_per_s"]
     one, two = streaming["workers_1"], streaming["workers_2"]
     document = {
@@ -73,6 +76,8 @@ def main() -> None:
         "cache_hit_speedup": pipeline["cache_hit_speedup"],
         "e2e_1_worker": one,
         "e2e_2_workers": two,
+        "rerank_overhead_ms_per_query": rerank["overhead_ms_per_query"],
+        "rerank_single_overhead_p50_ms": rerank["single_overhead_p50_ms"],
         "pipeline_over_engine": pipeline["pipeline_engine_ratio"],
         "e2e_1_worker_over_engine": round(one["queries_per_s"] / engine, 3),
         "targets": {"e2e_1_worker_qps_min": 1000, "pipeline_over_engine_min": 0.7},

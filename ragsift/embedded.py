@@ -111,4 +111,5 @@ class EmbeddedRuntime:
     async def close(self) -> None:
         """Flush and close the index and the handlers."""
         await self.bus.close()
+        await self.pipeline.close()
         await self.index.close()

@@ -34,6 +34,7 @@ __all__ = [
     "QdrantSettings",
     "RedisSettings",
     "ReportPromptSettings",
+    "RerankerSettings",
     "Settings",
     "WorkerSettings",
 ]
@@ -255,6 +256,35 @@ class LlmSettings(BaseSettings):
 MIN_NONCE_KEY_CHARS = 16
 
 
+class RerankerSettings(BaseSettings):
+    """Cross-encoder reranking of each query's top candidates (off by default)."""
+
+    model_config = _config("RAGSIFT_RERANKER_")
+
+    #: none: off; tei / cohere / jina: an HTTP /rerank server; onnx: a local model folder
+    kind: Literal["none", "tei", "cohere", "jina", "onnx"] = "none"
+    url: str | None = Field(default=None, description="Server root, for tei, cohere and jina.")
+    api_key: SecretStr | None = None
+    model: str | None = Field(default=None, description="Model name sent to cohere and jina.")
+    model_dir: Path | None = Field(
+        default=None, description="For kind=onnx: model.onnx plus tokenizer.json or vocab.txt."
+    )
+    #: hits per query the reranker reads: the search fetches max(k, candidates)
+    candidates: int = Field(default=20, ge=1, le=MAX_K)
+    #: A1 hit bar for reranked queries on sigmoid(logit); 0.5 = logit 0, the model's boundary
+    threshold: float = Field(default=0.5, ge=0, le=1)
+    timeout_s: float = Field(default=5.0, gt=0, le=120)
+    #: whole rerank call, retries included; past it the query is scored without the reranker
+    deadline_s: float = Field(default=2.0, gt=0, le=600)
+    #: tokens per (query, passage) pair, for kind=onnx
+    max_length: int = Field(default=512, ge=5, le=8192)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether a reranker is configured."""
+        return self.kind != "none"
+
+
 class ReportPromptSettings(BaseSettings):
     """The report worker's prompts: the secret behind the source-boundary nonce.
 
@@ -419,6 +449,7 @@ class Settings(BaseSettings):
     cache: CacheSettings = Field(default_factory=CacheSettings)
     guardrails: GuardrailSettings = Field(default_factory=GuardrailSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
+    reranker: RerankerSettings = Field(default_factory=RerankerSettings)
     report: ReportPromptSettings = Field(default_factory=ReportPromptSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
@@ -439,6 +470,7 @@ class Settings(BaseSettings):
                 "cache": CacheSettings,
                 "guardrails": GuardrailSettings,
                 "llm": LlmSettings,
+                "reranker": RerankerSettings,
                 "report": ReportPromptSettings,
                 "limits": LimitSettings,
                 "audit": AuditSettings,
@@ -463,6 +495,17 @@ class Settings(BaseSettings):
                 f" RAGSIFT_LIMITS_HANDLER_DEADLINE_S ({self.limits.handler_deadline_s:g}):"
                 " otherwise the worker dead-letters a slow report before it can fall back"
                 " to an extractive one"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _reranker_gives_up_before_the_worker(self) -> Settings:
+        if self.reranker.enabled and self.reranker.deadline_s >= self.limits.handler_deadline_s:
+            raise ValueError(
+                f"RAGSIFT_RERANKER_DEADLINE_S ({self.reranker.deadline_s:g}) must be below"
+                f" RAGSIFT_LIMITS_HANDLER_DEADLINE_S ({self.limits.handler_deadline_s:g}):"
+                " otherwise the worker dead-letters a batch the reranker is late for instead"
+                " of scoring it without the reranker"
             )
         return self
 

@@ -22,9 +22,10 @@ from ragsift.retrieval.engines import EngineSet
 from ragsift.retrieval.index import VectorIndex
 from ragsift.retrieval.onnx_embedder import ONNX_MINILM_DIM, OnnxMiniLMEmbedder
 from ragsift.retrieval.pipeline import RetrievalPipeline
-from ragsift.settings import EmbedderSettings, QdrantSettings, Settings
+from ragsift.retrieval.rerank import HttpReranker, OnnxCrossEncoder, Reranker
+from ragsift.settings import EmbedderSettings, QdrantSettings, RerankerSettings, Settings
 
-__all__ = ["build_embedder", "build_index", "build_pipeline"]
+__all__ = ["build_embedder", "build_index", "build_pipeline", "build_reranker"]
 
 
 def build_embedder(settings: EmbedderSettings) -> Embedder:
@@ -47,6 +48,35 @@ def build_embedder(settings: EmbedderSettings) -> Embedder:
         )
     key = settings.api_key.get_secret_value() if settings.api_key else None
     return OpenAIEmbedder(settings.base_url, settings.model, key, dim=settings.dim)
+
+
+def build_reranker(settings: RerankerSettings) -> Reranker | None:
+    """The configured reranker, or None when reranking is off."""
+    if settings.kind == "none":
+        return None
+    if settings.kind == "onnx":
+        if settings.model_dir is None:
+            raise ConfigurationError("RAGSIFT_RERANKER_KIND=onnx needs RAGSIFT_RERANKER_MODEL_DIR")
+        return OnnxCrossEncoder(settings.model_dir, max_length=settings.max_length)
+    if not settings.url:
+        raise ConfigurationError(
+            f"RAGSIFT_RERANKER_KIND={settings.kind} needs RAGSIFT_RERANKER_URL"
+        )
+    if settings.kind != "tei" and not settings.model:
+        raise ConfigurationError(
+            f"RAGSIFT_RERANKER_KIND={settings.kind} needs RAGSIFT_RERANKER_MODEL"
+        )
+    try:
+        return HttpReranker(
+            settings.kind,
+            settings.url,
+            settings.model,
+            settings.api_key,
+            timeout=settings.timeout_s,
+            deadline=settings.deadline_s,
+        )
+    except ValueError as exc:
+        raise ConfigurationError(f"reranker: {exc}") from exc
 
 
 def build_index(settings: QdrantSettings, data_dir: Path) -> VectorIndex:
@@ -74,9 +104,18 @@ def build_pipeline(
     metrics: Metrics,
     cache: ResultCache | None = None,
     source: str = "/ragsift/retrieval",
+    reranker: Reranker | None = None,
 ) -> RetrievalPipeline:
-    """A retrieval pipeline with engines built for the embedder."""
-    engines = EngineSet(settings.confidence, embedder.embedder_id)
+    """A retrieval pipeline with engines built for the embedder.
+
+    ``reranker`` replaces the configured one (tests, benchmarks); by default it is
+    built from ``settings.reranker`` (None when reranking is off).
+    """
+    engines = EngineSet(
+        settings.confidence, embedder.embedder_id, rerank_threshold=settings.reranker.threshold
+    )
+    if reranker is None:
+        reranker = build_reranker(settings.reranker)
     if cache is None and settings.cache.enabled:
         cache = InMemoryCache(settings.cache.max_entries)
     return RetrievalPipeline(
@@ -87,4 +126,5 @@ def build_pipeline(
         metrics=metrics,
         cache=cache,
         source=source,
+        reranker=reranker,
     )

@@ -243,6 +243,14 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        # Queries scored without the reranker because it failed them: reason is
+        # "unavailable" (errors after retries, deadline), "response" (4xx, malformed) or "error".
+        self.reranker_failures = Counter(
+            "ragsift_reranker_failures_total",
+            "Queries scored without reranker scores because the reranker failed, by reason.",
+            ["reason"],
+            registry=r,
+        )
         self.duplicates = Counter(
             "ragsift_duplicates_dropped_total",
             "Events dropped as duplicates (same id).",

@@ -3,7 +3,10 @@
 A calibration artifact is fit for one embedder and one score metric. Dense and
 hybrid retrieval rank by the dense channel (cosine), so they use it; keyword-only
 retrieval ranks by BM25, which the artifact does not cover, so those queries
-use the weighted scorer and say so in the result's breakdown.
+use the weighted scorer and say so in the result's breakdown. Reranked queries
+rank by the cross-encoder's score; an artifact fit on cosines does not cover
+it either, so they too use the weighted scorer, with the reranker's own hit bar
+(``RAGSIFT_RERANKER_THRESHOLD``) instead of the cosine one.
 """
 
 from __future__ import annotations
@@ -18,15 +21,25 @@ from ragsift.confidence import (
     ConfidenceConfig,
     ConfidenceEngine,
     LevelThresholds,
+    NormalizationParams,
     load_calibration,
 )
 from ragsift.errors import ConfigurationError
+from ragsift.retrieval.index import RRF_K
 from ragsift.schemas import SearchMode, Selection
 from ragsift.settings import ConfidenceSettings
 
 __all__ = ["EngineSet", "packaged_calibration_path"]
 
 ARTIFACTS = "ragsift.confidence.artifacts"
+# The index fuses as Qdrant does, sum 1 / (RRF_K + rank) with rank from 0; the
+# engine's RRF formula counts rank from 1, so its k is one less. With the paper's
+# k = 60 every top hit's fused score normalized past 1 and was clipped to a tie,
+# which left reranker_impact (a rank correlation with RRF) undefined.
+RRF_NORMALIZATION = NormalizationParams(rrf_k=RRF_K - 1)
+# A cross-encoder's own boundary: logit 0, i.e. sigmoid 0.5, is where it calls a
+# passage as likely relevant as not.
+DEFAULT_RERANK_THRESHOLD = 0.5
 
 
 def packaged_calibration_path(embedder_id: str) -> Path | None:
@@ -42,6 +55,7 @@ class EngineSet:
         settings: thresholds and scorer choice.
         embedder_id: the embedder producing dense scores; the calibration must match it.
         calibration: an artifact to use instead of the configured or packaged one.
+        rerank_threshold: the A1 hit bar of reranked queries, on sigmoid(reranker logit).
 
     Raises:
         ConfigurationError: the calibrated scorer is configured but no artifact exists
@@ -53,7 +67,11 @@ class EngineSet:
         settings: ConfidenceSettings,
         embedder_id: str,
         calibration: CalibrationArtifact | None = None,
+        rerank_threshold: float = DEFAULT_RERANK_THRESHOLD,
     ):
+        if not 0.0 <= rerank_threshold <= 1.0:
+            raise ConfigurationError(f"rerank_threshold must be in [0, 1], got {rerank_threshold}")
+        self.rerank_threshold = rerank_threshold
         self.settings = settings
         self.embedder_id = embedder_id
         self.base = ConfidenceConfig(
@@ -70,6 +88,7 @@ class EngineSet:
             ),
             embedder_id=embedder_id,
             metric="cosine",
+            normalization=RRF_NORMALIZATION,
         )
         if settings.scorer == "calibrated" and calibration is None:
             calibration = self._load_calibration()
@@ -91,7 +110,7 @@ class EngineSet:
             # with a certified answer threshold; seed D's two-document rule would refuse
             # answers that one passage settles.
             self.base = dataclasses.replace(self.base, min_documents=1)
-        self._engines: dict[tuple[str, bool], ConfidenceEngine] = {}
+        self._engines: dict[tuple[str, bool, bool], ConfidenceEngine] = {}
         try:
             self.engine("threshold", "hybrid")  # fail at start-up, not on the first query
         except ValueError as exc:
@@ -115,14 +134,18 @@ class EngineSet:
         except ValueError as exc:
             raise ConfigurationError(f"calibration {path}: {exc}") from exc
 
-    def engine(self, selection: Selection, mode: SearchMode) -> ConfidenceEngine:
-        """The engine for a query's selection mode and search mode."""
+    def engine(
+        self, selection: Selection, mode: SearchMode, *, reranked: bool = False
+    ) -> ConfidenceEngine:
+        """The engine for a query's selection mode and search mode, reranked or not."""
         keyword = mode == "keyword"
-        key = (selection, keyword)
+        key = (selection, keyword, reranked)
         engine = self._engines.get(key)
         if engine is None:
             config = dataclasses.replace(self.base, selection=selection)
-            if keyword and config.scorer == "calibrated":
+            if reranked:
+                config = dataclasses.replace(config, similarity_threshold=self.rerank_threshold)
+            if (keyword or reranked) and config.scorer == "calibrated":
                 config = dataclasses.replace(config, scorer="weighted")
             calibration = self.calibration if config.scorer == "calibrated" else None
             engine = ConfidenceEngine(config, calibration=calibration)

@@ -327,6 +327,7 @@ class SearchHit:
         fused_score: RRF score (hybrid only).
         rank: position in the result, from 1.
         dense_rank, sparse_rank: position in each channel's candidates, from 1.
+        rerank_score: cross-encoder logit, when a reranker scored the chunk.
         payload: the full stored payload (chunk fields and metadata).
     """
 
@@ -344,6 +345,7 @@ class SearchHit:
     dense_rank: int | None = None
     sparse_rank: int | None = None
     payload: Mapping[str, Any] = field(default_factory=dict)
+    rerank_score: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

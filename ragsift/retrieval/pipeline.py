@@ -1,10 +1,11 @@
-"""RetrievalPipeline: cache → embed → search → confidence → result + evidence.
+"""RetrievalPipeline: cache → embed → search → rerank → confidence → result + evidence.
 
 One batch in, one outcome per query out: a :class:`PipelineOutput` (the result
 and its evidence events) or the exception that makes the query bad input (the
 runtime dead-letters it). Backend failures do not raise: after bounded retries
 the query gets a result with outcome ``error`` and RAG_RETRIEVAL_FAILED
-evidence, so nothing is ever silently empty.
+evidence, so nothing is ever silently empty. A reranker failure is milder: the
+query is scored without reranker scores, and its result says so.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ragsift.retrieval.engines import EngineSet
 from ragsift.retrieval.errors import CollectionNotFoundError, EmbedderMismatchError
 from ragsift.retrieval.index import SearchHit, SearchRequest, VectorIndex
 from ragsift.retrieval.intents import classify_intent
+from ragsift.retrieval.rerank import Reranker, RerankStage
 from ragsift.retrieval.results import (
     bypass_result,
     error_result,
@@ -34,6 +36,7 @@ from ragsift.retrieval.results import (
     scored_result,
 )
 from ragsift.schemas import (
+    Advice,
     CacheInfo,
     EvidenceEvent,
     QueryEvent,
@@ -57,6 +60,10 @@ FAILED_DISCLAIMER = (
 _MISSING = float("nan")
 # Failures that are the backend's, not the query's: retried, then an ``error`` result.
 _TRANSIENT = (ServiceUnavailableError, OSError, ConnectionError, TimeoutError)
+RERANKER_UNAVAILABLE = Advice(
+    code="reranker_unavailable",
+    message="The reranker failed for this query; hits were ranked and scored without it.",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +82,7 @@ class _Pending:
     limit: int
     key: str | None = None
     vector: list[float] | None = None
+    rerank_failed: bool = False
 
 
 # A query that got hits: its position in the batch's results, the query, its hits.
@@ -92,6 +100,8 @@ class RetrievalPipeline:
         metrics: where everything is counted.
         cache: result cache, or None to disable caching.
         source: CloudEvents ``source`` of the evidence this pipeline emits.
+        reranker: cross-encoder for each query's top ``settings.reranker.candidates``
+            hits, or None (the default) to rank by retrieval scores alone.
     """
 
     def __init__(
@@ -104,6 +114,7 @@ class RetrievalPipeline:
         metrics: Metrics,
         cache: ResultCache | None = None,
         source: str = "/ragsift/retrieval",
+        reranker: Reranker | None = None,
     ):
         if engines.embedder_id != embedder.embedder_id:
             raise InvalidEventError(
@@ -117,6 +128,11 @@ class RetrievalPipeline:
         self.metrics = metrics
         self.cache = cache if settings.cache.enabled else None
         self.source = source
+        self.rerank = (
+            RerankStage(reranker, candidates=settings.reranker.candidates, metrics=metrics)
+            if reranker is not None
+            else None
+        )
         self._inflight: dict[str, asyncio.Future[RetrievalResult]] = {}
         # Collections seen to exist; greetings are checked against it before any metric.
         self._known_collections: set[str] = set()
@@ -181,6 +197,11 @@ class RetrievalPipeline:
             out[p.position] = self._finish(p.query, self._reuse(shared, p.query, hit=True))
         self.metrics.stage_seconds.labels("pipeline").observe(time.perf_counter() - started)
         return [o if o is not None else RuntimeError("query produced no outcome") for o in out]
+
+    async def close(self) -> None:
+        """Release the reranker's connections (the index and cache belong to the caller)."""
+        if self.rerank is not None:
+            await self.rerank.reranker.close()
 
     # -- admission ---------------------------------------------------------------------------
 
@@ -340,6 +361,8 @@ class RetrievalPipeline:
             "entities": sorted(q.entities),
             "vector": None if p.vector is None else hash(tuple(p.vector)),
         }
+        if self.rerank is not None:  # only when on: keys of a reranker-free setup stay put
+            params["reranker"] = self.rerank.reranker.reranker_id
         return cache_key(
             tenant_id=q.tenant_id,
             collection=q.collection,
@@ -358,8 +381,8 @@ class RetrievalPipeline:
         items: list[tuple[str, bytes, int]] = []
         statuses: list[str] = []
         for p, result in stored:
-            if p.key is None or result.outcome != "ok":
-                continue
+            if p.key is None or result.outcome != "ok" or p.rerank_failed:
+                continue  # a result scored without its reranker is not kept for later
             ttl = ttl_for_status(result.status, self.settings.cache)
             if ttl <= 0:
                 continue
@@ -430,12 +453,26 @@ class RetrievalPipeline:
                 continue
             scorable.append((len(results), p, hits))
             results.append(None)
-        for position, result in self._score(scorable, t_embed - t0, t_search - t_embed):
+        scorable = await self._rerank(scorable)
+        t_rerank = time.perf_counter()
+        rerank_s = t_rerank - t_search if self.rerank is not None else None
+        for position, result in self._score(scorable, t_embed - t0, t_search - t_embed, rerank_s):
             results[position] = result
         self.metrics.stage_seconds.labels("embed").observe(t_embed - t0)
         self.metrics.stage_seconds.labels("search").observe(t_search - t_embed)
-        self.metrics.stage_seconds.labels("score").observe(time.perf_counter() - t_search)
+        self.metrics.stage_seconds.labels("score").observe(time.perf_counter() - t_rerank)
         return [r if r is not None else RuntimeError("query was not scored") for r in results]
+
+    async def _rerank(self, found: list[_Found]) -> list[_Found]:
+        """Rerank every query's candidates in one call; a failure leaves a query unreranked."""
+        if self.rerank is None or not found:
+            return found
+        outcomes = await self.rerank.apply([(p.query.query, hits, p.limit) for _, p, hits in found])
+        out: list[_Found] = []
+        for (position, p, _), outcome in zip(found, outcomes, strict=True):
+            p.rerank_failed = outcome.error is not None
+            out.append((position, p, outcome.hits))
+        return out
 
     async def _embed(self, batch: list[_Pending]) -> None:
         todo = [p for p in batch if p.vector is None and p.query.mode != "keyword"]
@@ -462,13 +499,15 @@ class RetrievalPipeline:
         return [r if isinstance(r, Exception) else next(found) for r in requests]
 
     def _request(self, p: _Pending) -> SearchRequest:
+        # With a reranker the search fills its candidate window; the rerank keeps k.
+        limit = p.limit if self.rerank is None else self.rerank.fetch_limit(p.limit)
         return SearchRequest(
             tenant_id=p.query.tenant_id,
             query=p.query.query,
             dense_vector=p.vector,
             mode=p.query.mode,
-            limit=p.limit,
-            prefetch_limit=prefetch_limit(p.limit),
+            limit=limit,
+            prefetch_limit=prefetch_limit(limit),
             embedder_id=self.embedder.embedder_id,
         )
 
@@ -515,7 +554,7 @@ class RetrievalPipeline:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _score(
-        self, found: list[_Found], embed_s: float, search_s: float
+        self, found: list[_Found], embed_s: float, search_s: float, rerank_s: float | None = None
     ) -> list[tuple[int, RetrievalResult]]:
         """Score the batch's hit lists, one engine call per engine (not one per query).
 
@@ -523,20 +562,24 @@ class RetrievalPipeline:
         shares numpy's per-call overhead across the queries. A query's ``score`` timing
         is its share of its engine's call.
         """
-        by_engine: dict[tuple[Selection, SearchMode], list[_Found]] = {}
+        # Reranked and unreranked hit lists have different channels: separate engine calls.
+        by_engine: dict[tuple[Selection, SearchMode, bool], list[_Found]] = {}
         for item in found:
-            p = item[1]
-            by_engine.setdefault((p.selection, p.query.mode), []).append(item)
+            p, hits = item[1], item[2]
+            reranked = bool(hits) and hits[0].rerank_score is not None
+            by_engine.setdefault((p.selection, p.query.mode, reranked), []).append(item)
         out: list[tuple[int, RetrievalResult]] = []
-        for (selection, mode), items in by_engine.items():
+        for (selection, mode, reranked), items in by_engine.items():
             t0 = time.perf_counter()
-            assessments = self._assess_isolated(selection, mode, items)
+            assessments = self._assess_isolated(selection, mode, items, reranked=reranked)
             score_ms = round((time.perf_counter() - t0) * 1000 / len(items), 3)
             timings = {
                 "embed": round(embed_s * 1000, 3),
                 "search": round(search_s * 1000, 3),
                 "score": score_ms,
             }
+            if rerank_s is not None:  # the batch's one rerank call, as embed and search
+                timings["rerank"] = round(rerank_s * 1000, 3)
             for (position, p, hits), assessment in zip(items, assessments, strict=True):
                 if isinstance(assessment, Exception):
                     out.append((position, self._failed(p.query, "score", assessment, 1)))
@@ -552,15 +595,20 @@ class RetrievalPipeline:
                     )
                 except ValidationError as exc:  # e.g. a non-finite score from hostile hits
                     result = self._failed(p.query, "score", exc, 1)
+                    out.append((position, result))
+                    continue
+                if p.rerank_failed:
+                    advice = [*result.recommendations, RERANKER_UNAVAILABLE]
+                    result = result.model_copy(update={"recommendations": advice})
                 out.append((position, result))
         return out
 
     def _assess_isolated(
-        self, selection: Selection, mode: SearchMode, items: list[_Found]
+        self, selection: Selection, mode: SearchMode, items: list[_Found], *, reranked: bool
     ) -> list[Assessment | Exception]:
         """One engine call for the group; if it fails, one call per query, so only the
         query that made it fail gets the error."""
-        engine = self.engines.engine(selection, mode)
+        engine = self.engines.engine(selection, mode, reranked=reranked)
         try:
             return list(
                 engine.assess_many(
@@ -576,7 +624,7 @@ class RetrievalPipeline:
                 return [exc]
         out: list[Assessment | Exception] = []
         for item in items:
-            out.extend(self._assess_isolated(selection, mode, [item]))
+            out.extend(self._assess_isolated(selection, mode, [item], reranked=reranked))
         return out
 
     def _failed(
@@ -636,6 +684,8 @@ def hit_scores(hits: Sequence[SearchHit], mode: str, entities: Sequence[str]) ->
     if mode in ("hybrid", "keyword"):
         sparse = _fill([h.sparse_score for h in hits], floor=0.0)
     fused = np.array([h.fused_score or 0.0 for h in hits]) if mode == "hybrid" else None
+    scores = [h.rerank_score for h in hits]
+    rerank = None if None in scores else np.array(scores, dtype=np.float64)
     entity = None
     if entities:
         lowered = [e.casefold() for e in entities]
@@ -645,6 +695,7 @@ def hit_scores(hits: Sequence[SearchHit], mode: str, entities: Sequence[str]) ->
         metric="cosine",
         sparse=sparse,
         fused=fused,
+        rerank=rerank,
         doc_ids=[h.doc_id for h in hits],
         source_types=[h.source_type for h in hits],
         entity_matrix=entity,

@@ -41,7 +41,12 @@ def result_id(query: QueryEvent) -> str:
 
 
 def _raw_scores(hit: SearchHit) -> dict[str, float]:
-    scores = {"dense": hit.dense_score, "bm25": hit.sparse_score, "rrf": hit.fused_score}
+    scores = {
+        "dense": hit.dense_score,
+        "bm25": hit.sparse_score,
+        "rrf": hit.fused_score,
+        "rerank": hit.rerank_score,
+    }
     return {k: float(v) for k, v in scores.items() if v is not None}
 
 

@@ -266,7 +266,7 @@ async def test_scoring_error_on_one_query_fails_only_that_query(
 ) -> None:
     pipe, _ = pipeline(tmp_path, index)
     real = pipe.engines.engine
-    pipe.engines.engine = lambda *a: FlakyEngine(real(*a))  # type: ignore[method-assign]  # fault
+    pipe.engines.engine = lambda *a, **kw: FlakyEngine(real(*a, **kw))  # type: ignore[method-assign]  # fault
     good, bad = await pipe.process(
         [q("alpha", "q1"), q("alpha", "q2", similarity_threshold=BAD_THRESHOLD)]
     )
