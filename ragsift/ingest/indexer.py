@@ -76,17 +76,19 @@ class Indexer:
         docs = check_unique_ids(documents)
         await self.ensure(collection)
         pending: list[tuple[int, SourceDocument, Chunk]] = []  # (document index, ...)
+        replaced: set[str] = set()  # documents whose old chunks are already deleted
         chunks = 0
         for n, doc in enumerate(docs):
-            # Delete first so a shorter new version leaves no stale tail.
-            await self.index.delete(collection, tenant_id, doc.doc_id)
-            pending.extend((n, doc, c) for c in self.chunker.split(doc.doc_id, doc.text))
+            pieces = self.chunker.split(doc.doc_id, doc.text)
+            if not pieces:  # nothing to write: the old version still has to go
+                await self.index.delete(collection, tenant_id, doc.doc_id)
+            pending.extend((n, doc, c) for c in pieces)
             while len(pending) >= EMBED_BATCH:
-                chunks += await self._flush(tenant_id, collection, pending[:EMBED_BATCH])
+                chunks += await self._flush(tenant_id, collection, pending[:EMBED_BATCH], replaced)
                 del pending[:EMBED_BATCH]
                 if progress is not None:
                     progress(pending[0][0] if pending else n + 1)  # documents fully written
-        chunks += await self._flush(tenant_id, collection, pending)
+        chunks += await self._flush(tenant_id, collection, pending, replaced)
         if progress is not None and docs:
             progress(len(docs))
         version = await self._bump(tenant_id, collection) if docs else None
@@ -115,14 +117,25 @@ class Indexer:
         await self.index.delete(collection, tenant_id, doc.doc_id)
         pieces = [(0, doc, c) for c in self.chunker.split(doc.doc_id, doc.text)]
         written = 0
+        replaced = {doc.doc_id}
         for start in range(0, len(pieces), EMBED_BATCH):
-            written += await self._flush(tenant_id, collection, pieces[start : start + EMBED_BATCH])
+            part = pieces[start : start + EMBED_BATCH]
+            written += await self._flush(tenant_id, collection, part, replaced)
         return written
 
     async def _flush(
-        self, tenant_id: str, collection: str, part: list[tuple[int, SourceDocument, Chunk]]
+        self,
+        tenant_id: str,
+        collection: str,
+        part: list[tuple[int, SourceDocument, Chunk]],
+        replaced: set[str],
     ) -> int:
-        """Embed and upsert one batch of chunks (of one or more documents)."""
+        """Embed one batch of chunks (of one or more documents), then write them.
+
+        A document's old chunks are deleted right before its first new ones are
+        written (so a shorter new version leaves no stale tail); ``replaced``
+        remembers which documents that was done for.
+        """
         if not part:
             return 0
         vectors = await self.embedder.embed([c.text for _, _, c in part])
@@ -140,7 +153,20 @@ class Indexer:
             )
             for (_, doc, c), vec in zip(part, vectors, strict=True)
         ]
-        await self.index.upsert(collection, records)
+        # Embedding is batched across documents, writing is not: each document is
+        # deleted and upserted on its own, in order, as before batching. Writing
+        # many documents' points in one update made Qdrant Edge's BM25 sums come
+        # out a float ulp apart from run to run, and so calibrations fit on the
+        # same data differ between runs.
+        start = 0
+        for end in range(1, len(records) + 1):
+            if end == len(records) or records[end].doc_id != records[start].doc_id:
+                doc_id = records[start].doc_id
+                if doc_id not in replaced:
+                    await self.index.delete(collection, tenant_id, doc_id)
+                    replaced.add(doc_id)
+                await self.index.upsert(collection, records[start:end])
+                start = end
         return len(part)
 
     async def _bump(self, tenant_id: str, collection: str) -> int | None:
