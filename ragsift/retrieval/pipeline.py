@@ -488,18 +488,22 @@ class RetrievalPipeline:
         A failure leaves the batch unread: its reader signals are imputed (as for a
         query without them), and each query is counted under stage ``read``.
         """
-        if self.reader is None or not found:
+        # Keyword and reranked queries are scored by the weighted scorer: nothing to read.
+        todo = [
+            (p, hits)
+            for _, p, hits in found
+            if hits and p.query.mode != "keyword" and hits[0].rerank_score is None
+        ]
+        if self.reader is None or not todo:
             return
         t0 = time.perf_counter()
-        items = [
-            ReaderItem(p.query.query, p.vector, [h.text for h in hits]) for _, p, hits in found
-        ]
+        items = [ReaderItem(p.query.query, p.vector, [h.text for h in hits]) for p, hits in todo]
         try:
             scores = await self.reader.score(items)
         except _TRANSIENT:
-            self.metrics.retrieval_errors.labels("read").inc(len(found))
+            self.metrics.retrieval_errors.labels("read").inc(len(todo))
             return
-        for (_, p, _), read in zip(found, scores, strict=True):
+        for (p, _), read in zip(todo, scores, strict=True):
             p.reader = read
         self.metrics.stage_seconds.labels("read").observe(time.perf_counter() - t0)
 

@@ -7,6 +7,8 @@ fit without them scores exactly as before whether or not they are present.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -158,8 +160,6 @@ def test_reader_coefficients_must_be_nonnegative() -> None:
     ],
 )
 def test_bad_reader_scores_are_refused(field: str, values: np.ndarray, message: str) -> None:
+    reader: dict[str, Any] = {field: values}
     with pytest.raises(ConfidenceError, match=message):
-        if field == "sentence_scores":
-            HitScores(dense=DENSE, sentence_scores=values)
-        else:
-            HitScores(dense=DENSE, term_coverage=values)
+        HitScores(dense=DENSE, **reader)

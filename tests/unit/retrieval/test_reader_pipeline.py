@@ -155,3 +155,20 @@ def test_packaged_artifact_is_picked_by_embedder_and_signal_set() -> None:
     engines = EngineSet(ConfidenceSettings(reader_signals="on"), onnx)
     assert engines.reader_features == {"sentence_match", "term_coverage"}
     assert EngineSet(ConfidenceSettings(), onnx).reader_features == frozenset()
+
+
+async def test_keyword_queries_are_not_read(tmp_path: Path, index: EdgeIndex) -> None:
+    metrics = Metrics()
+    pipe = build_pipeline(
+        settings(tmp_path, artifact_file(tmp_path, READER_FEATURES), "on"),
+        index=index,
+        embedder=EMBEDDER,
+        metrics=metrics,
+    )
+    result = ok((await pipe.process([q(mode="keyword")]))[0]).result
+    assert result.outcome == "ok"
+    assert result.breakdown.scorer == "weighted"
+    read = metrics.registry.get_sample_value(
+        "ragsift_stage_duration_seconds_count", {"stage": "read"}
+    )
+    assert read is None  # the weighted scorer uses no reader signal: nothing was read
