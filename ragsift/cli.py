@@ -358,14 +358,27 @@ def _load_dataset(
     return ds
 
 
-def _retrieval_run(ds: Any, k: int, mode: str) -> Any:
+def _retrieval_run(ds: Any, k: int, mode: str, reads: frozenset[str] = frozenset()) -> Any:
+    """Retrieve every question; with ``reads`` (reader features), read the hits too."""
     from rich.progress import Progress
 
     from ragsift.evaluation import run_retrieval
+    from ragsift.retrieval.bm25 import Bm25Encoder
+    from ragsift.retrieval.reader import Reader
     from ragsift.wiring import build_embedder
 
     settings = _settings()
     embedder = build_embedder(settings.embedder)
+    reader = (
+        Reader(
+            embedder,
+            encoder=Bm25Encoder() if "term_coverage" in reads else None,
+            sentences="sentence_match" in reads,
+            top_n=settings.confidence.reader_top_n,
+        )
+        if reads
+        else None
+    )
     counts = ds.counts()
     pooled = sum(q.candidates is not None for q in ds.queries)
     err_console.print(
@@ -382,7 +395,17 @@ def _retrieval_run(ds: Any, k: int, mode: str) -> Any:
                 tasks[stage] = progress.add_task(stage, total=total)
             progress.update(tasks[stage], completed=done)
 
-        return asyncio.run(run_retrieval(ds, embedder, k=k, mode=mode, progress=tick))
+        return asyncio.run(
+            run_retrieval(ds, embedder, k=k, mode=mode, progress=tick, reader=reader)
+        )
+
+
+def _reader_features(settings: Any) -> frozenset[str]:
+    """The reader signals a calibration fits when RAGSIFT_CONFIDENCE_READER_SIGNALS=on."""
+    from ragsift.evaluation.scoring import READER_SIGNAL_FEATURES
+
+    on = settings.confidence.reader_signals == "on"
+    return frozenset(READER_SIGNAL_FEATURES) if on else frozenset()
 
 
 Dataset = Annotated[
@@ -440,14 +463,23 @@ def calibrate(
 
     Without --half it fits on half the articles (the other half is what
     `ragsift eval` reports on); with --half it fits on every article of that half.
+    With RAGSIFT_CONFIDENCE_READER_SIGNALS=on the hits are read and the model also
+    fits sentence_match and term_coverage.
     """
     from ragsift.confidence import save_calibration
+    from ragsift.confidence.features import DEFAULT_FEATURES
     from ragsift.evaluation import fit_from_run
-    from ragsift.evaluation.scoring import FIT_FRACTION
+    from ragsift.evaluation.scoring import FIT_FRACTION, READER_SIGNAL_FEATURES
 
     ds = _load_dataset(dataset, labelled, out_of_scope, split=split, pool=pool, half=half)
-    run = _retrieval_run(ds, k, "hybrid")
-    artifact, _ = fit_from_run(run, alpha=alpha, fit_fraction=1.0 if half else FIT_FRACTION)
+    reads = _reader_features(_settings())
+    run = _retrieval_run(ds, k, "hybrid", reads)
+    artifact, _ = fit_from_run(
+        run,
+        alpha=alpha,
+        fit_fraction=1.0 if half else FIT_FRACTION,
+        features=DEFAULT_FEATURES + READER_SIGNAL_FEATURES if reads else DEFAULT_FEATURES,
+    )
     save_calibration(artifact, out)
     conformal = artifact.conformal
     console.print(
@@ -496,7 +528,9 @@ def evaluate(
     import numpy as np
 
     from ragsift.confidence import ConfidenceError, load_calibration
+    from ragsift.confidence.features import DEFAULT_FEATURES, READER_FEATURES
     from ragsift.evaluation import evaluate_scorers, fit_from_run
+    from ragsift.evaluation.scoring import READER_SIGNAL_FEATURES
 
     ds = _load_dataset(dataset, labelled, out_of_scope, split=split, pool=pool, half=half)
     settings = _settings()
@@ -513,9 +547,14 @@ def evaluate(
         except (OSError, ConfidenceError) as exc:
             err_console.print(f"[red]error:[/red] {artifact_path}: {exc}")
             raise typer.Exit(2) from exc
-    run = _retrieval_run(ds, k, "hybrid")
     if artifact is None:
-        artifact, fit = fit_from_run(run)
+        reads = _reader_features(settings)
+        features = DEFAULT_FEATURES + READER_SIGNAL_FEATURES if reads else DEFAULT_FEATURES
+    else:
+        reads = READER_FEATURES.intersection(artifact.features)
+    run = _retrieval_run(ds, k, "hybrid", reads)
+    if artifact is None:
+        artifact, fit = fit_from_run(run, features=features)
         evaluated = ~fit
         how = "refit on half (fit on half the articles, reported on the other half)"
     else:
@@ -537,6 +576,7 @@ def evaluate(
         "calibration": how,
         "calibration_version": artifact.version,
         "near_miss_negatives": near_miss_negatives,
+        "reader_signals": sorted(reads),
         "counts": run.dataset.counts(),
         "evaluated_queries": int(evaluated.sum()),
         "recall_at_k": float((run.relevant_rank()[in_scope] > 0).mean())
@@ -560,6 +600,7 @@ def evaluate(
         "refusal P",
         "refusal R",
         "near-miss refused",
+        "near-miss AUROC",
         "rule",
         title=f"ragsift eval — {run.dataset.name}, {run.embedder_id}, {run.mode} k={run.k};"
         f" {how}; {int(evaluated.sum())} questions"
@@ -579,6 +620,7 @@ def evaluate(
             _fmt(r.refusal_precision),
             _fmt(r.refusal_recall),
             _fmt(r.near_miss_refusal_rate),
+            _fmt(r.near_miss_auroc),
             r.rule,
         )
     Console(width=max(console.width, 200)).print(table)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ragsift.errors import ConfigurationError
 from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.cache import InMemoryCache, ResultCache
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import (
@@ -22,10 +23,11 @@ from ragsift.retrieval.engines import EngineSet
 from ragsift.retrieval.index import VectorIndex
 from ragsift.retrieval.onnx_embedder import ONNX_MINILM_DIM, OnnxMiniLMEmbedder
 from ragsift.retrieval.pipeline import RetrievalPipeline
+from ragsift.retrieval.reader import Reader
 from ragsift.retrieval.rerank import HttpReranker, OnnxCrossEncoder, Reranker
 from ragsift.settings import EmbedderSettings, QdrantSettings, RerankerSettings, Settings
 
-__all__ = ["build_embedder", "build_index", "build_pipeline", "build_reranker"]
+__all__ = ["build_embedder", "build_index", "build_pipeline", "build_reader", "build_reranker"]
 
 
 def build_embedder(settings: EmbedderSettings) -> Embedder:
@@ -127,4 +129,18 @@ def build_pipeline(
         cache=cache,
         source=source,
         reranker=reranker,
+        reader=build_reader(engines, embedder, settings.confidence.reader_top_n),
+    )
+
+
+def build_reader(engines: EngineSet, embedder: Embedder, top_n: int) -> Reader | None:
+    """The reader the engines' calibration needs (only the signals it uses), or None."""
+    needs = engines.reader_features
+    if not needs:
+        return None
+    return Reader(
+        embedder,
+        encoder=Bm25Encoder() if "term_coverage" in needs else None,
+        sentences="sentence_match" in needs,
+        top_n=top_n,
     )

@@ -5,7 +5,9 @@ confidence monotone in every hit score (a better hit never lowers it), it may
 only use signals that are either
 
 * *score-monotone* (never fall when a hit score rises): ``top_score``,
-  ``top_logit``, ``margin``, ``support``, ``consensus``, ``agreement`` —
+  ``top_logit``, ``margin``, ``support``, ``consensus``, ``agreement``, and the
+  reader signals ``sentence_match`` and ``term_coverage`` (a hit that matches or
+  covers the query better never lowers confidence) —
   their coefficients are constrained to be >= 0 when fitting; or
 * *score-free* (do not depend on scores): ``entity_coverage``,
   ``source_quality``, ``document_diversity`` — any sign.
@@ -18,7 +20,9 @@ model stays calibrated for whatever channels the pipeline provides:
 ``agreement`` <- ``top_score`` (one retriever has nothing to disagree with),
 ``entity_coverage`` <- 1 (no entities asked, none missing),
 ``source_quality`` <- 1/3 (seed C's third-party quality),
-``document_diversity`` <- 1.
+``document_diversity`` <- 1, ``sentence_match`` <- ``top_score`` (an unread
+chunk's own cosine stands for its best sentence), ``term_coverage`` <- 1 (a
+query of stopwords only misses no term).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from ragsift.confidence.signals import SIGNAL_INDEX
 __all__ = [
     "DEFAULT_FEATURES",
     "FEATURE_NAMES",
+    "READER_FEATURES",
     "SCORE_MONOTONE_FEATURES",
     "feature_matrix",
     "feature_row",
@@ -44,7 +49,16 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 
 SCORE_MONOTONE_FEATURES: frozenset[str] = frozenset(
-    {"top_score", "top_logit", "margin", "support", "consensus", "agreement"}
+    {
+        "top_score",
+        "top_logit",
+        "margin",
+        "support",
+        "consensus",
+        "agreement",
+        "sentence_match",
+        "term_coverage",
+    }
 )
 """Features that never fall when a hit score rises: coefficients must be >= 0."""
 
@@ -63,7 +77,12 @@ _IMPUTE: dict[str, float] = {
     "entity_coverage": 1.0,
     "source_quality": 0.10 / 0.30,  # seed C: third-party points over the 0.3 share
     "document_diversity": 1.0,
+    "term_coverage": 1.0,
 }
+# Imputed from top_score rather than a constant (see module docstring).
+_IMPUTE_FROM_TOP = frozenset({"agreement", "sentence_match"})
+READER_FEATURES: frozenset[str] = frozenset({"sentence_match", "term_coverage"})
+"""Features only a pipeline with the reader on provides (:mod:`ragsift.retrieval.reader`)."""
 # Keeps logit(top) finite: scores within 1e-4 of 0 or 1 are treated as that bound.
 _LOGIT_EPS = 1e-4
 # A hit must clear the A1 threshold by this share of the remaining range to count as margin.
@@ -100,7 +119,7 @@ def feature_row(signals: Sequence[float], features: Sequence[str]) -> list[float
         else:
             v = signals[SIGNAL_INDEX[name]]
             if v != v:  # NaN: impute as feature_matrix does
-                v = top if name == "agreement" else _IMPUTE.get(name, 0.0)
+                v = top if name in _IMPUTE_FROM_TOP else _IMPUTE.get(name, 0.0)
             out.append(v)
     return out
 
@@ -123,7 +142,9 @@ def feature_matrix(signals: FloatArray, features: Sequence[str]) -> FloatArray:
             col = signals[:, SIGNAL_INDEX[name]]
             missing = np.isnan(col)
             if missing.any():
-                fill = top if name == "agreement" else np.full_like(col, _IMPUTE.get(name, 0.0))
+                fill = (
+                    top if name in _IMPUTE_FROM_TOP else np.full_like(col, _IMPUTE.get(name, 0.0))
+                )
                 col = np.where(missing, fill, col)
         cols.append(col)
     return np.stack(cols, axis=1) if cols else np.zeros((signals.shape[0], 0))

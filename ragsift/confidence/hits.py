@@ -18,7 +18,7 @@ import numpy.typing as npt
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.normalize import DENSE_METRICS, DenseMetric, Metric
 
-__all__ = ["Channel", "HitBatch", "HitScores", "entity_matrix"]
+__all__ = ["READER_FIELDS", "Channel", "HitBatch", "HitScores", "entity_matrix"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -32,6 +32,8 @@ Channel = Literal["dense", "sparse", "fused", "rerank"]
 # rank-only and carries no absolute relevance.
 _PRIMARY_ORDER: tuple[Channel, ...] = ("rerank", "dense", "sparse", "fused")
 _CHANNEL_METRIC: dict[str, Metric] = {"sparse": "bm25", "fused": "rrf", "rerank": "reranker"}
+READER_FIELDS: tuple[str, ...] = ("sentence_scores", "term_coverage")
+"""Per-hit reader scores (:mod:`ragsift.retrieval.reader`): NaN where a hit was not read."""
 
 
 def _as_1d(name: str, values: npt.ArrayLike | None) -> FloatArray | None:
@@ -56,8 +58,13 @@ class HitScores:
         doc_ids: the document each hit (chunk) belongs to.
         source_types: C1 source type of each hit (``government``, ``regulatory``...).
         entity_matrix: bool array (hits x query entities): does hit i mention entity j.
+        sentence_scores: reader score per hit: the best cosine of the query against the
+            hit's sentences (NaN: that hit was not read).
+        term_coverage: reader score per hit: the share of the query's IDF mass whose
+            terms the hit holds, in [0, 1] (NaN: not available).
 
     All given arrays must have the same length; no channel at all means no hits.
+    Reader scores are not ranking channels: they feed signals, never the hit order.
     """
 
     dense: FloatArray | None = None
@@ -68,6 +75,8 @@ class HitScores:
     doc_ids: Sequence[str] | None = None
     source_types: Sequence[str] | None = None
     entity_matrix: BoolArray | None = None
+    sentence_scores: FloatArray | None = None
+    term_coverage: FloatArray | None = None
     n_hits: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -93,6 +102,13 @@ class HitScores:
                 )
             object.__setattr__(self, "entity_matrix", em)
             lengths["entity_matrix"] = em.shape[0]
+        for name in READER_FIELDS:
+            arr = _as_1d(name, getattr(self, name))
+            object.__setattr__(self, name, arr)
+            if arr is not None:
+                if np.isinf(arr).any():
+                    raise ConfidenceError(f"{name} must be finite or NaN (not read)")
+                lengths[name] = arr.shape[0]
         if len(set(lengths.values())) > 1:
             raise ConfidenceError(f"all per-hit inputs must have the same length, got {lengths}")
         n = next(iter(lengths.values()), 0)
@@ -151,6 +167,8 @@ class HitBatch:
         source_type_vocab: the source type names the codes refer to.
         entity_matrix: bool (Q, K, M): does hit k of query q mention entity m.
         entity_counts: query entities per query, shape (Q,) (columns past it are padding).
+        sentence_scores, term_coverage: reader scores per hit, shape (Q, K), NaN where a
+            hit was not read.
     """
 
     lengths: IntArray
@@ -164,6 +182,8 @@ class HitBatch:
     source_type_vocab: tuple[str, ...] = ()
     entity_matrix: BoolArray | None = None
     entity_counts: IntArray | None = None
+    sentence_scores: FloatArray | None = None
+    term_coverage: FloatArray | None = None
 
     def __post_init__(self) -> None:
         lengths = np.asarray(self.lengths, dtype=np.int64)
@@ -179,7 +199,7 @@ class HitBatch:
                 raise ConfidenceError(f"score arrays must be 2-D, got shape {first_shape}")
             width = int(first_shape[1])
         shape = (lengths.shape[0], width)
-        for name in _PRIMARY_ORDER:
+        for name in (*_PRIMARY_ORDER, *READER_FIELDS):
             object.__setattr__(self, name, _as_2d(name, getattr(self, name), shape))
         if first is None and lengths.size and lengths.max() > 0:
             raise ConfidenceError("hits need at least one score channel, got none")
@@ -299,6 +319,14 @@ class HitBatch:
                 if h.entity_matrix is not None:
                     em[i, : h.n_hits, : h.entity_matrix.shape[1]] = h.entity_matrix
                     counts[i] = h.entity_matrix.shape[1]
+        for name in READER_FIELDS:
+            if any(getattr(h, name) is not None for h in hits):
+                reader = np.full((q, k), np.nan)
+                for i, h in enumerate(hits):
+                    arr = getattr(h, name)
+                    if arr is not None:
+                        reader[i, : h.n_hits] = arr
+                arrays[name] = reader
         return cls(
             lengths=lengths,
             metric=metric,

@@ -23,6 +23,10 @@ Per query, with ``s`` the primary normalized scores sorted best first and
 * ``entity_coverage`` = share of the query's entities mentioned by any hit (E1).
 * ``source_quality`` = mean C1 source-type quality of the hits, in [0, 1].
 * ``n_hits``     = n.
+* ``sentence_match`` = max over read hits of clip(best query-sentence cosine, 0, 1)
+  (reader signal; NaN when no hit was read).
+* ``term_coverage`` = max over hits of the IDF-weighted share of query terms the
+  hit holds (reader signal; NaN when not available).
 
 None of these depends on the order the hits arrive in.
 """
@@ -67,6 +71,8 @@ SIGNAL_NAMES: tuple[str, ...] = (
     "entity_coverage",
     "source_quality",
     "n_hits",
+    "sentence_match",
+    "term_coverage",
 )
 """Column order of the signal matrix."""
 
@@ -206,7 +212,19 @@ def compute_signal_matrix(
         not_given = (p.mask & (codes < 0)).any(1)  # code -1: this query gave no source types
         out[:, 11] = np.where(has & ~not_given, total / denom_n, np.nan)
     out[:, 12] = n
+    for column, name in ((13, "sentence_scores"), (14, "term_coverage")):
+        reader = getattr(batch, name)
+        if reader is not None:
+            out[:, column] = reader_max(reader, p.mask)
     return out
+
+
+def reader_max(scores: FloatArray, mask: BoolArray) -> FloatArray:
+    """Per row, the best reader score of the real, read hits, clipped to [0, 1]; NaN if none."""
+    vals = np.where(mask[:, : scores.shape[1]], scores, np.nan)
+    read = ~np.isnan(vals)
+    best = np.where(read, vals, -np.inf).max(axis=1, initial=-np.inf)
+    return np.where(read.any(axis=1), np.clip(best, 0.0, 1.0), np.nan)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +244,8 @@ class Signals:
     entity_coverage: float | None
     source_quality: float | None
     n_hits: int
+    sentence_match: float | None = None
+    term_coverage: float | None = None
 
     @classmethod
     def from_row(cls, row: FloatArray) -> Signals:

@@ -114,7 +114,17 @@ def _signal_row(
         coverage,
         quality,
         float(n),
+        _reader_max(hits.sentence_scores),
+        _reader_max(hits.term_coverage),
     ]
+
+
+def _reader_max(scores: np.ndarray | None) -> float:
+    """As signals.reader_max for one query: best read score clipped to [0, 1], NaN if none."""
+    if scores is None:
+        return _NAN
+    read = [v for v in scores.tolist() if v == v]  # v == v: not NaN (read)
+    return min(max(max(read), 0.0), 1.0) if read else _NAN
 
 
 def _adaptive(
@@ -369,7 +379,9 @@ def _signals(row: list[float]) -> Signals:
         entity_coverage=_opt(row[10]),
         source_quality=_opt(row[11]),
         n_hits=int(row[12]),
+        sentence_match=_opt(row[13]),
+        term_coverage=_opt(row[14]),
     )
 
 
-assert len(SIGNAL_NAMES) == 13, "single._signals and _signal_row follow SIGNAL_NAMES"
+assert len(SIGNAL_NAMES) == 15, "single._signals and _signal_row follow SIGNAL_NAMES"

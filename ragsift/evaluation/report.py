@@ -71,6 +71,9 @@ class ScorerReport:
     refusal_precision: float
     refusal_recall: float
     near_miss_refusal_rate: float
+    #: AUROC over in-scope and near-miss questions only: can the confidence tell "on
+    #: topic and answers" from "on topic, no answer" (NaN without near misses).
+    near_miss_auroc: float = float("nan")
 
     @property
     def target(self) -> str:
@@ -142,6 +145,7 @@ def _report(
     # Out of scope (and near misses, when scored) should be refused.
     refusal = refusal_quality(~a, kinds[scored] != "in_scope")
     near = kinds == "near_miss"
+    on_topic = near | (kinds == "in_scope")
     n_answered = int(a.sum())
     risk = float(1.0 - y[a].mean()) if n_answered else None
     return ScorerReport(
@@ -162,6 +166,9 @@ def _report(
         refusal_precision=refusal.precision,
         refusal_recall=refusal.recall,
         near_miss_refusal_rate=float((~answered[near]).mean()) if near.any() else float("nan"),
+        near_miss_auroc=auroc(confidence[on_topic], labels[on_topic])
+        if near.any()
+        else float("nan"),
     )
 
 

@@ -8,11 +8,12 @@ applied to the same hit lists.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from ragsift.evaluation.dataset import EvalQuery, LabelledSet
 from ragsift.ingest.indexer import Indexer
@@ -20,6 +21,7 @@ from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.index import DOC_FIELD, SearchHit, SearchRequest
 from ragsift.retrieval.pipeline import prefetch_limit
+from ragsift.retrieval.reader import Reader, ReaderItem, ReaderScores
 
 __all__ = ["EVAL_TENANT", "RetrievalRun", "run_retrieval"]
 
@@ -37,6 +39,8 @@ class RetrievalRun:
     k: int
     mode: str
     hits: list[list[SearchHit]]
+    #: Reader scores per query (aligned with :attr:`hits`), when a reader read the hits.
+    reader: list[ReaderScores] | None = None
 
     @property
     def queries(self) -> list[EvalQuery]:
@@ -59,10 +63,12 @@ async def run_retrieval(
     mode: str = "hybrid",
     workdir: Path | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    reader: Reader | None = None,
 ) -> RetrievalRun:
     """Index the corpus in a fresh Qdrant Edge shard and retrieve for every query.
 
     A query with candidates is searched only within them (a filter on doc id).
+    With a ``reader``, every query's hits are read as the pipeline reads them.
     ``progress(stage, done, total)`` reports the ``index`` and ``query`` stages.
     """
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
@@ -79,6 +85,7 @@ async def run_retrieval(
             # No optimize(): without an HNSW graph the shard searches exactly, so a
             # labelled run (and the calibration fit on it) is reproducible bit for bit.
             hits: list[list[SearchHit]] = []
+            read: list[ReaderScores] = []
             queries = dataset.queries
             for start in range(0, len(queries), QUERY_BATCH):
                 part = queries[start : start + QUERY_BATCH]
@@ -96,9 +103,24 @@ async def run_retrieval(
                     )
                     for q, v in zip(part, vectors, strict=True)
                 ]
-                hits.extend(await index.search_batch(EVAL_COLLECTION, requests))
+                found = list(await index.search_batch(EVAL_COLLECTION, requests))
+                hits.extend(found)
+                if reader is not None:
+                    read.extend(await reader.score(reader_items(part, vectors, found)))
                 if progress:
                     progress("query", min(start + QUERY_BATCH, len(queries)), len(queries))
         finally:
             await index.close()
-    return RetrievalRun(dataset, embedder.embedder_id, k, mode, hits)
+    return RetrievalRun(
+        dataset, embedder.embedder_id, k, mode, hits, read if reader is not None else None
+    )
+
+
+def reader_items(
+    queries: Sequence[EvalQuery], vectors: npt.ArrayLike, hits: Sequence[Sequence[SearchHit]]
+) -> list[ReaderItem]:
+    """What the reader reads for a batch of queries: text, vector and hit texts."""
+    return [
+        ReaderItem(q.text, v, [h.text for h in found])
+        for q, v, found in zip(queries, np.asarray(vectors), hits, strict=True)
+    ]

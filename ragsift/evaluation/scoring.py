@@ -10,6 +10,7 @@ split by article (group): calibration is fit on one part; the report
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from ragsift.confidence import (
     fit_calibration,
     fit_similarity_threshold,
 )
+from ragsift.confidence.features import DEFAULT_FEATURES
 from ragsift.confidence.signals import prepare_batch
 from ragsift.evaluation.dataset import split_groups
 from ragsift.evaluation.runner import RetrievalRun
@@ -29,6 +31,7 @@ from ragsift.retrieval.pipeline import hit_scores
 
 __all__ = [
     "FIT_FRACTION",
+    "READER_SIGNAL_FEATURES",
     "answer_in_kept",
     "fit_from_run",
     "hit_batch",
@@ -37,6 +40,9 @@ __all__ = [
 ]
 
 FIT_FRACTION = 0.5  # half the articles fit the calibration, the other half report
+# The reader signals a calibration with the reader on adds to DEFAULT_FEATURES; both
+# raised near-miss and out-of-scope AUROC on SQuAD 2.0 (docs/confidence.md).
+READER_SIGNAL_FEATURES: tuple[str, ...] = ("sentence_match", "term_coverage")
 
 
 def split_mask(run: RetrievalRun, fit_fraction: float = FIT_FRACTION, seed: int = 0) -> np.ndarray:
@@ -68,11 +74,20 @@ def answer_in_kept(assessed: BatchAssessment, relevant: np.ndarray) -> np.ndarra
 def hit_batch(run: RetrievalRun, mask: np.ndarray) -> HitBatch:
     """The masked queries' hits as one padded batch for the confidence engine."""
     idx = np.flatnonzero(mask)
-    return HitBatch.from_hits([hit_scores(run.hits[i], run.mode, ()) for i in idx])
+    reader = run.reader
+    return HitBatch.from_hits(
+        [hit_scores(run.hits[i], run.mode, (), reader[i] if reader else None) for i in idx]
+    )
 
 
 def fit_from_run(
-    run: RetrievalRun, *, alpha: float = 0.1, fit_fraction: float = FIT_FRACTION, seed: int = 0
+    run: RetrievalRun,
+    *,
+    alpha: float = 0.1,
+    fit_fraction: float = FIT_FRACTION,
+    seed: int = 0,
+    features: Sequence[str] = DEFAULT_FEATURES,
+    near_miss_negatives: bool = False,
 ) -> tuple[CalibrationArtifact, np.ndarray]:
     """Fit the hit threshold and the calibrated scorer on the fit split.
 
@@ -80,9 +95,11 @@ def fit_from_run(
     hold an answer), then the probability that the kept context holds the answer.
     Returns the artifact and the split mask (True = fit side); with
     ``fit_fraction=1`` every article fits (``ragsift calibrate --half``).
+    ``features`` are the calibrated model's; ``near_miss_negatives`` fits near-miss
+    questions as negatives too (by default they are left out of the fit).
     """
     fit = split_mask(run, fit_fraction, seed)
-    mask = fit & np.array([q.kind != "near_miss" for q in run.queries])
+    mask = fit & np.array([near_miss_negatives or q.kind != "near_miss" for q in run.queries])
     batch = hit_batch(run, mask)
     relevant = relevance_matrix(run, mask)
     base = ConfidenceConfig(scorer="weighted", embedder_id=run.embedder_id)
@@ -99,6 +116,7 @@ def fit_from_run(
         metric="cosine",
         alpha=alpha,
         seed=seed,
+        features=features,
         source=f"{run.dataset.name} ({run.mode}, k={run.k})",
         notes=(
             f"label: the answer's paragraph is among the kept hits ({run.mode} top {run.k},"

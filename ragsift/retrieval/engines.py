@@ -24,12 +24,13 @@ from ragsift.confidence import (
     NormalizationParams,
     load_calibration,
 )
+from ragsift.confidence.features import READER_FEATURES
 from ragsift.errors import ConfigurationError
 from ragsift.retrieval.index import RRF_K
 from ragsift.schemas import SearchMode, Selection
 from ragsift.settings import ConfidenceSettings
 
-__all__ = ["EngineSet", "packaged_calibration_path"]
+__all__ = ["READER_SUFFIX", "EngineSet", "packaged_calibration_path"]
 
 ARTIFACTS = "ragsift.confidence.artifacts"
 # The index fuses as Qdrant does, sum 1 / (RRF_K + rank) with rank from 0; the
@@ -42,10 +43,22 @@ RRF_NORMALIZATION = NormalizationParams(rrf_k=RRF_K - 1)
 DEFAULT_RERANK_THRESHOLD = 0.5
 
 
-def packaged_calibration_path(embedder_id: str) -> Path | None:
-    """The calibration artifact shipped for ``embedder_id``, if any."""
-    candidate = resources.files(ARTIFACTS) / f"{embedder_id}.json"
-    return Path(str(candidate)) if candidate.is_file() else None
+# The packaged artifact fit with the reader signals is named for its embedder plus this.
+READER_SUFFIX = "+reader"
+
+
+def packaged_calibration_path(embedder_id: str, *, reader: bool = False) -> Path | None:
+    """The calibration artifact shipped for ``embedder_id``, if any.
+
+    With ``reader``, the one fit with the reader signals (``<id>+reader.json``) when
+    it exists, else the plain one: a pipeline that reads can score without reading.
+    """
+    names = [f"{embedder_id}{READER_SUFFIX}.json"] if reader else []
+    for name in [*names, f"{embedder_id}.json"]:
+        candidate = resources.files(ARTIFACTS) / name
+        if candidate.is_file():
+            return Path(str(candidate))
+    return None
 
 
 class EngineSet:
@@ -121,8 +134,18 @@ class EngineSet:
         """Version of the calibration in use ("none" for uncalibrated scorers)."""
         return self.calibration.version if self.calibration is not None else "none"
 
+    @property
+    def reader_features(self) -> frozenset[str]:
+        """The reader signals the calibration uses: what the pipeline must read."""
+        if self.calibration is None or self.settings.scorer != "calibrated":
+            return frozenset()
+        return READER_FEATURES.intersection(self.calibration.features)
+
     def _load_calibration(self) -> CalibrationArtifact:
-        path = self.settings.calibration_path or packaged_calibration_path(self.embedder_id)
+        reader = self.settings.reader_signals == "on"
+        path = self.settings.calibration_path or packaged_calibration_path(
+            self.embedder_id, reader=reader
+        )
         if path is None:
             raise ConfigurationError(
                 f"no calibration artifact for embedder {self.embedder_id!r}: fit one with"
@@ -130,9 +153,16 @@ class EngineSet:
                 " another scorer with RAGSIFT_CONFIDENCE_SCORER=weighted"
             )
         try:
-            return load_calibration(path, embedder_id=self.embedder_id, metric="cosine")
+            artifact = load_calibration(path, embedder_id=self.embedder_id, metric="cosine")
         except ValueError as exc:
             raise ConfigurationError(f"calibration {path}: {exc}") from exc
+        needs = sorted(READER_FEATURES.intersection(artifact.features))
+        if needs and not reader:
+            raise ConfigurationError(
+                f"calibration {path} uses the reader signals {needs}; set"
+                " RAGSIFT_CONFIDENCE_READER_SIGNALS=on or use an artifact fit without them"
+            )
+        return artifact
 
     def engine(
         self, selection: Selection, mode: SearchMode, *, reranked: bool = False

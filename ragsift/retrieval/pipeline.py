@@ -27,6 +27,7 @@ from ragsift.retrieval.engines import EngineSet
 from ragsift.retrieval.errors import CollectionNotFoundError, EmbedderMismatchError
 from ragsift.retrieval.index import SearchHit, SearchRequest, VectorIndex
 from ragsift.retrieval.intents import classify_intent
+from ragsift.retrieval.reader import Reader, ReaderItem, ReaderScores
 from ragsift.retrieval.rerank import Reranker, RerankStage
 from ragsift.retrieval.results import (
     bypass_result,
@@ -83,6 +84,7 @@ class _Pending:
     key: str | None = None
     vector: list[float] | None = None
     rerank_failed: bool = False
+    reader: ReaderScores | None = None
 
 
 # A query that got hits: its position in the batch's results, the query, its hits.
@@ -102,6 +104,8 @@ class RetrievalPipeline:
         source: CloudEvents ``source`` of the evidence this pipeline emits.
         reranker: cross-encoder for each query's top ``settings.reranker.candidates``
             hits, or None (the default) to rank by retrieval scores alone.
+        reader: scores the final hits against their query (sentence match, term
+            coverage) for the calibrated scorer; None (the default) reads nothing.
     """
 
     def __init__(
@@ -115,6 +119,7 @@ class RetrievalPipeline:
         cache: ResultCache | None = None,
         source: str = "/ragsift/retrieval",
         reranker: Reranker | None = None,
+        reader: Reader | None = None,
     ):
         if engines.embedder_id != embedder.embedder_id:
             raise InvalidEventError(
@@ -133,6 +138,7 @@ class RetrievalPipeline:
             if reranker is not None
             else None
         )
+        self.reader = reader
         self._inflight: dict[str, asyncio.Future[RetrievalResult]] = {}
         # Collections seen to exist; greetings are checked against it before any metric.
         self._known_collections: set[str] = set()
@@ -455,12 +461,14 @@ class RetrievalPipeline:
             results.append(None)
         scorable = await self._rerank(scorable)
         t_rerank = time.perf_counter()
+        await self._read(scorable)
+        t_read = time.perf_counter()
         rerank_s = t_rerank - t_search if self.rerank is not None else None
         for position, result in self._score(scorable, t_embed - t0, t_search - t_embed, rerank_s):
             results[position] = result
         self.metrics.stage_seconds.labels("embed").observe(t_embed - t0)
         self.metrics.stage_seconds.labels("search").observe(t_search - t_embed)
-        self.metrics.stage_seconds.labels("score").observe(time.perf_counter() - t_rerank)
+        self.metrics.stage_seconds.labels("score").observe(time.perf_counter() - t_read)
         return [r if r is not None else RuntimeError("query was not scored") for r in results]
 
     async def _rerank(self, found: list[_Found]) -> list[_Found]:
@@ -473,6 +481,31 @@ class RetrievalPipeline:
             p.rerank_failed = outcome.error is not None
             out.append((position, p, outcome.hits))
         return out
+
+    async def _read(self, found: list[_Found]) -> None:
+        """Reader scores for every query's final hits, in one embedder call.
+
+        A failure leaves the batch unread: its reader signals are imputed (as for a
+        query without them), and each query is counted under stage ``read``.
+        """
+        # Keyword and reranked queries are scored by the weighted scorer: nothing to read.
+        todo = [
+            (p, hits)
+            for _, p, hits in found
+            if hits and p.query.mode != "keyword" and hits[0].rerank_score is None
+        ]
+        if self.reader is None or not todo:
+            return
+        t0 = time.perf_counter()
+        items = [ReaderItem(p.query.query, p.vector, [h.text for h in hits]) for p, hits in todo]
+        try:
+            scores = await self.reader.score(items)
+        except _TRANSIENT:
+            self.metrics.retrieval_errors.labels("read").inc(len(todo))
+            return
+        for (p, _), read in zip(todo, scores, strict=True):
+            p.reader = read
+        self.metrics.stage_seconds.labels("read").observe(time.perf_counter() - t0)
 
     async def _embed(self, batch: list[_Pending]) -> None:
         todo = [p for p in batch if p.vector is None and p.query.mode != "keyword"]
@@ -612,7 +645,7 @@ class RetrievalPipeline:
         try:
             return list(
                 engine.assess_many(
-                    [hit_scores(hits, mode, p.query.entities) for _, p, hits in items],
+                    [hit_scores(hits, mode, p.query.entities, p.reader) for _, p, hits in items],
                     thresholds=[p.query.similarity_threshold for _, p, _ in items],
                     tasks=[p.query.task_type for _, p, _ in items]
                     if selection == "adaptive"
@@ -674,8 +707,14 @@ def prefetch_limit(limit: int) -> int:
     return max(PREFETCH_FACTOR * limit, MIN_PREFETCH)
 
 
-def hit_scores(hits: Sequence[SearchHit], mode: str, entities: Sequence[str]) -> HitScores:
-    """The engine's input from index hits: per-channel raw scores, aligned by hit."""
+def hit_scores(
+    hits: Sequence[SearchHit],
+    mode: str,
+    entities: Sequence[str],
+    reader: ReaderScores | None = None,
+) -> HitScores:
+    """The engine's input from index hits: per-channel raw scores (and reader scores,
+    when the reader read them), aligned by hit."""
     if not hits:
         return HitScores.empty()
     dense = sparse = None
@@ -699,6 +738,8 @@ def hit_scores(hits: Sequence[SearchHit], mode: str, entities: Sequence[str]) ->
         doc_ids=[h.doc_id for h in hits],
         source_types=[h.source_type for h in hits],
         entity_matrix=entity,
+        sentence_scores=reader.sentence if reader is not None else None,
+        term_coverage=reader.coverage if reader is not None else None,
     )
 
 

@@ -65,6 +65,8 @@ def _all_features_artifact() -> CalibrationArtifact:
         "entity_coverage": -0.4,
         "source_quality": 0.8,
         "document_diversity": -1.2,
+        "sentence_match": 0.9,
+        "term_coverage": 0.6,
     }
     return CalibrationArtifact(
         embedder_id="offline",

@@ -1,0 +1,219 @@
+"""Reader signals: does a retrieved chunk *answer* the query, not only share its topic?
+
+A chunk's retrieval cosine compares the query with the whole chunk, so a
+paragraph on the right subject scores high whether or not it holds the answer.
+Two per-hit scores look closer:
+
+* **sentence match**: the best cosine of the query against each sentence of the
+  hit (MaxSim over the hit's sentences), embedded at query time by the
+  pipeline's own embedder, for the top ``top_n`` hits only (the others get NaN);
+* **term coverage**: the share of the query's IDF mass whose terms occur in the
+  hit. Terms are Qdrant's BM25 tokens (stopwords dropped, stemmed), the same the
+  index uses. The index applies IDF inside Qdrant and does not expose it, so the
+  IDF here is the BM25 formula over the query's own hit list,
+  ln(1 + (N - df + 0.5) / (df + 0.5)) with N hits and df hits holding the term:
+  a term every hit shares is the topic and weighs little; a term no hit holds
+  weighs most, and is what a near miss lacks.
+
+:class:`Reader` scores a batch of queries with one embedder call.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ragsift.retrieval.bm25 import Bm25Encoder
+from ragsift.retrieval.embedders import Embedder
+
+__all__ = [
+    "DEFAULT_MAX_SENTENCES",
+    "DEFAULT_TOP_N",
+    "Reader",
+    "ReaderItem",
+    "ReaderScores",
+    "split_sentences",
+    "term_coverage",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+# A sentence ends at . ! or ? (closing quotes/brackets may follow), then whitespace,
+# then what can open a sentence: an upper-case letter, a digit or an opening quote.
+# Line breaks always end one. Abbreviations ("Mr. Smith") split too: a short extra
+# sentence only adds one candidate to a max, which costs little.
+_SENTENCE_END = re.compile(
+    r"(?:(?<=[.!?])|(?<=[.!?][\"'\u201d\u2019)\]]))\s+(?=[\"'\u201c\u2018(\[]?[A-Z0-9])|\n+"
+)
+# Fragments shorter than this ("U.S.", "1.") join the sentence before them.
+MIN_SENTENCE_CHARS = 20
+# Sentences embedded per hit at most; longer hits are packed into this many runs
+# of consecutive sentences, so nothing is dropped. A SQuAD paragraph has ~5.
+DEFAULT_MAX_SENTENCES = 12
+# Hits per query whose sentences are embedded: the kept context is the top few,
+# and each extra hit costs about max_sentences embeddings.
+DEFAULT_TOP_N = 3
+# Sentence vectors kept between batches (a popular chunk is read by many queries);
+# 4096 x 384 float32 is 6 MB.
+SENTENCE_CACHE_SIZE = 4096
+
+
+def split_sentences(text: str, max_sentences: int = DEFAULT_MAX_SENTENCES) -> list[str]:
+    """Split ``text`` into at most ``max_sentences`` sentences (see the module docstring).
+
+    Raises:
+        ValueError: ``max_sentences`` < 1.
+    """
+    if max_sentences < 1:
+        raise ValueError(f"max_sentences must be >= 1, got {max_sentences}")
+    sentences: list[str] = []
+    for piece in _SENTENCE_END.split(text):
+        piece = piece.strip()
+        if not piece:
+            continue
+        if sentences and len(piece) < MIN_SENTENCE_CHARS:
+            sentences[-1] = f"{sentences[-1]} {piece}"
+        else:
+            sentences.append(piece)
+    if len(sentences) <= max_sentences:
+        return sentences
+    size = math.ceil(len(sentences) / max_sentences)
+    return [" ".join(sentences[i : i + size]) for i in range(0, len(sentences), size)]
+
+
+def term_coverage(query_terms: Sequence[int], hit_terms: Sequence[set[int]]) -> FloatArray:
+    """Per hit, the share of the query's IDF mass (IDF over these hits) whose terms it holds.
+
+    NaN for every hit when the query has no indexable term (only stopwords).
+    """
+    terms = sorted(set(query_terms))
+    n = len(hit_terms)
+    if not terms or not n:
+        return np.full(n, np.nan)
+    held = np.array([[t in hit for t in terms] for hit in hit_terms], dtype=bool)
+    df = held.sum(axis=0)
+    idf = np.log1p((n - df + 0.5) / (df + 0.5))
+    return np.asarray(held @ idf / idf.sum(), dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderItem:
+    """One query to read: its text, its vector (None: no sentence match) and its hit texts."""
+
+    query: str
+    vector: npt.ArrayLike | None
+    hits: Sequence[str]
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderScores:
+    """Per-hit reader scores of one query, aligned with its hits.
+
+    Attributes:
+        sentence: best query-sentence cosine per hit; NaN past the top ``top_n`` hits,
+            or when sentence match is off or the query has no vector.
+        coverage: IDF-weighted query-term coverage per hit; NaN when off or the query
+            has no indexable term.
+    """
+
+    sentence: FloatArray
+    coverage: FloatArray
+
+
+class Reader:
+    """Scores hits against their query with sentence match and term coverage.
+
+    Args:
+        embedder: the pipeline's embedder (sentences must live in the query's space).
+        encoder: the BM25 tokenizer for term coverage; None turns coverage off.
+        sentences: whether to compute sentence match.
+        top_n: hits per query whose sentences are embedded.
+        max_sentences: sentences per hit at most.
+
+    Raises:
+        ValueError: ``top_n`` or ``max_sentences`` < 1, or both signals off.
+    """
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        *,
+        encoder: Bm25Encoder | None = None,
+        sentences: bool = True,
+        top_n: int = DEFAULT_TOP_N,
+        max_sentences: int = DEFAULT_MAX_SENTENCES,
+    ):
+        if top_n < 1:
+            raise ValueError(f"top_n must be >= 1, got {top_n}")
+        if max_sentences < 1:
+            raise ValueError(f"max_sentences must be >= 1, got {max_sentences}")
+        if encoder is None and not sentences:
+            raise ValueError("a Reader needs sentence match, term coverage or both")
+        self.embedder = embedder
+        self.encoder = encoder
+        self.sentences = sentences
+        self.top_n = top_n
+        self.max_sentences = max_sentences
+        self._cache: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+
+    async def score(self, items: Sequence[ReaderItem]) -> list[ReaderScores]:
+        """Reader scores of every item; all new sentences go to the embedder in one call."""
+        coverage = [self._coverage(item) for item in items]
+        sentence = await self._sentence_match(items) if self.sentences else None
+        return [
+            ReaderScores(
+                sentence=sentence[i] if sentence is not None else np.full(len(item.hits), np.nan),
+                coverage=coverage[i],
+            )
+            for i, item in enumerate(items)
+        ]
+
+    def _coverage(self, item: ReaderItem) -> FloatArray:
+        if self.encoder is None:
+            return np.full(len(item.hits), np.nan)
+        query_terms = self.encoder.encode_query(item.query).indices
+        hit_terms = [set(self.encoder.encode_document(text).indices) for text in item.hits]
+        return term_coverage(query_terms, hit_terms)
+
+    async def _sentence_match(self, items: Sequence[ReaderItem]) -> list[FloatArray]:
+        split: list[list[list[str]]] = []
+        for item in items:
+            n = self.top_n if item.vector is not None else 0
+            split.append([split_sentences(text, self.max_sentences) for text in item.hits[:n]])
+        needed = dict.fromkeys(s for per_hit in split for sents in per_hit for s in sents)
+        vectors: dict[str, npt.NDArray[np.float32]] = {}
+        todo = []
+        for text in needed:
+            cached = self._cache.get(text)
+            if cached is None:
+                todo.append(text)
+            else:
+                self._cache.move_to_end(text)  # recently used: evicted last
+                vectors[text] = cached
+        if todo:
+            fresh = await self.embedder.embed(todo)
+            for text, vec in zip(todo, fresh, strict=True):
+                vectors[text] = vec
+                self._remember(text, vec)
+        out = []
+        for item, per_hit in zip(items, split, strict=True):
+            scores = np.full(len(item.hits), np.nan)
+            if item.vector is not None:
+                query = np.asarray(item.vector, dtype=np.float32)
+                for j, sents in enumerate(per_hit):
+                    if sents:
+                        matrix = np.stack([vectors[s] for s in sents])
+                        scores[j] = float((matrix @ query).max())
+            out.append(scores)
+        return out
+
+    def _remember(self, text: str, vector: npt.NDArray[np.float32]) -> None:
+        self._cache[text] = vector
+        if len(self._cache) > SENTENCE_CACHE_SIZE:
+            self._cache.popitem(last=False)

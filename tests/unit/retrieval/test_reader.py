@@ -1,0 +1,197 @@
+"""The reader: sentence splitting, IDF term coverage, and MaxSim over a hit's sentences."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from ragsift.retrieval.bm25 import Bm25Encoder
+from ragsift.retrieval.embedders import l2_normalize
+from ragsift.retrieval.reader import (
+    Reader,
+    ReaderItem,
+    split_sentences,
+    term_coverage,
+)
+
+WORDS = ("cat", "dog", "fish")
+
+
+class WordEmbedder:
+    """A real, deterministic embedder: one axis per word of WORDS, counts normalized.
+
+    The whole of "The dog barked. The cat sat." points between cat and dog; each
+    sentence points at its own animal, which is what MaxSim over sentences sees.
+    """
+
+    embedder_id = "test:words-3"
+    dim = len(WORDS)
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.calls.append(list(texts))
+        counts = [[t.lower().count(w) for w in WORDS] for t in texts]
+        return l2_normalize(np.array(counts, dtype=np.float32).reshape(len(texts), self.dim))
+
+    async def embed_one(self, text: str) -> npt.NDArray[np.float32]:
+        return (await self.embed([text]))[0]
+
+
+class FailingEmbedder(WordEmbedder):
+    """An embedder whose backend is down."""
+
+    async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        raise ConnectionError("embedder backend down")
+
+
+# -- splitter ---------------------------------------------------------------------------------
+
+
+def test_split_sentences_on_end_punctuation_followed_by_a_capital() -> None:
+    text = 'The cat sat on the mat. "Then it left the room." It came back at 5 p.m. today.'
+    assert split_sentences(text) == [
+        "The cat sat on the mat.",
+        '"Then it left the room."',
+        "It came back at 5 p.m. today.",
+    ]
+
+
+def test_split_sentences_keeps_closing_quotes_and_splits_on_line_breaks() -> None:
+    text = 'She said "it is over." Nobody answered her at all\nA new paragraph starts here.'
+    assert split_sentences(text) == [
+        'She said "it is over."',
+        "Nobody answered her at all",
+        "A new paragraph starts here.",
+    ]
+
+
+def test_short_fragments_join_the_sentence_before() -> None:
+    assert split_sentences("The agency moved to the U.S. Army. In 1990.") == [
+        "The agency moved to the U.S. Army. In 1990."
+    ]
+
+
+def test_long_texts_pack_into_max_sentences_runs_and_lose_nothing() -> None:
+    sentences = [f"Sentence number {i} is right here." for i in range(7)]
+    packed = split_sentences(" ".join(sentences), max_sentences=3)
+    assert len(packed) == 3
+    assert " ".join(packed) == " ".join(sentences)
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\n"])
+def test_blank_text_has_no_sentence(text: str) -> None:
+    assert split_sentences(text) == []
+
+
+def test_hostile_text_splits_without_error() -> None:
+    text = "Ünïcödé façade. 東京は大きい。 Ctrl\x00chars\x1b here. " + "x" * 100_000
+    out = split_sentences(text, max_sentences=4)
+    assert 1 <= len(out) <= 4
+    assert "x" * 100_000 in out[-1]
+
+
+def test_max_sentences_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_sentences must be >= 1, got 0"):
+        split_sentences("One. Two.", max_sentences=0)
+
+
+# -- term coverage ----------------------------------------------------------------------------
+
+
+def test_coverage_with_equal_idf_is_the_share_of_terms() -> None:
+    cov = term_coverage([1, 2, 3], [{1, 2}, {3}, set()])
+    np.testing.assert_allclose(cov, [2 / 3, 1 / 3, 0.0])
+
+
+def test_coverage_weighs_a_term_every_hit_shares_less() -> None:
+    # Term 1 is in both hits (df 2), term 2 in one (df 1); N = 2.
+    idf1 = math.log1p((2 - 2 + 0.5) / (2 + 0.5))
+    idf2 = math.log1p((2 - 1 + 0.5) / (1 + 0.5))
+    cov = term_coverage([1, 2, 2], [{1}, {1, 2}])
+    np.testing.assert_allclose(cov, [idf1 / (idf1 + idf2), 1.0])
+
+
+def test_coverage_without_query_terms_or_hits() -> None:
+    assert np.isnan(term_coverage([], [{1}, {2}])).all()
+    assert term_coverage([1], []).shape == (0,)
+
+
+# -- reader -----------------------------------------------------------------------------------
+
+
+async def test_sentence_match_is_the_best_sentence_not_the_whole_chunk() -> None:
+    embedder = WordEmbedder()
+    reader = Reader(embedder, top_n=2)
+    query = (await embedder.embed(["cat"]))[0]
+    hits = [
+        "The dog barked at the postman. The cat sat on the mat.",
+        "A fish swam in the bowl all day long.",
+        "The cat was not read: it is past top_n.",
+    ]
+    (scores,) = await reader.score([ReaderItem("cat", query, hits)])
+    np.testing.assert_allclose(scores.sentence[:2], [1.0, 0.0], atol=1e-6)
+    assert np.isnan(scores.sentence[2])
+    # The whole first chunk sits between cat and dog: MaxSim sees past that.
+    whole = (await embedder.embed([hits[0]]))[0]
+    assert float(whole @ query) == pytest.approx(1 / math.sqrt(2), abs=1e-6)
+    assert np.isnan(scores.coverage).all()  # no encoder: coverage off
+
+
+async def test_one_embedder_call_per_batch_and_sentences_are_cached() -> None:
+    embedder = WordEmbedder()
+    reader = Reader(embedder, top_n=3)
+    query = (await embedder.embed(["dog"]))[0]
+    embedder.calls.clear()
+    items = [
+        ReaderItem("dog", query, ["The dog ran off into the woods.", "A cat slept on."]),
+        ReaderItem("dog", query, ["The dog ran off into the woods."]),
+    ]
+    first = await reader.score(items)
+    assert embedder.calls == [["The dog ran off into the woods.", "A cat slept on."]]
+    again = await reader.score(items)
+    assert len(embedder.calls) == 1  # every sentence came from the cache
+    for a, b in zip(first, again, strict=True):
+        np.testing.assert_array_equal(a.sentence, b.sentence)
+
+
+async def test_a_query_without_a_vector_gets_no_sentence_match() -> None:
+    embedder = WordEmbedder()
+    reader = Reader(embedder, encoder=Bm25Encoder())
+    (scores,) = await reader.score([ReaderItem("cat food", None, ["Cat food is sold here."])])
+    assert np.isnan(scores.sentence).all()
+    assert embedder.calls == []
+    assert scores.coverage.tolist() == [1.0]
+
+
+async def test_coverage_uses_the_index_tokenizer() -> None:
+    reader = Reader(WordEmbedder(), encoder=Bm25Encoder(), sentences=False)
+    hits = ["Zebras graze on grass.", "Grass grows in the savanna.", "Nothing here at all."]
+    (scores,) = await reader.score([ReaderItem("Where do the zebras graze?", None, hits)])
+    assert scores.coverage[0] == pytest.approx(1.0)  # stopwords dropped, stems matched
+    assert scores.coverage[2] == 0.0
+    assert 0.0 <= scores.coverage[1] < scores.coverage[0]
+
+
+async def test_an_embedder_failure_propagates_for_the_pipeline_to_handle() -> None:
+    reader = Reader(FailingEmbedder())
+    with pytest.raises(ConnectionError):
+        await reader.score([ReaderItem("cat", [1.0, 0.0, 0.0], ["The cat sat."])])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"top_n": 0}, "top_n must be >= 1, got 0"),
+        ({"max_sentences": 0}, "max_sentences must be >= 1, got 0"),
+        ({"sentences": False}, "needs sentence match, term coverage or both"),
+    ],
+)
+def test_reader_checks_its_arguments(kwargs: dict[str, int | bool], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Reader(WordEmbedder(), **kwargs)  # type: ignore[arg-type]  # mixed kwargs on purpose
