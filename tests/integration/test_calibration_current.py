@@ -1,7 +1,8 @@
 """Each shipped calibration is what `ragsift calibrate --dataset squad2` fits today.
 
-Both default combinations are refit in full: the hashing embedder (~30 s to
-1 min on two cores) and the onnx default (~4-6 min on two busy cores). A
+Both default combinations are refit in full: the hashing embedder (20 s to
+1 min on two cores) and the onnx default (1 min 49 s on two quiet cores, up
+to 6.5 min on busy ones). A
 subset cannot stand in for the onnx fit: the artifact is a fit over every
 question of half the articles, so only the same fit can be compared with it.
 
