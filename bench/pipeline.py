@@ -1,6 +1,6 @@
 """Embedded pipeline throughput: queries/s and latency on 10,000 chunks.
 
-Query events carry precomputed vectors (embedding is the caller's cost), so
+By default query events carry precomputed vectors (embedding is the caller's cost), so
 this measures cache look-up, hybrid search on Qdrant Edge, the confidence
 engine and result building. Batches of 64 mirror the streaming worker's
 ``stream.take``. Every query is distinct, so the timed pass never hits the
@@ -11,7 +11,15 @@ engine's part of that work runs on the same shard and queries, so
 engine's. Progress on stderr; one JSON object on the last line of stdout;
 never asserts on time.
 
+The embedder is pinned to ``hashing`` unless ``--embedder`` says otherwise
+(not the default onnx: the corpus is made-up words, and indexing 10,000 chunks
+with the model takes minutes on two cores). ``--embed-in-path`` sends the
+timed queries without vectors, so the pipeline embeds them: with
+``--embedder onnx`` that is the default configuration's queries/s with the
+real model in the path (``make bench`` runs it on a smaller corpus).
+
     python bench/pipeline.py [--chunks 10000] [--queries 2000] [--batch 64]
+                             [--embedder hashing|onnx] [--embed-in-path]
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import qdrant_edge as qe
@@ -35,9 +44,10 @@ from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.index import RRF_K, PointKey, RawPoint, rrf_fuse
 from ragsift.retrieval.pipeline import prefetch_limit
 from ragsift.schemas import QueryEvent
-from ragsift.settings import Settings
+from ragsift.settings import EmbedderSettings, Settings
 
 TENANT = "bench"
+EmbedderKind = Literal["hashing", "onnx"]
 
 
 def _log(message: str) -> None:
@@ -99,9 +109,12 @@ def engine_qps(shard_dir: Path, events: list[QueryEvent], batch: int, limit: int
     return qps
 
 
-async def run(chunks: int, n_queries: int, batch: int) -> dict[str, object]:
+async def run(
+    chunks: int, n_queries: int, batch: int, embedder: EmbedderKind, embed_in_path: bool
+) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
-        runtime = EmbeddedRuntime(Settings.from_env(data_dir=Path(tmp)))
+        settings = Settings.from_env(data_dir=Path(tmp), embedder=EmbedderSettings(kind=embedder))
+        runtime = EmbeddedRuntime(settings)
         corpus = make_corpus(chunks)
         _log(f"indexing {chunks} chunks…")
         t0 = time.perf_counter()
@@ -109,16 +122,20 @@ async def run(chunks: int, n_queries: int, batch: int) -> dict[str, object]:
         index_s = time.perf_counter() - t0
         texts = make_queries(corpus, n_queries + 200)
         vectors = await runtime.embedder.embed(texts)
+        embedder_id = runtime.embedder.embedder_id
         events = [
             QueryEvent(
                 query_id=f"b-{i}",
                 tenant_id=TENANT,
                 query=text,
                 vector=vec.tolist(),
-                embedder_id=runtime.embedder.embedder_id,
+                embedder_id=embedder_id,
             )
             for i, (text, vec) in enumerate(zip(texts, vectors, strict=True))
         ]
+        if embed_in_path:
+            # Text only: the pipeline embeds each batch, as it does for a client's query.
+            events = [e.model_copy(update={"vector": None, "embedder_id": None}) for e in events]
         warm, timed = events[:200], events[200:]
         # The corpus and the events are the bench's, not the pipeline's: freeze them out
         # of the collector (as the worker freezes its start-up objects) so that full
@@ -148,14 +165,23 @@ async def run(chunks: int, n_queries: int, batch: int) -> dict[str, object]:
             singles.append(time.perf_counter() - t)
         await runtime.close()
         _log("bare engine on the same shard and queries…")
+        # The engine always gets the vectors: its figure never includes embedding.
         engine = engine_qps(
-            Path(tmp) / "qdrant" / "default", timed, batch, runtime.settings.confidence.default_k
+            Path(tmp) / "qdrant" / "default",
+            [
+                e.model_copy(update={"vector": v.tolist(), "embedder_id": embedder_id})
+                for e, v in zip(timed, vectors[200:], strict=True)
+            ],
+            batch,
+            runtime.settings.confidence.default_k,
         )
     return {
         "benchmark": "pipeline",
         "chunks": chunks,
         "queries": len(timed),
         "batch": batch,
+        "embedder": embedder_id,
+        "embed_in_path": embed_in_path,
         "index_seconds": round(index_s, 2),
         "queries_per_s": round(batched_qps, 1),
         "batch_p50_ms": _ms(batch_times, 50),
@@ -175,8 +201,13 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=2_000)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--embedder", choices=["hashing", "onnx"], default="hashing")
+    parser.add_argument(
+        "--embed-in-path", action="store_true", help="Queries carry text only: time embedding."
+    )
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(run(args.chunks, args.queries, args.batch))))
+    figures = run(args.chunks, args.queries, args.batch, args.embedder, args.embed_in_path)
+    print(json.dumps(asyncio.run(figures)))
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from corpus import make_corpus, make_queries
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.retrieval.rerank import HttpReranker
 from ragsift.schemas import QueryEvent
-from ragsift.settings import RerankerSettings, Settings
+from ragsift.settings import EmbedderSettings, RerankerSettings, Settings
 
 TENANT = "bench"
 BATCH = 64  # the streaming worker's stream.take batch
@@ -79,7 +79,10 @@ async def _ready(url: str) -> None:
 async def _pipeline(
     tmp: Path, corpus: Any, texts: list[str], reranker: RerankerSettings, tag: str
 ) -> dict[str, float]:
-    settings = Settings.from_env(data_dir=tmp / tag, reranker=reranker)
+    # Hashing, not the default onnx: this measures ragsift's cost around a reranker, and
+    # indexing 2,000 made-up-word chunks twice with the model would take minutes.
+    hashing = EmbedderSettings(kind="hashing")
+    settings = Settings.from_env(data_dir=tmp / tag, reranker=reranker, embedder=hashing)
     runtime = EmbeddedRuntime(settings)
     await runtime.ingest(TENANT, corpus)
     vectors = await runtime.embedder.embed(texts)

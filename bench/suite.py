@@ -6,7 +6,13 @@ On one seeded corpus (bench/corpus.py, 10,000 chunks by default) it runs:
 - bench/pipeline.py: the embedded pipeline's batched queries/s on cache
   misses, the same queries again as cache hits (the cache-hit speed-up), and
   the bare Qdrant Edge engine's hybrid batch throughput on the very shard and
-  queries the pipeline used: the ceiling the pipeline is measured against;
+  queries the pipeline used: the ceiling the pipeline is measured against
+  (hashing embedder, vectors precomputed: the pipeline's own cost);
+- bench/pipeline.py --embedder onnx --embed-in-path: the default
+  configuration's queries/s with the onnx model embedding each batch, on a
+  smaller corpus (indexing with the model costs ~0.1 s per chunk on two cores);
+- bench/embedder.py: each embedder's load time, texts/s (short, long) and peak
+  memory, in fresh processes;
 - bench/streaming.py: Kafka end to end with 1 and 2 worker processes on the
   same corpus: queries/s, p50/p99 from produce to result;
 - bench/rerank.py: the per-query overhead of reranking 20 candidates on a
@@ -18,6 +24,7 @@ them). Progress on stderr; the JSON document alone on stdout. Never asserts on
 time.
 
     python bench/suite.py [--chunks 10000] [--queries 2000] [--stream-queries 5000]
+                          [--onnx-chunks 500] [--onnx-queries 500]
 """
 
 from __future__ import annotations
@@ -55,11 +62,19 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=2_000, help="embedded pipeline")
     parser.add_argument("--stream-queries", type=int, default=5_000, help="per worker count")
+    parser.add_argument("--onnx-chunks", type=int, default=500, help="pipeline with the model")
+    parser.add_argument("--onnx-queries", type=int, default=500, help="pipeline with the model")
     args = parser.parse_args()
     started = time.perf_counter()
     chunks = ("--chunks", str(args.chunks))
     confidence = _script("confidence")
     pipeline = _script("pipeline", *chunks, "--queries", str(args.queries))
+    with_model = _script(
+        "pipeline",
+        *("--chunks", str(args.onnx_chunks), "--queries", str(args.onnx_queries)),
+        *("--embedder", "onnx", "--embed-in-path"),
+    )
+    embedder = _script("embedder")["results"]
     streaming = _script("streaming", *chunks, "--queries", str(args.stream_queries))
     rerank = _script("rerank")
     engine = pipeline["engine_queries_per_s"]
@@ -74,6 +89,9 @@ def main() -> None:
         "pipeline_single_p50_ms": pipeline["single_p50_ms"],
         "pipeline_cache_hit_qps": pipeline["cache_hit_queries_per_s"],
         "cache_hit_speedup": pipeline["cache_hit_speedup"],
+        "pipeline_onnx_in_path_qps": with_model["queries_per_s"],
+        "pipeline_onnx_in_path_single_p50_ms": with_model["single_p50_ms"],
+        "embedders": embedder,
         "e2e_1_worker": one,
         "e2e_2_workers": two,
         "rerank_overhead_ms_per_query": rerank["overhead_ms_per_query"],

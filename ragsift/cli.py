@@ -147,7 +147,7 @@ def demo(
 
     from ragsift.cli_render import demo_table
     from ragsift.ingest.loaders import iter_documents
-    from ragsift.ingest.sample import DEMO_QUERIES, write_sample_corpus
+    from ragsift.ingest.sample import DEMO_ASK, DEMO_QUERIES, write_sample_corpus
     from ragsift.schemas import QueryEvent
 
     if data_dir.exists():
@@ -184,7 +184,7 @@ def demo(
     console.print(f"audit trail (CloudEvents, JSONL): {data_dir / 'audit' / 'audit.jsonl'}")
     console.print(
         f"results: {data_dir / 'results.jsonl'}  ·  try: ragsift ask --data-dir"
-        f' {data_dir} --tenant demo "What is the warranty period?"'
+        f' {data_dir} --tenant demo "{DEMO_ASK}"'
     )
 
 

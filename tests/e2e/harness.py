@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.ingest.sample import sample_documents
 from ragsift.schemas import QueryEvent, RetrievalResult
-from ragsift.settings import Settings
+from ragsift.settings import EmbedderSettings, Settings
 from ragsift.streams.codec import EventCodec
 from ragsift.streams.topics import TOPICS
 
@@ -43,9 +43,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def prepare_index(data_dir: Path) -> None:
-    """An embedded shard holding the sample handbook for tenant ``demo``."""
-    runtime = EmbeddedRuntime(Settings(data_dir=data_dir))
+async def prepare_index(data_dir: Path, embedder: EmbedderSettings | None = None) -> None:
+    """An embedded shard holding the sample handbook for tenant ``demo``.
+
+    ``embedder`` defaults to the environment's (the default onnx unless
+    RAGSIFT_EMBEDDER_KIND says otherwise); workers must run with the same one.
+    """
+    settings = Settings(data_dir=data_dir)
+    if embedder is not None:
+        settings = settings.model_copy(update={"embedder": embedder})
+    runtime = EmbeddedRuntime(settings)
     try:
         await runtime.ingest(TENANT, sample_documents())
     finally:

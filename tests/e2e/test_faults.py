@@ -42,6 +42,7 @@ from tests.e2e.harness import (
     WorkerProcess,
     audit_rows,
     free_port,
+    prepare_index,
     produce,
     services,
     until_cache_hit,
@@ -56,6 +57,12 @@ JUDGE_LAG_AGAINST_RATE = "RAGSIFT_SOAK_SECONDS" in os.environ
 # After pacing stops the backlog must drain to nothing within this bound, however
 # loaded the machine: a stuck or leaking consumer never does.
 DRAIN_TIMEOUT_S = 120.0
+# The fault suite tests plumbing (loss, duplicates, dead letters, recovery) with
+# 2,000-10,000 queries per fault: it pins the hashing embedder, whose vectors
+# cost microseconds, where the default onnx model embeds ~100-250 texts/s on two
+# cores and would spend most of the run embedding. The index and the workers
+# must agree on it (a mismatch is refused), so both are built with it.
+EMBEDDER = EmbedderSettings(kind="hashing")
 # Worst case a stream is allowed: 20 queries/s plus two minutes for the faults.
 STREAM_TIMEOUT_S = 120 + QUERIES / 20
 
@@ -76,8 +83,19 @@ def fault_stack(
         redis_url=redis_settings.url,  # type: ignore[attr-defined]  # RedisSettings
         prefix=f"fault-{uuid.uuid4().hex[:8]}",
         base_dir=tmp_path,
-        extra_env={"RAGSIFT_KAFKA_SESSION_TIMEOUT_S": "8"},
+        extra_env={
+            "RAGSIFT_KAFKA_SESSION_TIMEOUT_S": "8",
+            "RAGSIFT_EMBEDDER_KIND": EMBEDDER.kind,
+        },
     )
+
+
+@pytest.fixture(scope="module")
+def template_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample handbook indexed with the fault suite's pinned embedder."""
+    path = tmp_path_factory.mktemp("template")
+    asyncio.run(prepare_index(path, EMBEDDER))
+    return path
 
 
 @pytest.fixture
@@ -340,7 +358,7 @@ def poison_pill(i: int) -> bytes:
                 "tenant_id": TENANT,
                 "query": "x",
                 "vector": [1e150] * 384,
-                "embedder_id": build_embedder(EmbedderSettings()).embedder_id,
+                "embedder_id": build_embedder(EMBEDDER).embedder_id,
             }
         ).encode(),
     ]

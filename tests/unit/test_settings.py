@@ -26,6 +26,15 @@ def test_defaults_are_the_seed_figures() -> None:
     assert s.qdrant.mode == "edge"
 
 
+def test_the_default_embedder_is_onnx_and_hashing_stays_selectable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 13: the semantic model is the default; hashing is the zero-dependency fallback.
+    assert Settings.from_env().embedder.kind == "onnx"
+    monkeypatch.setenv("RAGSIFT_EMBEDDER_KIND", "hashing")
+    assert Settings.from_env().embedder.kind == "hashing"
+
+
 def test_seed_a_aliases_and_prefixed_names(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAG_HIGH_CONFIDENCE_THRESHOLD", "0.9")
     monkeypatch.setenv("RAG_MIN_RESULTS", "5")

@@ -224,6 +224,36 @@ async def test_embedder_mismatch_is_refused(index: VectorIndex) -> None:
     assert ok
 
 
+async def test_a_shard_built_with_another_embedder_names_both_ids_and_the_fix(
+    index: VectorIndex,
+) -> None:
+    # The default embedder moved from hashing to onnx: a shard built before that
+    # must say what built it, what asks, and how to reconcile the two.
+    onnx_id = "onnx-all-MiniLM-L6-v2-int8-384"
+    with pytest.raises(EmbedderMismatchError) as caught:
+        await index.ensure_collection(COLLECTION, DIM, onnx_id)
+    message = str(caught.value)
+    assert EMBEDDER.embedder_id in message
+    assert onnx_id in message
+    assert "re-ingest" in message
+    assert "RAGSIFT_EMBEDDER_KIND=hashing" in message
+    with pytest.raises(EmbedderMismatchError, match="RAGSIFT_EMBEDDER_KIND=hashing"):
+        await index.search(COLLECTION, request("acme", "password", "dense", embedder_id=onnx_id))
+
+
+def test_an_unknown_embedder_id_still_gets_a_fix() -> None:
+    error = EmbedderMismatchError(
+        expected="custom-768", actual="onnx-all-MiniLM-L6-v2-int8-384", stored=True
+    )
+    assert "re-ingest" in str(error)
+    assert "RAGSIFT_EMBEDDER_KIND, _MODEL" in str(error)
+
+
+def test_a_query_vector_mismatch_does_not_suggest_rebuilding_the_shard() -> None:
+    error = EmbedderMismatchError(expected="ragsift-hashing-v1-384", actual="other-384")
+    assert "re-ingest" not in str(error)
+
+
 async def test_tenant_is_mandatory(index: VectorIndex) -> None:
     for bad in ("", "  ", None):
         with pytest.raises(MissingTenantError):

@@ -14,13 +14,14 @@ from ragsift.ingest.loaders import SourceDocument
 from ragsift.ingest.sample import sample_documents
 from ragsift.retrieval.index import SearchHit, SearchRequest
 from ragsift.schemas import DeadLetter, QueryEvent, RetrievalResult
-from ragsift.settings import ConfidenceSettings, LimitSettings, Settings
+from ragsift.settings import ConfidenceSettings, EmbedderSettings, LimitSettings, Settings
 
 
 def make_settings(tmp_path: Path, **confidence: Any) -> Settings:
     # The weighted scorer with low bars keeps these tests independent of the fitted
     # calibration (tested on its own): the hashing embedder's cosines are small, and
-    # the plumbing is what is checked here.
+    # the plumbing is what is checked here. Hashing is pinned (not the default onnx)
+    # for that reason and for speed: each test indexes the handbook afresh.
     conf = {
         "scorer": "weighted",
         "similarity_threshold": 0.05,
@@ -33,6 +34,7 @@ def make_settings(tmp_path: Path, **confidence: Any) -> Settings:
         data_dir=tmp_path,
         confidence=ConfidenceSettings(**conf),
         limits=LimitSettings(max_query_chars=500),
+        embedder=EmbedderSettings(kind="hashing"),
     )
 
 
