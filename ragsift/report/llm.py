@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import httpx
 
 from ragsift.errors import RagsiftError, ServiceUnavailableError
+from ragsift.http_retry import Attempts, bearer_client, with_retries
 from ragsift.report.prompts import ChatMessage
 
 __all__ = [
@@ -205,15 +206,7 @@ class OpenAIChatClient:
         self.backoff = backoff
         self.temperature = temperature
         self.max_tokens = max_tokens
-        key = (
-            api_key.get_secret_value()
-            if api_key is not None and not isinstance(api_key, str)
-            else api_key
-        )
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._client = httpx.AsyncClient(
-            headers=headers, timeout=httpx.Timeout(timeout), transport=transport
-        )
+        self._client = bearer_client(api_key, timeout=timeout, transport=transport)
 
     def __repr__(self) -> str:
         # Never the key: reprs end up in logs.
@@ -236,28 +229,24 @@ class OpenAIChatClient:
             "max_tokens": self.max_tokens,
             "stream": False,
         }
-        attempt = 0
+        attempts = Attempts()
         try:
             async with asyncio.timeout(self.deadline):
-                while True:
-                    attempt += 1
-                    try:
-                        return await self._request(body)
-                    except LlmUnavailableError as exc:
-                        if attempt > self.max_retries:
-                            exc.attempts = attempt
-                            raise
-                        pause = self.backoff * 2 ** (attempt - 1)
-                        if exc.retry_after is not None:
-                            pause = max(pause, exc.retry_after)
-                        await asyncio.sleep(min(pause, MAX_BACKOFF_S))
+                return await with_retries(
+                    lambda: self._request(body),
+                    LlmUnavailableError,
+                    max_retries=self.max_retries,
+                    backoff=self.backoff,
+                    max_pause=MAX_BACKOFF_S,
+                    attempts=attempts,
+                )
         except TimeoutError as exc:
             # Only asyncio.timeout raises TimeoutError here: httpx's own are converted above.
             raise LlmDeadlineError(
                 f"chat call to {self.shown_url} got no complete answer within {self.deadline:g} s"
-                f" ({attempt} attempt(s))",
+                f" ({attempts.count} attempt(s))",
                 deadline_s=self.deadline,
-                attempts=attempt,
+                attempts=attempts.count,
             ) from exc
 
     async def _request(self, body: dict[str, Any]) -> ChatReply:

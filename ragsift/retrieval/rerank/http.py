@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol
 
 import httpx
 
+from ragsift.http_retry import Attempts, bearer_client, with_retries
 from ragsift.retrieval.rerank.base import (
     RerankerResponseError,
     RerankerUnavailableError,
@@ -110,15 +111,7 @@ class HttpReranker:
         self.max_retries = max_retries
         self.backoff = backoff
         self._slots = asyncio.Semaphore(concurrency)
-        key = (
-            api_key.get_secret_value()
-            if api_key is not None and not isinstance(api_key, str)
-            else api_key
-        )
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._client = httpx.AsyncClient(
-            headers=headers, timeout=httpx.Timeout(timeout), transport=transport
-        )
+        self._client = bearer_client(api_key, timeout=timeout, transport=transport)
 
     def __repr__(self) -> str:
         # Never the key: reprs end up in logs.
@@ -135,27 +128,27 @@ class HttpReranker:
         if not texts:
             return []
         body = self._body(query, texts)
-        attempt = 0
+        attempts = Attempts()
+
+        async def attempt_once() -> list[float]:
+            return self._parse(await self._post(body), len(texts))
+
         try:
             async with asyncio.timeout(self.deadline):
-                while True:
-                    attempt += 1
-                    try:
-                        return self._parse(await self._post(body), len(texts))
-                    except RerankerUnavailableError as exc:
-                        if attempt > self.max_retries:
-                            exc.attempts = attempt
-                            raise
-                        pause = self.backoff * 2 ** (attempt - 1)
-                        if exc.retry_after is not None:
-                            pause = max(pause, exc.retry_after)
-                        await asyncio.sleep(min(pause, MAX_BACKOFF_S))
+                return await with_retries(
+                    attempt_once,
+                    RerankerUnavailableError,
+                    max_retries=self.max_retries,
+                    backoff=self.backoff,
+                    max_pause=MAX_BACKOFF_S,
+                    attempts=attempts,
+                )
         except TimeoutError as exc:
             # Only asyncio.timeout raises TimeoutError here: httpx's own are converted.
             raise RerankerUnavailableError(
                 f"reranker {self.shown_url} gave no complete answer within {self.deadline:g} s"
-                f" ({attempt} attempt(s))",
-                attempts=attempt,
+                f" ({attempts.count} attempt(s))",
+                attempts=attempts.count,
             ) from exc
 
     async def rerank_many(
