@@ -1,0 +1,299 @@
+"""Calibrations per collection and tenant: where they are kept and which one a query gets.
+
+A shipped artifact is fit on one public corpus; a user's collection has its own
+score levels. ``ragsift calibrate --collection`` (label-free self-calibration) and
+the feedback re-fit write artifacts for a narrower *scope*; a worker scores each
+query with the most specific artifact that exists:
+
+    (tenant, collection)  ->  (collection)  ->  the shipped default
+
+A :class:`CalibrationStore` keeps the scoped artifacts (a directory for the
+embedded runtime; a shared store for replicas). :class:`CalibrationRegistry`
+resolves a scope, caches what it read, and notices new versions by polling the
+store's cheap :meth:`~CalibrationStore.generation` at most every ``refresh_s``:
+a re-fit reaches every worker without a restart. An artifact for another
+embedder or metric is refused when it is written and skipped (logged, counted by
+the caller through :attr:`CalibrationRegistry.rejected`) when it is read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Protocol, runtime_checkable
+
+from ragsift.confidence.artifact import CalibrationArtifact
+from ragsift.confidence.errors import CalibrationMismatchError, ConfidenceError
+
+__all__ = [
+    "CalibrationRegistry",
+    "CalibrationScope",
+    "CalibrationStore",
+    "DirectoryCalibrationStore",
+]
+
+log = logging.getLogger(__name__)
+
+# How often a registry asks its store whether anything changed: new calibrations
+# reach workers within this many seconds, and a busy worker polls at most 1/s.
+DEFAULT_REFRESH_S: Final = 5.0
+_COLLECTION_FILE: Final = "_collection.json"
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class CalibrationScope:
+    """What a calibration applies to: one collection, optionally one tenant in it."""
+
+    collection: str
+    tenant: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.collection:
+            raise ConfidenceError("a calibration scope needs a collection")
+        if self.tenant is not None and not self.tenant:
+            raise ConfidenceError("a calibration scope's tenant must be None or non-empty")
+
+    def __str__(self) -> str:
+        return self.collection if self.tenant is None else f"{self.tenant}/{self.collection}"
+
+
+@runtime_checkable
+class CalibrationStore(Protocol):
+    """Scoped calibration artifacts, shared by every worker that reads the same store."""
+
+    def get(self, scope: CalibrationScope) -> CalibrationArtifact | None:
+        """The artifact stored for exactly ``scope``, or None."""
+        ...
+
+    def put(self, scope: CalibrationScope, artifact: CalibrationArtifact) -> None:
+        """Store ``artifact`` for ``scope``, replacing the previous one atomically."""
+        ...
+
+    def delete(self, scope: CalibrationScope) -> bool:
+        """Remove the artifact for ``scope``; True if there was one."""
+        ...
+
+    def scopes(self) -> list[CalibrationScope]:
+        """Every scope that has an artifact, sorted."""
+        ...
+
+    def generation(self) -> str:
+        """A token that changes whenever any artifact is put or deleted (cheap to read)."""
+        ...
+
+
+def _component(name: str) -> str:
+    """A file-name-safe, collision-free form of a collection or tenant name."""
+    slug = _SAFE.sub("_", name)[:48]
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    return f"{slug}-{digest}"
+
+
+class DirectoryCalibrationStore:
+    """Artifacts as JSON files under ``root`` (the embedded runtime's data dir).
+
+    Layout: ``root/<collection>/_collection.json`` and ``root/<collection>/<tenant>.json``,
+    names made file-safe and unique (a slug plus a hash of the real name); every
+    file is written to a temporary name and renamed, so a reader never sees half
+    an artifact.
+    """
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def _path(self, scope: CalibrationScope) -> Path:
+        folder = self.root / _component(scope.collection)
+        name = _COLLECTION_FILE if scope.tenant is None else f"{_component(scope.tenant)}.json"
+        return folder / name
+
+    def get(self, scope: CalibrationScope) -> CalibrationArtifact | None:
+        """The artifact for exactly ``scope``, or None (see :class:`CalibrationStore`)."""
+        path = self._path(scope)
+        try:
+            text = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        return CalibrationArtifact.from_json(text)
+
+    def put(self, scope: CalibrationScope, artifact: CalibrationArtifact) -> None:
+        """Write ``artifact`` for ``scope`` atomically (see :class:`CalibrationStore`)."""
+        path = self._path(scope)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # The scope's real names are kept beside the hashed file names, for `scopes()`.
+        (path.parent / "_name").write_text(scope.collection, encoding="utf-8")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(artifact.to_json())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        if scope.tenant is not None:
+            (path.parent / f"{path.stem}.name").write_text(scope.tenant, encoding="utf-8")
+
+    def delete(self, scope: CalibrationScope) -> bool:
+        """Remove the artifact for ``scope`` (see :class:`CalibrationStore`)."""
+        path = self._path(scope)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def scopes(self) -> list[CalibrationScope]:
+        """Every stored scope, sorted (see :class:`CalibrationStore`)."""
+        found: list[CalibrationScope] = []
+        if not self.root.is_dir():
+            return found
+        for folder in self.root.iterdir():
+            name_file = folder / "_name"
+            if not name_file.is_file():
+                continue
+            collection = name_file.read_text(encoding="utf-8")
+            for path in folder.glob("*.json"):
+                if path.name.startswith(".tmp-"):
+                    continue
+                if path.name == _COLLECTION_FILE:
+                    found.append(CalibrationScope(collection))
+                    continue
+                tenant_file = path.with_suffix(".name")
+                if tenant_file.is_file():
+                    found.append(CalibrationScope(collection, tenant_file.read_text("utf-8")))
+        return sorted(found, key=lambda s: (s.collection, s.tenant or ""))
+
+    def generation(self) -> str:
+        """Names, sizes and mtimes of the artifact files, hashed (see :class:`CalibrationStore`)."""
+        if not self.root.is_dir():
+            return "empty"
+        digest = hashlib.sha256()
+        for path in sorted(self.root.glob("*/*.json")):
+            if path.name.startswith(".tmp-"):
+                continue
+            stat = path.stat()
+            digest.update(
+                f"{path.relative_to(self.root)}:{stat.st_size}:{stat.st_mtime_ns};".encode()
+            )
+        return digest.hexdigest()[:16]
+
+
+class CalibrationRegistry:
+    """The calibration each query is scored with: the most specific one stored, else the default.
+
+    Args:
+        default: the shipped (or configured) artifact; every scope falls back to it.
+        store: scoped artifacts; None means every scope gets ``default``.
+        refresh_s: how often to ask the store whether anything changed.
+        clock: monotonic seconds (tests pass a fake).
+
+    Thread-safe: the streaming runtime resolves from one event loop while a
+    feedback re-fit may publish from another thread.
+    """
+
+    def __init__(
+        self,
+        default: CalibrationArtifact,
+        store: CalibrationStore | None = None,
+        *,
+        refresh_s: float = DEFAULT_REFRESH_S,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        if refresh_s < 0:
+            raise ConfidenceError(f"refresh_s must be >= 0, got {refresh_s}")
+        self.default = default
+        self.store = store
+        self.refresh_s = refresh_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._cache: dict[CalibrationScope, CalibrationArtifact | None] = {}
+        self._generation: str | None = None
+        self._checked_at = float("-inf")
+        #: Artifacts found in the store but refused (wrong embedder/metric, invalid).
+        self.rejected = 0
+
+    def put(self, scope: CalibrationScope, artifact: CalibrationArtifact) -> None:
+        """Store ``artifact`` for ``scope`` after checking it fits the default's embedder.
+
+        Raises:
+            CalibrationMismatchError: fit for another embedder or metric.
+            ConfidenceError: there is no store to write to.
+        """
+        if self.store is None:
+            raise ConfidenceError("this registry has no calibration store to write to")
+        artifact.check_compatible(self.default.embedder_id, self.default.metric)
+        self.store.put(scope, artifact)
+        with self._lock:
+            self._cache.pop(scope, None)
+            self._checked_at = float("-inf")
+
+    def resolve(self, tenant: str | None, collection: str) -> CalibrationArtifact:
+        """The artifact for a query: tenant+collection, else collection, else the default."""
+        if self.store is None:
+            return self.default
+        self._maybe_refresh()
+        scopes = [CalibrationScope(collection)]
+        if tenant:
+            scopes.insert(0, CalibrationScope(collection, tenant))
+        for scope in scopes:
+            artifact = self._lookup(scope)
+            if artifact is not None:
+                return artifact
+        return self.default
+
+    def scope_of(self, tenant: str | None, collection: str) -> CalibrationScope | None:
+        """The scope whose artifact :meth:`resolve` returns (None: the default)."""
+        if self.store is None:
+            return None
+        for scope in ([CalibrationScope(collection, tenant)] if tenant else []) + [
+            CalibrationScope(collection)
+        ]:
+            if self._lookup(scope) is not None:
+                return scope
+        return None
+
+    def _lookup(self, scope: CalibrationScope) -> CalibrationArtifact | None:
+        with self._lock:
+            if scope in self._cache:
+                return self._cache[scope]
+        artifact = self._read(scope)
+        with self._lock:
+            self._cache[scope] = artifact
+        return artifact
+
+    def _read(self, scope: CalibrationScope) -> CalibrationArtifact | None:
+        assert self.store is not None
+        try:
+            artifact = self.store.get(scope)
+            if artifact is not None:
+                artifact.check_compatible(self.default.embedder_id, self.default.metric)
+        except (ConfidenceError, CalibrationMismatchError, OSError) as exc:
+            self.rejected += 1
+            log.warning("calibration for %s ignored, using a broader one: %s", scope, exc)
+            return None
+        return artifact
+
+    def _maybe_refresh(self) -> None:
+        assert self.store is not None
+        now = self._clock()
+        with self._lock:
+            if now - self._checked_at < self.refresh_s:
+                return
+            self._checked_at = now
+        try:
+            generation = self.store.generation()
+        except OSError as exc:  # keep serving what was read; try again next period
+            log.warning("calibration store unreadable, keeping cached calibrations: %s", exc)
+            return
+        with self._lock:
+            if generation != self._generation:
+                self._generation = generation
+                self._cache.clear()

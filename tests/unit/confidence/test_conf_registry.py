@@ -1,0 +1,104 @@
+"""The calibration registry: the most specific scope wins, new versions are seen, bad ones not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ragsift.confidence import load_default_calibration
+from ragsift.confidence.artifact import CalibrationArtifact
+from ragsift.confidence.errors import CalibrationMismatchError, ConfidenceError
+from ragsift.confidence.registry import (
+    CalibrationRegistry,
+    CalibrationScope,
+    CalibrationStore,
+    DirectoryCalibrationStore,
+)
+
+
+def _variant(base: CalibrationArtifact, intercept: float) -> CalibrationArtifact:
+    data = base.model_dump(mode="json", exclude={"version"})
+    data["intercept"] = intercept
+    return CalibrationArtifact.model_validate(data)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_most_specific_scope_wins(tmp_path: Path) -> None:
+    default = load_default_calibration()
+    store = DirectoryCalibrationStore(tmp_path)
+    assert isinstance(store, CalibrationStore)
+    registry = CalibrationRegistry(default, store, refresh_s=0)
+    collection_cal = _variant(default, 1.0)
+    tenant_cal = _variant(default, 2.0)
+    registry.put(CalibrationScope("docs"), collection_cal)
+    registry.put(CalibrationScope("docs", "acme"), tenant_cal)
+
+    assert registry.resolve("acme", "docs").version == tenant_cal.version
+    assert registry.resolve("other", "docs").version == collection_cal.version
+    assert registry.resolve(None, "docs").version == collection_cal.version
+    assert registry.resolve("acme", "elsewhere").version == default.version
+    assert registry.scope_of("acme", "docs") == CalibrationScope("docs", "acme")
+    assert registry.scope_of("acme", "elsewhere") is None
+    assert store.scopes() == [CalibrationScope("docs"), CalibrationScope("docs", "acme")]
+
+
+def test_a_new_version_is_seen_after_the_refresh_period(tmp_path: Path) -> None:
+    default = load_default_calibration()
+    clock = _Clock()
+    writer = DirectoryCalibrationStore(tmp_path)
+    reader = CalibrationRegistry(
+        default, DirectoryCalibrationStore(tmp_path), refresh_s=5, clock=clock
+    )
+    assert reader.resolve("acme", "docs").version == default.version
+    first = _variant(default, 1.0)
+    writer.put(CalibrationScope("docs", "acme"), first)
+    clock.now = 1.0  # within the refresh period: still the cached answer
+    assert reader.resolve("acme", "docs").version == default.version
+    clock.now = 6.0
+    assert reader.resolve("acme", "docs").version == first.version
+
+
+def test_names_that_differ_only_in_unsafe_characters_do_not_collide(tmp_path: Path) -> None:
+    default = load_default_calibration()
+    store = DirectoryCalibrationStore(tmp_path)
+    store.put(CalibrationScope("a/b"), _variant(default, 1.0))
+    store.put(CalibrationScope("a_b"), _variant(default, 2.0))
+    a = store.get(CalibrationScope("a/b"))
+    b = store.get(CalibrationScope("a_b"))
+    assert a is not None
+    assert b is not None
+    assert (a.intercept, b.intercept) == (1.0, 2.0)
+    assert store.delete(CalibrationScope("a/b"))
+    assert not store.delete(CalibrationScope("a/b"))
+
+
+def test_a_mismatched_artifact_is_refused_on_put_and_skipped_on_read(tmp_path: Path) -> None:
+    default = load_default_calibration()
+    data = default.model_dump(mode="json", exclude={"version"})
+    data["embedder_id"] = "some-other-model"
+    alien = CalibrationArtifact.model_validate(data)
+    store = DirectoryCalibrationStore(tmp_path)
+    registry = CalibrationRegistry(default, store, refresh_s=0)
+    with pytest.raises(CalibrationMismatchError):
+        registry.put(CalibrationScope("docs"), alien)
+    store.put(CalibrationScope("docs"), alien)  # written behind the registry's back
+    assert registry.resolve(None, "docs").version == default.version
+    assert registry.rejected == 1
+
+
+def test_without_a_store_everything_gets_the_default() -> None:
+    default = load_default_calibration()
+    registry = CalibrationRegistry(default)
+    assert registry.resolve("acme", "docs") is default
+    with pytest.raises(ConfidenceError):
+        registry.put(CalibrationScope("docs"), default)
+    with pytest.raises(ConfidenceError):
+        CalibrationScope("")
