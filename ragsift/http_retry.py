@@ -16,13 +16,25 @@ import httpx
 
 from ragsift.errors import ServiceUnavailableError
 
-__all__ = ["Attempts", "bearer_client", "with_retries"]
+__all__ = ["Attempts", "Secret", "bearer_client", "retry_after", "with_retries"]
 
 T = TypeVar("T")
 
 
-class _Secret(Protocol):
-    def get_secret_value(self) -> str: ...
+class Secret(Protocol):
+    """A secret value (pydantic ``SecretStr`` or alike) that only yields its text on request."""
+
+    def get_secret_value(self) -> str:
+        """The secret's text."""
+        ...
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """The seconds a server asks to wait (``Retry-After``), None when absent or not a number."""
+    try:
+        return float(response.headers.get("retry-after", ""))
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -33,7 +45,7 @@ class Attempts:
 
 
 def bearer_client(
-    api_key: str | _Secret | None, *, timeout: float, transport: Any = None
+    api_key: str | Secret | None, *, timeout: float, transport: Any = None
 ) -> httpx.AsyncClient:
     """An async client sending ``Authorization: Bearer <key>`` when a key is given."""
     key = (

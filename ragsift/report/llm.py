@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import httpx
 
 from ragsift.errors import RagsiftError, ServiceUnavailableError
-from ragsift.http_retry import Attempts, bearer_client, with_retries
+from ragsift.http_retry import Attempts, Secret, bearer_client, retry_after, with_retries
 from ragsift.report.prompts import ChatMessage
 
 __all__ = [
@@ -120,17 +120,6 @@ class ChatClient(Protocol):
         ...
 
 
-class _Secret(Protocol):
-    def get_secret_value(self) -> str: ...
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    try:
-        return float(response.headers.get("retry-after", ""))
-    except ValueError:
-        return None
-
-
 _MASK = "**********"
 
 
@@ -169,7 +158,7 @@ class OpenAIChatClient:
         self,
         base_url: str,
         model: str,
-        api_key: str | _Secret | None = None,
+        api_key: str | Secret | None = None,
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
         deadline: float = DEFAULT_DEADLINE_S,
@@ -264,7 +253,7 @@ class OpenAIChatClient:
                 or response.status_code >= _HTTP_SERVER_ERROR
             ):
                 raise LlmUnavailableError(
-                    message, status_code=response.status_code, retry_after=_retry_after(response)
+                    message, status_code=response.status_code, retry_after=retry_after(response)
                 )
             raise LlmResponseError(message, status_code=response.status_code, body=excerpt)
         return self._parse(response)

@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragsift.errors import ConfigurationError, InvalidEventError
+from ragsift.http_retry import Secret, bearer_client, retry_after
 from ragsift.retrieval.errors import (
     DimensionMismatchError,
     EmbedderMismatchError,
@@ -352,17 +353,6 @@ _HTTP_SERVER_ERROR = 500
 _BODY_EXCERPT = 500
 
 
-class _Secret(Protocol):
-    def get_secret_value(self) -> str: ...
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    try:
-        return float(response.headers.get("retry-after", ""))
-    except ValueError:
-        return None
-
-
 class OpenAIEmbedder:
     """An OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, Ollama, vLLM, TEI).
 
@@ -382,7 +372,7 @@ class OpenAIEmbedder:
         self,
         base_url: str,
         model: str,
-        api_key: str | _Secret | None = None,
+        api_key: str | Secret | None = None,
         *,
         dim: int,
         batch_size: int = OPENAI_DEFAULT_BATCH,
@@ -406,15 +396,7 @@ class OpenAIEmbedder:
         self.batch_size = batch_size
         self._dim = dim
         self._id = embedder_id or f"openai-{model}-{dim}"
-        key = (
-            api_key.get_secret_value()
-            if api_key is not None and not isinstance(api_key, str)
-            else api_key
-        )
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._client = httpx.AsyncClient(
-            headers=headers, timeout=httpx.Timeout(timeout), transport=transport
-        )
+        self._client = bearer_client(api_key, timeout=timeout, transport=transport)
 
     @property
     def embedder_id(self) -> str:
@@ -444,7 +426,7 @@ class OpenAIEmbedder:
                 or response.status_code >= _HTTP_SERVER_ERROR
             ):
                 raise EmbedderUnavailableError(
-                    message, status_code=response.status_code, retry_after=_retry_after(response)
+                    message, status_code=response.status_code, retry_after=retry_after(response)
                 )
             raise EmbedderResponseError(message, status_code=response.status_code, body=excerpt)
         try:

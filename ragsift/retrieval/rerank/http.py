@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import httpx
 
-from ragsift.http_retry import Attempts, bearer_client, with_retries
+from ragsift.http_retry import Attempts, Secret, bearer_client, retry_after, with_retries
 from ragsift.retrieval.rerank.base import (
     RerankerResponseError,
     RerankerUnavailableError,
@@ -48,10 +48,6 @@ _HTTP_SERVER_ERROR = 500
 _BODY_EXCERPT = 300
 
 
-class _Secret(Protocol):
-    def get_secret_value(self) -> str: ...
-
-
 class HttpReranker:
     """A client of a TEI, Cohere-compatible or Jina-compatible rerank endpoint.
 
@@ -73,7 +69,7 @@ class HttpReranker:
         protocol: RerankProtocol,
         base_url: str,
         model: str | None = None,
-        api_key: str | _Secret | None = None,
+        api_key: str | Secret | None = None,
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
         deadline: float = DEFAULT_DEADLINE_S,
@@ -194,7 +190,7 @@ class HttpReranker:
         code = response.status_code
         if code == _HTTP_TOO_MANY_REQUESTS or code >= _HTTP_SERVER_ERROR:
             raise RerankerUnavailableError(
-                message, status_code=code, retry_after=_retry_after(response)
+                message, status_code=code, retry_after=retry_after(response)
             )
         raise RerankerResponseError(message, status_code=code, body=excerpt)
 
