@@ -761,6 +761,32 @@ def evaluate(
         console.print(f"recall@{run.k} of in-scope questions: {summary['recall_at_k']:.3f}")
 
 
+def _warn_unless_redis(settings: Settings) -> None:
+    """One line when the result cache's Redis does not answer: workers run without it
+    (every query bypasses the cache) and use it again once it is back."""
+    from ragsift.errors import ServiceUnavailableError
+    from ragsift.retrieval.redis_cache import RedisCache
+
+    async def probe() -> None:
+        cache = RedisCache(settings.redis)
+        try:
+            await cache.get("ragsift-cli-probe")
+        finally:
+            await cache.close()
+
+    try:
+        asyncio.run(probe())
+    except ServiceUnavailableError as exc:
+        url = settings.masked()["redis"]["url"]
+        err_console.print(
+            Text.assemble(
+                ("warning: ", "yellow"),
+                f"Redis at {url} is not usable ({exc}); results are not cached until it"
+                " answers; start it or set RAGSIFT_REDIS_URL",
+            )
+        )
+
+
 @app.command()
 def worker(
     names: Annotated[
@@ -810,6 +836,8 @@ def worker(
         raise typer.Exit(2) from exc
     from ragsift.streams.admin import ensure_topics
 
+    if settings.cache.enabled and {"retrieval", "indexer"} & set(names):
+        _warn_unless_redis(settings)
     created = _kafka(settings, ensure_topics(settings.kafka))
     if created:
         err_console.print(f"created topics: {', '.join(created)}")

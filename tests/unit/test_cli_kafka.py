@@ -1,4 +1,4 @@
-"""Commands that talk to Kafka say so in one line when the broker cannot be reached."""
+"""Commands that talk to Kafka or Redis say so in one line when it cannot be reached."""
 
 from __future__ import annotations
 
@@ -51,3 +51,27 @@ def test_unreachable_broker_is_a_clear_error_not_a_traceback(
     assert "Traceback" not in output
     assert "Unclosed" not in output
     assert "Unable connect" not in output  # aiokafka's own log line repeats the error
+
+
+def test_worker_without_redis_warns_in_one_line(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": CLOSED_PORT,
+        "RAGSIFT_REDIS_URL": f"redis://:hunter2@{CLOSED_PORT}/0",
+        "RAGSIFT_EMBEDDER_KIND": "hashing",
+        "RAGSIFT_DATA_DIR": str(tmp_path / "data"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "ragsift", "worker", "retrieval"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, done.stderr
+    assert warnings[0].startswith("warning: Redis at redis://:**********@127.0.0.1:1/0")
+    assert warnings[0].endswith("set RAGSIFT_REDIS_URL")
+    assert "hunter2" not in done.stderr
+    assert "Traceback" not in done.stderr
