@@ -852,7 +852,8 @@ def submit(
         bool, typer.Option("--raw", help="Send lines as they are, without validating them.")
     ] = False,
 ) -> None:
-    """Publish events (one JSON object per line) to a ragsift topic on Kafka."""
+    """Publish events (one JSON object per line) to a ragsift topic on Kafka. Every line
+    is checked first; each rejected one is named, and makes the exit status 2."""
     import sys
 
     from ragsift.streams import clients
@@ -874,40 +875,42 @@ def submit(
         else Path(source).read_text(encoding="utf-8").splitlines()
     )
 
-    async def run() -> tuple[int, int]:
+    # Every line is checked before connecting: a bad file is refused without a broker.
+    events: list[tuple[bytes | None, bytes]] = []
+    rejected = 0
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        payload = line.strip().encode()
+        key = b""
+        if not raw:
+            try:
+                event = codec.decode(payload)
+            except RagsiftError as exc:
+                err_console.print(Text.assemble(f"line {lineno}: ", ("rejected ", "red"), str(exc)))
+                rejected += 1
+                continue
+            key = str(getattr(event, spec.key, "")).encode()
+            payload = codec.encode(event)
+        events.append((key or None, payload))
+
+    async def run() -> int:
         producer = clients.producer(settings.kafka, linger_ms=5)
-        sent = rejected = 0
         try:
             await producer.start()
-            for lineno, line in enumerate(lines, 1):
-                if not line.strip():
-                    continue
-                payload = line.strip().encode()
-                key = b""
-                if not raw:
-                    try:
-                        event = codec.decode(payload)
-                    except RagsiftError as exc:
-                        err_console.print(f"line {lineno}: [red]rejected[/red] {exc}")
-                        rejected += 1
-                        continue
-                    key = str(getattr(event, spec.key, "")).encode()
-                    payload = codec.encode(event)
-                await producer.send(
-                    spec.name(settings.kafka.topic_prefix), payload, key=key or None
-                )
-                sent += 1
+            for key, payload in events:
+                await producer.send(spec.name(settings.kafka.topic_prefix), payload, key=key)
             await producer.flush()
         finally:
             await producer.stop()
-        return sent, rejected
+        return len(events)
 
-    sent, rejected = _kafka(settings, run())
+    sent = _kafka(settings, run()) if events else 0
     console.print(
         f"sent {sent} events to {spec.name(settings.kafka.topic_prefix)}; rejected {rejected}"
     )
     if rejected:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_USAGE)
 
 
 @app.command()

@@ -110,3 +110,21 @@ def test_worker_port_out_of_range_is_a_usage_error(cli: Invoke) -> None:
     assert result.exit_code == 2
     assert "Traceback" not in result.output
     assert "ImproperlyConfigured" not in result.output
+
+
+def test_submit_names_each_rejected_line_and_exits_2_without_a_broker(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    events = tmp_path / "q.jsonl"
+    events.write_text(
+        '{"query_id": "q1", "tenant_id": "acme", "query": "hi", "k": 60}\n\nnot json\n',
+        encoding="utf-8",
+    )
+    result = cli(["submit", str(events)], env={"RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1"})
+    assert result.exit_code == 2
+    assert error_lines(result) == [
+        "line 1: rejected QueryEvent: k: Input should be less than or equal to 50 (got 60)",
+        "line 3: rejected QueryEvent: payload is not JSON (Expecting value at line 1 column 1)",
+    ]
+    assert "sent 0 events" in result.stdout
+    assert "Kafka" not in result.stderr  # nothing valid to send: no broker needed
