@@ -310,10 +310,22 @@ def ingest(
     data_dir: DataDir = None,
 ) -> None:
     """Chunk, embed and index documents into the embedded Qdrant Edge shard."""
+    from pydantic import TypeAdapter, ValidationError
     from rich.progress import Progress
 
     from ragsift.ingest.loaders import iter_documents
+    from ragsift.schemas.base import CollectionName, TenantId
+    from ragsift.streams.codec import describe_validation_error
 
+    # The names `ask` and the workers accept, checked before anything is written.
+    for field, adapter, value in (
+        ("tenant", TypeAdapter(TenantId), tenant),
+        ("collection", TypeAdapter(CollectionName), collection),
+    ):
+        try:
+            adapter.validate_python(value)
+        except ValidationError as exc:
+            _fail(f"--{field}: {describe_validation_error(exc).removeprefix('<event>: ')}")
     try:
         docs = list(iter_documents(path, source_type=source_type))
     except RagsiftError as exc:

@@ -143,3 +143,30 @@ def test_ingest_without_documents_exits_2(cli: Invoke, args: list[str], message:
     assert result.exit_code == 2
     assert message in result.stderr
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--tenant", "bad tenant"),  # indexed before, then no `ask` could name it
+        ("--tenant", "démo"),
+        ("--tenant", "a\x07b"),
+        ("--tenant", "t" * 65),
+        ("--collection", "../x"),  # a traceback (ValueError) before
+        ("--collection", "a/b"),
+    ],
+)
+def test_ingest_refuses_names_ask_would_refuse(
+    cli: Invoke, tmp_path: Path, option: str, value: str
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\nSome text.\n", encoding="utf-8")
+    args = ["ingest", str(docs), "--tenant", "acme", "--data-dir", "data", option, value]
+    result = cli(args)
+    assert result.exit_code == 2
+    errors = error_lines(result)
+    assert len(errors) == 1, result.stderr
+    assert errors[0].startswith(f"error: {option}: ")
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "data").exists()
