@@ -18,6 +18,7 @@ from rich.text import Text
 
 from ragsift import __version__
 from ragsift.errors import RagsiftError
+from ragsift.schemas.base import MAX_K
 from ragsift.settings import Settings
 
 __all__ = ["app", "main"]
@@ -359,9 +360,27 @@ def ask(
     query: Annotated[str, typer.Argument(help="The question.")],
     tenant: Tenant,
     collection: Collection = "default",
-    k: Annotated[int | None, typer.Option(help="Hits to fetch.")] = None,
-    mode: Annotated[str, typer.Option(help="hybrid, dense or keyword.")] = "hybrid",
-    selection: Annotated[str | None, typer.Option(help="threshold, adaptive or top_k.")] = None,
+    k: Annotated[
+        int | None,
+        typer.Option(
+            help=f"How many passages to retrieve, 1 to {MAX_K}"
+            " (default: RAGSIFT_CONFIDENCE_DEFAULT_K, 8)."
+        ),
+    ] = None,
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="Search by meaning and words (hybrid), meaning only (dense) or words only"
+            " (keyword)."
+        ),
+    ] = "hybrid",
+    selection: Annotated[
+        str | None,
+        typer.Option(
+            help="Which passages to keep: those above a score bar (threshold, the default),"
+            " as many as it takes to be confident (adaptive), or the best few (top_k)."
+        ),
+    ] = None,
     task: Annotated[
         str | None,
         typer.Option(
