@@ -195,7 +195,8 @@ def _runtime(data_dir: Path | None, *, existing: bool = False) -> tuple[Settings
     settings = _settings()
     if data_dir is not None:
         settings = settings.model_copy(update={"data_dir": data_dir})
-    if existing and not Path(settings.data_dir).is_dir():
+    local = settings.qdrant.mode == "edge"  # a Qdrant server holds its data elsewhere
+    if existing and local and not Path(settings.data_dir).is_dir():
         _fail(
             f"no ragsift data in {settings.data_dir}: nothing has been indexed there; run"
             f" `ragsift ingest PATH --tenant T --data-dir {settings.data_dir}` first"
@@ -205,6 +206,27 @@ def _runtime(data_dir: Path | None, *, existing: bool = False) -> tuple[Settings
     except RagsiftError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
+
+
+#: the setting that points at each backing service, named when it cannot be reached
+SERVICE_SETTINGS = {
+    "qdrant": "RAGSIFT_QDRANT_URL",
+    "redis": "RAGSIFT_REDIS_URL",
+    "embedder": "RAGSIFT_EMBEDDER_BASE_URL",
+    "reranker": "RAGSIFT_RERANKER_URL",
+    "llm": "RAGSIFT_LLM_BASE_URL",
+}
+
+
+def _embedded(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` on the embedded runtime; a service it cannot reach is a one-line error."""
+    from ragsift.errors import ServiceUnavailableError
+
+    try:
+        return asyncio.run(work)
+    except ServiceUnavailableError as exc:
+        setting = SERVICE_SETTINGS.get(exc.service)
+        _fail(f"{exc}" + (f"; start it or set {setting}" if setting else ""), EXIT_FAILURE)
 
 
 DataDir = Annotated[
@@ -282,7 +304,7 @@ def demo(
             for q, query, r in zip(DEMO_QUERIES, queries, results, strict=True)
         ]
 
-    rows = asyncio.run(run())
+    rows = _embedded(run())
     wide = Console(width=max(console.width, 150))  # the table needs room even when piped
     wide.print(demo_table(rows))
     results = data_dir / "results.jsonl"
@@ -348,7 +370,7 @@ def ingest(
                     progress=lambda n: progress.update(task, completed=n),
                 )
 
-    report = asyncio.run(run())
+    report = _embedded(run())
     console.print(
         f"indexed {report.documents} documents as {report.chunks} chunks for tenant {tenant!r}"
         f" in collection {collection!r}"
@@ -430,7 +452,7 @@ def ask(
             return (await runtime.ask([event]))[0]
 
     with _quiet("ragsift.streams.routing"):  # a dead letter is reported below, once
-        result = asyncio.run(run())
+        result = _embedded(run())
     if isinstance(result, DeadLetter):
         stage = result.stage
         _fail(

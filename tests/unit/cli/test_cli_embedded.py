@@ -170,3 +170,29 @@ def test_ingest_refuses_names_ask_would_refuse(
     assert errors[0].startswith(f"error: {option}: ")
     assert "Traceback" not in result.output
     assert not (tmp_path / "data").exists()
+
+
+QDRANT_DOWN = {"RAGSIFT_QDRANT_MODE": "server", "RAGSIFT_QDRANT_URL": "http://127.0.0.1:1"}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ingest", "docs", "--tenant", "acme"],
+        ["ask", "How often is the boiler serviced?", "--tenant", "acme"],
+    ],
+    ids=lambda args: args[0],
+)
+def test_unreachable_qdrant_server_is_one_line_naming_its_setting(
+    cli: Invoke, tmp_path: Path, args: list[str]
+) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text(
+        "# A\nThe boiler is serviced yearly.\n", encoding="utf-8"
+    )
+    result = cli([*args, "--data-dir", "data"], env=QDRANT_DOWN)
+    assert result.exit_code == 1
+    errors = error_lines(result)
+    assert errors[-1].startswith("error: Qdrant unreachable")
+    assert errors[-1].endswith("start it or set RAGSIFT_QDRANT_URL")
+    assert "Traceback" not in result.output
