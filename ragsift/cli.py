@@ -111,8 +111,14 @@ def _applied_confidence(settings: Settings) -> dict[str, Any]:
 
     try:
         engines = EngineSet(settings.confidence, build_embedder(settings.embedder).embedder_id)
-    except RagsiftError as exc:
-        _fail(str(exc))
+    except (RagsiftError, OSError) as exc:
+        # The settings are still worth showing: they are how one finds what is wrong.
+        err_console.print(
+            Text.assemble(
+                ("warning: ", "yellow"), f"cannot tell the confidence values in effect: {exc}"
+            )
+        )
+        return {"applied": f"unknown: {exc}"}
     base, calibration = engines.base, engines.calibration
     if settings.confidence.scorer != "calibrated" or calibration is None:
         return {
@@ -204,8 +210,9 @@ def _runtime(data_dir: Path | None, *, existing: bool = False) -> tuple[Settings
     try:
         return settings, EmbeddedRuntime(settings)
     except RagsiftError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        _fail(str(exc))
+    except OSError as exc:  # a file a setting names (a calibration artifact, a model) is missing
+        _fail(f"{exc} (check the RAGSIFT_* settings that name files: `ragsift settings`)")
 
 
 #: the setting that points at each backing service, named when it cannot be reached

@@ -196,3 +196,15 @@ def test_unreachable_qdrant_server_is_one_line_naming_its_setting(
     assert errors[-1].startswith("error: Qdrant unreachable")
     assert errors[-1].endswith("start it or set RAGSIFT_QDRANT_URL")
     assert "Traceback" not in result.output
+
+
+def test_a_missing_calibration_file_is_one_line(demo_dir: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "missing.json"
+    code, _, err = _ask(
+        demo_dir, QUESTION, env={"RAGSIFT_CONFIDENCE_CALIBRATION_PATH": str(missing)}
+    )
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ")
+    assert str(missing) in lines[0]

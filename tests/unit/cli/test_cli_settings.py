@@ -76,3 +76,13 @@ def test_the_confidence_doc_quotes_the_packaged_calibrations() -> None:
         assert f"{artifact.similarity_threshold:.3f}" in doc
         assert f"{artifact.conformal.threshold:.2f}" in doc
     assert "one hit is enough" in doc
+
+
+def test_a_missing_calibration_still_shows_the_settings(tmp_path: Path) -> None:
+    missing = str(tmp_path / "missing.json")
+    result = run_cli(["settings"], env={"RAGSIFT_CONFIDENCE_CALIBRATION_PATH": missing})
+    assert result.exit_code == 0
+    assert result.stderr.startswith("warning: cannot tell the confidence values in effect")
+    shown = json.loads(result.stdout)["confidence"]
+    assert shown["calibration_path"] == missing
+    assert shown["applied"].startswith("unknown: ")
