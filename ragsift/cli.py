@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import os
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ragsift import __version__
 from ragsift.errors import RagsiftError
+from ragsift.schemas.base import MAX_K
 from ragsift.settings import Settings
 
 __all__ = ["app", "main"]
@@ -36,7 +40,19 @@ app.add_typer(k8s_app, name="k8s")
 audit_app = typer.Typer(help="The audit trail: check its hash chain.", no_args_is_help=True)
 app.add_typer(audit_app, name="audit")
 console = Console()
-err_console = Console(stderr=True)
+# soft_wrap: an error is one line however narrow the terminal (or a pipe's 80 columns)
+err_console = Console(stderr=True, soft_wrap=True)
+
+#: exit status of input the command refuses (bad option, unknown collection or tenant)
+EXIT_USAGE = 2
+#: exit status of a service that cannot be reached or a query that failed
+EXIT_FAILURE = 1
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Print ``error: message`` as one plain line (no markup, no traceback) and exit."""
+    err_console.print(Text.assemble(("error: ", "red"), message))
+    raise typer.Exit(code)
 
 
 def _settings() -> Settings:
@@ -47,18 +63,34 @@ def _settings() -> Settings:
         raise typer.Exit(2) from exc
 
 
+@contextlib.contextmanager
+def _quiet(logger: str) -> Iterator[None]:
+    """Silence a logger's warnings and errors while the command reports the error itself."""
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
 def _kafka(settings: Settings, work: Coroutine[Any, Any, T]) -> T:
     """Run ``work`` against the cluster; a broker that cannot be reached is a one-line error."""
     from aiokafka.errors import KafkaError
 
     try:
-        return asyncio.run(work)
+        with _quiet("aiokafka"):
+            return asyncio.run(work)
     except KafkaError as exc:
-        err_console.print(
-            f"[red]error:[/red] Kafka at {settings.kafka.bootstrap_servers}"
-            f" ({settings.kafka.security_protocol}) is not usable: {exc}"
+        reason = " ".join(str(exc).split())  # aiokafka's text has newlines
+        if not reason.startswith(type(exc).__name__):
+            reason = f"{type(exc).__name__}: {reason}"
+        _fail(
+            f"Kafka at {settings.kafka.bootstrap_servers} ({settings.kafka.security_protocol})"
+            f" is not usable ({reason}); start the brokers or set RAGSIFT_KAFKA_BOOTSTRAP_SERVERS",
+            EXIT_FAILURE,
         )
-        raise typer.Exit(1) from exc
 
 
 @app.command()
@@ -67,10 +99,55 @@ def version() -> None:
     console.print(__version__)
 
 
+def _applied_confidence(settings: Settings) -> dict[str, Any]:
+    """The confidence values queries are judged by, those the calibration sets marked so.
+
+    A calibrated scorer replaces the configured hit threshold with the artifact's
+    (unless RAGSIFT_CONFIDENCE_SIMILARITY_THRESHOLD is set), answers from one
+    document, and answers at the artifact's conformal threshold (EngineSet).
+    """
+    from ragsift.retrieval.engines import EngineSet
+    from ragsift.wiring import build_embedder
+
+    try:
+        engines = EngineSet(settings.confidence, build_embedder(settings.embedder).embedder_id)
+    except (RagsiftError, OSError) as exc:
+        # The settings are still worth showing: they are how one finds what is wrong.
+        err_console.print(
+            Text.assemble(
+                ("warning: ", "yellow"), f"cannot tell the confidence values in effect: {exc}"
+            )
+        )
+        return {"applied": f"unknown: {exc}"}
+    base, calibration = engines.base, engines.calibration
+    if settings.confidence.scorer != "calibrated" or calibration is None:
+        return {
+            "min_documents": base.min_documents,
+            "answer_threshold": engines.engine("threshold", "hybrid").answer_threshold,
+        }
+    source = f"calibration {calibration.version} ({calibration.embedder_id})"
+    threshold: Any = base.similarity_threshold
+    if base.similarity_threshold != settings.confidence.similarity_threshold:
+        threshold = {"value": threshold, "from": source}
+    return {
+        "similarity_threshold": threshold,
+        "min_documents": {"value": base.min_documents, "from": "calibrated scorer"},
+        "answer_threshold": {
+            "value": engines.engine("threshold", "hybrid").answer_threshold,
+            "from": f"{source}, conformal at risk <= {calibration.conformal.alpha}",
+        },
+        "calibration_version": calibration.version,
+    }
+
+
 @app.command("settings")
 def show_settings() -> None:
-    """Print the effective settings as JSON, secrets and credentials in URLs masked."""
-    console.print_json(json.dumps(_settings().masked()))
+    """Print the settings in effect as JSON: secrets masked, and the confidence values a
+    calibration sets shown as applied, marked with where they come from."""
+    settings = _settings()
+    shown = settings.masked()
+    shown["confidence"].update(_applied_confidence(settings))
+    console.print_json(json.dumps(shown))
 
 
 @app.command()
@@ -116,22 +193,78 @@ def schemas_export(
         console.print(f"wrote {path}")
 
 
-def _runtime(data_dir: Path | None) -> tuple[Settings, Any]:
+def _runtime(data_dir: Path | None, *, existing: bool = False) -> tuple[Settings, Any]:
+    """The embedded runtime on ``data_dir``; ``existing``: a command that only reads
+    refuses a data directory nothing was ingested into, and does not create it."""
     from ragsift.embedded import EmbeddedRuntime
 
     settings = _settings()
     if data_dir is not None:
         settings = settings.model_copy(update={"data_dir": data_dir})
+    local = settings.qdrant.mode == "edge"  # a Qdrant server holds its data elsewhere
+    if existing and local and not Path(settings.data_dir).is_dir():
+        _fail(
+            f"no ragsift data in {settings.data_dir}: nothing has been indexed there; run"
+            f" `ragsift ingest PATH --tenant T --data-dir {settings.data_dir}` first"
+        )
     try:
         return settings, EmbeddedRuntime(settings)
     except RagsiftError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        _fail(str(exc))
+    except OSError as exc:  # a file a setting names (a calibration artifact, a model) is missing
+        _fail(f"{exc} (check the RAGSIFT_* settings that name files: `ragsift settings`)")
+
+
+#: the setting that points at each backing service, named when it cannot be reached
+SERVICE_SETTINGS = {
+    "qdrant": "RAGSIFT_QDRANT_URL",
+    "redis": "RAGSIFT_REDIS_URL",
+    "embedder": "RAGSIFT_EMBEDDER_BASE_URL",
+    "reranker": "RAGSIFT_RERANKER_URL",
+    "llm": "RAGSIFT_LLM_BASE_URL",
+}
+
+
+def _embedded(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` on the embedded runtime; a service it cannot reach is a one-line error."""
+    from ragsift.errors import ServiceUnavailableError
+
+    try:
+        return asyncio.run(work)
+    except ServiceUnavailableError as exc:
+        setting = SERVICE_SETTINGS.get(exc.service)
+        _fail(f"{exc}" + (f"; start it or set {setting}" if setting else ""), EXIT_FAILURE)
 
 
 DataDir = Annotated[
     Path | None, typer.Option("--data-dir", help="Embedded data directory (default .ragsift).")
 ]
+
+
+async def _require_documents(runtime: Any, tenant: str, collection: str) -> None:
+    """Refuse, in the user's words, a collection that does not exist or a tenant with no
+    documents in it: a search there could only ever find nothing."""
+    from ragsift.retrieval.edge import MAX_TENANTS_IN_INFO
+    from ragsift.retrieval.errors import CollectionNotFoundError
+
+    qdrant = runtime.settings.qdrant
+    where = f"in {runtime.data_dir}" if qdrant.mode == "edge" else f"on Qdrant at {qdrant.url}"
+    try:
+        info = await runtime.index.collection_info(collection)
+    except CollectionNotFoundError:
+        _fail(
+            f"collection {collection!r} does not exist {where}; index documents into it with"
+            f" `ragsift ingest PATH --tenant {tenant} --collection {collection}`"
+        )
+    tenants = info.tenants
+    # A facet capped at MAX_TENANTS_IN_INFO may leave out a tenant that has documents.
+    if tenants is not None and len(tenants) < MAX_TENANTS_IN_INFO and tenant not in tenants:
+        _fail(
+            f"tenant {tenant!r} has no documents in collection {collection!r} {where};"
+            f" index some with `ragsift ingest PATH --tenant {tenant}`"
+        )
+
+
 Tenant = Annotated[str, typer.Option("--tenant", "-t", help="Tenant the documents belong to.")]
 Collection = Annotated[str, typer.Option("--collection", "-c", help="Collection name.")]
 
@@ -178,12 +311,16 @@ def demo(
             for q, query, r in zip(DEMO_QUERIES, queries, results, strict=True)
         ]
 
-    rows = asyncio.run(run())
+    rows = _embedded(run())
     wide = Console(width=max(console.width, 150))  # the table needs room even when piped
     wide.print(demo_table(rows))
+    results = data_dir / "results.jsonl"
+    with results.open("w", encoding="utf-8") as handle:
+        for _, result, _ in rows:
+            handle.write(result.model_dump_json() + "\n")
     console.print(f"audit trail (CloudEvents, JSONL): {data_dir / 'audit' / 'audit.jsonl'}")
     console.print(
-        f"results: {data_dir / 'results.jsonl'}  ·  try: ragsift ask --data-dir"
+        f"results (one JSON line per query): {results}  ·  try: ragsift ask --data-dir"
         f' {data_dir} --tenant demo "{DEMO_ASK}"'
     )
 
@@ -194,15 +331,31 @@ def ingest(
     tenant: Tenant,
     collection: Collection = "default",
     source_type: Annotated[
-        str, typer.Option(help="C1 source type: government, regulatory, market_data, ...")
+        str,
+        typer.Option(
+            help="Where the documents come from, which weighs how far they are trusted:"
+            " government, regulatory, market_data, third_party, internal or unknown."
+        ),
     ] = "unknown",
     data_dir: DataDir = None,
 ) -> None:
     """Chunk, embed and index documents into the embedded Qdrant Edge shard."""
+    from pydantic import TypeAdapter, ValidationError
     from rich.progress import Progress
 
     from ragsift.ingest.loaders import iter_documents
+    from ragsift.schemas.base import CollectionName, TenantId
+    from ragsift.streams.codec import describe_validation_error
 
+    # The names `ask` and the workers accept, checked before anything is written.
+    for field, adapter, value in (
+        ("tenant", TypeAdapter(TenantId), tenant),
+        ("collection", TypeAdapter(CollectionName), collection),
+    ):
+        try:
+            adapter.validate_python(value)
+        except ValidationError as exc:
+            _fail(f"--{field}: {describe_validation_error(exc).removeprefix('<event>: ')}")
     try:
         docs = list(iter_documents(path, source_type=source_type))
     except RagsiftError as exc:
@@ -224,7 +377,7 @@ def ingest(
                     progress=lambda n: progress.update(task, completed=n),
                 )
 
-    report = asyncio.run(run())
+    report = _embedded(run())
     console.print(
         f"indexed {report.documents} documents as {report.chunks} chunks for tenant {tenant!r}"
         f" in collection {collection!r}"
@@ -236,20 +389,50 @@ def ask(
     query: Annotated[str, typer.Argument(help="The question.")],
     tenant: Tenant,
     collection: Collection = "default",
-    k: Annotated[int | None, typer.Option(help="Hits to fetch.")] = None,
-    mode: Annotated[str, typer.Option(help="hybrid, dense or keyword.")] = "hybrid",
-    selection: Annotated[str | None, typer.Option(help="threshold, adaptive or top_k.")] = None,
-    task: Annotated[str | None, typer.Option(help="Adaptive task type (E2).")] = None,
+    k: Annotated[
+        int | None,
+        typer.Option(
+            help=f"How many passages to retrieve, 1 to {MAX_K}"
+            " (default: RAGSIFT_CONFIDENCE_DEFAULT_K, 8)."
+        ),
+    ] = None,
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="Search by meaning and words (hybrid), meaning only (dense) or words only"
+            " (keyword)."
+        ),
+    ] = "hybrid",
+    selection: Annotated[
+        str | None,
+        typer.Option(
+            help="Which passages to keep: those above a score bar (threshold, the default),"
+            " as many as it takes to be confident (adaptive), or the best few (top_k)."
+        ),
+    ] = None,
+    task: Annotated[
+        str | None,
+        typer.Option(
+            help="With --selection adaptive, how much context the task needs: debugging,"
+            " code_review, architecture, explanation, testing, devops, ml_engineering, general."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     data_dir: DataDir = None,
 ) -> None:
-    """Ask one question on the embedded runtime and print the scored result."""
+    """Ask one question of the documents indexed by `ragsift ingest` and print the
+    confidence, the answer or refusal, and the context kept and dropped.
+
+    Exit status: 0 answered or refused; 1 retrieval failed; 2 the question was
+    rejected (too long, --k too large...) or the data directory, collection or tenant
+    has no documents.
+    """
     import uuid
 
     from pydantic import ValidationError
 
     from ragsift.cli_render import print_result
-    from ragsift.schemas import QueryEvent
+    from ragsift.schemas import DeadLetter, QueryEvent
 
     try:
         event = QueryEvent.model_validate(
@@ -267,19 +450,28 @@ def ask(
     except ValidationError as exc:
         from ragsift.streams.codec import describe_validation_error
 
-        err_console.print(f"[red]error:[/red] {describe_validation_error(exc)}")
-        raise typer.Exit(2) from exc
-    _, runtime = _runtime(data_dir)
+        _fail(describe_validation_error(exc))
+    _, runtime = _runtime(data_dir, existing=True)
 
     async def run() -> Any:
         async with runtime:
+            await _require_documents(runtime, tenant, collection)
             return (await runtime.ask([event]))[0]
 
-    result = asyncio.run(run())
+    with _quiet("ragsift.streams.routing"):  # a dead letter is reported below, once
+        result = _embedded(run())
+    if isinstance(result, DeadLetter):
+        stage = result.stage
+        _fail(
+            f"query rejected at {stage}: {result.error}",
+            EXIT_USAGE if stage in ("decode", "validate") else EXIT_FAILURE,
+        )
     if as_json:
         console.print_json(result.model_dump_json())
     else:
         print_result(console, result)
+    if result.outcome == "error":
+        raise typer.Exit(EXIT_FAILURE)
 
 
 @app.command()
@@ -524,7 +716,8 @@ def evaluate(
     k: Annotated[int, typer.Option(help="Hits retrieved per question.")] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """X7: ranking, calibration, answer rate and risk at the threshold: calibrated vs seeds."""
+    """Measure the confidence scores on a labelled dataset: ranking, calibration, answer
+    rate and risk at the answer threshold, the calibrated scorer against the simple rules."""
     import numpy as np
 
     from ragsift.confidence import ConfidenceError, load_calibration
@@ -628,13 +821,44 @@ def evaluate(
         console.print(f"recall@{run.k} of in-scope questions: {summary['recall_at_k']:.3f}")
 
 
+def _warn_unless_redis(settings: Settings) -> None:
+    """One line when the result cache's Redis does not answer: workers run without it
+    (every query bypasses the cache) and use it again once it is back."""
+    from ragsift.errors import ServiceUnavailableError
+    from ragsift.retrieval.redis_cache import RedisCache
+
+    async def probe() -> None:
+        cache = RedisCache(settings.redis)
+        try:
+            await cache.get("ragsift-cli-probe")
+        finally:
+            await cache.close()
+
+    try:
+        asyncio.run(probe())
+    except ServiceUnavailableError as exc:
+        url = settings.masked()["redis"]["url"]
+        err_console.print(
+            Text.assemble(
+                ("warning: ", "yellow"),
+                f"Redis at {url} is not usable ({exc}); results are not cached until it"
+                " answers; start it or set RAGSIFT_REDIS_URL",
+            )
+        )
+
+
 @app.command()
 def worker(
     names: Annotated[
         list[str],
-        typer.Argument(help="retrieval, indexer and/or audit (several share one process)."),
+        typer.Argument(
+            help="Which workers to run: retrieval, indexer, audit, decision and/or report"
+            " (several share one process)."
+        ),
     ],
-    web_port: Annotated[int, typer.Option(help="Port of /metrics, /healthz, /readyz.")] = 6066,
+    web_port: Annotated[
+        int, typer.Option(help="Port of /metrics, /healthz, /readyz.", min=1, max=65_535)
+    ] = 6066,
     web_host: Annotated[
         str | None,
         typer.Option(
@@ -647,7 +871,9 @@ def worker(
         Path | None, typer.Option(help="Audit sink folder (default <data dir>/audit).")
     ] = None,
 ) -> None:
-    """Run a streaming worker (a Faust app) consuming from Kafka."""
+    """Run streaming workers that consume from Kafka: retrieval answers queries, indexer
+    indexes documents, audit writes the audit trail, decision and report turn results
+    into decisions and reports."""
     from faust.worker import Worker
 
     from ragsift.workers.service import WORKER_NAMES, build_worker
@@ -670,7 +896,9 @@ def worker(
         raise typer.Exit(2) from exc
     from ragsift.streams.admin import ensure_topics
 
-    created = asyncio.run(ensure_topics(settings.kafka))
+    if settings.cache.enabled and {"retrieval", "indexer"} & set(names):
+        _warn_unless_redis(settings)
+    created = _kafka(settings, ensure_topics(settings.kafka))
     if created:
         err_console.print(f"created topics: {', '.join(created)}")
     Worker(faust_app, loglevel=loglevel).execute_from_commandline()
@@ -684,7 +912,8 @@ def submit(
         bool, typer.Option("--raw", help="Send lines as they are, without validating them.")
     ] = False,
 ) -> None:
-    """Publish events (one JSON object per line) to a ragsift topic on Kafka."""
+    """Publish events (one JSON object per line) to a ragsift topic on Kafka. Every line
+    is checked first; each rejected one is named, and makes the exit status 2."""
     import sys
 
     from ragsift.streams import clients
@@ -706,40 +935,42 @@ def submit(
         else Path(source).read_text(encoding="utf-8").splitlines()
     )
 
-    async def run() -> tuple[int, int]:
+    # Every line is checked before connecting: a bad file is refused without a broker.
+    events: list[tuple[bytes | None, bytes]] = []
+    rejected = 0
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        payload = line.strip().encode()
+        key = b""
+        if not raw:
+            try:
+                event = codec.decode(payload)
+            except RagsiftError as exc:
+                err_console.print(Text.assemble(f"line {lineno}: ", ("rejected ", "red"), str(exc)))
+                rejected += 1
+                continue
+            key = str(getattr(event, spec.key, "")).encode()
+            payload = codec.encode(event)
+        events.append((key or None, payload))
+
+    async def run() -> int:
         producer = clients.producer(settings.kafka, linger_ms=5)
-        sent = rejected = 0
         try:
             await producer.start()
-            for lineno, line in enumerate(lines, 1):
-                if not line.strip():
-                    continue
-                payload = line.strip().encode()
-                key = b""
-                if not raw:
-                    try:
-                        event = codec.decode(payload)
-                    except RagsiftError as exc:
-                        err_console.print(f"line {lineno}: [red]rejected[/red] {exc}")
-                        rejected += 1
-                        continue
-                    key = str(getattr(event, spec.key, "")).encode()
-                    payload = codec.encode(event)
-                await producer.send(
-                    spec.name(settings.kafka.topic_prefix), payload, key=key or None
-                )
-                sent += 1
+            for key, payload in events:
+                await producer.send(spec.name(settings.kafka.topic_prefix), payload, key=key)
             await producer.flush()
         finally:
             await producer.stop()
-        return sent, rejected
+        return len(events)
 
-    sent, rejected = _kafka(settings, run())
+    sent = _kafka(settings, run()) if events else 0
     console.print(
         f"sent {sent} events to {spec.name(settings.kafka.topic_prefix)}; rejected {rejected}"
     )
     if rejected:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_USAGE)
 
 
 @app.command()
@@ -801,22 +1032,22 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 @app.command()
 def api(
     port: Annotated[
-        int | None, typer.Option(help="Query API port [default: RAGSIFT_API_PORT or 8080].")
+        int | None, typer.Option(help="Query API port (default: RAGSIFT_API_PORT or 8080).")
     ] = None,
     host: Annotated[
         str | None,
         typer.Option(
-            help="Interface for the query API [default: RAGSIFT_API_HOST or 127.0.0.1];"
+            help="Interface for the query API (default: RAGSIFT_API_HOST or 127.0.0.1);"
             " pass 0.0.0.0 to expose it."
         ),
     ] = None,
     metrics_port: Annotated[
         int | None,
-        typer.Option(help="Port of /metrics, /healthz, /readyz [default: 9464]."),
+        typer.Option(help="Port of /metrics, /healthz, /readyz (default: 9464)."),
     ] = None,
     metrics_host: Annotated[
         str | None,
-        typer.Option(help="Interface of /metrics, /healthz, /readyz [default: 127.0.0.1]."),
+        typer.Option(help="Interface of /metrics, /healthz, /readyz (default: 127.0.0.1)."),
     ] = None,
     insecure_no_auth: Annotated[
         bool,
@@ -858,8 +1089,9 @@ def api(
         err_console.print("[yellow]warning:[/yellow] --insecure-no-auth: anyone on this host")
     query_api = QueryApi(settings.kafka, auth=auth, settings=settings.api, limits=settings.limits)
 
+    _kafka(settings, ensure_topics(settings.kafka))  # unreachable brokers: one line, exit 1
+
     async def serve() -> None:
-        await ensure_topics(settings.kafka)
         runners = [
             web.AppRunner(create_web_app(query_api)),
             web.AppRunner(create_admin_app(query_api)),
@@ -903,7 +1135,7 @@ def keys_create(
     ],
     scope: Annotated[
         list[str] | None,
-        typer.Option("--scope", help="query, read or admin (repeatable) [default: query, read]."),
+        typer.Option("--scope", help="query, read or admin; repeatable (default: query and read)."),
     ] = None,
     label: Annotated[str, typer.Option(help="A note: who or what holds the key.")] = "",
 ) -> None:

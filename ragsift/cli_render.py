@@ -33,6 +33,8 @@ def confidence_line(result: RetrievalResult) -> Text:
     text = Text(f"{marker} {label} ", style=f"bold {colour}")
     text.append(f"confidence {result.confidence:.2f} ({result.breakdown.scorer})")
     text.append(f" · kept {result.match_count}/{result.total_found}")
+    if result.status == "no_relevant_context" and result.match_count:
+        text.append(", none relevant enough to use")
     if result.cache.hit:
         text.append(" · cached", style="dim")
     if result.advisory_only:
@@ -65,7 +67,15 @@ def print_result(console: Console, result: RetrievalResult | DeadLetter) -> None
         )
     )
     if result.hits:
-        table = Table("#", "score", "source", "text", title="kept context")
+        # With no_relevant_context the hits passed the similarity filter but the
+        # confidence says none of them is relevant: calling them "kept context" under
+        # a "no relevant context" disclaimer would contradict it.
+        title = (
+            "retrieved, judged not relevant (not used to answer)"
+            if result.status == "no_relevant_context"
+            else "kept context"
+        )
+        table = Table("#", "score", "source", "text", title=title)
         for h in result.hits:
             table.add_row(str(h.rank), f"{h.score:.2f}", h.citation.source, h.text[:90])
         console.print(table)

@@ -333,8 +333,8 @@ class LimitSettings(BaseSettings):
 
     model_config = _config("RAGSIFT_LIMITS_")
 
-    max_query_chars: int = Field(default=2_000, ge=1, le=MAX_QUERY_CHARS)
-    max_k: int = Field(default=50, ge=1, le=MAX_K)
+    max_query_chars: int = Field(default=MAX_QUERY_CHARS, ge=1, le=MAX_QUERY_CHARS)
+    max_k: int = Field(default=MAX_K, ge=1, le=MAX_K)
     batch_size: int = Field(default=64, ge=1, le=10_000, description="stream.take batch size.")
     batch_timeout_s: float = Field(default=0.05, gt=0, le=10)
     #: total time one handler call may take (a batch, or one event when a batch

@@ -35,10 +35,11 @@ __all__ = [
     "utcnow",
 ]
 
-# Hard limits of the wire contract. Settings may tighten them per deployment
-# (RAGSIFT_LIMITS_*), never loosen them: other-language consumers rely on these.
-MAX_QUERY_CHARS = 4_096  # longer "queries" are pasted documents, not questions
-MAX_K = 100  # the largest top-k any seed design uses is 8; 100 leaves room for rerankers
+# Hard limits of the wire contract, and the defaults of the deployment limits
+# (RAGSIFT_LIMITS_*), which may tighten them, never loosen them: one figure per
+# field, so the CLI, the API, the JSON Schemas and the workers refuse the same input.
+MAX_QUERY_CHARS = 2_000  # longer "queries" are pasted documents, not questions
+MAX_K = 50  # the largest top-k any seed design uses is 8; 50 leaves room for rerankers
 MAX_VECTOR_DIM = 4_096  # the widest common embedding models (e.g. 3,072-d) fit
 MAX_TEXT_CHARS = 1_000_000  # one document event; larger files are chunked by the producer
 #: Largest magnitude of a vector component. The engines hold vectors as float32:

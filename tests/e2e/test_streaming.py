@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -13,6 +14,7 @@ import redis
 
 from ragsift.ingest.sample import DEMO_QUERIES
 from ragsift.schemas import (
+    MAX_QUERY_CHARS,
     DeadLetter,
     DocumentEvent,
     EvidenceEvent,
@@ -148,10 +150,11 @@ async def test_bad_input_is_dead_lettered_and_later_events_processed(
     stack: Stack, worker: WorkerProcess
 ) -> None:
     malformed = b'{"query_id": "bad-1", "tenant_id": "demo", "query": '
-    oversized = QueryEvent(query_id="bad-2", tenant_id=TENANT, query="why " * 600)  # 2,400 chars
+    # 2,400 characters: past the contract's MAX_QUERY_CHARS, so only raw bytes can carry it
+    oversized = json.dumps({"query_id": "bad-2", "tenant_id": TENANT, "query": "why " * 600})
     after = QueryEvent(query_id="bad-3", tenant_id=TENANT, query="How long is data kept?")
     async with TopicReader(stack, "deadletter") as dead, TopicReader(stack, "retrievals") as res:
-        await produce(stack, "queries", [malformed, oversized, after])
+        await produce(stack, "queries", [malformed, oversized.encode(), after])
         await dead.until(
             lambda ev: (
                 {"bad-2"} <= {e.query_id for e in ev} and any(e.original == malformed for e in ev)
@@ -164,8 +167,8 @@ async def test_bad_input_is_dead_lettered_and_later_events_processed(
     assert "not JSON" in bad_json.error
     assert bad_json.offset is not None
     too_long = next(e for e in letters if e.query_id == "bad-2")
-    assert too_long.stage == "validate"
-    assert "limit is 2000" in too_long.error
+    assert too_long.stage == "decode"
+    assert f"at most {MAX_QUERY_CHARS} characters" in too_long.error
     assert worker.metric("ragsift_dead_letters_total") >= 2
 
 

@@ -1,0 +1,210 @@
+"""demo, ingest and ask on the embedded runtime: what they print, write and exit with."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ragsift.ingest.sample import DEMO_QUERIES
+from ragsift.schemas import MAX_QUERY_CHARS, RetrievalResult
+from tests.unit.cli.conftest import Invoke, error_lines, run_cli
+
+QUESTION = "How many days do I have to return the Orbit thermostat for a refund?"
+
+
+def _ask(demo_dir: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = run_cli(["ask", "--data-dir", str(demo_dir), "--tenant", "demo", *args], env=env)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_demo_writes_the_results_file_it_names(demo_dir: Path) -> None:
+    results = demo_dir / "results.jsonl"
+    lines = results.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(DEMO_QUERIES)
+    parsed = [RetrievalResult.model_validate_json(line) for line in lines]
+    assert [r.query_id for r in parsed] == [f"demo-{i}" for i in range(len(DEMO_QUERIES))]
+
+
+def test_demo_output_names_the_results_file(tmp_path: Path) -> None:
+    result = run_cli(["demo", "--data-dir", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    named = str(tmp_path / "d" / "results.jsonl")
+    assert named in result.stdout.replace("\n", "")
+    assert Path(named).is_file()
+
+
+def test_ask_answers_from_the_demo_data(demo_dir: Path) -> None:
+    code, out, err = _ask(demo_dir, QUESTION)
+    assert code == 0, err
+    assert "confidence" in out
+    assert "query_id ask-" in out
+
+
+def test_ask_json_is_one_result(demo_dir: Path) -> None:
+    code, out, err = _ask(demo_dir, QUESTION, "--json")
+    assert code == 0, err
+    result = RetrievalResult.model_validate(json.loads(out))
+    assert result.tenant_id == "demo"
+    assert result.hits
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # issue 15: --k 60 exited 0 ("k must be <= 50"), --k 1000 gave another limit (100)
+        (["--k", "60", QUESTION], "k: Input should be less than or equal to 50 (got 60)"),
+        (["--k", "1000", QUESTION], "k: Input should be less than or equal to 50 (got 1000)"),
+        (["--k", "0", QUESTION], "greater than or equal to 1"),
+        (["x" * 3_000], "query: String should have at most 2000 characters"),
+        (["x" * (MAX_QUERY_CHARS + 1)], f"at most {MAX_QUERY_CHARS} characters"),
+        (["--mode", "fuzzy", QUESTION], "mode:"),
+    ],
+)
+def test_rejected_input_exits_2_with_one_line(
+    demo_dir: Path, args: list[str], message: str
+) -> None:
+    code, out, err = _ask(demo_dir, *args)
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ")
+    assert message in lines[0]
+    assert "Traceback" not in err
+    assert len(lines[0]) < 300  # a 3,000-character query is not echoed back whole
+    assert out == ""
+
+
+def test_a_tighter_deployment_limit_is_one_line_too(demo_dir: Path) -> None:
+    code, _, err = _ask(demo_dir, "--k", "20", QUESTION, env={"RAGSIFT_LIMITS_MAX_K": "10"})
+    assert code == 2
+    assert [line for line in err.splitlines() if line.strip()] == [
+        "error: query rejected at validate: k must be <= 10, got 20"
+    ]
+
+
+def test_unknown_collection_is_a_clear_error(demo_dir: Path) -> None:
+    code, _, err = _ask(demo_dir, "--collection", "nope", QUESTION)
+    assert code == 2
+    assert "collection 'nope' does not exist" in err
+    assert "ensure_collection" not in err
+    assert len([line for line in err.splitlines() if line.strip()]) == 1
+
+
+def test_unknown_tenant_is_a_clear_error(demo_dir: Path) -> None:
+    result = run_cli(["ask", "--data-dir", str(demo_dir), "--tenant", "nobody", QUESTION])
+    assert result.exit_code == 2
+    assert error_lines(result) == [
+        f"error: tenant 'nobody' has no documents in collection 'default' in {demo_dir};"
+        " index some with `ragsift ingest PATH --tenant nobody`"
+    ]
+
+
+def test_fresh_data_dir_is_an_error_and_is_not_created(cli: Invoke, tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh"
+    result = cli(["ask", "--data-dir", str(fresh), "--tenant", "demo", QUESTION])
+    assert result.exit_code == 2
+    assert f"no ragsift data in {fresh}" in result.stderr
+    assert "ensure_collection" not in result.stderr
+    assert not fresh.exists()
+
+
+def test_default_data_dir_is_not_created_either(cli: Invoke, tmp_path: Path) -> None:
+    result = cli(["ask", "--tenant", "demo", QUESTION])
+    assert result.exit_code == 2
+    assert not (tmp_path / ".ragsift").exists()
+
+
+def test_ingest_then_ask_a_new_tenant(cli: Invoke, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "boiler.md").write_text(
+        "# Boiler service\nThe boiler is serviced every twelve months by a licensed engineer.\n",
+        encoding="utf-8",
+    )
+    ingested = cli(["ingest", str(docs), "--tenant", "acme", "--data-dir", "data"])
+    assert ingested.exit_code == 0, ingested.output
+    assert "indexed 1 documents" in ingested.stdout
+    asked = cli(["ask", "How often is the boiler serviced?", "-t", "acme", "--data-dir", "data"])
+    assert asked.exit_code == 0, asked.output
+    assert "boiler.md" in asked.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ingest", "missing-folder", "--tenant", "acme"], "missing-folder"),
+        (["ingest", ".", "--tenant", "acme"], "no .txt/.md/.jsonl documents"),
+    ],
+)
+def test_ingest_without_documents_exits_2(cli: Invoke, args: list[str], message: str) -> None:
+    result = cli(args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--tenant", "bad tenant"),  # indexed before, then no `ask` could name it
+        ("--tenant", "démo"),
+        ("--tenant", "a\x07b"),
+        ("--tenant", "t" * 65),
+        ("--collection", "../x"),  # a traceback (ValueError) before
+        ("--collection", "a/b"),
+    ],
+)
+def test_ingest_refuses_names_ask_would_refuse(
+    cli: Invoke, tmp_path: Path, option: str, value: str
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\nSome text.\n", encoding="utf-8")
+    args = ["ingest", str(docs), "--tenant", "acme", "--data-dir", "data", option, value]
+    result = cli(args)
+    assert result.exit_code == 2
+    errors = error_lines(result)
+    assert len(errors) == 1, result.stderr
+    assert errors[0].startswith(f"error: {option}: ")
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "data").exists()
+
+
+QDRANT_DOWN = {"RAGSIFT_QDRANT_MODE": "server", "RAGSIFT_QDRANT_URL": "http://127.0.0.1:1"}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ingest", "docs", "--tenant", "acme"],
+        ["ask", "How often is the boiler serviced?", "--tenant", "acme"],
+    ],
+    ids=lambda args: args[0],
+)
+def test_unreachable_qdrant_server_is_one_line_naming_its_setting(
+    cli: Invoke, tmp_path: Path, args: list[str]
+) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text(
+        "# A\nThe boiler is serviced yearly.\n", encoding="utf-8"
+    )
+    result = cli([*args, "--data-dir", "data"], env=QDRANT_DOWN)
+    assert result.exit_code == 1
+    errors = error_lines(result)
+    assert errors[-1].startswith("error: Qdrant unreachable")
+    assert errors[-1].endswith("start it or set RAGSIFT_QDRANT_URL")
+    assert "Traceback" not in result.output
+
+
+def test_a_missing_calibration_file_is_one_line(demo_dir: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "missing.json"
+    code, _, err = _ask(
+        demo_dir, QUESTION, env={"RAGSIFT_CONFIDENCE_CALIBRATION_PATH": str(missing)}
+    )
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ")
+    assert str(missing) in lines[0]
