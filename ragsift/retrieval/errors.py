@@ -139,7 +139,8 @@ class CollectionNotFoundError(RagsiftError):
 
     def __init__(self, collection: str, *, query_id: str | None = None) -> None:
         super().__init__(
-            f"collection {collection!r} does not exist; call ensure_collection first",
+            f"collection {collection!r} does not exist: nothing has been indexed into it (check"
+            " the query's collection name, or ingest documents into it first)",
             query_id=query_id,
         )
         self.collection = collection
