@@ -109,9 +109,11 @@ async def test_other_tenants_see_nothing(runtime: EmbeddedRuntime) -> None:
     assert result.status == "no_relevant_context"
     assert not result.answerable
     evidence = [e for e in runtime.audit.read_all() if e["subject"] == "x"]
+    # the report worker runs embedded too (X5): it refuses, and records that
     assert {e["type"] for e in evidence} == {
         "RAG_NO_RELEVANT_CONTEXT",
         "RAG_ADVISORY_LOW_CONFIDENCE",
+        "RAG_REFUSAL",
     }
 
 
@@ -179,7 +181,7 @@ async def test_index_outage_gives_error_results_and_evidence(runtime: EmbeddedRu
     assert result.error.attempts == runtime.settings.qdrant.max_retries + 1
     assert flaky.searches == runtime.settings.qdrant.max_retries + 1
     types = {e["type"] for e in runtime.audit.read_all() if e["subject"] == "down"}
-    assert types == {"RAG_RETRIEVAL_FAILED"}
+    assert types == {"RAG_RETRIEVAL_FAILED", "RAG_REFUSAL"}
 
 
 async def test_transient_outage_is_retried(runtime: EmbeddedRuntime) -> None:
