@@ -148,6 +148,7 @@ def demo(
     from ragsift.cli_render import demo_table
     from ragsift.ingest.loaders import iter_documents
     from ragsift.ingest.sample import DEMO_ASK, DEMO_QUERIES, write_sample_corpus
+    from ragsift.runtime_store import STORE_FILE
     from ragsift.schemas import QueryEvent
 
     if data_dir.exists():
@@ -183,9 +184,10 @@ def demo(
     wide.print(demo_table(rows))
     console.print(f"audit trail (CloudEvents, JSONL): {data_dir / 'audit' / 'audit.jsonl'}")
     console.print(
-        f"results: {data_dir / 'results.jsonl'}  ·  try: ragsift ask --data-dir"
+        f"results (for ragsift assess): {data_dir / STORE_FILE}  ·  try: ragsift ask --data-dir"
         f' {data_dir} --tenant demo "{DEMO_ASK}"'
     )
+    console.print(f"then: ragsift assess --data-dir {data_dir} demo-0")
 
 
 @app.command()
@@ -248,7 +250,7 @@ def ask(
 
     from pydantic import ValidationError
 
-    from ragsift.cli_render import print_result
+    from ragsift.cli_render import print_answer_extras, print_result
     from ragsift.schemas import QueryEvent
 
     try:
@@ -273,34 +275,115 @@ def ask(
 
     async def run() -> Any:
         async with runtime:
-            return (await runtime.ask([event]))[0]
+            return (await runtime.answer([event]))[0]
 
-    result = asyncio.run(run())
+    outcome = asyncio.run(run())
+    result = getattr(outcome, "result", outcome)  # a StoredAnswer, or the DeadLetter
     if as_json:
         console.print_json(result.model_dump_json())
     else:
         print_result(console, result)
+        print_answer_extras(console, outcome, data_dir)
 
 
 @app.command()
 def assess(
-    query_id: Annotated[str, typer.Argument(help="A past query id (see results.jsonl).")],
+    query_id: Annotated[
+        str | None, typer.Argument(help="A past query's id (ask and demo print it).")
+    ] = None,
+    query: Annotated[
+        str | None, typer.Option("--query", help="Score the chunks given by --chunks for this.")
+    ] = None,
+    chunks: Annotated[
+        str | None, typer.Option("--chunks", help="Comma-separated chunk ids (with --query).")
+    ] = None,
+    tenant: Annotated[
+        str | None,
+        typer.Option("--tenant", "-t", help="Tenant of the query or chunks (needed with --query)."),
+    ] = None,
+    collection: Collection = "default",
     data_dir: DataDir = None,
 ) -> None:
-    """B5: the confidence breakdown and recommendations of a past query."""
-    from ragsift.cli_render import print_result
+    """Show a past query's confidence breakdown, report and advice, or score given chunks."""
+    if (query_id is None) == (query is None):
+        err_console.print("[red]error:[/red] give a QUERY_ID, or --query with --chunks")
+        raise typer.Exit(2)
+    if query is not None:
+        _assess_chunks(query, chunks, tenant, collection, data_dir)
+        return
+    from ragsift.cli_render import print_assessment
+    from ragsift.runtime_store import STORE_FILE, ResultStore
 
-    _, runtime = _runtime(data_dir)
-    result = runtime.find_result(query_id)
-    asyncio.run(runtime.close())
-    if result is None:
+    settings = _settings()
+    path = (data_dir or settings.data_dir) / STORE_FILE
+    if not path.is_file():
+        err_console.print(
+            f"[red]error:[/red] no results stored under {path.parent}:"
+            " run `ragsift ask` or `ragsift demo` there first"
+        )
+        raise typer.Exit(1)
+    store = ResultStore(path, max_results=settings.runtime.store_max_results)
+    try:
+        found = store.get(str(query_id), tenant)
+    finally:
+        store.close()
+    if found is None:
         err_console.print(f"[red]error:[/red] no stored result for query id {query_id!r}")
         raise typer.Exit(1)
-    print_result(console, result)
-    table = Table("signal", "value", title=f"breakdown ({result.breakdown.scorer})")
-    for name, value in result.breakdown.signals.items():
-        table.add_row(name, f"{value:.3f}")
-    console.print(table)
+    print_assessment(console, found)
+
+
+def _assess_chunks(
+    query: str, chunks: str | None, tenant: str | None, collection: str, data_dir: Path | None
+) -> None:
+    """``assess --query … --chunks …``: the pipeline's verdict on exactly those chunks."""
+    import uuid
+
+    from pydantic import ValidationError
+
+    from ragsift.cli_render import print_assessment
+    from ragsift.runtime_store import StoredAnswer
+    from ragsift.schemas import QueryEvent
+    from ragsift.streams.codec import describe_validation_error
+
+    ids = [c.strip() for c in (chunks or "").split(",") if c.strip()]
+    if not ids or tenant is None:
+        err_console.print("[red]error:[/red] --query needs --chunks id1,id2,... and --tenant")
+        raise typer.Exit(2)
+    try:
+        event = QueryEvent(
+            query_id=f"assess-{uuid.uuid4().hex[:12]}",
+            tenant_id=tenant,
+            query=query,
+            collection=collection,
+        )
+    except ValidationError as exc:
+        err_console.print(f"[red]error:[/red] {describe_validation_error(exc)}")
+        raise typer.Exit(2) from exc
+    _, runtime = _runtime(data_dir)
+
+    async def run() -> Any:
+        async with runtime:
+            return await runtime.assess_chunks(event, ids)
+
+    try:
+        assessed = asyncio.run(run())
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    if not isinstance(assessed, StoredAnswer):
+        err_console.print(f"[red]error:[/red] rejected at {assessed.stage}: {assessed.error}")
+        raise typer.Exit(1)
+    found = {h.chunk_id for h in assessed.result.hits} | {
+        d.chunk_id for d in assessed.result.dropped
+    }
+    missing = [c for c in ids if c not in found]
+    print_assessment(console, assessed)
+    if missing:
+        err_console.print(
+            f"[yellow]not found for tenant {tenant!r} in {collection!r}:[/yellow]"
+            f" {', '.join(missing)}"
+        )
 
 
 SQUAD_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "squad2"
@@ -882,6 +965,62 @@ def api(
                 await runner.cleanup()
 
     asyncio.run(serve())
+
+
+#: where ``ragsift console`` listens unless told otherwise
+CONSOLE_DEFAULT_PORT = 8765
+
+
+@app.command("console")
+def serve_console(
+    data_dir: DataDir = None,
+    host: Annotated[
+        str,
+        typer.Option(
+            help="Interface to listen on; off loopback, the API's keys or JWTs are required."
+        ),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port of the console.")] = CONSOLE_DEFAULT_PORT,
+) -> None:
+    """Serve the web console on the embedded runtime: ask, and watch results live."""
+    import signal
+
+    from aiohttp import web
+
+    from ragsift.api.auth import Authenticator
+    from ragsift.console_server import create_console_app
+
+    settings, runtime = _runtime(data_dir)
+    try:
+        auth = Authenticator.from_settings(settings.api, insecure=host in LOOPBACK_HOSTS)
+    except RagsiftError as exc:
+        asyncio.run(runtime.close())
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+
+    async def serve() -> None:
+        runner = web.AppRunner(create_console_app(runtime, auth=auth))
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, host, port).start()
+            shown = f"[{host}]" if ":" in host else host
+            err_console.print(
+                f"console on http://{shown}:{port}/console (data dir {runtime.data_dir};"
+                " Ctrl-C stops it)"
+            )
+            stop = asyncio.Event()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                asyncio.get_running_loop().add_signal_handler(signum, stop.set)
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+            await runtime.close()
+
+    try:
+        asyncio.run(serve())
+    except OSError as exc:
+        err_console.print(f"[red]error:[/red] cannot listen on {host}:{port}: {exc.strerror}")
+        raise typer.Exit(1) from exc
 
 
 keys_app = typer.Typer(
