@@ -910,8 +910,8 @@ def api(
         ),
     ] = False,
 ) -> None:
-    """Serve the HTTP API: POST /v1/query, GET /v1/queries/{id} (API key or JWT needed);
-    /healthz, /readyz, /metrics on a separate port."""
+    """Serve the HTTP API: POST /v1/query, GET /v1/queries/{id} (API key or JWT needed),
+    the web console at /console; /healthz, /readyz, /metrics on a separate port."""
     import signal
 
     from aiohttp import web
@@ -939,7 +939,14 @@ def api(
         raise typer.Exit(2) from exc
     if insecure_no_auth:
         err_console.print("[yellow]warning:[/yellow] --insecure-no-auth: anyone on this host")
-    query_api = QueryApi(settings.kafka, auth=auth, settings=settings.api, limits=settings.limits)
+    query_api = QueryApi(
+        settings.kafka,
+        auth=auth,
+        settings=settings.api,
+        limits=settings.limits,
+        shared=_shared_results(settings),
+        hub=_console_hub(settings),
+    )
 
     async def serve() -> None:
         await ensure_topics(settings.kafka)
@@ -1021,6 +1028,36 @@ def serve_console(
     except OSError as exc:
         err_console.print(f"[red]error:[/red] cannot listen on {host}:{port}: {exc.strerror}")
         raise typer.Exit(1) from exc
+
+
+def _shared_results(settings: Settings) -> Any:
+    """Redis behind GET /v1/queries/{id} (None when RAGSIFT_API_RESULT_TTL_S=0)."""
+    if settings.api.result_ttl_s == 0:
+        return None
+    import redis.asyncio as aioredis
+
+    from ragsift.api.store import SharedResults
+
+    redis = settings.redis
+    client = aioredis.from_url(
+        redis.url,
+        password=redis.password.get_secret_value() if redis.password else None,
+        socket_timeout=redis.socket_timeout_s,
+        socket_connect_timeout=redis.socket_timeout_s,
+    )
+    return SharedResults(client, prefix=redis.key_prefix, ttl_s=settings.api.result_ttl_s)
+
+
+def _console_hub(settings: Settings) -> Any:
+    """The web console's hub (None when RAGSIFT_API_CONSOLE=false)."""
+    if not settings.api.console:
+        return None
+    from ragsift.api.console import ConsoleHub
+
+    return ConsoleHub(
+        backlog=settings.runtime.console_backlog,
+        max_tenants=settings.worker.metrics_max_tenants,
+    )
 
 
 keys_app = typer.Typer(

@@ -13,12 +13,17 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import Counter
 from pydantic import ValidationError
 
 from ragsift.api.auth import Authenticator, AuthError, Principal
 from ragsift.api.body import BodyError, read_json_body
-from ragsift.api.console import CONSOLE_PATH, PUBLIC_CONSOLE_ROUTES, ConsoleHub, ConsoleRoutes
+from ragsift.api.console import (
+    CONSOLE_PATH,
+    PUBLIC_CONSOLE_ROUTES,
+    ConsoleHub,
+    ConsoleRoutes,
+    dropped_messages_counter,
+)
 from ragsift.api.openapi import ErrorBody, QueryAnswer, QueryRequest
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.errors import RagsiftError
@@ -132,15 +137,10 @@ def create_console_app(
     runtime: EmbeddedRuntime, *, auth: Authenticator, hub: ConsoleHub | None = None
 ) -> web.Application:
     """The console on ``runtime``: ``/console`` (the page), its events, and the query API."""
-    dropped = Counter(
-        "ragsift_console_dropped_messages_total",
-        "Console messages a slow page did not get (its queue was full).",
-        registry=runtime.metrics.registry,
-    )
     hub = hub or ConsoleHub(
         backlog=runtime.settings.runtime.console_backlog,
         max_tenants=runtime.settings.worker.metrics_max_tenants,
-        on_drop=dropped.inc,
+        on_drop=dropped_messages_counter(runtime.metrics.registry).inc,
     )
     api = _ConsoleApi(runtime, auth)
     unsubscribe = runtime.bus.subscribe(hub.accept)

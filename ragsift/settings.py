@@ -444,6 +444,8 @@ class ApiSettings(BaseSettings):
     #: results and reports are also written to Redis for this long, so any replica
     #: (or one restarted since) answers GET /v1/queries/{id}; 0 turns that off
     result_ttl_s: int = Field(default=24 * 3600, ge=0, le=30 * 24 * 3600)
+    #: serve the web console at /console (the API then also reads decisions and audit)
+    console: bool = True
     max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
     #: the whole body must arrive within this (a slow-drip client holds no socket for long)
     body_timeout_s: float = Field(default=10.0, gt=0, le=300)

@@ -4,7 +4,11 @@ The API publishes the query event to Kafka and reads the results (and
 reports) topics itself, with every partition assigned to it (no consumer
 group: each API replica sees every result), matching them to waiting requests
 by (tenant, query id). A request that gets no result within its timeout gets a
-504 with the query id, which ``GET /v1/queries/{id}`` can poll later.
+504 with the query id, which ``GET /v1/queries/{id}`` can poll later, on any
+replica: results and reports are also kept in Redis with a TTL
+(:class:`~ragsift.api.store.SharedResults`). With a console hub the API also
+reads the decisions and audit topics and serves the web console at
+``/console`` (:mod:`ragsift.api.console`).
 
 Every query route needs a credential (see :mod:`ragsift.api.auth`); the tenant
 comes from it. ``/metrics``, ``/healthz`` and ``/readyz`` are served by a
@@ -30,8 +34,14 @@ from pydantic import ValidationError
 
 from ragsift.api.auth import Authenticator, AuthError, Principal
 from ragsift.api.body import BodyError, read_json_body
+from ragsift.api.console import (
+    PUBLIC_CONSOLE_ROUTES,
+    ConsoleHub,
+    ConsoleRoutes,
+    dropped_messages_counter,
+)
 from ragsift.api.openapi import ErrorBody, QueryRequest, openapi_document
-from ragsift.api.store import RecentEvents
+from ragsift.api.store import RecentEvents, SharedResults, StoreKey
 from ragsift.errors import DecodeError
 from ragsift.observability.metrics import Metrics
 from ragsift.schemas import DeadLetter, QueryEvent, Report, RetrievalResult
@@ -82,8 +92,12 @@ class QueryApi:
         settings: ApiSettings | None = None,
         metrics: Metrics | None = None,
         limits: LimitSettings | None = None,
+        shared: SharedResults | None = None,
+        hub: ConsoleHub | None = None,
     ):
         self.kafka = kafka
+        self.shared = shared
+        self.hub = hub
         self.auth = auth
         self.settings = settings or ApiSettings()
         self.limits = limits or LimitSettings()
@@ -94,10 +108,13 @@ class QueryApi:
         self._connected = False
         self._broker_ok = False
         self._pending: dict[tuple[str, str], list[_Pending]] = {}
-        self._result_codec = EventCodec(RetrievalResult)
-        self._report_codec = EventCodec(Report)
-        self._dead_codec = EventCodec(DeadLetter)
         self._query_codec = EventCodec(QueryEvent)
+        # what the reader decodes, by logical topic: the console also wants decisions and audit
+        self._reads = ["retrievals", "reports", "deadletter"]
+        if hub is not None:
+            self._reads += ["decisions", "audit"]
+        self._codecs = {name: EventCodec(TOPICS[name].model) for name in self._reads}
+        self._writer: asyncio.Task[None] | None = None
         r = self.metrics.registry
         self.requests = Counter(
             "ragsift_api_requests_total",
@@ -121,6 +138,15 @@ class QueryApi:
         )
         self.store = RecentEvents(self.settings.store_bytes, on_evict=self.evictions.inc)
         self.store_bytes.set_function(lambda: self.store.bytes)
+        self.shared_errors = Counter(
+            "ragsift_api_shared_store_errors_total",
+            "Results/reports not written to (or not read from) Redis: dropped or failed.",
+            registry=r,
+        )
+        if shared is not None:
+            shared.on_error = self.shared_errors.inc
+        if hub is not None:
+            hub.on_drop = dropped_messages_counter(r).inc
 
     def topic(self, logical: str) -> str:
         """Full name of a registered topic."""
@@ -137,14 +163,19 @@ class QueryApi:
     async def start(self) -> None:
         """Start connecting in the background: the API serves (503s) while Kafka is away."""
         self._runner = asyncio.create_task(self._run(), name="ragsift-api-kafka")
+        if self.shared is not None:
+            self._writer = asyncio.create_task(self.shared.run(), name="ragsift-api-redis")
 
     async def stop(self) -> None:
         """Stop reading and disconnect."""
-        if self._runner is not None:
-            self._runner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._runner
+        for task in (self._runner, self._writer):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self._disconnect()
+        if self.shared is not None:
+            await self.shared.close()
 
     async def _disconnect(self) -> None:
         self._connected = self._broker_ok = False
@@ -166,7 +197,7 @@ class QueryApi:
         await self._consumer.start()
         found = await self._consumer._client.fetch_all_metadata()
         partitions = []
-        for logical in ("retrievals", "reports", "deadletter"):
+        for logical in self._reads:
             name = self.topic(logical)
             ids = found.partitions_for_topic(name) or {0}
             partitions += [TopicPartition(name, p) for p in sorted(ids)]
@@ -205,32 +236,43 @@ class QueryApi:
 
     async def _read(self) -> None:
         assert self._consumer is not None
-        results, reports = self.topic("retrievals"), self.topic("reports")
-        dead = self.topic("deadletter")
+        logical = {self.topic(name): name for name in self._reads}
         while True:
             batches = await self._consumer.getmany(timeout_ms=200, max_records=1000)
             for tp, records in batches.items():
+                name = logical[tp.topic]
                 for record in records:
                     try:
-                        if tp.topic == results:
-                            self.accept_result(self._result_codec.decode(record.value))
-                        elif tp.topic == reports:
-                            self.accept_report(self._report_codec.decode(record.value))
-                        elif tp.topic == dead:
-                            self.accept_dead_letter(self._dead_codec.decode(record.value))
+                        self.accept(name, self._codecs[name].decode(record.value))
                     except DecodeError:
                         continue  # not ours to dead-letter: the producing worker validated it
+
+    def accept(self, topic: str, event: Any) -> None:
+        """One event read from a topic: keep it, wake its waiters, show it on the console."""
+        if isinstance(event, RetrievalResult):
+            self.accept_result(event)
+        elif isinstance(event, Report):
+            self.accept_report(event)
+        elif isinstance(event, DeadLetter):
+            self.accept_dead_letter(event)
+        if self.hub is not None:
+            self.hub.accept(topic, event)
+
+    def _keep(self, key: StoreKey, value: bytes) -> None:
+        self.store.put(key, value)
+        if self.shared is not None:
+            self.shared.put(key, value)
 
     def accept_result(self, result: RetrievalResult) -> None:
         """Keep a result for its (tenant, query id) and wake that tenant's waiters only."""
         key = (result.tenant_id, result.query_id)
-        self.store.put(("result", *key), result.model_dump_json().encode())
+        self._keep(("result", *key), result.model_dump_json().encode())
         self._wake(key)
 
     def accept_report(self, report: Report) -> None:
         """Keep a report for its (tenant, query id)."""
         key = (report.tenant_id, report.query_id)
-        self.store.put(("report", *key), report.model_dump_json().encode())
+        self._keep(("report", *key), report.model_dump_json().encode())
         self._wake(key)
 
     def accept_dead_letter(self, letter: DeadLetter) -> None:
@@ -404,7 +446,10 @@ class QueryApi:
             else sorted(principal.tenants)
         )
         for tenant in tenants:
-            result = self.store.get(("result", tenant, query_id))
+            key: StoreKey = ("result", tenant, query_id)
+            result = self.store.get(key)
+            if result is None and self.shared is not None:
+                result = await self.shared.get(key)  # answered by another replica, or before
             if result is not None:
                 return web.Response(body=result, content_type="application/json")
         return _error(404, "not_found", f"no result seen for query id {query_id!r}")
@@ -439,7 +484,7 @@ class QueryApi:
         route = request.match_info.route.resource
         name = route.canonical if route is not None else "unmatched"
         try:
-            if name != "/openapi.json" and route is not None:
+            if name != "/openapi.json" and name not in PUBLIC_CONSOLE_ROUTES and route is not None:
                 request[_PRINCIPAL] = self.auth.authenticate(
                     request.headers.get("Authorization"), request.headers.get("X-API-Key")
                 )
@@ -450,6 +495,12 @@ class QueryApi:
         self.requests.labels(name, str(response.status)).inc()
         return response
 
+    def console_tenants(self, request: web.Request) -> frozenset[str] | None:
+        """The tenants a console page may watch: its credential's (``read`` scope)."""
+        principal = request[_PRINCIPAL]
+        principal.require("read")
+        return principal.tenants
+
 
 def create_web_app(api: QueryApi) -> web.Application:
     """The query API; Kafka connects on start-up, disconnects on clean-up."""
@@ -459,6 +510,8 @@ def create_web_app(api: QueryApi) -> web.Application:
     app.router.add_post("/v1/query", api.post_query)
     app.router.add_get("/v1/queries/{query_id}", api.get_query)
     app.router.add_get("/openapi.json", api.openapi)
+    if api.hub is not None:
+        ConsoleRoutes(api.hub, api.console_tenants).add_to(app)
 
     async def lifecycle(_: web.Application) -> Any:
         await api.start()

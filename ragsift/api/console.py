@@ -21,6 +21,7 @@ from importlib import resources
 from typing import Any
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter
 from pydantic import BaseModel
 
 from ragsift.schemas import DeadLetter, Decision, EvidenceEvent, Report, RetrievalResult
@@ -31,6 +32,7 @@ __all__ = [
     "ConsoleHub",
     "ConsoleRoutes",
     "Message",
+    "dropped_messages_counter",
 ]
 
 CONSOLE_PATH = "/console"
@@ -54,6 +56,15 @@ HIT_TEXT_CHARS = 400
 
 #: one console message: {"kind": ..., "tenant_id": ..., "query_id": ..., "data": {...}}
 Message = dict[str, Any]
+
+
+def dropped_messages_counter(registry: CollectorRegistry) -> Counter:
+    """The counter of console messages slow pages missed (the hub's ``on_drop``)."""
+    return Counter(
+        "ragsift_console_dropped_messages_total",
+        "Console messages a slow page did not get (its queue was full).",
+        registry=registry,
+    )
 
 
 @dataclass
@@ -112,7 +123,7 @@ class ConsoleHub:
         self._counts: dict[str, _Counts] = {}
         self._max_tenants = max_tenants
         self._clients: set[_Client] = set()
-        self._on_drop = on_drop
+        self.on_drop = on_drop
 
     def accept(self, topic: str, event: BaseModel) -> None:
         """Take one pipeline event (a bus listener; the API calls it per record read)."""
@@ -156,8 +167,8 @@ class ConsoleHub:
         try:
             client.queue.put_nowait(message)
         except asyncio.QueueFull:
-            if self._on_drop is not None:
-                self._on_drop()
+            if self.on_drop is not None:
+                self.on_drop()
 
     def _counters_message(self, tenants: frozenset[str] | None) -> Message:
         return {
