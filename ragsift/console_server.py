@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
+from ragsift.api.app import check_limits
 from ragsift.api.auth import Authenticator, AuthError, Principal
 from ragsift.api.body import BodyError, read_json_body
 from ragsift.api.console import (
@@ -90,6 +91,7 @@ class _ConsoleApi:
             return _error(exc.status, exc.error, exc.message)
         try:
             req = QueryRequest.model_validate(body)
+            check_limits(req, self.runtime.settings.limits)
             event = QueryEvent(
                 query_id=req.query_id or f"console-{uuid.uuid4().hex[:12]}",
                 tenant_id=principal.tenant_for(req.tenant_id),

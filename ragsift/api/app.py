@@ -50,7 +50,7 @@ from ragsift.streams import clients
 from ragsift.streams.codec import EventCodec
 from ragsift.streams.topics import TOPICS
 
-__all__ = ["QueryApi", "create_admin_app", "create_web_app"]
+__all__ = ["QueryApi", "check_limits", "create_admin_app", "create_web_app"]
 
 log = logging.getLogger(__name__)
 
@@ -412,27 +412,7 @@ class QueryApi:
         return web.Response(body=body, content_type="application/json")
 
     def _check_limits(self, req: QueryRequest) -> None:
-        """This deployment's limits (tighter than the wire contract's), as validation errors."""
-        problems = []
-        if req.k is not None and req.k > self.limits.max_k:
-            problems.append(("k", f"Input should be less than or equal to {self.limits.max_k}"))
-        if len(req.query) > self.limits.max_query_chars:
-            problems.append(
-                ("query", f"String should have at most {self.limits.max_query_chars} characters")
-            )
-        if problems:
-            raise ValidationError.from_exception_data(
-                "QueryRequest",
-                [
-                    {
-                        "type": "value_error",
-                        "loc": (loc,),
-                        "input": None,
-                        "ctx": {"error": ValueError(msg)},
-                    }
-                    for loc, msg in problems
-                ],
-            )
+        check_limits(req, self.limits)
 
     async def get_query(self, request: web.Request) -> web.Response:
         """GET /v1/queries/{query_id}: the caller's tenants only; others' ids are 404."""
@@ -500,6 +480,30 @@ class QueryApi:
         principal = request[_PRINCIPAL]
         principal.require("read")
         return principal.tenants
+
+
+def check_limits(req: QueryRequest, limits: LimitSettings) -> None:
+    """This deployment's limits (tighter than the wire contract's), as validation errors."""
+    problems = []
+    if req.k is not None and req.k > limits.max_k:
+        problems.append(("k", f"Input should be less than or equal to {limits.max_k}"))
+    if len(req.query) > limits.max_query_chars:
+        problems.append(
+            ("query", f"String should have at most {limits.max_query_chars} characters")
+        )
+    if problems:
+        raise ValidationError.from_exception_data(
+            "QueryRequest",
+            [
+                {
+                    "type": "value_error",
+                    "loc": (loc,),
+                    "input": None,
+                    "ctx": {"error": ValueError(msg)},
+                }
+                for loc, msg in problems
+            ],
+        )
 
 
 def create_web_app(api: QueryApi) -> web.Application:
