@@ -8,6 +8,7 @@ Set ``RAGSIFT_CONSOLE_SCREENSHOT=docs/console.png`` to refresh the docs' picture
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from collections.abc import AsyncIterator
@@ -65,9 +66,7 @@ async def test_console_shows_badges_banners_and_refusals(console_url: str, tmp_p
     async with async_playwright() as pw:
         # --no-sandbox: the tests may run as root in a container, where Chromium's
         # sandbox cannot start; the page is our own, served from loopback.
-        browser = await pw.chromium.launch(
-            executable_path=str(browser_path), args=["--no-sandbox"]
-        )
+        browser = await pw.chromium.launch(executable_path=str(browser_path), args=["--no-sandbox"])
         try:
             page = await browser.new_page(viewport={"width": 1280, "height": 900})
             errors: list[str] = []
@@ -109,7 +108,7 @@ async def test_console_shows_badges_banners_and_refusals(console_url: str, tmp_p
             await expect(page.locator("#evidence li").first).to_be_visible()
             shot = Path(os.environ.get("RAGSIFT_CONSOLE_SCREENSHOT") or tmp_path / "console.png")
             await page.screenshot(path=str(shot))
-            assert shot.stat().st_size > 0
+            assert await asyncio.to_thread(lambda: shot.stat().st_size) > 0
             assert errors == []
         finally:
             await browser.close()

@@ -92,7 +92,10 @@ def test_assess_scores_given_chunks(runner: CliRunner, indexed: Path) -> None:
     chunks = "returns-and-refunds.md:0,warranty.md:0,not-a-chunk"
     got = runner.invoke(
         app,
-        ["assess", "--query", IN_SCOPE, "--chunks", chunks, "-t", "acme", "--data-dir", str(indexed)],
+        [
+            *("assess", "--query", IN_SCOPE, "--chunks", chunks),
+            *("-t", "acme", "--data-dir", str(indexed)),
+        ],
     )
     assert got.exit_code == 0, got.output
     assert "breakdown" in got.output

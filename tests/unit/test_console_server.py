@@ -88,7 +88,8 @@ async def test_rejected_queries_say_why(
 
 
 async def test_a_stored_result_can_be_polled(loopback: TestClient[Any, Any]) -> None:
-    _, answer = await ask(loopback, IN_SCOPE, query_id="poll-me")
+    status, _ = await ask(loopback, IN_SCOPE, query_id="poll-me")
+    assert status == 200
     found = await loopback.get("/v1/queries/poll-me")
     assert found.status == 200
     assert (await found.json())["query_id"] == "poll-me"

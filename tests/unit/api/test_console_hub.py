@@ -35,7 +35,7 @@ def test_a_page_sees_only_its_tenants() -> None:
     counters = [m["data"] for m in got if m["kind"] == "counters"]
     assert counters
     assert all(set(c) <= {"alpha"} for c in counters)
-    later, replay = hub.open(frozenset({"beta"}))
+    _, replay = hub.open(frozenset({"beta"}))
     assert [m["query_id"] for m in replay if m["kind"] == "result"] == ["b1"]
 
 
@@ -44,8 +44,13 @@ def test_dead_letters_name_no_tenant_so_only_all_tenant_pages_get_them() -> None
     scoped, _ = hub.open(frozenset({"alpha"}))
     everyone, _ = hub.open(None)
     letter = DeadLetter.build(
-        original=b"{}", stage="validate", error_type="X", error="k must be <= 50", worker="retrieval",
-        topic="ragsift.queries.v1", query_id="bad",
+        original=b"{}",
+        stage="validate",
+        error_type="X",
+        error="k must be <= 50",
+        worker="retrieval",
+        topic="ragsift.queries.v1",
+        query_id="bad",
     )
     hub.accept("deadletter", letter)
     assert drain(scoped.queue) == []

@@ -38,10 +38,10 @@ class FakeRedis:
 
 
 def replica(redis: FakeRedis, keys: Keys, settings: ApiSettings, **options: Any) -> RecordingApi:
-    shared = SharedResults(redis, prefix="t", ttl_s=60, **options)  # type: ignore[arg-type]  # the fake has the calls used
-    return RecordingApi(
-        KafkaSettings(), auth=Authenticator.from_settings(settings), settings=settings, shared=shared
-    )
+    # the fake has every call SharedResults makes
+    shared = SharedResults(redis, prefix="t", ttl_s=60, **options)  # type: ignore[arg-type]
+    auth = Authenticator.from_settings(settings)
+    return RecordingApi(KafkaSettings(), auth=auth, settings=settings, shared=shared)
 
 
 async def test_a_poll_on_another_replica_finds_the_result(
@@ -91,4 +91,4 @@ async def test_writes_past_the_queue_bound_are_dropped_and_counted(
 
 def test_the_ttl_must_be_positive() -> None:
     with pytest.raises(ValueError, match="ttl_s must be > 0, got 0"):
-        SharedResults(FakeRedis(), prefix="t", ttl_s=0)  # type: ignore[arg-type]  # the fake has the calls used
+        SharedResults(FakeRedis(), prefix="t", ttl_s=0)  # type: ignore[arg-type]  # a fake client
