@@ -8,16 +8,12 @@ question through the embedded pipeline and answers as the API does.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from aiohttp import web
-from pydantic import ValidationError
 
-from ragsift.api.app import check_limits
+from ragsift.api.app import error_response, read_query
 from ragsift.api.auth import Authenticator, AuthError, Principal
-from ragsift.api.body import BodyError, read_json_body
 from ragsift.api.console import (
     CONSOLE_PATH,
     PUBLIC_CONSOLE_ROUTES,
@@ -25,26 +21,14 @@ from ragsift.api.console import (
     ConsoleRoutes,
     dropped_messages_counter,
 )
-from ragsift.api.openapi import ErrorBody, QueryAnswer, QueryRequest
+from ragsift.api.openapi import QueryAnswer
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.errors import RagsiftError
-from ragsift.schemas import DeadLetter, QueryEvent
+from ragsift.schemas import DeadLetter
 
 __all__ = ["create_console_app"]
 
 _PRINCIPAL = web.RequestKey("principal", Principal)
-
-
-def _error(
-    status: int,
-    error: str,
-    detail: str,
-    *,
-    query_id: str | None = None,
-    fields: list[dict[str, Any]] | None = None,
-) -> web.Response:
-    body = ErrorBody(error=error, detail=detail, query_id=query_id, fields=fields or [])
-    return web.json_response(body.model_dump(mode="json"), status=status)
 
 
 class _ConsoleApi:
@@ -66,11 +50,11 @@ class _ConsoleApi:
                     request.headers.get("Authorization"), request.headers.get("X-API-Key")
                 )
             except AuthError as exc:
-                return _error(exc.status, "unauthorized", exc.message)
+                return error_response(exc.status, "unauthorized", exc.message)
         try:
             return await handler(request)
         except AuthError as exc:
-            return _error(exc.status, "forbidden", exc.message)
+            return error_response(exc.status, "forbidden", exc.message)
 
     def tenants_of(self, request: web.Request) -> frozenset[str] | None:
         """The tenants the caller may watch."""
@@ -82,35 +66,17 @@ class _ConsoleApi:
         """POST /v1/query: the API's contract, answered by the embedded pipeline."""
         principal = request[_PRINCIPAL]
         principal.require("query")
-        bounds = self.runtime.settings.api
-        try:
-            body = await read_json_body(
-                request, max_bytes=bounds.max_body_bytes, timeout_s=bounds.body_timeout_s
-            )
-        except BodyError as exc:
-            return _error(exc.status, exc.error, exc.message)
-        try:
-            req = QueryRequest.model_validate(body)
-            check_limits(req, self.runtime.settings.limits)
-            event = QueryEvent(
-                query_id=req.query_id or f"console-{uuid.uuid4().hex[:12]}",
-                tenant_id=principal.tenant_for(req.tenant_id),
-                query=req.query,
-                collection=req.collection,
-                k=req.k,
-                mode=req.mode,
-                want_report=True,
-            )
-        except ValidationError as exc:
-            fields = [
-                {"loc": list(e["loc"]), "msg": e["msg"]}
-                for e in exc.errors(include_url=False, include_input=False)
-            ]
-            return _error(422, "invalid_query", "the query breaks the contract", fields=fields)
+        settings = self.runtime.settings
+        read = await read_query(
+            request, principal, settings.api, settings.limits, id_prefix="console"
+        )
+        if isinstance(read, web.Response):
+            return read
+        _, event = read
         try:
             [outcome] = await self.runtime.answer([event])
         except RagsiftError as exc:
-            return _error(422, "rejected", str(exc), query_id=event.query_id)
+            return error_response(422, "rejected", str(exc), query_id=event.query_id)
         if isinstance(outcome, DeadLetter):
             status, error = (
                 (404, "collection_not_found")
@@ -118,7 +84,7 @@ class _ConsoleApi:
                 else (422, "rejected")
             )
             detail = f"the pipeline rejected the query at {outcome.stage}: {outcome.error}"
-            return _error(status, error, detail, query_id=event.query_id)
+            return error_response(status, error, detail, query_id=event.query_id)
         answer = QueryAnswer(query_id=event.query_id, result=outcome.result, report=outcome.report)
         return web.json_response(text=answer.model_dump_json())
 
@@ -131,7 +97,7 @@ class _ConsoleApi:
         if found is None or (
             principal.tenants is not None and found.result.tenant_id not in principal.tenants
         ):
-            return _error(404, "not_found", f"no result stored for query id {query_id!r}")
+            return error_response(404, "not_found", f"no result stored for query id {query_id!r}")
         return web.json_response(text=found.result.model_dump_json())
 
 

@@ -50,7 +50,14 @@ from ragsift.streams import clients
 from ragsift.streams.codec import EventCodec
 from ragsift.streams.topics import TOPICS
 
-__all__ = ["QueryApi", "check_limits", "create_admin_app", "create_web_app"]
+__all__ = [
+    "QueryApi",
+    "check_limits",
+    "create_admin_app",
+    "create_web_app",
+    "error_response",
+    "read_query",
+]
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +72,8 @@ _PRINCIPAL = web.RequestKey("principal", Principal)
 WWW_AUTHENTICATE = 'Bearer realm="ragsift"'
 
 
-def _error(status: int, error: str, detail: str, **extra: Any) -> web.Response:
+def error_response(status: int, error: str, detail: str, **extra: Any) -> web.Response:
+    """The JSON error answer every route gives (``ErrorBody``); a 401 names the scheme."""
     body = ErrorBody(error=error, detail=detail, **extra)
     headers = {"WWW-Authenticate": WWW_AUTHENTICATE} if status == 401 else None
     return web.json_response(body.model_dump(mode="json"), status=status, headers=headers)
@@ -330,34 +338,10 @@ class QueryApi:
     async def _post_query(self, request: web.Request) -> web.Response:
         principal = request[_PRINCIPAL]
         principal.require("query")
-        try:
-            body = await read_json_body(
-                request,
-                max_bytes=self.settings.max_body_bytes,
-                timeout_s=self.settings.body_timeout_s,
-            )
-        except BodyError as exc:
-            return _error(exc.status, exc.error, exc.message)
-        try:
-            req = QueryRequest.model_validate(body)
-            self._check_limits(req)
-            event = QueryEvent(
-                query_id=req.query_id or f"api-{uuid.uuid4().hex}",
-                # the credential names the tenant; a body tenant_id must agree with it
-                tenant_id=principal.tenant_for(req.tenant_id),
-                query=req.query,
-                collection=req.collection,
-                k=req.k,
-                mode=req.mode,
-                want_report=req.want_report,
-                traceparent=request.headers.get("traceparent"),
-            )
-        except ValidationError as exc:
-            fields = [
-                {"loc": list(e["loc"]), "msg": e["msg"]}
-                for e in exc.errors(include_url=False, include_input=False)
-            ]
-            return _error(422, "invalid_query", "the query breaks the contract", fields=fields)
+        read = await read_query(request, principal, self.settings, self.limits, id_prefix="api")
+        if isinstance(read, web.Response):
+            return read
+        req, event = read
         key = (event.tenant_id, event.query_id)
         pending = _Pending(sent=self._query_codec.encode(event), want_report=req.want_report)
         # registered before sending: a fast dead letter must find its request
@@ -366,9 +350,9 @@ class QueryApi:
             try:
                 await self._publish(event, pending.sent, req.timeout_s)
             except KafkaError as exc:
-                return _error(503, "kafka_unavailable", str(exc), query_id=event.query_id)
+                return error_response(503, "kafka_unavailable", str(exc), query_id=event.query_id)
             if not await self._wait_for(key, pending, req.timeout_s):
-                return _error(
+                return error_response(
                     504,
                     "timeout",
                     f"no result within {req.timeout_s} s; poll GET /v1/queries/{event.query_id}",
@@ -385,9 +369,9 @@ class QueryApi:
         letter = pending.letter
         query_id = key[1]
         if letter is not None and "unknown collection" in letter.error:
-            return _error(404, "collection_not_found", letter.error, query_id=query_id)
+            return error_response(404, "collection_not_found", letter.error, query_id=query_id)
         if letter is not None:
-            return _error(
+            return error_response(
                 422,
                 "rejected",
                 f"the pipeline rejected the query at {letter.stage}: {letter.error}",
@@ -396,7 +380,9 @@ class QueryApi:
         result = self.store.get(("result", *key))
         report = self.store.get(("report", *key)) if pending.want_report else None
         if result is None:  # evicted between waking and answering: only under extreme load
-            return _error(504, "timeout", "the result was evicted; retry", query_id=query_id)
+            return error_response(
+                504, "timeout", "the result was evicted; retry", query_id=query_id
+            )
         # the stored bytes are the models' own JSON: a QueryAnswer without re-encoding them
         body = b"".join(
             (
@@ -410,9 +396,6 @@ class QueryApi:
             )
         )
         return web.Response(body=body, content_type="application/json")
-
-    def _check_limits(self, req: QueryRequest) -> None:
-        check_limits(req, self.limits)
 
     async def get_query(self, request: web.Request) -> web.Response:
         """GET /v1/queries/{query_id}: the caller's tenants only; others' ids are 404."""
@@ -432,7 +415,7 @@ class QueryApi:
                 result = await self.shared.get(key)  # answered by another replica, or before
             if result is not None:
                 return web.Response(body=result, content_type="application/json")
-        return _error(404, "not_found", f"no result seen for query id {query_id!r}")
+        return error_response(404, "not_found", f"no result seen for query id {query_id!r}")
 
     async def healthz(self, request: web.Request) -> web.Response:
         """Liveness."""
@@ -471,7 +454,7 @@ class QueryApi:
             response = await handler(request)
         except AuthError as exc:
             error = "unauthorized" if exc.status == 401 else "forbidden"
-            response = _error(exc.status, error, exc.message)
+            response = error_response(exc.status, error, exc.message)
         self.requests.labels(name, str(response.status)).inc()
         return response
 
@@ -480,6 +463,48 @@ class QueryApi:
         principal = request[_PRINCIPAL]
         principal.require("read")
         return principal.tenants
+
+
+async def read_query(
+    request: web.Request,
+    principal: Principal,
+    settings: ApiSettings,
+    limits: LimitSettings,
+    *,
+    id_prefix: str,
+) -> tuple[QueryRequest, QueryEvent] | web.Response:
+    """A POST /v1/query body read and checked: the request and its event, or the error answer.
+
+    Shared by the API and the embedded console, so both apply one contract and one
+    set of limits, and name the tenant from the credential the same way.
+    """
+    try:
+        body = await read_json_body(
+            request, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s
+        )
+    except BodyError as exc:
+        return error_response(exc.status, exc.error, exc.message)
+    try:
+        req = QueryRequest.model_validate(body)
+        check_limits(req, limits)
+        event = QueryEvent(
+            query_id=req.query_id or f"{id_prefix}-{uuid.uuid4().hex}",
+            # the credential names the tenant; a body tenant_id must agree with it
+            tenant_id=principal.tenant_for(req.tenant_id),
+            query=req.query,
+            collection=req.collection,
+            k=req.k,
+            mode=req.mode,
+            want_report=req.want_report,
+            traceparent=request.headers.get("traceparent"),
+        )
+    except ValidationError as exc:
+        fields = [
+            {"loc": list(e["loc"]), "msg": e["msg"]}
+            for e in exc.errors(include_url=False, include_input=False)
+        ]
+        return error_response(422, "invalid_query", "the query breaks the contract", fields=fields)
+    return req, event
 
 
 def check_limits(req: QueryRequest, limits: LimitSettings) -> None:

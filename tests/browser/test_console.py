@@ -22,7 +22,7 @@ from ragsift.confidence import REFUSAL_SENTENCE
 from ragsift.console_server import create_console_app
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.ingest.sample import sample_documents
-from tests.unit.runtime.test_embedded import make_settings
+from tests.factories import embedded_settings
 
 CHROMIUM = Path("/usr/bin/chromium")
 IN_SCOPE = "How many days do I have to return the thermostat?"
@@ -44,7 +44,7 @@ def _browser() -> Path:
 
 @pytest.fixture
 async def console_url(tmp_path: Path) -> AsyncIterator[str]:
-    runtime = EmbeddedRuntime(make_settings(tmp_path))
+    runtime = EmbeddedRuntime(embedded_settings(tmp_path))
     await runtime.ingest("acme", sample_documents())
     app = create_console_app(runtime, auth=Authenticator(None, None, insecure=True))
     runner = web.AppRunner(app)

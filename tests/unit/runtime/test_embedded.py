@@ -2,48 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
-
-import pytest
 
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.errors import ServiceUnavailableError
 from ragsift.ingest.loaders import SourceDocument
-from ragsift.ingest.sample import sample_documents
 from ragsift.retrieval.index import SearchHit, SearchRequest
 from ragsift.schemas import DeadLetter, QueryEvent, RetrievalResult
-from ragsift.settings import ConfidenceSettings, EmbedderSettings, LimitSettings, Settings
-
-
-def make_settings(tmp_path: Path, **confidence: Any) -> Settings:
-    # The weighted scorer with low bars keeps these tests independent of the fitted
-    # calibration (tested on its own): the hashing embedder's cosines are small, and
-    # the plumbing is what is checked here. Hashing is pinned (not the default onnx)
-    # for that reason and for speed: each test indexes the handbook afresh.
-    conf = {
-        "scorer": "weighted",
-        "similarity_threshold": 0.05,
-        "high_threshold": 0.30,
-        "medium_threshold": 0.20,
-        "low_threshold": 0.10,
-        **confidence,
-    }
-    return Settings(
-        data_dir=tmp_path,
-        confidence=ConfidenceSettings(**conf),
-        limits=LimitSettings(max_query_chars=500),
-        embedder=EmbedderSettings(kind="hashing"),
-    )
-
-
-@pytest.fixture
-async def runtime(tmp_path: Path) -> AsyncIterator[EmbeddedRuntime]:
-    rt = EmbeddedRuntime(make_settings(tmp_path))
-    await rt.ingest("acme", sample_documents())
-    yield rt
-    await rt.close()
 
 
 def q(query_id: str, text: str, tenant: str = "acme", **extra: Any) -> QueryEvent:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -14,22 +13,14 @@ from ragsift.ingest.sample import sample_documents
 from ragsift.runtime_store import StoredAnswer
 from ragsift.schemas import DeadLetter, QueryEvent, RetrievalResult
 from ragsift.settings import RuntimeSettings, Settings
-from tests.unit.runtime.test_embedded import make_settings
+from tests.factories import embedded_settings
 
 IN_SCOPE = "How many days do I have to return the thermostat?"
 OUT_OF_SCOPE = "Who won the football world cup in 2014?"
 
 
 def bounded(tmp_path: Path, **runtime: int) -> Settings:
-    return make_settings(tmp_path).model_copy(update={"runtime": RuntimeSettings(**runtime)})
-
-
-@pytest.fixture
-async def runtime(tmp_path: Path) -> AsyncIterator[EmbeddedRuntime]:
-    rt = EmbeddedRuntime(make_settings(tmp_path))
-    await rt.ingest("acme", sample_documents())
-    yield rt
-    await rt.close()
+    return embedded_settings(tmp_path).model_copy(update={"runtime": RuntimeSettings(**runtime)})
 
 
 def q(query_id: str, text: str, tenant: str = "acme") -> QueryEvent:
@@ -64,12 +55,12 @@ async def test_out_of_scope_is_refused_and_routed_to_review(runtime: EmbeddedRun
 async def test_find_result_returns_what_ask_answered(tmp_path: Path) -> None:
     # issue 15: `ragsift assess` died with "'EmbeddedRuntime' object has no attribute
     # 'find_result'"; the answer must also outlive the process that asked.
-    async with EmbeddedRuntime(make_settings(tmp_path)) as rt:
+    async with EmbeddedRuntime(embedded_settings(tmp_path)) as rt:
         await rt.ingest("acme", sample_documents())
         [asked] = await rt.ask([q("kept", IN_SCOPE)])
         assert isinstance(asked, RetrievalResult)
         assert rt.find_result("kept") == asked
-    async with EmbeddedRuntime(make_settings(tmp_path)) as later:
+    async with EmbeddedRuntime(embedded_settings(tmp_path)) as later:
         found = later.find_answer("kept")
         assert found is not None
         assert found.result == asked

@@ -14,19 +14,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from ragsift.api.auth import Authenticator, KeyStore
 from ragsift.console_server import create_console_app
 from ragsift.embedded import EmbeddedRuntime
-from ragsift.ingest.sample import sample_documents
-from tests.unit.runtime.test_embedded import make_settings
 
 IN_SCOPE = "How many days do I have to return the thermostat?"
 OUT_OF_SCOPE = "Who won the football world cup in 2014?"
-
-
-@pytest.fixture
-async def runtime(tmp_path: Path) -> AsyncIterator[EmbeddedRuntime]:
-    rt = EmbeddedRuntime(make_settings(tmp_path))
-    await rt.ingest("acme", sample_documents())
-    yield rt
-    await rt.close()
 
 
 @pytest.fixture
