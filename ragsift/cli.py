@@ -997,13 +997,13 @@ def serve_console(
     from ragsift.api.auth import Authenticator
     from ragsift.console_server import create_console_app
 
-    settings, runtime = _runtime(data_dir)
     try:
-        auth = Authenticator.from_settings(settings.api, insecure=host in LOOPBACK_HOSTS)
+        # credentials first: a console that may not start opens (and creates) nothing
+        auth = Authenticator.from_settings(_settings().api, insecure=host in LOOPBACK_HOSTS)
     except RagsiftError as exc:
-        asyncio.run(runtime.close())
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
+    _, runtime = _runtime(data_dir)
 
     async def serve() -> None:
         runner = web.AppRunner(create_console_app(runtime, auth=auth))

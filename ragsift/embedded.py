@@ -79,10 +79,11 @@ class EmbeddedRuntime:
         self.store = ResultStore(
             Path(self.data_dir) / STORE_FILE, max_results=settings.runtime.store_max_results
         )
+        self.reports = build_report_handler(settings, self.metrics)
         self.bus = InProcessBus(
             [
                 RetrievalHandler(self.pipeline),
-                build_report_handler(settings, self.metrics),
+                self.reports,
                 DecisionHandler(settings.guardrails, self.metrics),
                 audit,
             ],

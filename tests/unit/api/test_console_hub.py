@@ -11,7 +11,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from ragsift.api import Authenticator, create_web_app
-from ragsift.api.console import OTHER_TENANT, ConsoleHub, Message
+from ragsift.api.console import OTHER_TENANT, ConsoleHub, Message, _sse
 from ragsift.schemas import DeadLetter
 from ragsift.settings import ApiSettings, KafkaSettings
 from tests.unit.api.conftest import Keys, RecordingApi, build_result
@@ -105,15 +105,24 @@ def test_counters_tell_answers_from_refusals_and_cache_hits() -> None:
 
 
 @pytest.mark.parametrize(
-    "hostile", ["<script>alert(1)</script>", "日本語の質問", "a\u202eb", "\x07bell", "x" * 2000]
+    "hostile",
+    [
+        "<script>alert(1)</script>",
+        "日本語の質問",
+        "a\u202eb",
+        "\x07bell",
+        "x" * 2000,
+        'line\n\ndata: {"kind":"result"}',  # would forge an SSE frame if not escaped
+    ],
 )
 def test_hostile_text_travels_as_json_data_only(hostile: str) -> None:
     hub = ConsoleHub(backlog=3)
     hub.accept("retrievals", build_result("h", "alpha", query=hostile))
     _, replay = hub.open(None)
     [message] = [m for m in replay if m["kind"] == "result"]
-    encoded = json.dumps(message)
-    assert json.loads(encoded)["data"]["query"] == hostile
+    frame = _sse(message)
+    assert frame.count(b"\n\n") == 1  # one frame, whatever the text
+    assert json.loads(frame[len(b"data: ") :])["data"]["query"] == hostile
 
 
 # -- the API's console routes -------------------------------------------------------------

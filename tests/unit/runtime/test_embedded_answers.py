@@ -12,7 +12,7 @@ from ragsift.errors import InvalidEventError
 from ragsift.ingest.sample import sample_documents
 from ragsift.runtime_store import StoredAnswer
 from ragsift.schemas import DeadLetter, QueryEvent, RetrievalResult
-from ragsift.settings import RuntimeSettings, Settings
+from ragsift.settings import LlmSettings, RuntimeSettings, Settings
 from tests.factories import embedded_settings
 
 IN_SCOPE = "How many days do I have to return the thermostat?"
@@ -131,3 +131,12 @@ async def test_assess_chunks_never_sees_another_tenants_chunks(runtime: Embedded
 async def test_assess_chunks_bounds_the_id_list(runtime: EmbeddedRuntime, count: int) -> None:
     with pytest.raises(InvalidEventError, match=f"between 1 and {MAX_ASSESS_CHUNKS}"):
         await runtime.assess_chunks(q("n", IN_SCOPE), [f"c{i}" for i in range(count)])
+
+
+async def test_a_configured_chat_endpoint_writes_the_reports(tmp_path: Path) -> None:
+    llm = LlmSettings(base_url="http://127.0.0.1:9/v1", model="local-model")
+    settings = embedded_settings(tmp_path).model_copy(update={"llm": llm})
+    async with EmbeddedRuntime(settings) as rt:
+        assert rt.reports.builder.llm is not None
+    async with EmbeddedRuntime(embedded_settings(tmp_path)) as rt:
+        assert rt.reports.builder.llm is None  # extractive by default

@@ -1,4 +1,4 @@
-"""``ragsift assess`` and the report in ``ask``/``demo`` (issue 15), through Typer's runner."""
+"""`ragsift assess`, `console`, and the report in `ask` and `demo` (issue 15), via Typer."""
 
 from __future__ import annotations
 
@@ -119,3 +119,14 @@ def test_demo_writes_the_store_it_names(runner: CliRunner, tmp_path: Path) -> No
     shown = runner.invoke(app, ["assess", "demo-0", "--data-dir", str(data)])
     assert shown.exit_code == 0, shown.output
     assert "demo-0" in shown.output
+
+
+def test_console_off_loopback_needs_credentials(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAGSIFT_API_KEYS_FILE", str(tmp_path / "no-keys.json"))
+    got = runner.invoke(app, ["console", "--host", "0.0.0.0", "--data-dir", str(tmp_path / "d")])
+    assert got.exit_code == 2
+    assert "no API keys" in got.output
+    assert "Traceback" not in got.output
+    assert not (tmp_path / "d").exists()
