@@ -72,11 +72,14 @@ _PRINCIPAL = web.RequestKey("principal", Principal)
 WWW_AUTHENTICATE = 'Bearer realm="ragsift"'
 
 
-def error_response(status: int, error: str, detail: str, **extra: Any) -> web.Response:
-    """The JSON error answer every route gives (``ErrorBody``); a 401 names the scheme."""
+def _error(status: int, error: str, detail: str, **extra: Any) -> web.Response:
     body = ErrorBody(error=error, detail=detail, **extra)
     headers = {"WWW-Authenticate": WWW_AUTHENTICATE} if status == 401 else None
     return web.json_response(body.model_dump(mode="json"), status=status, headers=headers)
+
+
+#: the JSON error answer (``ErrorBody``; a 401 names the scheme), for the embedded console
+error_response = _error
 
 
 @dataclass
@@ -350,9 +353,9 @@ class QueryApi:
             try:
                 await self._publish(event, pending.sent, req.timeout_s)
             except KafkaError as exc:
-                return error_response(503, "kafka_unavailable", str(exc), query_id=event.query_id)
+                return _error(503, "kafka_unavailable", str(exc), query_id=event.query_id)
             if not await self._wait_for(key, pending, req.timeout_s):
-                return error_response(
+                return _error(
                     504,
                     "timeout",
                     f"no result within {req.timeout_s} s; poll GET /v1/queries/{event.query_id}",
@@ -369,9 +372,9 @@ class QueryApi:
         letter = pending.letter
         query_id = key[1]
         if letter is not None and "unknown collection" in letter.error:
-            return error_response(404, "collection_not_found", letter.error, query_id=query_id)
+            return _error(404, "collection_not_found", letter.error, query_id=query_id)
         if letter is not None:
-            return error_response(
+            return _error(
                 422,
                 "rejected",
                 f"the pipeline rejected the query at {letter.stage}: {letter.error}",
@@ -380,9 +383,7 @@ class QueryApi:
         result = self.store.get(("result", *key))
         report = self.store.get(("report", *key)) if pending.want_report else None
         if result is None:  # evicted between waking and answering: only under extreme load
-            return error_response(
-                504, "timeout", "the result was evicted; retry", query_id=query_id
-            )
+            return _error(504, "timeout", "the result was evicted; retry", query_id=query_id)
         # the stored bytes are the models' own JSON: a QueryAnswer without re-encoding them
         body = b"".join(
             (
@@ -415,7 +416,7 @@ class QueryApi:
                 result = await self.shared.get(key)  # answered by another replica, or before
             if result is not None:
                 return web.Response(body=result, content_type="application/json")
-        return error_response(404, "not_found", f"no result seen for query id {query_id!r}")
+        return _error(404, "not_found", f"no result seen for query id {query_id!r}")
 
     async def healthz(self, request: web.Request) -> web.Response:
         """Liveness."""
@@ -454,7 +455,7 @@ class QueryApi:
             response = await handler(request)
         except AuthError as exc:
             error = "unauthorized" if exc.status == 401 else "forbidden"
-            response = error_response(exc.status, error, exc.message)
+            response = _error(exc.status, error, exc.message)
         self.requests.labels(name, str(response.status)).inc()
         return response
 
@@ -483,7 +484,7 @@ async def read_query(
             request, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s
         )
     except BodyError as exc:
-        return error_response(exc.status, exc.error, exc.message)
+        return _error(exc.status, exc.error, exc.message)
     try:
         req = QueryRequest.model_validate(body)
         check_limits(req, limits)
@@ -503,7 +504,7 @@ async def read_query(
             {"loc": list(e["loc"]), "msg": e["msg"]}
             for e in exc.errors(include_url=False, include_input=False)
         ]
-        return error_response(422, "invalid_query", "the query breaks the contract", fields=fields)
+        return _error(422, "invalid_query", "the query breaks the contract", fields=fields)
     return req, event
 
 
