@@ -281,6 +281,7 @@ def demo(
     from ragsift.cli_render import demo_table
     from ragsift.ingest.loaders import iter_documents
     from ragsift.ingest.sample import DEMO_ASK, DEMO_QUERIES, write_sample_corpus
+    from ragsift.runtime_store import STORE_FILE
     from ragsift.schemas import QueryEvent
 
     if data_dir.exists():
@@ -320,9 +321,11 @@ def demo(
             handle.write(result.model_dump_json() + "\n")
     console.print(f"audit trail (CloudEvents, JSONL): {data_dir / 'audit' / 'audit.jsonl'}")
     console.print(
-        f"results (one JSON line per query): {results}  ·  try: ragsift ask --data-dir"
+        f"results (one JSON line per query): {results}; kept for ragsift assess in"
+        f" {data_dir / STORE_FILE}  ·  try: ragsift ask --data-dir"
         f' {data_dir} --tenant demo "{DEMO_ASK}"'
     )
+    console.print(f"then: ragsift assess --data-dir {data_dir} demo-0")
 
 
 @app.command()
@@ -431,7 +434,7 @@ def ask(
 
     from pydantic import ValidationError
 
-    from ragsift.cli_render import print_result
+    from ragsift.cli_render import print_answer_extras, print_result
     from ragsift.schemas import DeadLetter, QueryEvent
 
     try:
@@ -456,10 +459,11 @@ def ask(
     async def run() -> Any:
         async with runtime:
             await _require_documents(runtime, tenant, collection)
-            return (await runtime.ask([event]))[0]
+            return (await runtime.answer([event]))[0]
 
     with _quiet("ragsift.streams.routing"):  # a dead letter is reported below, once
-        result = _embedded(run())
+        outcome = _embedded(run())
+    result = getattr(outcome, "result", outcome)  # a StoredAnswer, or the DeadLetter
     if isinstance(result, DeadLetter):
         stage = result.stage
         _fail(
@@ -470,29 +474,109 @@ def ask(
         console.print_json(result.model_dump_json())
     else:
         print_result(console, result)
+        print_answer_extras(console, outcome, data_dir)
     if result.outcome == "error":
         raise typer.Exit(EXIT_FAILURE)
 
 
 @app.command()
 def assess(
-    query_id: Annotated[str, typer.Argument(help="A past query id (see results.jsonl).")],
+    query_id: Annotated[
+        str | None, typer.Argument(help="A past query's id (ask and demo print it).")
+    ] = None,
+    query: Annotated[
+        str | None, typer.Option("--query", help="Score the chunks given by --chunks for this.")
+    ] = None,
+    chunks: Annotated[
+        str | None, typer.Option("--chunks", help="Comma-separated chunk ids (with --query).")
+    ] = None,
+    tenant: Annotated[
+        str | None,
+        typer.Option("--tenant", "-t", help="Tenant of the query or chunks (needed with --query)."),
+    ] = None,
+    collection: Collection = "default",
     data_dir: DataDir = None,
 ) -> None:
-    """B5: the confidence breakdown and recommendations of a past query."""
-    from ragsift.cli_render import print_result
+    """Show a past query's confidence breakdown, report and advice, or score given chunks."""
+    if (query_id is None) == (query is None):
+        err_console.print("[red]error:[/red] give a QUERY_ID, or --query with --chunks")
+        raise typer.Exit(2)
+    if query is not None:
+        _assess_chunks(query, chunks, tenant, collection, data_dir)
+        return
+    from ragsift.cli_render import print_assessment
+    from ragsift.runtime_store import STORE_FILE, ResultStore
 
-    _, runtime = _runtime(data_dir)
-    result = runtime.find_result(query_id)
-    asyncio.run(runtime.close())
-    if result is None:
+    settings = _settings()
+    path = (data_dir or settings.data_dir) / STORE_FILE
+    if not path.is_file():
+        err_console.print(
+            f"[red]error:[/red] no results stored under {path.parent}:"
+            " run `ragsift ask` or `ragsift demo` there first"
+        )
+        raise typer.Exit(1)
+    store = ResultStore(path, max_results=settings.runtime.store_max_results)
+    try:
+        found = store.get(str(query_id), tenant)
+    finally:
+        store.close()
+    if found is None:
         err_console.print(f"[red]error:[/red] no stored result for query id {query_id!r}")
         raise typer.Exit(1)
-    print_result(console, result)
-    table = Table("signal", "value", title=f"breakdown ({result.breakdown.scorer})")
-    for name, value in result.breakdown.signals.items():
-        table.add_row(name, f"{value:.3f}")
-    console.print(table)
+    print_assessment(console, found)
+
+
+def _assess_chunks(
+    query: str, chunks: str | None, tenant: str | None, collection: str, data_dir: Path | None
+) -> None:
+    """``assess --query … --chunks …``: the pipeline's verdict on exactly those chunks."""
+    import uuid
+
+    from pydantic import ValidationError
+
+    from ragsift.cli_render import print_assessment
+    from ragsift.runtime_store import StoredAnswer
+    from ragsift.schemas import QueryEvent
+    from ragsift.streams.codec import describe_validation_error
+
+    ids = [c.strip() for c in (chunks or "").split(",") if c.strip()]
+    if not ids or tenant is None:
+        err_console.print("[red]error:[/red] --query needs --chunks id1,id2,... and --tenant")
+        raise typer.Exit(2)
+    try:
+        event = QueryEvent(
+            query_id=f"assess-{uuid.uuid4().hex[:12]}",
+            tenant_id=tenant,
+            query=query,
+            collection=collection,
+        )
+    except ValidationError as exc:
+        err_console.print(f"[red]error:[/red] {describe_validation_error(exc)}")
+        raise typer.Exit(2) from exc
+    _, runtime = _runtime(data_dir)
+
+    async def run() -> Any:
+        async with runtime:
+            return await runtime.assess_chunks(event, ids)
+
+    try:
+        assessed = asyncio.run(run())
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    if not isinstance(assessed, StoredAnswer):
+        err_console.print(f"[red]error:[/red] rejected at {assessed.stage}: {assessed.error}")
+        raise typer.Exit(1)
+    found = {h.chunk_id for h in assessed.result.hits} | {
+        d.chunk_id for d in assessed.result.dropped
+    }
+    missing = [c for c in ids if c not in found]
+    print_assessment(console, assessed)
+    if missing:
+        err_console.print(
+            f"[yellow]not found for tenant {tenant!r} in {collection!r}:[/yellow]"
+            f" {', '.join(missing)}"
+        )
 
 
 SQUAD_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "squad2"
@@ -1058,8 +1142,8 @@ def api(
         ),
     ] = False,
 ) -> None:
-    """Serve the HTTP API: POST /v1/query, GET /v1/queries/{id} (API key or JWT needed);
-    /healthz, /readyz, /metrics on a separate port."""
+    """Serve the HTTP API: POST /v1/query, GET /v1/queries/{id} (API key or JWT needed),
+    the web console at /console; /healthz, /readyz, /metrics on a separate port."""
     import signal
 
     from aiohttp import web
@@ -1087,7 +1171,14 @@ def api(
         raise typer.Exit(2) from exc
     if insecure_no_auth:
         err_console.print("[yellow]warning:[/yellow] --insecure-no-auth: anyone on this host")
-    query_api = QueryApi(settings.kafka, auth=auth, settings=settings.api, limits=settings.limits)
+    query_api = QueryApi(
+        settings.kafka,
+        auth=auth,
+        settings=settings.api,
+        limits=settings.limits,
+        shared=_shared_results(settings),
+        hub=_console_hub(settings),
+    )
 
     _kafka(settings, ensure_topics(settings.kafka))  # unreachable brokers: one line, exit 1
 
@@ -1114,6 +1205,92 @@ def api(
                 await runner.cleanup()
 
     asyncio.run(serve())
+
+
+#: where ``ragsift console`` listens unless told otherwise
+CONSOLE_DEFAULT_PORT = 8765
+
+
+@app.command("console")
+def serve_console(
+    data_dir: DataDir = None,
+    host: Annotated[
+        str,
+        typer.Option(
+            help="Interface to listen on; off loopback, the API's keys or JWTs are required."
+        ),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port of the console.")] = CONSOLE_DEFAULT_PORT,
+) -> None:
+    """Serve the web console on the embedded runtime: ask, and watch results live."""
+    import signal
+
+    from aiohttp import web
+
+    from ragsift.api.auth import Authenticator
+    from ragsift.console_server import create_console_app
+
+    try:
+        # credentials first: a console that may not start opens (and creates) nothing
+        auth = Authenticator.from_settings(_settings().api, insecure=host in LOOPBACK_HOSTS)
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    _, runtime = _runtime(data_dir)
+
+    async def serve() -> None:
+        runner = web.AppRunner(create_console_app(runtime, auth=auth))
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, host, port).start()
+            shown = f"[{host}]" if ":" in host else host
+            err_console.print(
+                f"console on http://{shown}:{port}/console (data dir {runtime.data_dir};"
+                " Ctrl-C stops it)"
+            )
+            stop = asyncio.Event()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                asyncio.get_running_loop().add_signal_handler(signum, stop.set)
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+            await runtime.close()
+
+    try:
+        asyncio.run(serve())
+    except OSError as exc:
+        err_console.print(f"[red]error:[/red] cannot listen on {host}:{port}: {exc.strerror}")
+        raise typer.Exit(1) from exc
+
+
+def _shared_results(settings: Settings) -> Any:
+    """Redis behind GET /v1/queries/{id} (None when RAGSIFT_API_RESULT_TTL_S=0)."""
+    if settings.api.result_ttl_s == 0:
+        return None
+    import redis.asyncio as aioredis
+
+    from ragsift.api.store import SharedResults
+
+    redis = settings.redis
+    client = aioredis.from_url(
+        redis.url,
+        password=redis.password.get_secret_value() if redis.password else None,
+        socket_timeout=redis.socket_timeout_s,
+        socket_connect_timeout=redis.socket_timeout_s,
+    )
+    return SharedResults(client, prefix=redis.key_prefix, ttl_s=settings.api.result_ttl_s)
+
+
+def _console_hub(settings: Settings) -> Any:
+    """The web console's hub (None when RAGSIFT_API_CONSOLE=false)."""
+    if not settings.api.console:
+        return None
+    from ragsift.api.console import ConsoleHub
+
+    return ConsoleHub(
+        backlog=settings.runtime.console_backlog,
+        max_tenants=settings.worker.metrics_max_tenants,
+    )
 
 
 keys_app = typer.Typer(

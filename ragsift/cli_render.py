@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from ragsift.confidence import REFUSAL_SENTENCE
-from ragsift.schemas import DeadLetter, RetrievalResult
+from ragsift.runtime_store import StoredAnswer
+from ragsift.schemas import DeadLetter, Decision, Report, RetrievalResult
 
-__all__ = ["confidence_line", "demo_table", "print_result"]
+__all__ = [
+    "breakdown_table",
+    "confidence_line",
+    "demo_table",
+    "print_answer_extras",
+    "print_assessment",
+    "print_decision",
+    "print_report",
+    "print_result",
+]
+
+#: C6 badge colours, in Rich's names
+_BADGE_STYLES = {"green": "green", "orange": "dark_orange", "red": "red"}
 
 _MARKERS = {
     "high_confidence": ("●", "green", "HIGH"),
@@ -131,3 +146,62 @@ def demo_table(rows: list[tuple[str, RetrievalResult | DeadLetter, int]]) -> Tab
             str(evidence),
         )
     return table
+
+
+def print_report(console: Console, report: Report) -> None:
+    """The report a user reads: C6 badge and banner, the answer or the D6 refusal, sources."""
+    colour = _BADGE_STYLES[report.badge]
+    title = Text.assemble(
+        ("REFUSED" if report.is_refusal else "report", f"bold {colour}"),
+        f" · {report.badge} badge · {report.level} · {report.generated_by}",
+    )
+    body = Text(report.answer, style="italic red" if report.is_refusal else "")
+    if report.banner:
+        body = Text.assemble((report.banner + "\n", f"bold {colour}"), body)
+    if report.citations:
+        sources = ", ".join(dict.fromkeys(c.source for c in report.citations))
+        body.append(f"\nsources: {sources}", style="dim")
+    if report.disclaimer and report.disclaimer not in report.answer:
+        body.append(f"\n{report.disclaimer}", style="yellow")
+    console.print(Panel(body, title=title, border_style=colour))
+
+
+def print_decision(console: Console, decision: Decision) -> None:
+    """C5's use/skip decision and B3's review routing, in one line."""
+    use = "[green]use context[/green]" if decision.use_context else "[red]do not use context[/red]"
+    review = (
+        f" · review queue [bold]{decision.review_queue}[/bold]" if decision.review_queue else ""
+    )
+    console.print(f"decision: {use} — {decision.reason}{review}")
+
+
+def breakdown_table(result: RetrievalResult) -> Table:
+    """B4: the signals behind the confidence."""
+    table = Table("signal", "value", title=f"breakdown ({result.breakdown.scorer})")
+    for name, value in result.breakdown.signals.items():
+        table.add_row(name, f"{value:.3f}")
+    return table
+
+
+def print_answer_extras(
+    console: Console, outcome: StoredAnswer | DeadLetter, data_dir: Path | None
+) -> None:
+    """After ``ask``'s result: the report, the decision, and how to come back to it."""
+    if isinstance(outcome, DeadLetter):
+        return
+    if outcome.report is not None:
+        print_report(console, outcome.report)
+    if outcome.decision is not None:
+        print_decision(console, outcome.decision)
+    where = f" --data-dir {data_dir}" if data_dir is not None else ""
+    console.print(f"[dim]come back to it: ragsift assess{where} {outcome.result.query_id}[/dim]")
+
+
+def print_assessment(console: Console, answer: StoredAnswer) -> None:
+    """``assess``: the result in full, its breakdown, and its report and decision if any."""
+    print_result(console, answer.result)
+    console.print(breakdown_table(answer.result))
+    if answer.report is not None:
+        print_report(console, answer.report)
+    if answer.decision is not None:
+        print_decision(console, answer.decision)

@@ -2,27 +2,57 @@
 
 Qdrant Edge holds the vectors under the data directory, an in-memory TTL cache
 stands in for Redis, the in-process bus drives the same handlers the Faust
-agents use, and the audit trail goes to ``<data_dir>/audit/audit.jsonl``.
+workers run (retrieval, report, decision, audit), the audit trail goes to
+``<data_dir>/audit/audit.jsonl`` and every answer is kept in
+``<data_dir>/results.sqlite3`` for ``ragsift assess`` and the console (B5).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 
+from pydantic import BaseModel
+
+from ragsift.errors import InvalidEventError
 from ragsift.ingest.indexer import Indexer, IngestReport
 from ragsift.ingest.loaders import SourceDocument
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.cache import InMemoryCache
-from ragsift.schemas import DeadLetter, QueryEvent, RetrievalResult
+from ragsift.retrieval.index import (
+    ChunkRecord,
+    CollectionInfo,
+    SearchHit,
+    SearchRequest,
+    VectorIndex,
+)
+from ragsift.runtime_store import STORE_FILE, ResultStore, StoredAnswer
+from ragsift.schemas import DeadLetter, Decision, QueryEvent, Report, RetrievalResult
 from ragsift.settings import Settings
 from ragsift.streams.bus import InProcessBus
-from ragsift.wiring import build_embedder, build_index, build_pipeline
+from ragsift.wiring import build_embedder, build_index, build_pipeline, build_report_handler
 from ragsift.workers.audit import build_audit_handler
+from ragsift.workers.decision import DecisionHandler
 from ragsift.workers.retrieval import RetrievalHandler
 
-__all__ = ["EmbeddedRuntime"]
+__all__ = ["MAX_ASSESS_CHUNKS", "EmbeddedRuntime", "Outcome"]
+
+#: what one query became: its answer, or the dead letter that rejected it
+Outcome = StoredAnswer | DeadLetter
+#: chunk ids ``assess_chunks`` scores at once (the wire contract's largest k)
+MAX_ASSESS_CHUNKS = 100
+
+
+@dataclass
+class _Collected:
+    """The outputs of one asked query, gathered from the bus as they are published."""
+
+    result: RetrievalResult | None = None
+    report: Report | None = None
+    decision: Decision | None = None
+    letters: list[DeadLetter] = field(default_factory=list)
 
 
 class EmbeddedRuntime:
@@ -46,14 +76,27 @@ class EmbeddedRuntime:
         self.indexer = Indexer(self.index, self.embedder, cache=self.cache)
         audit = build_audit_handler(settings.audit, Path(self.data_dir) / "audit", self.metrics)
         self.audit = audit.sink
+        self.store = ResultStore(
+            Path(self.data_dir) / STORE_FILE, max_results=settings.runtime.store_max_results
+        )
+        self.reports = build_report_handler(settings, self.metrics)
         self.bus = InProcessBus(
-            [RetrievalHandler(self.pipeline), audit],
+            [
+                RetrievalHandler(self.pipeline),
+                self.reports,
+                DecisionHandler(settings.guardrails, self.metrics),
+                audit,
+            ],
             metrics=self.metrics,
             batch_size=settings.limits.batch_size,
             prefix=settings.kafka.topic_prefix,
             deadline_s=settings.limits.handler_deadline_s,
             max_original_bytes=settings.limits.deadletter_max_original_bytes,
+            recent_events=settings.runtime.bus_recent_events,
         )
+        # query id -> outputs of a query being asked; only those ids are collected
+        self._asking: dict[str, _Collected] = {}
+        self.bus.subscribe(self._collect)
 
     async def __aenter__(self) -> EmbeddedRuntime:
         return self
@@ -83,33 +126,136 @@ class EmbeddedRuntime:
 
     async def ask(self, queries: Sequence[QueryEvent]) -> list[RetrievalResult | DeadLetter]:
         """Publish queries on the bus and return, per query, its result or dead letter."""
-        start_results = len(self.bus.published["retrievals"])
-        start_dead = len(self.bus.published["deadletter"])
-        for q in queries:
-            await self.bus.publish("queries", q.query_id, q)
-        await self.bus.drain()
-        results = {
-            r.query_id: r
-            for r in self.bus.published["retrievals"][start_results:]
-            if isinstance(r, RetrievalResult)
-        }
-        dead = {
-            d.query_id: d
-            for d in self.bus.published["deadletter"][start_dead:]
-            if isinstance(d, DeadLetter) and d.query_id
-        }
-        out: list[RetrievalResult | DeadLetter] = []
-        for q in queries:
-            found = results.get(q.query_id) or dead.get(q.query_id)
-            if found is None:
-                raise RuntimeError(
-                    f"query {q.query_id} produced neither a result nor a dead letter"
-                )
-            out.append(found)
+        return [o if isinstance(o, DeadLetter) else o.result for o in await self.answer(queries)]
+
+    async def answer(self, queries: Sequence[QueryEvent]) -> list[Outcome]:
+        """Run queries through every handler; per query its result, report and decision
+        (kept in the result store), or the dead letter that rejected it."""
+        ids = [q.query_id for q in queries]
+        if len(set(ids)) != len(ids):
+            raise InvalidEventError("query ids must be distinct within one call")
+        busy = sorted(set(ids) & self._asking.keys())
+        if busy:
+            raise InvalidEventError(f"query ids already being asked: {busy}")
+        for query_id in ids:
+            self._asking[query_id] = _Collected()
+        try:
+            for q in queries:
+                await self.bus.publish("queries", q.query_id, q)
+            await self.bus.drain()
+            collected = [self._asking[query_id] for query_id in ids]
+        finally:
+            for query_id in ids:
+                self._asking.pop(query_id, None)
+        out: list[Outcome] = []
+        for query_id, got in zip(ids, collected, strict=True):
+            if got.result is not None:
+                answer = StoredAnswer(got.result, got.report, got.decision)
+                self.store.put(answer)
+                out.append(answer)
+            elif got.letters:
+                out.append(got.letters[0])
+            else:
+                raise RuntimeError(f"query {query_id} produced neither a result nor a dead letter")
         return out
 
+    def find_answer(self, query_id: str, tenant_id: str | None = None) -> StoredAnswer | None:
+        """A past query's result, report and decision, from the result store."""
+        return self.store.get(query_id, tenant_id)
+
+    def find_result(self, query_id: str, tenant_id: str | None = None) -> RetrievalResult | None:
+        """A past query's result, from the result store."""
+        found = self.store.get(query_id, tenant_id)
+        return None if found is None else found.result
+
+    async def assess_chunks(self, query: QueryEvent, chunk_ids: Sequence[str]) -> Outcome:
+        """Score the given chunks (and only them) as the answer to ``query`` (B5).
+
+        The query runs through the same pipeline with a search narrowed to those chunk
+        ids of the query's tenant, so their scores, confidence, drops and advice are
+        exactly what a retrieval that found them would give. Nothing is cached or stored.
+        """
+        wanted = sorted(set(chunk_ids))
+        if not wanted or len(wanted) > MAX_ASSESS_CHUNKS:
+            raise InvalidEventError(
+                f"give between 1 and {MAX_ASSESS_CHUNKS} chunk ids, got {len(wanted)}"
+            )
+        pipeline = build_pipeline(
+            self.settings.model_copy(
+                update={"cache": self.settings.cache.model_copy(update={"enabled": False})}
+            ),
+            index=_OnlyChunks(self.index, wanted),
+            embedder=self.embedder,
+            metrics=self.metrics,
+            source="/ragsift/embedded/assess",
+        )
+        try:
+            [outcome] = await pipeline.process(
+                [query.model_copy(update={"k": len(wanted), "selection": "top_k"})]
+            )
+        finally:
+            await pipeline.close()
+        if isinstance(outcome, Exception):
+            raise outcome
+        return StoredAnswer(outcome.result)
+
+    def _collect(self, topic: str, event: BaseModel) -> None:
+        query_id = getattr(event, "query_id", None)
+        got = self._asking.get(query_id) if isinstance(query_id, str) else None
+        if got is None:
+            return
+        if isinstance(event, RetrievalResult):
+            got.result = event
+        elif isinstance(event, Report):
+            got.report = event
+        elif isinstance(event, Decision):
+            got.decision = event
+        elif isinstance(event, DeadLetter) and event.worker == "retrieval":
+            got.letters.append(event)
+
     async def close(self) -> None:
-        """Flush and close the index and the handlers."""
+        """Flush and close the index, the handlers and the result store."""
         await self.bus.close()
         await self.pipeline.close()
         await self.index.close()
+        self.store.close()
+
+
+class _OnlyChunks:
+    """A read-only view of an index whose searches only see the given chunk ids."""
+
+    def __init__(self, index: VectorIndex, chunk_ids: list[str]):
+        self._index = index
+        self._chunk_ids = chunk_ids
+
+    def _narrow(self, request: SearchRequest) -> SearchRequest:
+        return replace(request, filter={**(request.filter or {}), "chunk_id": self._chunk_ids})
+
+    async def ensure_collection(self, name: str, dim: int, embedder_id: str) -> CollectionInfo:
+        """Not offered: assessing never creates a collection."""
+        raise InvalidEventError("assessing chunks never creates a collection")
+
+    async def upsert(self, collection: str, records: Sequence[ChunkRecord]) -> int:
+        """Not offered: assessing never writes."""
+        raise InvalidEventError("assessing chunks never writes to the index")
+
+    async def delete(self, collection: str, tenant_id: str, doc_id: str) -> None:
+        """Not offered: assessing never writes."""
+        raise InvalidEventError("assessing chunks never writes to the index")
+
+    async def search(self, collection: str, request: SearchRequest) -> list[SearchHit]:
+        """Search among the given chunks only."""
+        return await self._index.search(collection, self._narrow(request))
+
+    async def search_batch(
+        self, collection: str, requests: Sequence[SearchRequest]
+    ) -> list[list[SearchHit]]:
+        """Search among the given chunks only, per request."""
+        return await self._index.search_batch(collection, [self._narrow(r) for r in requests])
+
+    async def collection_info(self, collection: str) -> CollectionInfo:
+        """The underlying collection's info."""
+        return await self._index.collection_info(collection)
+
+    async def close(self) -> None:
+        """Nothing: the runtime owns (and closes) the index."""

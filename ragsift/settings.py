@@ -35,6 +35,7 @@ __all__ = [
     "RedisSettings",
     "ReportPromptSettings",
     "RerankerSettings",
+    "RuntimeSettings",
     "Settings",
     "WorkerSettings",
 ]
@@ -391,6 +392,21 @@ class AuditSettings(BaseSettings):
         return self
 
 
+class RuntimeSettings(BaseSettings):
+    """The embedded runtime: its result store, its bus's memory, the console's backlog."""
+
+    model_config = _config("RAGSIFT_RUNTIME_")
+
+    #: results kept in ``<data_dir>/results.sqlite3`` for ``ragsift assess`` and the
+    #: console; older ones are pruned on write (a result is ~2-150 KiB of JSON)
+    store_max_results: int = Field(default=10_000, ge=1, le=10_000_000)
+    #: events the in-process bus remembers per topic: enough for a demo's worth of
+    #: look-back, bounded so a long-running console does not grow
+    bus_recent_events: int = Field(default=1_024, ge=1, le=1_000_000)
+    #: live events the console keeps to replay to a page that (re)connects
+    console_backlog: int = Field(default=200, ge=1, le=100_000)
+
+
 #: A result with k=50 hits is ~50-150 KiB of JSON; 64 MiB holds several hundred
 #: of them and leaves most of the API pod's 512 Mi limit to the process itself.
 DEFAULT_API_STORE_BYTES = 64 * 1024 * 1024
@@ -425,6 +441,11 @@ class ApiSettings(BaseSettings):
         le=4 * 1024 * 1024 * 1024,
         description="Bytes of recent results/reports kept for GET /v1/queries/{id}.",
     )
+    #: results and reports are also written to Redis for this long, so any replica
+    #: (or one restarted since) answers GET /v1/queries/{id}; 0 turns that off
+    result_ttl_s: int = Field(default=24 * 3600, ge=0, le=30 * 24 * 3600)
+    #: serve the web console at /console (the API then also reads decisions and audit)
+    console: bool = True
     max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
     #: the whole body must arrive within this (a slow-drip client holds no socket for long)
     body_timeout_s: float = Field(default=10.0, gt=0, le=300)
@@ -463,6 +484,7 @@ class Settings(BaseSettings):
     audit: AuditSettings = Field(default_factory=AuditSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
@@ -484,6 +506,7 @@ class Settings(BaseSettings):
                 "audit": AuditSettings,
                 "api": ApiSettings,
                 "worker": WorkerSettings,
+                "runtime": RuntimeSettings,
             }
             return cls(
                 **{

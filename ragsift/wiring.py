@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ragsift.errors import ConfigurationError
 from ragsift.observability.metrics import Metrics
+from ragsift.report.builder import ReportBuilder, ReportSettings
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.cache import InMemoryCache, ResultCache
 from ragsift.retrieval.edge import EdgeIndex
@@ -25,9 +26,23 @@ from ragsift.retrieval.onnx_embedder import ONNX_MINILM_DIM, OnnxMiniLMEmbedder
 from ragsift.retrieval.pipeline import RetrievalPipeline
 from ragsift.retrieval.reader import Reader
 from ragsift.retrieval.rerank import HttpReranker, OnnxCrossEncoder, Reranker
-from ragsift.settings import EmbedderSettings, QdrantSettings, RerankerSettings, Settings
+from ragsift.settings import (
+    GUARDRAIL_PRESETS,
+    EmbedderSettings,
+    QdrantSettings,
+    RerankerSettings,
+    Settings,
+)
+from ragsift.workers.report import ReportHandler
 
-__all__ = ["build_embedder", "build_index", "build_pipeline", "build_reader", "build_reranker"]
+__all__ = [
+    "build_embedder",
+    "build_index",
+    "build_pipeline",
+    "build_reader",
+    "build_report_handler",
+    "build_reranker",
+]
 
 
 def build_embedder(settings: EmbedderSettings) -> Embedder:
@@ -144,3 +159,28 @@ def build_reader(engines: EngineSet, embedder: Embedder, top_n: int) -> Reader |
         sentences="sentence_match" in needs,
         top_n=top_n,
     )
+
+
+def build_report_handler(settings: Settings, metrics: Metrics) -> ReportHandler:
+    """The report handler: the configured chat endpoint, else extractive reports."""
+    guard, llm = settings.guardrails, settings.llm
+    if llm.base_url and not llm.model:
+        raise ConfigurationError("RAGSIFT_LLM_BASE_URL needs RAGSIFT_LLM_MODEL")
+    report_settings = ReportSettings(
+        strict_mode=guard.strict_mode,
+        validate_responses=guard.validate_responses,
+        # Per-collection thresholds (D9) drive decisions; reports use the preset's.
+        advisory_threshold=GUARDRAIL_PRESETS[guard.preset],
+        llm_base_url=llm.base_url,
+        llm_model=llm.model,
+        llm_api_key=llm.api_key.get_secret_value() if llm.api_key else None,
+        llm_timeout_s=llm.timeout_s,
+        llm_deadline_s=llm.deadline_s,
+        nonce_key=(
+            settings.report.nonce_key.get_secret_value().encode()
+            if settings.report.nonce_key
+            else None
+        ),
+    )
+    builder = ReportBuilder(report_settings, report_settings.make_llm_client(), metrics=metrics)
+    return ReportHandler(builder, metrics)

@@ -15,7 +15,7 @@ hypothesis_settings.register_profile("ci", derandomize=True, deadline=None, prin
 if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
     hypothesis_settings.load_profile("ci")
 
-_TIERS = ("unit", "integration", "e2e")
+_TIERS = ("unit", "integration", "e2e", "browser")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

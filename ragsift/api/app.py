@@ -4,7 +4,11 @@ The API publishes the query event to Kafka and reads the results (and
 reports) topics itself, with every partition assigned to it (no consumer
 group: each API replica sees every result), matching them to waiting requests
 by (tenant, query id). A request that gets no result within its timeout gets a
-504 with the query id, which ``GET /v1/queries/{id}`` can poll later.
+504 with the query id, which ``GET /v1/queries/{id}`` can poll later, on any
+replica: results and reports are also kept in Redis with a TTL
+(:class:`~ragsift.api.store.SharedResults`). With a console hub the API also
+reads the decisions and audit topics and serves the web console at
+``/console`` (:mod:`ragsift.api.console`).
 
 Every query route needs a credential (see :mod:`ragsift.api.auth`); the tenant
 comes from it. ``/metrics``, ``/healthz`` and ``/readyz`` are served by a
@@ -30,8 +34,14 @@ from pydantic import ValidationError
 
 from ragsift.api.auth import Authenticator, AuthError, Principal
 from ragsift.api.body import BodyError, read_json_body
+from ragsift.api.console import (
+    PUBLIC_CONSOLE_ROUTES,
+    ConsoleHub,
+    ConsoleRoutes,
+    dropped_messages_counter,
+)
 from ragsift.api.openapi import ErrorBody, QueryRequest, openapi_document
-from ragsift.api.store import RecentEvents
+from ragsift.api.store import RecentEvents, SharedResults, StoreKey
 from ragsift.errors import DecodeError
 from ragsift.observability.metrics import Metrics
 from ragsift.schemas import DeadLetter, QueryEvent, Report, RetrievalResult
@@ -40,7 +50,14 @@ from ragsift.streams import clients
 from ragsift.streams.codec import EventCodec
 from ragsift.streams.topics import TOPICS
 
-__all__ = ["QueryApi", "create_admin_app", "create_web_app"]
+__all__ = [
+    "QueryApi",
+    "check_limits",
+    "create_admin_app",
+    "create_web_app",
+    "error_response",
+    "read_query",
+]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +76,10 @@ def _error(status: int, error: str, detail: str, **extra: Any) -> web.Response:
     body = ErrorBody(error=error, detail=detail, **extra)
     headers = {"WWW-Authenticate": WWW_AUTHENTICATE} if status == 401 else None
     return web.json_response(body.model_dump(mode="json"), status=status, headers=headers)
+
+
+#: the JSON error answer (``ErrorBody``; a 401 names the scheme), for the embedded console
+error_response = _error
 
 
 @dataclass
@@ -82,8 +103,12 @@ class QueryApi:
         settings: ApiSettings | None = None,
         metrics: Metrics | None = None,
         limits: LimitSettings | None = None,
+        shared: SharedResults | None = None,
+        hub: ConsoleHub | None = None,
     ):
         self.kafka = kafka
+        self.shared = shared
+        self.hub = hub
         self.auth = auth
         self.settings = settings or ApiSettings()
         self.limits = limits or LimitSettings()
@@ -94,10 +119,13 @@ class QueryApi:
         self._connected = False
         self._broker_ok = False
         self._pending: dict[tuple[str, str], list[_Pending]] = {}
-        self._result_codec = EventCodec(RetrievalResult)
-        self._report_codec = EventCodec(Report)
-        self._dead_codec = EventCodec(DeadLetter)
         self._query_codec = EventCodec(QueryEvent)
+        # what the reader decodes, by logical topic: the console also wants decisions and audit
+        self._reads = ["retrievals", "reports", "deadletter"]
+        if hub is not None:
+            self._reads += ["decisions", "audit"]
+        self._codecs = {name: EventCodec(TOPICS[name].model) for name in self._reads}
+        self._writer: asyncio.Task[None] | None = None
         r = self.metrics.registry
         self.requests = Counter(
             "ragsift_api_requests_total",
@@ -121,6 +149,15 @@ class QueryApi:
         )
         self.store = RecentEvents(self.settings.store_bytes, on_evict=self.evictions.inc)
         self.store_bytes.set_function(lambda: self.store.bytes)
+        self.shared_errors = Counter(
+            "ragsift_api_shared_store_errors_total",
+            "Results/reports not written to (or not read from) Redis: dropped or failed.",
+            registry=r,
+        )
+        if shared is not None:
+            shared.on_error = self.shared_errors.inc
+        if hub is not None:
+            hub.on_drop = dropped_messages_counter(r).inc
 
     def topic(self, logical: str) -> str:
         """Full name of a registered topic."""
@@ -137,14 +174,19 @@ class QueryApi:
     async def start(self) -> None:
         """Start connecting in the background: the API serves (503s) while Kafka is away."""
         self._runner = asyncio.create_task(self._run(), name="ragsift-api-kafka")
+        if self.shared is not None:
+            self._writer = asyncio.create_task(self.shared.run(), name="ragsift-api-redis")
 
     async def stop(self) -> None:
         """Stop reading and disconnect."""
-        if self._runner is not None:
-            self._runner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._runner
+        for task in (self._runner, self._writer):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self._disconnect()
+        if self.shared is not None:
+            await self.shared.close()
 
     async def _disconnect(self) -> None:
         self._connected = self._broker_ok = False
@@ -166,7 +208,7 @@ class QueryApi:
         await self._consumer.start()
         found = await self._consumer._client.fetch_all_metadata()
         partitions = []
-        for logical in ("retrievals", "reports", "deadletter"):
+        for logical in self._reads:
             name = self.topic(logical)
             ids = found.partitions_for_topic(name) or {0}
             partitions += [TopicPartition(name, p) for p in sorted(ids)]
@@ -205,32 +247,43 @@ class QueryApi:
 
     async def _read(self) -> None:
         assert self._consumer is not None
-        results, reports = self.topic("retrievals"), self.topic("reports")
-        dead = self.topic("deadletter")
+        logical = {self.topic(name): name for name in self._reads}
         while True:
             batches = await self._consumer.getmany(timeout_ms=200, max_records=1000)
             for tp, records in batches.items():
+                name = logical[tp.topic]
                 for record in records:
                     try:
-                        if tp.topic == results:
-                            self.accept_result(self._result_codec.decode(record.value))
-                        elif tp.topic == reports:
-                            self.accept_report(self._report_codec.decode(record.value))
-                        elif tp.topic == dead:
-                            self.accept_dead_letter(self._dead_codec.decode(record.value))
+                        self.accept(name, self._codecs[name].decode(record.value))
                     except DecodeError:
                         continue  # not ours to dead-letter: the producing worker validated it
+
+    def accept(self, topic: str, event: Any) -> None:
+        """One event read from a topic: keep it, wake its waiters, show it on the console."""
+        if isinstance(event, RetrievalResult):
+            self.accept_result(event)
+        elif isinstance(event, Report):
+            self.accept_report(event)
+        elif isinstance(event, DeadLetter):
+            self.accept_dead_letter(event)
+        if self.hub is not None:
+            self.hub.accept(topic, event)
+
+    def _keep(self, key: StoreKey, value: bytes) -> None:
+        self.store.put(key, value)
+        if self.shared is not None:
+            self.shared.put(key, value)
 
     def accept_result(self, result: RetrievalResult) -> None:
         """Keep a result for its (tenant, query id) and wake that tenant's waiters only."""
         key = (result.tenant_id, result.query_id)
-        self.store.put(("result", *key), result.model_dump_json().encode())
+        self._keep(("result", *key), result.model_dump_json().encode())
         self._wake(key)
 
     def accept_report(self, report: Report) -> None:
         """Keep a report for its (tenant, query id)."""
         key = (report.tenant_id, report.query_id)
-        self.store.put(("report", *key), report.model_dump_json().encode())
+        self._keep(("report", *key), report.model_dump_json().encode())
         self._wake(key)
 
     def accept_dead_letter(self, letter: DeadLetter) -> None:
@@ -288,34 +341,10 @@ class QueryApi:
     async def _post_query(self, request: web.Request) -> web.Response:
         principal = request[_PRINCIPAL]
         principal.require("query")
-        try:
-            body = await read_json_body(
-                request,
-                max_bytes=self.settings.max_body_bytes,
-                timeout_s=self.settings.body_timeout_s,
-            )
-        except BodyError as exc:
-            return _error(exc.status, exc.error, exc.message)
-        try:
-            req = QueryRequest.model_validate(body)
-            self._check_limits(req)
-            event = QueryEvent(
-                query_id=req.query_id or f"api-{uuid.uuid4().hex}",
-                # the credential names the tenant; a body tenant_id must agree with it
-                tenant_id=principal.tenant_for(req.tenant_id),
-                query=req.query,
-                collection=req.collection,
-                k=req.k,
-                mode=req.mode,
-                want_report=req.want_report,
-                traceparent=request.headers.get("traceparent"),
-            )
-        except ValidationError as exc:
-            fields = [
-                {"loc": list(e["loc"]), "msg": e["msg"]}
-                for e in exc.errors(include_url=False, include_input=False)
-            ]
-            return _error(422, "invalid_query", "the query breaks the contract", fields=fields)
+        read = await read_query(request, principal, self.settings, self.limits, id_prefix="api")
+        if isinstance(read, web.Response):
+            return read
+        req, event = read
         key = (event.tenant_id, event.query_id)
         pending = _Pending(sent=self._query_codec.encode(event), want_report=req.want_report)
         # registered before sending: a fast dead letter must find its request
@@ -369,29 +398,6 @@ class QueryApi:
         )
         return web.Response(body=body, content_type="application/json")
 
-    def _check_limits(self, req: QueryRequest) -> None:
-        """This deployment's limits (tighter than the wire contract's), as validation errors."""
-        problems = []
-        if req.k is not None and req.k > self.limits.max_k:
-            problems.append(("k", f"Input should be less than or equal to {self.limits.max_k}"))
-        if len(req.query) > self.limits.max_query_chars:
-            problems.append(
-                ("query", f"String should have at most {self.limits.max_query_chars} characters")
-            )
-        if problems:
-            raise ValidationError.from_exception_data(
-                "QueryRequest",
-                [
-                    {
-                        "type": "value_error",
-                        "loc": (loc,),
-                        "input": None,
-                        "ctx": {"error": ValueError(msg)},
-                    }
-                    for loc, msg in problems
-                ],
-            )
-
     async def get_query(self, request: web.Request) -> web.Response:
         """GET /v1/queries/{query_id}: the caller's tenants only; others' ids are 404."""
         principal = request[_PRINCIPAL]
@@ -404,7 +410,10 @@ class QueryApi:
             else sorted(principal.tenants)
         )
         for tenant in tenants:
-            result = self.store.get(("result", tenant, query_id))
+            key: StoreKey = ("result", tenant, query_id)
+            result = self.store.get(key)
+            if result is None and self.shared is not None:
+                result = await self.shared.get(key)  # answered by another replica, or before
             if result is not None:
                 return web.Response(body=result, content_type="application/json")
         return _error(404, "not_found", f"no result seen for query id {query_id!r}")
@@ -439,7 +448,7 @@ class QueryApi:
         route = request.match_info.route.resource
         name = route.canonical if route is not None else "unmatched"
         try:
-            if name != "/openapi.json" and route is not None:
+            if name != "/openapi.json" and name not in PUBLIC_CONSOLE_ROUTES and route is not None:
                 request[_PRINCIPAL] = self.auth.authenticate(
                     request.headers.get("Authorization"), request.headers.get("X-API-Key")
                 )
@@ -450,6 +459,78 @@ class QueryApi:
         self.requests.labels(name, str(response.status)).inc()
         return response
 
+    def console_tenants(self, request: web.Request) -> frozenset[str] | None:
+        """The tenants a console page may watch: its credential's (``read`` scope)."""
+        principal = request[_PRINCIPAL]
+        principal.require("read")
+        return principal.tenants
+
+
+async def read_query(
+    request: web.Request,
+    principal: Principal,
+    settings: ApiSettings,
+    limits: LimitSettings,
+    *,
+    id_prefix: str,
+) -> tuple[QueryRequest, QueryEvent] | web.Response:
+    """A POST /v1/query body read and checked: the request and its event, or the error answer.
+
+    Shared by the API and the embedded console, so both apply one contract and one
+    set of limits, and name the tenant from the credential the same way.
+    """
+    try:
+        body = await read_json_body(
+            request, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s
+        )
+    except BodyError as exc:
+        return _error(exc.status, exc.error, exc.message)
+    try:
+        req = QueryRequest.model_validate(body)
+        check_limits(req, limits)
+        event = QueryEvent(
+            query_id=req.query_id or f"{id_prefix}-{uuid.uuid4().hex}",
+            # the credential names the tenant; a body tenant_id must agree with it
+            tenant_id=principal.tenant_for(req.tenant_id),
+            query=req.query,
+            collection=req.collection,
+            k=req.k,
+            mode=req.mode,
+            want_report=req.want_report,
+            traceparent=request.headers.get("traceparent"),
+        )
+    except ValidationError as exc:
+        fields = [
+            {"loc": list(e["loc"]), "msg": e["msg"]}
+            for e in exc.errors(include_url=False, include_input=False)
+        ]
+        return _error(422, "invalid_query", "the query breaks the contract", fields=fields)
+    return req, event
+
+
+def check_limits(req: QueryRequest, limits: LimitSettings) -> None:
+    """This deployment's limits (tighter than the wire contract's), as validation errors."""
+    problems = []
+    if req.k is not None and req.k > limits.max_k:
+        problems.append(("k", f"Input should be less than or equal to {limits.max_k}"))
+    if len(req.query) > limits.max_query_chars:
+        problems.append(
+            ("query", f"String should have at most {limits.max_query_chars} characters")
+        )
+    if problems:
+        raise ValidationError.from_exception_data(
+            "QueryRequest",
+            [
+                {
+                    "type": "value_error",
+                    "loc": (loc,),
+                    "input": None,
+                    "ctx": {"error": ValueError(msg)},
+                }
+                for loc, msg in problems
+            ],
+        )
+
 
 def create_web_app(api: QueryApi) -> web.Application:
     """The query API; Kafka connects on start-up, disconnects on clean-up."""
@@ -459,6 +540,8 @@ def create_web_app(api: QueryApi) -> web.Application:
     app.router.add_post("/v1/query", api.post_query)
     app.router.add_get("/v1/queries/{query_id}", api.get_query)
     app.router.add_get("/openapi.json", api.openapi)
+    if api.hub is not None:
+        ConsoleRoutes(api.hub, api.console_tenants).add_to(app)
 
     async def lifecycle(_: web.Application) -> Any:
         await api.start()

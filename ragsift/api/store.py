@@ -1,4 +1,5 @@
-"""Recent results and reports the API keeps for waiting and polling callers, bounded by bytes.
+"""Recent results and reports the API keeps for waiting and polling callers, bounded by bytes,
+and (:class:`SharedResults`) in Redis with a TTL, so a poll finds them on any replica.
 
 Entries are keyed by (tenant, query id): one tenant's id never finds another
 tenant's result. Each entry is kept as the encoded event (the bytes read from
@@ -8,15 +9,24 @@ on a count of entries whose size varies a hundredfold with ``k``.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections import OrderedDict
 from collections.abc import Callable
 
-__all__ = ["RecentEvents", "StoreKey"]
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+__all__ = ["RecentEvents", "SharedResults", "StoreKey"]
+
+log = logging.getLogger(__name__)
 
 #: (kind, tenant, query id); kind is "result" or "report"
 StoreKey = tuple[str, str, str]
 #: dict slot, key tuple and bytes header: what an entry costs beyond its payload
 ENTRY_OVERHEAD_BYTES = 200
+#: writes to Redis waiting at most: a few seconds of results at a busy API's rate
+DEFAULT_MAX_PENDING_WRITES = 10_000
 
 
 class RecentEvents:
@@ -58,3 +68,85 @@ class RecentEvents:
             self.bytes -= len(evicted) + ENTRY_OVERHEAD_BYTES
             if self._on_evict is not None:
                 self._on_evict()
+
+
+class SharedResults:
+    """Results and reports in Redis with a TTL: what any API replica answers a poll from.
+
+    Every replica reads every result, so every replica writes it: the writes are
+    idempotent ``SET … EX``. A write waits in a bounded queue for the writer task;
+    when Redis is slow or down, writes past the bound are dropped and counted
+    (the replica's own :class:`RecentEvents` still answers for its lifetime).
+
+    Args:
+        client: the Redis client.
+        prefix: key prefix (``RAGSIFT_REDIS_KEY_PREFIX``).
+        ttl_s: how long an entry lives, ``> 0``.
+        max_pending: writes waiting at most; past it new writes are dropped.
+        on_error: called once per write dropped or failed, and per failed read.
+    """
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        prefix: str,
+        ttl_s: int,
+        max_pending: int = DEFAULT_MAX_PENDING_WRITES,
+        on_error: Callable[[], None] | None = None,
+    ):
+        if ttl_s <= 0:
+            raise ValueError(f"ttl_s must be > 0, got {ttl_s}")
+        self.client = client
+        self.prefix = prefix
+        self.ttl_s = ttl_s
+        self._pending: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue(maxsize=max_pending)
+        self.on_error = on_error
+
+    def key(self, key: StoreKey) -> str:
+        """The Redis key of a (kind, tenant, query id)."""
+        kind, tenant, query_id = key
+        return f"{self.prefix}:api:{kind}:{tenant}:{query_id}"
+
+    def put(self, key: StoreKey, value: bytes) -> None:
+        """Queue a write (never waits; a full queue drops it, counted)."""
+        try:
+            self._pending.put_nowait((self.key(key), value))
+        except asyncio.QueueFull:
+            self._error()
+
+    async def get(self, key: StoreKey) -> bytes | None:
+        """The stored bytes, or None (absent, expired, or Redis unreachable: counted)."""
+        try:
+            value = await self.client.get(self.key(key))
+        except (RedisError, OSError):
+            self._error()
+            return None
+        return value if isinstance(value, bytes) else None
+
+    async def flush(self) -> None:
+        """Write everything queued now (the writer task's step; tests call it directly)."""
+        while not self._pending.empty():
+            name, value = self._pending.get_nowait()
+            await self._write(name, value)
+
+    async def run(self) -> None:
+        """Write queued entries until cancelled."""
+        while True:
+            name, value = await self._pending.get()
+            await self._write(name, value)
+
+    async def _write(self, name: str, value: bytes) -> None:
+        try:
+            await self.client.set(name, value, ex=self.ttl_s)
+        except (RedisError, OSError) as exc:
+            log.warning("cannot store %s in Redis: %s", name, exc)
+            self._error()
+
+    def _error(self) -> None:
+        if self.on_error is not None:
+            self.on_error()
+
+    async def close(self) -> None:
+        """Close the Redis connection."""
+        await self.client.aclose()

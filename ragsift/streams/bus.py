@@ -2,8 +2,10 @@
 
 Events travel as bytes through the same codec the Faust agents use, so a
 payload that would be dead-lettered in production is dead-lettered here too.
-Every published event is recorded (the caller reads results, reports and dead
-letters there) and queued for each handler of its topic, drained in batches.
+Every published event is handed to the bus's listeners (the embedded runtime
+collects results, reports and dead letters that way), remembered in a bounded
+per-topic window (``published``: a long-running process does not grow), and
+queued for each handler of its topic, drained in batches.
 Batches go through the same :class:`~ragsift.streams.routing.BatchRouter` as the
 agents': a handler call has a deadline, a failing batch is retried event by
 event, and only the events that fail on their own are dead-lettered.
@@ -13,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict, deque
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, SupportsIndex
 
 from pydantic import BaseModel
 
@@ -26,7 +28,32 @@ from ragsift.streams.routing import BatchRouter, Received
 from ragsift.streams.topics import TOPICS
 from ragsift.workers.base import Handler
 
-__all__ = ["InProcessBus"]
+__all__ = ["DEFAULT_RECENT_EVENTS", "InProcessBus", "Listener", "RecentWindow"]
+
+#: events remembered per topic when no bound is given (RuntimeSettings' default)
+DEFAULT_RECENT_EVENTS = 1_024
+#: called with (logical topic, decoded event) for every event published on the bus
+Listener = Callable[[str, BaseModel], None]
+
+
+class RecentWindow(list[BaseModel]):
+    """A list that keeps only its last ``maxlen`` items: the bus's per-topic memory."""
+
+    def __init__(self, maxlen: int):
+        if maxlen < 1:
+            raise ValueError(f"maxlen must be >= 1, got {maxlen}")
+        super().__init__()
+        self.maxlen = maxlen
+
+    def append(self, item: BaseModel, /) -> None:
+        """Append, forgetting the oldest item past ``maxlen``."""
+        super().append(item)
+        if len(self) > self.maxlen:
+            del self[0]
+
+    def insert(self, index: SupportsIndex, item: BaseModel, /) -> None:
+        """Not supported: the window only grows at its end."""
+        raise TypeError("RecentWindow only appends")
 
 
 class InProcessBus:
@@ -41,6 +68,8 @@ class InProcessBus:
         deadline_s: total time one handler call may take (an event that overruns it
             alone is dead-lettered with stage ``deadline``).
         max_original_bytes: bytes of a failed event a dead letter keeps.
+        recent_events: events ``published`` remembers per topic (older ones are
+            forgotten; listeners see every event as it is published).
     """
 
     #: a handler call's deadline when none is given (LimitSettings' default)
@@ -55,6 +84,7 @@ class InProcessBus:
         prefix: str = "ragsift",
         deadline_s: float = DEFAULT_DEADLINE_S,
         max_original_bytes: int = DEFAULT_MAX_ORIGINAL_BYTES,
+        recent_events: int = DEFAULT_RECENT_EVENTS,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -75,7 +105,10 @@ class InProcessBus:
         self._queues: dict[tuple[str, str], deque[tuple[str, bytes, int]]] = defaultdict(deque)
         self._offsets: dict[str, int] = defaultdict(int)
         self._codecs = {name: EventCodec(spec.model) for name, spec in TOPICS.items()}
-        self.published: dict[str, list[BaseModel]] = defaultdict(list)
+        if recent_events < 1:
+            raise ValueError(f"recent_events must be >= 1, got {recent_events}")
+        self.published: dict[str, RecentWindow] = defaultdict(lambda: RecentWindow(recent_events))
+        self._listeners: list[Listener] = []
         sender = _BusSender(self)
         self._routers = {
             handler.name: BatchRouter(
@@ -89,6 +122,15 @@ class InProcessBus:
         }
         self._lock = asyncio.Lock()
 
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` for every event published from now on; returns its unsubscribe."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def queued(self) -> int:
+        """Events waiting for a handler (0 once drained)."""
+        return sum(len(queue) for queue in self._queues.values())
+
     async def publish(self, topic: str, key: str, event: BaseModel | bytes) -> None:
         """Put one event (a model, or raw bytes as a producer would send) on a topic."""
         if topic not in TOPICS:
@@ -100,11 +142,14 @@ class InProcessBus:
         for handler in handlers:
             self._queues[(topic, handler.name)].append((key, raw, offset))
         try:
-            self.published[topic].append(self._codecs[topic].decode(raw))
+            decoded = self._codecs[topic].decode(raw)
         except DecodeError:
             if not handlers:
                 raise  # nobody would dead-letter it: the publisher must hear about it
-            # else each handler dead-letters it when it reads it
+            return  # else each handler dead-letters it when it reads it
+        self.published[topic].append(decoded)
+        for listener in list(self._listeners):
+            listener(topic, decoded)
 
     async def drain(self) -> None:
         """Run handlers until every queue is empty (outputs may feed other handlers)."""

@@ -22,20 +22,18 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ragsift.errors import ConfigurationError
 from ragsift.ingest.indexer import Indexer
 from ragsift.observability.metrics import Metrics
-from ragsift.report.builder import ReportBuilder, ReportSettings
 from ragsift.retrieval.redis_cache import RedisCache
-from ragsift.settings import GUARDRAIL_PRESETS, Settings
+from ragsift.settings import Settings
 from ragsift.streams.agents import AgentHealth, attach_handler
 from ragsift.streams.app import create_app
-from ragsift.wiring import build_embedder, build_index, build_pipeline
+from ragsift.wiring import build_embedder, build_index, build_pipeline, build_report_handler
 from ragsift.workers.audit import build_audit_handler
 from ragsift.workers.base import Handler
 from ragsift.workers.decision import DecisionHandler
 from ragsift.workers.indexer import IndexerHandler
-from ragsift.workers.report import ReportHandler
 from ragsift.workers.retrieval import RetrievalHandler
 
-__all__ = ["WORKER_NAMES", "WorkerName", "build_worker", "readiness"]
+__all__ = ["WORKER_NAMES", "WorkerName", "build_report_handler", "build_worker", "readiness"]
 
 WorkerName = Literal["retrieval", "indexer", "audit", "decision", "report"]
 WORKER_NAMES: tuple[WorkerName, ...] = ("retrieval", "indexer", "audit", "decision", "report")
@@ -110,31 +108,6 @@ def build_worker(
         )
     _add_pages(app, metrics, health, handlers)
     return app, metrics
-
-
-def build_report_handler(settings: Settings, metrics: Metrics) -> Handler[Any]:
-    """The report handler: the configured chat endpoint, else extractive reports."""
-    guard, llm = settings.guardrails, settings.llm
-    if llm.base_url and not llm.model:
-        raise ConfigurationError("RAGSIFT_LLM_BASE_URL needs RAGSIFT_LLM_MODEL")
-    report_settings = ReportSettings(
-        strict_mode=guard.strict_mode,
-        validate_responses=guard.validate_responses,
-        # Per-collection thresholds (D9) drive decisions; reports use the preset's.
-        advisory_threshold=GUARDRAIL_PRESETS[guard.preset],
-        llm_base_url=llm.base_url,
-        llm_model=llm.model,
-        llm_api_key=llm.api_key.get_secret_value() if llm.api_key else None,
-        llm_timeout_s=llm.timeout_s,
-        llm_deadline_s=llm.deadline_s,
-        nonce_key=(
-            settings.report.nonce_key.get_secret_value().encode()
-            if settings.report.nonce_key
-            else None
-        ),
-    )
-    builder = ReportBuilder(report_settings, report_settings.make_llm_client(), metrics=metrics)
-    return ReportHandler(builder, metrics)
 
 
 def readiness(

@@ -14,8 +14,6 @@ from tests.unit.cli.conftest import run_cli
 
 # FEATURES.md ids ("B5:", "X7", "C1 source type") mean nothing to a user.
 FEATURE_ID = re.compile(r"\b[A-EX][0-9]{1,2}\b")
-#: `assess` is rewritten on another branch (issue 15, item 3) with its own help
-ELSEWHERE = frozenset({("assess",)})
 
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -28,7 +26,7 @@ def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[st
     return found
 
 
-COMMANDS = [c for c in _commands(typer.main.get_group(app)) if c not in ELSEWHERE]
+COMMANDS = _commands(typer.main.get_group(app))
 
 
 def test_every_command_is_listed() -> None:

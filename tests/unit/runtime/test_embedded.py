@@ -2,48 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
-
-import pytest
 
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.errors import ServiceUnavailableError
 from ragsift.ingest.loaders import SourceDocument
-from ragsift.ingest.sample import sample_documents
 from ragsift.retrieval.index import SearchHit, SearchRequest
 from ragsift.schemas import DeadLetter, QueryEvent, RetrievalResult
-from ragsift.settings import ConfidenceSettings, EmbedderSettings, LimitSettings, Settings
-
-
-def make_settings(tmp_path: Path, **confidence: Any) -> Settings:
-    # The weighted scorer with low bars keeps these tests independent of the fitted
-    # calibration (tested on its own): the hashing embedder's cosines are small, and
-    # the plumbing is what is checked here. Hashing is pinned (not the default onnx)
-    # for that reason and for speed: each test indexes the handbook afresh.
-    conf = {
-        "scorer": "weighted",
-        "similarity_threshold": 0.05,
-        "high_threshold": 0.30,
-        "medium_threshold": 0.20,
-        "low_threshold": 0.10,
-        **confidence,
-    }
-    return Settings(
-        data_dir=tmp_path,
-        confidence=ConfidenceSettings(**conf),
-        limits=LimitSettings(max_query_chars=500),
-        embedder=EmbedderSettings(kind="hashing"),
-    )
-
-
-@pytest.fixture
-async def runtime(tmp_path: Path) -> AsyncIterator[EmbeddedRuntime]:
-    rt = EmbeddedRuntime(make_settings(tmp_path))
-    await rt.ingest("acme", sample_documents())
-    yield rt
-    await rt.close()
 
 
 def q(query_id: str, text: str, tenant: str = "acme", **extra: Any) -> QueryEvent:
@@ -109,9 +75,11 @@ async def test_other_tenants_see_nothing(runtime: EmbeddedRuntime) -> None:
     assert result.status == "no_relevant_context"
     assert not result.answerable
     evidence = [e for e in runtime.audit.read_all() if e["subject"] == "x"]
+    # the report worker runs embedded too (X5): it refuses, and records that
     assert {e["type"] for e in evidence} == {
         "RAG_NO_RELEVANT_CONTEXT",
         "RAG_ADVISORY_LOW_CONFIDENCE",
+        "RAG_REFUSAL",
     }
 
 
@@ -179,7 +147,7 @@ async def test_index_outage_gives_error_results_and_evidence(runtime: EmbeddedRu
     assert result.error.attempts == runtime.settings.qdrant.max_retries + 1
     assert flaky.searches == runtime.settings.qdrant.max_retries + 1
     types = {e["type"] for e in runtime.audit.read_all() if e["subject"] == "down"}
-    assert types == {"RAG_RETRIEVAL_FAILED"}
+    assert types == {"RAG_RETRIEVAL_FAILED", "RAG_REFUSAL"}
 
 
 async def test_transient_outage_is_retried(runtime: EmbeddedRuntime) -> None:

@@ -1,0 +1,358 @@
+"""The web console (X8): live results, evidence and per-tenant counters, in a browser.
+
+:class:`ConsoleHub` turns pipeline events (results, reports, decisions,
+evidence, dead letters) into small JSON messages, keeps a bounded backlog for a
+page that connects late, counts per tenant, and fans messages out to each open
+page over server-sent events, only those of the tenants the page's credential
+covers. :class:`ConsoleRoutes` serves the page and its static assets (shipped
+in ``ragsift/api/static``; no CDN, no build step) and the event stream. Both
+``ragsift api`` (fed from Kafka) and ``ragsift console`` (fed from the embedded
+bus) mount them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter
+from pydantic import BaseModel
+
+from ragsift.schemas import DeadLetter, Decision, EvidenceEvent, Report, RetrievalResult
+
+__all__ = [
+    "CONSOLE_PATH",
+    "PUBLIC_CONSOLE_ROUTES",
+    "ConsoleHub",
+    "ConsoleRoutes",
+    "Message",
+    "dropped_messages_counter",
+]
+
+CONSOLE_PATH = "/console"
+#: the page and its assets carry no data: a browser loads them before it holds a key
+PUBLIC_CONSOLE_ROUTES = frozenset({CONSOLE_PATH, CONSOLE_PATH + "/static/{name}"})
+#: the shipped assets, by name, with their content types (anything else is a 404)
+STATIC_FILES = {
+    "console.html": "text/html",
+    "console.css": "text/css",
+    "console.js": "text/javascript",
+}
+#: messages an open page may fall behind by before it misses some (each one is counted)
+CLIENT_QUEUE_SIZE = 256
+#: tenants counted apart; later ones share "other", so hostile tenant ids cannot grow memory
+DEFAULT_MAX_TENANTS = 50
+OTHER_TENANT = "other"
+#: a comment line this often keeps proxies from closing an idle stream
+HEARTBEAT_S = 15.0
+#: text of a hit shown on the page: a glance, the full text is in the API's result
+HIT_TEXT_CHARS = 400
+
+#: one console message: {"kind": ..., "tenant_id": ..., "query_id": ..., "data": {...}}
+Message = dict[str, Any]
+
+
+def dropped_messages_counter(registry: CollectorRegistry) -> Counter:
+    """The counter of console messages slow pages missed (the hub's ``on_drop``)."""
+    return Counter(
+        "ragsift_console_dropped_messages_total",
+        "Console messages a slow page did not get (its queue was full).",
+        registry=registry,
+    )
+
+
+@dataclass
+class _Counts:
+    queries: int = 0
+    answers: int = 0
+    refusals: int = 0
+    cache_hits: int = 0
+
+    def add(self, other: _Counts) -> None:
+        self.queries += other.queries
+        self.answers += other.answers
+        self.refusals += other.refusals
+        self.cache_hits += other.cache_hits
+
+    def view(self) -> dict[str, float | int]:
+        reports = self.answers + self.refusals
+        return {
+            "queries": self.queries,
+            "answer_rate": self.answers / reports if reports else 0.0,
+            "refusal_rate": self.refusals / reports if reports else 0.0,
+            "cache_hits": self.cache_hits,
+        }
+
+
+@dataclass(eq=False)
+class _Client:
+    tenants: frozenset[str] | None
+    queue: asyncio.Queue[Message] = field(
+        default_factory=lambda: asyncio.Queue(maxsize=CLIENT_QUEUE_SIZE)
+    )
+
+    def sees(self, tenant: str | None) -> bool:
+        return self.tenants is None or (tenant is not None and tenant in self.tenants)
+
+
+class ConsoleHub:
+    """Console messages from pipeline events; bounded backlog, bounded tenants.
+
+    Args:
+        backlog: messages replayed to a page that connects, ``>= 1``.
+        max_tenants: tenants with their own counters; later ones share ``other``.
+        on_drop: called once per message a slow page did not get (count it).
+    """
+
+    def __init__(
+        self,
+        *,
+        backlog: int,
+        max_tenants: int = DEFAULT_MAX_TENANTS,
+        on_drop: Callable[[], None] | None = None,
+    ):
+        if backlog < 1:
+            raise ValueError(f"backlog must be >= 1, got {backlog}")
+        self._backlog: deque[Message] = deque(maxlen=backlog)
+        self._counts: dict[str, _Counts] = {}
+        self._max_tenants = max_tenants
+        self._clients: set[_Client] = set()
+        self.on_drop = on_drop
+
+    def accept(self, topic: str, event: BaseModel) -> None:
+        """Take one pipeline event (a bus listener; the API calls it per record read)."""
+        message = _message(event)
+        if message is None:
+            return
+        self._count(message)
+        self._backlog.append(message)
+        for client in list(self._clients):
+            self._send(client, message)
+            if message["kind"] in ("result", "report"):
+                self._send(client, self._counters_message(client.tenants))
+
+    def counters(self, tenants: frozenset[str] | None) -> dict[str, dict[str, float | int]]:
+        """Per-tenant counters the caller may see (every tenant for ``None``)."""
+        return {
+            tenant: counts.view()
+            for tenant, counts in sorted(self._counts.items())
+            if tenants is None or tenant in tenants
+        }
+
+    def open(self, tenants: frozenset[str] | None) -> tuple[_Client, list[Message]]:
+        """Register a page: its live queue, and the backlog (then counters) it may see."""
+        client = _Client(tenants)
+        self._clients.add(client)
+        replay = [m for m in self._backlog if client.sees(m["tenant_id"])]
+        return client, [*replay, self._counters_message(tenants)]
+
+    def close(self, client: _Client) -> None:
+        """Forget a page that went away."""
+        self._clients.discard(client)
+
+    @property
+    def pages(self) -> int:
+        """Pages connected now."""
+        return len(self._clients)
+
+    def _send(self, client: _Client, message: Message) -> None:
+        if not client.sees(message["tenant_id"]) and message["kind"] != "counters":
+            return
+        try:
+            client.queue.put_nowait(message)
+        except asyncio.QueueFull:
+            if self.on_drop is not None:
+                self.on_drop()
+
+    def _counters_message(self, tenants: frozenset[str] | None) -> Message:
+        return {
+            "kind": "counters",
+            "tenant_id": None,
+            "query_id": None,
+            "data": self.counters(tenants),
+        }
+
+    def _count(self, message: Message) -> None:
+        tenant = message["tenant_id"]
+        if tenant is None or message["kind"] not in ("result", "report"):
+            return
+        if tenant not in self._counts and len(self._counts) >= self._max_tenants:
+            tenant = OTHER_TENANT
+        counts = self._counts.setdefault(tenant, _Counts())
+        data = message["data"]
+        if message["kind"] == "result":
+            counts.queries += 1
+            counts.cache_hits += int(data["cache_hit"])
+        elif data["is_refusal"]:
+            counts.refusals += 1
+        elif data["generated_by"] != "bypass":  # greetings are not answers from the sources
+            counts.answers += 1
+
+
+def _message(event: BaseModel) -> Message | None:
+    """The console's view of one event, or None for events it does not show."""
+    if isinstance(event, RetrievalResult):
+        return _wrap("result", event.tenant_id, event.query_id, _result_view(event))
+    if isinstance(event, Report):
+        data = event.model_dump(
+            mode="json",
+            include={
+                "answer",
+                "is_refusal",
+                "advisory_only",
+                "disclaimer",
+                "badge",
+                "banner",
+                "level",
+                "confidence",
+                "generated_by",
+                "validation_issues",
+            },
+        )
+        data["citations"] = [c.source for c in event.citations]
+        return _wrap("report", event.tenant_id, event.query_id, data)
+    if isinstance(event, Decision):
+        data = event.model_dump(
+            mode="json", include={"use_context", "reason", "threshold", "flags", "review_queue"}
+        )
+        return _wrap("decision", event.tenant_id, event.query_id, data)
+    if isinstance(event, EvidenceEvent):
+        data = {
+            "type": event.type.value,
+            "summary": event.data.summary,
+            "time": event.time.isoformat(),
+            "confidence": event.data.confidence,
+        }
+        return _wrap("evidence", event.data.tenant_id, event.data.query_id, data)
+    if isinstance(event, DeadLetter) and event.worker == "retrieval":
+        # a dead letter names no tenant: only a page that sees every tenant gets it
+        data = {"stage": event.stage, "error": event.error[:500]}
+        return _wrap("rejected", None, event.query_id, data)
+    return None
+
+
+def _wrap(kind: str, tenant: str | None, query_id: str | None, data: Any) -> Message:
+    return {"kind": kind, "tenant_id": tenant, "query_id": query_id, "data": data}
+
+
+def _result_view(r: RetrievalResult) -> dict[str, Any]:
+    return {
+        "query": r.query,
+        "collection": r.collection,
+        "outcome": r.outcome,
+        "status": r.status,
+        "level": r.level,
+        "confidence": r.confidence,
+        "answerable": r.answerable,
+        "advisory_only": r.advisory_only,
+        "advisory_flag": r.advisory_flag,
+        "disclaimer": r.disclaimer,
+        "answer_hint": r.answer_hint,
+        "cache_hit": r.cache.hit,
+        "scorer": r.breakdown.scorer,
+        "threshold": r.threshold,
+        "total_found": r.total_found,
+        "hits": [
+            {
+                "rank": h.rank,
+                "chunk_id": h.chunk_id,
+                "score": h.score,
+                "source": h.citation.source,
+                "text": h.text[:HIT_TEXT_CHARS],
+            }
+            for h in r.hits
+        ],
+        "dropped": [d.model_dump(mode="json") for d in r.dropped],
+        "recommendations": [a.model_dump(mode="json") for a in r.recommendations],
+        "error": r.error.message if r.error else None,
+    }
+
+
+class ConsoleRoutes:
+    """The page, its assets and its event stream.
+
+    Args:
+        hub: where messages come from.
+        tenants_of: the tenants a request's caller may see (``None``: all), or raises
+            the application's authentication error; it runs for the event stream only.
+    """
+
+    def __init__(
+        self,
+        hub: ConsoleHub,
+        tenants_of: Callable[[web.Request], frozenset[str] | None],
+    ):
+        self.hub = hub
+        self._tenants_of = tenants_of
+
+    def add_to(self, app: web.Application) -> None:
+        """Mount ``/console``, ``/console/static/{name}`` and ``/console/events``."""
+        app.router.add_get(CONSOLE_PATH, self.page)
+        app.router.add_get(CONSOLE_PATH + "/static/{name}", self.static)
+        app.router.add_get(CONSOLE_PATH + "/events", self.events)
+
+    async def page(self, request: web.Request) -> web.Response:
+        """GET /console: the page (no data in it; it asks for a key when one is needed)."""
+        return _asset("console.html")
+
+    async def static(self, request: web.Request) -> web.Response:
+        """GET /console/static/{name}: a shipped asset, else 404."""
+        name = request.match_info["name"]
+        if name not in STATIC_FILES:
+            raise web.HTTPNotFound(text=f"no console asset {name!r}")
+        return _asset(name)
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        """GET /console/events: server-sent events, the backlog first, then live."""
+        tenants = self._tenants_of(request)
+        client, replay = self.hub.open(tenants)
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-store",
+                "X-Accel-Buffering": "no",  # nginx: do not hold events back
+            }
+        )
+        try:
+            await response.prepare(request)
+            for message in replay:
+                await response.write(_sse(message))
+            while True:
+                try:
+                    async with asyncio.timeout(HEARTBEAT_S):
+                        message = await client.queue.get()
+                except TimeoutError:
+                    await response.write(b": keep-alive\n\n")
+                    continue
+                await response.write(_sse(message))
+        except ConnectionResetError:
+            pass  # the page went away; a server stopping cancels this task instead
+        finally:
+            self.hub.close(client)
+        return response
+
+
+def _sse(message: Message) -> bytes:
+    return b"data: " + json.dumps(message, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _asset(name: str) -> web.Response:
+    body = resources.files("ragsift.api").joinpath("static", name).read_bytes()
+    return web.Response(
+        body=body,
+        content_type=STATIC_FILES[name],
+        charset="utf-8",
+        headers={
+            "Cache-Control": "no-cache",
+            # the page loads only its own assets and talks only to this server
+            "Content-Security-Policy": "default-src 'self'; img-src 'self' data:;"
+            " frame-ancestors 'none'",
+            "X-Content-Type-Options": "nosniff",
+        },
+    )

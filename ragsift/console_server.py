@@ -1,0 +1,134 @@
+"""``ragsift console``: the web console on the embedded runtime, no Kafka (X5, X8).
+
+The page and its event stream are the API's (:mod:`ragsift.api.console`); the
+bus feeds the hub as events are published, and ``POST /v1/query`` runs the
+question through the embedded pipeline and answers as the API does.
+``GET /v1/queries/{id}`` reads the runtime's result store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from ragsift.api.app import error_response, read_query
+from ragsift.api.auth import Authenticator, AuthError, Principal
+from ragsift.api.console import (
+    CONSOLE_PATH,
+    PUBLIC_CONSOLE_ROUTES,
+    ConsoleHub,
+    ConsoleRoutes,
+    dropped_messages_counter,
+)
+from ragsift.api.openapi import QueryAnswer
+from ragsift.embedded import EmbeddedRuntime
+from ragsift.errors import RagsiftError
+from ragsift.schemas import DeadLetter
+
+__all__ = ["create_console_app"]
+
+_PRINCIPAL = web.RequestKey("principal", Principal)
+
+
+class _ConsoleApi:
+    """The console's query routes on the embedded runtime."""
+
+    def __init__(self, runtime: EmbeddedRuntime, auth: Authenticator):
+        self.runtime = runtime
+        self.auth = auth
+
+    @web.middleware
+    async def authenticate(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """Every route but the page and its assets needs a credential (none on loopback)."""
+        route = request.match_info.route.resource
+        if route is not None and route.canonical not in PUBLIC_CONSOLE_ROUTES | {"/"}:
+            try:
+                request[_PRINCIPAL] = self.auth.authenticate(
+                    request.headers.get("Authorization"), request.headers.get("X-API-Key")
+                )
+            except AuthError as exc:
+                return error_response(exc.status, "unauthorized", exc.message)
+        try:
+            return await handler(request)
+        except AuthError as exc:
+            return error_response(exc.status, "forbidden", exc.message)
+
+    def tenants_of(self, request: web.Request) -> frozenset[str] | None:
+        """The tenants the caller may watch."""
+        principal = request[_PRINCIPAL]
+        principal.require("read")
+        return principal.tenants
+
+    async def post_query(self, request: web.Request) -> web.Response:
+        """POST /v1/query: the API's contract, answered by the embedded pipeline."""
+        principal = request[_PRINCIPAL]
+        principal.require("query")
+        settings = self.runtime.settings
+        read = await read_query(
+            request, principal, settings.api, settings.limits, id_prefix="console"
+        )
+        if isinstance(read, web.Response):
+            return read
+        _, event = read
+        try:
+            [outcome] = await self.runtime.answer([event])
+        except RagsiftError as exc:
+            return error_response(422, "rejected", str(exc), query_id=event.query_id)
+        if isinstance(outcome, DeadLetter):
+            status, error = (
+                (404, "collection_not_found")
+                if "unknown collection" in outcome.error
+                else (422, "rejected")
+            )
+            detail = f"the pipeline rejected the query at {outcome.stage}: {outcome.error}"
+            return error_response(status, error, detail, query_id=event.query_id)
+        answer = QueryAnswer(query_id=event.query_id, result=outcome.result, report=outcome.report)
+        return web.json_response(text=answer.model_dump_json())
+
+    async def get_query(self, request: web.Request) -> web.Response:
+        """GET /v1/queries/{id}: a stored result of the caller's tenants."""
+        principal = request[_PRINCIPAL]
+        principal.require("read")
+        query_id = request.match_info["query_id"]
+        found = self.runtime.find_answer(query_id)
+        if found is None or (
+            principal.tenants is not None and found.result.tenant_id not in principal.tenants
+        ):
+            return error_response(404, "not_found", f"no result stored for query id {query_id!r}")
+        return web.json_response(text=found.result.model_dump_json())
+
+
+def create_console_app(
+    runtime: EmbeddedRuntime, *, auth: Authenticator, hub: ConsoleHub | None = None
+) -> web.Application:
+    """The console on ``runtime``: ``/console`` (the page), its events, and the query API."""
+    hub = hub or ConsoleHub(
+        backlog=runtime.settings.runtime.console_backlog,
+        max_tenants=runtime.settings.worker.metrics_max_tenants,
+        on_drop=dropped_messages_counter(runtime.metrics.registry).inc,
+    )
+    api = _ConsoleApi(runtime, auth)
+    unsubscribe = runtime.bus.subscribe(hub.accept)
+    for stored in runtime.store.recent(runtime.settings.runtime.console_backlog):
+        # answers from earlier runs: the page opens on what was asked before
+        for event in (stored.result, stored.report, stored.decision):
+            if event is not None:
+                hub.accept("", event)
+    app = web.Application(middlewares=[api.authenticate])
+    ConsoleRoutes(hub, api.tenants_of).add_to(app)
+    app.router.add_post("/v1/query", api.post_query)
+    app.router.add_get("/v1/queries/{query_id}", api.get_query)
+
+    async def home(_: web.Request) -> web.Response:
+        raise web.HTTPFound(CONSOLE_PATH)
+
+    app.router.add_get("/", home)
+
+    async def on_cleanup(_: web.Application) -> None:
+        unsubscribe()
+
+    app.on_cleanup.append(on_cleanup)
+    return app

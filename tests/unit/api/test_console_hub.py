@@ -1,0 +1,193 @@
+"""The console hub and the API's console routes: tenant scoping, bounds, counters, SSE."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from ragsift.api import Authenticator, create_web_app
+from ragsift.api.console import OTHER_TENANT, ConsoleHub, Message, _sse
+from ragsift.schemas import DeadLetter
+from ragsift.settings import ApiSettings, KafkaSettings
+from tests.unit.api.conftest import Keys, RecordingApi, build_result
+from tests.unit.report.conftest import build_result as build_report_input
+
+
+def drain(queue: asyncio.Queue[Message]) -> list[Message]:
+    out = []
+    while not queue.empty():
+        out.append(queue.get_nowait())
+    return out
+
+
+def test_a_page_sees_only_its_tenants() -> None:
+    hub = ConsoleHub(backlog=10)
+    page, replay = hub.open(frozenset({"alpha"}))
+    hub.accept("retrievals", build_result("a1", "alpha"))
+    hub.accept("retrievals", build_result("b1", "beta"))
+    got = drain(page.queue)
+    assert {m["tenant_id"] for m in got if m["kind"] == "result"} == {"alpha"}
+    counters = [m["data"] for m in got if m["kind"] == "counters"]
+    assert counters
+    assert all(set(c) <= {"alpha"} for c in counters)
+    _, replay = hub.open(frozenset({"beta"}))
+    assert [m["query_id"] for m in replay if m["kind"] == "result"] == ["b1"]
+
+
+def test_dead_letters_name_no_tenant_so_only_all_tenant_pages_get_them() -> None:
+    hub = ConsoleHub(backlog=10)
+    scoped, _ = hub.open(frozenset({"alpha"}))
+    everyone, _ = hub.open(None)
+    letter = DeadLetter.build(
+        original=b"{}",
+        stage="validate",
+        error_type="X",
+        error="k must be <= 50",
+        worker="retrieval",
+        topic="ragsift.queries.v1",
+        query_id="bad",
+    )
+    hub.accept("deadletter", letter)
+    assert drain(scoped.queue) == []
+    assert [m["kind"] for m in drain(everyone.queue)] == ["rejected"]
+
+
+def test_backlog_and_tenants_are_bounded() -> None:
+    hub = ConsoleHub(backlog=5, max_tenants=2)
+    for i in range(50):
+        hub.accept("retrievals", build_result(f"q{i}", f"t{i}"))
+    _, replay = hub.open(None)
+    assert len([m for m in replay if m["kind"] == "result"]) == 5
+    counters = hub.counters(None)
+    assert set(counters) == {"t0", "t1", OTHER_TENANT}
+    assert counters[OTHER_TENANT]["queries"] == 48
+    assert OTHER_TENANT not in hub.counters(frozenset({"t0"}))
+
+
+def test_a_slow_page_loses_messages_counted_not_memory() -> None:
+    drops: list[int] = []
+    hub = ConsoleHub(backlog=5, on_drop=lambda: drops.append(1))
+    page, _ = hub.open(None)
+    for i in range(400):
+        hub.accept("retrievals", build_result(f"q{i}", "alpha"))
+    assert page.queue.qsize() == page.queue.maxsize
+    assert len(drops) == 2 * 400 - page.queue.maxsize  # a result and a counters message each
+    hub.close(page)
+    assert hub.pages == 0
+
+
+def test_counters_tell_answers_from_refusals_and_cache_hits() -> None:
+    from ragsift.report.builder import ReportBuilder, ReportSettings
+
+    hub = ConsoleHub(backlog=10)
+    answered = build_report_input(query_id="a", tenant_id="acme")
+    refused = build_report_input(query_id="r", tenant_id="acme", confidence=0.1, hits=[])
+    cached = build_report_input(query_id="c", tenant_id="acme", cache={"hit": True})
+    builder = ReportBuilder(ReportSettings())
+
+    async def build() -> None:
+        for result in (answered, refused, cached):
+            hub.accept("retrievals", result)
+            report, _ = await builder.build(result)
+            hub.accept("reports", report)
+
+    asyncio.run(build())
+    acme = hub.counters(None)["acme"]
+    assert acme["queries"] == 3
+    assert acme["cache_hits"] == 1
+    assert acme["refusal_rate"] == pytest.approx(1 / 3)
+    assert acme["answer_rate"] == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "<script>alert(1)</script>",
+        "日本語の質問",
+        "a\u202eb",
+        "\x07bell",
+        "x" * 2000,
+        'line\n\ndata: {"kind":"result"}',  # would forge an SSE frame if not escaped
+    ],
+)
+def test_hostile_text_travels_as_json_data_only(hostile: str) -> None:
+    hub = ConsoleHub(backlog=3)
+    hub.accept("retrievals", build_result("h", "alpha", query=hostile))
+    _, replay = hub.open(None)
+    [message] = [m for m in replay if m["kind"] == "result"]
+    frame = _sse(message)
+    assert frame.count(b"\n\n") == 1  # one frame, whatever the text
+    assert json.loads(frame[len(b"data: ") :])["data"]["query"] == hostile
+
+
+# -- the API's console routes -------------------------------------------------------------
+
+
+@pytest.fixture
+async def console_client(
+    keys: Keys, api_settings: ApiSettings
+) -> AsyncIterator[tuple[TestClient[Any, Any], RecordingApi]]:
+    api = RecordingApi(
+        KafkaSettings(),
+        auth=Authenticator.from_settings(api_settings),
+        settings=api_settings,
+        hub=ConsoleHub(backlog=20),
+    )
+    async with TestClient(TestServer(create_web_app(api))) as client:
+        yield client, api
+
+
+async def read_events(resp: Any, want: Callable[[list[Message]], bool]) -> list[Message]:
+    got: list[Message] = []
+    async with asyncio.timeout(10):
+        while not want(got):
+            line = (await resp.content.readline()).decode()
+            if line.startswith("data: "):
+                got.append(json.loads(line[6:]))
+    return got
+
+
+async def test_the_page_and_assets_need_no_key_but_the_events_do(
+    console_client: tuple[TestClient[Any, Any], RecordingApi],
+) -> None:
+    client, _ = console_client
+    page = await client.get("/console")
+    assert page.status == 200
+    assert "ragsift console" in await page.text()
+    assert "default-src 'self'" in page.headers["Content-Security-Policy"]
+    for name, kind in [("console.js", "text/javascript"), ("console.css", "text/css")]:
+        asset = await client.get(f"/console/static/{name}")
+        assert asset.status == 200
+        assert asset.content_type == kind
+    events = await client.get("/console/events")
+    assert events.status == 401
+
+
+@pytest.mark.parametrize("name", ["../app.py", "..%2Fapp.py", "nope.js", "console.js%00.py"])
+async def test_only_shipped_assets_are_served(
+    console_client: tuple[TestClient[Any, Any], RecordingApi], name: str
+) -> None:
+    client, _ = console_client
+    resp = await client.get(f"/console/static/{name}")
+    assert resp.status == 404
+
+
+async def test_the_event_stream_is_scoped_to_the_keys_tenants(
+    console_client: tuple[TestClient[Any, Any], RecordingApi], keys: Keys
+) -> None:
+    client, api = console_client
+    api.accept("retrievals", build_result("before", "alpha"))
+    resp = await client.get("/console/events", headers=keys.header(keys.beta))
+    assert resp.status == 200
+    assert resp.content_type == "text/event-stream"
+    api.accept("retrievals", build_result("alpha-secret", "alpha"))
+    api.accept("retrievals", build_result("beta-own", "beta"))
+    got = await read_events(resp, lambda ms: any(m["query_id"] == "beta-own" for m in ms))
+    seen = {m["query_id"] for m in got if m["kind"] == "result"}
+    assert seen == {"beta-own"}
+    resp.close()

@@ -1,0 +1,118 @@
+"""``ragsift console``'s app: the embedded pipeline behind the console's page and routes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from ragsift.api.auth import Authenticator, KeyStore
+from ragsift.console_server import create_console_app
+from ragsift.embedded import EmbeddedRuntime
+
+IN_SCOPE = "How many days do I have to return the thermostat?"
+OUT_OF_SCOPE = "Who won the football world cup in 2014?"
+
+
+@pytest.fixture
+async def loopback(runtime: EmbeddedRuntime) -> AsyncIterator[TestClient[Any, Any]]:
+    auth = Authenticator(None, None, insecure=True)  # what `ragsift console` uses on loopback
+    async with TestClient(TestServer(create_console_app(runtime, auth=auth))) as client:
+        yield client
+
+
+async def ask(client: TestClient[Any, Any], query: str, **body: Any) -> Any:
+    resp = await client.post("/v1/query", json={"query": query, "tenant_id": "acme", **body})
+    return resp.status, await resp.json()
+
+
+async def test_an_answer_comes_back_with_its_report_and_streams_live(
+    loopback: TestClient[Any, Any],
+) -> None:
+    events = await loopback.get("/console/events")
+    assert events.status == 200
+    status, answer = await ask(loopback, IN_SCOPE)
+    assert status == 200
+    assert answer["report"]["badge"] in ("green", "orange", "red")
+    kinds: dict[str, dict[str, Any]] = {}
+    async with asyncio.timeout(10):
+        while not {"result", "report", "decision", "counters"} <= kinds.keys():
+            line = (await events.content.readline()).decode()
+            if line.startswith("data: "):
+                message = json.loads(line[6:])
+                if message["query_id"] in (answer["query_id"], None):
+                    kinds[message["kind"]] = message
+    assert kinds["result"]["data"]["hits"]
+    assert kinds["report"]["data"]["badge"] == answer["report"]["badge"]
+    assert kinds["counters"]["data"]["acme"]["queries"] >= 1
+    events.close()
+
+
+async def test_out_of_scope_is_a_refusal(loopback: TestClient[Any, Any]) -> None:
+    status, answer = await ask(loopback, OUT_OF_SCOPE)
+    assert status == 200
+    assert answer["report"]["is_refusal"]
+    assert answer["report"]["badge"] == "red"
+    assert answer["report"]["banner"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "error"),
+    [
+        ({"k": 60}, 422, "invalid_query"),  # this deployment's max_k, as the API says it
+        ({"k": 1000}, 422, "invalid_query"),  # the wire contract's bound
+        ({"query": "x " * 300}, 422, "invalid_query"),  # this deployment's 500 characters
+        ({"collection": "nope"}, 404, "collection_not_found"),
+    ],
+)
+async def test_rejected_queries_say_why(
+    loopback: TestClient[Any, Any], body: dict[str, Any], status: int, error: str
+) -> None:
+    got, answer = await ask(loopback, body.pop("query", IN_SCOPE), **body)
+    assert (got, answer["error"]) == (status, error)
+
+
+async def test_a_stored_result_can_be_polled(loopback: TestClient[Any, Any]) -> None:
+    status, _ = await ask(loopback, IN_SCOPE, query_id="poll-me")
+    assert status == 200
+    found = await loopback.get("/v1/queries/poll-me")
+    assert found.status == 200
+    assert (await found.json())["query_id"] == "poll-me"
+    assert (await loopback.get("/v1/queries/never")).status == 404
+
+
+async def test_home_redirects_to_the_console(loopback: TestClient[Any, Any]) -> None:
+    resp = await loopback.get("/", allow_redirects=False)
+    assert resp.status == 302
+    assert resp.headers["Location"] == "/console"
+
+
+async def test_off_loopback_a_key_is_needed_and_scopes_the_tenant(
+    runtime: EmbeddedRuntime, tmp_path: Path
+) -> None:
+    store = KeyStore(tmp_path / "keys.json")
+    acme, _ = store.create(["acme"], ["query", "read"])
+    other, _ = store.create(["globex"], ["query", "read"])
+    app = create_console_app(runtime, auth=Authenticator(store, None))
+    async with TestClient(TestServer(app)) as client:
+        assert (await client.get("/console")).status == 200  # the page holds no data
+        assert (await client.get("/console/events")).status == 401
+        assert (await client.post("/v1/query", json={"query": IN_SCOPE})).status == 401
+        resp = await client.post(
+            "/v1/query", json={"query": IN_SCOPE, "query_id": "mine"}, headers={"X-API-Key": acme}
+        )
+        assert resp.status == 200
+        assert (await resp.json())["result"]["tenant_id"] == "acme"
+        theirs = await client.get("/v1/queries/mine", headers={"X-API-Key": other})
+        assert theirs.status == 404
+        spoof = await client.post(
+            "/v1/query",
+            json={"query": IN_SCOPE, "tenant_id": "acme"},
+            headers={"X-API-Key": other},
+        )
+        assert spoof.status == 403
