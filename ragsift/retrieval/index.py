@@ -331,6 +331,7 @@ class SearchHit:
         dense_rank, sparse_rank: position in each channel's candidates, from 1.
         rerank_score: cross-encoder logit, when a reranker scored the chunk.
         payload: the full stored payload (chunk fields and metadata).
+        collection: the collection searched, set by a multi-collection query (D3).
     """
 
     chunk_id: str
@@ -348,6 +349,7 @@ class SearchHit:
     sparse_rank: int | None = None
     payload: Mapping[str, Any] = field(default_factory=dict)
     rerank_score: float | None = None
+    collection: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,6 +88,7 @@ def scored_result(
             "query_id": query.query_id,
             "tenant_id": query.tenant_id,
             "collection": query.collection,
+            "collections": list(query.collections),
             "query": query.query,
             "status": a.status,
             "level": a.level,
@@ -138,6 +139,7 @@ def _chunk(hit: SearchHit, rank: int, score: float) -> dict[str, object]:
             "source": hit.source,
             "title": _title(hit),
         },
+        "collection": hit.collection,
     }
 
 
@@ -152,6 +154,7 @@ def _empty_result(query: QueryEvent, embedder_id: str, **fields: object) -> Retr
         "query_id": query.query_id,
         "tenant_id": query.tenant_id,
         "collection": query.collection,
+        "collections": list(query.collections),
         "query": query.query,
         "status": "no_relevant_context",
         "level": "VERY_LOW",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -18,7 +18,11 @@ from ragsift.schemas.base import (
     utcnow,
 )
 
-__all__ = ["QueryEvent", "SearchMode", "Selection"]
+__all__ = ["MAX_COLLECTIONS", "QueryEvent", "SearchMode", "Selection"]
+
+#: D3: collections one query may search. Each is one more search in the batch;
+#: eight covers a handful of document sets without letting one query fan out widely.
+MAX_COLLECTIONS = 8
 
 SearchMode = Literal["hybrid", "dense", "keyword"]
 #: threshold: A1/A2 filter with min-results relaxation; adaptive: E1 adaptive k;
@@ -32,7 +36,15 @@ class QueryEvent(EventModel):
     query_id: EventId = Field(description="Caller-chosen id; results and evidence derive theirs.")
     tenant_id: TenantId = Field(description="Only this tenant's documents are ever searched.")
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The question.")
-    collection: CollectionName = Field(default="default", description="Collection to search.")
+    collection: CollectionName = Field(
+        default="default",
+        description="Collection to search; with ``collections``, the first of them by default.",
+    )
+    collections: list[CollectionName] = Field(
+        default_factory=list,
+        max_length=MAX_COLLECTIONS,
+        description="D3: several collections to search, hits merged under one confidence.",
+    )
     k: int | None = Field(
         default=None, ge=1, le=MAX_K, description="Hits to fetch (max_k when adaptive)."
     )
@@ -44,7 +56,12 @@ class QueryEvent(EventModel):
         description="threshold (A1/A2), adaptive (E1) or top_k (E4); settings when unset.",
     )
     task_type: str | None = Field(
-        default=None, max_length=64, description="Per-task adaptive strategy (E2), e.g. debugging."
+        default=None,
+        max_length=64,
+        description=(
+            "Per-task adaptive strategy (E2), e.g. debugging; implies selection=adaptive"
+            " when selection is unset, and is refused with threshold or top_k."
+        ),
     )
     similarity_threshold: float | None = Field(
         default=None, ge=0.0, le=1.0, description="Per-query override of the hit filter (A1)."
@@ -61,6 +78,36 @@ class QueryEvent(EventModel):
         default=None, max_length=128, description="W3C trace context carried to outputs."
     )
     created_at: datetime = Field(default_factory=utcnow)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _collection_defaults_to_first(cls, data: Any) -> Any:
+        # Without an explicit ``collection``, a multi-collection query is labelled by
+        # its first collection (results, decisions and metrics carry one label).
+        if isinstance(data, dict) and "collection" not in data:
+            many = data.get("collections")
+            if isinstance(many, list) and many and isinstance(many[0], str):
+                return {**data, "collection": many[0]}
+        return data
+
+    @property
+    def searched(self) -> list[str]:
+        """The collections this query searches: ``collections``, else ``[collection]``."""
+        return list(self.collections) if self.collections else [self.collection]
+
+    @model_validator(mode="after")
+    def _collections_agree(self) -> QueryEvent:
+        if len(set(self.collections)) != len(self.collections):
+            raise ValueError("collections must not repeat a collection")
+        if self.collections and self.collection not in self.collections:
+            raise ValueError(
+                f"collection {self.collection!r} must be one of collections {self.collections}"
+            )
+        if self.task_type is not None and self.selection not in (None, "adaptive"):
+            raise ValueError(
+                f"task_type applies to adaptive selection only, got selection={self.selection!r}"
+            )
+        return self
 
     @model_validator(mode="after")
     def _vector_names_its_embedder(self) -> QueryEvent:
