@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from ragsift.api.auth import Authenticator, AuthError, Principal
 from ragsift.api.body import BodyError, read_json_body
-from ragsift.api.openapi import ErrorBody, QueryRequest, openapi_document
+from ragsift.api.openapi import EVENT_FIELDS, ErrorBody, QueryRequest, openapi_document
 from ragsift.api.store import RecentEvents
 from ragsift.errors import DecodeError
 from ragsift.observability.metrics import Metrics
@@ -303,12 +303,9 @@ class QueryApi:
                 query_id=req.query_id or f"api-{uuid.uuid4().hex}",
                 # the credential names the tenant; a body tenant_id must agree with it
                 tenant_id=principal.tenant_for(req.tenant_id),
-                query=req.query,
-                collection=req.collection,
-                k=req.k,
-                mode=req.mode,
-                want_report=req.want_report,
                 traceparent=request.headers.get("traceparent"),
+                # unset fields stay unset: the event's defaults (collection!) apply
+                **req.model_dump(include=set(EVENT_FIELDS), exclude_unset=True),
             )
         except ValidationError as exc:
             fields = [

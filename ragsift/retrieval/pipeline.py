@@ -33,6 +33,7 @@ from ragsift.retrieval.reader import Reader, ReaderItem, ReaderScores
 from ragsift.retrieval.rerank import Reranker, RerankStage
 from ragsift.retrieval.results import (
     bypass_result,
+    collections_of,
     error_result,
     evidence_for,
     result_id,
@@ -384,7 +385,7 @@ class RetrievalPipeline:
         except ValidationError:
             return None
         scope = (cached.tenant_id, cached.collection, cached.collections)
-        if scope != (query.tenant_id, query.collection, query.collections):
+        if scope != (query.tenant_id, query.collection, collections_of(query)):
             return None  # keys are tenant-scoped; never serve another tenant's entry anyway
         return cached
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from ragsift.schemas.base import (
     MAX_K,
@@ -18,10 +18,15 @@ from ragsift.schemas.base import (
     utcnow,
 )
 
-__all__ = ["MAX_COLLECTIONS", "QueryEvent", "SearchMode", "Selection"]
+__all__ = ["MAX_COLLECTIONS", "MAX_ENTITY_CHARS", "QueryEvent", "SearchMode", "Selection"]
 
-#: D3: collections one query may search. Each is one more search in the batch;
-#: eight covers a handful of document sets without letting one query fan out widely.
+#: E1 query entities are names and terms, not passages.
+MAX_ENTITY_CHARS = 200
+Entity = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ENTITY_CHARS)]
+
+#: D3: collections one query may search besides ``collection``. Each is one more
+#: search in the batch; eight covers a handful of document sets without letting
+#: one query fan out widely.
 MAX_COLLECTIONS = 8
 
 SearchMode = Literal["hybrid", "dense", "keyword"]
@@ -38,12 +43,19 @@ class QueryEvent(EventModel):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The question.")
     collection: CollectionName = Field(
         default="default",
-        description="Collection to search; with ``collections``, the first of them by default.",
+        description=(
+            "Collection to search, and the label of the result; with ``collections``"
+            " and unset, the first of them."
+        ),
     )
     collections: list[CollectionName] = Field(
         default_factory=list,
         max_length=MAX_COLLECTIONS,
-        description="D3: several collections to search, hits merged under one confidence.",
+        json_schema_extra={"uniqueItems": True},
+        description=(
+            "D3: further collections searched with ``collection``, hits merged under one"
+            " confidence."
+        ),
     )
     k: int | None = Field(
         default=None, ge=1, le=MAX_K, description="Hits to fetch (max_k when adaptive)."
@@ -66,7 +78,7 @@ class QueryEvent(EventModel):
     similarity_threshold: float | None = Field(
         default=None, ge=0.0, le=1.0, description="Per-query override of the hit filter (A1)."
     )
-    entities: list[str] = Field(
+    entities: list[Entity] = Field(
         default_factory=list, max_length=64, description="Query entities for coverage (E1)."
     )
     vector: Vector | None = Field(default=None, description="Precomputed query embedding.")
@@ -92,17 +104,13 @@ class QueryEvent(EventModel):
 
     @property
     def searched(self) -> list[str]:
-        """The collections this query searches: ``collections``, else ``[collection]``."""
-        return list(self.collections) if self.collections else [self.collection]
+        """The collections this query searches: ``collection`` first, then ``collections``."""
+        return [self.collection, *(c for c in self.collections if c != self.collection)]
 
     @model_validator(mode="after")
-    def _collections_agree(self) -> QueryEvent:
+    def _collections_and_task_agree(self) -> QueryEvent:
         if len(set(self.collections)) != len(self.collections):
             raise ValueError("collections must not repeat a collection")
-        if self.collections and self.collection not in self.collections:
-            raise ValueError(
-                f"collection {self.collection!r} must be one of collections {self.collections}"
-            )
         if self.task_type is not None and self.selection not in (None, "adaptive"):
             raise ValueError(
                 f"task_type applies to adaptive selection only, got selection={self.selection!r}"
