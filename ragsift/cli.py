@@ -242,6 +242,10 @@ def ask(
     task: Annotated[str | None, typer.Option(help="Adaptive task type (E2).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     data_dir: DataDir = None,
+    collections: Annotated[
+        str | None,
+        typer.Option(help="More collections to search, comma-separated (D3)."),
+    ] = None,
 ) -> None:
     """Ask one question on the embedded runtime and print the scored result."""
     import uuid
@@ -262,6 +266,7 @@ def ask(
                 "mode": mode,
                 "selection": selection,
                 "task_type": task,
+                "collections": [c.strip() for c in collections.split(",")] if collections else [],
             }
         )
     except ValidationError as exc:
