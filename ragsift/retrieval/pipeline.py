@@ -27,7 +27,7 @@ from ragsift.retrieval.cache import ResultCache, cache_key, ttl_for_status
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.engines import EngineSet
 from ragsift.retrieval.errors import CollectionNotFoundError, EmbedderMismatchError
-from ragsift.retrieval.index import SearchHit, SearchRequest, VectorIndex
+from ragsift.retrieval.index import DenseCut, SearchHit, SearchRequest, VectorIndex
 from ragsift.retrieval.intents import classify_intent
 from ragsift.retrieval.reader import Reader, ReaderItem, ReaderScores
 from ragsift.retrieval.rerank import Reranker, RerankStage
@@ -611,6 +611,13 @@ class RetrievalPipeline:
         # With a reranker the search fills its candidate window; the rerank keeps k.
         return p.limit if self.rerank is None else self.rerank.fetch_limit(p.limit)
 
+    def _dense_cut(self, p: _Pending) -> DenseCut | None:
+        """E3: an adaptive hybrid query's dense step is cut adaptively before fusion."""
+        if p.selection != "adaptive" or p.query.mode != "hybrid":
+            return None
+        params = strategy_for(p.query.task_type).apply(self.engines.base.adaptive)
+        return DenseCut(params.floor, params.threshold, params.min_k, params.max_k)
+
     def _request(self, p: _Pending) -> SearchRequest:
         limit = self._search_limit(p)
         return SearchRequest(
@@ -621,6 +628,7 @@ class RetrievalPipeline:
             limit=limit,
             prefetch_limit=prefetch_limit(limit),
             embedder_id=self.embedder.embedder_id,
+            dense_cut=self._dense_cut(p),
         )
 
     async def _search_isolated(
