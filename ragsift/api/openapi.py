@@ -33,6 +33,10 @@ DEFAULT_TIMEOUT_S = 10.0
 MIN_TIMEOUT_S = 1.0  # a trip through Kafka and a worker batch; less is a guaranteed 504
 MAX_ENTITIES = 64  # as the query event's contract
 
+#: Some non-space character. Python's (and pydantic's Rust) \s and JSON Schema's
+#: ECMAScript \s differ by U+0085 and U+FEFF; naming both keeps the server and
+#: schema-driven clients (schemathesis) agreeing on which queries are blank.
+_NOT_ONLY_SPACE = r"[^\s\u0085\ufeff]"
 _Collection = Annotated[str, Field(pattern=COLLECTION_PATTERN)]
 _Entity = Annotated[str, Field(min_length=1, max_length=MAX_ENTITY_CHARS)]
 _TASKS = sorted(TASK_STRATEGIES)
@@ -72,7 +76,7 @@ class QueryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra=_TASK_NEEDS_ADAPTIVE)
 
     tenant_id: str | None = Field(default=None, pattern=TENANT_PATTERN, min_length=1, max_length=64)
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"\S")
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, pattern=_NOT_ONLY_SPACE)
     query_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
     collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
     collections: list[_Collection] = Field(

@@ -103,3 +103,16 @@ async def test_bad_options_are_a_422_naming_the_field(
     if field:
         assert field in {f["loc"][0] for f in answer["fields"]}
     assert api.sent == []  # nothing was published
+
+
+@pytest.mark.parametrize("blank", ["\u0085", "\ufeff", " \t\u2028", "\u3000"])
+async def test_a_blank_query_is_refused_by_the_schema_and_the_server_alike(
+    client: Client, api: RecordingApi, keys: Keys, blank: str
+) -> None:
+    """ECMAScript's \\S (the OpenAPI reader's) takes U+0085 for a character, Python's
+    for a space: schemathesis found a NEL query the schema allowed and the server refused."""
+    pattern = openapi_document()["components"]["schemas"]["QueryRequest"]["properties"]["query"]
+    assert pattern["pattern"] == r"[^\s\u0085\ufeff]"
+    status, answer = await _post(client, keys, {"query": blank})
+    assert status == 422, answer
+    assert api.sent == []
