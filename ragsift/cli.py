@@ -422,6 +422,10 @@ def ask(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     data_dir: DataDir = None,
+    collections: Annotated[
+        str | None,
+        typer.Option(help="More collections to search, comma-separated: one confidence for the merged hits."),
+    ] = None,
 ) -> None:
     """Ask one question of the documents indexed by `ragsift ingest` and print the
     confidence, the answer or refusal, and the context kept and dropped.
@@ -448,6 +452,7 @@ def ask(
                 "mode": mode,
                 "selection": selection,
                 "task_type": task,
+                "collections": [c.strip() for c in collections.split(",")] if collections else [],
             }
         )
     except ValidationError as exc:

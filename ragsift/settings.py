@@ -222,7 +222,14 @@ class GuardrailSettings(BaseSettings):
         default="moderate",
         validation_alias=AliasChoices("RAGSIFT_GUARDRAILS_PRESET", "RAG_THRESHOLD_PRESET"),
     )
-    min_documents: int = Field(default=1, ge=1, le=20)
+    #: D1: kept hits within the similarity threshold a result needs to be answerable
+    #: (seed D's RAG_MIN_DOCUMENTS; the calibrated scorer alone needs one).
+    min_documents: int = Field(
+        default=1,
+        ge=1,
+        le=20,
+        validation_alias=AliasChoices("RAGSIFT_GUARDRAILS_MIN_DOCUMENTS", "RAG_MIN_DOCUMENTS"),
+    )
     validate_responses: bool = Field(
         default=True,
         validation_alias=AliasChoices(
@@ -232,6 +239,11 @@ class GuardrailSettings(BaseSettings):
     #: Per-collection overrides of the preset's threshold (D9), as JSON:
     #: RAGSIFT_GUARDRAILS_COLLECTION_THRESHOLDS='{"legal": 0.9}'.
     collection_thresholds: dict[str, float] = Field(default_factory=dict)
+    #: A13: per-tenant level bounds, answer threshold and cache TTLs (YAML or JSON;
+    #: docs/confidence.md, "Per-tenant thresholds"); re-read when it changes.
+    tenant_thresholds_path: Path | None = None
+    #: Least seconds between two checks of that file for a change.
+    tenant_thresholds_poll_s: float = Field(default=5.0, gt=0, le=3_600)
 
     @model_validator(mode="after")
     def _thresholds_in_range(self) -> GuardrailSettings:
@@ -243,6 +255,14 @@ class GuardrailSettings(BaseSettings):
     def threshold_for(self, collection: str) -> float:
         """Confidence needed to use context in ``collection``."""
         return self.collection_thresholds.get(collection, GUARDRAIL_PRESETS[self.preset])
+
+    def threshold_for_all(self, collections: list[str]) -> float:
+        """D3 + D9: the strictest threshold of the collections one query searched."""
+        return max(self.threshold_for(c) for c in collections)
+
+    def override_for_all(self, collections: list[str]) -> float:
+        """The strictest explicit per-collection threshold (D9) of ``collections``; 0 if none."""
+        return max((self.collection_thresholds.get(c, 0.0) for c in collections), default=0.0)
 
 
 class LlmSettings(BaseSettings):

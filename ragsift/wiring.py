@@ -169,8 +169,9 @@ def build_report_handler(settings: Settings, metrics: Metrics) -> ReportHandler:
     report_settings = ReportSettings(
         strict_mode=guard.strict_mode,
         validate_responses=guard.validate_responses,
-        # Per-collection thresholds (D9) drive decisions; reports use the preset's.
+        # The preset's threshold, or a collection's own (D9), as in decisions.
         advisory_threshold=GUARDRAIL_PRESETS[guard.preset],
+        collection_thresholds=dict(guard.collection_thresholds),
         llm_base_url=llm.base_url,
         llm_model=llm.model,
         llm_api_key=llm.api_key.get_secret_value() if llm.api_key else None,

@@ -40,7 +40,7 @@ from ragsift.api.console import (
     ConsoleRoutes,
     dropped_messages_counter,
 )
-from ragsift.api.openapi import ErrorBody, QueryRequest, openapi_document
+from ragsift.api.openapi import EVENT_FIELDS, ErrorBody, QueryRequest, openapi_document
 from ragsift.api.store import RecentEvents, SharedResults, StoreKey
 from ragsift.errors import DecodeError
 from ragsift.observability.metrics import Metrics
@@ -492,12 +492,9 @@ async def read_query(
             query_id=req.query_id or f"{id_prefix}-{uuid.uuid4().hex}",
             # the credential names the tenant; a body tenant_id must agree with it
             tenant_id=principal.tenant_for(req.tenant_id),
-            query=req.query,
-            collection=req.collection,
-            k=req.k,
-            mode=req.mode,
-            want_report=req.want_report,
             traceparent=request.headers.get("traceparent"),
+            # unset fields stay unset: the event's defaults (collection!) apply
+            **req.model_dump(include=set(EVENT_FIELDS), exclude_unset=True),
         )
     except ValidationError as exc:
         fields = [

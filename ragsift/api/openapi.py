@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragsift import __version__
-from ragsift.schemas import MAX_K, MAX_QUERY_CHARS, TENANT_PATTERN, Report, RetrievalResult
+from ragsift.confidence import TASK_STRATEGIES
+from ragsift.schemas import (
+    MAX_COLLECTIONS,
+    MAX_K,
+    MAX_QUERY_CHARS,
+    TENANT_PATTERN,
+    Report,
+    RetrievalResult,
+    Selection,
+)
 from ragsift.schemas.base import COLLECTION_PATTERN
+from ragsift.schemas.query import MAX_ENTITY_CHARS
 
 __all__ = [
     "MAX_TIMEOUT_S",
@@ -21,6 +31,39 @@ __all__ = [
 MAX_TIMEOUT_S = 60.0  # a synchronous caller should not hold a connection longer
 DEFAULT_TIMEOUT_S = 10.0
 MIN_TIMEOUT_S = 1.0  # a trip through Kafka and a worker batch; less is a guaranteed 504
+MAX_ENTITIES = 64  # as the query event's contract
+
+#: Some non-space character. Python's (and pydantic's Rust) \s and JSON Schema's
+#: ECMAScript \s differ by U+0085 and U+FEFF; naming both keeps the server and
+#: schema-driven clients (schemathesis) agreeing on which queries are blank.
+_NOT_ONLY_SPACE = r"[^\s\u0085\ufeff]"
+_Collection = Annotated[str, Field(pattern=COLLECTION_PATTERN)]
+_Entity = Annotated[str, Field(min_length=1, max_length=MAX_ENTITY_CHARS)]
+_TASKS = sorted(TASK_STRATEGIES)
+#: The query event's rule, stated in the schema so clients (and schemathesis) see it:
+#: a task type applies to adaptive selection only (unset selection means adaptive).
+_TASK_NEEDS_ADAPTIVE: dict[str, Any] = {
+    "if": {
+        "required": ["selection"],
+        "properties": {"selection": {"enum": ["threshold", "top_k"]}},
+    },
+    "then": {"properties": {"task_type": {"type": "null"}}},
+}
+#: Request fields that are query event fields of the same name and contract.
+EVENT_FIELDS = frozenset(
+    {
+        "query",
+        "collection",
+        "collections",
+        "k",
+        "mode",
+        "selection",
+        "task_type",
+        "similarity_threshold",
+        "entities",
+        "want_report",
+    }
+)
 
 
 class QueryRequest(BaseModel):
@@ -30,16 +73,43 @@ class QueryRequest(BaseModel):
     when the credential covers one tenant, and must name one of its tenants when given.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_TASK_NEEDS_ADAPTIVE)
 
     tenant_id: str | None = Field(default=None, pattern=TENANT_PATTERN, min_length=1, max_length=64)
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"\S")
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, pattern=_NOT_ONLY_SPACE)
     query_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
     collection: str = Field(default="default", pattern=COLLECTION_PATTERN)
+    collections: list[_Collection] = Field(
+        default_factory=list,
+        max_length=MAX_COLLECTIONS,
+        json_schema_extra={"uniqueItems": True},
+        description="D3: further collections searched with ``collection``.",
+    )
     k: int | None = Field(default=None, ge=1, le=MAX_K)
     mode: str = Field(default="hybrid", pattern=r"^(hybrid|dense|keyword)$")
+    selection: Selection | None = Field(
+        default=None, description="threshold, adaptive or top_k; the deployment's when unset."
+    )
+    task_type: str | None = Field(
+        default=None,
+        json_schema_extra={"enum": [*_TASKS, None]},
+        description="E2 task type; implies adaptive selection, refused with another one.",
+    )
+    similarity_threshold: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="A1 hit bar for this query."
+    )
+    entities: list[_Entity] = Field(
+        default_factory=list, max_length=MAX_ENTITIES, description="E1 entities for coverage."
+    )
     want_report: bool = Field(default=False, strict=True)
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, ge=MIN_TIMEOUT_S, le=MAX_TIMEOUT_S)
+
+    @field_validator("task_type")
+    @classmethod
+    def _known_task(cls, task: str | None) -> str | None:
+        if task is not None and task not in TASK_STRATEGIES:
+            raise ValueError(f"task_type must be one of {', '.join(_TASKS)}, got {task!r}")
+        return task
 
 
 class QueryAnswer(BaseModel):

@@ -99,6 +99,7 @@ class ConfidenceEngine:
         threshold: float | None = None,
         response_quality: ResponseQuality = None,
         task: str | None = None,
+        top_k: int | None = None,
     ) -> Assessment:
         """Assess one query's hits.
 
@@ -107,6 +108,7 @@ class ConfidenceEngine:
             threshold: per-query similarity threshold (A1 override).
             response_quality: C1 response quality for the composite scorer.
             task: E2 task type for adaptive selection.
+            top_k: E4's k for this query (top_k selection); None keeps ``config.top_k``.
         """
         cfg = self.config
         t = cfg.similarity_threshold if threshold is None else threshold
@@ -123,6 +125,7 @@ class ConfidenceEngine:
             threshold=t,
             response_quality=_response_value(response_quality),
             adaptive=adaptive,
+            top_k=top_k,
         )
 
     def assess_many(
@@ -131,8 +134,9 @@ class ConfidenceEngine:
         *,
         thresholds: Sequence[float | None] | None = None,
         tasks: Sequence[str | None] | None = None,
+        top_ks: Sequence[int | None] | None = None,
     ) -> list[Assessment]:
-        """Assess many queries: exactly ``[assess(h, threshold=t, task=k) ...]``, faster.
+        """Assess many queries: exactly ``[assess(h, threshold=t, task=k, top_k=n) ...]``.
 
         Unlike :meth:`assess_batch`, whose numpy reductions sum in another order than
         :meth:`assess` (signals differ in the last bits), this keeps :meth:`assess`'s
@@ -143,15 +147,17 @@ class ConfidenceEngine:
             hits: each query's raw scores and metadata.
             thresholds: per-query similarity threshold, None = the configured one.
             tasks: per-query E2 task type for adaptive selection, None = none.
+            top_ks: per-query E4 k for top_k selection, None = ``config.top_k``.
         """
         cfg = self.config
         q = len(hits)
         ts = [None] * q if thresholds is None else list(thresholds)
         ks = [None] * q if tasks is None else list(tasks)
-        if len(ts) != q or len(ks) != q:
+        ns = [None] * q if top_ks is None else list(top_ks)
+        if len(ts) != q or len(ks) != q or len(ns) != q:
             raise ConfidenceError(
-                f"thresholds and tasks must have one value per query ({q}), "
-                f"got {len(ts)} and {len(ks)}"
+                f"thresholds, tasks and top_ks must have one value per query ({q}), "
+                f"got {len(ts)}, {len(ks)} and {len(ns)}"
             )
         bars: list[float] = []
         for h, threshold in zip(hits, ts, strict=True):
@@ -172,6 +178,7 @@ class ConfidenceEngine:
                 cfg.adaptive if task is None else strategy_for(task).apply(cfg.adaptive)
                 for task in ks
             ],
+            top_k=[cfg.top_k if n is None else n for n in ns],
         )
 
     def _check_metric(self, primary_metric: str, n: int) -> None:

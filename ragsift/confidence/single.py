@@ -18,6 +18,7 @@ import numpy as np
 
 from ragsift.confidence.assessment import Assessment, build_assessment
 from ragsift.confidence.config import AdaptiveParams, ConfidenceConfig
+from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.filtering import (
     ADAPTIVE_STOP,
     BELOW_FLOOR,
@@ -195,8 +196,12 @@ def assess_one(
     threshold: float,
     response_quality: float,
     adaptive: AdaptiveParams,
+    top_k: int | None = None,
 ) -> Assessment:
-    """Assess one query (same result as the batch path, computed for one)."""
+    """Assess one query (same result as the batch path, computed for one).
+
+    ``top_k``: E4's k for this query; None keeps ``cfg.top_k``.
+    """
     params = cfg.normalization
     chans = {
         name: normalize_scores(getattr(hits, name), metric, params).tolist()
@@ -212,6 +217,7 @@ def assess_one(
         threshold=threshold,
         response_quality=response_quality,
         adaptive=adaptive,
+        top_k=cfg.top_k if top_k is None else top_k,
     )
 
 
@@ -225,8 +231,11 @@ def assess_many(
     thresholds: Sequence[float],
     response_quality: Sequence[float],
     adaptive: Sequence[AdaptiveParams],
+    top_k: Sequence[int] | None = None,
 ) -> list[Assessment]:
     """:func:`assess_one` for each query, with one numpy call per channel for them all.
+
+    ``top_k``: E4's k per query; None keeps ``cfg.top_k`` for every query.
 
     Normalization is elementwise, so normalizing the queries' scores concatenated
     gives each score exactly the value it gets alone; everything after it is the
@@ -259,6 +268,7 @@ def assess_many(
             threshold=thresholds[i],
             response_quality=response_quality[i],
             adaptive=adaptive[i],
+            top_k=cfg.top_k if top_k is None else top_k[i],
         )
         for i, h in enumerate(hits)
     ]
@@ -275,6 +285,7 @@ def _assess_normalized(
     threshold: float,
     response_quality: float,
     adaptive: AdaptiveParams,
+    top_k: int,
 ) -> Assessment:
     """Everything after normalization, for one query, in plain Python."""
     p = chans.get(hits.primary_channel, [])
@@ -303,11 +314,13 @@ def _assess_normalized(
         stop: StopReason = "threshold" if kept else "no_results"
         limit = cfg.min_results
     elif cfg.selection == "top_k":
-        kept = min(n, cfg.top_k)
+        if top_k < 1:
+            raise ConfidenceError(f"top_k must be > 0, got {top_k}")
+        kept = min(n, top_k)
         bar = 0.0
         codes = [0 if j < kept else TOP_K_CAP for j in range(n)]
         stop = "max_k" if kept else "no_results"
-        limit = cfg.top_k
+        limit = top_k
     else:
         em = hits.entity_matrix
         rows = em.tolist() if em is not None and em.shape[1] > 0 else None

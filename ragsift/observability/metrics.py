@@ -176,6 +176,12 @@ class Metrics:
             ["stage"],
             registry=r,
         )
+        self.tenant_thresholds_reloads = Counter(
+            "ragsift_tenant_thresholds_reloads_total",
+            "Reloads of the per-tenant thresholds file (A13), by result (ok, error).",
+            ["result"],
+            registry=r,
+        )
         self.batch_size = Histogram(
             "ragsift_batch_size",
             "Events per processed batch.",

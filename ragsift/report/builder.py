@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -88,6 +88,8 @@ class ReportSettings:
             every hit and answers even unanswerable results that have hits.
         validate_responses: D5 validation of generated answers.
         advisory_threshold: C2/C3 confidence below which a report is advisory only.
+        collection_thresholds: D9 per-collection advisory thresholds replacing
+            ``advisory_threshold``; a result of several collections (D3) takes the strictest.
         green_at: C2 HIGH_CONFIDENCE bound; at or above it the badge is green (C6).
         max_answer_chars: longer answers are cut at a sentence end.
         max_sources: hits given to the LLM in strict mode.
@@ -106,6 +108,7 @@ class ReportSettings:
     strict_mode: bool = True
     validate_responses: bool = True
     advisory_threshold: float = DEFAULT_ADVISORY_THRESHOLD
+    collection_thresholds: Mapping[str, float] = field(default_factory=dict)
     green_at: float = DEFAULT_GREEN_AT
     max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS
     max_sources: int = DEFAULT_MAX_SOURCES
@@ -129,6 +132,11 @@ class ReportSettings:
                 f"green_at must be >= advisory_threshold ({self.advisory_threshold}), "
                 f"got {self.green_at}"
             )
+        for name, value in self.collection_thresholds.items():
+            if not 0.0 <= value <= 1.0:
+                raise ConfigurationError(
+                    f"collection_thresholds[{name!r}] must be in [0, 1], got {value}"
+                )
         for name in ("max_answer_chars", "max_sources", "max_source_chars"):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -139,6 +147,11 @@ class ReportSettings:
             raise ConfigurationError(
                 f"llm_model is required with llm_base_url {self.llm_base_url!r}, got none"
             )
+
+    def advisory_threshold_for(self, result: RetrievalResult) -> float:
+        """D9: the advisory threshold of ``result``'s collections (the strictest of several)."""
+        collections = result.collections or [result.collection]
+        return max(self.collection_thresholds.get(c, self.advisory_threshold) for c in collections)
 
     def make_llm_client(self) -> OpenAIChatClient | None:
         """The configured chat client, or ``None`` for extractive reports."""
@@ -153,11 +166,18 @@ class ReportSettings:
         )
 
 
-def badge_for(confidence: float, settings: ReportSettings) -> Badge:
-    """C6 badge: green at HIGH_CONFIDENCE, orange at or above the advisory threshold, red below."""
-    if confidence >= settings.green_at:
+def badge_for(
+    confidence: float, settings: ReportSettings, advisory_threshold: float | None = None
+) -> Badge:
+    """C6 badge: green at HIGH_CONFIDENCE, orange at or above the advisory threshold, red below.
+
+    ``advisory_threshold`` replaces the settings' (a collection's own, D9); a
+    confidence below it is never green.
+    """
+    bar = settings.advisory_threshold if advisory_threshold is None else advisory_threshold
+    if confidence >= max(settings.green_at, bar):
         return "green"
-    return "orange" if confidence >= settings.advisory_threshold else "red"
+    return "orange" if confidence >= bar else "red"
 
 
 def banner_for(confidence: float) -> str:
@@ -358,14 +378,15 @@ class ReportBuilder:
     ) -> tuple[Report, list[EvidenceEvent]]:
         s = self.settings
         confidence = result.confidence
-        advisory = confidence < s.advisory_threshold
+        threshold = s.advisory_threshold_for(result)
+        advisory = confidence < threshold
         if advisory:
             # C3: the report still goes out, flagged.
             log.warning(
                 "report for query %s is advisory only: confidence %.2f < %.2f",
                 result.query_id,
                 confidence,
-                s.advisory_threshold,
+                threshold,
             )
         if answer.is_refusal and not answer.replaced:
             # A8: refused before using any context: say the answer has none behind it.
@@ -385,7 +406,7 @@ class ReportBuilder:
             level=result.level,
             confidence=confidence,
             composite_confidence=self._composite_of(result, hits, answer.response_quality),
-            badge="red" if answer.is_refusal else badge_for(confidence, s),
+            badge="red" if answer.is_refusal else badge_for(confidence, s, threshold),
             banner=banner_for(confidence) if advisory else None,
             citations=[h.citation for h in hits] if context_used else [],
             prompt_variant=answer.variant,
@@ -396,7 +417,7 @@ class ReportBuilder:
 
     def _evidence(self, result: RetrievalResult, answer: _Answer) -> list[EvidenceEvent]:
         out: list[EvidenceEvent] = []
-        threshold = self.settings.advisory_threshold
+        threshold = self.settings.advisory_threshold_for(result)
         details = {"generated_by": answer.generated_by, "prompt_variant": answer.variant}
         if answer.replaced:
             out.append(

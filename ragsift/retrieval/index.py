@@ -73,6 +73,7 @@ __all__ = [
     "ChannelQuery",
     "ChunkRecord",
     "CollectionInfo",
+    "DenseCut",
     "HybridFusion",
     "PayloadValue",
     "PointKey",
@@ -86,6 +87,7 @@ __all__ = [
     "VectorIndex",
     "assemble_hits",
     "check_embedder",
+    "cut_dense",
     "dense_for_upsert",
     "filter_conditions",
     "plan_search",
@@ -254,6 +256,30 @@ def dense_for_upsert(record: ChunkRecord, dim: int) -> list[float]:
 
 
 @dataclass(frozen=True, slots=True)
+class DenseCut:
+    """E3: adaptive k in the dense step of a hybrid search, before fusion (seed E).
+
+    Over the dense candidates, best first: drop those under ``floor``; keep
+    adding until the mean similarity of those kept reaches ``threshold`` with at
+    least ``min_k`` kept, or ``max_k`` are kept. Fusion is unchanged. Seed E's
+    entity coverage needs the hits' text, which the dense step does not load:
+    the cut uses similarity alone, and coverage stays with the confidence engine.
+    """
+
+    floor: float
+    threshold: float
+    min_k: int
+    max_k: int
+
+    def __post_init__(self) -> None:
+        for name in ("floor", "threshold"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if not 1 <= self.min_k <= self.max_k:
+            raise ValueError(f"need 1 <= min_k <= max_k, got {self.min_k} and {self.max_k}")
+
+
+@dataclass(frozen=True, slots=True)
 class SearchRequest:
     """One search, always scoped to a tenant.
 
@@ -268,6 +294,8 @@ class SearchRequest:
             they narrow the tenant filter, they cannot replace it.
         embedder_id: the embedder that produced ``dense_vector``; when given,
             the index refuses it unless it matches the collection's embedder.
+        dense_cut: E3 adaptive k of the dense channel before fusion (hybrid only);
+            it makes the fusion client-side.
     """
 
     tenant_id: str
@@ -278,6 +306,7 @@ class SearchRequest:
     prefetch_limit: int = DEFAULT_PREFETCH_LIMIT
     filter: Mapping[str, PayloadValue] | None = None
     embedder_id: str | None = None
+    dense_cut: DenseCut | None = None
 
     def __post_init__(self) -> None:
         require_tenant(self.tenant_id)
@@ -331,6 +360,7 @@ class SearchHit:
         dense_rank, sparse_rank: position in each channel's candidates, from 1.
         rerank_score: cross-encoder logit, when a reranker scored the chunk.
         payload: the full stored payload (chunk fields and metadata).
+        collection: the collection searched, set by a multi-collection query (D3).
     """
 
     chunk_id: str
@@ -348,6 +378,7 @@ class SearchHit:
     sparse_rank: int | None = None
     payload: Mapping[str, Any] = field(default_factory=dict)
     rerank_score: float | None = None
+    collection: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -529,7 +560,7 @@ def plan_search(
         queries.append(ChannelQuery("dense", request.prefetch_limit, False, dense=dense))
         if has_sparse:
             queries.append(ChannelQuery("sparse", request.prefetch_limit, False, sparse=sparse))
-        if hybrid_fusion == "qdrant":
+        if hybrid_fusion == "qdrant" and request.dense_cut is None:
             queries.append(
                 ChannelQuery(
                     "fused",
@@ -540,7 +571,9 @@ def plan_search(
                     prefetch_limit=request.prefetch_limit,
                 )
             )
-    fetch = request.mode == "hybrid" and hybrid_fusion == "client"
+    # An E3 cut applies between the dense channel and fusion: only client fusion has one.
+    client = hybrid_fusion == "client" or request.dense_cut is not None
+    fetch = request.mode == "hybrid" and client
     return SearchPlan(request, tuple(queries), conditions, fetch_payload=fetch)
 
 
@@ -569,6 +602,21 @@ def rrf_fuse(
     # Sorting (-score, id) tuples compares natively, without a key function per item.
     ranked = sorted([(-score, pid) for pid, score in scores.items()])
     return [(pid, -negated) for negated, pid in ranked]
+
+
+def cut_dense(points: Sequence[RawPoint], cut: DenseCut) -> list[RawPoint]:
+    """The dense candidates an E3 cut keeps (``points`` best first; see :class:`DenseCut`)."""
+    kept: list[RawPoint] = []
+    total = 0.0
+    for point in points:
+        if point.score < cut.floor:
+            break  # best first: every later candidate is under the floor too
+        kept.append(point)
+        total += point.score
+        n = len(kept)
+        if (total / n >= cut.threshold and n >= cut.min_k) or n >= cut.max_k:
+            break
+    return kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -604,7 +652,12 @@ def rank_answers(
     by_kind = {q.kind: _canonical(r) for q, r in zip(plan.queries, results, strict=True)}
     winners: list[tuple[PointKey, float]] = []
     if plan.fetch_payload:
-        channels = [by_kind[kind] for kind in ("dense", "sparse") if kind in by_kind]
+        cut = plan.request.dense_cut
+        channels = [
+            cut_dense(by_kind[kind], cut) if kind == "dense" and cut is not None else by_kind[kind]
+            for kind in ("dense", "sparse")
+            if kind in by_kind
+        ]
         winners = rrf_fuse(channels, k=k)[: plan.request.limit]
     return RankedAnswers(plan, by_kind, winners)
 

@@ -11,6 +11,7 @@ query is scored without reranker scores, and its result says so.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,24 +19,27 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import ValidationError
 
-from ragsift.confidence import Assessment, HitScores, strategy_for
+from ragsift.confidence import TASK_STRATEGIES, Assessment, HitScores, strategy_for
+from ragsift.confidence.policy import AnswerPolicy, apply_policy
 from ragsift.errors import InvalidEventError, RagsiftError, ServiceUnavailableError
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.cache import ResultCache, cache_key, ttl_for_status
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.engines import EngineSet
 from ragsift.retrieval.errors import CollectionNotFoundError, EmbedderMismatchError
-from ragsift.retrieval.index import SearchHit, SearchRequest, VectorIndex
+from ragsift.retrieval.index import DenseCut, SearchHit, SearchRequest, VectorIndex
 from ragsift.retrieval.intents import classify_intent
 from ragsift.retrieval.reader import Reader, ReaderItem, ReaderScores
 from ragsift.retrieval.rerank import Reranker, RerankStage
 from ragsift.retrieval.results import (
     bypass_result,
+    collections_of,
     error_result,
     evidence_for,
     result_id,
     scored_result,
 )
+from ragsift.retrieval.tenant_thresholds import TenantThresholdStore
 from ragsift.schemas import (
     Advice,
     CacheInfo,
@@ -46,7 +50,7 @@ from ragsift.schemas import (
     Selection,
     utcnow,
 )
-from ragsift.settings import Settings
+from ragsift.settings import CacheSettings, Settings
 
 __all__ = ["PipelineOutput", "RetrievalPipeline"]
 
@@ -106,6 +110,8 @@ class RetrievalPipeline:
             hits, or None (the default) to rank by retrieval scores alone.
         reader: scores the final hits against their query (sentence match, term
             coverage) for the calibrated scorer; None (the default) reads nothing.
+        tenant_thresholds: per-tenant levels, answer threshold and TTLs (A13); by
+            default read from ``settings.guardrails.tenant_thresholds_path`` when set.
     """
 
     def __init__(
@@ -120,6 +126,7 @@ class RetrievalPipeline:
         source: str = "/ragsift/retrieval",
         reranker: Reranker | None = None,
         reader: Reader | None = None,
+        tenant_thresholds: TenantThresholdStore | None = None,
     ):
         if engines.embedder_id != embedder.embedder_id:
             raise InvalidEventError(
@@ -139,6 +146,15 @@ class RetrievalPipeline:
             else None
         )
         self.reader = reader
+        guard = settings.guardrails
+        if tenant_thresholds is None and guard.tenant_thresholds_path is not None:
+            tenant_thresholds = TenantThresholdStore(
+                guard.tenant_thresholds_path,
+                engines.base.levels,
+                poll_interval_s=guard.tenant_thresholds_poll_s,
+                metrics=metrics,
+            )
+        self.tenant_thresholds = tenant_thresholds
         self._inflight: dict[str, asyncio.Future[RetrievalResult]] = {}
         # Collections seen to exist; greetings are checked against it before any metric.
         self._known_collections: set[str] = set()
@@ -146,6 +162,8 @@ class RetrievalPipeline:
     async def process(self, queries: Sequence[QueryEvent]) -> list[PipelineOutput | Exception]:
         """One outcome per query, in order."""
         started = time.perf_counter()
+        if self.tenant_thresholds is not None:
+            self.tenant_thresholds.poll()  # cheap: a clock read, a stat per poll interval
         out: list[PipelineOutput | Exception | None] = [None] * len(queries)
         pending: list[_Pending] = []
         for i, query in enumerate(queries):
@@ -237,10 +255,20 @@ class RetrievalPipeline:
                     query_id=query.query_id,
                 )
             vector = list(query.vector)
-        selection: Selection = query.selection or "threshold"
+        task = query.task_type
+        if task is not None and task not in TASK_STRATEGIES:
+            raise InvalidEventError(
+                f"unknown task_type {task!r}; known tasks: {', '.join(sorted(TASK_STRATEGIES))}",
+                query_id=query.query_id,
+            )
+        # A task names an adaptive strategy (E2): it implies adaptive selection.
+        selection: Selection = query.selection or ("adaptive" if task else "threshold")
         limit = query.k or self.settings.confidence.default_k
-        if selection == "adaptive":
-            limit = max(limit, strategy_for(query.task_type or "general").max_k)
+        if not self.settings.guardrails.strict_mode:
+            # D8 rollback: no filtering; every hit the search returns is kept.
+            selection = "top_k"
+        elif selection == "adaptive":
+            limit = max(limit, strategy_for(task).max_k)
         return _Pending(position, query, selection, limit, vector=vector)
 
     async def _bypass(
@@ -255,7 +283,8 @@ class RetrievalPipeline:
             # A bypass skips the search that would have refused an unknown collection:
             # check it here, before the result is labelled or emitted anywhere.
             try:
-                await self._check_collection(p.query.collection)
+                for collection in p.query.searched:
+                    await self._check_collection(collection)
             except InvalidEventError as exc:
                 out[p.position] = exc
                 continue
@@ -300,11 +329,14 @@ class RetrievalPipeline:
         if self.cache is None or not pending:
             return pending
         cache = self.cache
-        scopes = list(dict.fromkeys((p.query.tenant_id, p.query.collection) for p in pending))
+        scopes = list(
+            dict.fromkeys((p.query.tenant_id, c) for p in pending for c in p.query.searched)
+        )
         try:
             versions = dict(zip(scopes, await self._versions(cache, scopes), strict=True))
             for p in pending:
-                p.key = self._key(p, versions[(p.query.tenant_id, p.query.collection)])
+                tenant = p.query.tenant_id
+                p.key = self._key(p, *(versions[(tenant, c)] for c in p.query.searched))
             found = await cache.get_many([p.key for p in pending if p.key is not None])
         except (ServiceUnavailableError, OSError, ConnectionError):
             # Cache trouble never fails a query: count it and bypass the cache.
@@ -352,13 +384,15 @@ class RetrievalPipeline:
             cached = RetrievalResult.model_validate_json(raw)
         except ValidationError:
             return None
-        if (cached.tenant_id, cached.collection) != (query.tenant_id, query.collection):
+        scope = (cached.tenant_id, cached.collection, cached.collections)
+        if scope != (query.tenant_id, query.collection, collections_of(query)):
             return None  # keys are tenant-scoped; never serve another tenant's entry anyway
         return cached
 
-    def _key(self, p: _Pending, version: int) -> str:
+    def _key(self, p: _Pending, *versions: int) -> str:
+        """The cache key; ``versions`` are the index versions of the searched collections."""
         q = p.query
-        params = {
+        params: dict[str, object] = {
             "k": p.limit,
             "mode": q.mode,
             "selection": p.selection,
@@ -369,10 +403,16 @@ class RetrievalPipeline:
         }
         if self.rerank is not None:  # only when on: keys of a reranker-free setup stay put
             params["reranker"] = self.rerank.reranker.reranker_id
+        # Added only when set, as above: keys of single-collection queries stay put.
+        if q.collections:
+            params["collections"] = [[c, v] for c, v in zip(q.searched, versions, strict=True)]
+        tenant = self._tenant_fingerprint(q.tenant_id)
+        if tenant is not None:  # the tenant's thresholds changed: its entries are stale
+            params["tenant_thresholds"] = tenant
         return cache_key(
             tenant_id=q.tenant_id,
             collection=q.collection,
-            index_version=version,
+            index_version=versions[0],
             query=q.query,
             params=params,
             embedder_id=self.embedder.embedder_id,
@@ -389,7 +429,7 @@ class RetrievalPipeline:
         for p, result in stored:
             if p.key is None or result.outcome != "ok" or p.rerank_failed:
                 continue  # a result scored without its reranker is not kept for later
-            ttl = ttl_for_status(result.status, self.settings.cache)
+            ttl = ttl_for_status(result.status, self._cache_settings(result.tenant_id))
             if ttl <= 0:
                 continue
             copy = result.model_copy(update={"cache": CacheInfo(hit=False, ttl_seconds=ttl)})
@@ -404,6 +444,17 @@ class RetrievalPipeline:
             return
         for status in statuses:
             self.metrics.cache_writes.labels(self.cache.backend, status).inc()
+
+    def _tenant_fingerprint(self, tenant_id: str) -> str | None:
+        store = self.tenant_thresholds
+        return store.fingerprint(tenant_id) if store is not None else None
+
+    def _cache_settings(self, tenant_id: str) -> CacheSettings:
+        """The cache TTLs of a tenant's results (A13), the deployment's by default."""
+        store = self.tenant_thresholds
+        values = store.get(tenant_id) if store is not None else None
+        base = self.settings.cache
+        return values.cache_settings(base) if values is not None else base
 
     def _reuse(
         self, result: RetrievalResult, query: QueryEvent, *, hit: bool, ttl: int | None = None
@@ -437,14 +488,17 @@ class RetrievalPipeline:
         except (ServiceUnavailableError, OSError, ConnectionError, TimeoutError) as exc:
             return [self._failed(p.query, "embed", exc, 1) for p in batch]
         t_embed = time.perf_counter()
-        hits_per_query: list[list[SearchHit] | Exception] = [[] for _ in batch]
+        # One batched search per collection; a D3 query is in the batch of each of its own.
         by_collection: dict[str, list[int]] = {}
         for i, p in enumerate(batch):
-            by_collection.setdefault(p.query.collection, []).append(i)
+            for collection in p.query.searched:
+                by_collection.setdefault(collection, []).append(i)
+        found_in: list[dict[str, list[SearchHit] | Exception]] = [{} for _ in batch]
         for collection, idxs in by_collection.items():
             found = await self._search_collection(collection, [batch[i] for i in idxs])
             for i, hits in zip(idxs, found, strict=True):
-                hits_per_query[i] = hits
+                found_in[i][collection] = hits
+        hits_per_query = [self._merge(p, found) for p, found in zip(batch, found_in, strict=True)]
         t_search = time.perf_counter()
         results: list[RetrievalResult | Exception | None] = []
         scorable: list[_Found] = []
@@ -531,9 +585,41 @@ class RetrievalPipeline:
         found = iter(await self._search_isolated(collection, valid))
         return [r if isinstance(r, Exception) else next(found) for r in requests]
 
-    def _request(self, p: _Pending) -> SearchRequest:
+    def _merge(
+        self, p: _Pending, found: dict[str, list[SearchHit] | Exception]
+    ) -> list[SearchHit] | Exception:
+        """D3: one hit list from each searched collection's, best first, labelled.
+
+        Collections share the embedder, so dense scores compare across them, and
+        each collection's RRF and BM25 scores are on the same formula; the merged
+        list is cut to the query's search limit. A collection that failed fails the
+        query (its first error, in the order the collections were named).
+        """
+        if len(found) == 1:
+            return next(iter(found.values()))
+        merged: list[SearchHit] = []
+        for collection in p.query.searched:
+            hits = found[collection]
+            if isinstance(hits, Exception):
+                return hits
+            merged.extend(dataclasses.replace(h, collection=collection) for h in hits)
+        # sorted() is stable: ties keep the order the collections were named in.
+        merged = sorted(merged, key=lambda h: -h.score)[: self._search_limit(p)]
+        return [dataclasses.replace(h, rank=rank) for rank, h in enumerate(merged, 1)]
+
+    def _search_limit(self, p: _Pending) -> int:
         # With a reranker the search fills its candidate window; the rerank keeps k.
-        limit = p.limit if self.rerank is None else self.rerank.fetch_limit(p.limit)
+        return p.limit if self.rerank is None else self.rerank.fetch_limit(p.limit)
+
+    def _dense_cut(self, p: _Pending) -> DenseCut | None:
+        """E3: an adaptive hybrid query's dense step is cut adaptively before fusion."""
+        if p.selection != "adaptive" or p.query.mode != "hybrid":
+            return None
+        params = strategy_for(p.query.task_type).apply(self.engines.base.adaptive)
+        return DenseCut(params.floor, params.threshold, params.min_k, params.max_k)
+
+    def _request(self, p: _Pending) -> SearchRequest:
+        limit = self._search_limit(p)
         return SearchRequest(
             tenant_id=p.query.tenant_id,
             query=p.query.query,
@@ -542,6 +628,7 @@ class RetrievalPipeline:
             limit=limit,
             prefetch_limit=prefetch_limit(limit),
             embedder_id=self.embedder.embedder_id,
+            dense_cut=self._dense_cut(p),
         )
 
     async def _search_isolated(
@@ -617,6 +704,10 @@ class RetrievalPipeline:
                 if isinstance(assessment, Exception):
                     out.append((position, self._failed(p.query, "score", assessment, 1)))
                     continue
+                policy = self._policy(p.query)
+                if not policy.is_neutral:
+                    cfg = self.engines.engine(selection, mode, reranked=reranked).config
+                    assessment = apply_policy(assessment, cfg, policy)
                 try:
                     result = scored_result(
                         p.query,
@@ -650,6 +741,8 @@ class RetrievalPipeline:
                     tasks=[p.query.task_type for _, p, _ in items]
                     if selection == "adaptive"
                     else None,
+                    # E4 keeps the query's k (the search fetched exactly that many).
+                    top_ks=[p.limit for _, p, _ in items] if selection == "top_k" else None,
                 )
             )
         except Exception as exc:  # scoring math on hostile input; isolate it per query
@@ -659,6 +752,20 @@ class RetrievalPipeline:
         for item in items:
             out.extend(self._assess_isolated(selection, mode, [item], reranked=reranked))
         return out
+
+    def _policy(self, query: QueryEvent) -> AnswerPolicy:
+        """The bars of this query's result: its tenant's (A13); in strict mode also the
+        strictest collection threshold (D9) and the guardrails' minimum documents (D1)."""
+        store = self.tenant_thresholds
+        policy = store.policy(query.tenant_id) if store is not None else AnswerPolicy()
+        guard = self.settings.guardrails
+        if not guard.strict_mode:
+            return policy  # D8 rollback: no guardrail bars
+        return dataclasses.replace(
+            policy,
+            answer_floor=guard.override_for_all(query.searched),
+            min_documents=guard.min_documents,
+        )
 
     def _failed(
         self, query: QueryEvent, stage: str, exc: Exception, attempts: int

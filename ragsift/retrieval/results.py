@@ -25,6 +25,7 @@ from ragsift.schemas import (
 
 __all__ = [
     "bypass_result",
+    "collections_of",
     "error_result",
     "evidence_about",
     "evidence_for",
@@ -88,6 +89,7 @@ def scored_result(
             "query_id": query.query_id,
             "tenant_id": query.tenant_id,
             "collection": query.collection,
+            "collections": collections_of(query),
             "query": query.query,
             "status": a.status,
             "level": a.level,
@@ -123,6 +125,11 @@ def scored_result(
     )
 
 
+def collections_of(query: QueryEvent) -> list[str]:
+    """What a result lists as searched: every collection of a D3 query, else nothing."""
+    return query.searched if query.collections else []
+
+
 def _chunk(hit: SearchHit, rank: int, score: float) -> dict[str, object]:
     return {
         "chunk_id": hit.chunk_id,
@@ -138,6 +145,7 @@ def _chunk(hit: SearchHit, rank: int, score: float) -> dict[str, object]:
             "source": hit.source,
             "title": _title(hit),
         },
+        "collection": hit.collection,
     }
 
 
@@ -152,6 +160,7 @@ def _empty_result(query: QueryEvent, embedder_id: str, **fields: object) -> Retr
         "query_id": query.query_id,
         "tenant_id": query.tenant_id,
         "collection": query.collection,
+        "collections": collections_of(query),
         "query": query.query,
         "status": "no_relevant_context",
         "level": "VERY_LOW",

@@ -16,7 +16,7 @@ from ragsift.schemas.deadletter import DeadLetter
 from ragsift.schemas.downstream import Badge, Decision, Report, ReviewItem, ReviewQueue
 from ragsift.schemas.evidence import EvidenceData, EvidenceEvent, EvidenceType
 from ragsift.schemas.ingest import DocumentEvent, FeedbackEvent, SourceType
-from ragsift.schemas.query import QueryEvent, SearchMode, Selection
+from ragsift.schemas.query import MAX_COLLECTIONS, QueryEvent, SearchMode, Selection
 from ragsift.schemas.registry import ALL_SCHEMAS, export_json_schemas, json_schema_documents
 from ragsift.schemas.retrieval import (
     Advice,
@@ -36,6 +36,7 @@ from ragsift.schemas.retrieval import (
 
 __all__ = [
     "ALL_SCHEMAS",
+    "MAX_COLLECTIONS",
     "MAX_K",
     "MAX_QUERY_CHARS",
     "MAX_TEXT_CHARS",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from ragsift.schemas.base import (
     MAX_K,
@@ -18,7 +18,16 @@ from ragsift.schemas.base import (
     utcnow,
 )
 
-__all__ = ["QueryEvent", "SearchMode", "Selection"]
+__all__ = ["MAX_COLLECTIONS", "MAX_ENTITY_CHARS", "QueryEvent", "SearchMode", "Selection"]
+
+#: E1 query entities are names and terms, not passages.
+MAX_ENTITY_CHARS = 200
+Entity = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ENTITY_CHARS)]
+
+#: D3: collections one query may search besides ``collection``. Each is one more
+#: search in the batch; eight covers a handful of document sets without letting
+#: one query fan out widely.
+MAX_COLLECTIONS = 8
 
 SearchMode = Literal["hybrid", "dense", "keyword"]
 #: threshold: A1/A2 filter with min-results relaxation; adaptive: E1 adaptive k;
@@ -32,7 +41,22 @@ class QueryEvent(EventModel):
     query_id: EventId = Field(description="Caller-chosen id; results and evidence derive theirs.")
     tenant_id: TenantId = Field(description="Only this tenant's documents are ever searched.")
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The question.")
-    collection: CollectionName = Field(default="default", description="Collection to search.")
+    collection: CollectionName = Field(
+        default="default",
+        description=(
+            "Collection to search, and the label of the result; with ``collections``"
+            " and unset, the first of them."
+        ),
+    )
+    collections: list[CollectionName] = Field(
+        default_factory=list,
+        max_length=MAX_COLLECTIONS,
+        json_schema_extra={"uniqueItems": True},
+        description=(
+            "D3: further collections searched with ``collection``, hits merged under one"
+            " confidence."
+        ),
+    )
     k: int | None = Field(
         default=None, ge=1, le=MAX_K, description="Hits to fetch (max_k when adaptive)."
     )
@@ -44,12 +68,17 @@ class QueryEvent(EventModel):
         description="threshold (A1/A2), adaptive (E1) or top_k (E4); settings when unset.",
     )
     task_type: str | None = Field(
-        default=None, max_length=64, description="Per-task adaptive strategy (E2), e.g. debugging."
+        default=None,
+        max_length=64,
+        description=(
+            "Per-task adaptive strategy (E2), e.g. debugging; implies selection=adaptive"
+            " when selection is unset, and is refused with threshold or top_k."
+        ),
     )
     similarity_threshold: float | None = Field(
         default=None, ge=0.0, le=1.0, description="Per-query override of the hit filter (A1)."
     )
-    entities: list[str] = Field(
+    entities: list[Entity] = Field(
         default_factory=list, max_length=64, description="Query entities for coverage (E1)."
     )
     vector: Vector | None = Field(default=None, description="Precomputed query embedding.")
@@ -61,6 +90,32 @@ class QueryEvent(EventModel):
         default=None, max_length=128, description="W3C trace context carried to outputs."
     )
     created_at: datetime = Field(default_factory=utcnow)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _collection_defaults_to_first(cls, data: Any) -> Any:
+        # Without an explicit ``collection``, a multi-collection query is labelled by
+        # its first collection (results, decisions and metrics carry one label).
+        if isinstance(data, dict) and "collection" not in data:
+            many = data.get("collections")
+            if isinstance(many, list) and many and isinstance(many[0], str):
+                return {**data, "collection": many[0]}
+        return data
+
+    @property
+    def searched(self) -> list[str]:
+        """The collections this query searches: ``collection`` first, then ``collections``."""
+        return [self.collection, *(c for c in self.collections if c != self.collection)]
+
+    @model_validator(mode="after")
+    def _collections_and_task_agree(self) -> QueryEvent:
+        if len(set(self.collections)) != len(self.collections):
+            raise ValueError("collections must not repeat a collection")
+        if self.task_type is not None and self.selection not in (None, "adaptive"):
+            raise ValueError(
+                f"task_type applies to adaptive selection only, got selection={self.selection!r}"
+            )
+        return self
 
     @model_validator(mode="after")
     def _vector_names_its_embedder(self) -> QueryEvent:

@@ -66,6 +66,9 @@ class RetrievedChunk(_Part):
     )
     source_type: str = "unknown"
     citation: Citation
+    collection: str | None = Field(
+        default=None, description="D3: the collection the hit came from (multi-collection)."
+    )
 
 
 class DroppedHit(_Part):
@@ -119,6 +122,9 @@ class RetrievalResult(EventModel):
     query_id: EventId
     tenant_id: TenantId
     collection: str
+    collections: list[str] = Field(
+        default_factory=list, description="D3: every collection searched, when several."
+    )
     query: str
     outcome: Outcome = "ok"
     status: Status

@@ -44,7 +44,8 @@ class DecisionHandler:
         return [self._one(r) for r in events]
 
     def _one(self, r: RetrievalResult) -> list[Emit]:
-        threshold = self.guardrails.threshold_for(r.collection)
+        # D9 for every collection searched (D3): the strictest of their thresholds.
+        threshold = self.guardrails.threshold_for_all(r.collections or [r.collection])
         verdict = decide(
             outcome=r.outcome,
             confidence=r.confidence,
