@@ -22,6 +22,7 @@ from ragsift.confidence import Assessment, HitScores, strategy_for
 from ragsift.errors import InvalidEventError, RagsiftError, ServiceUnavailableError
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.cache import ResultCache, cache_key, ttl_for_status
+from ragsift.retrieval.contradictions import ContradictionDetector
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.engines import EngineSet
 from ragsift.retrieval.errors import CollectionNotFoundError, EmbedderMismatchError
@@ -139,6 +140,12 @@ class RetrievalPipeline:
             else None
         )
         self.reader = reader
+        c = settings.contradictions
+        self.contradictions = (
+            ContradictionDetector(max_sources=c.max_sources, min_shared_terms=c.min_shared_terms)
+            if c.enabled
+            else None
+        )
         self._inflight: dict[str, asyncio.Future[RetrievalResult]] = {}
         # Collections seen to exist; greetings are checked against it before any metric.
         self._known_collections: set[str] = set()
@@ -633,6 +640,8 @@ class RetrievalPipeline:
                 if p.rerank_failed:
                     advice = [*result.recommendations, RERANKER_UNAVAILABLE]
                     result = result.model_copy(update={"recommendations": advice})
+                if self.contradictions is not None:  # D7
+                    result = self.contradictions.mark(result)
                 out.append((position, result))
         return out
 
