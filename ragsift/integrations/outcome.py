@@ -73,7 +73,9 @@ def outcome_of(result: RetrievalResult) -> RetrievalOutcome:
 
 def chunk_metadata(result: RetrievalResult, chunk: RetrievedChunk) -> dict[str, Any]:
     """Metadata of one returned chunk: the result's confidence and level, the chunk's
-    score and rank, and its citation (document, chunk, collection, source)."""
+    score and rank, its citation (document, chunk, collection, source), and the
+    result's contradiction (D7: kept sources that disagree), or None."""
+    contradiction = result.contradiction
     return {
         "source": chunk.citation.source,
         "confidence": result.confidence,
@@ -89,4 +91,5 @@ def chunk_metadata(result: RetrievalResult, chunk: RetrievedChunk) -> dict[str, 
             "source": chunk.citation.source,
             "title": chunk.citation.title,
         },
+        "contradiction": contradiction.model_dump() if contradiction is not None else None,
     }

@@ -5,8 +5,14 @@ from __future__ import annotations
 import pytest
 
 from ragsift.embedded import EmbeddedRuntime
-from ragsift.integrations import EmbeddedSource, HttpSource, IntegrationError, outcome_of
-from ragsift.schemas import ErrorInfo
+from ragsift.integrations import (
+    EmbeddedSource,
+    HttpSource,
+    IntegrationError,
+    chunk_metadata,
+    outcome_of,
+)
+from ragsift.schemas import Citation, Contradiction, ErrorInfo, RetrievedChunk
 from tests.unit.api.conftest import build_result
 
 
@@ -45,3 +51,32 @@ def test_http_source_needs_a_key_and_never_shows_it() -> None:
     with pytest.raises(IntegrationError, match="api_key is required"):
         HttpSource("http://127.0.0.1:1", "")
     assert "secret" not in repr(HttpSource("http://127.0.0.1:1", "rsk_secret"))
+
+
+def test_every_chunk_carries_the_results_contradiction() -> None:
+    chunks = [
+        RetrievedChunk(
+            chunk_id=f"c{n}",
+            doc_id=f"d{n}",
+            text=f"Return within {days} days.",
+            rank=n,
+            score=0.9,
+            citation=Citation(chunk_id=f"c{n}", doc_id=f"d{n}", source=f"d{n}.md"),
+        )
+        for n, days in ((1, 30), (2, 14))
+    ]
+    contradiction = Contradiction(
+        kind="value",
+        chunk_ids=["c1", "c2"],
+        doc_ids=["d1", "d2"],
+        statements=[c.text for c in chunks],
+        values=["30 days", "14 days"],
+    )
+    result = build_result("q", "acme", hits=chunks, contradiction=contradiction)
+    outcome = outcome_of(result)
+    assert not outcome.refused
+    metadata = [chunk_metadata(result, c) for c in outcome.chunks]
+    assert [m["contradiction"]["values"] for m in metadata] == [["30 days", "14 days"]] * 2
+    assert (
+        chunk_metadata(build_result("q", "acme", hits=chunks), chunks[0])["contradiction"] is None
+    )
