@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.errors import RagsiftError
+from ragsift.http_retry import bearer_client
 from ragsift.schemas import QueryEvent, RetrievalResult, SearchMode
 
 __all__ = ["EmbeddedSource", "HttpSource", "IntegrationError", "RetrievalSource", "run_sync"]
@@ -113,8 +114,8 @@ class HttpSource:
         tenant_id: needed only when the key covers several tenants.
         collection, k, mode: as for :class:`EmbeddedSource`.
         timeout_s: how long the API waits for the pipeline's result.
-        client: an ``httpx.AsyncClient`` to reuse (the caller closes it); None opens
-            one per query, which also works across event loops (the sync API).
+        transport: an httpx transport (tests, proxies); None is httpx's default. Each
+            query opens its own client, so the sync API works across event loops.
     """
 
     def __init__(
@@ -127,20 +128,20 @@ class HttpSource:
         k: int | None = None,
         mode: SearchMode = "hybrid",
         timeout_s: float = DEFAULT_TIMEOUT_S,
-        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ):
         if not api_key:
             raise IntegrationError("api_key is required for the HTTP API, got an empty one")
         if timeout_s <= 0:
             raise IntegrationError(f"timeout_s must be > 0, got {timeout_s}")
         self.url = base_url.rstrip("/") + "/v1/query"
-        self._headers = {"Authorization": f"Bearer {api_key}"}
+        self._api_key = api_key
         self.tenant_id = tenant_id
         self.collection = collection
         self.k = k
         self.mode = mode
         self.timeout_s = timeout_s
-        self.client = client
+        self.transport = transport
 
     def __repr__(self) -> str:  # never the key
         return f"HttpSource({self.url!r}, collection={self.collection!r})"
@@ -162,15 +163,10 @@ class HttpSource:
         """POST ``query`` and return the result the API answers with."""
         timeout = self.timeout_s + CLIENT_TIMEOUT_MARGIN_S
         try:
-            if self.client is not None:
-                response = await self.client.post(
-                    self.url, json=self._body(query), headers=self._headers, timeout=timeout
-                )
-            else:
-                async with httpx.AsyncClient(timeout=timeout) as client:
-                    response = await client.post(
-                        self.url, json=self._body(query), headers=self._headers
-                    )
+            async with bearer_client(
+                self._api_key, timeout=timeout, transport=self.transport
+            ) as client:
+                response = await client.post(self.url, json=self._body(query))
         except httpx.HTTPError as exc:
             raise IntegrationError(f"ragsift API at {self.url} unreachable: {exc!r}") from exc
         if response.status_code != httpx.codes.OK:

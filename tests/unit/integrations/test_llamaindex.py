@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -90,3 +91,14 @@ async def test_http_outage_is_a_clear_error() -> None:
     retriever = RagsiftRetriever(HttpSource(f"http://127.0.0.1:{port}", "rsk_x", timeout_s=1))
     with pytest.raises(IntegrationError, match="unreachable"):
         await retriever.aretrieve(ANSWERED)
+
+
+async def test_sync_retrieve_over_http_from_a_worker_thread(
+    live_api: LiveApi, refusals: Refusals
+) -> None:
+    """The sync API (no loop in the calling thread) over HTTP: a client per query."""
+    retriever = RagsiftRetriever(HttpSource(live_api.url, live_api.key))
+    nodes = await asyncio.to_thread(retriever.retrieve, ANSWERED)
+    assert nodes[0].node.metadata["citation"]["doc_id"] == "returns-and-refunds"
+    assert await asyncio.to_thread(retriever.retrieve, REFUSED) == []
+    assert [e.status for e in refusals.events] == ["no_relevant_context"]
