@@ -9,6 +9,11 @@ every in-scope (and, for reference, near-miss) question, and prints the flag
 rates, examples, then one JSON object on the last line. Never asserts.
 
     python bench/contradictions.py [--data /work/shared/data/squad2] [--limit N]
+                                   [--results FILE]
+
+``--results FILE`` keeps the pipeline's results: the first run writes them, a
+later run re-checks the saved kept hits with the current detector (which is
+all the check reads), without re-indexing.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from ragsift.embedded import EmbeddedRuntime
-from ragsift.evaluation.dataset import load_squad
+from ragsift.evaluation.dataset import EvalQuery, LabelledSet, load_squad
+from ragsift.retrieval.contradictions import ContradictionDetector
 from ragsift.schemas import QueryEvent, RetrievalResult
 from ragsift.settings import Settings
 
@@ -29,12 +35,12 @@ TENANT = "bench"
 BATCH = 64
 
 
-async def measure(data: Path, limit: int | None) -> dict[str, Any]:
-    dataset = load_squad(data / "dev-v2.0.json")
-    queries = [q for q in dataset.queries if q.kind in ("in_scope", "near_miss")][:limit]
+async def retrieve(
+    settings: Settings, dataset: LabelledSet, queries: list[EvalQuery]
+) -> list[RetrievalResult]:
+    """Every query's result from the embedded pipeline over a fresh index of the corpus."""
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings.from_env(data_dir=Path(tmp))
-        async with EmbeddedRuntime(settings) as rt:
+        async with EmbeddedRuntime(settings.model_copy(update={"data_dir": Path(tmp)})) as rt:
             await rt.ingest(TENANT, dataset.documents)
             results: list[RetrievalResult] = []
             for start in range(0, len(queries), BATCH):
@@ -43,6 +49,26 @@ async def measure(data: Path, limit: int | None) -> dict[str, Any]:
                     for q in queries[start : start + BATCH]
                 ]
                 results.extend(r for r in await rt.ask(events) if isinstance(r, RetrievalResult))
+    return results
+
+
+def measure(data: Path, limit: int | None, saved: Path | None) -> dict[str, Any]:
+    dataset = load_squad(data / "dev-v2.0.json")
+    queries = [q for q in dataset.queries if q.kind in ("in_scope", "near_miss")][:limit]
+    settings = Settings.from_env()
+    if saved is not None and saved.exists():
+        results = [RetrievalResult.model_validate_json(line) for line in saved.open()]
+        c = settings.contradictions
+        detector = ContradictionDetector(
+            max_sources=c.max_sources, min_shared_terms=c.min_shared_terms
+        )
+        results = [detector.mark(r.model_copy(update={"contradiction": None})) for r in results]
+    else:
+        results = asyncio.run(retrieve(settings, dataset, queries))
+        if saved is not None:
+            saved.write_text("".join(r.model_dump_json() + "\n" for r in results))
+    if len(results) != len(queries):
+        raise SystemExit(f"{len(results)} results for {len(queries)} queries: rerun without them")
     out: dict[str, Any] = {
         "embedder": settings.embedder.kind,
         "contradictions": settings.contradictions.model_dump(),
@@ -73,8 +99,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("/work/shared/data/squad2"))
     parser.add_argument("--limit", type=int, default=None, help="first N questions only")
+    parser.add_argument("--results", type=Path, default=None, help="results to keep / re-check")
     args = parser.parse_args()
-    out = asyncio.run(measure(args.data, args.limit))
+    out = measure(args.data, args.limit, args.results)
     for example in out["examples"]:
         print(json.dumps(example, ensure_ascii=False))
     for kind in ("in_scope", "near_miss"):

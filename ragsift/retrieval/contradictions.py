@@ -8,9 +8,11 @@ The check reads the kept hits' sentences, no model and nothing fitted:
 2. Two statements from *different documents* that share those same query words
    contradict when
    - **value**: both state a quantity of the same kind (a duration, a
-     percentage, an amount of one currency) and no value of one matches a value
-     of the other ("within 30 days" vs "within 14 days"; "2 weeks" and
-     "14 days" agree: durations are compared in days, within 3 %); or
+     percentage, an amount of one currency) about the same thing (the words
+     around the two quantities share a content word: "*return* an item within
+     30 days" vs "*returned* within 14 days"), and no value of one matches a
+     value of the other ("2 weeks" and "14 days" agree: durations are compared
+     in days, within 3 %); or
    - **negation**: they say nearly the same thing (at least 60 % of their
      content words in common) and exactly one of them is negated ("refunds are
      issued for opened items" vs "refunds are not issued for opened items").
@@ -20,7 +22,8 @@ The check reads the kept hits' sentences, no model and nothing fitted:
 Sentences of one document never contradict each other (a policy listing two
 periods for two cases is not a conflict), nor does a sentence that states both
 values. Bare numbers (years, counts) are not compared: without a unit, two
-numbers in two documents are rarely the same fact. False alarms on SQuAD
+numbers in two documents are rarely the same fact; nor are ages ("13-year-old")
+or capitalised number words, which name things ("the Seven Years' War"). False alarms on SQuAD
 in-scope queries are measured in docs/reports.md.
 """
 
@@ -30,6 +33,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from typing import NamedTuple
 
 from ragsift.retrieval.reader import split_sentences
 from ragsift.retrieval.terms import content_terms
@@ -39,6 +43,7 @@ __all__ = [
     "DEFAULT_MAX_SOURCES",
     "DEFAULT_MIN_SHARED_TERMS",
     "ContradictionDetector",
+    "Quantity",
     "quantities",
 ]
 
@@ -48,6 +53,16 @@ VALUE_TOLERANCE = 0.03  # 12 months vs 1 year (360 vs 365 days) is the same peri
 NEGATION_MIN_OVERLAP = 0.6  # share of content words two sentences need to be "the same claim"
 MIN_NEGATION_TERMS = 3  # shorter sentences say too little to contradict each other
 MAX_STATEMENT_CHARS = 300  # a sentence quoted in the result is clipped to this
+# Words either side of a quantity that say what it measures: "return an item within
+# [30 days] of delivery". Four reach past the usual preposition and article.
+CONTEXT_WORDS = 4
+# Words next to almost any quantity ("within 30 days", "every 2 weeks"): sharing one
+# says nothing about measuring the same thing.
+_CONTEXT_STOP = frozenset(
+    ("within", "after", "before", "during", "per", "each", "every", "up", "least", "over",
+     "under", "until", "around", "about", "only", "just", "first", "last", "next", "later",
+     "ago", "another", "one", "two", "year", "month", "week", "day", "hour", "minute")
+)  # fmt: skip
 
 _DAY = 1.0
 _TIME_UNITS = {
@@ -70,17 +85,31 @@ _WORD_NUMBERS = {
     "fifteen": 15, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
     "ninety": 90,
 }  # fmt: skip
-_NUMBER = r"\d[\d,]*(?:\.\d+)?|" + "|".join(_WORD_NUMBERS)
-# "30 days", "14 business days", "thirty-day", "20%", "5 percent", "$50", "50 euros".
+_SCALES = {"thousand": 1e3, "million": 1e6, "m": 1e6, "billion": 1e9, "bn": 1e9}
+# Number words in lower case only: capitalised, they name things ("Six-Day War").
+_NUMBER = r"\d[\d,]*(?:\.\d+)?|(?-i:" + "|".join(_WORD_NUMBERS) + ")"
+# "30 days", "14 business days", "thirty-day", "20%", "5 percent", "$50", "$4 million",
+# "50 euros"; not "13-year-old" (an age).
 _QUANTITY = re.compile(
-    rf"(?P<currency>[$€£])\s?(?P<amount>\d[\d,]*(?:\.\d+)?)"
+    r"(?P<currency>[$€£])\s?(?P<amount>\d[\d,]*(?:\.\d+)?)"
+    r"(?:\s?(?P<scale>thousand|million|billion|bn|m)\b)?"
     rf"|(?<![\w.,])(?P<number>{_NUMBER})[\s-]?"
     r"(?:(?P<qualifier>business|working|calendar)[\s-])?"
     r"(?P<unit>%|(?:second|minute|hour|day|week|month|year|percent|per\s?cent|dollar|euro|usd"
-    r"|eur|gbp)s?\b)",
+    r"|eur|gbp)s?\b(?![\s-]old\b))",
     re.IGNORECASE,
 )
+_WORD = re.compile(r"[^\W_]+")
 _NEGATION = re.compile(r"\b(?:not|no|never|none|nor|cannot|without)\b|n't\b", re.IGNORECASE)
+
+
+class Quantity(NamedTuple):
+    """One stated quantity: its value in its kind's base unit (days, percent, currency
+    units), the text that stated it, and the content words around it."""
+
+    value: float
+    text: str
+    context: frozenset[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,17 +117,19 @@ class _Statement:
     chunk: RetrievedChunk
     sentence: str
     terms: frozenset[str]
-    values: dict[str, list[tuple[float, str]]]  # kind -> (value in base unit, as written)
+    values: dict[str, list[Quantity]]
     negated: bool
 
 
-def quantities(sentence: str) -> dict[str, list[tuple[float, str]]]:
-    """The sentence's quantities by kind (``duration``, ``percent``, ``money:usd``...),
-    each as (value in the kind's base unit, the text that stated it)."""
-    out: dict[str, list[tuple[float, str]]] = {}
+def quantities(sentence: str) -> dict[str, list[Quantity]]:
+    """The sentence's quantities by kind: ``duration`` (``duration:business``...),
+    ``percent``, ``money:usd`` (``:eur``, ``:gbp``)."""
+    out: dict[str, list[Quantity]] = {}
     for m in _QUANTITY.finditer(sentence):
         if m["currency"]:
             kind, value = f"money:{_CURRENCIES[m['currency']]}", _parse(m["amount"])
+            if m["scale"]:
+                value *= _SCALES[m["scale"].casefold()]
         else:
             value = _parse(m["number"])
             unit = m["unit"].casefold().rstrip("s") if m["unit"] != "%" else "%"
@@ -110,8 +141,15 @@ def quantities(sentence: str) -> dict[str, list[tuple[float, str]]]:
                 kind = f"money:{_CURRENCIES[unit]}"
             else:
                 kind = "percent"
-        out.setdefault(kind, []).append((value, m.group(0).strip()))
+        context = _context(sentence[: m.start()], sentence[m.end() :])
+        out.setdefault(kind, []).append(Quantity(value, m.group(0).strip(), context))
     return out
+
+
+def _context(before: str, after: str) -> frozenset[str]:
+    words = _WORD.findall(before)[-CONTEXT_WORDS:] + _WORD.findall(after)[:CONTEXT_WORDS]
+    terms = content_terms(" ".join(words))
+    return frozenset(t for t in terms if t not in _CONTEXT_STOP and not t.isdigit())
 
 
 def _parse(number: str) -> float:
@@ -124,13 +162,15 @@ def _same(a: float, b: float) -> bool:
 
 
 def _value_conflict(a: _Statement, b: _Statement) -> tuple[str, str] | None:
-    """The first kind both state with no value in common, as its two written values."""
+    """Two different values of one kind stated about the same thing, as written."""
     for kind, left in a.values.items():
-        right = b.values.get(kind)
-        if not right:
-            continue
-        if not any(_same(x, y) for x, _ in left for y, _ in right):
-            return left[0][1], right[0][1]
+        right = b.values.get(kind, [])
+        if any(_same(x.value, y.value) for x in left for y in right):
+            continue  # they agree on one value: the other is another case, not a conflict
+        for x in left:
+            for y in right:
+                if x.context & y.context:
+                    return x.text, y.text
     return None
 
 

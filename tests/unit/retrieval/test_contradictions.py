@@ -70,10 +70,30 @@ def test_two_return_windows_contradict() -> None:
         ("You can return an item within 30 days.", "Support answers within 2 days."),
         # bare numbers (years, counts) are not facts with a unit
         ("In 2019 we let you return an item.", "Since 2021 you can return any item."),
+        # number words that name things, and ages
+        ("Return an item bought in the Seven Days sale.", "Return an item from the Six-Day Sale."),
+        ("A 13-year-old may return an item.", "A 16-year-old may return an item."),
     ],
 )
 def test_agreeing_or_unrelated_sources_do_not_contradict(first: str, second: str) -> None:
     assert find(chunk("a", first), chunk("b", second, 2)) is None
+
+
+def test_quantities_about_different_things_do_not_contradict() -> None:
+    """SQuAD's false alarms before the context rule: both sentences match the query,
+    but the words around the two durations say they measure different things."""
+    query = "How long may members of Parliament speak?"
+    a = chunk(
+        "a", "Members of Parliament may speak for four minutes during the Time of Reflection."
+    )
+    b = chunk(
+        "b", "Members of Parliament question the First Minister for 20 minutes each Thursday."
+    )
+    assert ContradictionDetector().find(query, [a, b]) is None
+    c = chunk("c", "Members of Parliament may speak for ten minutes during the Time of Reflection.")
+    found = ContradictionDetector().find(query, [a, b, c])
+    assert found is not None
+    assert found.values == ["four minutes", "ten minutes"]
 
 
 def test_one_document_never_contradicts_itself() -> None:
@@ -114,13 +134,22 @@ def test_only_the_top_sources_are_read() -> None:
             "$1,250.50 or 40 euros",
             {"money:usd": [(1250.5, "$1,250.50")], "money:eur": [(40.0, "40 euros")]},
         ),
+        ("a $4.5 billion endowment", {"money:usd": [(4.5e9, "$4.5 billion")]}),
         ("in 1998, 3 members and 4.5 stars", {}),
+        ("the Seven Years' War, a 13-year-old", {}),
     ],
 )
 def test_quantities_are_read_with_their_kind(
     text: str, expected: dict[str, list[tuple[float, str]]]
 ) -> None:
-    assert quantities(text) == expected
+    found = {kind: [(q.value, q.text) for q in qs] for kind, qs in quantities(text).items()}
+    assert found == expected
+
+
+def test_a_quantity_knows_what_it_measures() -> None:
+    text = "Customers may return an Orbit thermostat within 30 days of delivery."
+    [q] = quantities(text)["duration"]
+    assert q.context == {"orbit", "thermostat", "delivery"}
 
 
 @pytest.mark.parametrize(
