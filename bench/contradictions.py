@@ -58,10 +58,7 @@ def measure(data: Path, limit: int | None, saved: Path | None) -> dict[str, Any]
     settings = Settings.from_env()
     if saved is not None and saved.exists():
         results = [RetrievalResult.model_validate_json(line) for line in saved.open()]
-        c = settings.contradictions
-        detector = ContradictionDetector(
-            max_sources=c.max_sources, min_shared_terms=c.min_shared_terms
-        )
+        detector = ContradictionDetector.from_settings(settings.contradictions)
         results = [detector.mark(r.model_copy(update={"contradiction": None})) for r in results]
     else:
         results = asyncio.run(retrieve(settings, dataset, queries))

@@ -255,6 +255,9 @@ class ContradictionSettings(BaseSettings):
     min_shared_terms: int = Field(
         default=2, ge=1, le=10, description="Query words a sentence must share to be compared."
     )
+    min_shared_context: int = Field(
+        default=1, ge=1, le=8, description="Words around two quantities shared to compare them."
+    )
 
 
 class LlmSettings(BaseSettings):

@@ -38,9 +38,11 @@ from typing import NamedTuple
 from ragsift.retrieval.reader import split_sentences
 from ragsift.retrieval.terms import content_terms
 from ragsift.schemas import Contradiction, RetrievalResult, RetrievedChunk
+from ragsift.settings import ContradictionSettings
 
 __all__ = [
     "DEFAULT_MAX_SOURCES",
+    "DEFAULT_MIN_SHARED_CONTEXT",
     "DEFAULT_MIN_SHARED_TERMS",
     "ContradictionDetector",
     "Quantity",
@@ -56,6 +58,11 @@ MAX_STATEMENT_CHARS = 300  # a sentence quoted in the result is clipped to this
 # Words either side of a quantity that say what it measures: "return an item within
 # [30 days] of delivery". Four reach past the usual preposition and article.
 CONTEXT_WORDS = 4
+MIN_CONTEXT_CHARS = 3  # "s" of "city's" is no evidence of anything
+# Context words two quantities must share to measure the same thing. One keeps
+# paraphrases ("return an item within 30 days" / "items may be returned within 14
+# days"); two flags only near-verbatim versions. docs/reports.md has both rates.
+DEFAULT_MIN_SHARED_CONTEXT = 1
 # Words next to almost any quantity ("within 30 days", "every 2 weeks"): sharing one
 # says nothing about measuring the same thing.
 _CONTEXT_STOP = frozenset(
@@ -149,7 +156,11 @@ def quantities(sentence: str) -> dict[str, list[Quantity]]:
 def _context(before: str, after: str) -> frozenset[str]:
     words = _WORD.findall(before)[-CONTEXT_WORDS:] + _WORD.findall(after)[:CONTEXT_WORDS]
     terms = content_terms(" ".join(words))
-    return frozenset(t for t in terms if t not in _CONTEXT_STOP and not t.isdigit())
+    return frozenset(
+        t
+        for t in terms
+        if len(t) >= MIN_CONTEXT_CHARS and t not in _CONTEXT_STOP and not t.isdigit()
+    )
 
 
 def _parse(number: str) -> float:
@@ -161,7 +172,7 @@ def _same(a: float, b: float) -> bool:
     return abs(a - b) <= VALUE_TOLERANCE * max(abs(a), abs(b))
 
 
-def _value_conflict(a: _Statement, b: _Statement) -> tuple[str, str] | None:
+def _value_conflict(a: _Statement, b: _Statement, min_context: int) -> tuple[str, str] | None:
     """Two different values of one kind stated about the same thing, as written."""
     for kind, left in a.values.items():
         right = b.values.get(kind, [])
@@ -169,7 +180,7 @@ def _value_conflict(a: _Statement, b: _Statement) -> tuple[str, str] | None:
             continue  # they agree on one value: the other is another case, not a conflict
         for x in left:
             for y in right:
-                if x.context & y.context:
+                if len(x.context & y.context) >= min_context:
                     return x.text, y.text
     return None
 
@@ -186,6 +197,7 @@ class ContradictionDetector:
     Args:
         max_sources: kept hits read, top first.
         min_shared_terms: query content words a sentence must share to be read.
+        min_shared_context: words around two quantities they must share to be compared.
     """
 
     def __init__(
@@ -193,6 +205,7 @@ class ContradictionDetector:
         *,
         max_sources: int = DEFAULT_MAX_SOURCES,
         min_shared_terms: int = DEFAULT_MIN_SHARED_TERMS,
+        min_shared_context: int = DEFAULT_MIN_SHARED_CONTEXT,
     ):
         if max_sources < 2:
             raise ValueError(
@@ -200,8 +213,20 @@ class ContradictionDetector:
             )
         if min_shared_terms < 1:
             raise ValueError(f"min_shared_terms must be >= 1, got {min_shared_terms}")
+        if min_shared_context < 1:
+            raise ValueError(f"min_shared_context must be >= 1, got {min_shared_context}")
+        self.min_shared_context = min_shared_context
         self.max_sources = max_sources
         self.min_shared_terms = min_shared_terms
+
+    @classmethod
+    def from_settings(cls, settings: ContradictionSettings) -> ContradictionDetector:
+        """The detector ``RAGSIFT_CONTRADICTIONS_*`` configures."""
+        return cls(
+            max_sources=settings.max_sources,
+            min_shared_terms=settings.min_shared_terms,
+            min_shared_context=settings.min_shared_context,
+        )
 
     def find(self, query: str, hits: Sequence[RetrievedChunk]) -> Contradiction | None:
         """The first pair of ``hits`` (rank order) that contradict on ``query``, or None."""
@@ -216,7 +241,7 @@ class ContradictionDetector:
         for a, b in combinations(statements, 2):
             if a.chunk.doc_id == b.chunk.doc_id or len(a.terms & b.terms & wanted) < need:
                 continue
-            values = _value_conflict(a, b)
+            values = _value_conflict(a, b, self.min_shared_context)
             if values is not None:
                 return _contradiction("value", a, b, list(values))
             if _negation_conflict(a, b):

@@ -140,10 +140,9 @@ class RetrievalPipeline:
             else None
         )
         self.reader = reader
-        c = settings.contradictions
         self.contradictions = (
-            ContradictionDetector(max_sources=c.max_sources, min_shared_terms=c.min_shared_terms)
-            if c.enabled
+            ContradictionDetector.from_settings(settings.contradictions)
+            if settings.contradictions.enabled
             else None
         )
         self._inflight: dict[str, asyncio.Future[RetrievalResult]] = {}

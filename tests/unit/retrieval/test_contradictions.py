@@ -166,6 +166,8 @@ def test_bad_detector_settings_are_refused() -> None:
         ContradictionDetector(max_sources=1)
     with pytest.raises(ValueError, match="min_shared_terms must be >= 1"):
         ContradictionDetector(min_shared_terms=0)
+    with pytest.raises(ValueError, match="min_shared_context must be >= 1"):
+        ContradictionDetector(min_shared_context=0)
 
 
 POLICIES = [
@@ -208,3 +210,62 @@ async def test_the_pipeline_flags_two_policies_that_disagree(tmp_path: Path) -> 
 
 async def test_the_check_can_be_turned_off(tmp_path: Path) -> None:
     assert (await ask(tmp_path, enabled=False)).contradiction is None
+
+
+# Hand-written conflicts of the kind D7 is for: two versions of one policy, worded
+# as different authors would. Not from SQuAD (whose false alarms set the defaults).
+POLICY_CONFLICTS = [
+    (QUERY, "You can return an item within 30 days.", "Items may be returned within 14 days."),
+    (
+        "How long is the warranty on the thermostat?",
+        "The Orbit thermostat has a 2-year warranty.",
+        "Orbit thermostats carry a warranty of 12 months.",
+    ),
+    (
+        "What is the late fee on overdue invoices?",
+        "A late fee of 5% applies to overdue invoices.",
+        "Overdue invoices incur a late fee of 2%.",
+    ),
+    (
+        "How long are access logs kept?",
+        "Access logs are kept for 90 days.",
+        "We keep access logs for one year.",
+    ),
+    (
+        "How much does the premium plan cost?",
+        "The premium plan costs $20 per month.",
+        "Premium costs $25 a month.",
+    ),
+    (
+        "How long does refund processing take?",
+        "Refund processing takes 5 business days.",
+        "Refund processing takes up to 10 business days.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("query", "first", "second"), POLICY_CONFLICTS)
+def test_policy_versions_that_disagree_are_found(query: str, first: str, second: str) -> None:
+    found = ContradictionDetector().find(query, [chunk("v1", first), chunk("v2", second, 2)])
+    assert found is not None
+    assert found.kind == "value"
+
+
+def test_two_shared_context_words_keep_only_near_verbatim_versions() -> None:
+    """The stricter setting (0 SQuAD false alarms) misses paraphrased conflicts."""
+    strict = ContradictionDetector(min_shared_context=2)
+    found = [
+        strict.find(q, [chunk("v1", a), chunk("v2", b, 2)]) is not None
+        for q, a, b in POLICY_CONFLICTS
+    ]
+    assert found == [False, False, True, False, True, True]
+
+
+def test_the_detector_follows_its_settings() -> None:
+    settings = ContradictionSettings(max_sources=3, min_shared_terms=1, min_shared_context=2)
+    detector = ContradictionDetector.from_settings(settings)
+    assert (detector.max_sources, detector.min_shared_terms, detector.min_shared_context) == (
+        3,
+        1,
+        2,
+    )
