@@ -424,7 +424,9 @@ def ask(
     data_dir: DataDir = None,
     collections: Annotated[
         str | None,
-        typer.Option(help="More collections to search, comma-separated: one confidence for the merged hits."),
+        typer.Option(
+            help="More collections to search, comma-separated: one confidence for the merged hits."
+        ),
     ] = None,
 ) -> None:
     """Ask one question of the documents indexed by `ragsift ingest` and print the

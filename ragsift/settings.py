@@ -26,6 +26,7 @@ __all__ = [
     "AuditSettings",
     "CacheSettings",
     "ConfidenceSettings",
+    "ContradictionSettings",
     "EmbedderSettings",
     "GuardrailSettings",
     "KafkaSettings",
@@ -265,6 +266,21 @@ class GuardrailSettings(BaseSettings):
         return max((self.collection_thresholds.get(c, 0.0) for c in collections), default=0.0)
 
 
+class ContradictionSettings(BaseSettings):
+    """Surfacing kept sources that disagree (D7; ragsift/retrieval/contradictions.py)."""
+
+    model_config = _config("RAGSIFT_CONTRADICTIONS_")
+
+    enabled: bool = Field(default=True, description="Check every scored result's kept hits.")
+    max_sources: int = Field(default=5, ge=2, le=50, description="Kept hits read, top first.")
+    min_shared_terms: int = Field(
+        default=2, ge=1, le=10, description="Query words a sentence must share to be compared."
+    )
+    min_shared_context: int = Field(
+        default=1, ge=1, le=8, description="Words around two quantities shared to compare them."
+    )
+
+
 class LlmSettings(BaseSettings):
     """The report worker's OpenAI-compatible chat endpoint (none: extractive reports)."""
 
@@ -497,6 +513,7 @@ class Settings(BaseSettings):
     confidence: ConfidenceSettings = Field(default_factory=ConfidenceSettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
     guardrails: GuardrailSettings = Field(default_factory=GuardrailSettings)
+    contradictions: ContradictionSettings = Field(default_factory=ContradictionSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     reranker: RerankerSettings = Field(default_factory=RerankerSettings)
     report: ReportPromptSettings = Field(default_factory=ReportPromptSettings)
@@ -519,6 +536,7 @@ class Settings(BaseSettings):
                 "confidence": ConfidenceSettings,
                 "cache": CacheSettings,
                 "guardrails": GuardrailSettings,
+                "contradictions": ContradictionSettings,
                 "llm": LlmSettings,
                 "reranker": RerankerSettings,
                 "report": ReportPromptSettings,

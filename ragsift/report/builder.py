@@ -11,6 +11,8 @@ Pure apart from the injected chat client. The order of decisions:
    answer is validated (D5); an invalid one is replaced by the refusal sentence,
    its reasons listed in ``validation_issues``, and RAG_RESPONSE_INVALIDATED
    recorded next to RAG_REFUSAL.
+4. when the result's kept sources disagree (``contradiction``, D7), an answer
+   that is not a refusal ends with a note naming both sides.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import logging
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ragsift.confidence import (
@@ -34,6 +36,7 @@ from ragsift.confidence import (
 from ragsift.confidence.scorers import OneQuery
 from ragsift.errors import ConfigurationError
 from ragsift.observability.metrics import Metrics
+from ragsift.report.contradictions import contradiction_note
 from ragsift.report.extractive import extractive_answer
 from ragsift.report.grounding import (
     DEFAULT_MIN_TERM_COVERAGE,
@@ -252,6 +255,10 @@ class ReportBuilder:
             )
         if self.settings.validate_responses:
             answer = self._validate(answer, hits)
+        if result.contradiction is not None and not answer.is_refusal:
+            # D7: after validation, which judges the answer, not ragsift's own note
+            note = contradiction_note(result.contradiction, hits)
+            answer = replace(answer, text=f"{answer.text}\n\n{note}")
         return self._assemble(result, hits, answer, context_used=not answer.is_refusal)
 
     def _sources(self, result: RetrievalResult) -> list[RetrievedChunk]:
@@ -412,6 +419,7 @@ class ReportBuilder:
             prompt_variant=answer.variant,
             generated_by=answer.generated_by,
             validation_issues=list(answer.issues),
+            contradiction=result.contradiction if context_used else None,
         )
         return report, self._evidence(result, answer)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ragsift.retrieval.terms import content_terms
 from ragsift.schemas import RetrievedChunk
 
 __all__ = [
@@ -21,33 +22,7 @@ __all__ = [
 ]
 
 DEFAULT_MAX_SENTENCES = 3  # past three quoted sentences an extract stops reading as an answer
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
-_SUFFIXES = ("ing", "ed", "es", "s")
-_MIN_STEM = 3  # never fold a word below three letters ("is" -> "i")
-_STOP = frozenset(
-    (
-        *("a", "an", "the", "of", "to", "in", "on", "for", "and", "or", "but", "not", "no"),
-        *("is", "are", "was", "were", "be", "been", "do", "does", "did", "have", "has", "had"),
-        *("i", "me", "my", "you", "your", "we", "our", "it", "its", "they", "their", "he", "she"),
-        *("how", "what", "when", "which", "who", "whom", "why", "where", "can", "could"),
-        *("will", "would", "should", "may", "might", "must", "shall", "with", "by", "at", "as"),
-        *("from", "this", "that", "these", "those", "there", "here", "about", "into", "any"),
-        *("if", "then", "so", "than", "also", "all", "some", "many", "much", "more", "most"),
-    )
-)
-
-
-def _fold(word: str) -> str:
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= _MIN_STEM:
-            return word[: -len(suffix)]
-    return word
-
-
-def content_terms(text: str) -> set[str]:
-    """Case-folded, suffix-folded words of ``text`` that carry meaning (no stop words)."""
-    return {_fold(w) for w in _WORD.findall(text.casefold()) if w not in _STOP}
 
 
 def split_sentences(text: str) -> list[str]:

@@ -19,11 +19,17 @@ _GREETING = re.compile(
     r"thanks|thank\s+you|cheers)(\s+(there|all|everyone|team|again))?\s*[!.?]*\s*$",
     re.IGNORECASE,
 )
+# Whole-question patterns only (anchored both ends): a question that goes on to name
+# a subject ("what topics can you help with regarding shipping?") is searched.
+_KIND = r"(?:(?:kinds?|sorts?|types?)\s+of\s+)?"
+_CORPUS = r"(?:documents|docs|files|sources|topics|subjects|information|data|questions|things)"
+_HELP = r"(?:have|know|cover|contain|index|answer|help(?:\s+me)?\s+with)"
 _SCOPE = re.compile(
-    r"^\s*(what|which)\s+(documents|docs|files|sources|topics|information|data)\s+"
-    r"(do|can|did)\s+you\s+(have|know|cover|contain|index)(\s+access\s+to)?\s*\??\s*$"
-    r"|^\s*what\s+(can|do)\s+you\s+(answer|know|help)(\s+(about|with))?\s*\??\s*$"
-    r"|^\s*(list|show)\s+(your|the)\s+(documents|sources|files)\s*[.?!]*\s*$",
+    rf"^\s*(what|which)\s+{_KIND}{_CORPUS}\s+(do|can|did|could)\s+you\s+{_HELP}"
+    r"(\s+access\s+to|\s+about)?\s*\??\s*$"
+    r"|^\s*what\s+(can|do|could)\s+you\s+(answer|know|help|do)(\s+me)?(\s+(about|with))?\s*\??\s*$"
+    r"|^\s*what\s+are\s+you\s+able\s+to\s+(answer|help(\s+me)?\s+with)\s*\??\s*$"
+    rf"|^\s*(list|show)(\s+me)?\s+(your|the)\s+{_CORPUS}\s*[.?!]*\s*$",
     re.IGNORECASE,
 )
 

@@ -24,6 +24,7 @@ from ragsift.confidence.policy import AnswerPolicy, apply_policy
 from ragsift.errors import InvalidEventError, RagsiftError, ServiceUnavailableError
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.cache import ResultCache, cache_key, ttl_for_status
+from ragsift.retrieval.contradictions import ContradictionDetector
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.engines import EngineSet
 from ragsift.retrieval.errors import CollectionNotFoundError, EmbedderMismatchError
@@ -155,6 +156,11 @@ class RetrievalPipeline:
                 metrics=metrics,
             )
         self.tenant_thresholds = tenant_thresholds
+        self.contradictions = (
+            ContradictionDetector.from_settings(settings.contradictions)
+            if settings.contradictions.enabled
+            else None
+        )
         self._inflight: dict[str, asyncio.Future[RetrievalResult]] = {}
         # Collections seen to exist; greetings are checked against it before any metric.
         self._known_collections: set[str] = set()
@@ -724,6 +730,8 @@ class RetrievalPipeline:
                 if p.rerank_failed:
                     advice = [*result.recommendations, RERANKER_UNAVAILABLE]
                     result = result.model_copy(update={"recommendations": advice})
+                if self.contradictions is not None:  # D7
+                    result = self.contradictions.mark(result)
                 out.append((position, result))
         return out
 

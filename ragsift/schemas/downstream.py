@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from ragsift.schemas.base import EventId, EventModel, TenantId, utcnow
-from ragsift.schemas.retrieval import Citation, Level, Status
+from ragsift.schemas.retrieval import Citation, Contradiction, Level, Status
 
 __all__ = ["Badge", "Decision", "Report", "ReviewItem", "ReviewQueue"]
 
@@ -39,6 +39,9 @@ class Report(EventModel):
     prompt_variant: str
     generated_by: Literal["extractive", "llm", "bypass"]
     validation_issues: list[str] = Field(default_factory=list)
+    contradiction: Contradiction | None = Field(
+        default=None, description="D7: the sources behind the answer disagree (the answer says so)."
+    )
     created_at: datetime = Field(default_factory=utcnow)
 
 

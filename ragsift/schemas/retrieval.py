@@ -16,6 +16,7 @@ __all__ = [
     "CacheInfo",
     "Citation",
     "ConfidenceBreakdown",
+    "Contradiction",
     "DroppedHit",
     "ErrorInfo",
     "Level",
@@ -96,6 +97,21 @@ class ConfidenceBreakdown(_Part):
     signals: dict[str, float] = Field(default_factory=dict)
 
 
+class Contradiction(_Part):
+    """Kept sources that disagree on what the query asks (D7), e.g. 30 vs 14 days."""
+
+    kind: Literal["value", "negation"] = Field(
+        description="value: different durations, amounts or percentages; negation: one"
+        " source says what the other denies."
+    )
+    chunk_ids: list[str] = Field(min_length=2, description="The conflicting chunks.")
+    doc_ids: list[str] = Field(min_length=2, description="Their documents, in the same order.")
+    statements: list[str] = Field(description="The conflicting sentences, in the same order.")
+    values: list[str] = Field(
+        default_factory=list, description="The differing values as written (kind value)."
+    )
+
+
 class CacheInfo(_Part):
     """Whether the result came from the cache, and for how long it is kept."""
 
@@ -158,6 +174,9 @@ class RetrievalResult(EventModel):
     error: ErrorInfo | None = None
     answer_hint: str | None = Field(
         default=None, description="Greeting reply or index scope description (D7)."
+    )
+    contradiction: Contradiction | None = Field(
+        default=None, description="D7: kept sources that disagree; None when they do not."
     )
     traceparent: str | None = None
     timestamp: datetime = Field(default_factory=utcnow)

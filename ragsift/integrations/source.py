@@ -1,0 +1,188 @@
+"""Where a framework retriever gets its results: the embedded runtime or the HTTP API."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Coroutine
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+import httpx
+from pydantic import ValidationError
+
+from ragsift.embedded import EmbeddedRuntime
+from ragsift.errors import RagsiftError
+from ragsift.http_retry import bearer_client
+from ragsift.schemas import QueryEvent, RetrievalResult, SearchMode
+
+__all__ = ["EmbeddedSource", "HttpSource", "IntegrationError", "RetrievalSource", "run_sync"]
+
+T = TypeVar("T")
+QUERY_ID_PREFIX = "integ-"  # marks queries that came through a framework retriever
+# The server waits up to the request's timeout for the pipeline; the client waits a
+# little longer so the server's own 504 (with its query id) arrives, not a bare timeout.
+CLIENT_TIMEOUT_MARGIN_S = 5.0
+DEFAULT_TIMEOUT_S = 30.0
+
+
+class IntegrationError(RagsiftError):
+    """ragsift could not produce a result for a retriever's query (rejected, unreachable)."""
+
+    stage = "integration"
+
+
+@runtime_checkable  # pydantic checks a LangChain retriever's source with isinstance
+class RetrievalSource(Protocol):
+    """Turns a question into ragsift's result for it."""
+
+    async def aretrieve(self, query: str) -> RetrievalResult:
+        """The result of ``query``; raises :class:`IntegrationError` when there is none."""
+        ...
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` for a synchronous caller; inside an event loop, use the async API."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    coro.close()
+    raise IntegrationError(
+        "called synchronously inside a running event loop; use the async method"
+        " (ainvoke / aretrieve) instead"
+    )
+
+
+class EmbeddedSource:
+    """Queries an :class:`EmbeddedRuntime` in-process.
+
+    Args:
+        runtime: the runtime (its documents already ingested).
+        tenant_id: whose documents are searched.
+        collection: which collection.
+        k: hits asked for; None uses the runtime's default.
+        mode: hybrid, dense or keyword search.
+    """
+
+    def __init__(
+        self,
+        runtime: EmbeddedRuntime,
+        tenant_id: str,
+        *,
+        collection: str = "default",
+        k: int | None = None,
+        mode: SearchMode = "hybrid",
+    ):
+        self.runtime = runtime
+        self.tenant_id = tenant_id
+        self.collection = collection
+        self.k = k
+        self.mode = mode
+        self._event(probe=True)  # a bad tenant, collection or k fails here, not per query
+
+    def _event(self, query: str = "?", *, probe: bool = False) -> QueryEvent:
+        try:
+            return QueryEvent(
+                query_id=f"{QUERY_ID_PREFIX}{uuid.uuid4().hex}",
+                tenant_id=self.tenant_id,
+                query=query,
+                collection=self.collection,
+                k=self.k,
+                mode=self.mode,
+            )
+        except ValidationError as exc:
+            what = "retriever settings" if probe else "query"
+            raise IntegrationError(f"invalid {what}: {exc}") from exc
+
+    async def aretrieve(self, query: str) -> RetrievalResult:
+        """Run ``query`` through the runtime's pipeline."""
+        [found] = await self.runtime.ask([self._event(query)])
+        if not isinstance(found, RetrievalResult):
+            raise IntegrationError(
+                f"ragsift rejected the query at {found.stage}: {found.error}",
+                query_id=found.query_id,
+            )
+        return found
+
+
+class HttpSource:
+    """Queries a ragsift API (``POST /v1/query``) with an API key or bearer token.
+
+    Args:
+        base_url: the API's address, e.g. ``http://127.0.0.1:8080``.
+        api_key: the credential (``ragsift api-keys create``); sent as a bearer token.
+        tenant_id: needed only when the key covers several tenants.
+        collection, k, mode: as for :class:`EmbeddedSource`.
+        timeout_s: how long the API waits for the pipeline's result.
+        transport: an httpx transport (tests, proxies); None is httpx's default. Each
+            query opens its own client, so the sync API works across event loops.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        tenant_id: str | None = None,
+        collection: str = "default",
+        k: int | None = None,
+        mode: SearchMode = "hybrid",
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ):
+        if not api_key:
+            raise IntegrationError("api_key is required for the HTTP API, got an empty one")
+        if timeout_s <= 0:
+            raise IntegrationError(f"timeout_s must be > 0, got {timeout_s}")
+        self.url = base_url.rstrip("/") + "/v1/query"
+        self._api_key = api_key
+        self.tenant_id = tenant_id
+        self.collection = collection
+        self.k = k
+        self.mode = mode
+        self.timeout_s = timeout_s
+        self.transport = transport
+
+    def __repr__(self) -> str:  # never the key
+        return f"HttpSource({self.url!r}, collection={self.collection!r})"
+
+    def _body(self, query: str) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "query": query,
+            "collection": self.collection,
+            "mode": self.mode,
+            "timeout_s": self.timeout_s,
+        }
+        if self.tenant_id is not None:
+            body["tenant_id"] = self.tenant_id
+        if self.k is not None:
+            body["k"] = self.k
+        return body
+
+    async def aretrieve(self, query: str) -> RetrievalResult:
+        """POST ``query`` and return the result the API answers with."""
+        timeout = self.timeout_s + CLIENT_TIMEOUT_MARGIN_S
+        try:
+            async with bearer_client(
+                self._api_key, timeout=timeout, transport=self.transport
+            ) as client:
+                response = await client.post(self.url, json=self._body(query))
+        except httpx.HTTPError as exc:
+            raise IntegrationError(f"ragsift API at {self.url} unreachable: {exc!r}") from exc
+        if response.status_code != httpx.codes.OK:
+            raise IntegrationError(
+                f"ragsift API answered {response.status_code}: {_error_text(response)}"
+            )
+        try:
+            return RetrievalResult.model_validate(response.json()["result"])
+        except (ValueError, KeyError, TypeError) as exc:  # ValidationError is a ValueError
+            raise IntegrationError(f"ragsift API answered an unreadable body: {exc}") from exc
+
+
+def _error_text(response: httpx.Response) -> str:
+    """The API's error code and detail, or the start of a body that is not its error JSON."""
+    try:
+        body = response.json()
+        return f"{body['error']}: {body['detail']}"
+    except (ValueError, KeyError, TypeError):
+        return response.text[:200]

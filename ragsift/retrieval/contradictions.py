@@ -1,0 +1,282 @@
+"""Kept sources that disagree on what the query asks (D7: contradictions are surfaced).
+
+The check reads the kept hits' sentences, no model and nothing fitted:
+
+1. A *statement* is a sentence of one of the top ``max_sources`` kept hits that
+   shares at least ``min_shared_terms`` content words with the query (all of
+   them when the query has fewer): the sentences that talk about what is asked.
+2. Two statements from *different documents* that share those same query words
+   contradict when
+   - **value**: both state a quantity of the same kind (a duration, a
+     percentage, an amount of one currency) about the same thing (the words
+     around the two quantities share a content word: "*return* an item within
+     30 days" vs "*returned* within 14 days"), and no value of one matches a
+     value of the other ("2 weeks" and "14 days" agree: durations are compared
+     in days, within 3 %); or
+   - **negation**: they say nearly the same thing (at least 60 % of their
+     content words in common) and exactly one of them is negated ("refunds are
+     issued for opened items" vs "refunds are not issued for opened items").
+3. The first contradicting pair in rank order is reported: its chunks, the two
+   sentences and, for a value, the values as written.
+
+Sentences of one document never contradict each other (a policy listing two
+periods for two cases is not a conflict), nor does a sentence that states both
+values. Bare numbers (years, counts) are not compared: without a unit, two
+numbers in two documents are rarely the same fact; nor are ages ("13-year-old")
+or capitalised number words, which name things ("the Seven Years' War"). False alarms on SQuAD
+in-scope queries are measured in docs/reports.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import NamedTuple
+
+from ragsift.retrieval.reader import split_sentences
+from ragsift.retrieval.terms import content_terms
+from ragsift.schemas import Contradiction, RetrievalResult, RetrievedChunk
+from ragsift.settings import ContradictionSettings
+
+__all__ = [
+    "DEFAULT_MAX_SOURCES",
+    "DEFAULT_MIN_SHARED_CONTEXT",
+    "DEFAULT_MIN_SHARED_TERMS",
+    "ContradictionDetector",
+    "Quantity",
+    "quantities",
+]
+
+DEFAULT_MAX_SOURCES = 5  # the hits a reader of the answer sees first; deeper ones rarely matter
+DEFAULT_MIN_SHARED_TERMS = 2  # one shared word ("policy") is not yet the same fact
+VALUE_TOLERANCE = 0.03  # 12 months vs 1 year (360 vs 365 days) is the same period
+NEGATION_MIN_OVERLAP = 0.6  # share of content words two sentences need to be "the same claim"
+MIN_NEGATION_TERMS = 3  # shorter sentences say too little to contradict each other
+MAX_STATEMENT_CHARS = 300  # a sentence quoted in the result is clipped to this
+# Words either side of a quantity that say what it measures: "return an item within
+# [30 days] of delivery". Four reach past the usual preposition and article.
+CONTEXT_WORDS = 4
+MIN_CONTEXT_CHARS = 3  # "s" of "city's" is no evidence of anything
+# Context words two quantities must share to measure the same thing. One keeps
+# paraphrases ("return an item within 30 days" / "items may be returned within 14
+# days"); two flags only near-verbatim versions. docs/reports.md has both rates.
+DEFAULT_MIN_SHARED_CONTEXT = 1
+# Words next to almost any quantity ("within 30 days", "every 2 weeks"): sharing one
+# says nothing about measuring the same thing.
+_CONTEXT_STOP = frozenset(
+    ("within", "after", "before", "during", "per", "each", "every", "up", "least", "over",
+     "under", "until", "around", "about", "only", "just", "first", "last", "next", "later",
+     "ago", "another", "one", "two", "year", "month", "week", "day", "hour", "minute")
+)  # fmt: skip
+
+_DAY = 1.0
+_TIME_UNITS = {
+    "second": _DAY / 86_400,
+    "minute": _DAY / 1_440,
+    "hour": _DAY / 24,
+    "day": _DAY,
+    "week": 7 * _DAY,
+    "month": 30 * _DAY,
+    "year": 365 * _DAY,
+}
+_CURRENCIES = {
+    "$": "usd", "dollar": "usd", "usd": "usd",
+    "€": "eur", "euro": "eur", "eur": "eur",
+    "£": "gbp", "gbp": "gbp",
+}  # fmt: skip
+_WORD_NUMBERS = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fourteen": 14,
+    "fifteen": 15, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
+    "ninety": 90,
+}  # fmt: skip
+_SCALES = {"thousand": 1e3, "million": 1e6, "m": 1e6, "billion": 1e9, "bn": 1e9}
+# Number words in lower case only: capitalised, they name things ("Six-Day War").
+_NUMBER = r"\d[\d,]*(?:\.\d+)?|(?-i:" + "|".join(_WORD_NUMBERS) + ")"
+# "30 days", "14 business days", "thirty-day", "20%", "5 percent", "$50", "$4 million",
+# "50 euros"; not "13-year-old" (an age).
+_QUANTITY = re.compile(
+    r"(?P<currency>[$€£])\s?(?P<amount>\d[\d,]*(?:\.\d+)?)"
+    r"(?:\s?(?P<scale>thousand|million|billion|bn|m)\b)?"
+    rf"|(?<![\w.,])(?P<number>{_NUMBER})[\s-]?"
+    r"(?:(?P<qualifier>business|working|calendar)[\s-])?"
+    r"(?P<unit>%|(?:second|minute|hour|day|week|month|year|percent|per\s?cent|dollar|euro|usd"
+    r"|eur|gbp)s?\b(?![\s-]old\b))",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[^\W_]+")
+_NEGATION = re.compile(r"\b(?:not|no|never|none|nor|cannot|without)\b|n't\b", re.IGNORECASE)
+
+
+class Quantity(NamedTuple):
+    """One stated quantity: its value in its kind's base unit (days, percent, currency
+    units), the text that stated it, and the content words around it."""
+
+    value: float
+    text: str
+    context: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Statement:
+    chunk: RetrievedChunk
+    sentence: str
+    terms: frozenset[str]
+    values: dict[str, list[Quantity]]
+    negated: bool
+
+
+def quantities(sentence: str) -> dict[str, list[Quantity]]:
+    """The sentence's quantities by kind: ``duration`` (``duration:business``...),
+    ``percent``, ``money:usd`` (``:eur``, ``:gbp``)."""
+    out: dict[str, list[Quantity]] = {}
+    for m in _QUANTITY.finditer(sentence):
+        if m["currency"]:
+            kind, value = f"money:{_CURRENCIES[m['currency']]}", _parse(m["amount"])
+            if m["scale"]:
+                value *= _SCALES[m["scale"].casefold()]
+        else:
+            value = _parse(m["number"])
+            unit = m["unit"].casefold().rstrip("s") if m["unit"] != "%" else "%"
+            if unit in _TIME_UNITS:
+                qualifier = m["qualifier"]
+                kind = f"duration:{qualifier.casefold()}" if qualifier else "duration"
+                value *= _TIME_UNITS[unit]
+            elif unit in _CURRENCIES:
+                kind = f"money:{_CURRENCIES[unit]}"
+            else:
+                kind = "percent"
+        context = _context(sentence[: m.start()], sentence[m.end() :])
+        out.setdefault(kind, []).append(Quantity(value, m.group(0).strip(), context))
+    return out
+
+
+def _context(before: str, after: str) -> frozenset[str]:
+    words = _WORD.findall(before)[-CONTEXT_WORDS:] + _WORD.findall(after)[:CONTEXT_WORDS]
+    terms = content_terms(" ".join(words))
+    return frozenset(
+        t
+        for t in terms
+        if len(t) >= MIN_CONTEXT_CHARS and t not in _CONTEXT_STOP and not t.isdigit()
+    )
+
+
+def _parse(number: str) -> float:
+    word = _WORD_NUMBERS.get(number.casefold())
+    return float(word) if word is not None else float(number.replace(",", ""))
+
+
+def _same(a: float, b: float) -> bool:
+    return abs(a - b) <= VALUE_TOLERANCE * max(abs(a), abs(b))
+
+
+def _value_conflict(a: _Statement, b: _Statement, min_context: int) -> tuple[str, str] | None:
+    """Two different values of one kind stated about the same thing, as written."""
+    for kind, left in a.values.items():
+        right = b.values.get(kind, [])
+        if any(_same(x.value, y.value) for x in left for y in right):
+            continue  # they agree on one value: the other is another case, not a conflict
+        for x in left:
+            for y in right:
+                if len(x.context & y.context) >= min_context:
+                    return x.text, y.text
+    return None
+
+
+def _negation_conflict(a: _Statement, b: _Statement) -> bool:
+    if a.negated == b.negated or min(len(a.terms), len(b.terms)) < MIN_NEGATION_TERMS:
+        return False
+    return len(a.terms & b.terms) / len(a.terms | b.terms) >= NEGATION_MIN_OVERLAP
+
+
+class ContradictionDetector:
+    """Finds kept sources that disagree on what a query asks (module docstring).
+
+    Args:
+        max_sources: kept hits read, top first.
+        min_shared_terms: query content words a sentence must share to be read.
+        min_shared_context: words around two quantities they must share to be compared.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_sources: int = DEFAULT_MAX_SOURCES,
+        min_shared_terms: int = DEFAULT_MIN_SHARED_TERMS,
+        min_shared_context: int = DEFAULT_MIN_SHARED_CONTEXT,
+    ):
+        if max_sources < 2:
+            raise ValueError(
+                f"max_sources must be >= 2 (a contradiction takes two), got {max_sources}"
+            )
+        if min_shared_terms < 1:
+            raise ValueError(f"min_shared_terms must be >= 1, got {min_shared_terms}")
+        if min_shared_context < 1:
+            raise ValueError(f"min_shared_context must be >= 1, got {min_shared_context}")
+        self.min_shared_context = min_shared_context
+        self.max_sources = max_sources
+        self.min_shared_terms = min_shared_terms
+
+    @classmethod
+    def from_settings(cls, settings: ContradictionSettings) -> ContradictionDetector:
+        """The detector ``RAGSIFT_CONTRADICTIONS_*`` configures."""
+        return cls(
+            max_sources=settings.max_sources,
+            min_shared_terms=settings.min_shared_terms,
+            min_shared_context=settings.min_shared_context,
+        )
+
+    def find(self, query: str, hits: Sequence[RetrievedChunk]) -> Contradiction | None:
+        """The first pair of ``hits`` (rank order) that contradict on ``query``, or None."""
+        hits = hits[: self.max_sources]
+        if len({h.doc_id for h in hits}) < 2:
+            return None
+        wanted = content_terms(query)
+        need = min(self.min_shared_terms, len(wanted))
+        if need == 0:
+            return None
+        statements = [s for h in hits for s in self._statements(h, wanted, need)]
+        for a, b in combinations(statements, 2):
+            if a.chunk.doc_id == b.chunk.doc_id or len(a.terms & b.terms & wanted) < need:
+                continue
+            values = _value_conflict(a, b, self.min_shared_context)
+            if values is not None:
+                return _contradiction("value", a, b, list(values))
+            if _negation_conflict(a, b):
+                return _contradiction("negation", a, b, [])
+        return None
+
+    def mark(self, result: RetrievalResult) -> RetrievalResult:
+        """``result`` with its ``contradiction`` set when its kept hits disagree."""
+        found = self.find(result.query, result.hits)
+        return result if found is None else result.model_copy(update={"contradiction": found})
+
+    @staticmethod
+    def _statements(hit: RetrievedChunk, wanted: set[str], need: int) -> list[_Statement]:
+        out = []
+        for sentence in split_sentences(hit.text):
+            terms = frozenset(content_terms(sentence))
+            if len(terms & wanted) >= need:
+                negated = _NEGATION.search(sentence) is not None
+                out.append(_Statement(hit, sentence, terms, quantities(sentence), negated))
+        return out
+
+
+def _contradiction(kind: str, a: _Statement, b: _Statement, values: list[str]) -> Contradiction:
+    return Contradiction.model_validate(
+        {
+            "kind": kind,
+            "chunk_ids": [a.chunk.chunk_id, b.chunk.chunk_id],
+            "doc_ids": [a.chunk.doc_id, b.chunk.doc_id],
+            "statements": [_clip(a.sentence), _clip(b.sentence)],
+            "values": values,
+        }
+    )
+
+
+def _clip(sentence: str) -> str:
+    if len(sentence) <= MAX_STATEMENT_CHARS:
+        return sentence
+    return sentence[: MAX_STATEMENT_CHARS - 1].rstrip() + "…"

@@ -1,0 +1,271 @@
+"""D7: kept sources that disagree on what the query asks are surfaced, and only those."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ragsift.embedded import EmbeddedRuntime
+from ragsift.ingest.loaders import SourceDocument
+from ragsift.retrieval.contradictions import ContradictionDetector, quantities
+from ragsift.schemas import Citation, QueryEvent, RetrievalResult, RetrievedChunk
+from ragsift.settings import ContradictionSettings, EmbedderSettings, Settings
+from tests.factories import low_bar_confidence
+
+QUERY = "How many days do I have to return an item?"
+
+
+def chunk(doc_id: str, text: str, rank: int = 1) -> RetrievedChunk:
+    chunk_id = f"{doc_id}#0"
+    return RetrievedChunk(
+        chunk_id=chunk_id,
+        doc_id=doc_id,
+        text=text,
+        rank=rank,
+        score=0.9,
+        citation=Citation(chunk_id=chunk_id, doc_id=doc_id, source=f"{doc_id}.md"),
+    )
+
+
+def find(*hits: RetrievedChunk, query: str = QUERY) -> object:
+    return ContradictionDetector().find(query, list(hits))
+
+
+def test_two_return_windows_contradict() -> None:
+    found = ContradictionDetector().find(
+        QUERY,
+        [
+            chunk("policy-2023", "Shipping is free. You can return an item within 30 days."),
+            chunk("policy-2024", "Items may be returned within 14 days of delivery.", 2),
+        ],
+    )
+    assert found is not None
+    assert found.kind == "value"
+    assert found.chunk_ids == ["policy-2023#0", "policy-2024#0"]
+    assert found.doc_ids == ["policy-2023", "policy-2024"]
+    assert found.values == ["30 days", "14 days"]
+    assert found.statements == [
+        "You can return an item within 30 days.",
+        "Items may be returned within 14 days of delivery.",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        # the same period in other units
+        ("You can return an item within 14 days.", "Items may be returned within 2 weeks."),
+        ("You can return an item within 12 months.", "Items may be returned within one year."),
+        # the same value
+        ("You can return an item within 30 days.", "Return an item in 30 days for a refund."),
+        # different kinds of quantity are not compared
+        ("You can return an item within 30 days.", "Returning an item costs 10% of its price."),
+        # one source states both values (two cases), the other one of them
+        (
+            "Return an item within 30 days, or 14 days if opened.",
+            "Opened items: return them within 14 days.",
+        ),
+        # about something else: shares no query word with the first
+        ("You can return an item within 30 days.", "Support answers within 2 days."),
+        # bare numbers (years, counts) are not facts with a unit
+        ("In 2019 we let you return an item.", "Since 2021 you can return any item."),
+        # number words that name things, and ages
+        ("Return an item bought in the Seven Days sale.", "Return an item from the Six-Day Sale."),
+        ("A 13-year-old may return an item.", "A 16-year-old may return an item."),
+    ],
+)
+def test_agreeing_or_unrelated_sources_do_not_contradict(first: str, second: str) -> None:
+    assert find(chunk("a", first), chunk("b", second, 2)) is None
+
+
+def test_quantities_about_different_things_do_not_contradict() -> None:
+    """SQuAD's false alarms before the context rule: both sentences match the query,
+    but the words around the two durations say they measure different things."""
+    query = "How long may members of Parliament speak?"
+    a = chunk(
+        "a", "Members of Parliament may speak for four minutes during the Time of Reflection."
+    )
+    b = chunk(
+        "b", "Members of Parliament question the First Minister for 20 minutes each Thursday."
+    )
+    assert ContradictionDetector().find(query, [a, b]) is None
+    c = chunk("c", "Members of Parliament may speak for ten minutes during the Time of Reflection.")
+    found = ContradictionDetector().find(query, [a, b, c])
+    assert found is not None
+    assert found.values == ["four minutes", "ten minutes"]
+
+
+def test_one_document_never_contradicts_itself() -> None:
+    text = "Return an item within 30 days. Sale items: return an item within 14 days."
+    hits = [chunk("a", text), chunk("a", text, 2).model_copy(update={"chunk_id": "a#1"})]
+    assert ContradictionDetector().find(QUERY, hits) is None
+
+
+def test_negation_contradicts_only_a_near_identical_claim() -> None:
+    query = "Are refunds issued for opened items?"
+    yes = chunk("faq", "Refunds are issued for opened items in their original box.")
+    no = chunk("terms", "Refunds are not issued for opened items in their original box.", 2)
+    found = ContradictionDetector().find(query, [yes, no])
+    assert found is not None
+    assert found.kind == "negation"
+    assert found.values == []
+    loose = chunk("terms", "Opened items are not refunded unless faulty, see the warranty.", 2)
+    assert ContradictionDetector().find(query, [yes, loose]) is None
+
+
+def test_only_the_top_sources_are_read() -> None:
+    hits = [
+        chunk("a", "You can return an item within 30 days."),
+        *[chunk(f"filler-{i}", "Nothing about that here.", i + 2) for i in range(3)],
+        chunk("b", "Items may be returned within 14 days.", 5),
+    ]
+    assert ContradictionDetector(max_sources=5).find(QUERY, hits) is not None
+    assert ContradictionDetector(max_sources=4).find(QUERY, hits) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("a thirty-day window", {"duration": [(30.0, "thirty-day")]}),
+        ("within 10 business days", {"duration:business": [(10.0, "10 business days")]}),
+        ("a 20% fee or 5 percent", {"percent": [(20.0, "20%"), (5.0, "5 percent")]}),
+        (
+            "$1,250.50 or 40 euros",
+            {"money:usd": [(1250.5, "$1,250.50")], "money:eur": [(40.0, "40 euros")]},
+        ),
+        ("a $4.5 billion endowment", {"money:usd": [(4.5e9, "$4.5 billion")]}),
+        ("in 1998, 3 members and 4.5 stars", {}),
+        ("the Seven Years' War, a 13-year-old", {}),
+    ],
+)
+def test_quantities_are_read_with_their_kind(
+    text: str, expected: dict[str, list[tuple[float, str]]]
+) -> None:
+    found = {kind: [(q.value, q.text) for q in qs] for kind, qs in quantities(text).items()}
+    assert found == expected
+
+
+def test_a_quantity_knows_what_it_measures() -> None:
+    text = "Customers may return an Orbit thermostat within 30 days of delivery."
+    [q] = quantities(text)["duration"]
+    assert q.context == {"orbit", "thermostat", "delivery"}
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ["9" * 5000 + " days", "\x00\u202e days 30 days", "день " * 1000, "(" * 10_000],
+)
+def test_hostile_text_is_read_without_error(hostile: str) -> None:
+    hits = [chunk("a", hostile), chunk("b", "return item within 14 days " + hostile, 2)]
+    ContradictionDetector().find(QUERY + " days", hits)  # no exception, whatever it finds
+
+
+def test_bad_detector_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="max_sources must be >= 2"):
+        ContradictionDetector(max_sources=1)
+    with pytest.raises(ValueError, match="min_shared_terms must be >= 1"):
+        ContradictionDetector(min_shared_terms=0)
+    with pytest.raises(ValueError, match="min_shared_context must be >= 1"):
+        ContradictionDetector(min_shared_context=0)
+
+
+POLICIES = [
+    SourceDocument(
+        doc_id="returns-2023",
+        text="Returns policy (2023). You can return an item within 30 days of delivery"
+        " for a full refund.",
+        source="policies/returns-2023.md",
+    ),
+    SourceDocument(
+        doc_id="returns-2024",
+        text="Returns policy (2024). You can return an item within 14 days of delivery"
+        " for a full refund.",
+        source="policies/returns-2024.md",
+    ),
+]
+
+
+async def ask(tmp_path: Path, *, enabled: bool = True) -> RetrievalResult:
+    settings = Settings(
+        data_dir=tmp_path,
+        confidence=low_bar_confidence(),
+        embedder=EmbedderSettings(kind="hashing"),
+        contradictions=ContradictionSettings(enabled=enabled),
+    )
+    async with EmbeddedRuntime(settings) as rt:
+        await rt.ingest("acme", POLICIES)
+        [result] = await rt.ask([QueryEvent(query_id="q1", tenant_id="acme", query=QUERY)])
+    assert isinstance(result, RetrievalResult)
+    return result
+
+
+async def test_the_pipeline_flags_two_policies_that_disagree(tmp_path: Path) -> None:
+    result = await ask(tmp_path)
+    assert result.contradiction is not None
+    assert sorted(result.contradiction.doc_ids) == ["returns-2023", "returns-2024"]
+    assert set(result.contradiction.chunk_ids) == {h.chunk_id for h in result.hits}
+    assert sorted(result.contradiction.values) == ["14 days", "30 days"]
+
+
+async def test_the_check_can_be_turned_off(tmp_path: Path) -> None:
+    assert (await ask(tmp_path, enabled=False)).contradiction is None
+
+
+# Hand-written conflicts of the kind D7 is for: two versions of one policy, worded
+# as different authors would. Not from SQuAD (whose false alarms set the defaults).
+POLICY_CONFLICTS = [
+    (QUERY, "You can return an item within 30 days.", "Items may be returned within 14 days."),
+    (
+        "How long is the warranty on the thermostat?",
+        "The Orbit thermostat has a 2-year warranty.",
+        "Orbit thermostats carry a warranty of 12 months.",
+    ),
+    (
+        "What is the late fee on overdue invoices?",
+        "A late fee of 5% applies to overdue invoices.",
+        "Overdue invoices incur a late fee of 2%.",
+    ),
+    (
+        "How long are access logs kept?",
+        "Access logs are kept for 90 days.",
+        "We keep access logs for one year.",
+    ),
+    (
+        "How much does the premium plan cost?",
+        "The premium plan costs $20 per month.",
+        "Premium costs $25 a month.",
+    ),
+    (
+        "How long does refund processing take?",
+        "Refund processing takes 5 business days.",
+        "Refund processing takes up to 10 business days.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("query", "first", "second"), POLICY_CONFLICTS)
+def test_policy_versions_that_disagree_are_found(query: str, first: str, second: str) -> None:
+    found = ContradictionDetector().find(query, [chunk("v1", first), chunk("v2", second, 2)])
+    assert found is not None
+    assert found.kind == "value"
+
+
+def test_two_shared_context_words_keep_only_near_verbatim_versions() -> None:
+    """The stricter setting (0 SQuAD false alarms) misses paraphrased conflicts."""
+    strict = ContradictionDetector(min_shared_context=2)
+    found = [
+        strict.find(q, [chunk("v1", a), chunk("v2", b, 2)]) is not None
+        for q, a, b in POLICY_CONFLICTS
+    ]
+    assert found == [False, False, True, False, True, True]
+
+
+def test_the_detector_follows_its_settings() -> None:
+    settings = ContradictionSettings(max_sources=3, min_shared_terms=1, min_shared_context=2)
+    detector = ContradictionDetector.from_settings(settings)
+    assert (detector.max_sources, detector.min_shared_terms, detector.min_shared_context) == (
+        3,
+        1,
+        2,
+    )
