@@ -15,14 +15,38 @@ from ragsift.ingest.indexer import Indexer, IngestReport
 from ragsift.ingest.loaders import SourceDocument
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.cache import InMemoryCache
+from ragsift.retrieval.feedback_store import SqliteFeedbackStore
 from ragsift.schemas import DeadLetter, QueryEvent, RetrievalResult
 from ragsift.settings import Settings
 from ragsift.streams.bus import InProcessBus
-from ragsift.wiring import build_embedder, build_index, build_pipeline
+from ragsift.wiring import (
+    build_calibration_registry,
+    build_embedder,
+    build_index,
+    build_pipeline,
+)
 from ragsift.workers.audit import build_audit_handler
+from ragsift.workers.calibration import FeedbackLoop, ResultJoinHandler
 from ragsift.workers.retrieval import RetrievalHandler
 
-__all__ = ["EmbeddedRuntime"]
+__all__ = ["EmbeddedRuntime", "embedded_feedback_loop"]
+
+#: The embedded runtime's labels and scored results (``ragsift feedback``), under the data dir.
+FEEDBACK_DB = "feedback.sqlite"
+
+
+def embedded_feedback_loop(
+    settings: Settings, embedder_id: str, metrics: Metrics
+) -> FeedbackLoop | None:
+    """The feedback re-fit over files under the data dir; None without the calibrated scorer."""
+    if settings.confidence.scorer != "calibrated":
+        return None
+    return FeedbackLoop(
+        SqliteFeedbackStore(Path(settings.data_dir) / FEEDBACK_DB),
+        build_calibration_registry(settings, embedder_id),
+        settings.feedback,
+        metrics,
+    )
 
 
 class EmbeddedRuntime:
@@ -46,8 +70,11 @@ class EmbeddedRuntime:
         self.indexer = Indexer(self.index, self.embedder, cache=self.cache)
         audit = build_audit_handler(settings.audit, Path(self.data_dir) / "audit", self.metrics)
         self.audit = audit.sink
+        # Scored results are remembered so `ragsift feedback` can label them later.
+        self.feedback = embedded_feedback_loop(settings, self.embedder.embedder_id, self.metrics)
+        join = [ResultJoinHandler(self.feedback)] if self.feedback is not None else []
         self.bus = InProcessBus(
-            [RetrievalHandler(self.pipeline), audit],
+            [RetrievalHandler(self.pipeline), audit, *join],
             metrics=self.metrics,
             batch_size=settings.limits.batch_size,
             prefix=settings.kafka.topic_prefix,

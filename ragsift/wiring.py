@@ -8,6 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ragsift.confidence.drift import DriftMonitor
+from ragsift.confidence.errors import ConfidenceError
+from ragsift.confidence.registry import (
+    CalibrationRegistry,
+    CalibrationStore,
+    DirectoryCalibrationStore,
+)
 from ragsift.errors import ConfigurationError
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.bm25 import Bm25Encoder
@@ -24,10 +31,20 @@ from ragsift.retrieval.index import VectorIndex
 from ragsift.retrieval.onnx_embedder import ONNX_MINILM_DIM, OnnxMiniLMEmbedder
 from ragsift.retrieval.pipeline import RetrievalPipeline
 from ragsift.retrieval.reader import Reader
+from ragsift.retrieval.redis_calibration import RedisCalibrationStore
 from ragsift.retrieval.rerank import HttpReranker, OnnxCrossEncoder, Reranker
 from ragsift.settings import EmbedderSettings, QdrantSettings, RerankerSettings, Settings
 
-__all__ = ["build_embedder", "build_index", "build_pipeline", "build_reader", "build_reranker"]
+__all__ = [
+    "build_calibration_registry",
+    "build_calibration_store",
+    "build_drift_monitor",
+    "build_embedder",
+    "build_index",
+    "build_pipeline",
+    "build_reader",
+    "build_reranker",
+]
 
 
 def build_embedder(settings: EmbedderSettings) -> Embedder:
@@ -130,7 +147,41 @@ def build_pipeline(
         source=source,
         reranker=reranker,
         reader=build_reader(engines, embedder, settings.confidence.reader_top_n),
+        drift=build_drift_monitor(settings),
     )
+
+
+def build_drift_monitor(settings: Settings) -> DriftMonitor | None:
+    """The calibration drift monitor (``RAGSIFT_DRIFT_*``), or None when it is off."""
+    drift = settings.drift
+    if not drift.enabled:
+        return None
+    try:
+        return DriftMonitor(
+            threshold=drift.psi_threshold, min_samples=drift.min_samples, half_life=drift.half_life
+        )
+    except ConfidenceError as exc:
+        raise ConfigurationError(f"RAGSIFT_DRIFT_*: {exc}") from exc
+
+
+def build_calibration_store(settings: Settings) -> CalibrationStore:
+    """Scoped calibrations: in Redis (``RAGSIFT_CALIBRATION_STORE=redis``) or files.
+
+    Files go under ``<data dir>/calibrations`` (one process, or a shared volume).
+    """
+    if settings.calibration_store.store == "redis":
+        return RedisCalibrationStore(settings.redis)
+    return DirectoryCalibrationStore(Path(settings.data_dir) / "calibrations")
+
+
+def build_calibration_registry(settings: Settings, embedder_id: str) -> CalibrationRegistry:
+    """The registry of scoped calibrations, falling back to the configured (or shipped) one."""
+    engines = EngineSet(settings.confidence, embedder_id)
+    if engines.calibration is None:
+        raise ConfigurationError(
+            "per-tenant calibration needs the calibrated scorer (RAGSIFT_CONFIDENCE_SCORER)"
+        )
+    return CalibrationRegistry(engines.calibration, build_calibration_store(settings))
 
 
 def build_reader(engines: EngineSet, embedder: Embedder, top_n: int) -> Reader | None:

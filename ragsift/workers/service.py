@@ -23,13 +23,20 @@ from ragsift.errors import ConfigurationError
 from ragsift.ingest.indexer import Indexer
 from ragsift.observability.metrics import Metrics
 from ragsift.report.builder import ReportBuilder, ReportSettings
+from ragsift.retrieval.feedback_store import RedisFeedbackStore
 from ragsift.retrieval.redis_cache import RedisCache
 from ragsift.settings import GUARDRAIL_PRESETS, Settings
 from ragsift.streams.agents import AgentHealth, attach_handler
 from ragsift.streams.app import create_app
-from ragsift.wiring import build_embedder, build_index, build_pipeline
+from ragsift.wiring import (
+    build_calibration_registry,
+    build_embedder,
+    build_index,
+    build_pipeline,
+)
 from ragsift.workers.audit import build_audit_handler
 from ragsift.workers.base import Handler
+from ragsift.workers.calibration import FeedbackHandler, FeedbackLoop, ResultJoinHandler
 from ragsift.workers.decision import DecisionHandler
 from ragsift.workers.indexer import IndexerHandler
 from ragsift.workers.report import ReportHandler
@@ -37,8 +44,15 @@ from ragsift.workers.retrieval import RetrievalHandler
 
 __all__ = ["WORKER_NAMES", "WorkerName", "build_worker", "readiness"]
 
-WorkerName = Literal["retrieval", "indexer", "audit", "decision", "report"]
-WORKER_NAMES: tuple[WorkerName, ...] = ("retrieval", "indexer", "audit", "decision", "report")
+WorkerName = Literal["retrieval", "indexer", "audit", "decision", "report", "calibration"]
+WORKER_NAMES: tuple[WorkerName, ...] = (
+    "retrieval",
+    "indexer",
+    "audit",
+    "decision",
+    "report",
+    "calibration",
+)
 
 
 def build_worker(
@@ -84,6 +98,8 @@ def build_worker(
         handlers.append(DecisionHandler(settings.guardrails, metrics))
     if "report" in names:
         handlers.append(build_report_handler(settings, metrics))
+    if "calibration" in names:
+        handlers.extend(build_calibration_handlers(settings, metrics))
     # The app id is the consumer group: an explicit RAGSIFT_KAFKA_APP_ID is used as is
     # (deployments name one group per worker kind, and KEDA scales on its lag).
     app_id = settings.kafka.app_id
@@ -135,6 +151,23 @@ def build_report_handler(settings: Settings, metrics: Metrics) -> Handler[Any]:
     )
     builder = ReportBuilder(report_settings, report_settings.make_llm_client(), metrics=metrics)
     return ReportHandler(builder, metrics)
+
+
+def build_calibration_handlers(settings: Settings, metrics: Metrics) -> list[Handler[Any]]:
+    """The feedback re-fit: one handler joins results, one applies labels (X2).
+
+    Labels and results live in Redis (shared by replicas); the re-fit calibrations
+    go to the configured calibration store (``RAGSIFT_CALIBRATION_STORE=redis`` for
+    workers on several hosts).
+    """
+    embedder_id = build_embedder(settings.embedder).embedder_id
+    loop = FeedbackLoop(
+        RedisFeedbackStore(settings.redis),
+        build_calibration_registry(settings, embedder_id),
+        settings.feedback,
+        metrics,
+    )
+    return [ResultJoinHandler(loop), FeedbackHandler(loop)]
 
 
 def readiness(
