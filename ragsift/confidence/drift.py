@@ -63,9 +63,11 @@ MAX_SCOPES: Final = 10_000
 
 
 def _bin(score: float) -> int:
-    if not math.isfinite(score):
+    """The bin of a normalized score; NaN counts as no hit (0), anything else is clipped."""
+    if math.isnan(score):
         score = 0.0
-    return min(max(int(score * BINS), 0), BINS - 1)
+    score = min(max(score, 0.0), 1.0)  # before scaling: 1e308 * BINS would overflow
+    return min(int(score * BINS), BINS - 1)
 
 
 def psi(reference: npt.ArrayLike, current: npt.ArrayLike) -> float:

@@ -28,7 +28,7 @@ from ragsift.confidence.calibration import fit_logistic, predict_logistic
 from ragsift.confidence.conformal import DEFAULT_ALPHA, DEFAULT_DELTA, conformal_threshold
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.features import feature_matrix
-from ragsift.confidence.signals import SIGNAL_NAMES
+from ragsift.confidence.signals import SIGNAL_INDEX, SIGNAL_NAMES
 
 __all__ = ["MIN_REFIT_LABELS", "LabelledResult", "refit_calibration"]
 
@@ -67,10 +67,21 @@ def _order(query_id: str) -> str:
 
 
 def _signal_matrix(labels: Sequence[LabelledResult]) -> np.ndarray:
-    return np.array(
+    """Signal rows in :data:`SIGNAL_NAMES` order; missing or non-finite values are NaN.
+
+    Signals arrive from a topic: every one the model may use lives in [0, 1], so
+    values outside are clipped rather than allowed to dominate (or overflow) the fit.
+    """
+    rows = np.array(
         [[float(r.signals.get(name, math.nan)) for name in SIGNAL_NAMES] for r in labels],
         dtype=np.float64,
     )
+    rows[~np.isfinite(rows)] = np.nan
+    # The pipeline always reports a top score (0 without hits); the model's imputations
+    # start from it, so it is never left missing.
+    top = rows[:, SIGNAL_INDEX["top_score"]]
+    top[np.isnan(top)] = 0.0
+    return np.clip(rows, 0.0, 1.0)
 
 
 def refit_calibration(

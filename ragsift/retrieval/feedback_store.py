@@ -106,6 +106,10 @@ class SqliteFeedbackStore:
         self._clock = clock
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False)
+        # WAL without a sync per commit: a label is one small write, and losing the
+        # last few on a power cut costs a re-label, not a corrupt file.
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
         with self._db:
             self._db.executescript(
                 "CREATE TABLE IF NOT EXISTS results"
