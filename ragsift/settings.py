@@ -504,7 +504,8 @@ class Settings(BaseSettings):
     audit: AuditSettings = Field(default_factory=AuditSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
-    calibration_store: CalibrationStoreSettings = Field(default_factory=CalibrationStoreSettings)
+    # Not "calibration_store": Settings would read RAGSIFT_CALIBRATION_STORE as this whole object.
+    calibration_backend: CalibrationStoreSettings = Field(default_factory=CalibrationStoreSettings)
     feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
     drift: DriftSettings = Field(default_factory=DriftSettings)
 
@@ -528,7 +529,7 @@ class Settings(BaseSettings):
                 "audit": AuditSettings,
                 "api": ApiSettings,
                 "worker": WorkerSettings,
-                "calibration_store": CalibrationStoreSettings,
+                "calibration_backend": CalibrationStoreSettings,
                 "feedback": FeedbackSettings,
                 "drift": DriftSettings,
             }

@@ -169,7 +169,7 @@ def build_calibration_store(settings: Settings) -> CalibrationStore:
 
     Files go under ``<data dir>/calibrations`` (one process, or a shared volume).
     """
-    if settings.calibration_store.store == "redis":
+    if settings.calibration_backend.store == "redis":
         return RedisCalibrationStore(settings.redis)
     return DirectoryCalibrationStore(Path(settings.data_dir) / "calibrations")
 
