@@ -151,6 +151,10 @@ def build_pipeline(
     )
 
 
+#: Folder of the data dir that holds scoped calibration files (directory store).
+CALIBRATIONS_DIR = "calibrations"
+
+
 def build_drift_monitor(settings: Settings) -> DriftMonitor | None:
     """The calibration drift monitor (``RAGSIFT_DRIFT_*``), or None when it is off."""
     drift = settings.drift
@@ -164,14 +168,17 @@ def build_drift_monitor(settings: Settings) -> DriftMonitor | None:
         raise ConfigurationError(f"RAGSIFT_DRIFT_*: {exc}") from exc
 
 
-def build_calibration_store(settings: Settings) -> CalibrationStore:
-    """Scoped calibrations: in Redis (``RAGSIFT_CALIBRATION_STORE=redis``) or files.
+def build_calibration_store(
+    settings: Settings, default_dir: Path | None = None
+) -> CalibrationStore | None:
+    """Scoped calibrations: Redis (``RAGSIFT_CALIBRATION_STORE=redis``), else ``default_dir``.
 
-    Files go under ``<data dir>/calibrations`` (one process, or a shared volume).
+    Redis is the store every replica shares; files suit one process (the embedded
+    runtime's data dir). None (every query gets the default calibration) without either.
     """
     if settings.calibration_backend.store == "redis":
         return RedisCalibrationStore(settings.redis)
-    return DirectoryCalibrationStore(Path(settings.data_dir) / "calibrations")
+    return DirectoryCalibrationStore(default_dir) if default_dir is not None else None
 
 
 def build_calibration_registry(settings: Settings, embedder_id: str) -> CalibrationRegistry:
@@ -181,7 +188,8 @@ def build_calibration_registry(settings: Settings, embedder_id: str) -> Calibrat
         raise ConfigurationError(
             "per-tenant calibration needs the calibrated scorer (RAGSIFT_CONFIDENCE_SCORER)"
         )
-    return CalibrationRegistry(engines.calibration, build_calibration_store(settings))
+    store = build_calibration_store(settings, Path(settings.data_dir) / CALIBRATIONS_DIR)
+    return CalibrationRegistry(engines.calibration, store)
 
 
 def build_reader(engines: EngineSet, embedder: Embedder, top_n: int) -> Reader | None:
