@@ -22,6 +22,7 @@ from redis.exceptions import RedisError
 
 from ragsift.confidence.registry import CalibrationScope
 from ragsift.errors import ServiceUnavailableError
+from ragsift.retrieval.redis_calibration import sync_client
 from ragsift.settings import RedisSettings
 
 __all__ = [
@@ -187,13 +188,7 @@ class RedisFeedbackStore:
     """The streaming workers' store: results as keys with a TTL, labels in a hash per scope."""
 
     def __init__(self, settings: RedisSettings, *, client: redis.Redis | None = None):
-        password = settings.password.get_secret_value() if settings.password else None
-        self.client = client or redis.Redis.from_url(
-            settings.url,
-            password=password,
-            socket_timeout=max(settings.socket_timeout_s, 1.0),
-            socket_connect_timeout=max(settings.socket_timeout_s, 1.0),
-        )
+        self.client = client or sync_client(settings)
         self.prefix = f"{settings.key_prefix}:feedback"
 
     def _call(self, op: Any) -> Any:

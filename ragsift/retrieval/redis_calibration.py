@@ -19,7 +19,11 @@ from ragsift.confidence.artifact import CalibrationArtifact
 from ragsift.confidence.registry import CalibrationScope
 from ragsift.settings import RedisSettings
 
-__all__ = ["RedisCalibrationStore"]
+__all__ = ["RedisCalibrationStore", "sync_client"]
+
+# Calibrations and labels are read rarely and off the query path, so a slower
+# Redis than the cache tolerates (its socket timeout is 0.25 s) is fine here.
+_MIN_TIMEOUT_S: Final = 1.0
 
 # Separates collection and tenant in a hash field; names never contain it
 # (a unit separator is a control character, refused in tenant ids and collections).
@@ -35,19 +39,20 @@ def _scope(field: str) -> CalibrationScope:
     return CalibrationScope(collection, tenant or None)
 
 
+def sync_client(settings: RedisSettings) -> redis.Redis:
+    """A blocking Redis client for the calibration and feedback stores."""
+    password = settings.password.get_secret_value() if settings.password else None
+    timeout = max(settings.socket_timeout_s, _MIN_TIMEOUT_S)
+    return redis.Redis.from_url(
+        settings.url, password=password, socket_timeout=timeout, socket_connect_timeout=timeout
+    )
+
+
 class RedisCalibrationStore:
     """:class:`~ragsift.confidence.registry.CalibrationStore` on Redis (sync client)."""
 
     def __init__(self, settings: RedisSettings, *, client: redis.Redis | None = None):
-        password = settings.password.get_secret_value() if settings.password else None
-        self.client = client or redis.Redis.from_url(
-            settings.url,
-            password=password,
-            # Calibrations are read rarely (on a generation change), so a slower
-            # Redis than the cache tolerates is fine here.
-            socket_timeout=max(settings.socket_timeout_s, 1.0),
-            socket_connect_timeout=max(settings.socket_timeout_s, 1.0),
-        )
+        self.client = client or sync_client(settings)
         self.artifacts_key = f"{settings.key_prefix}:calibration:artifacts"
         self.generation_key = f"{settings.key_prefix}:calibration:generation"
 

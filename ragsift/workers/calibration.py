@@ -153,14 +153,12 @@ class FeedbackLoop:
             last[0] == digest or now - last[1] < self.settings.refit_interval_s
         ):
             return None
-        base = (
-            self.registry.store.get(CalibrationScope(scope.collection))
-            if self.registry.store
-            else None
-        )
+        # The collection's calibration (else the default), never the tenant's last re-fit:
+        # re-fits do not compound. The registry skips a stored artifact it cannot use.
+        base = self.registry.resolve(None, scope.collection)
         try:
             artifact = refit_calibration(
-                base or self.registry.default,
+                base,
                 [
                     LabelledResult(s.record.query_id, s.record.signals, s.record.kept, s.relevant)
                     for s in labels

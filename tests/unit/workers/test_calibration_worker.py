@@ -198,3 +198,38 @@ async def test_the_worker_dead_letters_bad_feedback_and_keeps_going(loop: Feedba
         "ragsift_dead_letters_total", {"worker": "calibration", "stage": "feedback"}
     )
     assert dead == 2
+
+
+def refit_all(loop: FeedbackLoop, labelled: list[tuple[RetrievalResult, bool]]) -> str:
+    loop.remember([r for r, _ in labelled])
+    versions = [loop.apply(feedback(r.query_id, y)) for r, y in labelled]
+    new = [v for v in versions if v is not None]
+    assert new, "no re-fit happened"
+    return new[-1]
+
+
+def test_the_base_is_the_collections_calibration_not_the_tenants_last_refit(
+    loop: FeedbackLoop, tmp_path: Path
+) -> None:
+    collection = base_artifact().model_copy(update={"intercept": -7.0, "version": ""})
+    collection = CalibrationArtifact.model_validate(collection.model_dump())
+    loop.registry.put(CalibrationScope("docs"), collection)
+    refit_all(loop, traffic(200))
+    first = loop.registry.resolve("acme", "docs")
+    assert collection.version in first.data.notes
+    r, y = traffic(200)[0]
+    loop.apply(feedback(r.query_id, not y))  # a changed label: a second re-fit
+    second = loop.registry.resolve("acme", "docs")
+    assert second.version != first.version
+    assert collection.version in second.data.notes
+    assert first.version not in second.data.notes
+
+
+def test_a_corrupt_collection_calibration_falls_back_to_the_default(
+    loop: FeedbackLoop, tmp_path: Path
+) -> None:
+    loop.registry.put(CalibrationScope("docs"), base_artifact())
+    [path] = (tmp_path / "calibrations").glob("*/_collection.json")
+    path.write_text('{"kind": "ragsift.confidence.calibration", "coefficients": [1e999', "utf-8")
+    refit_all(loop, traffic(200))
+    assert loop.registry.default.version in loop.registry.resolve("acme", "docs").data.notes
