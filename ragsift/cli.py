@@ -729,6 +729,73 @@ Half = Annotated[
 
 
 @app.command()
+def feedback(
+    query_id: Annotated[str, typer.Argument(help="The query the label is about (from `ask`).")],
+    relevant: Annotated[
+        bool,
+        typer.Option(
+            "--relevant/--not-relevant",
+            help="Whether the result's kept context held the answer.",
+        ),
+    ],
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", "-t", help="Tenant (default: the query's).")
+    ] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Label a past embedded result; re-fit the tenant's calibration once enough labels exist.
+
+    The label is kept under the data dir, keyed by query id (labelling again replaces
+    it). With RAGSIFT_FEEDBACK_MIN_LABELS labels for the tenant and collection, a new
+    calibration is fit and stored under <data dir>/calibrations.
+    """
+    import uuid
+
+    from ragsift.embedded import embedded_feedback_loop
+    from ragsift.observability.metrics import Metrics
+    from ragsift.schemas import FeedbackEvent
+    from ragsift.wiring import build_embedder
+    from ragsift.workers.calibration import FeedbackRefused
+
+    settings = _settings()
+    if data_dir is not None:
+        settings = settings.model_copy(update={"data_dir": data_dir})
+    try:
+        loop = embedded_feedback_loop(
+            settings, build_embedder(settings.embedder).embedder_id, Metrics()
+        )
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    if loop is None:
+        err_console.print(
+            "[red]error:[/red] feedback re-fits need RAGSIFT_CONFIDENCE_SCORER=calibrated"
+        )
+        raise typer.Exit(2)
+    record = loop.store.recall(query_id)
+    try:
+        event = FeedbackEvent(
+            event_id=f"cli-{uuid.uuid4().hex[:12]}",
+            query_id=query_id,
+            tenant_id=tenant or (record.tenant_id if record else "unknown"),
+            relevant=relevant,
+        )
+        version = loop.apply(event)
+    except (FeedbackRefused, ValueError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    assert record is not None  # apply refuses an unknown query
+    scope = f"{record.tenant_id}/{record.collection}"
+    labels = len(loop.store.labels(loop.scope_of(record)))
+    console.print(
+        f"labelled {query_id} {'relevant' if relevant else 'not relevant'}"
+        f" ({scope}: {labels} labels)"
+    )
+    if version is not None:
+        console.print(f"re-fit the calibration of {scope}: {version}")
+
+
+@app.command()
 def calibrate(
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the artifact JSON.")],
     dataset: Dataset = None,
@@ -943,8 +1010,9 @@ def worker(
     names: Annotated[
         list[str],
         typer.Argument(
-            help="Which workers to run: retrieval, indexer, audit, decision and/or report"
-            " (several share one process)."
+            help="Which workers to run: retrieval, indexer, audit, decision, report and/or"
+            " calibration (re-fits tenants' calibrations from feedback); several share one"
+            " process."
         ),
     ],
     web_port: Annotated[

@@ -21,6 +21,7 @@ from ragsift.ingest.indexer import Indexer, IngestReport
 from ragsift.ingest.loaders import SourceDocument
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.cache import InMemoryCache
+from ragsift.retrieval.feedback_store import SqliteFeedbackStore
 from ragsift.retrieval.index import (
     ChunkRecord,
     CollectionInfo,
@@ -32,12 +33,19 @@ from ragsift.runtime_store import STORE_FILE, ResultStore, StoredAnswer
 from ragsift.schemas import DeadLetter, Decision, QueryEvent, Report, RetrievalResult
 from ragsift.settings import Settings
 from ragsift.streams.bus import InProcessBus
-from ragsift.wiring import build_embedder, build_index, build_pipeline, build_report_handler
+from ragsift.wiring import (
+    build_calibration_registry,
+    build_embedder,
+    build_index,
+    build_pipeline,
+    build_report_handler,
+)
 from ragsift.workers.audit import build_audit_handler
+from ragsift.workers.calibration import FeedbackLoop, ResultJoinHandler
 from ragsift.workers.decision import DecisionHandler
 from ragsift.workers.retrieval import RetrievalHandler
 
-__all__ = ["MAX_ASSESS_CHUNKS", "EmbeddedRuntime", "Outcome"]
+__all__ = ["MAX_ASSESS_CHUNKS", "EmbeddedRuntime", "Outcome", "embedded_feedback_loop"]
 
 #: what one query became: its answer, or the dead letter that rejected it
 Outcome = StoredAnswer | DeadLetter
@@ -53,6 +61,24 @@ class _Collected:
     report: Report | None = None
     decision: Decision | None = None
     letters: list[DeadLetter] = field(default_factory=list)
+
+
+#: The embedded runtime's labels and scored results (``ragsift feedback``), under the data dir.
+FEEDBACK_DB = "feedback.sqlite"
+
+
+def embedded_feedback_loop(
+    settings: Settings, embedder_id: str, metrics: Metrics
+) -> FeedbackLoop | None:
+    """The feedback re-fit over files under the data dir; None without the calibrated scorer."""
+    if settings.confidence.scorer != "calibrated":
+        return None
+    return FeedbackLoop(
+        SqliteFeedbackStore(Path(settings.data_dir) / FEEDBACK_DB),
+        build_calibration_registry(settings, embedder_id),
+        settings.feedback,
+        metrics,
+    )
 
 
 class EmbeddedRuntime:
@@ -76,6 +102,9 @@ class EmbeddedRuntime:
         self.indexer = Indexer(self.index, self.embedder, cache=self.cache)
         audit = build_audit_handler(settings.audit, Path(self.data_dir) / "audit", self.metrics)
         self.audit = audit.sink
+        # Scored results are remembered so `ragsift feedback` can label them later.
+        self.feedback = embedded_feedback_loop(settings, self.embedder.embedder_id, self.metrics)
+        join = [ResultJoinHandler(self.feedback)] if self.feedback is not None else []
         self.store = ResultStore(
             Path(self.data_dir) / STORE_FILE, max_results=settings.runtime.store_max_results
         )
@@ -86,6 +115,7 @@ class EmbeddedRuntime:
                 self.reports,
                 DecisionHandler(settings.guardrails, self.metrics),
                 audit,
+                *join,
             ],
             metrics=self.metrics,
             batch_size=settings.limits.batch_size,

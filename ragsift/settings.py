@@ -25,9 +25,12 @@ __all__ = [
     "ApiSettings",
     "AuditSettings",
     "CacheSettings",
+    "CalibrationStoreSettings",
     "ConfidenceSettings",
     "ContradictionSettings",
+    "DriftSettings",
     "EmbedderSettings",
+    "FeedbackSettings",
     "GuardrailSettings",
     "KafkaSettings",
     "LimitSettings",
@@ -498,6 +501,44 @@ class ApiSettings(BaseSettings):
         return self
 
 
+class CalibrationStoreSettings(BaseSettings):
+    """Which store holds scoped calibrations (issue 14): files, or Redis shared by replicas."""
+
+    model_config = _config("RAGSIFT_CALIBRATION_")
+
+    #: ``directory``: files under the data dir (one process); ``redis``: every replica's.
+    store: Literal["directory", "redis"] = "directory"
+
+
+class FeedbackSettings(BaseSettings):
+    """The feedback re-fit (X2): when a tenant's labels re-fit its calibration."""
+
+    model_config = _config("RAGSIFT_FEEDBACK_")
+
+    #: Labels a scope needs before its first re-fit (each half of them fits/certifies).
+    min_labels: int = Field(default=200, ge=40, le=1_000_000)
+    #: Seconds between two re-fits of one scope (checked when feedback arrives).
+    refit_interval_s: float = Field(default=300.0, ge=0, le=30 * 86_400)
+    #: Only the most recent this-many labels of a scope are fit on.
+    window: int = Field(default=5_000, ge=40, le=1_000_000)
+    #: How long a scored result can still be labelled (its signals are kept this long).
+    join_ttl_s: int = Field(default=7 * 86_400, ge=60, le=365 * 86_400)
+
+
+class DriftSettings(BaseSettings):
+    """The calibration drift alarm (PSI of top-hit scores against a reference)."""
+
+    model_config = _config("RAGSIFT_DRIFT_")
+
+    enabled: bool = True
+    #: PSI above this counts as shifted (0.25: the conventional "act" level).
+    psi_threshold: float = Field(default=0.25, gt=0, le=10)
+    #: Queries in the reference and in the rolling sketch before a PSI is reported.
+    min_samples: int = Field(default=200, ge=10, le=1_000_000)
+    #: Queries after which an observation weighs half in the rolling sketch.
+    half_life: float = Field(default=500.0, gt=0, le=10_000_000)
+
+
 class Settings(BaseSettings):
     """All of ragsift's settings, one frozen object per concern."""
 
@@ -522,6 +563,10 @@ class Settings(BaseSettings):
     api: ApiSettings = Field(default_factory=ApiSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
+    # Not "calibration_store": Settings would read RAGSIFT_CALIBRATION_STORE as this whole object.
+    calibration_backend: CalibrationStoreSettings = Field(default_factory=CalibrationStoreSettings)
+    feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
+    drift: DriftSettings = Field(default_factory=DriftSettings)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
@@ -545,6 +590,9 @@ class Settings(BaseSettings):
                 "api": ApiSettings,
                 "worker": WorkerSettings,
                 "runtime": RuntimeSettings,
+                "calibration_backend": CalibrationStoreSettings,
+                "feedback": FeedbackSettings,
+                "drift": DriftSettings,
             }
             return cls(
                 **{

@@ -8,6 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ragsift.confidence.drift import DriftMonitor
+from ragsift.confidence.errors import ConfidenceError
+from ragsift.confidence.registry import (
+    CalibrationRegistry,
+    CalibrationStore,
+    DirectoryCalibrationStore,
+)
 from ragsift.errors import ConfigurationError
 from ragsift.observability.metrics import Metrics
 from ragsift.report.builder import ReportBuilder, ReportSettings
@@ -25,6 +32,7 @@ from ragsift.retrieval.index import VectorIndex
 from ragsift.retrieval.onnx_embedder import ONNX_MINILM_DIM, OnnxMiniLMEmbedder
 from ragsift.retrieval.pipeline import RetrievalPipeline
 from ragsift.retrieval.reader import Reader
+from ragsift.retrieval.redis_calibration import RedisCalibrationStore
 from ragsift.retrieval.rerank import HttpReranker, OnnxCrossEncoder, Reranker
 from ragsift.settings import (
     GUARDRAIL_PRESETS,
@@ -36,6 +44,9 @@ from ragsift.settings import (
 from ragsift.workers.report import ReportHandler
 
 __all__ = [
+    "build_calibration_registry",
+    "build_calibration_store",
+    "build_drift_monitor",
     "build_embedder",
     "build_index",
     "build_pipeline",
@@ -145,7 +156,49 @@ def build_pipeline(
         source=source,
         reranker=reranker,
         reader=build_reader(engines, embedder, settings.confidence.reader_top_n),
+        drift=build_drift_monitor(settings),
     )
+
+
+#: Folder of the data dir that holds scoped calibration files (directory store).
+CALIBRATIONS_DIR = "calibrations"
+
+
+def build_drift_monitor(settings: Settings) -> DriftMonitor | None:
+    """The calibration drift monitor (``RAGSIFT_DRIFT_*``), or None when it is off."""
+    drift = settings.drift
+    if not drift.enabled:
+        return None
+    try:
+        return DriftMonitor(
+            threshold=drift.psi_threshold, min_samples=drift.min_samples, half_life=drift.half_life
+        )
+    except ConfidenceError as exc:
+        raise ConfigurationError(f"RAGSIFT_DRIFT_*: {exc}") from exc
+
+
+def build_calibration_store(
+    settings: Settings, default_dir: Path | None = None
+) -> CalibrationStore | None:
+    """Scoped calibrations: Redis (``RAGSIFT_CALIBRATION_STORE=redis``), else ``default_dir``.
+
+    Redis is the store every replica shares; files suit one process (the embedded
+    runtime's data dir). None (every query gets the default calibration) without either.
+    """
+    if settings.calibration_backend.store == "redis":
+        return RedisCalibrationStore(settings.redis)
+    return DirectoryCalibrationStore(default_dir) if default_dir is not None else None
+
+
+def build_calibration_registry(settings: Settings, embedder_id: str) -> CalibrationRegistry:
+    """The registry of scoped calibrations, falling back to the configured (or shipped) one."""
+    engines = EngineSet(settings.confidence, embedder_id)
+    if engines.calibration is None:
+        raise ConfigurationError(
+            "per-tenant calibration needs the calibrated scorer (RAGSIFT_CONFIDENCE_SCORER)"
+        )
+    store = build_calibration_store(settings, Path(settings.data_dir) / CALIBRATIONS_DIR)
+    return CalibrationRegistry(engines.calibration, store)
 
 
 def build_reader(engines: EngineSet, embedder: Embedder, top_n: int) -> Reader | None:

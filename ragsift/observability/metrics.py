@@ -263,6 +263,31 @@ class Metrics:
             ["worker"],
             registry=r,
         )
+        # Issue 14: the feedback loop and the drift alarm. Tenant/collection labels
+        # go through the bounded labelers.
+        self.feedback = Counter(
+            "ragsift_feedback_total",
+            "Feedback events by result: labelled, unchanged (duplicate/replay), or why refused.",
+            ["result"],
+            registry=r,
+        )
+        self.calibration_refits = Counter(
+            "ragsift_calibration_refits_total",
+            "Calibrations re-fit from feedback and published.",
+            registry=r,
+        )
+        self.drift_psi = Gauge(
+            "ragsift_calibration_drift_psi",
+            "PSI of the recent top-hit scores against the calibration's reference.",
+            ["tenant", "collection"],
+            registry=r,
+        )
+        self.calibration_shifts = Counter(
+            "ragsift_calibration_shift_total",
+            "Times a scope's drift PSI crossed the threshold (once per trip).",
+            ["tenant", "collection"],
+            registry=r,
+        )
 
     def observe_result(
         self,

@@ -20,11 +20,13 @@ import numpy as np
 from pydantic import ValidationError
 
 from ragsift.confidence import TASK_STRATEGIES, Assessment, HitScores, strategy_for
+from ragsift.confidence.drift import DriftMonitor
 from ragsift.confidence.policy import AnswerPolicy, apply_policy
 from ragsift.errors import InvalidEventError, RagsiftError, ServiceUnavailableError
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.cache import ResultCache, cache_key, ttl_for_status
 from ragsift.retrieval.contradictions import ContradictionDetector
+from ragsift.retrieval.drift_watch import watch_drift
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.engines import EngineSet
 from ragsift.retrieval.errors import CollectionNotFoundError, EmbedderMismatchError
@@ -113,6 +115,8 @@ class RetrievalPipeline:
             coverage) for the calibrated scorer; None (the default) reads nothing.
         tenant_thresholds: per-tenant levels, answer threshold and TTLs (A13); by
             default read from ``settings.guardrails.tenant_thresholds_path`` when set.
+        drift: watches each scope's top-hit scores against its calibration's reference
+            and flags results of a shifted scope; None (the default) watches nothing.
     """
 
     def __init__(
@@ -128,6 +132,7 @@ class RetrievalPipeline:
         reranker: Reranker | None = None,
         reader: Reader | None = None,
         tenant_thresholds: TenantThresholdStore | None = None,
+        drift: DriftMonitor | None = None,
     ):
         if engines.embedder_id != embedder.embedder_id:
             raise InvalidEventError(
@@ -161,6 +166,7 @@ class RetrievalPipeline:
             if settings.contradictions.enabled
             else None
         )
+        self.drift = drift
         self._inflight: dict[str, asyncio.Future[RetrievalResult]] = {}
         # Collections seen to exist; greetings are checked against it before any metric.
         self._known_collections: set[str] = set()
@@ -789,11 +795,16 @@ class RetrievalPipeline:
         )
 
     def _finish(self, query: QueryEvent, result: RetrievalResult) -> PipelineOutput:
+        shift: EvidenceEvent | None = None
+        if self.drift is not None and result.outcome == "ok":
+            result, shift = watch_drift(self.drift, result, self.metrics, source=self.source)
         evidence = evidence_for(
             result,
             advisory_threshold=self.settings.confidence.advisory_threshold,
             source=self.source,
         )
+        if shift is not None:
+            evidence.append(shift)
         dropped: dict[str, int] = {}
         for d in result.dropped:
             dropped[d.rule] = dropped.get(d.rule, 0) + 1

@@ -31,6 +31,8 @@ class EvidenceType(StrEnum):
     RETRIEVAL_FAILED = "RAG_RETRIEVAL_FAILED"
     ADVISORY_USED_BELOW_THRESHOLD = "RAG_ADVISORY_USED_BELOW_THRESHOLD"
     RESPONSE_INVALIDATED = "RAG_RESPONSE_INVALIDATED"
+    #: The scope's top-hit scores drifted from its calibration's reference (issue 14).
+    CALIBRATION_SHIFT = "RAG_CALIBRATION_SHIFT"
 
 
 class EvidenceData(BaseModel):

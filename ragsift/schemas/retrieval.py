@@ -172,6 +172,13 @@ class RetrievalResult(EventModel):
     cache: CacheInfo = Field(default_factory=CacheInfo)
     timings_ms: dict[str, float] = Field(default_factory=dict)
     error: ErrorInfo | None = None
+    calibration_shift: bool = Field(
+        default=False,
+        description=(
+            "The tenant's recent top-hit scores drifted from the calibration's reference"
+            " (PSI above the threshold): the confidence may no longer mean what it says."
+        ),
+    )
     answer_hint: str | None = Field(
         default=None, description="Greeting reply or index scope description (D7)."
     )

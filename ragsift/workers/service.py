@@ -22,21 +22,36 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ragsift.errors import ConfigurationError
 from ragsift.ingest.indexer import Indexer
 from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.feedback_store import RedisFeedbackStore
 from ragsift.retrieval.redis_cache import RedisCache
 from ragsift.settings import Settings
 from ragsift.streams.agents import AgentHealth, attach_handler
 from ragsift.streams.app import create_app
-from ragsift.wiring import build_embedder, build_index, build_pipeline, build_report_handler
+from ragsift.wiring import (
+    build_calibration_registry,
+    build_embedder,
+    build_index,
+    build_pipeline,
+    build_report_handler,
+)
 from ragsift.workers.audit import build_audit_handler
 from ragsift.workers.base import Handler
+from ragsift.workers.calibration import FeedbackHandler, FeedbackLoop, ResultJoinHandler
 from ragsift.workers.decision import DecisionHandler
 from ragsift.workers.indexer import IndexerHandler
 from ragsift.workers.retrieval import RetrievalHandler
 
 __all__ = ["WORKER_NAMES", "WorkerName", "build_report_handler", "build_worker", "readiness"]
 
-WorkerName = Literal["retrieval", "indexer", "audit", "decision", "report"]
-WORKER_NAMES: tuple[WorkerName, ...] = ("retrieval", "indexer", "audit", "decision", "report")
+WorkerName = Literal["retrieval", "indexer", "audit", "decision", "report", "calibration"]
+WORKER_NAMES: tuple[WorkerName, ...] = (
+    "retrieval",
+    "indexer",
+    "audit",
+    "decision",
+    "report",
+    "calibration",
+)
 
 
 def build_worker(
@@ -82,6 +97,8 @@ def build_worker(
         handlers.append(DecisionHandler(settings.guardrails, metrics))
     if "report" in names:
         handlers.append(build_report_handler(settings, metrics))
+    if "calibration" in names:
+        handlers.extend(build_calibration_handlers(settings, metrics))
     # The app id is the consumer group: an explicit RAGSIFT_KAFKA_APP_ID is used as is
     # (deployments name one group per worker kind, and KEDA scales on its lag).
     app_id = settings.kafka.app_id
@@ -108,6 +125,23 @@ def build_worker(
         )
     _add_pages(app, metrics, health, handlers)
     return app, metrics
+
+
+def build_calibration_handlers(settings: Settings, metrics: Metrics) -> list[Handler[Any]]:
+    """The feedback re-fit: one handler joins results, one applies labels (X2).
+
+    Labels and results live in Redis (shared by replicas); the re-fit calibrations
+    go to the configured calibration store (``RAGSIFT_CALIBRATION_STORE=redis`` for
+    workers on several hosts).
+    """
+    embedder_id = build_embedder(settings.embedder).embedder_id
+    loop = FeedbackLoop(
+        RedisFeedbackStore(settings.redis),
+        build_calibration_registry(settings, embedder_id),
+        settings.feedback,
+        metrics,
+    )
+    return [ResultJoinHandler(loop), FeedbackHandler(loop)]
 
 
 def readiness(

@@ -140,3 +140,20 @@ def test_llm_deadline_must_be_below_the_handler_deadline() -> None:
             llm=LlmSettings(deadline_s=30), limits=LimitSettings(handler_deadline_s=30)
         )
     assert Settings.from_env().llm.deadline_s < Settings.from_env().limits.handler_deadline_s
+
+
+def test_feedback_drift_and_calibration_store_variables_are_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # RAGSIFT_CALIBRATION_STORE once collided with a Settings field of the same name
+    # (read as that whole nested object): the worker refused to start.
+    monkeypatch.setenv("RAGSIFT_CALIBRATION_STORE", "redis")
+    monkeypatch.setenv("RAGSIFT_FEEDBACK_MIN_LABELS", "120")
+    monkeypatch.setenv("RAGSIFT_DRIFT_PSI_THRESHOLD", "0.3")
+    settings = Settings.from_env()
+    assert settings.calibration_backend.store == "redis"
+    assert settings.feedback.min_labels == 120
+    assert settings.drift.psi_threshold == 0.3
+    monkeypatch.setenv("RAGSIFT_FEEDBACK_MIN_LABELS", "5")
+    with pytest.raises(ConfigurationError, match="min_labels"):
+        Settings.from_env()

@@ -1,0 +1,250 @@
+"""Where the feedback loop keeps scored results and their labels (SQLite embedded, Redis shared).
+
+A label is joined to the result it refers to by query id: the calibration worker
+(or the embedded bus) *remembers* each scored result's signals for the join
+window; a feedback event then stores ``(signals, label)`` under the result's
+scope, keyed by query id, so a duplicate or replayed label rewrites the same
+entry. Labels outlive the join window (they carry their own signals).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+import redis
+from pydantic import BaseModel, ConfigDict
+from redis.exceptions import RedisError
+
+from ragsift.confidence.registry import CalibrationScope
+from ragsift.errors import ServiceUnavailableError
+from ragsift.retrieval.redis_calibration import sync_client
+from ragsift.settings import RedisSettings
+
+__all__ = [
+    "FeedbackStore",
+    "RedisFeedbackStore",
+    "ScoredRecord",
+    "SqliteFeedbackStore",
+    "StoredLabel",
+]
+
+_SEP: Final = "\x1f"  # never in a tenant id or collection name (both are ASCII word chars)
+
+
+class ScoredRecord(BaseModel):
+    """What a label needs from the result it refers to."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    query_id: str
+    tenant_id: str
+    collection: str
+    calibration_version: str | None = None
+    kept: bool
+    signals: dict[str, float]
+
+
+class StoredLabel(BaseModel):
+    """A label with the signals of its result, and when it was given (seconds since epoch)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    record: ScoredRecord
+    relevant: bool
+    at: float
+
+
+class FeedbackStore(Protocol):
+    """Scored results for the join window, labels per scope, and each scope's last re-fit."""
+
+    def remember(self, records: list[ScoredRecord], ttl_s: int) -> None:
+        """Keep each record for ``ttl_s`` seconds (the join window)."""
+        ...
+
+    def recall(self, query_id: str) -> ScoredRecord | None:
+        """The record of ``query_id`` if still within its window."""
+        ...
+
+    def put_label(self, scope: CalibrationScope, label: StoredLabel) -> bool:
+        """Store the label of ``label.record.query_id``; True if it is new or changed."""
+        ...
+
+    def labels(self, scope: CalibrationScope) -> list[StoredLabel]:
+        """Every label of ``scope``, oldest first."""
+        ...
+
+    def last_refit(self, scope: CalibrationScope) -> tuple[str, float] | None:
+        """(labels digest, time) of the scope's last re-fit, or None."""
+        ...
+
+    def mark_refit(self, scope: CalibrationScope, digest: str, at: float) -> None:
+        """Record a re-fit of ``scope`` on the labels with ``digest``."""
+        ...
+
+
+def _scope_key(scope: CalibrationScope) -> str:
+    return f"{scope.collection}{_SEP}{scope.tenant or ''}"
+
+
+def _changed(old: Any, label: StoredLabel) -> bool:
+    if old is None:
+        return True
+    previous = StoredLabel.model_validate_json(old)
+    return (previous.relevant, previous.record) != (label.relevant, label.record)
+
+
+class SqliteFeedbackStore:
+    """The embedded runtime's store: one SQLite file under the data dir."""
+
+    def __init__(self, path: str | Path, *, clock: Any = time.time):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False)
+        # WAL without a sync per commit: a label is one small write, and losing the
+        # last few on a power cut costs a re-label, not a corrupt file.
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        with self._db:
+            self._db.executescript(
+                "CREATE TABLE IF NOT EXISTS results"
+                " (query_id TEXT PRIMARY KEY, body TEXT NOT NULL, expires REAL NOT NULL);"
+                "CREATE TABLE IF NOT EXISTS labels (scope TEXT NOT NULL, query_id TEXT NOT NULL,"
+                " body TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (scope, query_id));"
+                "CREATE TABLE IF NOT EXISTS refits"
+                " (scope TEXT PRIMARY KEY, digest TEXT NOT NULL, at REAL NOT NULL);"
+            )
+
+    def remember(self, records: list[ScoredRecord], ttl_s: int) -> None:
+        """Keep each record for ``ttl_s`` seconds (see :class:`FeedbackStore`)."""
+        now = self._clock()
+        with self._lock, self._db:
+            self._db.execute("DELETE FROM results WHERE expires < ?", (now,))
+            self._db.executemany(
+                "INSERT OR REPLACE INTO results VALUES (?, ?, ?)",
+                [(r.query_id, r.model_dump_json(), now + ttl_s) for r in records],
+            )
+
+    def recall(self, query_id: str) -> ScoredRecord | None:
+        """The record of ``query_id`` within its window (see :class:`FeedbackStore`)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT body FROM results WHERE query_id = ? AND expires >= ?",
+                (query_id, self._clock()),
+            ).fetchone()
+        return None if row is None else ScoredRecord.model_validate_json(row[0])
+
+    def put_label(self, scope: CalibrationScope, label: StoredLabel) -> bool:
+        """Store a label, keyed by query id (see :class:`FeedbackStore`)."""
+        key = (_scope_key(scope), label.record.query_id)
+        with self._lock, self._db:
+            row = self._db.execute(
+                "SELECT body FROM labels WHERE scope = ? AND query_id = ?", key
+            ).fetchone()
+            if not _changed(None if row is None else row[0], label):
+                return False
+            self._db.execute(
+                "INSERT OR REPLACE INTO labels VALUES (?, ?, ?, ?)",
+                (*key, label.model_dump_json(), label.at),
+            )
+        return True
+
+    def labels(self, scope: CalibrationScope) -> list[StoredLabel]:
+        """The scope's labels, oldest first (see :class:`FeedbackStore`)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT body FROM labels WHERE scope = ? ORDER BY at, query_id",
+                (_scope_key(scope),),
+            ).fetchall()
+        return [StoredLabel.model_validate_json(body) for (body,) in rows]
+
+    def last_refit(self, scope: CalibrationScope) -> tuple[str, float] | None:
+        """The scope's last re-fit (see :class:`FeedbackStore`)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT digest, at FROM refits WHERE scope = ?", (_scope_key(scope),)
+            ).fetchone()
+        return None if row is None else (str(row[0]), float(row[1]))
+
+    def mark_refit(self, scope: CalibrationScope, digest: str, at: float) -> None:
+        """Record a re-fit (see :class:`FeedbackStore`)."""
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO refits VALUES (?, ?, ?)", (_scope_key(scope), digest, at)
+            )
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+
+class RedisFeedbackStore:
+    """The streaming workers' store: results as keys with a TTL, labels in a hash per scope."""
+
+    def __init__(self, settings: RedisSettings, *, client: redis.Redis | None = None):
+        self.client = client or sync_client(settings)
+        self.prefix = f"{settings.key_prefix}:feedback"
+
+    def _call(self, op: Any) -> Any:
+        try:
+            return op()
+        except RedisError as exc:
+            raise ServiceUnavailableError(
+                f"redis feedback store: {type(exc).__name__}: {exc}", service="redis"
+            ) from exc
+
+    def remember(self, records: list[ScoredRecord], ttl_s: int) -> None:
+        """Keep each record for ``ttl_s`` seconds (see :class:`FeedbackStore`)."""
+
+        def write() -> None:
+            with self.client.pipeline(transaction=False) as pipe:
+                for r in records:
+                    pipe.set(f"{self.prefix}:result:{r.query_id}", r.model_dump_json(), ex=ttl_s)
+                pipe.execute()
+
+        if records:
+            self._call(write)
+
+    def recall(self, query_id: str) -> ScoredRecord | None:
+        """The record of ``query_id`` within its window (see :class:`FeedbackStore`)."""
+        raw = self._call(lambda: self.client.get(f"{self.prefix}:result:{query_id}"))
+        return None if raw is None else ScoredRecord.model_validate_json(raw)
+
+    def put_label(self, scope: CalibrationScope, label: StoredLabel) -> bool:
+        """Store a label, keyed by query id (see :class:`FeedbackStore`)."""
+        key = f"{self.prefix}:labels:{_scope_key(scope)}"
+        field = label.record.query_id
+        old = self._call(lambda: self.client.hget(key, field))
+        if not _changed(old, label):
+            return False
+        self._call(lambda: self.client.hset(key, field, label.model_dump_json()))
+        return True
+
+    def labels(self, scope: CalibrationScope) -> list[StoredLabel]:
+        """The scope's labels, oldest first (see :class:`FeedbackStore`)."""
+        raw = self._call(lambda: self.client.hvals(f"{self.prefix}:labels:{_scope_key(scope)}"))
+        found = [StoredLabel.model_validate_json(v) for v in raw]
+        return sorted(found, key=lambda s: (s.at, s.record.query_id))
+
+    def last_refit(self, scope: CalibrationScope) -> tuple[str, float] | None:
+        """The scope's last re-fit (see :class:`FeedbackStore`)."""
+        raw = self._call(lambda: self.client.hget(f"{self.prefix}:refits", _scope_key(scope)))
+        if raw is None:
+            return None
+        state = json.loads(raw)
+        return str(state["digest"]), float(state["at"])
+
+    def mark_refit(self, scope: CalibrationScope, digest: str, at: float) -> None:
+        """Record a re-fit (see :class:`FeedbackStore`)."""
+        value = json.dumps({"digest": digest, "at": at})
+        self._call(lambda: self.client.hset(f"{self.prefix}:refits", _scope_key(scope), value))
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.client.close()

@@ -1,0 +1,106 @@
+"""Scoped calibrations in Redis: one store every replica reads (a shared :class:`CalibrationStore`).
+
+Layout under the key prefix: ``<prefix>:calibration:artifacts`` is a hash from a
+scope (``collection`` or ``collection\\x1ftenant``) to the artifact's JSON, and
+``<prefix>:calibration:generation`` a counter bumped in the same MULTI as every
+put or delete, so a registry polling :meth:`generation` sees a change exactly
+when an artifact changed. Redis errors surface as ``OSError`` (the registry keeps
+serving what it has cached and tries again next period).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import redis
+from redis.exceptions import RedisError
+
+from ragsift.confidence.artifact import CalibrationArtifact
+from ragsift.confidence.registry import CalibrationScope
+from ragsift.settings import RedisSettings
+
+__all__ = ["RedisCalibrationStore", "sync_client"]
+
+# Calibrations and labels are read rarely and off the query path, so a slower
+# Redis than the cache tolerates (its socket timeout is 0.25 s) is fine here.
+_MIN_TIMEOUT_S: Final = 1.0
+
+# Separates collection and tenant in a hash field; names never contain it
+# (a unit separator is a control character, refused in tenant ids and collections).
+_SEP: Final = "\x1f"
+
+
+def _field(scope: CalibrationScope) -> str:
+    return scope.collection if scope.tenant is None else f"{scope.collection}{_SEP}{scope.tenant}"
+
+
+def _scope(field: str) -> CalibrationScope:
+    collection, _, tenant = field.partition(_SEP)
+    return CalibrationScope(collection, tenant or None)
+
+
+def sync_client(settings: RedisSettings) -> redis.Redis:
+    """A blocking Redis client for the calibration and feedback stores."""
+    password = settings.password.get_secret_value() if settings.password else None
+    timeout = max(settings.socket_timeout_s, _MIN_TIMEOUT_S)
+    return redis.Redis.from_url(
+        settings.url, password=password, socket_timeout=timeout, socket_connect_timeout=timeout
+    )
+
+
+class RedisCalibrationStore:
+    """:class:`~ragsift.confidence.registry.CalibrationStore` on Redis (sync client)."""
+
+    def __init__(self, settings: RedisSettings, *, client: redis.Redis | None = None):
+        self.client = client or sync_client(settings)
+        self.artifacts_key = f"{settings.key_prefix}:calibration:artifacts"
+        self.generation_key = f"{settings.key_prefix}:calibration:generation"
+
+    def _call(self, op: Any, *args: Any) -> Any:
+        try:
+            return op(*args)
+        except RedisError as exc:
+            raise OSError(f"redis calibration store: {type(exc).__name__}: {exc}") from exc
+
+    def get(self, scope: CalibrationScope) -> CalibrationArtifact | None:
+        """The artifact for exactly ``scope``, or None."""
+        raw = self._call(self.client.hget, self.artifacts_key, _field(scope))
+        return None if raw is None else CalibrationArtifact.from_json(raw)
+
+    def put(self, scope: CalibrationScope, artifact: CalibrationArtifact) -> None:
+        """Store ``artifact`` for ``scope`` and bump the generation, atomically."""
+
+        def write() -> None:
+            with self.client.pipeline(transaction=True) as pipe:
+                pipe.hset(self.artifacts_key, _field(scope), artifact.to_json())
+                pipe.incr(self.generation_key)
+                pipe.execute()
+
+        self._call(write)
+
+    def delete(self, scope: CalibrationScope) -> bool:
+        """Remove the artifact for ``scope`` (and bump the generation); True if there was one."""
+
+        def remove() -> int:
+            with self.client.pipeline(transaction=True) as pipe:
+                pipe.hdel(self.artifacts_key, _field(scope))
+                pipe.incr(self.generation_key)
+                removed, _ = pipe.execute()
+            return int(removed)
+
+        return bool(self._call(remove))
+
+    def scopes(self) -> list[CalibrationScope]:
+        """Every scope with an artifact, sorted."""
+        fields = self._call(self.client.hkeys, self.artifacts_key)
+        found = [_scope(f.decode() if isinstance(f, bytes) else str(f)) for f in fields]
+        return sorted(found, key=lambda s: (s.collection, s.tenant or ""))
+
+    def generation(self) -> str:
+        """The put/delete counter ("0" before the first write)."""
+        raw = self._call(self.client.get, self.generation_key)
+        return "0" if raw is None else raw.decode() if isinstance(raw, bytes) else str(raw)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.client.close()

@@ -1,0 +1,235 @@
+"""The calibration worker: feedback labels in, per-tenant calibrations out (X2).
+
+Two handlers share one :class:`FeedbackLoop`:
+
+* :class:`ResultJoinHandler` consumes ``ragsift.retrievals.v1`` and remembers each
+  scored result's signals by query id for the join window (``RAGSIFT_FEEDBACK_JOIN_TTL_S``);
+* :class:`FeedbackHandler` consumes ``ragsift.feedback.v1``, joins each label to
+  its result and, once a scope (tenant, collection) has enough labels, re-fits
+  its calibration (:func:`~ragsift.confidence.refit.refit_calibration`) and puts
+  it in the registry's store, where every worker picks it up.
+
+Labels are keyed by query id, so a duplicated or replayed event rewrites the
+same label and a re-fit only happens when the set of labels changed. Feedback
+for an unknown (or expired) query id or another tenant's query is refused: the
+runtime dead-letters it (stage ``feedback``) and it is counted by reason.
+The embedded runtime and ``ragsift feedback`` use the same loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from pydantic import BaseModel
+
+from ragsift.confidence.errors import ConfidenceError
+from ragsift.confidence.refit import LabelledResult, refit_calibration
+from ragsift.confidence.registry import CalibrationRegistry, CalibrationScope
+from ragsift.errors import InvalidEventError
+from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.feedback_store import FeedbackStore, ScoredRecord, StoredLabel
+from ragsift.schemas import FeedbackEvent, RetrievalResult
+from ragsift.settings import FeedbackSettings
+from ragsift.workers.base import Outcome
+
+__all__ = ["FeedbackHandler", "FeedbackLoop", "FeedbackRefused", "ResultJoinHandler"]
+
+log = logging.getLogger(__name__)
+
+
+class FeedbackRefused(InvalidEventError):
+    """Feedback that cannot be used; ``reason`` says why.
+
+    Reasons: ``unknown_query`` (no scored result within the join window),
+    ``tenant_mismatch`` (the query was another tenant's).
+    """
+
+    stage = "feedback"
+
+    def __init__(self, message: str, *, reason: str, query_id: str):
+        super().__init__(message, query_id=query_id)
+        self.reason = reason
+
+
+def record_of(result: RetrievalResult) -> ScoredRecord:
+    """What a label needs from a result: its scope, calibration version and signals."""
+    return ScoredRecord(
+        query_id=result.query_id,
+        tenant_id=result.tenant_id,
+        collection=result.collection,
+        calibration_version=result.breakdown.calibration_version,
+        kept=result.match_count > 0,
+        signals=dict(result.breakdown.signals),
+    )
+
+
+def _digest(labels: Sequence[StoredLabel]) -> str:
+    body = ";".join(sorted(f"{s.record.query_id}={int(s.relevant)}" for s in labels))
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+class FeedbackLoop:
+    """Joins labels to results and re-fits a scope's calibration when due.
+
+    Args:
+        store: results for the join window, labels, re-fit state.
+        registry: where re-fit calibrations go (its default and collection artifacts
+            are the re-fit's base).
+        settings: min labels, re-fit interval, window, join window.
+        metrics: feedback results and re-fits are counted here.
+        clock: wall-clock seconds (tests pass a fake).
+    """
+
+    def __init__(
+        self,
+        store: FeedbackStore,
+        registry: CalibrationRegistry,
+        settings: FeedbackSettings,
+        metrics: Metrics,
+        *,
+        clock: Callable[[], float] = time.time,
+    ):
+        if registry.store is None:
+            raise InvalidEventError("the feedback loop needs a registry with a calibration store")
+        self.store = store
+        self.registry = registry
+        self.settings = settings
+        self.metrics = metrics
+        self._clock = clock
+
+    def remember(self, results: Sequence[RetrievalResult]) -> None:
+        """Keep the scored results' signals for the join window (errors and bypasses: none)."""
+        records = [record_of(r) for r in results if r.outcome == "ok"]
+        self.store.remember(records, self.settings.join_ttl_s)
+
+    def apply(self, event: FeedbackEvent) -> str | None:
+        """Store one label; return the new calibration version if it triggered a re-fit.
+
+        Raises:
+            FeedbackRefused: the query is unknown (or past the join window) or another tenant's.
+        """
+        record = self.store.recall(event.query_id)
+        if record is None:
+            self.metrics.feedback.labels("unknown_query").inc()
+            raise FeedbackRefused(
+                f"feedback for query {event.query_id!r}: no scored result within the join"
+                f" window ({self.settings.join_ttl_s}s)",
+                reason="unknown_query",
+                query_id=event.query_id,
+            )
+        if record.tenant_id != event.tenant_id:
+            self.metrics.feedback.labels("tenant_mismatch").inc()
+            raise FeedbackRefused(
+                f"feedback for query {event.query_id!r} names tenant {event.tenant_id!r},"
+                " but the query was another tenant's",
+                reason="tenant_mismatch",
+                query_id=event.query_id,
+            )
+        scope = self.scope_of(record)
+        label = StoredLabel(record=record, relevant=event.relevant, at=self._clock())
+        changed = self.store.put_label(scope, label)
+        self.metrics.feedback.labels("labelled" if changed else "unchanged").inc()
+        return self.maybe_refit(scope) if changed else None
+
+    @staticmethod
+    def scope_of(record: ScoredRecord) -> CalibrationScope:
+        """The calibration a label of ``record`` re-fits: its tenant in its collection."""
+        return CalibrationScope(record.collection, record.tenant_id)
+
+    def maybe_refit(self, scope: CalibrationScope) -> str | None:
+        """Re-fit ``scope`` if it has enough labels, they changed, and the interval passed."""
+        labels = self.store.labels(scope)[-self.settings.window :]
+        if len(labels) < self.settings.min_labels:
+            return None
+        digest = _digest(labels)
+        now = self._clock()
+        last = self.store.last_refit(scope)
+        if last is not None and (
+            last[0] == digest or now - last[1] < self.settings.refit_interval_s
+        ):
+            return None
+        # The collection's calibration (else the default), never the tenant's last re-fit:
+        # re-fits do not compound. The registry skips a stored artifact it cannot use.
+        base = self.registry.resolve(None, scope.collection)
+        try:
+            artifact = refit_calibration(
+                base,
+                [
+                    LabelledResult(s.record.query_id, s.record.signals, s.record.kept, s.relevant)
+                    for s in labels
+                ],
+                scope=str(scope),
+                fitted_at=datetime.fromtimestamp(now, UTC),
+            )
+        except ConfidenceError as exc:  # e.g. every label the same: wait for more
+            log.info("calibration re-fit of %s postponed: %s", scope, exc)
+            return None
+        self.registry.put(scope, artifact)
+        self.store.mark_refit(scope, digest, now)
+        self.metrics.calibration_refits.inc()
+        log.info("calibration of %s re-fit on %d labels: %s", scope, len(labels), artifact.version)
+        return artifact.version
+
+
+class ResultJoinHandler:
+    """Remembers scored results so later feedback can be joined to them."""
+
+    name = "calibration-results"
+    source = "retrievals"
+
+    def __init__(self, loop: FeedbackLoop):
+        self.loop = loop
+
+    @property
+    def model(self) -> type[BaseModel]:
+        """Retrieval results in."""
+        return RetrievalResult
+
+    async def handle_batch(self, events: Sequence[RetrievalResult]) -> list[Outcome]:
+        """Remember the batch in one store round trip; nothing is emitted."""
+        try:
+            await asyncio.to_thread(self.loop.remember, list(events))
+        except Exception as exc:  # the store is down: every event of the batch fails alike
+            return [exc for _ in events]
+        return [[] for _ in events]
+
+    async def close(self) -> None:
+        """Nothing held (the store is closed by its owner)."""
+
+
+class FeedbackHandler:
+    """Labels in; re-fit calibrations go to the registry's store (nothing is emitted)."""
+
+    name = "calibration"
+    source = "feedback"
+
+    def __init__(self, loop: FeedbackLoop):
+        self.loop = loop
+
+    @property
+    def model(self) -> type[BaseModel]:
+        """Feedback events in."""
+        return FeedbackEvent
+
+    async def handle_batch(self, events: Sequence[FeedbackEvent]) -> list[Outcome]:
+        """Apply each label in order; a refused one is returned as its exception."""
+        return await asyncio.to_thread(self._apply_all, list(events))
+
+    def _apply_all(self, events: list[FeedbackEvent]) -> list[Outcome]:
+        out: list[Outcome] = []
+        for event in events:
+            try:
+                self.loop.apply(event)
+            except Exception as exc:  # refused or store trouble: dead-letter this one
+                out.append(exc)
+                continue
+            out.append([])
+        return out
+
+    async def close(self) -> None:
+        """Nothing held."""

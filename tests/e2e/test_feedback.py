@@ -1,0 +1,146 @@
+"""Feedback re-fit on the real broker: 200 labels move a tenant's calibration; a replay does not."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from ragsift.confidence.artifact import load_calibration
+from ragsift.confidence.registry import CalibrationRegistry, CalibrationScope
+from ragsift.ingest.sample import DEMO_QUERIES
+from ragsift.retrieval.engines import packaged_calibration_path
+from ragsift.retrieval.redis_calibration import RedisCalibrationStore
+from ragsift.schemas import DeadLetter, FeedbackEvent, QueryEvent, RetrievalResult
+from ragsift.settings import EmbedderSettings, RedisSettings
+from tests.e2e.harness import TENANT, Stack, TopicReader, WorkerProcess, prepare_index, produce
+
+N_LABELS = 200
+# Greetings and scope questions among the demo queries are not scored (nothing to
+# label): ask more than N_LABELS to have N_LABELS scored results.
+N_QUERIES = 300
+SCOPE = CalibrationScope("default", TENANT)
+
+
+@pytest.fixture(scope="module")
+def feedback_stack(stack: Stack) -> Stack:
+    """The module's stack, with the hashing embedder and the Redis calibration store."""
+    stack.extra_env.update(
+        {
+            "RAGSIFT_EMBEDDER_KIND": "hashing",
+            "RAGSIFT_CALIBRATION_STORE": "redis",
+            "RAGSIFT_FEEDBACK_MIN_LABELS": str(N_LABELS),
+            "RAGSIFT_FEEDBACK_REFIT_INTERVAL_S": "0",
+        }
+    )
+    return stack
+
+
+@pytest.fixture(scope="module")
+def worker(
+    feedback_stack: Stack, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WorkerProcess]:
+    template = tmp_path_factory.mktemp("hashing-index")
+    asyncio.run(prepare_index(template, EmbedderSettings(kind="hashing")))
+    proc = WorkerProcess(feedback_stack, ["retrieval", "calibration"], template, "cal")
+    proc.start().wait_ready()
+    yield proc
+    proc.stop()
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_200_labels_move_the_tenants_threshold_and_a_replay_changes_nothing(
+    feedback_stack: Stack, worker: WorkerProcess
+) -> None:
+    stack = feedback_stack
+    texts = [q.text for q in DEMO_QUERIES]
+    sent = [
+        QueryEvent(query_id=f"fb-{i}", tenant_id=TENANT, query=texts[i % len(texts)])
+        for i in range(N_QUERIES)
+    ]
+    async with TopicReader(stack, "retrievals") as reader:
+        await produce(stack, "queries", sent)
+        await reader.until(
+            lambda ev: len({e.query_id for e in ev if isinstance(e, RetrievalResult)}) >= N_QUERIES
+        )
+    every = {e.query_id: e for e in reader.events if isinstance(e, RetrievalResult)}
+    scored = [q.query_id for q in sent if every[q.query_id].outcome == "ok"][:N_LABELS]
+    assert len(scored) == N_LABELS
+    results = {qid: every[qid] for qid in scored}
+    # The calibration agent has joined every result before any label is sent.
+    wait_for(
+        lambda: (
+            worker.metric("ragsift_events_total", {"worker": "calibration-results", "result": "ok"})
+            >= N_QUERIES
+        ),
+        "the calibration worker to remember the results",
+    )
+    # This tenant's users say only the best-scored third of the answers were right:
+    # the shipped calibration is too confident for them.
+    tops = sorted(r.breakdown.signals.get("top_score", 0.0) for r in results.values())
+    cut = tops[int(len(tops) * 2 / 3)]
+    labels = [
+        FeedbackEvent(
+            event_id=f"label-{qid}",
+            query_id=qid,
+            tenant_id=TENANT,
+            relevant=result.breakdown.signals.get("top_score", 0.0) > cut,
+        )
+        for qid, result in results.items()
+    ]
+    store = RedisCalibrationStore(RedisSettings(url=stack.redis_url, key_prefix=stack.prefix))
+    assert store.get(SCOPE) is None
+    await produce(stack, "feedback", labels, key="tenant_id")
+    wait_for(lambda: store.get(SCOPE) is not None, "the re-fit calibration in Redis")
+    tuned = store.get(SCOPE)
+    assert tuned is not None
+    path = packaged_calibration_path("ragsift-hashing-v1-384")
+    assert path is not None
+    shipped = load_calibration(path)
+    assert tuned.data.source == f"feedback:{SCOPE}"
+    assert tuned.data.n_examples == N_LABELS
+    assert (tuned.conformal.threshold, tuned.conformal.feasible) != (
+        shipped.conformal.threshold,
+        shipped.conformal.feasible,
+    )
+    # What every worker's registry resolves for this tenant now (the query path scores
+    # with `registry.resolve`): the new version; another tenant keeps the shipped one.
+    registry = CalibrationRegistry(shipped, store, refresh_s=0)
+    assert registry.resolve(TENANT, "default").version == tuned.version
+    assert registry.resolve("someone-else", "default").version == shipped.version
+    generation = store.generation()
+    assert worker.metric("ragsift_calibration_refits_total") == 1
+
+    # A replay of the same feedback (and one label for a query nobody asked).
+    stray = FeedbackEvent(event_id="stray", query_id="never-asked", tenant_id=TENANT, relevant=True)
+    async with TopicReader(stack, "deadletter") as dead:
+        await produce(stack, "feedback", [*labels, stray], key="tenant_id")
+        await dead.until(
+            lambda ev: any(isinstance(e, DeadLetter) and e.query_id == "never-asked" for e in ev)
+        )
+    wait_for(
+        lambda: worker.metric("ragsift_feedback_total", {"result": "unchanged"}) >= N_LABELS,
+        "the replayed labels",
+    )
+    letter = next(
+        e for e in dead.events if isinstance(e, DeadLetter) and e.query_id == "never-asked"
+    )
+    assert letter.stage == "feedback"
+    assert store.generation() == generation
+    again = store.get(SCOPE)
+    assert again is not None
+    assert again.version == tuned.version
+    assert worker.metric("ragsift_calibration_refits_total") == 1
+    assert worker.metric("ragsift_feedback_total", {"result": "labelled"}) == N_LABELS
+    assert worker.metric("ragsift_feedback_total", {"result": "unknown_query"}) == 1
+    store.close()

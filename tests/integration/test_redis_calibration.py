@@ -1,0 +1,109 @@
+"""The real redis-server as the shared calibration store and the feedback loop's state."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+import redis
+
+from ragsift.confidence.artifact import CalibrationArtifact, load_calibration
+from ragsift.confidence.refit import LabelledResult, refit_calibration
+from ragsift.confidence.registry import CalibrationRegistry, CalibrationScope
+from ragsift.retrieval.engines import packaged_calibration_path
+from ragsift.retrieval.feedback_store import RedisFeedbackStore, ScoredRecord, StoredLabel
+from ragsift.retrieval.redis_calibration import RedisCalibrationStore
+from ragsift.settings import RedisSettings
+
+
+@pytest.fixture
+def settings(redis_settings: RedisSettings, unique: str) -> Iterator[RedisSettings]:
+    scoped = redis_settings.model_copy(update={"key_prefix": f"it-cal-{unique}"})
+    yield scoped
+    client = redis.Redis.from_url(scoped.url)
+    for key in client.scan_iter(f"{scoped.key_prefix}:*"):
+        client.delete(key)
+    client.close()
+
+
+def base() -> CalibrationArtifact:
+    path = packaged_calibration_path("ragsift-hashing-v1-384")
+    assert path is not None
+    return load_calibration(path)
+
+
+def tuned(base_artifact: CalibrationArtifact) -> CalibrationArtifact:
+    labels = [
+        LabelledResult(f"q{i}", {"top_score": 0.3 + 0.6 * i / 99}, True, i % 3 == 0)
+        for i in range(100)
+    ]
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    return refit_calibration(base_artifact, labels, scope="acme/docs", fitted_at=at)
+
+
+def test_put_get_delete_and_generation_round_trip(settings: RedisSettings) -> None:
+    store = RedisCalibrationStore(settings)
+    artifact = base()
+    scope = CalibrationScope("docs", "acme")
+    assert store.generation() == "0"
+    assert store.get(scope) is None
+    store.put(scope, artifact)
+    store.put(CalibrationScope("docs"), artifact)
+    assert store.get(scope) == artifact
+    assert store.scopes() == [CalibrationScope("docs"), scope]
+    assert store.generation() == "2"
+    assert store.delete(scope)
+    assert not store.delete(scope)
+    assert store.generation() == "4"  # a delete of nothing still bumps: cheap and harmless
+    assert store.get(scope) is None
+    store.close()
+
+
+def test_a_put_on_one_replica_reaches_another_replicas_registry(settings: RedisSettings) -> None:
+    default = base()
+    writer = CalibrationRegistry(default, RedisCalibrationStore(settings), refresh_s=0)
+    reader = CalibrationRegistry(default, RedisCalibrationStore(settings), refresh_s=0)
+    assert reader.resolve("acme", "docs").version == default.version
+    new = tuned(default)
+    writer.put(CalibrationScope("docs", "acme"), new)
+    assert reader.resolve("acme", "docs").version == new.version
+    assert reader.resolve("beta", "docs").version == default.version
+
+
+def test_a_corrupt_artifact_falls_back_and_is_counted(settings: RedisSettings) -> None:
+    store = RedisCalibrationStore(settings)
+    store.client.hset(store.artifacts_key, "docs\x1facme", b'{"kind": "nonsense"')
+    store.client.incr(store.generation_key)
+    registry = CalibrationRegistry(base(), store, refresh_s=0)
+    assert registry.resolve("acme", "docs").version == base().version
+    assert registry.rejected == 1
+
+
+def test_an_unreachable_redis_is_an_oserror_the_registry_survives() -> None:
+    dead = RedisSettings(url="redis://127.0.0.1:1/0", socket_timeout_s=0.2)
+    store = RedisCalibrationStore(dead)
+    with pytest.raises(OSError, match="redis calibration store"):
+        store.generation()
+    registry = CalibrationRegistry(base(), store, refresh_s=0)
+    assert registry.resolve("acme", "docs").version == base().version
+
+
+def test_feedback_state_round_trip_with_ttl(settings: RedisSettings) -> None:
+    store = RedisFeedbackStore(settings)
+    record = ScoredRecord(
+        query_id="q1", tenant_id="acme", collection="docs", kept=True, signals={"top_score": 0.7}
+    )
+    store.remember([record], ttl_s=60)
+    assert store.recall("q1") == record
+    assert 0 < store.client.ttl(f"{store.prefix}:result:q1") <= 60
+    scope = CalibrationScope("docs", "acme")
+    label = StoredLabel(record=record, relevant=True, at=1.0)
+    assert store.put_label(scope, label)
+    assert not store.put_label(scope, label.model_copy(update={"at": 2.0}))  # same label
+    assert store.put_label(scope, label.model_copy(update={"relevant": False}))
+    assert [s.relevant for s in store.labels(scope)] == [False]
+    assert store.last_refit(scope) is None
+    store.mark_refit(scope, "abc", 5.0)
+    assert store.last_refit(scope) == ("abc", 5.0)
+    store.close()

@@ -1,0 +1,123 @@
+"""The feedback re-fit: a tenant's labels move its probability map and conformal threshold."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from ragsift.confidence.artifact import CalibrationArtifact, load_calibration
+from ragsift.confidence.errors import ConfidenceError
+from ragsift.confidence.features import feature_matrix
+from ragsift.confidence.refit import MIN_REFIT_LABELS, LabelledResult, refit_calibration
+from ragsift.confidence.signals import SIGNAL_NAMES
+from ragsift.retrieval.engines import packaged_calibration_path
+
+AT = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def base() -> CalibrationArtifact:
+    path = packaged_calibration_path("ragsift-hashing-v1-384")
+    assert path is not None
+    return load_calibration(path)
+
+
+def labelled(n: int, *, relevant_share: float, seed: int = 0) -> list[LabelledResult]:
+    """Results whose scores are high, but of which only ``relevant_share`` were relevant.
+
+    Relevance still rises with the score, so there is something to re-map on.
+    """
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        top = rng.uniform(0.3, 0.9)
+        # P(relevant) rises with top, scaled to the tenant's (lower) share.
+        relevant = rng.random() < relevant_share * 2 * (top - 0.3) / 0.6
+        signals = {"top_score": top, "support": top * 0.8, "consensus": 0.5, "agreement": top}
+        out.append(LabelledResult(f"q-{seed}-{i}", signals, True, relevant))
+    return out
+
+
+def probabilities(artifact: CalibrationArtifact, labels: list[LabelledResult]) -> np.ndarray:
+    rows = np.array([[r.signals.get(s, np.nan) for s in SIGNAL_NAMES] for r in labels])
+    x = feature_matrix(rows, artifact.features)
+    return 1 / (1 + np.exp(-(x @ artifact.coef_array + artifact.intercept)))
+
+
+def test_overconfident_base_is_mapped_down_to_the_tenants_rate(
+    base: CalibrationArtifact,
+) -> None:
+    labels = labelled(400, relevant_share=0.3)
+    new = refit_calibration(base, labels, scope="acme/docs", fitted_at=AT)
+    observed = np.mean([r.relevant for r in labels])
+    assert abs(probabilities(new, labels).mean() - observed) < 0.05
+    assert probabilities(base, labels).mean() > observed + 0.2  # what the re-fit corrected
+    assert new.version != base.version
+
+
+def test_refit_keeps_the_base_model_and_records_provenance(base: CalibrationArtifact) -> None:
+    new = refit_calibration(
+        base, labelled(200, relevant_share=0.5), scope="acme/docs", fitted_at=AT
+    )
+    assert new.features == base.features
+    ratio = [n / b for n, b in zip(new.coefficients, base.coefficients, strict=True) if b]
+    assert max(ratio) - min(ratio) < 1e-9  # one temperature for every coefficient
+    assert new.similarity_threshold == base.similarity_threshold
+    assert new.data.source == "feedback:acme/docs"
+    assert new.data.n_examples == 200
+    assert new.data.n_fit == new.data.n_conformal == 100
+    assert base.version in new.data.notes
+    assert AT.isoformat() in new.data.notes
+    assert new.conformal.method.startswith("feedback-remap+")
+    assert CalibrationArtifact.from_json(new.to_json()) == new  # a valid, self-consistent file
+
+
+def test_conformal_threshold_moves_with_the_tenants_labels(base: CalibrationArtifact) -> None:
+    good = refit_calibration(base, labelled(400, relevant_share=0.9), scope="a/c", fitted_at=AT)
+    poor = refit_calibration(base, labelled(400, relevant_share=0.3), scope="a/c", fitted_at=AT)
+    assert (good.conformal.threshold, good.conformal.feasible) != (
+        poor.conformal.threshold,
+        poor.conformal.feasible,
+    )
+    assert good.conformal.n_calibration == poor.conformal.n_calibration == 200
+
+
+def test_same_labels_in_any_order_give_the_same_version(base: CalibrationArtifact) -> None:
+    labels = labelled(200, relevant_share=0.5)
+    shuffled = list(labels)
+    random.Random(7).shuffle(shuffled)
+    a = refit_calibration(base, labels, scope="a/c", fitted_at=AT)
+    b = refit_calibration(base, shuffled, scope="a/c", fitted_at=AT)
+    assert a.version == b.version
+
+
+def test_too_few_duplicated_or_one_sided_labels_are_refused(base: CalibrationArtifact) -> None:
+    with pytest.raises(ConfidenceError, match=f"at least {MIN_REFIT_LABELS}"):
+        refit_calibration(
+            base, labelled(MIN_REFIT_LABELS - 1, relevant_share=0.5), scope="a/c", fitted_at=AT
+        )
+    twice = labelled(30, relevant_share=0.5) * 2
+    with pytest.raises(ConfidenceError, match="one entry per query id"):
+        refit_calibration(base, twice, scope="a/c", fitted_at=AT)
+    all_bad = [
+        LabelledResult(r.query_id, r.signals, r.kept, False)
+        for r in labelled(60, relevant_share=0.5)
+    ]
+    with pytest.raises(ConfidenceError, match="all relevant or all not relevant"):
+        refit_calibration(base, all_bad, scope="a/c", fitted_at=AT)
+
+
+@pytest.mark.filterwarnings("error")
+def test_hostile_signals_do_not_break_the_fit(base: CalibrationArtifact) -> None:
+    labels = labelled(100, relevant_share=0.5)
+    odd = [
+        LabelledResult("q-huge", {"top_score": 1e308, "agreement": -1e308}, True, True),
+        LabelledResult("q-empty", {}, False, False),
+        LabelledResult("q-名前\x00", {"top_score": 0.5, "unknown_signal": 3.0}, True, False),
+    ]
+    new = refit_calibration(base, labels + odd, scope="a/c", fitted_at=AT)
+    assert all(np.isfinite(new.coefficients))
+    assert np.isfinite(new.intercept)

@@ -1,0 +1,90 @@
+"""`ragsift feedback` on the embedded runtime: labels kept under the data dir, a re-fit when due."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+from typer.testing import CliRunner
+
+from ragsift.cli import app
+from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
+from ragsift.embedded import EmbeddedRuntime
+from ragsift.ingest.sample import sample_documents
+from ragsift.schemas import QueryEvent, RetrievalResult
+from ragsift.settings import EmbedderSettings, Settings
+
+QUESTIONS = (
+    "How many days do I have to return the Orbit thermostat for a refund?",
+    "What are the API rate limits per key?",
+    "How long is temperature data kept?",
+    "Does Orbit work with heat pumps?",
+    "Who won the football world cup in 2014?",
+    "What is the boiling point of ethanol?",
+)
+MIN_LABELS = 40
+
+
+@pytest.fixture
+def answered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[RetrievalResult]:
+    """Results of MIN_LABELS + 2 embedded queries, remembered under tmp_path."""
+    monkeypatch.setenv("RAGSIFT_EMBEDDER_KIND", "hashing")
+    monkeypatch.setenv("RAGSIFT_FEEDBACK_MIN_LABELS", str(MIN_LABELS))
+    monkeypatch.setenv("RAGSIFT_FEEDBACK_REFIT_INTERVAL_S", "0")
+    settings = Settings(data_dir=tmp_path, embedder=EmbedderSettings(kind="hashing"))
+
+    async def run() -> list[RetrievalResult]:
+        async with EmbeddedRuntime(settings) as runtime:
+            await runtime.ingest("acme", sample_documents())
+            events = [
+                QueryEvent(query_id=f"q{i}", tenant_id="acme", query=QUESTIONS[i % len(QUESTIONS)])
+                for i in range(MIN_LABELS + 2)
+            ]
+            return [r for r in await runtime.ask(events) if isinstance(r, RetrievalResult)]
+
+    return asyncio.run(run())
+
+
+def label(tmp_path: Path, query_id: str, relevant: bool, *extra: str) -> Result:
+    flag = "--relevant" if relevant else "--not-relevant"
+    return CliRunner().invoke(
+        app, ["feedback", query_id, flag, "--data-dir", str(tmp_path), *extra]
+    )
+
+
+def test_labels_refit_the_tenants_calibration_once_enough_exist(
+    tmp_path: Path, answered: list[RetrievalResult]
+) -> None:
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    scope = CalibrationScope("default", "acme")
+    outputs = []
+    for i, result in enumerate(answered[:MIN_LABELS]):
+        # In scope (the first four questions of each cycle) is what this user found useful.
+        out = label(tmp_path, result.query_id, i % len(QUESTIONS) < 3)
+        assert out.exit_code == 0, out.output
+        outputs.append(out.output)
+    assert "re-fit the calibration of acme/default" in outputs[-1]
+    assert not any("re-fit" in o for o in outputs[:-1])
+    tuned = store.get(scope)
+    assert tuned is not None
+    assert tuned.data.n_examples == MIN_LABELS
+    # The same label again: nothing changes.
+    again = label(tmp_path, answered[0].query_id, True)
+    assert again.exit_code == 0
+    assert "re-fit" not in again.output
+    assert store.get(scope) == tuned
+
+
+def test_unknown_query_and_another_tenant_are_refused(
+    tmp_path: Path, answered: list[RetrievalResult]
+) -> None:
+    unknown = label(tmp_path, "never-asked", True)
+    assert unknown.exit_code == 1
+    assert "no scored result" in unknown.output
+    other = label(tmp_path, answered[0].query_id, True, "--tenant", "mallory")
+    assert other.exit_code == 1
+    assert "names tenant 'mallory'" in other.output
+    hostile = label(tmp_path, "q\x00" + "x" * 5_000, True)
+    assert hostile.exit_code == 1

@@ -1,0 +1,235 @@
+"""The calibration worker: labels joined to results, per-tenant re-fits, bad feedback refused."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from ragsift.confidence.artifact import CalibrationArtifact, load_calibration
+from ragsift.confidence.registry import (
+    CalibrationRegistry,
+    CalibrationScope,
+    DirectoryCalibrationStore,
+)
+from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.engines import packaged_calibration_path
+from ragsift.retrieval.feedback_store import SqliteFeedbackStore
+from ragsift.retrieval.results import error_result
+from ragsift.schemas import (
+    ConfidenceBreakdown,
+    DeadLetter,
+    FeedbackEvent,
+    QueryEvent,
+    RetrievalResult,
+)
+from ragsift.settings import FeedbackSettings
+from ragsift.streams.bus import InProcessBus
+from ragsift.workers.calibration import (
+    FeedbackHandler,
+    FeedbackLoop,
+    FeedbackRefused,
+    ResultJoinHandler,
+)
+
+SCOPE = CalibrationScope("docs", "acme")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def base_artifact() -> CalibrationArtifact:
+    path = packaged_calibration_path("ragsift-hashing-v1-384")
+    assert path is not None
+    return load_calibration(path)
+
+
+def result(query_id: str, top: float, tenant: str = "acme") -> RetrievalResult:
+    """A scored result with the given top score (the rest of its fields do not matter here)."""
+    failed = error_result(
+        QueryEvent(query_id=query_id, tenant_id=tenant, query="q?", collection="docs"),
+        stage="search",
+        error=TimeoutError("unused"),
+        attempts=1,
+        embedder_id="ragsift-hashing-v1-384",
+        disclaimer="unused",
+    )
+    signals = {"top_score": top, "support": top * 0.8, "consensus": 0.5, "agreement": top}
+    breakdown = ConfidenceBreakdown(
+        scorer="calibrated", calibration_version="base", signals=signals
+    )
+    return failed.model_copy(
+        update={"outcome": "ok", "match_count": 1, "error": None, "breakdown": breakdown}
+    )
+
+
+def traffic(n: int, seed: int = 0) -> list[tuple[RetrievalResult, bool]]:
+    """Results and labels: high scores, but this tenant's answers are right less often."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        top = rng.uniform(0.3, 0.9)
+        out.append((result(f"q{i}", top), rng.random() < 0.6 * (top - 0.3) / 0.6))
+    return out
+
+
+def feedback(query_id: str, relevant: bool, tenant: str = "acme", n: int = 0) -> FeedbackEvent:
+    return FeedbackEvent(
+        event_id=f"fb-{query_id}-{n}", query_id=query_id, tenant_id=tenant, relevant=relevant
+    )
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def loop(tmp_path: Path, clock: Clock) -> FeedbackLoop:
+    registry = CalibrationRegistry(
+        base_artifact(), DirectoryCalibrationStore(tmp_path / "calibrations"), refresh_s=0
+    )
+    settings = FeedbackSettings(min_labels=200, refit_interval_s=0, join_ttl_s=3600)
+    store = SqliteFeedbackStore(tmp_path / "feedback.sqlite", clock=clock)
+    return FeedbackLoop(store, registry, settings, Metrics(), clock=clock)
+
+
+def count(loop: FeedbackLoop, result: str) -> float:
+    value = loop.metrics.registry.get_sample_value("ragsift_feedback_total", {"result": result})
+    return value or 0.0
+
+
+def test_200_labels_refit_the_tenant_and_a_replay_changes_nothing(loop: FeedbackLoop) -> None:
+    labelled = traffic(200)
+    loop.remember([r for r, _ in labelled])
+    versions = [loop.apply(feedback(r.query_id, y)) for r, y in labelled]
+    new = [v for v in versions if v is not None]
+    assert len(new) == 1
+    assert versions[-1] == new[0]
+    tuned = loop.registry.resolve("acme", "docs")
+    assert tuned.version == new[0]
+    assert tuned.conformal.threshold != loop.registry.default.conformal.threshold
+    assert loop.registry.resolve("beta", "docs").version == loop.registry.default.version
+    # The same events again (a consumer replay), and duplicates with new event ids.
+    again = [loop.apply(feedback(r.query_id, y)) for r, y in labelled]
+    again += [loop.apply(feedback(r.query_id, y, n=1)) for r, y in labelled[:50]]
+    assert again == [None] * 250
+    assert loop.registry.resolve("acme", "docs").version == new[0]
+    assert count(loop, "labelled") == 200
+    assert count(loop, "unchanged") == 250
+
+
+def test_a_changed_label_re_fits_on_the_next_check(loop: FeedbackLoop) -> None:
+    labelled = traffic(200)
+    loop.remember([r for r, _ in labelled])
+    for r, y in labelled:
+        loop.apply(feedback(r.query_id, y))
+    first = loop.registry.resolve("acme", "docs").version
+    r, y = labelled[0]
+    assert loop.apply(feedback(r.query_id, not y)) not in (None, first)
+
+
+def test_the_refit_interval_holds_back_a_second_refit(loop: FeedbackLoop, clock: Clock) -> None:
+    loop.settings = FeedbackSettings(min_labels=200, refit_interval_s=600, join_ttl_s=3600)
+    labelled = traffic(210)
+    loop.remember([r for r, _ in labelled])
+    versions = [loop.apply(feedback(r.query_id, y)) for r, y in labelled]
+    assert sum(v is not None for v in versions) == 1
+    clock.now += 601
+    extra = result("late", 0.8)
+    loop.remember([extra])
+    assert loop.apply(feedback("late", True)) is not None
+
+
+def test_unknown_expired_and_other_tenants_feedback_is_refused_and_counted(
+    loop: FeedbackLoop, clock: Clock
+) -> None:
+    loop.remember([result("q1", 0.8)])
+    with pytest.raises(FeedbackRefused) as unknown:
+        loop.apply(feedback("never-seen", True))
+    assert unknown.value.reason == "unknown_query"
+    assert unknown.value.stage == "feedback"
+    with pytest.raises(FeedbackRefused) as other:
+        loop.apply(feedback("q1", True, tenant="mallory"))
+    assert other.value.reason == "tenant_mismatch"
+    assert loop.store.labels(SCOPE) == []  # nothing of it was kept
+    clock.now += 3601  # past the join window
+    with pytest.raises(FeedbackRefused, match="join window"):
+        loop.apply(feedback("q1", True))
+    assert count(loop, "unknown_query") == 2
+    assert count(loop, "tenant_mismatch") == 1
+
+
+def test_errors_and_bypasses_are_not_remembered(loop: FeedbackLoop) -> None:
+    failed = result("q-failed", 0.8).model_copy(update={"outcome": "error"})
+    loop.remember([failed])
+    with pytest.raises(FeedbackRefused):
+        loop.apply(feedback("q-failed", True))
+
+
+async def test_the_worker_dead_letters_bad_feedback_and_keeps_going(loop: FeedbackLoop) -> None:
+    bus = InProcessBus(
+        [ResultJoinHandler(loop), FeedbackHandler(loop)], metrics=loop.metrics, batch_size=16
+    )
+    await bus.publish("retrievals", "q1", result("q1", 0.8))
+    await bus.publish("retrievals", "q2", result("q2", 0.4))
+    await bus.drain()
+    await bus.publish("feedback", "acme", feedback("q1", True))
+    await bus.publish("feedback", "acme", feedback("unknown", True))
+    await bus.publish("feedback", "acme", b'{"query_id": ' + b"[" * 5_000)  # malformed
+    await bus.publish("feedback", "acme", feedback("q2", True, tenant="mallory"))
+    await bus.publish("feedback", "acme", feedback("q2", False))
+    await bus.drain()
+    await bus.close()
+    letters = [d for d in bus.published["deadletter"] if isinstance(d, DeadLetter)]
+    assert sorted(d.stage for d in letters) == ["decode", "feedback", "feedback"]
+    assert {d.query_id for d in letters if d.stage == "feedback"} == {"unknown", "q2"}
+    assert {s.record.query_id: s.relevant for s in loop.store.labels(SCOPE)} == {
+        "q1": True,
+        "q2": False,
+    }
+    dead = loop.metrics.registry.get_sample_value(
+        "ragsift_dead_letters_total", {"worker": "calibration", "stage": "feedback"}
+    )
+    assert dead == 2
+
+
+def refit_all(loop: FeedbackLoop, labelled: list[tuple[RetrievalResult, bool]]) -> str:
+    loop.remember([r for r, _ in labelled])
+    versions = [loop.apply(feedback(r.query_id, y)) for r, y in labelled]
+    new = [v for v in versions if v is not None]
+    assert new, "no re-fit happened"
+    return new[-1]
+
+
+def test_the_base_is_the_collections_calibration_not_the_tenants_last_refit(
+    loop: FeedbackLoop, tmp_path: Path
+) -> None:
+    collection = base_artifact().model_copy(update={"intercept": -7.0, "version": ""})
+    collection = CalibrationArtifact.model_validate(collection.model_dump())
+    loop.registry.put(CalibrationScope("docs"), collection)
+    refit_all(loop, traffic(200))
+    first = loop.registry.resolve("acme", "docs")
+    assert collection.version in first.data.notes
+    r, y = traffic(200)[0]
+    loop.apply(feedback(r.query_id, not y))  # a changed label: a second re-fit
+    second = loop.registry.resolve("acme", "docs")
+    assert second.version != first.version
+    assert collection.version in second.data.notes
+    assert first.version not in second.data.notes
+
+
+def test_a_corrupt_collection_calibration_falls_back_to_the_default(
+    loop: FeedbackLoop, tmp_path: Path
+) -> None:
+    loop.registry.put(CalibrationScope("docs"), base_artifact())
+    [path] = (tmp_path / "calibrations").glob("*/_collection.json")
+    path.write_text('{"kind": "ragsift.confidence.calibration", "coefficients": [1e999', "utf-8")
+    refit_all(loop, traffic(200))
+    assert loop.registry.default.version in loop.registry.resolve("acme", "docs").data.notes
