@@ -18,11 +18,19 @@ from ragsift.retrieval.cache import InMemoryCache
 from ragsift.schemas import DeadLetter, QueryEvent, RetrievalResult
 from ragsift.settings import Settings
 from ragsift.streams.bus import InProcessBus
-from ragsift.wiring import build_embedder, build_index, build_pipeline
+from ragsift.wiring import (
+    build_calibration_store,
+    build_embedder,
+    build_index,
+    build_pipeline,
+)
 from ragsift.workers.audit import build_audit_handler
 from ragsift.workers.retrieval import RetrievalHandler
 
-__all__ = ["EmbeddedRuntime"]
+__all__ = ["CALIBRATIONS_DIR", "EmbeddedRuntime"]
+
+#: Folder of the data dir that holds scoped calibration artifacts.
+CALIBRATIONS_DIR = "calibrations"
 
 
 class EmbeddedRuntime:
@@ -35,6 +43,11 @@ class EmbeddedRuntime:
         self.embedder = build_embedder(settings.embedder)
         self.index = build_index(settings.qdrant, settings.data_dir)
         self.cache = InMemoryCache(settings.cache.max_entries)
+        #: Scoped calibrations (``ragsift calibrate --collection``), under the data dir
+        #: unless RAGSIFT_CALIBRATION_STORE_DIR names another folder.
+        self.calibration_store = build_calibration_store(
+            settings, Path(self.data_dir) / CALIBRATIONS_DIR
+        )
         self.pipeline = build_pipeline(
             settings,
             index=self.index,
@@ -42,6 +55,7 @@ class EmbeddedRuntime:
             metrics=self.metrics,
             cache=self.cache,
             source="/ragsift/embedded/retrieval",
+            calibration_store=self.calibration_store,
         )
         self.indexer = Indexer(self.index, self.embedder, cache=self.cache)
         audit = build_audit_handler(settings.audit, Path(self.data_dir) / "audit", self.metrics)

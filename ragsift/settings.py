@@ -25,6 +25,7 @@ __all__ = [
     "ApiSettings",
     "AuditSettings",
     "CacheSettings",
+    "CalibrationSettings",
     "ConfidenceSettings",
     "EmbedderSettings",
     "GuardrailSettings",
@@ -348,6 +349,20 @@ class LimitSettings(BaseSettings):
     )
 
 
+class CalibrationSettings(BaseSettings):
+    """Where scoped calibrations (per collection or tenant) are kept, and how often re-read."""
+
+    model_config = _config("RAGSIFT_CALIBRATION_")
+
+    #: Folder of scoped calibration artifacts (``ragsift calibrate --collection``).
+    #: The embedded runtime uses ``<data dir>/calibrations`` when unset; the streaming
+    #: workers then use the default artifact only.
+    store_dir: Path | None = None
+    #: Seconds between checks of the store for new or changed calibrations: a re-fit
+    #: reaches running workers within this time, without a restart.
+    refresh_s: float = Field(default=5.0, ge=0, le=3600)
+
+
 class WorkerSettings(BaseSettings):
     """A streaming worker process's web surface and metric label bounds."""
 
@@ -463,6 +478,7 @@ class Settings(BaseSettings):
     audit: AuditSettings = Field(default_factory=AuditSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    calibration: CalibrationSettings = Field(default_factory=CalibrationSettings)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
@@ -484,6 +500,7 @@ class Settings(BaseSettings):
                 "audit": AuditSettings,
                 "api": ApiSettings,
                 "worker": WorkerSettings,
+                "calibration": CalibrationSettings,
             }
             return cls(
                 **{

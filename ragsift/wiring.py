@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ragsift.confidence.registry import CalibrationStore, DirectoryCalibrationStore
 from ragsift.errors import ConfigurationError
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.bm25 import Bm25Encoder
@@ -27,7 +28,9 @@ from ragsift.retrieval.reader import Reader
 from ragsift.retrieval.rerank import HttpReranker, OnnxCrossEncoder, Reranker
 from ragsift.settings import EmbedderSettings, QdrantSettings, RerankerSettings, Settings
 
-__all__ = ["build_embedder", "build_index", "build_pipeline", "build_reader", "build_reranker"]
+__all__ = [
+    "build_calibration_store",
+    "build_embedder", "build_index", "build_pipeline", "build_reader", "build_reranker"]
 
 
 def build_embedder(settings: EmbedderSettings) -> Embedder:
@@ -107,14 +110,21 @@ def build_pipeline(
     cache: ResultCache | None = None,
     source: str = "/ragsift/retrieval",
     reranker: Reranker | None = None,
+    calibration_store: CalibrationStore | None = None,
 ) -> RetrievalPipeline:
     """A retrieval pipeline with engines built for the embedder.
 
     ``reranker`` replaces the configured one (tests, benchmarks); by default it is
-    built from ``settings.reranker`` (None when reranking is off).
+    built from ``settings.reranker`` (None when reranking is off). Scoped
+    calibrations come from ``calibration_store``, else from the configured one
+    (:func:`build_calibration_store`).
     """
     engines = EngineSet(
-        settings.confidence, embedder.embedder_id, rerank_threshold=settings.reranker.threshold
+        settings.confidence,
+        embedder.embedder_id,
+        rerank_threshold=settings.reranker.threshold,
+        store=calibration_store or build_calibration_store(settings),
+        refresh_s=settings.calibration.refresh_s,
     )
     if reranker is None:
         reranker = build_reranker(settings.reranker)
@@ -131,6 +141,17 @@ def build_pipeline(
         reranker=reranker,
         reader=build_reader(engines, embedder, settings.confidence.reader_top_n),
     )
+
+
+def build_calibration_store(
+    settings: Settings, default_dir: Path | None = None
+) -> CalibrationStore | None:
+    """The store of scoped calibrations: ``RAGSIFT_CALIBRATION_STORE_DIR``, else ``default_dir``.
+
+    None (no store: every query gets the default calibration) when neither is set.
+    """
+    folder = settings.calibration.store_dir or default_dir
+    return DirectoryCalibrationStore(folder) if folder is not None else None
 
 
 def build_reader(engines: EngineSet, embedder: Embedder, top_n: int) -> Reader | None:
