@@ -163,6 +163,7 @@ def demo(
                 f"indexed {report.documents} documents as {report.chunks} chunks with"
                 f" {runtime.embedder.embedder_id} into Qdrant Edge"
             )
+            console.print(await _demo_self_calibration(runtime))
             queries = [
                 QueryEvent(query_id=f"demo-{i}", tenant_id="demo", query=q.text)
                 for i, q in enumerate(DEMO_QUERIES)
@@ -185,6 +186,32 @@ def demo(
     console.print(
         f"results: {data_dir / 'results.jsonl'}  ·  try: ragsift ask --data-dir"
         f' {data_dir} --tenant demo "{DEMO_ASK}"'
+    )
+
+
+async def _demo_self_calibration(runtime: Any) -> str:
+    """Self-calibrate the demo's collection (as `ragsift calibrate --collection default`)."""
+    from ragsift.confidence import ConfidenceError
+    from ragsift.confidence.registry import CalibrationScope
+    from ragsift.evaluation.selfcal import self_calibrate
+
+    engines = runtime.pipeline.engines
+    if engines.registry is None or engines.calibration is None:
+        return "confidence: the configured scorer is not calibrated; no self-calibration"
+    try:
+        result = await self_calibrate(
+            runtime.index, runtime.embedder, engines.calibration, collection="default"
+        )
+    except (RagsiftError, ConfidenceError) as exc:
+        return f"self-calibration skipped ({exc}); the shipped calibration stays"
+    artifact = result.artifact
+    if not artifact.conformal.feasible:
+        return "self-calibration found no safe answer threshold; the shipped calibration stays"
+    engines.registry.put(CalibrationScope("default"), artifact)
+    return (
+        f"self-calibrated the collection from its own chunks (no labels): answer threshold"
+        f" {engines.calibration.conformal.threshold:.2f} -> {artifact.conformal.threshold:.2f}"
+        f" (`ragsift calibrate --collection default`)"
     )
 
 
@@ -559,7 +586,7 @@ def _self_calibrate(
     alpha: float,
     k: int,
 ) -> None:
-    """``calibrate --collection``: fit, store (or write) and summarize a collection's calibration."""
+    """``calibrate --collection``: fit, store (or write) and summarize the calibration."""
     from rich.progress import Progress
 
     from ragsift.confidence import ConfidenceError, save_calibration
@@ -576,7 +603,9 @@ def _self_calibrate(
         )
         raise typer.Exit(2)
     if base.conformal.alpha != alpha:
-        base = base.model_copy(update={"conformal": base.conformal.model_copy(update={"alpha": alpha})})
+        base = base.model_copy(
+            update={"conformal": base.conformal.model_copy(update={"alpha": alpha})}
+        )
 
     async def run() -> Any:
         async with runtime:
@@ -608,6 +637,14 @@ def _self_calibrate(
         raise typer.Exit(2) from exc
     artifact = result.artifact
     scope = CalibrationScope(collection, tenant)
+    if not artifact.conformal.feasible:
+        # Storing it would refuse every query of the collection; the shipped one stays.
+        err_console.print(
+            f"[red]error:[/red] no answer threshold of {scope} held risk <= {alpha} on its"
+            f" {artifact.conformal.n_calibration} held-out test questions (their source chunk"
+            " was often not the top hit); nothing stored, the shipped calibration stays in use"
+        )
+        raise typer.Exit(1)
     if out is not None:
         save_calibration(artifact, out)
         where = str(out)
@@ -681,6 +718,14 @@ def evaluate(
             "--corpus", help="Add these documents (a file or folder, as `ragsift ingest`)."
         ),
     ] = None,
+    max_out_of_scope: Annotated[
+        int | None,
+        typer.Option(
+            "--max-out-of-scope",
+            help="Keep at most this many out-of-scope questions (seeded sample): risk"
+            " depends on the mix of answerable and unanswerable questions.",
+        ),
+    ] = None,
     k: Annotated[int, typer.Option(help="Hits retrieved per question.")] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -695,6 +740,14 @@ def evaluate(
     ds = _load_dataset(dataset, labelled, out_of_scope, split=split, pool=pool, half=half)
     if pseudo_queries is not None or corpus is not None:
         ds = _with_pseudo_queries(ds, pseudo_queries, corpus)
+    if max_out_of_scope is not None:
+        from ragsift.evaluation.dataset import limit_out_of_scope
+
+        try:
+            ds = limit_out_of_scope(ds, max_out_of_scope)
+        except RagsiftError as exc:
+            err_console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from exc
     settings = _settings()
     artifact = None
     if artifact_path is not None:

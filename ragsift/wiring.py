@@ -30,7 +30,12 @@ from ragsift.settings import EmbedderSettings, QdrantSettings, RerankerSettings,
 
 __all__ = [
     "build_calibration_store",
-    "build_embedder", "build_index", "build_pipeline", "build_reader", "build_reranker"]
+    "build_embedder",
+    "build_index",
+    "build_pipeline",
+    "build_reader",
+    "build_reranker",
+]
 
 
 def build_embedder(settings: EmbedderSettings) -> Embedder:

@@ -22,6 +22,7 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
+
 from ragsift.confidence.artifact import (
     CalibrationArtifact,
     ConformalSpec,
@@ -84,7 +85,9 @@ def recalibrate(
     s = np.asarray(signals, dtype=np.float64)
     y = np.asarray(labels, dtype=np.float64)
     if s.ndim != 2 or y.shape != (s.shape[0],):
-        raise ConfidenceError(f"signals (n, d) and labels (n,) must align, got {s.shape}, {y.shape}")
+        raise ConfidenceError(
+            f"signals (n, d) and labels (n,) must align, got {s.shape}, {y.shape}"
+        )
     positives, negatives = int((y == 1).sum()), int((y == 0).sum())
     if positives < MIN_POSITIVES or negatives < MIN_NEGATIVES:
         raise ConfidenceError(

@@ -25,6 +25,7 @@ __all__ = [
     "EvalQuery",
     "LabelledSet",
     "QueryKind",
+    "limit_out_of_scope",
     "load_squad",
     "select_half",
     "split_groups",
@@ -232,3 +233,23 @@ def with_pseudo_queries(
     return replace(
         dataset, name=f"{dataset.name} + pseudo-queries", documents=documents, queries=queries
     )
+
+
+def limit_out_of_scope(dataset: LabelledSet, limit: int, seed: int = 0) -> LabelledSet:
+    """``dataset`` with at most ``limit`` out-of-scope questions (a seeded sample).
+
+    Selective risk depends on the mix of answerable and unanswerable questions: a
+    set with 40 out-of-scope questions per in-scope one measures another traffic
+    than the calibration assumed. This sets the mix explicitly.
+
+    Raises:
+        InvalidEventError: ``limit`` < 0.
+    """
+    if limit < 0:
+        raise InvalidEventError(f"the out-of-scope limit must be >= 0, got {limit}")
+    outside = [i for i, q in enumerate(dataset.queries) if q.kind == "out_of_scope"]
+    if len(outside) <= limit:
+        return dataset
+    keep = set(np.random.default_rng(seed).choice(outside, size=limit, replace=False).tolist())
+    queries = [q for i, q in enumerate(dataset.queries) if q.kind != "out_of_scope" or i in keep]
+    return replace(dataset, queries=queries)

@@ -50,11 +50,13 @@ __all__ = [
 ]
 
 # Below this many chunks a collection gives too few distinct pseudo-queries for a
-# re-map and a certificate (MIN_POSITIVES answerable ones, at most PER_CHUNK each).
+# re-map and a certificate (MIN_POSITIVES answerable ones, at most MAX_PER_CHUNK each).
 MIN_CHUNKS: Final = 10
-# Pseudo-queries made per sampled chunk (different sentences / dropouts): lets a
-# small collection still reach the sample size the certificate needs.
-PER_CHUNK: Final = 4
+# Pseudo-queries made per sampled chunk (different sentences / dropouts): at least
+# MIN_PER_CHUNK, more (up to MAX_PER_CHUNK) when a small collection needs them to
+# reach the sample size the certificate needs.
+MIN_PER_CHUNK: Final = 4
+MAX_PER_CHUNK: Final = 16
 # Answerable pseudo-queries wanted in all; as many out-of-domain questions are
 # scored, so the fit assumes an even in-scope / out-of-scope mix (docs/confidence.md).
 DEFAULT_SAMPLE: Final = 600
@@ -217,14 +219,15 @@ async def self_calibrate(
             f" least {MIN_CHUNKS} (ingest more documents, or keep the shipped calibration)"
         )
     rng = np.random.default_rng(seed)
+    per_chunk = min(MAX_PER_CHUNK, max(MIN_PER_CHUNK, -(-sample // total)))
     chunks: list[SearchHit] = []
     for i, (owner, n) in enumerate(sorted(counts.items())):
-        want = max(1, round(n / total * -(-sample // PER_CHUNK)))
+        want = max(1, round(n / total * -(-sample // per_chunk)))
         chunks.extend(await _sample_chunks(index, collection, owner, embedder.dim, want, rng))
         if progress:
             progress("sample", i + 1, len(counts))
     pseudo: list[PseudoQuery] = []
-    for _ in range(PER_CHUNK):
+    for _ in range(per_chunk):
         for hit in chunks:
             text = pseudo_query(hit.text, rng)
             if text is not None and len(pseudo) < sample:
@@ -267,7 +270,7 @@ def score_pseudo_labels(
     source chunk is kept); the rest are out-of-domain questions (label 0).
     """
     config = dataclasses.replace(
-        ConfidenceConfig(scorer="weighted", embedder_id=base.embedder_id, metric=base.metric),
+        ConfidenceConfig(scorer="weighted", embedder_id=base.embedder_id),
         similarity_threshold=base.similarity_threshold or 0.0,
         min_documents=1,
     )

@@ -147,7 +147,9 @@ class EngineSet:
         ):
             # Cosines of different embedders live on different scales: the fitted
             # bar replaces seed A's 0.70, unless the operator chose one.
-            config = dataclasses.replace(config, similarity_threshold=calibration.similarity_threshold)
+            config = dataclasses.replace(
+                config, similarity_threshold=calibration.similarity_threshold
+            )
         # The calibrated confidence already is P(the kept context holds the answer),
         # with a certified answer threshold; seed D's two-document rule would refuse
         # answers that one passage settles.

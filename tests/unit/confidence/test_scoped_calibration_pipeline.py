@@ -105,7 +105,8 @@ async def test_a_tenants_own_calibration_scores_its_queries_only(
     alpha, beta = [o.result for o in await pipe.process(events)]  # type: ignore[union-attr]
 
     assert [h.doc_id for h in alpha.hits] == [h.doc_id for h in beta.hits]
-    assert alpha.breakdown is not None and beta.breakdown is not None
+    assert alpha.breakdown is not None
+    assert beta.breakdown is not None
     assert alpha.breakdown.calibration_version == DEFAULT.version
     assert beta.breakdown.calibration_version == own.version
     assert beta.confidence > alpha.confidence  # intercept +2 vs -1 on the same signals
@@ -122,8 +123,10 @@ async def test_a_collection_calibration_applies_to_every_tenant_without_its_own(
 
     alpha, beta = await ask(pipe, "alpha", "qa"), await ask(pipe, "beta", "qb")
 
-    assert alpha.breakdown is not None and alpha.breakdown.calibration_version == shared.version
-    assert beta.breakdown is not None and beta.breakdown.calibration_version == own.version
+    assert alpha.breakdown is not None
+    assert alpha.breakdown.calibration_version == shared.version
+    assert beta.breakdown is not None
+    assert beta.breakdown.calibration_version == own.version
 
 
 async def test_a_new_calibration_is_used_without_a_restart_and_misses_the_cache(
@@ -133,15 +136,19 @@ async def test_a_new_calibration_is_used_without_a_restart_and_misses_the_cache(
     pipe = pipeline(tmp_path, index, store)
     first = await ask(pipe, "alpha", "q1")
     again = await ask(pipe, "alpha", "q2")
-    assert again.cache is not None and again.cache.hit  # the same query is cached...
+    assert again.cache is not None
+    assert again.cache.hit
 
     refit = artifact(3.0)
     store.put(CalibrationScope("default", "alpha"), refit)  # as another process would
     after = await ask(pipe, "alpha", "q3")
 
-    assert first.breakdown is not None and first.breakdown.calibration_version == DEFAULT.version
-    assert after.breakdown is not None and after.breakdown.calibration_version == refit.version
-    assert after.cache is not None and not after.cache.hit  # ...until its calibration changes
+    assert first.breakdown is not None
+    assert first.breakdown.calibration_version == DEFAULT.version
+    assert after.breakdown is not None
+    assert after.breakdown.calibration_version == refit.version
+    assert after.cache is not None
+    assert not after.cache.hit
     assert after.confidence > first.confidence
 
 
@@ -171,5 +178,6 @@ def test_a_store_dir_setting_overrides_the_data_dir_default(tmp_path: Path) -> N
     chosen = tmp_path / "shared-calibrations"
     settings = Settings(calibration=CalibrationSettings(store_dir=chosen))
     store = build_calibration_store(settings, tmp_path / "ignored")
-    assert isinstance(store, DirectoryCalibrationStore) and store.root == chosen
+    assert isinstance(store, DirectoryCalibrationStore)
+    assert store.root == chosen
     assert build_calibration_store(Settings()) is None  # streaming without a dir: default only

@@ -37,7 +37,8 @@ def test_a_pseudo_query_is_not_a_verbatim_substring_of_its_chunk() -> None:
     made = [pseudo_query(chunk, rng) for _ in range(20)]
     assert all(m is not None for m in made)
     for m in made:
-        assert m is not None and m not in chunk
+        assert m is not None
+        assert m not in chunk
         assert 3 <= len(m.split()) <= 10
         assert set(m.split()) <= set(chunk.replace(".", "").split())
 
@@ -96,3 +97,17 @@ def test_artifacts_without_provenance_keep_their_version() -> None:
         artifact = CalibrationArtifact.from_json(path.read_bytes())
         assert artifact.provenance is None
         assert "provenance" not in artifact.model_dump(exclude_none=True)
+
+
+def test_a_small_sample_with_few_positives_can_still_be_certified() -> None:
+    # A 12-chunk collection's self-calibration: ~55 answerable test questions, all
+    # confident, and 150 unanswerable ones, all not. The walk used to start where 100
+    # were answered (so 45 of them wrong) and found nothing: every query refused.
+    from ragsift.confidence.conformal import conformal_threshold
+
+    conf = np.r_[np.full(55, 0.95), np.full(150, 0.02)]
+    labels = np.r_[np.ones(55), np.zeros(150)]
+    result = conformal_threshold(conf, labels, alpha=0.1, delta=0.1)
+    assert result.feasible
+    assert 0.02 < result.threshold <= 0.95
+    assert result.risk_upper_bound is not None and result.risk_upper_bound <= 0.1

@@ -75,13 +75,15 @@ async def test_a_collection_calibrates_itself_and_records_where_it_came_from(
     assert prov is not None
     assert (prov.base_version, prov.collection, prov.tenant) == (BASE.version, "docs", "alpha")
     assert prov.chunks == result.chunks == 40
-    assert prov.positives >= 40 and prov.negatives >= 200  # the bank is always negative
+    assert prov.positives >= 40
+    assert prov.negatives >= 200
     assert artifact.features == BASE.features
     assert artifact.similarity_threshold == BASE.similarity_threshold
     assert artifact.conformal.method.endswith("on pseudo-labels")
     assert {"sample", "score"} <= set(stages)
     # Held-out pseudo-queries name real documents of that tenant and are not in the fit.
-    assert result.held_out and all(q.tenant_id == "alpha" for q in result.held_out)
+    assert result.held_out
+    assert all(q.tenant_id == "alpha" for q in result.held_out)
     assert {q.doc_id for q in result.held_out} <= {f"doc-{i}" for i in range(40)}
 
 
@@ -141,4 +143,21 @@ def test_cli_calibrate_collection_explains_an_empty_collection(tmp_path: Path) -
     assert result.exit_code == 2
     assert "missing" in result.output
     help_text = runner.invoke(app, ["calibrate", "--help"]).output
-    assert "--collection" in help_text and "without labels" in help_text
+    assert "--collection" in help_text
+    assert "without labels" in help_text
+
+
+def test_the_out_of_scope_share_can_be_set() -> None:
+    from ragsift.evaluation.dataset import EvalQuery, limit_out_of_scope
+
+    queries = [EvalQuery("in", "q", "in_scope", frozenset({"doc-0"}), "g")] + [
+        EvalQuery(f"o{i}", "q", "out_of_scope", frozenset(), f"oos:{i}") for i in range(10)
+    ]
+    base = LabelledSet("set", documents(1), queries)
+    limited = limit_out_of_scope(base, 3)
+    assert [q.kind for q in limited.queries].count("out_of_scope") == 3
+    assert limited.queries[0].query_id == "in"
+    assert limit_out_of_scope(base, 3).queries == limited.queries  # seeded: reproducible
+    assert limit_out_of_scope(base, 50) is base
+    with pytest.raises(InvalidEventError, match=">= 0"):
+        limit_out_of_scope(base, -1)
