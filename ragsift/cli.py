@@ -163,7 +163,6 @@ def demo(
                 f"indexed {report.documents} documents as {report.chunks} chunks with"
                 f" {runtime.embedder.embedder_id} into Qdrant Edge"
             )
-            console.print(await _demo_self_calibration(runtime))
             queries = [
                 QueryEvent(query_id=f"demo-{i}", tenant_id="demo", query=q.text)
                 for i, q in enumerate(DEMO_QUERIES)
@@ -186,32 +185,6 @@ def demo(
     console.print(
         f"results: {data_dir / 'results.jsonl'}  ·  try: ragsift ask --data-dir"
         f' {data_dir} --tenant demo "{DEMO_ASK}"'
-    )
-
-
-async def _demo_self_calibration(runtime: Any) -> str:
-    """Self-calibrate the demo's collection (as `ragsift calibrate --collection default`)."""
-    from ragsift.confidence import ConfidenceError
-    from ragsift.confidence.registry import CalibrationScope
-    from ragsift.evaluation.selfcal import self_calibrate
-
-    engines = runtime.pipeline.engines
-    if engines.registry is None or engines.calibration is None:
-        return "confidence: the configured scorer is not calibrated; no self-calibration"
-    try:
-        result = await self_calibrate(
-            runtime.index, runtime.embedder, engines.calibration, collection="default"
-        )
-    except (RagsiftError, ConfidenceError) as exc:
-        return f"self-calibration skipped ({exc}); the shipped calibration stays"
-    artifact = result.artifact
-    if not artifact.conformal.feasible:
-        return "self-calibration found no safe answer threshold; the shipped calibration stays"
-    engines.registry.put(CalibrationScope("default"), artifact)
-    return (
-        f"self-calibrated the collection from its own chunks (no labels): answer threshold"
-        f" {engines.calibration.conformal.threshold:.2f} -> {artifact.conformal.threshold:.2f}"
-        f" (`ragsift calibrate --collection default`)"
     )
 
 

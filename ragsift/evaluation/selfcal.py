@@ -36,7 +36,7 @@ from ragsift.confidence.selfcal import recalibrate
 from ragsift.errors import InvalidEventError
 from ragsift.evaluation.scoring import answer_in_kept
 from ragsift.retrieval.embedders import Embedder
-from ragsift.retrieval.index import SearchHit, SearchRequest, VectorIndex
+from ragsift.retrieval.index import DOC_FIELD, SearchHit, SearchRequest, VectorIndex
 from ragsift.retrieval.pipeline import hit_scores, prefetch_limit
 from ragsift.retrieval.reader import split_sentences
 
@@ -69,10 +69,14 @@ MIN_WORD_CHARS: Final = 4
 WORD_DROPOUT: Final = 0.25
 MIN_QUERY_WORDS: Final = 3
 MAX_QUERY_WORDS: Final = 10
+# Chunks per tenant the sampler tries to reach: the pool near-domain negatives are
+# searched in (a larger collection is represented by this many of its chunks).
+POOL_MAX: Final = 5000
 # Chunks returned per random probe while sampling, and probes per wanted chunk.
 _PROBE_LIMIT: Final = 32
 _PROBE_ROUNDS: Final = 4
 _QUERY_BATCH: Final = 128
+_KMEANS_ROUNDS: Final = 10
 _WORD = re.compile(r"[^\W_][\w'-]*", re.UNICODE)
 _BANK = "out_of_domain_questions.txt"
 
@@ -156,18 +160,40 @@ async def _sample_chunks(
     return [chunks[i] for i in order]
 
 
+async def _topics(
+    embedder: Embedder, chunks: Sequence[SearchHit], rng: np.random.Generator
+) -> list[int]:
+    """A topic per chunk: spherical k-means on chunk embeddings, about sqrt(n) topics."""
+    vectors = np.asarray(await embedder.embed([h.text for h in chunks]), dtype=np.float64)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True).clip(1e-12)
+    k = max(2, round(len(chunks) ** 0.5))
+    centres = vectors[rng.choice(len(chunks), size=min(k, len(chunks)), replace=False)]
+    assign = np.zeros(len(chunks), dtype=np.int64)
+    for _ in range(_KMEANS_ROUNDS):
+        assign = np.argmax(vectors @ centres.T, axis=1)
+        for c in range(len(centres)):
+            members = vectors[assign == c]
+            if len(members):
+                centre = members.sum(axis=0)
+                centres[c] = centre / max(float(np.linalg.norm(centre)), 1e-12)
+    return [int(a) for a in assign]
+
+
 async def _search(
     index: VectorIndex,
     embedder: Embedder,
     collection: str,
-    items: Sequence[tuple[str, str]],
+    items: Sequence[tuple[str, str, list[str] | None]],
     k: int,
 ) -> list[list[SearchHit]]:
-    """Hybrid top-k hits of (tenant, text) queries, searched as the pipeline searches."""
+    """Hybrid top-k hits of (tenant, text, doc pool) queries, searched as the pipeline does.
+
+    A pool (doc ids) restricts the search to those documents; None: all of the tenant's.
+    """
     out: list[list[SearchHit]] = []
     for start in range(0, len(items), _QUERY_BATCH):
         part = items[start : start + _QUERY_BATCH]
-        vectors = await embedder.embed([text for _, text in part])
+        vectors = await embedder.embed([text for _, text, _ in part])
         requests = [
             SearchRequest(
                 tenant_id=tenant,
@@ -177,8 +203,9 @@ async def _search(
                 limit=k,
                 prefetch_limit=prefetch_limit(k),
                 embedder_id=embedder.embedder_id,
+                filter=None if pool is None else {DOC_FIELD: pool},
             )
-            for (tenant, text), v in zip(part, vectors, strict=True)
+            for (tenant, text, pool), v in zip(part, vectors, strict=True)
         ]
         out.extend(await index.search_batch(collection, requests))
     return out
@@ -220,10 +247,16 @@ async def self_calibrate(
         )
     rng = np.random.default_rng(seed)
     per_chunk = min(MAX_PER_CHUNK, max(MIN_PER_CHUNK, -(-sample // total)))
+    # Every chunk the probes reach (up to POOL_MAX per tenant): the pool the near-domain
+    # negatives are searched in; the pseudo-queries' sources are a sample of it.
+    known: dict[str, list[SearchHit]] = {}
     chunks: list[SearchHit] = []
     for i, (owner, n) in enumerate(sorted(counts.items())):
+        known[owner] = await _sample_chunks(
+            index, collection, owner, embedder.dim, min(n, POOL_MAX), rng
+        )
         want = max(1, round(n / total * -(-sample // per_chunk)))
-        chunks.extend(await _sample_chunks(index, collection, owner, embedder.dim, want, rng))
+        chunks.extend(known[owner][:want])
         if progress:
             progress("sample", i + 1, len(counts))
     pseudo: list[PseudoQuery] = []
@@ -236,21 +269,41 @@ async def self_calibrate(
     n_held = round(len(pseudo) * HOLDOUT_FRACTION)
     held_out = [pseudo[i] for i in order[:n_held]]
     fit = [pseudo[i] for i in order[n_held:]]
+    # Near-domain negatives: the fit queries of half the collection's topics are
+    # searched in the other half, their topics' documents removed. They read like the
+    # collection's questions, yet it cannot answer them: as questions about another
+    # corpus of the same kind would be (the bank's general questions alone are too
+    # far off to place the boundary; removing single documents leaves their
+    # siblings, which almost answer them: docs/adr/008-label-free-self-calibration.md).
+    pool = [h for hits in known.values() for h in hits]
+    topics = await _topics(embedder, pool, rng)
+    removed_topics = set(rng.permutation(sorted(set(topics)))[: max(1, len(set(topics)) // 2)])
+    removed = {h.doc_id for h, t in zip(pool, topics, strict=True) if t in removed_topics}
+    pools = {owner: sorted({h.doc_id for h in hits} - removed) for owner, hits in known.items()}
+    answerable = [p for p in fit if p.doc_id not in removed]
+    unanswerable = [p for p in fit if p.doc_id in removed and pools[p.tenant_id]]
     owners = sorted(counts)
-    bank = out_of_domain_questions()
-    negatives = [(owners[i % len(owners)], q) for i, q in enumerate(bank)]
-    items = [(p.tenant_id, p.text) for p in fit] + negatives
-    hits = await _search(index, embedder, collection, items, k)
+    bank = [(owners[i % len(owners)], q) for i, q in enumerate(out_of_domain_questions())]
+    hits = await _search(
+        index,
+        embedder,
+        collection,
+        [(p.tenant_id, p.text, None) for p in answerable]
+        + [(p.tenant_id, p.text, pools[p.tenant_id]) for p in unanswerable]
+        + [(owner, q, None) for owner, q in bank],
+        k,
+    )
     if progress:
-        progress("score", len(items), len(items))
-    signals, labels = score_pseudo_labels(base, hits, [p.chunk_id for p in fit])
+        progress("score", len(hits), len(hits))
+    signals, labels = score_pseudo_labels(base, hits, [p.chunk_id for p in answerable])
     artifact = recalibrate(
         base,
         signals,
         labels,
         seed=seed,
         provenance=Provenance(
-            method="self-calibration: pseudo-queries + out-of-domain bank, re-map + conformal",
+            method="self-calibration: pseudo-queries (own, and with their documents removed)"
+            " + out-of-domain bank; probability re-map + conformal threshold",
             base_version=base.version,
             collection=collection,
             tenant=tenant,
