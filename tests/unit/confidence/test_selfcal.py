@@ -110,4 +110,5 @@ def test_a_small_sample_with_few_positives_can_still_be_certified() -> None:
     result = conformal_threshold(conf, labels, alpha=0.1, delta=0.1)
     assert result.feasible
     assert 0.02 < result.threshold <= 0.95
-    assert result.risk_upper_bound is not None and result.risk_upper_bound <= 0.1
+    assert result.risk_upper_bound is not None
+    assert result.risk_upper_bound <= 0.1
