@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -374,9 +375,24 @@ def _with_pseudo_queries(ds: Any, pseudo_queries: Path | None, corpus: Path | No
         raise typer.Exit(2) from exc
 
 
+@contextmanager
+def _stage_progress() -> Iterator[Callable[[str, int, int], None]]:
+    """A ``progress(stage, done, total)`` callback drawing one bar per stage on stderr."""
+    from rich.progress import Progress
+
+    with Progress(console=err_console, transient=True) as bar:
+        tasks: dict[str, Any] = {}
+
+        def tick(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done)
+
+        yield tick
+
+
 def _retrieval_run(ds: Any, k: int, mode: str, reads: frozenset[str] = frozenset()) -> Any:
     """Retrieve every question; with ``reads`` (reader features), read the hits too."""
-    from rich.progress import Progress
 
     from ragsift.evaluation import run_retrieval
     from ragsift.retrieval.bm25 import Bm25Encoder
@@ -403,14 +419,7 @@ def _retrieval_run(ds: Any, k: int, mode: str, reads: frozenset[str] = frozenset
         f" questions{f' ({pooled} searched in their own pools)' if pooled else ''};"
         f" embedder {embedder.embedder_id}"
     )
-    with Progress(console=err_console, transient=True) as progress:
-        tasks: dict[str, Any] = {}
-
-        def tick(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = progress.add_task(stage, total=total)
-            progress.update(tasks[stage], completed=done)
-
+    with _stage_progress() as tick:
         return asyncio.run(
             run_retrieval(ds, embedder, k=k, mode=mode, progress=tick, reader=reader)
         )
@@ -560,7 +569,6 @@ def _self_calibrate(
     k: int,
 ) -> None:
     """``calibrate --collection``: fit, store (or write) and summarize the calibration."""
-    from rich.progress import Progress
 
     from ragsift.confidence import ConfidenceError, save_calibration
     from ragsift.confidence.registry import CalibrationScope
@@ -582,14 +590,7 @@ def _self_calibrate(
 
     async def run() -> Any:
         async with runtime:
-            with Progress(console=err_console, transient=True) as bar:
-                tasks: dict[str, Any] = {}
-
-                def tick(stage: str, done: int, total: int) -> None:
-                    if stage not in tasks:
-                        tasks[stage] = bar.add_task(stage, total=total)
-                    bar.update(tasks[stage], completed=done)
-
+            with _stage_progress() as tick:
                 return await self_calibrate(
                     runtime.index,
                     runtime.embedder,
