@@ -183,8 +183,9 @@ class CalibrationArtifact(BaseModel):
             )
 
     def to_json(self) -> str:
-        """The artifact as pretty JSON text."""
-        return self.model_dump_json(indent=2) + "\n"
+        """The artifact as pretty JSON text (an unset provenance is left out, as it was)."""
+        skip = {"provenance"} if self.provenance is None else None
+        return self.model_dump_json(indent=2, exclude=skip) + "\n"
 
     @classmethod
     def from_json(cls, text: str | bytes) -> CalibrationArtifact:
