@@ -523,6 +523,8 @@ def calibrate(
     the answer threshold to how your collection scores them. The result is stored
     under the data dir (calibrations/) and used for that collection's queries
     (that tenant's, with --tenant) from then on; run it again after large ingests.
+    When no threshold keeps the risk on those test questions, nothing is stored
+    and the shipped calibration stays (docs/confidence.md, section 11).
 
     With --dataset/--labelled it fits from labelled questions: without --half on
     half the articles (the other half is what `ragsift eval` reports on); with
