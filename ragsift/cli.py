@@ -7,7 +7,8 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -641,9 +642,40 @@ def _load_dataset(
     return ds
 
 
+def _with_pseudo_queries(ds: Any, pseudo_queries: Path | None, corpus: Path | None) -> Any:
+    """``eval --pseudo-queries/--corpus``: a collection's held-out test questions as in-scope."""
+    from ragsift.evaluation.dataset import with_pseudo_queries
+    from ragsift.ingest.loaders import iter_documents
+
+    if pseudo_queries is None:
+        err_console.print("[red]error:[/red] --corpus needs --pseudo-queries")
+        raise typer.Exit(2)
+    try:
+        extra = list(iter_documents(corpus)) if corpus is not None else []
+        return with_pseudo_queries(ds, pseudo_queries, extra)
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+
+
+@contextmanager
+def _stage_progress() -> Iterator[Callable[[str, int, int], None]]:
+    """A ``progress(stage, done, total)`` callback drawing one bar per stage on stderr."""
+    from rich.progress import Progress
+
+    with Progress(console=err_console, transient=True) as bar:
+        tasks: dict[str, Any] = {}
+
+        def tick(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done)
+
+        yield tick
+
+
 def _retrieval_run(ds: Any, k: int, mode: str, reads: frozenset[str] = frozenset()) -> Any:
     """Retrieve every question; with ``reads`` (reader features), read the hits too."""
-    from rich.progress import Progress
 
     from ragsift.evaluation import run_retrieval
     from ragsift.retrieval.bm25 import Bm25Encoder
@@ -670,14 +702,7 @@ def _retrieval_run(ds: Any, k: int, mode: str, reads: frozenset[str] = frozenset
         f" questions{f' ({pooled} searched in their own pools)' if pooled else ''};"
         f" embedder {embedder.embedder_id}"
     )
-    with Progress(console=err_console, transient=True) as progress:
-        tasks: dict[str, Any] = {}
-
-        def tick(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = progress.add_task(stage, total=total)
-            progress.update(tasks[stage], completed=done)
-
+    with _stage_progress() as tick:
         return asyncio.run(
             run_retrieval(ds, embedder, k=k, mode=mode, progress=tick, reader=reader)
         )
@@ -797,7 +822,14 @@ def feedback(
 
 @app.command()
 def calibrate(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the artifact JSON.")],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Where to write the artifact JSON (with --collection: instead of the store).",
+        ),
+    ] = None,
     dataset: Dataset = None,
     labelled: Labelled = None,
     out_of_scope: OutOfScope = None,
@@ -808,14 +840,53 @@ def calibrate(
         float, typer.Option(help="Target risk: answered-without-relevant-context rate.")
     ] = 0.1,
     k: Annotated[int, typer.Option(help="Hits retrieved per question.")] = 8,
+    collection: Annotated[
+        str | None,
+        typer.Option(
+            "--collection",
+            "-c",
+            help="Self-calibrate this indexed collection from its own chunks (no labels"
+            " needed) and store the result, so its queries are scored with it.",
+        ),
+    ] = None,
+    tenant: Annotated[
+        str | None,
+        typer.Option(
+            "--tenant", "-t", help="With --collection: calibrate only this tenant's documents."
+        ),
+    ] = None,
+    data_dir: DataDir = None,
+    held_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--held-out",
+            help="With --collection: write the test questions kept out of the fit here"
+            " (JSONL, for `ragsift eval --pseudo-queries`).",
+        ),
+    ] = None,
 ) -> None:
-    """Fit the calibrated scorer (and its conformal threshold) for the configured embedder.
+    """Fit the confidence calibration: from a labelled set, or from one of your collections.
 
-    Without --half it fits on half the articles (the other half is what
-    `ragsift eval` reports on); with --half it fits on every article of that half.
-    With RAGSIFT_CONFIDENCE_READER_SIGNALS=on the hits are read and the model also
-    fits sentence_match and term_coverage.
+    With --collection, ragsift adapts its shipped calibration to your documents
+    without labels: it makes test questions from your chunks, adds general
+    questions your documents cannot answer, and re-fits the confidence scale and
+    the answer threshold to how your collection scores them. The result is stored
+    under the data dir (calibrations/) and used for that collection's queries
+    (that tenant's, with --tenant) from then on; run it again after large ingests.
+    When no threshold keeps the risk on those test questions, nothing is stored
+    and the shipped calibration stays (docs/confidence.md, section 11).
+
+    With --dataset/--labelled it fits from labelled questions: without --half on
+    half the articles (the other half is what `ragsift eval` reports on); with
+    --half on every article of that half. With RAGSIFT_CONFIDENCE_READER_SIGNALS=on
+    the hits are read and the model also fits sentence_match and term_coverage.
     """
+    if collection is not None:
+        _self_calibrate(collection, tenant, data_dir, out, held_out, alpha, k)
+        return
+    if out is None:
+        err_console.print("[red]error:[/red] give --out FILE (or --collection to self-calibrate)")
+        raise typer.Exit(2)
     from ragsift.confidence import save_calibration
     from ragsift.confidence.features import DEFAULT_FEATURES
     from ragsift.evaluation import fit_from_run
@@ -837,6 +908,94 @@ def calibrate(
         f" conformal answer threshold {conformal.threshold:.3f} for risk <= {alpha}"
         f" (upper bound {conformal.risk_upper_bound}, coverage {conformal.coverage},"
         f" feasible {conformal.feasible})"
+    )
+
+
+def _self_calibrate(
+    collection: str,
+    tenant: str | None,
+    data_dir: Path | None,
+    out: Path | None,
+    held_out: Path | None,
+    alpha: float,
+    k: int,
+) -> None:
+    """``calibrate --collection``: fit, store (or write) and summarize the calibration."""
+
+    from ragsift.confidence import ConfidenceError, save_calibration
+    from ragsift.confidence.registry import CalibrationScope
+    from ragsift.evaluation.selfcal import self_calibrate
+    from ragsift.retrieval.errors import CollectionNotFoundError
+
+    _, runtime = _runtime(data_dir)
+    base = runtime.pipeline.engines.calibration
+    if base is None:
+        err_console.print(
+            "[red]error:[/red] self-calibration adjusts the calibrated scorer; set"
+            " RAGSIFT_CONFIDENCE_SCORER=calibrated"
+        )
+        raise typer.Exit(2)
+    if base.conformal.alpha != alpha:
+        base = base.model_copy(
+            update={"conformal": base.conformal.model_copy(update={"alpha": alpha})}
+        )
+
+    async def run() -> Any:
+        async with runtime:
+            with _stage_progress() as tick:
+                return await self_calibrate(
+                    runtime.index,
+                    runtime.embedder,
+                    base,
+                    collection=collection,
+                    tenant=tenant,
+                    k=k,
+                    progress=tick,
+                )
+
+    try:
+        result = asyncio.run(run())
+    except CollectionNotFoundError as exc:
+        err_console.print(f"[red]error:[/red] no collection {collection!r} in this data dir: {exc}")
+        raise typer.Exit(2) from exc
+    except (RagsiftError, ConfidenceError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    artifact = result.artifact
+    scope = CalibrationScope(collection, tenant)
+    if not artifact.conformal.feasible:
+        # Storing it would refuse every query of the collection; the shipped one stays.
+        err_console.print(
+            f"[red]error:[/red] no answer threshold of {scope} held risk <= {alpha} on its"
+            f" {artifact.conformal.n_calibration} held-out test questions (their source chunk"
+            " was often not the top hit); nothing stored, the shipped calibration stays in use"
+        )
+        raise typer.Exit(1)
+    if out is not None:
+        save_calibration(artifact, out)
+        where = str(out)
+    else:
+        store = runtime.calibration_store
+        assert store is not None  # the embedded runtime always has one
+        store.put(scope, artifact)
+        where = f"the calibration store for {scope}"
+    if held_out is not None:
+        with held_out.open("w", encoding="utf-8") as handle:
+            for q in result.held_out:
+                row = {"text": q.text, "tenant_id": q.tenant_id, "doc_id": q.doc_id}
+                handle.write(json.dumps(row) + "\n")
+    before, after, prov = base.conformal, artifact.conformal, artifact.provenance
+    assert prov is not None
+    console.print(
+        f"self-calibrated {scope} ({result.chunks} chunks; {prov.positives} answerable and"
+        f" {prov.negatives} unanswerable test questions): version {artifact.version}"
+        f" (from {base.version}), written to {where}"
+    )
+    console.print(
+        f"answer threshold {before.threshold:.3f} -> {after.threshold:.3f} for risk <="
+        f" {after.alpha} on this collection's test questions (upper bound"
+        f" {_fmt(after.risk_upper_bound)}, share answered {_fmt(after.coverage)},"
+        f" feasible {after.feasible})"
     )
 
 
@@ -871,6 +1030,28 @@ def evaluate(
         Path | None,
         typer.Option("--per-query", help="Write one JSON line per evaluated question here."),
     ] = None,
+    pseudo_queries: Annotated[
+        Path | None,
+        typer.Option(
+            "--pseudo-queries",
+            help="Use these as the in-scope questions (the --held-out file of `ragsift"
+            " calibrate --collection`); the set's out-of-scope questions stay.",
+        ),
+    ] = None,
+    corpus: Annotated[
+        Path | None,
+        typer.Option(
+            "--corpus", help="Add these documents (a file or folder, as `ragsift ingest`)."
+        ),
+    ] = None,
+    max_out_of_scope: Annotated[
+        int | None,
+        typer.Option(
+            "--max-out-of-scope",
+            help="Keep at most this many out-of-scope questions (seeded sample): risk"
+            " depends on the mix of answerable and unanswerable questions.",
+        ),
+    ] = None,
     k: Annotated[int, typer.Option(help="Hits retrieved per question.")] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -884,6 +1065,16 @@ def evaluate(
     from ragsift.evaluation.scoring import READER_SIGNAL_FEATURES
 
     ds = _load_dataset(dataset, labelled, out_of_scope, split=split, pool=pool, half=half)
+    if pseudo_queries is not None or corpus is not None:
+        ds = _with_pseudo_queries(ds, pseudo_queries, corpus)
+    if max_out_of_scope is not None:
+        from ragsift.evaluation.dataset import limit_out_of_scope
+
+        try:
+            ds = limit_out_of_scope(ds, max_out_of_scope)
+        except RagsiftError as exc:
+            err_console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from exc
     settings = _settings()
     artifact = None
     if artifact_path is not None:

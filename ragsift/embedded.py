@@ -34,7 +34,9 @@ from ragsift.schemas import DeadLetter, Decision, QueryEvent, Report, RetrievalR
 from ragsift.settings import Settings
 from ragsift.streams.bus import InProcessBus
 from ragsift.wiring import (
+    CALIBRATIONS_DIR,
     build_calibration_registry,
+    build_calibration_store,
     build_embedder,
     build_index,
     build_pipeline,
@@ -45,7 +47,13 @@ from ragsift.workers.calibration import FeedbackLoop, ResultJoinHandler
 from ragsift.workers.decision import DecisionHandler
 from ragsift.workers.retrieval import RetrievalHandler
 
-__all__ = ["MAX_ASSESS_CHUNKS", "EmbeddedRuntime", "Outcome", "embedded_feedback_loop"]
+__all__ = [
+    "CALIBRATIONS_DIR",
+    "MAX_ASSESS_CHUNKS",
+    "EmbeddedRuntime",
+    "Outcome",
+    "embedded_feedback_loop",
+]
 
 #: what one query became: its answer, or the dead letter that rejected it
 Outcome = StoredAnswer | DeadLetter
@@ -75,7 +83,9 @@ def embedded_feedback_loop(
         return None
     return FeedbackLoop(
         SqliteFeedbackStore(Path(settings.data_dir) / FEEDBACK_DB),
-        build_calibration_registry(settings, embedder_id),
+        build_calibration_registry(
+            settings, embedder_id, Path(settings.data_dir) / CALIBRATIONS_DIR
+        ),
         settings.feedback,
         metrics,
     )
@@ -91,6 +101,11 @@ class EmbeddedRuntime:
         self.embedder = build_embedder(settings.embedder)
         self.index = build_index(settings.qdrant, settings.data_dir)
         self.cache = InMemoryCache(settings.cache.max_entries)
+        #: Scoped calibrations (``ragsift calibrate --collection``), under the data dir
+        #: unless RAGSIFT_CALIBRATION_STORE_DIR names another folder.
+        self.calibration_store = build_calibration_store(
+            settings, Path(self.data_dir) / CALIBRATIONS_DIR
+        )
         self.pipeline = build_pipeline(
             settings,
             index=self.index,
@@ -98,6 +113,7 @@ class EmbeddedRuntime:
             metrics=self.metrics,
             cache=self.cache,
             source="/ragsift/embedded/retrieval",
+            calibration_store=self.calibration_store,
         )
         self.indexer = Indexer(self.index, self.embedder, cache=self.cache)
         audit = build_audit_handler(settings.audit, Path(self.data_dir) / "audit", self.metrics)

@@ -25,7 +25,7 @@ __all__ = [
     "ApiSettings",
     "AuditSettings",
     "CacheSettings",
-    "CalibrationStoreSettings",
+    "CalibrationSettings",
     "ConfidenceSettings",
     "ContradictionSettings",
     "DriftSettings",
@@ -388,6 +388,23 @@ class LimitSettings(BaseSettings):
     )
 
 
+class CalibrationSettings(BaseSettings):
+    """Where scoped calibrations (per collection or tenant) are kept, and how often re-read."""
+
+    model_config = _config("RAGSIFT_CALIBRATION_")
+
+    #: ``directory``: artifact files (one host, or a shared volume); ``redis``: the
+    #: store every replica shares (``RAGSIFT_REDIS_URL``), for streaming deployments.
+    store: Literal["directory", "redis"] = "directory"
+    #: Folder of scoped calibration artifacts (``ragsift calibrate --collection``, the
+    #: feedback re-fit). The embedded runtime uses ``<data dir>/calibrations`` when
+    #: unset; streaming workers then use the default artifact only.
+    store_dir: Path | None = None
+    #: Seconds between checks of the store for new or changed calibrations: a re-fit
+    #: reaches running workers within this time, without a restart.
+    refresh_s: float = Field(default=5.0, ge=0, le=3600)
+
+
 class WorkerSettings(BaseSettings):
     """A streaming worker process's web surface and metric label bounds."""
 
@@ -501,15 +518,6 @@ class ApiSettings(BaseSettings):
         return self
 
 
-class CalibrationStoreSettings(BaseSettings):
-    """Which store holds scoped calibrations (issue 14): files, or Redis shared by replicas."""
-
-    model_config = _config("RAGSIFT_CALIBRATION_")
-
-    #: ``directory``: files under the data dir (one process); ``redis``: every replica's.
-    store: Literal["directory", "redis"] = "directory"
-
-
 class FeedbackSettings(BaseSettings):
     """The feedback re-fit (X2): when a tenant's labels re-fit its calibration."""
 
@@ -563,8 +571,7 @@ class Settings(BaseSettings):
     api: ApiSettings = Field(default_factory=ApiSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
-    # Not "calibration_store": Settings would read RAGSIFT_CALIBRATION_STORE as this whole object.
-    calibration_backend: CalibrationStoreSettings = Field(default_factory=CalibrationStoreSettings)
+    calibration: CalibrationSettings = Field(default_factory=CalibrationSettings)
     feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
     drift: DriftSettings = Field(default_factory=DriftSettings)
 
@@ -590,7 +597,7 @@ class Settings(BaseSettings):
                 "api": ApiSettings,
                 "worker": WorkerSettings,
                 "runtime": RuntimeSettings,
-                "calibration_backend": CalibrationStoreSettings,
+                "calibration": CalibrationSettings,
                 "feedback": FeedbackSettings,
                 "drift": DriftSettings,
             }

@@ -133,14 +133,21 @@ def build_pipeline(
     cache: ResultCache | None = None,
     source: str = "/ragsift/retrieval",
     reranker: Reranker | None = None,
+    calibration_store: CalibrationStore | None = None,
 ) -> RetrievalPipeline:
     """A retrieval pipeline with engines built for the embedder.
 
     ``reranker`` replaces the configured one (tests, benchmarks); by default it is
-    built from ``settings.reranker`` (None when reranking is off).
+    built from ``settings.reranker`` (None when reranking is off). Scoped
+    calibrations come from ``calibration_store``, else from the configured one
+    (:func:`build_calibration_store`).
     """
     engines = EngineSet(
-        settings.confidence, embedder.embedder_id, rerank_threshold=settings.reranker.threshold
+        settings.confidence,
+        embedder.embedder_id,
+        rerank_threshold=settings.reranker.threshold,
+        store=calibration_store or build_calibration_store(settings),
+        refresh_s=settings.calibration.refresh_s,
     )
     if reranker is None:
         reranker = build_reranker(settings.reranker)
@@ -180,25 +187,41 @@ def build_drift_monitor(settings: Settings) -> DriftMonitor | None:
 def build_calibration_store(
     settings: Settings, default_dir: Path | None = None
 ) -> CalibrationStore | None:
-    """Scoped calibrations: Redis (``RAGSIFT_CALIBRATION_STORE=redis``), else ``default_dir``.
+    """Scoped calibrations: Redis (``RAGSIFT_CALIBRATION_STORE=redis``), else a folder.
 
-    Redis is the store every replica shares; files suit one process (the embedded
-    runtime's data dir). None (every query gets the default calibration) without either.
+    Redis is the store every replica shares; the folder is
+    ``RAGSIFT_CALIBRATION_STORE_DIR``, else ``default_dir`` (the embedded runtime's
+    ``<data dir>/calibrations``). None (every query gets the default calibration)
+    when there is neither.
     """
-    if settings.calibration_backend.store == "redis":
+    calibration = settings.calibration
+    if calibration.store == "redis":
         return RedisCalibrationStore(settings.redis)
-    return DirectoryCalibrationStore(default_dir) if default_dir is not None else None
+    folder = calibration.store_dir or default_dir
+    return DirectoryCalibrationStore(folder) if folder is not None else None
 
 
-def build_calibration_registry(settings: Settings, embedder_id: str) -> CalibrationRegistry:
-    """The registry of scoped calibrations, falling back to the configured (or shipped) one."""
+def build_calibration_registry(
+    settings: Settings, embedder_id: str, default_dir: Path | None = None
+) -> CalibrationRegistry:
+    """The registry the feedback re-fit writes to, over the configured (or shipped) default.
+
+    Raises:
+        ConfigurationError: no calibrated scorer, or no store the query path would read
+            (streaming: set ``RAGSIFT_CALIBRATION_STORE=redis`` or ``..._STORE_DIR``).
+    """
     engines = EngineSet(settings.confidence, embedder_id)
     if engines.calibration is None:
         raise ConfigurationError(
             "per-tenant calibration needs the calibrated scorer (RAGSIFT_CONFIDENCE_SCORER)"
         )
-    store = build_calibration_store(settings, Path(settings.data_dir) / CALIBRATIONS_DIR)
-    return CalibrationRegistry(engines.calibration, store)
+    store = build_calibration_store(settings, default_dir)
+    if store is None:
+        raise ConfigurationError(
+            "the calibration worker needs a store the retrieval workers read: set"
+            " RAGSIFT_CALIBRATION_STORE=redis (replicas) or RAGSIFT_CALIBRATION_STORE_DIR"
+        )
+    return CalibrationRegistry(engines.calibration, store, refresh_s=settings.calibration.refresh_s)
 
 
 def build_reader(engines: EngineSet, embedder: Embedder, top_n: int) -> Reader | None:

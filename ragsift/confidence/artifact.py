@@ -30,6 +30,7 @@ __all__ = [
     "ConformalSpec",
     "DataSummary",
     "LevelSpec",
+    "Provenance",
     "load_calibration",
     "load_default_calibration",
     "save_calibration",
@@ -89,6 +90,23 @@ class DataSummary(BaseModel):
     notes: str = ""
 
 
+class Provenance(BaseModel):
+    """Where a derived calibration came from (recorded in the artifact, part of its version)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    method: str
+    base_version: str
+    collection: str
+    tenant: str | None = None
+    index_version: str | None = None
+    chunks: int = Field(0, ge=0)
+    positives: int = Field(0, ge=0)
+    negatives: int = Field(0, ge=0)
+    temperature: float | None = None
+    intercept_shift: float | None = None
+
+
 class CalibrationArtifact(BaseModel):
     """A fitted (or prior) calibrated scorer: p = sigmoid(intercept + coefficients . features)."""
 
@@ -109,6 +127,9 @@ class CalibrationArtifact(BaseModel):
     similarity_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
     conformal: ConformalSpec
     data: DataSummary
+    #: How a derived artifact was made (self-calibration, feedback re-fit); None for
+    #: artifacts fit from labels by ``ragsift calibrate``.
+    provenance: Provenance | None = None
 
     @model_validator(mode="after")
     def _check(self) -> CalibrationArtifact:
@@ -132,9 +153,12 @@ class CalibrationArtifact(BaseModel):
         """A short hash of everything but ``version``: the artifact's identity."""
         # An unset hit threshold is left out so artifacts written before the field
         # existed keep their identity.
-        skip = {"version"} | (
-            {"similarity_threshold"} if self.similarity_threshold is None else set()
-        )
+        # Likewise an unset provenance (every artifact written before it existed).
+        skip = {"version"}
+        if self.similarity_threshold is None:
+            skip.add("similarity_threshold")
+        if self.provenance is None:
+            skip.add("provenance")
         payload = self.model_dump(mode="json", exclude=skip)
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         return f"cal-{digest[:12]}"
@@ -159,8 +183,9 @@ class CalibrationArtifact(BaseModel):
             )
 
     def to_json(self) -> str:
-        """The artifact as pretty JSON text."""
-        return self.model_dump_json(indent=2) + "\n"
+        """The artifact as pretty JSON text (an unset provenance is left out, as it was)."""
+        skip = {"provenance"} if self.provenance is None else None
+        return self.model_dump_json(indent=2, exclude=skip) + "\n"
 
     @classmethod
     def from_json(cls, text: str | bytes) -> CalibrationArtifact:

@@ -123,7 +123,11 @@ def conformal_threshold(
     errors = cum_wrong[n_answered].astype(np.int64)
     upper = _clopper_pearson_upper(errors, n_answered, delta)
     total = max(conf.size, 1)
-    enough = np.flatnonzero(n_answered >= min(_START_MIN_ANSWERED, conf.size))
+    # A small sample (a small collection's self-calibration) may hold fewer positives
+    # than the start needs; starting past them would always fail. Start where at
+    # most that many are answered instead (unchanged for every larger sample).
+    start = min(_START_MIN_ANSWERED, max(int((y != 0).sum()), 1), conf.size)
+    enough = np.flatnonzero(n_answered >= start)
     chosen = -1
     if conf.size:
         for g in range(int(enough.max()), -1, -1):

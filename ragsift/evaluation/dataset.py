@@ -21,7 +21,16 @@ import numpy as np
 from ragsift.errors import InvalidEventError
 from ragsift.ingest.loaders import SourceDocument, check_unique_ids, safe_doc_id
 
-__all__ = ["EvalQuery", "LabelledSet", "QueryKind", "load_squad", "select_half", "split_groups"]
+__all__ = [
+    "EvalQuery",
+    "LabelledSet",
+    "QueryKind",
+    "limit_out_of_scope",
+    "load_squad",
+    "select_half",
+    "split_groups",
+    "with_pseudo_queries",
+]
 
 QueryKind = Literal["in_scope", "near_miss", "out_of_scope"]
 OUT_OF_SCOPE_GROUP = "oos:"  # prefix of an out-of-scope question's group
@@ -167,3 +176,80 @@ def load_squad(labelled: Path, out_of_scope: Path | None = None) -> LabelledSet:
     if not documents or not queries:
         raise InvalidEventError(f"{labelled}: no paragraphs or questions found")
     return LabelledSet(labelled.stem, documents, queries, doc_groups)
+
+
+def with_pseudo_queries(
+    dataset: LabelledSet, path: Path, extra: Iterable[SourceDocument] = ()
+) -> LabelledSet:
+    """``dataset`` with its in-scope questions replaced by pseudo-queries from ``path``.
+
+    ``path`` is the JSONL ``ragsift calibrate --collection --held-out`` writes (``text``,
+    ``doc_id``: the chunk's document is the relevant one). The set's out-of-scope
+    questions stay; its own labelled and near-miss questions go. ``extra``
+    documents join the corpus (e.g. the demo handbook the collection also holds).
+
+    Raises:
+        InvalidEventError: the file is unreadable, a line is malformed, or it names a
+            document the corpus does not hold.
+    """
+    documents = [*dataset.documents, *extra]
+    check_unique_ids(documents)
+    known = {d.doc_id for d in documents}
+    queries: list[EvalQuery] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidEventError(f"{path}: cannot read pseudo-queries ({exc})") from exc
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidEventError(f"{path}:{lineno}: not JSON ({exc.msg})") from exc
+        if not (
+            isinstance(row, dict)
+            and isinstance(row.get("text"), str)
+            and isinstance(row.get("doc_id"), str)
+        ):
+            raise InvalidEventError(f"{path}:{lineno}: needs string 'text' and 'doc_id' fields")
+        if row["doc_id"] not in known:
+            raise InvalidEventError(
+                f"{path}:{lineno}: doc {row['doc_id']!r} is not in the corpus; evaluate on the"
+                " corpus the collection was built from (--labelled plus --corpus)"
+            )
+        queries.append(
+            EvalQuery(
+                query_id=f"p-{lineno}",
+                text=row["text"],
+                kind="in_scope",
+                relevant=frozenset({row["doc_id"]}),
+                group=row["doc_id"],
+            )
+        )
+    if not queries:
+        raise InvalidEventError(f"{path}: no pseudo-queries")
+    queries.extend(q for q in dataset.queries if q.kind == "out_of_scope")
+    return replace(
+        dataset, name=f"{dataset.name} + pseudo-queries", documents=documents, queries=queries
+    )
+
+
+def limit_out_of_scope(dataset: LabelledSet, limit: int, seed: int = 0) -> LabelledSet:
+    """``dataset`` with at most ``limit`` out-of-scope questions (a seeded sample).
+
+    Selective risk depends on the mix of answerable and unanswerable questions: a
+    set with 40 out-of-scope questions per in-scope one measures another traffic
+    than the calibration assumed. This sets the mix explicitly.
+
+    Raises:
+        InvalidEventError: ``limit`` < 0.
+    """
+    if limit < 0:
+        raise InvalidEventError(f"the out-of-scope limit must be >= 0, got {limit}")
+    outside = [i for i, q in enumerate(dataset.queries) if q.kind == "out_of_scope"]
+    if len(outside) <= limit:
+        return dataset
+    keep = set(np.random.default_rng(seed).choice(outside, size=limit, replace=False).tolist())
+    queries = [q for i, q in enumerate(dataset.queries) if q.kind != "out_of_scope" or i in keep]
+    return replace(dataset, queries=queries)

@@ -12,8 +12,10 @@ it either, so they too use the weighted scorer, with the reranker's own hit bar
 from __future__ import annotations
 
 import dataclasses
+import logging
 from importlib import resources
 from pathlib import Path
+from typing import Final
 
 from ragsift.confidence import (
     AdvisoryThresholds,
@@ -25,12 +27,15 @@ from ragsift.confidence import (
     load_calibration,
 )
 from ragsift.confidence.features import READER_FEATURES
+from ragsift.confidence.registry import DEFAULT_REFRESH_S, CalibrationRegistry, CalibrationStore
 from ragsift.errors import ConfigurationError
 from ragsift.retrieval.index import RRF_K
 from ragsift.schemas import SearchMode, Selection
 from ragsift.settings import ConfidenceSettings
 
 __all__ = ["READER_SUFFIX", "EngineSet", "packaged_calibration_path"]
+
+log = logging.getLogger(__name__)
 
 ARTIFACTS = "ragsift.confidence.artifacts"
 # The index fuses as Qdrant does, sum 1 / (RRF_K + rank) with rank from 0; the
@@ -41,6 +46,9 @@ RRF_NORMALIZATION = NormalizationParams(rrf_k=RRF_K - 1)
 # A cross-encoder's own boundary: logit 0, i.e. sigmoid 0.5, is where it calls a
 # passage as likely relevant as not.
 DEFAULT_RERANK_THRESHOLD = 0.5
+# Engines kept per (calibration version, selection, mode): each re-fit adds a few;
+# past this many the cache starts over (a rebuild costs microseconds).
+MAX_ENGINES: Final = 256
 
 
 # The packaged artifact fit with the reader signals is named for its embedder plus this.
@@ -69,6 +77,9 @@ class EngineSet:
         embedder_id: the embedder producing dense scores; the calibration must match it.
         calibration: an artifact to use instead of the configured or packaged one.
         rerank_threshold: the A1 hit bar of reranked queries, on sigmoid(reranker logit).
+        store: scoped calibrations (per collection, per tenant); each query is scored
+            with the most specific one (:meth:`calibration_for`). None: the one artifact.
+        refresh_s: how often the store is checked for new calibrations.
 
     Raises:
         ConfigurationError: the calibrated scorer is configured but no artifact exists
@@ -81,13 +92,16 @@ class EngineSet:
         embedder_id: str,
         calibration: CalibrationArtifact | None = None,
         rerank_threshold: float = DEFAULT_RERANK_THRESHOLD,
+        *,
+        store: CalibrationStore | None = None,
+        refresh_s: float = DEFAULT_REFRESH_S,
     ):
         if not 0.0 <= rerank_threshold <= 1.0:
             raise ConfigurationError(f"rerank_threshold must be in [0, 1], got {rerank_threshold}")
         self.rerank_threshold = rerank_threshold
         self.settings = settings
         self.embedder_id = embedder_id
-        self.base = ConfidenceConfig(
+        self._plain = ConfidenceConfig(
             scorer=settings.scorer,
             similarity_threshold=settings.similarity_threshold,
             min_results=settings.min_results,
@@ -106,28 +120,63 @@ class EngineSet:
         if settings.scorer == "calibrated" and calibration is None:
             calibration = self._load_calibration()
         self.calibration = calibration
-        explicit = "similarity_threshold" in settings.model_fields_set
-        if (
-            settings.scorer == "calibrated"
-            and calibration is not None
-            and calibration.similarity_threshold is not None
-            and not explicit
-        ):
-            # Cosines of different embedders live on different scales: the fitted
-            # bar replaces seed A's 0.70, unless the operator chose one.
-            self.base = dataclasses.replace(
-                self.base, similarity_threshold=calibration.similarity_threshold
-            )
-        if settings.scorer == "calibrated":
-            # The calibrated confidence already is P(the kept context holds the answer),
-            # with a certified answer threshold; seed D's two-document rule would refuse
-            # answers that one passage settles.
-            self.base = dataclasses.replace(self.base, min_documents=1)
-        self._engines: dict[tuple[str, bool, bool], ConfidenceEngine] = {}
+        #: Scoped calibrations, when a store is configured and the calibrated scorer is on.
+        self.registry = (
+            CalibrationRegistry(calibration, store, refresh_s=refresh_s)
+            if store is not None and calibration is not None and settings.scorer == "calibrated"
+            else None
+        )
+        self._explicit_threshold = "similarity_threshold" in settings.model_fields_set
+        #: The configuration of the default calibration's queries.
+        self.base = self._config_for(calibration)
+        self._engines: dict[tuple[str, Selection, bool, bool], ConfidenceEngine] = {}
         try:
             self.engine("threshold", "hybrid")  # fail at start-up, not on the first query
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from exc
+
+    def _config_for(self, calibration: CalibrationArtifact | None) -> ConfidenceConfig:
+        """The base configuration as a calibration sets it (hit threshold, documents needed)."""
+        config = self._plain
+        if self.settings.scorer != "calibrated":
+            return config
+        if (
+            calibration is not None
+            and calibration.similarity_threshold is not None
+            and not self._explicit_threshold
+        ):
+            # Cosines of different embedders live on different scales: the fitted
+            # bar replaces seed A's 0.70, unless the operator chose one.
+            config = dataclasses.replace(
+                config, similarity_threshold=calibration.similarity_threshold
+            )
+        # The calibrated confidence already is P(the kept context holds the answer),
+        # with a certified answer threshold; seed D's two-document rule would refuse
+        # answers that one passage settles.
+        return dataclasses.replace(config, min_documents=1)
+
+    def calibration_for(self, tenant: str | None, collection: str) -> CalibrationArtifact | None:
+        """The calibration a query of this tenant and collection is scored with.
+
+        The most specific one in the store (tenant+collection, collection), else the
+        default. A scoped artifact that needs reader signals this pipeline does not
+        read would score imputed values: it is skipped (logged) for the default.
+        """
+        if self.registry is None:
+            return self.calibration
+        artifact = self.registry.resolve(tenant, collection)
+        missing = READER_FEATURES.intersection(artifact.features) - self.reader_features
+        if missing:
+            log.warning(
+                "calibration %s for %s/%s needs reader signals %s this pipeline does not read;"
+                " using the default",
+                artifact.version,
+                tenant,
+                collection,
+                sorted(missing),
+            )
+            return self.calibration
+        return artifact
 
     @property
     def calibration_version(self) -> str:
@@ -165,19 +214,31 @@ class EngineSet:
         return artifact
 
     def engine(
-        self, selection: Selection, mode: SearchMode, *, reranked: bool = False
+        self,
+        selection: Selection,
+        mode: SearchMode,
+        *,
+        reranked: bool = False,
+        calibration: CalibrationArtifact | None = None,
     ) -> ConfidenceEngine:
-        """The engine for a query's selection mode and search mode, reranked or not."""
+        """The engine for a query's selection and search mode, reranked or not.
+
+        ``calibration`` is the query's (from :meth:`calibration_for`); None: the default.
+        """
+        artifact = calibration if calibration is not None else self.calibration
         keyword = mode == "keyword"
-        key = (selection, keyword, reranked)
+        version = artifact.version if artifact is not None else "none"
+        key = (version, selection, keyword, reranked)
         engine = self._engines.get(key)
         if engine is None:
-            config = dataclasses.replace(self.base, selection=selection)
+            config = dataclasses.replace(self._config_for(artifact), selection=selection)
             if reranked:
                 config = dataclasses.replace(config, similarity_threshold=self.rerank_threshold)
             if (keyword or reranked) and config.scorer == "calibrated":
                 config = dataclasses.replace(config, scorer="weighted")
-            calibration = self.calibration if config.scorer == "calibrated" else None
-            engine = ConfidenceEngine(config, calibration=calibration)
+            used = artifact if config.scorer == "calibrated" else None
+            engine = ConfidenceEngine(config, calibration=used)
+            if len(self._engines) >= MAX_ENGINES:
+                self._engines.clear()
             self._engines[key] = engine
         return engine

@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import ValidationError
 
-from ragsift.confidence import TASK_STRATEGIES, Assessment, HitScores, strategy_for
+from ragsift.confidence import (
+    TASK_STRATEGIES,
+    Assessment,
+    CalibrationArtifact,
+    HitScores,
+    strategy_for,
+)
 from ragsift.confidence.drift import DriftMonitor
 from ragsift.confidence.policy import AnswerPolicy, apply_policy
 from ragsift.errors import InvalidEventError, RagsiftError, ServiceUnavailableError
@@ -92,6 +98,9 @@ class _Pending:
     vector: list[float] | None = None
     rerank_failed: bool = False
     reader: ReaderScores | None = None
+    #: The calibration this query is scored with (its tenant's or collection's, else
+    #: the default); resolved once at admission so its cache key and score agree.
+    calibration: CalibrationArtifact | None = None
 
 
 # A query that got hits: its position in the batch's results, the query, its hits.
@@ -281,7 +290,8 @@ class RetrievalPipeline:
             selection = "top_k"
         elif selection == "adaptive":
             limit = max(limit, strategy_for(task).max_k)
-        return _Pending(position, query, selection, limit, vector=vector)
+        calibration = self.engines.calibration_for(query.tenant_id, query.collection)
+        return _Pending(position, query, selection, limit, vector=vector, calibration=calibration)
 
     async def _bypass(
         self, pending: list[_Pending], out: list[PipelineOutput | Exception | None]
@@ -428,7 +438,7 @@ class RetrievalPipeline:
             query=q.query,
             params=params,
             embedder_id=self.embedder.embedder_id,
-            calibration_version=self.engines.calibration_version,
+            calibration_version=p.calibration.version if p.calibration is not None else "none",
             prefix=self.settings.redis.key_prefix,
         )
 
@@ -695,13 +705,15 @@ class RetrievalPipeline:
         is its share of its engine's call.
         """
         # Reranked and unreranked hit lists have different channels: separate engine calls.
-        by_engine: dict[tuple[Selection, SearchMode, bool], list[_Found]] = {}
+        # ... and queries of differently calibrated scopes too.
+        by_engine: dict[tuple[Selection, SearchMode, bool, str], list[_Found]] = {}
         for item in found:
             p, hits = item[1], item[2]
             reranked = bool(hits) and hits[0].rerank_score is not None
-            by_engine.setdefault((p.selection, p.query.mode, reranked), []).append(item)
+            version = p.calibration.version if p.calibration is not None else "none"
+            by_engine.setdefault((p.selection, p.query.mode, reranked, version), []).append(item)
         out: list[tuple[int, RetrievalResult]] = []
-        for (selection, mode, reranked), items in by_engine.items():
+        for (selection, mode, reranked, _), items in by_engine.items():
             t0 = time.perf_counter()
             assessments = self._assess_isolated(selection, mode, items, reranked=reranked)
             score_ms = round((time.perf_counter() - t0) * 1000 / len(items), 3)
@@ -746,7 +758,10 @@ class RetrievalPipeline:
     ) -> list[Assessment | Exception]:
         """One engine call for the group; if it fails, one call per query, so only the
         query that made it fail gets the error."""
-        engine = self.engines.engine(selection, mode, reranked=reranked)
+        # Grouped by calibration version in _score: the first query's is every query's.
+        engine = self.engines.engine(
+            selection, mode, reranked=reranked, calibration=items[0][1].calibration
+        )
         try:
             return list(
                 engine.assess_many(

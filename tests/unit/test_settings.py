@@ -151,7 +151,7 @@ def test_feedback_drift_and_calibration_store_variables_are_read(
     monkeypatch.setenv("RAGSIFT_FEEDBACK_MIN_LABELS", "120")
     monkeypatch.setenv("RAGSIFT_DRIFT_PSI_THRESHOLD", "0.3")
     settings = Settings.from_env()
-    assert settings.calibration_backend.store == "redis"
+    assert settings.calibration.store == "redis"
     assert settings.feedback.min_labels == 120
     assert settings.drift.psi_threshold == 0.3
     monkeypatch.setenv("RAGSIFT_FEEDBACK_MIN_LABELS", "5")

@@ -1,0 +1,145 @@
+"""Adjust a shipped calibration to one collection's score levels, from pseudo-labels.
+
+Label-free self-calibration (``ragsift calibrate --collection``) scores queries the
+collection can answer (pseudo-queries cut from its own chunks) and queries it
+cannot (an out-of-domain question bank) with the *shipped* model. This module
+keeps that model's coefficients — fit on real questions, they rank well on any
+corpus — and re-fits only what moves with a corpus's score levels:
+
+* a probability re-map ``p' = sigmoid(a * z + b)`` of the shipped logit ``z``
+  (``a >= 0``: a temperature and an intercept shift; the model stays monotone in
+  every hit score), fit on one part of the pseudo-labelled queries;
+* the conformal answer threshold, certified on the other part.
+
+The hit threshold is kept: pseudo-queries share words with their source chunk,
+so their hits score above real questions' and a threshold fit on them would
+drop real answers (docs/adr/008-label-free-self-calibration.md has the figures).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from ragsift.confidence.artifact import (
+    CalibrationArtifact,
+    ConformalSpec,
+    DataSummary,
+    Provenance,
+)
+from ragsift.confidence.calibration import fit_logistic
+from ragsift.confidence.conformal import DEFAULT_DELTA, conformal_threshold
+from ragsift.confidence.errors import ConfidenceError
+from ragsift.confidence.features import feature_matrix
+
+__all__ = [
+    "MIN_NEGATIVES",
+    "MIN_POSITIVES",
+    "recalibrate",
+]
+
+# Fewer pseudo-labelled queries than this on either side cannot support a re-map
+# and a certificate (the conformal half gets about half of them).
+MIN_POSITIVES: Final = 40
+MIN_NEGATIVES: Final = 40
+# Share of the pseudo-labelled queries that fit the re-map; the rest certify.
+REMAP_FRACTION: Final = 0.5
+# Ridge on the two re-map parameters: keeps the fit finite when the pseudo-labels
+# separate perfectly (small collections), without moving it measurably otherwise.
+REMAP_L2: Final = 1e-2
+
+
+def _logit(artifact: CalibrationArtifact, signals: npt.NDArray[np.float64]) -> np.ndarray:
+    x = feature_matrix(signals, artifact.features)
+    return np.asarray(x @ artifact.coef_array + artifact.intercept, dtype=np.float64)
+
+
+def recalibrate(
+    base: CalibrationArtifact,
+    signals: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    *,
+    provenance: Provenance,
+    alpha: float | None = None,
+    delta: float = DEFAULT_DELTA,
+    seed: int = 0,
+) -> CalibrationArtifact:
+    """The shipped artifact ``base`` with its probability map and conformal threshold re-fit.
+
+    Args:
+        base: the artifact whose features, coefficients and hit threshold are kept.
+        signals: (n, len(SIGNAL_NAMES)) signals of the pseudo-labelled queries, scored
+            with ``base``'s hit threshold.
+        labels: 1 when the query's source chunk is among the kept hits, else 0
+            (always 0 for out-of-domain questions).
+        provenance: recorded in the artifact; positive/negative counts are filled in.
+        alpha: target risk (``base``'s when None).
+        delta: allowed probability that the certificate is wrong.
+        seed: seed of the re-map / certificate split.
+
+    Raises:
+        ConfidenceError: too few positives or negatives, or mismatched inputs.
+    """
+    s = np.asarray(signals, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    if s.ndim != 2 or y.shape != (s.shape[0],):
+        raise ConfidenceError(
+            f"signals (n, d) and labels (n,) must align, got {s.shape}, {y.shape}"
+        )
+    positives, negatives = int((y == 1).sum()), int((y == 0).sum())
+    if positives < MIN_POSITIVES or negatives < MIN_NEGATIVES:
+        raise ConfidenceError(
+            f"self-calibration needs at least {MIN_POSITIVES} answerable and"
+            f" {MIN_NEGATIVES} unanswerable pseudo-queries, got {positives} and {negatives}"
+        )
+    target = base.conformal.alpha if alpha is None else alpha
+    z = _logit(base, s)
+    # Stratified split: both halves keep the pseudo-labels' mix.
+    rng = np.random.default_rng(seed)
+    remap = np.zeros(y.size, dtype=bool)
+    for cls in (0.0, 1.0):
+        idx = rng.permutation(np.flatnonzero(y == cls))
+        remap[idx[: round(idx.size * REMAP_FRACTION)]] = True
+    coef, shift = fit_logistic(z[remap, None], y[remap], nonnegative=[True], l2=REMAP_L2)
+    temperature = float(coef[0])
+    probs = 1.0 / (1.0 + np.exp(-(temperature * z[~remap] + shift)))
+    cr = conformal_threshold(probs, y[~remap], alpha=target, delta=delta)
+    data = base.model_dump(mode="json")
+    data.update(
+        version="",
+        coefficients=[temperature * c for c in base.coefficients],
+        intercept=temperature * base.intercept + shift,
+        conformal=ConformalSpec(
+            alpha=target,
+            delta=delta,
+            threshold=cr.threshold,
+            feasible=cr.feasible,
+            method=f"{cr.method} on pseudo-labels",
+            n_calibration=cr.n_calibration,
+            risk_upper_bound=cr.risk_upper_bound,
+            coverage=cr.coverage,
+        ).model_dump(mode="json"),
+        data=DataSummary(
+            source=f"self-calibration of {provenance.collection}",
+            n_examples=int(y.size),
+            positive_rate=float(y.mean()),
+            n_fit=int(remap.sum()),
+            n_conformal=int((~remap).sum()),
+            notes=(
+                f"{base.data.source} model (version {base.version}) re-mapped to this"
+                " collection: pseudo-queries cut from its chunks (label 1 when the source"
+                " chunk is kept) and out-of-domain questions (label 0)"
+            ),
+        ).model_dump(mode="json"),
+        provenance=provenance.model_copy(
+            update={
+                "positives": positives,
+                "negatives": negatives,
+                "temperature": round(temperature, 6),
+                "intercept_shift": round(float(shift), 6),
+            }
+        ).model_dump(mode="json"),
+    )
+    return CalibrationArtifact.model_validate(data)
