@@ -139,7 +139,9 @@ async def one_worker_set(
     return {"max": maximum, "rates": rates}
 
 
-async def run(chunks: int, backlog: int, seconds: float, workers: list[int]) -> dict[str, Any]:
+async def run(
+    chunks: int, backlog: int, seconds: float, workers: list[int], embedder: str
+) -> dict[str, Any]:
     """Every worker count's maximum and open-loop figures."""
     settings = Settings.from_env(embedder=EmbedderSettings(kind=EMBEDDER_KIND))
     # Enough distinct queries for the warm-up, the backlog and every rate at a generous maximum.
@@ -149,21 +151,18 @@ async def run(chunks: int, backlog: int, seconds: float, workers: list[int]) -> 
     pool = len(workers) * per_set
     out: dict[str, Any] = {
         "benchmark": "openloop",
+        "embedder": embedder,
+        "embedding_in_path": embedder != EMBEDDER_KIND,
         "chunks": chunks,
         "backlog": backlog,
         "seconds_per_rate": seconds,
         "histogram_relative_error": 0.01,
     }
     with tempfile.TemporaryDirectory() as tmp:
-        shard = await prepare_shard(Path(tmp), chunks, pool)
+        shard = await prepare_shard(Path(tmp), chunks, pool, embedder)
         # Each worker set reads its own part of the pool, so no query repeats (no cache hits).
         for n, count in enumerate(workers):
-            part = Shard(
-                shard.template,
-                shard.texts[n :: len(workers)],
-                shard.vectors[n :: len(workers)],
-                shard.embedder_id,
-            )
+            part = shard.part(n, len(workers))
             out[f"workers_{count}"] = await one_worker_set(
                 settings, part, Path(tmp), count, backlog, seconds
             )
@@ -176,6 +175,12 @@ def main() -> None:
     parser.add_argument("--backlog", type=int, default=5_000, help="queries for the maximum")
     parser.add_argument("--seconds", type=float, default=15.0, help="per offered rate")
     parser.add_argument("--workers", default="1,2", help="comma-separated worker counts")
+    parser.add_argument(
+        "--embedder",
+        choices=["hashing", "onnx"],
+        default=EMBEDDER_KIND,
+        help="onnx: the shard is indexed with the model and queries go as text (model in path)",
+    )
     parser.add_argument("--quick", action="store_true", help=f"small sizes: {QUICK}")
     args = parser.parse_args()
     if args.quick:
@@ -185,7 +190,7 @@ def main() -> None:
             QUICK["seconds"],
         )
     workers = [int(w) for w in args.workers.split(",")]
-    figures = asyncio.run(run(args.chunks, args.backlog, args.seconds, workers))
+    figures = asyncio.run(run(args.chunks, args.backlog, args.seconds, workers, args.embedder))
     print(json.dumps(figures))
 
 

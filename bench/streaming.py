@@ -26,7 +26,8 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -52,13 +53,14 @@ PARTITIONS = 8
 EMBEDDER_KIND = "hashing"
 #: A backlog of 5,000 queries drains in seconds; ten minutes means something is stuck.
 BACKLOG_DEADLINE_S = 600
+RAGSIFT = ("-m", "ragsift")
 
 
 def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _env(prefix: str, data_dir: Path) -> dict[str, str]:
+def _env(prefix: str, data_dir: Path, embedder_kind: str) -> dict[str, str]:
     return {
         **os.environ,
         "PYTHONPATH": str(REPO),
@@ -68,19 +70,25 @@ def _env(prefix: str, data_dir: Path) -> dict[str, str]:
         "RAGSIFT_KAFKA_PARTITIONS": str(PARTITIONS),
         "RAGSIFT_REDIS_KEY_PREFIX": prefix,
         "RAGSIFT_LIMITS_BATCH_SIZE": "256",
-        "RAGSIFT_EMBEDDER_KIND": EMBEDDER_KIND,
+        "RAGSIFT_EMBEDDER_KIND": embedder_kind,
     }
 
 
-def start_worker(prefix: str, template: Path, workdir: Path, port: int) -> subprocess.Popen[bytes]:
+def start_worker(
+    prefix: str, shard: Shard, workdir: Path, port: int, runner: Sequence[str] = RAGSIFT
+) -> subprocess.Popen[bytes]:
+    """A ``ragsift worker retrieval`` process on a copy of the shard, once it says Ready.
+
+    ``runner`` is what runs ragsift's command line (bench/profiled.py wraps it in
+    a profiler).
+    """
     data = workdir / f"w{port}"
-    shutil.copytree(template, data)
+    shutil.copytree(shard.template, data)
     log = (data / "worker.log").open("wb")
     proc = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "ragsift",
+            *runner,
             "worker",
             "retrieval",
             "--web-port",
@@ -88,7 +96,7 @@ def start_worker(prefix: str, template: Path, workdir: Path, port: int) -> subpr
             "--loglevel",
             "info",
         ],
-        env=_env(prefix, data),
+        env=_env(prefix, data, shard.embedder_kind),
         cwd=data,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -212,44 +220,69 @@ async def measure_backlog(
 
 @dataclass(frozen=True)
 class Shard:
-    """An indexed embedded shard to copy into each worker, and query texts with vectors."""
+    """An indexed embedded shard to copy into each worker, and the queries to ask it.
+
+    With ``vectors`` the events carry them (embedding is the caller's cost);
+    without (the onnx model), they carry text only and the worker embeds each
+    batch.
+    """
 
     template: Path
     texts: list[str]
-    vectors: np.ndarray
+    vectors: np.ndarray | None
     embedder_id: str
+    embedder_kind: str = EMBEDDER_KIND
 
     def events(self, prefix: str, offset: int, n: int) -> list[QueryEvent]:
         """``n`` query events (ids under ``prefix``) from the ``offset``-th query on."""
-        return [
-            QueryEvent(
-                query_id=f"{prefix}-{i}",
-                tenant_id=TENANT,
-                query=self.texts[(offset + i) % len(self.texts)],
-                vector=self.vectors[(offset + i) % len(self.texts)].tolist(),
-                embedder_id=self.embedder_id,
+        out = []
+        for i in range(n):
+            j = (offset + i) % len(self.texts)
+            vector = None if self.vectors is None else self.vectors[j].tolist()
+            out.append(
+                QueryEvent(
+                    query_id=f"{prefix}-{i}",
+                    tenant_id=TENANT,
+                    query=self.texts[j],
+                    vector=vector,
+                    embedder_id=self.embedder_id if vector is not None else None,
+                )
             )
-            for i in range(n)
-        ]
+        return out
+
+    def part(self, n: int, of: int) -> Shard:
+        """The same shard with every ``of``-th query from the ``n``-th: disjoint query sets."""
+        vectors = None if self.vectors is None else self.vectors[n::of]
+        return replace(self, texts=self.texts[n::of], vectors=vectors)
 
 
-async def prepare_shard(workdir: Path, chunks: int, n_queries: int) -> Shard:
-    """Index the seeded corpus into ``workdir/template`` and embed ``n_queries`` queries."""
-    embedder = EmbedderSettings(kind=EMBEDDER_KIND)
+async def prepare_shard(
+    workdir: Path, chunks: int, n_queries: int, embedder_kind: str = EMBEDDER_KIND
+) -> Shard:
+    """Index the seeded corpus into ``workdir/template``; ``n_queries`` queries to ask.
+
+    Hashing: the queries' vectors are computed here. onnx: they are left to the
+    worker (the model in the path).
+    """
+    embedder = EmbedderSettings(kind=embedder_kind)
     template = workdir / "template"
     runtime = EmbeddedRuntime(Settings.from_env(data_dir=template, embedder=embedder))
     corpus = make_corpus(chunks)
     _log(f"indexing {chunks} chunks…")
     await runtime.ingest(TENANT, corpus)
     texts = make_queries(corpus, n_queries)
-    vectors = await runtime.embedder.embed(texts)
+    vectors = await runtime.embedder.embed(texts) if embedder_kind == EMBEDDER_KIND else None
     embedder_id = runtime.embedder.embedder_id
     await runtime.close()
-    return Shard(template, texts, vectors, embedder_id)
+    return Shard(template, texts, vectors, embedder_id, embedder_kind)
 
 
 async def start_workers(
-    settings: Settings, shard: Shard, workdir: Path, workers: int
+    settings: Settings,
+    shard: Shard,
+    workdir: Path,
+    workers: int,
+    runner: Sequence[str] = RAGSIFT,
 ) -> tuple[str, list[subprocess.Popen[bytes]]]:
     """A fresh topic prefix with its topics, and ``workers`` ready worker processes on it."""
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
@@ -259,7 +292,7 @@ async def start_workers(
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for _ in range(workers):
-            procs.append(start_worker(prefix, shard.template, workdir / prefix, free_port()))
+            procs.append(start_worker(prefix, shard, workdir / prefix, free_port(), runner))
     except BaseException:
         stop_workers(procs)
         raise
