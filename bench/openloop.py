@@ -29,8 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from latency import LatencyBook, OpenLoop, fixed_rate
+from pipeline import engine_qps
 from streaming import (
     EMBEDDER_KIND,
+    WORKER_BATCH,
     Shard,
     collect,
     encode_events,
@@ -160,12 +162,26 @@ async def run(
     }
     with tempfile.TemporaryDirectory() as tmp:
         shard = await prepare_shard(Path(tmp), chunks, pool, embedder)
+        if shard.vectors is not None:
+            # The ceiling, on the same shard and the same kind of queries, in this run.
+            out["engine_qps"] = round(
+                engine_qps(
+                    shard.template / "qdrant" / "default",
+                    shard.events("engine", 0, backlog),
+                    WORKER_BATCH,
+                    settings.confidence.default_k,
+                ),
+                1,
+            )
         # Each worker set reads its own part of the pool, so no query repeats (no cache hits).
         for n, count in enumerate(workers):
             part = shard.part(n, len(workers))
-            out[f"workers_{count}"] = await one_worker_set(
-                settings, part, Path(tmp), count, backlog, seconds
-            )
+            figures = await one_worker_set(settings, part, Path(tmp), count, backlog, seconds)
+            if "engine_qps" in out:
+                figures["max_over_engine"] = round(
+                    figures["max"]["queries_per_s"] / out["engine_qps"], 3
+                )
+            out[f"workers_{count}"] = figures
     return out
 
 

@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,33 +54,44 @@ EMBEDDER_KIND = "hashing"
 #: A backlog of 5,000 queries drains in seconds; ten minutes means something is stuck.
 BACKLOG_DEADLINE_S = 600
 RAGSIFT = ("-m", "ragsift")
+#: The workers' batch (RAGSIFT_LIMITS_BATCH_SIZE): the bare engine is measured at it too.
+WORKER_BATCH = 256
 
 
 def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _env(prefix: str, data_dir: Path, embedder_kind: str) -> dict[str, str]:
+def _env(
+    prefix: str, data_dir: Path, embedder_kind: str, extra: Mapping[str, str]
+) -> dict[str, str]:
     return {
         **os.environ,
+        **extra,
         "PYTHONPATH": str(REPO),
         "RAGSIFT_DATA_DIR": str(data_dir),
         "RAGSIFT_KAFKA_TOPIC_PREFIX": prefix,
         "RAGSIFT_KAFKA_APP_ID": prefix,
         "RAGSIFT_KAFKA_PARTITIONS": str(PARTITIONS),
         "RAGSIFT_REDIS_KEY_PREFIX": prefix,
-        "RAGSIFT_LIMITS_BATCH_SIZE": "256",
+        "RAGSIFT_LIMITS_BATCH_SIZE": str(WORKER_BATCH),
         "RAGSIFT_EMBEDDER_KIND": embedder_kind,
     }
 
 
 def start_worker(
-    prefix: str, shard: Shard, workdir: Path, port: int, runner: Sequence[str] = RAGSIFT
+    prefix: str,
+    shard: Shard,
+    workdir: Path,
+    port: int,
+    runner: Sequence[str] = RAGSIFT,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """A ``ragsift worker retrieval`` process on a copy of the shard, once it says Ready.
 
     ``runner`` is what runs ragsift's command line (bench/profiled.py wraps it in
-    a profiler).
+    a profiler); ``env`` adds variables to the worker's environment (the
+    producer settings bench/levers.py compares).
     """
     data = workdir / f"w{port}"
     shutil.copytree(shard.template, data)
@@ -96,7 +107,7 @@ def start_worker(
             "--loglevel",
             "info",
         ],
-        env=_env(prefix, data, shard.embedder_kind),
+        env=_env(prefix, data, shard.embedder_kind, env or {}),
         cwd=data,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -283,6 +294,7 @@ async def start_workers(
     workdir: Path,
     workers: int,
     runner: Sequence[str] = RAGSIFT,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[str, list[subprocess.Popen[bytes]]]:
     """A fresh topic prefix with its topics, and ``workers`` ready worker processes on it."""
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
@@ -292,7 +304,7 @@ async def start_workers(
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for _ in range(workers):
-            procs.append(start_worker(prefix, shard, workdir / prefix, free_port(), runner))
+            procs.append(start_worker(prefix, shard, workdir / prefix, free_port(), runner, env))
     except BaseException:
         stop_workers(procs)
         raise

@@ -134,3 +134,10 @@ async def test_offer_refuses_mismatched_keys() -> None:
 
     with pytest.raises(ValueError, match="2 keys for 3 offsets"):
         await OpenLoop(LatencyBook()).offer(["a", "b"], [0.0, 0.1, 0.2], send)
+
+
+def test_open_loop_rates_are_fractions_of_the_maximum_and_1000_only_when_reachable() -> None:
+    from openloop import planned_rates
+
+    assert planned_rates(800.0) == [200.0, 400.0, 640.0]
+    assert planned_rates(1600.0) == [400.0, 800.0, 1280.0, 1000.0]
