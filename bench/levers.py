@@ -39,14 +39,17 @@ LEVERS: dict[str, dict[str, str]] = {
     "baseline": {},
     "lz4": {"RAGSIFT_KAFKA_PRODUCER_COMPRESSION": "lz4"},
     "zstd": {"RAGSIFT_KAFKA_PRODUCER_COMPRESSION": "zstd"},
-    "batch_1mib": {"RAGSIFT_KAFKA_PRODUCER_MAX_BATCH_BYTES": "1048576"},
-    "batch_1mib_linger_5ms": {
-        "RAGSIFT_KAFKA_PRODUCER_MAX_BATCH_BYTES": "1048576",
+    "linger_5ms": {"RAGSIFT_KAFKA_PRODUCER_LINGER_MS": "5"},
+    # Below the broker's default message.max.bytes (1 MiB + 12) with room for overhead.
+    "batch_512kib": {"RAGSIFT_KAFKA_PRODUCER_MAX_BATCH_BYTES": "524288"},
+    "batch_512kib_linger_5ms": {
+        "RAGSIFT_KAFKA_PRODUCER_MAX_BATCH_BYTES": "524288",
         "RAGSIFT_KAFKA_PRODUCER_LINGER_MS": "5",
     },
-    "lz4_batch_1mib": {
+    "lz4_batch_512kib_linger_5ms": {
         "RAGSIFT_KAFKA_PRODUCER_COMPRESSION": "lz4",
-        "RAGSIFT_KAFKA_PRODUCER_MAX_BATCH_BYTES": "1048576",
+        "RAGSIFT_KAFKA_PRODUCER_MAX_BATCH_BYTES": "524288",
+        "RAGSIFT_KAFKA_PRODUCER_LINGER_MS": "5",
     },
 }
 WARM_UP = 300

@@ -37,7 +37,7 @@ from typing import Literal
 
 import numpy as np
 import qdrant_edge as qe
-from corpus import make_corpus, make_queries
+from corpus import make_corpus, make_queries, query_events
 
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.retrieval.bm25 import Bm25Encoder
@@ -123,16 +123,7 @@ async def run(
         texts = make_queries(corpus, n_queries + 200)
         vectors = await runtime.embedder.embed(texts)
         embedder_id = runtime.embedder.embedder_id
-        events = [
-            QueryEvent(
-                query_id=f"b-{i}",
-                tenant_id=TENANT,
-                query=text,
-                vector=vec.tolist(),
-                embedder_id=embedder_id,
-            )
-            for i, (text, vec) in enumerate(zip(texts, vectors, strict=True))
-        ]
+        events = query_events(texts, vectors, embedder_id, "b", TENANT)
         if embed_in_path:
             # Text only: the pipeline embeds each batch, as it does for a client's query.
             events = [e.model_copy(update={"vector": None, "embedder_id": None}) for e in events]

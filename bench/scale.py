@@ -31,11 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from corpus import make_corpus, make_queries
+from corpus import make_corpus, make_queries, query_events
 from pipeline import engine_qps
 
 from ragsift.embedded import EmbeddedRuntime
-from ragsift.schemas import QueryEvent
 from ragsift.settings import EmbedderSettings, Settings
 
 TENANT = "bench"
@@ -83,17 +82,7 @@ async def one_size(chunks: int, n_queries: int) -> dict[str, Any]:
         gc.collect()
         rss_indexed = _rss_mb()
         vectors = await runtime.embedder.embed(texts)
-        embedder_id = runtime.embedder.embedder_id
-        events = [
-            QueryEvent(
-                query_id=f"s-{i}",
-                tenant_id=TENANT,
-                query=text,
-                vector=vec.tolist(),
-                embedder_id=embedder_id,
-            )
-            for i, (text, vec) in enumerate(zip(texts, vectors, strict=True))
-        ]
+        events = query_events(texts, vectors, runtime.embedder.embedder_id, "s", TENANT)
         singles_events, timed = events[:SINGLES], events[SINGLES:]
         pipeline = runtime.pipeline
         gc.freeze()  # the bench's own objects, as bench/pipeline.py does

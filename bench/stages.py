@@ -77,6 +77,32 @@ def _cumulative(stats: dict[Any, Any], where: tuple[str, str]) -> float:
     )
 
 
+#: Exclusive (own) time by where the code lives: Faust's own per-event cost is
+#: faust + mode; the Kafka client's is aiokafka plus the socket writes.
+PACKAGES: tuple[tuple[str, str], ...] = (
+    ("/faust/", "faust + mode (the framework)"),
+    ("/mode/", "faust + mode (the framework)"),
+    ("/aiokafka/", "aiokafka (Kafka client, Python)"),
+    ("<method 'send' of '_socket.socket' objects>", "socket writes (produce requests)"),
+    ("/asyncio/", "asyncio (event loop)"),
+    ("EdgeShard", "Qdrant Edge (native)"),
+    ("pydantic", "pydantic (validate, serialize)"),
+    ("/ragsift/", "ragsift (Python)"),
+)
+
+
+def by_package(stats: dict[Any, Any], busy: float) -> dict[str, float]:
+    """Fraction of busy time spent in each package's own code (first match in PACKAGES)."""
+    seconds: dict[str, float] = {}
+    for (path, _, func), row in stats.items():
+        if (path, func) == IDLE:
+            continue
+        where = f"{path}:{func}"
+        name = next((n for needle, n in PACKAGES if needle in where), "other")
+        seconds[name] = seconds.get(name, 0.0) + row[2]
+    return {n: round(s / busy, 3) for n, s in sorted(seconds.items(), key=lambda kv: -kv[1])}
+
+
 def stage_table(profile: Path, other_threads_s: float) -> dict[str, Any]:
     """Seconds and fraction of busy time per stage, from a cProfile dump."""
     stats: dict[Any, Any] = pstats.Stats(str(profile)).stats  # type: ignore[attr-defined]
@@ -106,6 +132,7 @@ def stage_table(profile: Path, other_threads_s: float) -> dict[str, Any]:
         seconds["other threads (the onnx model; executor)"] = other_threads_s
     return {
         "busy_s": round(busy, 3),
+        "own_time_by_package": by_package(stats, busy),
         "stages": {
             stage: {"seconds": round(s, 3), "fraction": round(s / busy, 3)}
             for stage, s in sorted(seconds.items(), key=lambda kv: -kv[1])
