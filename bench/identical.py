@@ -6,9 +6,10 @@ hybrid, dense and keyword modes, threshold/adaptive/top-k selection, several
 k, with and without precomputed vectors, repeats (cache hits), greetings
 (intent bypass), an unknown collection and an oversized k — and writes every
 output as canonical JSON: topic, key and event with its wall-clock fields
-(``timestamp``, ``created_at``, ``time``, ``timings_ms``) removed, so two runs of the
-same code give the same file byte for byte. ``--compare`` says which outputs
-differ (ids, scores, kept and dropped hits: everything else is compared).
+(``timestamp``, ``created_at``, ``time``, ``timings_ms``, and a cache hit's
+remaining ``ttl_seconds``) removed, so two runs of the same code compare
+equal. ``--compare`` says which outputs differ (ids, scores, kept and
+dropped hits: everything else is compared).
 
     python bench/identical.py --write before.json     # on the old code
     python bench/identical.py --compare before.json   # on the new: exit 1 if any differ
@@ -37,7 +38,7 @@ CHUNKS = 2000
 BATCH = 64
 SEED = 5
 #: Fields that carry the wall clock: they differ between any two runs.
-VOLATILE = frozenset({"timestamp", "created_at", "time", "timings_ms"})
+VOLATILE = frozenset({"timestamp", "created_at", "time", "timings_ms", "ttl_seconds"})
 
 
 def _log(message: str) -> None:

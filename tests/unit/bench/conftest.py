@@ -1,4 +1,4 @@
-"""The bench scripts import their siblings by bare name (``from corpus import …``): so do these tests."""
+"""The bench scripts import their siblings by bare name (``from corpus import …``); so do these."""
 
 from __future__ import annotations
 

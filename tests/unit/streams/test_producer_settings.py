@@ -54,4 +54,6 @@ def test_every_compression_codec_offered_is_installed() -> None:
     """lz4, zstd and snappy need cramjam in aiokafka 0.14: a setting must not fail at send."""
     from aiokafka import codec
 
-    assert codec.has_lz4() and codec.has_zstd() and codec.has_snappy() and codec.has_gzip()
+    assert codec.has_lz4()
+    assert codec.has_zstd()
+    assert codec.has_snappy()
