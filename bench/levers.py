@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import engine_qps
+from quick import parse_args
 from streaming import (
     EMBEDDER_KIND,
     WORKER_BATCH,
@@ -102,10 +103,7 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=3_000)
     parser.add_argument("--levers", default=",".join(LEVERS), help="comma-separated names")
-    parser.add_argument("--quick", action="store_true", help=f"small sizes: {QUICK}")
-    args = parser.parse_args()
-    if args.quick:
-        args.chunks, args.queries = QUICK["chunks"], QUICK["queries"]
+    args = parse_args(parser, QUICK)
     names = [n for n in args.levers.split(",") if n]
     unknown = sorted(set(names) - set(LEVERS))
     if unknown:

@@ -30,6 +30,7 @@ from typing import Any
 
 from latency import LatencyBook, OpenLoop, fixed_rate
 from pipeline import engine_qps
+from quick import parse_args
 from streaming import (
     EMBEDDER_KIND,
     WORKER_BATCH,
@@ -197,14 +198,7 @@ def main() -> None:
         default=EMBEDDER_KIND,
         help="onnx: the shard is indexed with the model and queries go as text (model in path)",
     )
-    parser.add_argument("--quick", action="store_true", help=f"small sizes: {QUICK}")
-    args = parser.parse_args()
-    if args.quick:
-        args.chunks, args.backlog, args.seconds = (
-            QUICK["chunks"],
-            QUICK["backlog"],
-            QUICK["seconds"],
-        )
+    args = parse_args(parser, QUICK)
     workers = [int(w) for w in args.workers.split(",")]
     figures = asyncio.run(run(args.chunks, args.backlog, args.seconds, workers, args.embedder))
     print(json.dumps(figures))

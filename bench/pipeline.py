@@ -38,6 +38,7 @@ from typing import Literal
 import numpy as np
 import qdrant_edge as qe
 from corpus import make_corpus, make_queries, query_events
+from quick import parse_args
 
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.retrieval.bm25 import Bm25Encoder
@@ -196,7 +197,7 @@ def main() -> None:
     parser.add_argument(
         "--embed-in-path", action="store_true", help="Queries carry text only: time embedding."
     )
-    args = parser.parse_args()
+    args = parse_args(parser, {"chunks": 2000, "queries": 300})
     figures = run(args.chunks, args.queries, args.batch, args.embedder, args.embed_in_path)
     print(json.dumps(asyncio.run(figures)))
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 from corpus import make_corpus, make_queries, query_events
+from quick import parse_args
 
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.retrieval.rerank import HttpReranker
@@ -177,7 +178,7 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=2_000)
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--candidates", type=int, default=20)
-    args = parser.parse_args()
+    args = parse_args(parser, {"chunks": 300, "queries": 100})
     print(json.dumps(asyncio.run(run(args.chunks, args.queries, args.candidates))))
 
 

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 from corpus import make_corpus, make_queries, query_events
 from pipeline import engine_qps
+from quick import parse_args
 
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.settings import EmbedderSettings, Settings
@@ -156,18 +157,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,30000,100000", help="comma-separated chunks")
     parser.add_argument("--queries", type=int, default=1000, help="batched queries per size")
-    parser.add_argument("--quick", action="store_true", help=f"sizes {QUICK_SIZES}, 300 queries")
     parser.add_argument("--child-size", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child-onnx", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parse_args(parser, {"sizes": QUICK_SIZES, "queries": 300})
     if args.child_size:
         print(json.dumps(asyncio.run(one_size(args.child_size, args.queries))))
         return
     if args.child_onnx:
         print(json.dumps(onnx_ms_per_chunk()))
         return
-    if args.quick:
-        args.sizes, args.queries = QUICK_SIZES, 300
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = []
     for size in sizes:

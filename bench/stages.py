@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from quick import parse_args
 from streaming import (
     EMBEDDER_KIND,
     measure_backlog,
@@ -199,10 +200,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=3_000)
     parser.add_argument("--embedder", choices=["hashing", "onnx"], default=EMBEDDER_KIND)
     parser.add_argument("--save", type=Path, help="keep the cProfile dump at this path")
-    parser.add_argument("--quick", action="store_true", help=f"small sizes: {QUICK}")
-    args = parser.parse_args()
-    if args.quick:
-        args.chunks, args.queries = QUICK["chunks"], QUICK["queries"]
+    args = parse_args(parser, QUICK)
     print(json.dumps(asyncio.run(run(args.chunks, args.queries, args.embedder, args.save))))
 
 

@@ -35,6 +35,7 @@ import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from corpus import make_corpus, make_queries
 from latency import LatencyBook
+from quick import parse_args
 
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.schemas import QueryEvent
@@ -336,7 +337,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=5_000)
-    args = parser.parse_args()
+    args = parse_args(parser, {"chunks": 2000, "queries": 1000})
     print(json.dumps(asyncio.run(run(args.chunks, args.queries))))
 
 
