@@ -43,7 +43,7 @@ from quick import parse_args
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.index import RRF_K, PointKey, RawPoint, rrf_fuse
-from ragsift.retrieval.pipeline import prefetch_limit
+from ragsift.retrieval.pipeline import RetrievalPipeline, prefetch_limit
 from ragsift.schemas import QueryEvent
 from ragsift.settings import EmbedderSettings, Settings
 
@@ -110,6 +110,19 @@ def engine_qps(shard_dir: Path, events: list[QueryEvent], batch: int, limit: int
     return qps
 
 
+async def timed_batches(
+    pipeline: RetrievalPipeline, events: list[QueryEvent], batch: int
+) -> tuple[float, list[float]]:
+    """Queries/s over ``events`` in batches of ``batch``, and each batch's seconds."""
+    batch_times: list[float] = []
+    start = time.perf_counter()
+    for i in range(0, len(events), batch):
+        t = time.perf_counter()
+        await pipeline.process(events[i : i + batch])
+        batch_times.append(time.perf_counter() - t)
+    return len(events) / (time.perf_counter() - start), batch_times
+
+
 async def run(
     chunks: int, n_queries: int, batch: int, embedder: EmbedderKind, embed_in_path: bool
 ) -> dict[str, object]:
@@ -136,13 +149,7 @@ async def run(
         pipeline = runtime.pipeline
         await pipeline.process(warm[:64])
         _log(f"batched: {len(timed)} queries in batches of {batch}…")
-        batch_times: list[float] = []
-        start = time.perf_counter()
-        for i in range(0, len(timed), batch):
-            t = time.perf_counter()
-            await pipeline.process(timed[i : i + batch])
-            batch_times.append(time.perf_counter() - t)
-        batched_qps = len(timed) / (time.perf_counter() - start)
+        batched_qps, batch_times = await timed_batches(pipeline, timed, batch)
         _log("the same queries again: cache hits…")
         repeats = [e.model_copy(update={"query_id": f"again-{e.query_id}"}) for e in timed]
         start = time.perf_counter()

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 from corpus import make_corpus, make_queries, query_events
-from pipeline import engine_qps
+from pipeline import engine_qps, timed_batches
 from quick import parse_args
 
 from ragsift.embedded import EmbeddedRuntime
@@ -93,13 +93,7 @@ async def one_size(chunks: int, n_queries: int) -> dict[str, Any]:
             t = time.perf_counter()
             await pipeline.process([event])
             singles.append(time.perf_counter() - t)
-        batches = []
-        start = time.perf_counter()
-        for i in range(0, len(timed), BATCH):
-            t = time.perf_counter()
-            await pipeline.process(timed[i : i + BATCH])
-            batches.append(time.perf_counter() - t)
-        pipeline_qps = len(timed) / (time.perf_counter() - start)
+        pipeline_qps, batches = await timed_batches(pipeline, timed, BATCH)
         rss_after = _rss_mb()
         await runtime.close()
         disk, apparent = _disk_bytes(Path(tmp))
