@@ -1,4 +1,4 @@
-"""The workers' producer options come from KafkaSettings; the defaults are Faust's own."""
+"""The workers' producer options come from KafkaSettings."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ from ragsift.settings import KafkaSettings
 from ragsift.streams.app import create_app
 
 
-def test_defaults_leave_the_producer_as_faust_makes_it() -> None:
+def test_defaults_batch_results_into_few_produce_requests() -> None:
+    """Faust's 16 KiB / 0 ms sent ~5.5 KB results as hundreds of requests per batch."""
     conf = create_app(KafkaSettings(), app_id="unit-producer").conf
     assert conf.producer_compression_type is None
-    assert conf.producer_linger == 0
-    assert conf.producer_max_batch_size == 16_384
+    assert conf.producer_linger == pytest.approx(0.005)
+    assert conf.producer_max_batch_size == 512 * 1024
+    # a full batch must fit the broker's default message.max.bytes (1 MiB + 12)
+    assert conf.producer_max_batch_size < 1024 * 1024
 
 
 def test_compression_linger_and_batch_size_reach_the_faust_producer() -> None:
