@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test unit e2e-faults lint format bench services-up services-down services-status deploy-tools schemas clean
+.PHONY: help install demo test unit e2e-faults lint format bench bench-quick bench-scale bench-plots services-up services-down services-status deploy-tools schemas clean
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
@@ -35,6 +35,16 @@ e2e-faults: ## The full fault suite and soak: 10,000 queries per fault, 3-minute
 bench: install ## Run every benchmark (starts Kafka + Redis); prints one JSON document
 	@scripts/services up
 	@eval "$$(scripts/services env)"; $(PY) bench/suite.py
+
+bench-quick: install ## Every benchmark at a small size (checks the benches; figures not quotable)
+	@scripts/services up
+	@eval "$$(scripts/services env)"; $(PY) bench/suite.py --quick
+
+bench-scale: install ## Cost as the corpus grows, up to 1M chunks (hours on 2 cores); one JSON document
+	@$(PY) bench/scale.py --sizes 10000,100000,1000000
+
+bench-plots: install ## Redraw docs/*.png from a saved `make bench` document: make bench-plots BENCH_JSON=file
+	@$(PY) bench/plots.py $(BENCH_JSON)
 
 schemas: install ## Regenerate ragsift/schemas/json from the models
 	@.venv/bin/ragsift schemas export

@@ -16,6 +16,7 @@ import platform
 import time
 
 import numpy as np
+from quick import parse_args
 
 from ragsift.confidence import ConfidenceConfig, ConfidenceEngine, HitBatch, HitScores
 
@@ -45,7 +46,7 @@ def main() -> None:
     parser.add_argument("--hits", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--single-queries", type=int, default=2_000)
-    args = parser.parse_args()
+    args = parse_args(parser, {"queries": 1000, "repeats": 1, "single_queries": 200})
 
     engine = ConfidenceEngine(ConfidenceConfig())
     batch, singles = _synthetic(args.queries, args.hits, seed=0)

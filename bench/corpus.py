@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from ragsift.ingest.loaders import SourceDocument
+from ragsift.schemas import QueryEvent
 
-__all__ = ["make_corpus", "make_queries"]
+__all__ = ["make_corpus", "make_queries", "query_events"]
 
 VOCABULARY = 5000
 WORDS_PER_CHUNK = 60
@@ -50,3 +51,19 @@ def make_queries(corpus: list[SourceDocument], n: int, seed: int = 11) -> list[s
         picked = rng.choice(len(words), size=min(WORDS_PER_QUERY, len(words)), replace=False)
         out.append(" ".join(words[i] for i in sorted(picked)) + "?")
     return out
+
+
+def query_events(
+    texts: list[str], vectors: np.ndarray, embedder_id: str, prefix: str, tenant: str
+) -> list[QueryEvent]:
+    """One query event per text, carrying its precomputed vector; ids ``{prefix}-{i}``."""
+    return [
+        QueryEvent(
+            query_id=f"{prefix}-{i}",
+            tenant_id=tenant,
+            query=text,
+            vector=vec.tolist(),
+            embedder_id=embedder_id,
+        )
+        for i, (text, vec) in enumerate(zip(texts, vectors, strict=True))
+    ]

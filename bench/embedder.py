@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from quick import parse_args
+
 REPO = Path(__file__).resolve().parent.parent
 SQUAD = Path(os.environ.get("RAGSIFT_SQUAD2_DIR", REPO.parent / "shared" / "data" / "squad2"))
 BATCH = 64
@@ -107,7 +109,7 @@ def main() -> None:
     )
     parser.add_argument("--child", choices=["onnx", "hashing"], help=argparse.SUPPRESS)
     parser.add_argument("--cap", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parse_args(parser, {"repeats": 1, "texts": 64})
     if args.child:
         print(json.dumps(_measure(args.child, args.cap, args.texts)))
         return

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import qdrant_edge as qe
+from quick import parse_args
 
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.index import RRF_K, PointKey, RawPoint, rrf_fuse
@@ -58,7 +59,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=500)
-    args = parser.parse_args()
+    args = parse_args(parser, {"points": 2000, "queries": 200})
     rng = np.random.default_rng(SEED)
     bm25 = Bm25Encoder()
     # Zipf-distributed synthetic words so BM25 sees realistic document frequencies.

@@ -37,12 +37,13 @@ from typing import Literal
 
 import numpy as np
 import qdrant_edge as qe
-from corpus import make_corpus, make_queries
+from corpus import make_corpus, make_queries, query_events
+from quick import parse_args
 
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.index import RRF_K, PointKey, RawPoint, rrf_fuse
-from ragsift.retrieval.pipeline import prefetch_limit
+from ragsift.retrieval.pipeline import RetrievalPipeline, prefetch_limit
 from ragsift.schemas import QueryEvent
 from ragsift.settings import EmbedderSettings, Settings
 
@@ -109,6 +110,19 @@ def engine_qps(shard_dir: Path, events: list[QueryEvent], batch: int, limit: int
     return qps
 
 
+async def timed_batches(
+    pipeline: RetrievalPipeline, events: list[QueryEvent], batch: int
+) -> tuple[float, list[float]]:
+    """Queries/s over ``events`` in batches of ``batch``, and each batch's seconds."""
+    batch_times: list[float] = []
+    start = time.perf_counter()
+    for i in range(0, len(events), batch):
+        t = time.perf_counter()
+        await pipeline.process(events[i : i + batch])
+        batch_times.append(time.perf_counter() - t)
+    return len(events) / (time.perf_counter() - start), batch_times
+
+
 async def run(
     chunks: int, n_queries: int, batch: int, embedder: EmbedderKind, embed_in_path: bool
 ) -> dict[str, object]:
@@ -123,16 +137,7 @@ async def run(
         texts = make_queries(corpus, n_queries + 200)
         vectors = await runtime.embedder.embed(texts)
         embedder_id = runtime.embedder.embedder_id
-        events = [
-            QueryEvent(
-                query_id=f"b-{i}",
-                tenant_id=TENANT,
-                query=text,
-                vector=vec.tolist(),
-                embedder_id=embedder_id,
-            )
-            for i, (text, vec) in enumerate(zip(texts, vectors, strict=True))
-        ]
+        events = query_events(texts, vectors, embedder_id, "b", TENANT)
         if embed_in_path:
             # Text only: the pipeline embeds each batch, as it does for a client's query.
             events = [e.model_copy(update={"vector": None, "embedder_id": None}) for e in events]
@@ -144,13 +149,7 @@ async def run(
         pipeline = runtime.pipeline
         await pipeline.process(warm[:64])
         _log(f"batched: {len(timed)} queries in batches of {batch}…")
-        batch_times: list[float] = []
-        start = time.perf_counter()
-        for i in range(0, len(timed), batch):
-            t = time.perf_counter()
-            await pipeline.process(timed[i : i + batch])
-            batch_times.append(time.perf_counter() - t)
-        batched_qps = len(timed) / (time.perf_counter() - start)
+        batched_qps, batch_times = await timed_batches(pipeline, timed, batch)
         _log("the same queries again: cache hits…")
         repeats = [e.model_copy(update={"query_id": f"again-{e.query_id}"}) for e in timed]
         start = time.perf_counter()
@@ -205,7 +204,7 @@ def main() -> None:
     parser.add_argument(
         "--embed-in-path", action="store_true", help="Queries carry text only: time embedding."
     )
-    args = parser.parse_args()
+    args = parse_args(parser, {"chunks": 2000, "queries": 300})
     figures = run(args.chunks, args.queries, args.batch, args.embedder, args.embed_in_path)
     print(json.dumps(asyncio.run(figures)))
 

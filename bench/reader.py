@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from quick import parse_args
+
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.embedders import Embedder, HashingEmbedder
 from ragsift.retrieval.reader import Reader, ReaderItem, split_sentences
@@ -96,7 +98,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--top-n", type=int, default=3)
     parser.add_argument("--embedder", choices=("onnx", "hashing"), default="onnx")
-    args = parser.parse_args()
+    args = parse_args(parser, {"queries": 64})
     result = asyncio.run(_run(args))
     ms = result["ms_per_query"]
     print(f"{result['embedder']}: {result['queries']} queries, batches of {result['batch']},")

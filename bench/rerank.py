@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 from aiohttp import web
-from corpus import make_corpus, make_queries
+from corpus import make_corpus, make_queries, query_events
+from quick import parse_args
 
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.retrieval.rerank import HttpReranker
-from ragsift.schemas import QueryEvent
 from ragsift.settings import EmbedderSettings, RerankerSettings, Settings
 
 TENANT = "bench"
@@ -86,16 +86,7 @@ async def _pipeline(
     runtime = EmbeddedRuntime(settings)
     await runtime.ingest(TENANT, corpus)
     vectors = await runtime.embedder.embed(texts)
-    events = [
-        QueryEvent(
-            query_id=f"{tag}-{i}",
-            tenant_id=TENANT,
-            query=text,
-            vector=vec.tolist(),
-            embedder_id=runtime.embedder.embedder_id,
-        )
-        for i, (text, vec) in enumerate(zip(texts, vectors, strict=True))
-    ]
+    events = query_events(texts, vectors, runtime.embedder.embedder_id, tag, TENANT)
     warm, singles_in, timed = events[:BATCH], events[BATCH : BATCH + 200], events[BATCH + 200 :]
     gc.freeze()
     pipeline = runtime.pipeline
@@ -187,7 +178,7 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=2_000)
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--candidates", type=int, default=20)
-    args = parser.parse_args()
+    args = parse_args(parser, {"chunks": 300, "queries": 100})
     print(json.dumps(asyncio.run(run(args.chunks, args.queries, args.candidates))))
 
 

@@ -72,6 +72,15 @@ class KafkaSettings(BaseSettings):
     #: how long the group waits for a silent (crashed) member before moving its
     #: partitions to the others; heartbeats go every tenth of it
     session_timeout_s: float = Field(default=30.0, ge=6, le=300)
+    #: the workers' producer: compression of each record batch (lz4/zstd/snappy via
+    #: cramjam), how long to wait for a batch to fill, and its size cap. Faust's
+    #: defaults are none, 0 ms and 16 KiB: a result is ~5.5 KB, so each batch of
+    #: results went out as hundreds of small produce requests. 5 ms and 512 KiB
+    #: (under the broker's default 1 MiB message.max.bytes) gave one worker 1.5x
+    #: the queries/s in bench/levers.py (docs/benchmarks.md, "Overhead").
+    producer_compression: Literal["none", "gzip", "lz4", "zstd", "snappy"] = "none"
+    producer_linger_ms: int = Field(default=5, ge=0, le=1_000)
+    producer_max_batch_bytes: int = Field(default=512 * 1024, ge=1_024, le=16 * 1024 * 1024)
 
     @model_validator(mode="after")
     def _sasl_is_complete(self) -> KafkaSettings:

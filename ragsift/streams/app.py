@@ -93,6 +93,11 @@ def create_app(
         "broker_session_timeout": kafka.session_timeout_s,
         "broker_heartbeat_interval": kafka.session_timeout_s / 10,
         "producer_acks": -1,
+        "producer_compression_type": (
+            None if kafka.producer_compression == "none" else kafka.producer_compression
+        ),
+        "producer_linger": kafka.producer_linger_ms / 1000,
+        "producer_max_batch_size": kafka.producer_max_batch_bytes,
         "store": "memory://",
         "web_enabled": web_enabled,
         "web_port": web_port,

@@ -1,0 +1,55 @@
+"""The stage table adds up a profile the way docs/benchmarks.md says it does."""
+
+from __future__ import annotations
+
+import marshal
+from pathlib import Path
+
+import pytest
+from stages import stage_table
+
+SITE = "/venv/lib/python3.11/site-packages"
+
+
+def _profile(tmp_path: Path, rows: dict[tuple[str, str], tuple[float, float]]) -> Path:
+    """A cProfile dump: (file, function) → (own seconds, cumulative seconds)."""
+    stats = {(path, 1, func): (1, 1, own, cum, {}) for (path, func), (own, cum) in rows.items()}
+    path = tmp_path / "worker.prof"
+    path.write_bytes(marshal.dumps(stats))
+    return path
+
+
+def test_stages_idle_and_the_framework_remainder(tmp_path: Path) -> None:
+    profile = _profile(
+        tmp_path,
+        {
+            ("~", "<method 'poll' of 'select.epoll' objects>"): (5.0, 5.0),  # idle
+            (f"{SITE}/faust/agents/agent.py", "_slurp"): (1.0, 10.0),
+            ("/r/ragsift/streams/routing.py", "process"): (0.5, 8.0),
+            ("/r/ragsift/streams/codec.py", "decode"): (1.0, 1.0),
+            ("/r/ragsift/workers/retrieval.py", "handle_batch"): (0.5, 5.0),
+            ("/r/ragsift/retrieval/pipeline.py", "_search_collection"): (3.0, 3.0),
+            ("~", "<method 'send' of '_socket.socket' objects>"): (2.0, 2.0),
+        },
+    )
+    table = stage_table(profile, other_threads_s=0.0)
+    busy = 1.0 + 0.5 + 1.0 + 0.5 + 3.0 + 2.0  # every own time but the idle poll
+    assert table["busy_s"] == pytest.approx(busy)
+    stages = table["stages"]
+    assert stages["search (Qdrant Edge + fusion)"]["seconds"] == pytest.approx(3.0)
+    assert stages["decode"]["fraction"] == pytest.approx(1.0 / busy, abs=1e-3)
+    # the handler's time not in a named pipeline stage
+    assert stages["pipeline, other (admission, batching, metrics)"]["seconds"] == pytest.approx(2.0)
+    # busy time outside the router: Faust, the Kafka client, the loop
+    framework = stages["Faust + Kafka client (consume, flush, commit, event loop)"]
+    assert framework["seconds"] == pytest.approx(busy - 8.0)
+    packages = table["own_time_by_package"]
+    assert packages["socket writes (produce requests)"] == pytest.approx(2.0 / busy, abs=1e-3)
+    assert packages["faust + mode (the framework)"] == pytest.approx(1.0 / busy, abs=1e-3)
+
+
+def test_other_threads_count_as_busy_time(tmp_path: Path) -> None:
+    profile = _profile(tmp_path, {("/r/ragsift/streams/codec.py", "decode"): (1.0, 1.0)})
+    table = stage_table(profile, other_threads_s=3.0)
+    assert table["busy_s"] == pytest.approx(4.0)
+    assert table["stages"]["other threads (the onnx model; executor)"]["fraction"] == 0.75
