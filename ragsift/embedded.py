@@ -265,6 +265,9 @@ class EmbeddedRuntime:
         await self.pipeline.close()
         await self.index.close()
         self.store.close()
+        if self.feedback is not None:
+            # its SQLite file is left whole (no -wal beside it) for a copy or a backup
+            self.feedback.store.close()
 
 
 class _OnlyChunks:

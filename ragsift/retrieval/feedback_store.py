@@ -86,6 +86,10 @@ class FeedbackStore(Protocol):
         """Record a re-fit of ``scope`` on the labels with ``digest``."""
         ...
 
+    def close(self) -> None:
+        """Release the connection (the owner calls it once, at shutdown)."""
+        ...
+
 
 def _scope_key(scope: CalibrationScope) -> str:
     return f"{scope.collection}{_SEP}{scope.tenant or ''}"

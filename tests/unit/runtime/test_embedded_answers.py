@@ -140,3 +140,20 @@ async def test_a_configured_chat_endpoint_writes_the_reports(tmp_path: Path) -> 
         assert rt.reports.builder.llm is not None
     async with EmbeddedRuntime(embedded_settings(tmp_path)) as rt:
         assert rt.reports.builder.llm is None  # extractive by default
+
+
+async def test_closing_leaves_every_sqlite_file_whole(tmp_path: Path) -> None:
+    """A closed runtime's data dir copies cleanly: no -wal/-shm file left to vanish mid-copy.
+
+    The fault suite copies one indexed data dir per worker; the feedback store's
+    WAL, left open by close(), disappeared during such a copy when the garbage
+    collector closed the connection.
+    """
+    data = tmp_path / "data"
+    rt = EmbeddedRuntime(embedded_settings(data, scorer="calibrated"))
+    assert rt.feedback is not None  # the calibrated scorer keeps results for feedback
+    await rt.ingest("acme", sample_documents())
+    await rt.ask([QueryEvent(query_id="q-1", tenant_id="acme", query="How do refunds work?")])
+    await rt.close()
+    leftovers = sorted(p.name for p in data.rglob("*") if p.name.endswith(("-wal", "-shm")))
+    assert leftovers == []
