@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,14 @@ def test_a_missing_calibration_file_is_one_line(demo_dir: Path, tmp_path: Path) 
     assert len(lines) == 1, err
     assert lines[0].startswith("error: ")
     assert str(missing) in lines[0]
+
+
+def test_an_advisory_answer_does_not_also_log_a_warning(
+    demo_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The printed report flags "advisory only"; C3's service log line is noise on a terminal."""
+    caplog.set_level(logging.WARNING)
+    code, out, _ = _ask(demo_dir, "Who won the football world cup in 2014?")
+    assert code == 0
+    assert "Advisory only" in out or "advisory" in out.lower()
+    assert not [r for r in caplog.records if "advisory only" in r.getMessage()]
