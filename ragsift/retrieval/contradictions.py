@@ -172,15 +172,26 @@ def _same(a: float, b: float) -> bool:
     return abs(a - b) <= VALUE_TOLERANCE * max(abs(a), abs(b))
 
 
-def _value_conflict(a: _Statement, b: _Statement, min_context: int) -> tuple[str, str] | None:
-    """Two different values of one kind stated about the same thing, as written."""
+def _value_conflict(
+    a: _Statement, b: _Statement, min_context: int, wanted: set[str]
+) -> tuple[str, str] | None:
+    """Two different values of one kind stated about the same thing, as written.
+
+    The query words that describe one value must all be said by the other
+    statement: "a 2-year *warranty* on the Orbit thermostat" and "return the
+    Orbit thermostat within 30 days" share the product, not what the query asks.
+    """
     for kind, left in a.values.items():
         right = b.values.get(kind, [])
         if any(_same(x.value, y.value) for x in left for y in right):
             continue  # they agree on one value: the other is another case, not a conflict
         for x in left:
             for y in right:
-                if len(x.context & y.context) >= min_context:
+                if (
+                    len(x.context & y.context) >= min_context
+                    and x.context & wanted <= b.terms
+                    and y.context & wanted <= a.terms
+                ):
                     return x.text, y.text
     return None
 
@@ -241,7 +252,7 @@ class ContradictionDetector:
         for a, b in combinations(statements, 2):
             if a.chunk.doc_id == b.chunk.doc_id or len(a.terms & b.terms & wanted) < need:
                 continue
-            values = _value_conflict(a, b, self.min_shared_context)
+            values = _value_conflict(a, b, self.min_shared_context, wanted)
             if values is not None:
                 return _contradiction("value", a, b, list(values))
             if _negation_conflict(a, b):

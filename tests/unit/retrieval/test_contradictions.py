@@ -227,16 +227,6 @@ POLICY_CONFLICTS = [
         "Overdue invoices incur a late fee of 2%.",
     ),
     (
-        "How long are access logs kept?",
-        "Access logs are kept for 90 days.",
-        "We keep access logs for one year.",
-    ),
-    (
-        "How much does the premium plan cost?",
-        "The premium plan costs $20 per month.",
-        "Premium costs $25 a month.",
-    ),
-    (
         "How long does refund processing take?",
         "Refund processing takes 5 business days.",
         "Refund processing takes up to 10 business days.",
@@ -251,6 +241,51 @@ def test_policy_versions_that_disagree_are_found(query: str, first: str, second:
     assert found.kind == "value"
 
 
+#: conflicts whose second statement drops a query word that describes the first value
+#: ("plan", "kept" vs "keep"): missed by design, the price of the false alarm below
+MISSED_PARAPHRASES = [
+    (
+        "How long are access logs kept?",
+        "Access logs are kept for 90 days.",
+        "We keep access logs for one year.",
+    ),
+    (
+        "How much does the premium plan cost?",
+        "The premium plan costs $20 per month.",
+        "Premium costs $25 a month.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("query", "first", "second"), MISSED_PARAPHRASES)
+def test_a_value_is_compared_only_with_a_statement_saying_its_query_words(
+    query: str, first: str, second: str
+) -> None:
+    assert ContradictionDetector().find(query, [chunk("v1", first), chunk("v2", second, 2)]) is None
+
+
+def test_two_durations_of_one_product_answering_different_questions_do_not_contradict() -> None:
+    """The demo's own question: the warranty (2 years) and the return window (30 days)
+    both name the Orbit thermostat, only one the warranty asked about."""
+    found = ContradictionDetector().find(
+        "How long is the warranty on the Orbit thermostat?",
+        [
+            chunk(
+                "warranty",
+                "Every Orbit thermostat carries a 2-year limited warranty from the date of"
+                " delivery.",
+            ),
+            chunk(
+                "returns",
+                "Customers may return an Orbit thermostat within 30 days of delivery for a"
+                " full refund.",
+                2,
+            ),
+        ],
+    )
+    assert found is None
+
+
 def test_two_shared_context_words_keep_only_near_verbatim_versions() -> None:
     """The stricter setting (0 SQuAD false alarms) misses paraphrased conflicts."""
     strict = ContradictionDetector(min_shared_context=2)
@@ -258,7 +293,7 @@ def test_two_shared_context_words_keep_only_near_verbatim_versions() -> None:
         strict.find(q, [chunk("v1", a), chunk("v2", b, 2)]) is not None
         for q, a, b in POLICY_CONFLICTS
     ]
-    assert found == [False, False, True, False, True, True]
+    assert found == [False, False, True, True]
 
 
 def test_the_detector_follows_its_settings() -> None:
