@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ragsift.confidence.conformal import ConformalResult
 from ragsift.confidence.errors import CalibrationMismatchError, ConfidenceError
 from ragsift.confidence.features import SCORE_MONOTONE_FEATURES, validate_features
 from ragsift.confidence.normalize import Metric
@@ -71,6 +72,24 @@ class ConformalSpec(BaseModel):
     n_calibration: int = Field(ge=0)
     risk_upper_bound: float | None = None
     coverage: float | None = None
+
+    @classmethod
+    def certified(cls, result: ConformalResult, *, method: str | None = None) -> ConformalSpec:
+        """The spec of a :func:`~ragsift.confidence.conformal.conformal_threshold` result.
+
+        ``method`` names how the confidences it certified were made, when that is
+        not the plain fit (a re-map on feedback or on pseudo-labels).
+        """
+        return cls(
+            alpha=result.alpha,
+            delta=result.delta,
+            threshold=result.threshold,
+            feasible=result.feasible,
+            method=method or result.method,
+            n_calibration=result.n_calibration,
+            risk_upper_bound=result.risk_upper_bound,
+            coverage=result.coverage,
+        )
 
     def answers(self, confidence: float) -> bool:
         """Whether a query with this confidence should be answered under the risk bound."""

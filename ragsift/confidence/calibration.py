@@ -166,16 +166,7 @@ def fit_calibration(
         ),
         intercept=float(intercept),
         levels=LevelSpec(high=lv.high, medium=lv.medium, low=lv.low),
-        conformal=ConformalSpec(
-            alpha=alpha,
-            delta=delta,
-            threshold=cr.threshold,
-            feasible=cr.feasible,
-            method=cr.method,
-            n_calibration=cr.n_calibration,
-            risk_upper_bound=cr.risk_upper_bound,
-            coverage=cr.coverage,
-        ),
+        conformal=ConformalSpec.certified(cr),
         data=DataSummary(
             source=source,
             n_examples=n,

@@ -130,16 +130,7 @@ def refit_calibration(
     )
     conf = np.where(kept, conf, 0.0)
     cert = conformal_threshold(conf[~fit_part], y[~fit_part], alpha=alpha, delta=delta)
-    spec = ConformalSpec(
-        alpha=cert.alpha,
-        delta=cert.delta,
-        threshold=cert.threshold,
-        feasible=cert.feasible,
-        method=f"feedback-remap+{cert.method}",
-        n_calibration=cert.n_calibration,
-        risk_upper_bound=cert.risk_upper_bound,
-        coverage=cert.coverage,
-    )
+    spec = ConformalSpec.certified(cert, method=f"feedback-remap+{cert.method}")
     data = DataSummary(
         source=f"feedback:{scope}",
         n_examples=len(ordered),

@@ -111,16 +111,9 @@ def recalibrate(
         version="",
         coefficients=[temperature * c for c in base.coefficients],
         intercept=temperature * base.intercept + shift,
-        conformal=ConformalSpec(
-            alpha=target,
-            delta=delta,
-            threshold=cr.threshold,
-            feasible=cr.feasible,
-            method=f"{cr.method} on pseudo-labels",
-            n_calibration=cr.n_calibration,
-            risk_upper_bound=cr.risk_upper_bound,
-            coverage=cr.coverage,
-        ).model_dump(mode="json"),
+        conformal=ConformalSpec.certified(cr, method=f"{cr.method} on pseudo-labels").model_dump(
+            mode="json"
+        ),
         data=DataSummary(
             source=f"self-calibration of {provenance.collection}",
             n_examples=int(y.size),
