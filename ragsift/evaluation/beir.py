@@ -21,14 +21,13 @@ and are searched in the whole corpus (they have no pool).
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 from ragsift.errors import InvalidEventError
 from ragsift.evaluation.dataset import OUT_OF_SCOPE_GROUP, EvalQuery, LabelledSet
-from ragsift.ingest.loaders import SourceDocument, check_unique_ids, safe_doc_id
+from ragsift.ingest.loaders import SourceDocument, check_unique_ids, jsonl_rows, safe_doc_id
 
 __all__ = ["CANDIDATES_FILE", "Pool", "is_beir_folder", "load_beir"]
 
@@ -44,17 +43,10 @@ def is_beir_folder(path: Path) -> bool:
 def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     if not path.is_file():
         raise InvalidEventError(f"{path}: missing (a BEIR folder needs it)")
-    with path.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                raise InvalidEventError(f"{path}:{lineno}: not JSON ({exc})") from exc
-            if not isinstance(row, dict):
-                raise InvalidEventError(f"{path}:{lineno}: each line must be a JSON object")
-            yield lineno, row
+    for lineno, row in jsonl_rows(path):
+        if not isinstance(row, dict):
+            raise InvalidEventError(f"{path}:{lineno}: each line must be a JSON object")
+        yield lineno, row
 
 
 def _field(path: Path, lineno: int, row: dict[str, Any], name: str) -> str:

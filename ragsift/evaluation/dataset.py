@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ragsift.errors import InvalidEventError
-from ragsift.ingest.loaders import SourceDocument, check_unique_ids, safe_doc_id
+from ragsift.ingest.loaders import SourceDocument, check_unique_ids, jsonl_rows, safe_doc_id
 
 __all__ = [
     "EvalQuery",
@@ -197,16 +197,10 @@ def with_pseudo_queries(
     known = {d.doc_id for d in documents}
     queries: list[EvalQuery] = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
+        rows = list(jsonl_rows(path))
+    except OSError as exc:
         raise InvalidEventError(f"{path}: cannot read pseudo-queries ({exc})") from exc
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InvalidEventError(f"{path}:{lineno}: not JSON ({exc.msg})") from exc
+    for lineno, row in rows:
         if not (
             isinstance(row, dict)
             and isinstance(row.get("text"), str)

@@ -140,33 +140,49 @@ def _title(text: str) -> str | None:
     return None
 
 
+def jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    """Each non-blank line of a JSON Lines file, parsed, with its 1-based line number.
+
+    Raises:
+        InvalidEventError: a line is not JSON, nests too deep for the parser, or
+            the file is not UTF-8 text: named by file and line.
+    """
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for lineno, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InvalidEventError(f"{path}:{lineno}: not JSON ({exc.msg})") from exc
+                except RecursionError as exc:
+                    raise InvalidEventError(f"{path}:{lineno}: not JSON (nested too deep)") from exc
+                yield lineno, row
+    except UnicodeDecodeError as exc:
+        raise InvalidEventError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+
+
 def _jsonl(file: Path, default_type: str) -> Iterator[SourceDocument]:
-    with file.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InvalidEventError(f"{file}:{lineno}: not JSON ({exc.msg})") from exc
-            if not isinstance(row, dict) or not isinstance(row.get("text"), str):
-                raise InvalidEventError(f"{file}:{lineno}: each line needs a string 'text' field")
-            raw_id = row.get("doc_id") or row.get("id") or f"{file.stem}-{lineno}"
-            stype = row.get("source_type", default_type)
-            if stype not in _SOURCE_TYPES:
-                raise InvalidEventError(
-                    f"{file}:{lineno}: source_type must be one of {sorted(_SOURCE_TYPES)},"
-                    f" got {stype!r}"
-                )
-            yield SourceDocument(
-                doc_id=safe_doc_id(str(raw_id)),
-                text=row["text"],
-                title=row.get("title"),
-                source=row.get("source") or f"{file.name}:{lineno}",
-                source_type=stype,
-                metadata={
-                    k: v
-                    for k, v in row.items()
-                    if k not in {"text", "doc_id", "id", "title", "source", "source_type"}
-                },
+    for lineno, row in jsonl_rows(file):
+        if not isinstance(row, dict) or not isinstance(row.get("text"), str):
+            raise InvalidEventError(f"{file}:{lineno}: each line needs a string 'text' field")
+        raw_id = row.get("doc_id") or row.get("id") or f"{file.stem}-{lineno}"
+        stype = row.get("source_type", default_type)
+        if stype not in _SOURCE_TYPES:
+            raise InvalidEventError(
+                f"{file}:{lineno}: source_type must be one of {sorted(_SOURCE_TYPES)},"
+                f" got {stype!r}"
             )
+        yield SourceDocument(
+            doc_id=safe_doc_id(str(raw_id)),
+            text=row["text"],
+            title=row.get("title"),
+            source=row.get("source") or f"{file.name}:{lineno}",
+            source_type=stype,
+            metadata={
+                k: v
+                for k, v in row.items()
+                if k not in {"text", "doc_id", "id", "title", "source", "source_type"}
+            },
+        )

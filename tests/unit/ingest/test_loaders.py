@@ -77,3 +77,23 @@ def test_sample_corpus_round_trips_through_the_loader(tmp_path: Path) -> None:
     write_sample_corpus(tmp_path)
     loaded = {d.doc_id for d in iter_documents(tmp_path)}
     assert loaded == {f"{d.doc_id}.md" for d in sample_documents()}
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"text": "ok"}\n' + "[" * 100_000 + "]" * 100_000 + "\n", "deep.jsonl:2: not JSON"),
+        (b'{"text": "caf\xe9"}\n', "not UTF-8 text"),
+    ],
+)
+def test_hostile_jsonl_is_one_clear_error(
+    tmp_path: Path, content: str | bytes, message: str
+) -> None:
+    """A line nested past the parser's depth, or bytes that are not UTF-8: named, not a crash."""
+    path = tmp_path / "deep.jsonl"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    with pytest.raises(InvalidEventError, match=message):
+        list(iter_documents(path))
