@@ -16,6 +16,7 @@ from types import TracebackType
 
 from pydantic import BaseModel
 
+from ragsift.confidence.registry import CalibrationRegistry
 from ragsift.errors import InvalidEventError
 from ragsift.ingest.indexer import Indexer, IngestReport
 from ragsift.ingest.loaders import SourceDocument
@@ -76,16 +77,25 @@ FEEDBACK_DB = "feedback.sqlite"
 
 
 def embedded_feedback_loop(
-    settings: Settings, embedder_id: str, metrics: Metrics
+    settings: Settings,
+    embedder_id: str,
+    metrics: Metrics,
+    registry: CalibrationRegistry | None = None,
 ) -> FeedbackLoop | None:
-    """The feedback re-fit over files under the data dir; None without the calibrated scorer."""
+    """The feedback re-fit over files under the data dir; None without the calibrated scorer.
+
+    ``registry`` is the one the query path reads (the runtime passes its pipeline's),
+    so a re-fit is used from the next query on; without it one is built.
+    """
     if settings.confidence.scorer != "calibrated":
         return None
+    if registry is None:
+        registry = build_calibration_registry(
+            settings, embedder_id, Path(settings.data_dir) / CALIBRATIONS_DIR
+        )
     return FeedbackLoop(
         SqliteFeedbackStore(Path(settings.data_dir) / FEEDBACK_DB),
-        build_calibration_registry(
-            settings, embedder_id, Path(settings.data_dir) / CALIBRATIONS_DIR
-        ),
+        registry,
         settings.feedback,
         metrics,
     )
@@ -119,7 +129,9 @@ class EmbeddedRuntime:
         audit = build_audit_handler(settings.audit, Path(self.data_dir) / "audit", self.metrics)
         self.audit = audit.sink
         # Scored results are remembered so `ragsift feedback` can label them later.
-        self.feedback = embedded_feedback_loop(settings, self.embedder.embedder_id, self.metrics)
+        self.feedback = embedded_feedback_loop(
+            settings, self.embedder.embedder_id, self.metrics, self.pipeline.engines.registry
+        )
         join = [ResultJoinHandler(self.feedback)] if self.feedback is not None else []
         self.store = ResultStore(
             Path(self.data_dir) / STORE_FILE, max_results=settings.runtime.store_max_results
