@@ -28,16 +28,10 @@ __all__ = [
 
 
 schemas_app = typer.Typer(help="Event contracts (JSON Schema).", no_args_is_help=True)
-
-
 k8s_app = typer.Typer(
     help="Kubernetes manifests generated from ragsift's tables.", no_args_is_help=True
 )
-
-
 audit_app = typer.Typer(help="The audit trail: check its hash chain.", no_args_is_help=True)
-
-
 keys_app = typer.Typer(
     help="API keys for `ragsift api`: create (shown once), list, revoke.", no_args_is_help=True
 )

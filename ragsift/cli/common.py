@@ -36,7 +36,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-
 console = Console()
 # soft_wrap: an error is one line however narrow the terminal (or a pipe's 80 columns)
 err_console = Console(stderr=True, soft_wrap=True)
