@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from ragsift.cli import SQUAD_DIR
+from ragsift.cli.evaluation import SQUAD_DIR
 from ragsift.retrieval.engines import packaged_calibration_path
 
 #: RAGSIFT_EMBEDDER_KIND -> the embedder id its shipped artifact is named by.

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ragsift.cli import app
-from ragsift.cli_render import confidence_line
+from ragsift.cli.render import confidence_line
 from ragsift.schemas import CacheInfo, RetrievalResult
 from tests.unit.report.conftest import build_result
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ragsift.cli_render import confidence_line, print_result
+from ragsift.cli.render import confidence_line, print_result
 from ragsift.confidence import disclaimer_for
 from ragsift.confidence.levels import Status
 from ragsift.schemas import Citation, ConfidenceBreakdown, RetrievalResult, RetrievedChunk

@@ -1,0 +1,59 @@
+"""The ``ragsift`` command (Typer + Rich): one module per command group.
+
+``common`` holds what every command shares (consoles, exit statuses, errors, options),
+``render`` how results are drawn; ``embedded``, ``review``, ``evaluation``,
+``calibration``, ``streaming``, ``serve`` and ``admin`` hold the commands. They are
+registered here, in the order ``ragsift --help`` lists them.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from ragsift.cli.admin import (
+    audit_app,
+    k8s_app,
+    keys_app,
+    schemas_app,
+    show_settings,
+    version,
+)
+from ragsift.cli.calibration import calibrate
+from ragsift.cli.embedded import ask, demo, ingest
+from ragsift.cli.evaluation import evaluate
+from ragsift.cli.review import assess, feedback
+from ragsift.cli.serve import api, serve_console
+from ragsift.cli.streaming import submit, tail, topics, worker
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="ragsift",
+    help="Streaming retrieval for RAG with calibrated confidence.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.command()(version)
+app.command("settings")(show_settings)
+app.command()(topics)
+app.command()(demo)
+app.command()(ingest)
+app.command()(ask)
+app.command()(assess)
+app.command()(feedback)
+app.command()(calibrate)
+app.command("eval")(evaluate)
+app.command()(worker)
+app.command()(submit)
+app.command()(tail)
+app.command()(api)
+app.command("console")(serve_console)
+app.add_typer(schemas_app, name="schemas")
+app.add_typer(k8s_app, name="k8s")
+app.add_typer(audit_app, name="audit")
+app.add_typer(keys_app, name="keys")
+
+
+def main() -> None:
+    """Entry point of the ``ragsift`` console script."""
+    app()

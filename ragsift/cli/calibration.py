@@ -1,0 +1,207 @@
+"""``calibrate``: fit the confidence calibration from a labelled set, or adapt the
+shipped one to an indexed collection (self-calibration)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ragsift.cli.common import DataDir, _runtime, _settings, console, err_console
+from ragsift.cli.evaluation import (
+    Dataset,
+    Half,
+    Labelled,
+    OutOfScope,
+    PoolOption,
+    Split,
+    _fmt,
+    _load_dataset,
+    _reader_features,
+    _retrieval_run,
+    _stage_progress,
+)
+from ragsift.errors import RagsiftError
+
+__all__ = ["calibrate"]
+
+
+def calibrate(
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Where to write the artifact JSON (with --collection: instead of the store).",
+        ),
+    ] = None,
+    dataset: Dataset = None,
+    labelled: Labelled = None,
+    out_of_scope: OutOfScope = None,
+    split: Split = "test",
+    pool: PoolOption = "auto",
+    half: Half = None,
+    alpha: Annotated[
+        float, typer.Option(help="Target risk: answered-without-relevant-context rate.")
+    ] = 0.1,
+    k: Annotated[int, typer.Option(help="Hits retrieved per question.")] = 8,
+    collection: Annotated[
+        str | None,
+        typer.Option(
+            "--collection",
+            "-c",
+            help="Self-calibrate this indexed collection from its own chunks (no labels"
+            " needed) and store the result, so its queries are scored with it.",
+        ),
+    ] = None,
+    tenant: Annotated[
+        str | None,
+        typer.Option(
+            "--tenant", "-t", help="With --collection: calibrate only this tenant's documents."
+        ),
+    ] = None,
+    data_dir: DataDir = None,
+    held_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--held-out",
+            help="With --collection: write the test questions kept out of the fit here"
+            " (JSONL, for `ragsift eval --pseudo-queries`).",
+        ),
+    ] = None,
+) -> None:
+    """Fit the confidence calibration: from a labelled set, or from one of your collections.
+
+    With --collection, ragsift adapts its shipped calibration to your documents
+    without labels: it makes test questions from your chunks, adds general
+    questions your documents cannot answer, and re-fits the confidence scale and
+    the answer threshold to how your collection scores them. The result is stored
+    under the data dir (calibrations/) and used for that collection's queries
+    (that tenant's, with --tenant) from then on; run it again after large ingests.
+    When no threshold keeps the risk on those test questions, nothing is stored
+    and the shipped calibration stays (docs/confidence.md, section 11).
+
+    With --dataset/--labelled it fits from labelled questions: without --half on
+    half the articles (the other half is what `ragsift eval` reports on); with
+    --half on every article of that half. With RAGSIFT_CONFIDENCE_READER_SIGNALS=on
+    the hits are read and the model also fits sentence_match and term_coverage.
+    """
+    if collection is not None:
+        _self_calibrate(collection, tenant, data_dir, out, held_out, alpha, k)
+        return
+    if out is None:
+        err_console.print("[red]error:[/red] give --out FILE (or --collection to self-calibrate)")
+        raise typer.Exit(2)
+    from ragsift.confidence import save_calibration
+    from ragsift.confidence.features import DEFAULT_FEATURES
+    from ragsift.evaluation import fit_from_run
+    from ragsift.evaluation.scoring import FIT_FRACTION, READER_SIGNAL_FEATURES
+
+    ds = _load_dataset(dataset, labelled, out_of_scope, split=split, pool=pool, half=half)
+    reads = _reader_features(_settings())
+    run = _retrieval_run(ds, k, "hybrid", reads)
+    artifact, _ = fit_from_run(
+        run,
+        alpha=alpha,
+        fit_fraction=1.0 if half else FIT_FRACTION,
+        features=DEFAULT_FEATURES + READER_SIGNAL_FEATURES if reads else DEFAULT_FEATURES,
+    )
+    save_calibration(artifact, out)
+    conformal = artifact.conformal
+    console.print(
+        f"wrote {out}: version {artifact.version} for {artifact.embedder_id}/{artifact.metric};"
+        f" conformal answer threshold {conformal.threshold:.3f} for risk <= {alpha}"
+        f" (upper bound {conformal.risk_upper_bound}, coverage {conformal.coverage},"
+        f" feasible {conformal.feasible})"
+    )
+
+
+def _self_calibrate(
+    collection: str,
+    tenant: str | None,
+    data_dir: Path | None,
+    out: Path | None,
+    held_out: Path | None,
+    alpha: float,
+    k: int,
+) -> None:
+    """``calibrate --collection``: fit, store (or write) and summarize the calibration."""
+
+    from ragsift.confidence import ConfidenceError, save_calibration
+    from ragsift.confidence.registry import CalibrationScope
+    from ragsift.evaluation.selfcal import self_calibrate
+    from ragsift.retrieval.errors import CollectionNotFoundError
+
+    _, runtime = _runtime(data_dir)
+    base = runtime.pipeline.engines.calibration
+    if base is None:
+        err_console.print(
+            "[red]error:[/red] self-calibration adjusts the calibrated scorer; set"
+            " RAGSIFT_CONFIDENCE_SCORER=calibrated"
+        )
+        raise typer.Exit(2)
+    if base.conformal.alpha != alpha:
+        base = base.model_copy(
+            update={"conformal": base.conformal.model_copy(update={"alpha": alpha})}
+        )
+
+    async def run() -> Any:
+        async with runtime:
+            with _stage_progress() as tick:
+                return await self_calibrate(
+                    runtime.index,
+                    runtime.embedder,
+                    base,
+                    collection=collection,
+                    tenant=tenant,
+                    k=k,
+                    progress=tick,
+                )
+
+    try:
+        result = asyncio.run(run())
+    except CollectionNotFoundError as exc:
+        err_console.print(f"[red]error:[/red] no collection {collection!r} in this data dir: {exc}")
+        raise typer.Exit(2) from exc
+    except (RagsiftError, ConfidenceError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    artifact = result.artifact
+    scope = CalibrationScope(collection, tenant)
+    if not artifact.conformal.feasible:
+        # Storing it would refuse every query of the collection; the shipped one stays.
+        err_console.print(
+            f"[red]error:[/red] no answer threshold of {scope} held risk <= {alpha} on its"
+            f" {artifact.conformal.n_calibration} held-out test questions (their source chunk"
+            " was often not the top hit); nothing stored, the shipped calibration stays in use"
+        )
+        raise typer.Exit(1)
+    if out is not None:
+        save_calibration(artifact, out)
+        where = str(out)
+    else:
+        store = runtime.calibration_store
+        assert store is not None  # the embedded runtime always has one
+        store.put(scope, artifact)
+        where = f"the calibration store for {scope}"
+    if held_out is not None:
+        with held_out.open("w", encoding="utf-8") as handle:
+            for q in result.held_out:
+                row = {"text": q.text, "tenant_id": q.tenant_id, "doc_id": q.doc_id}
+                handle.write(json.dumps(row) + "\n")
+    before, after, prov = base.conformal, artifact.conformal, artifact.provenance
+    assert prov is not None
+    console.print(
+        f"self-calibrated {scope} ({result.chunks} chunks; {prov.positives} answerable and"
+        f" {prov.negatives} unanswerable test questions): version {artifact.version}"
+        f" (from {base.version}), written to {where}"
+    )
+    console.print(
+        f"answer threshold {before.threshold:.3f} -> {after.threshold:.3f} for risk <="
+        f" {after.alpha} on this collection's test questions (upper bound"
+        f" {_fmt(after.risk_upper_bound)}, share answered {_fmt(after.coverage)},"
+        f" feasible {after.feasible})"
+    )

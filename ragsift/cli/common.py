@@ -1,0 +1,146 @@
+"""What every ``ragsift`` command shares: the consoles, exit statuses, one-line errors,
+the settings, the embedded runtime and the common options.
+
+The underscore names are the package's own helpers (imported by its command modules,
+not by anything outside ``ragsift.cli``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from ragsift.errors import RagsiftError
+from ragsift.settings import Settings
+
+__all__ = [
+    "ADVISORY_LOGGER",
+    "EXIT_FAILURE",
+    "EXIT_USAGE",
+    "SERVICE_SETTINGS",
+    "Collection",
+    "DataDir",
+    "Tenant",
+    "console",
+    "err_console",
+]
+
+
+T = TypeVar("T")
+
+console = Console()
+# soft_wrap: an error is one line however narrow the terminal (or a pipe's 80 columns)
+err_console = Console(stderr=True, soft_wrap=True)
+
+#: exit status of input the command refuses (bad option, unknown collection or tenant)
+EXIT_USAGE = 2
+#: exit status of a service that cannot be reached or a query that failed
+EXIT_FAILURE = 1
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Print ``error: message`` as one plain line (no markup, no traceback) and exit."""
+    err_console.print(Text.assemble(("error: ", "red"), message))
+    raise typer.Exit(code)
+
+
+def _settings() -> Settings:
+    try:
+        return Settings.from_env()
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+
+
+#: the report builder's C3 "advisory only" warning: the CLI shows the flag itself
+ADVISORY_LOGGER = "ragsift.report.builder"
+
+
+@contextlib.contextmanager
+def _quiet(logger: str) -> Iterator[None]:
+    """Silence a logger's warnings and errors while the command reports the error itself."""
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def _kafka(settings: Settings, work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` against the cluster; a broker that cannot be reached is a one-line error."""
+    from aiokafka.errors import KafkaError
+
+    try:
+        with _quiet("aiokafka"):
+            return asyncio.run(work)
+    except KafkaError as exc:
+        reason = " ".join(str(exc).split())  # aiokafka's text has newlines
+        if not reason.startswith(type(exc).__name__):
+            reason = f"{type(exc).__name__}: {reason}"
+        _fail(
+            f"Kafka at {settings.kafka.bootstrap_servers} ({settings.kafka.security_protocol})"
+            f" is not usable ({reason}); start the brokers or set RAGSIFT_KAFKA_BOOTSTRAP_SERVERS",
+            EXIT_FAILURE,
+        )
+
+
+def _runtime(data_dir: Path | None, *, existing: bool = False) -> tuple[Settings, Any]:
+    """The embedded runtime on ``data_dir``; ``existing``: a command that only reads
+    refuses a data directory nothing was ingested into, and does not create it."""
+    from ragsift.embedded import EmbeddedRuntime
+
+    settings = _settings()
+    if data_dir is not None:
+        settings = settings.model_copy(update={"data_dir": data_dir})
+    local = settings.qdrant.mode == "edge"  # a Qdrant server holds its data elsewhere
+    if existing and local and not Path(settings.data_dir).is_dir():
+        _fail(
+            f"no ragsift data in {settings.data_dir}: nothing has been indexed there; run"
+            f" `ragsift ingest PATH --tenant T --data-dir {settings.data_dir}` first"
+        )
+    try:
+        return settings, EmbeddedRuntime(settings)
+    except RagsiftError as exc:
+        _fail(str(exc))
+    except OSError as exc:  # a file a setting names (a calibration artifact, a model) is missing
+        _fail(f"{exc} (check the RAGSIFT_* settings that name files: `ragsift settings`)")
+
+
+#: the setting that points at each backing service, named when it cannot be reached
+SERVICE_SETTINGS = {
+    "qdrant": "RAGSIFT_QDRANT_URL",
+    "redis": "RAGSIFT_REDIS_URL",
+    "embedder": "RAGSIFT_EMBEDDER_BASE_URL",
+    "reranker": "RAGSIFT_RERANKER_URL",
+    "llm": "RAGSIFT_LLM_BASE_URL",
+}
+
+
+def _embedded(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` on the embedded runtime; a service it cannot reach is a one-line error."""
+    from ragsift.errors import ServiceUnavailableError
+
+    try:
+        return asyncio.run(work)
+    except ServiceUnavailableError as exc:
+        setting = SERVICE_SETTINGS.get(exc.service)
+        _fail(f"{exc}" + (f"; start it or set {setting}" if setting else ""), EXIT_FAILURE)
+
+
+DataDir = Annotated[
+    Path | None, typer.Option("--data-dir", help="Embedded data directory (default .ragsift).")
+]
+
+
+Tenant = Annotated[str, typer.Option("--tenant", "-t", help="Tenant the documents belong to.")]
+Collection = Annotated[str, typer.Option("--collection", "-c", help="Collection name.")]

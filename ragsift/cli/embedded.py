@@ -1,0 +1,269 @@
+"""The embedded runtime, no servers needed: ``demo``, ``ingest`` and ``ask``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from ragsift.cli.common import (
+    ADVISORY_LOGGER,
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    Collection,
+    DataDir,
+    Tenant,
+    _embedded,
+    _fail,
+    _quiet,
+    _runtime,
+    console,
+    err_console,
+)
+from ragsift.errors import RagsiftError
+from ragsift.schemas.base import MAX_K
+
+__all__ = ["ask", "demo", "ingest"]
+
+
+async def _require_documents(runtime: Any, tenant: str, collection: str) -> None:
+    """Refuse, in the user's words, a collection that does not exist or a tenant with no
+    documents in it: a search there could only ever find nothing."""
+    from ragsift.retrieval.edge import MAX_TENANTS_IN_INFO
+    from ragsift.retrieval.errors import CollectionNotFoundError
+
+    qdrant = runtime.settings.qdrant
+    where = f"in {runtime.data_dir}" if qdrant.mode == "edge" else f"on Qdrant at {qdrant.url}"
+    try:
+        info = await runtime.index.collection_info(collection)
+    except CollectionNotFoundError:
+        _fail(
+            f"collection {collection!r} does not exist {where}; index documents into it with"
+            f" `ragsift ingest PATH --tenant {tenant} --collection {collection}`"
+        )
+    tenants = info.tenants
+    # A facet capped at MAX_TENANTS_IN_INFO may leave out a tenant that has documents.
+    if tenants is not None and len(tenants) < MAX_TENANTS_IN_INFO and tenant not in tenants:
+        _fail(
+            f"tenant {tenant!r} has no documents in collection {collection!r} {where};"
+            f" index some with `ragsift ingest PATH --tenant {tenant}`"
+        )
+
+
+def demo(
+    data_dir: Annotated[
+        Path, typer.Option("--data-dir", help="Where the demo writes its shard and audit file.")
+    ] = Path(".ragsift/demo"),
+) -> None:
+    """Ingest a sample handbook and play scripted queries on the embedded runtime."""
+    import shutil
+
+    from ragsift.cli.render import demo_table
+    from ragsift.ingest.loaders import iter_documents
+    from ragsift.ingest.sample import DEMO_ASK, DEMO_QUERIES, write_sample_corpus
+    from ragsift.runtime_store import STORE_FILE
+    from ragsift.schemas import QueryEvent
+
+    if data_dir.exists():
+        shutil.rmtree(data_dir)  # the demo always starts from a clean shard
+    corpus = write_sample_corpus(data_dir / "corpus")
+    console.print(f"wrote a sample handbook of {len(corpus)} documents to {data_dir / 'corpus'}")
+    _, runtime = _runtime(data_dir)
+
+    async def run() -> list[tuple[str, Any, int]]:
+        async with runtime:
+            report = await runtime.ingest("demo", iter_documents(data_dir / "corpus"))
+            console.print(
+                f"indexed {report.documents} documents as {report.chunks} chunks with"
+                f" {runtime.embedder.embedder_id} into Qdrant Edge"
+            )
+            queries = [
+                QueryEvent(query_id=f"demo-{i}", tenant_id="demo", query=q.text)
+                for i, q in enumerate(DEMO_QUERIES)
+            ]
+            results = await runtime.ask(queries)
+            audit = runtime.audit.read_all()
+        per_query: dict[str, int] = {}
+        for row in audit:
+            subject = str(row.get("subject"))
+            per_query[subject] = per_query.get(subject, 0) + 1
+        return [
+            (q.kind, r, per_query.get(query.query_id, 0))
+            for q, query, r in zip(DEMO_QUERIES, queries, results, strict=True)
+        ]
+
+    # C3's per-query warning is for a service's logs; here the table shows each advisory
+    with _quiet(ADVISORY_LOGGER):
+        rows = _embedded(run())
+    wide = Console(width=max(console.width, 150))  # the table needs room even when piped
+    wide.print(demo_table(rows))
+    results = data_dir / "results.jsonl"
+    with results.open("w", encoding="utf-8") as handle:
+        for _, result, _ in rows:
+            handle.write(result.model_dump_json() + "\n")
+    console.print(f"audit trail (CloudEvents, JSONL): {data_dir / 'audit' / 'audit.jsonl'}")
+    console.print(
+        f"results (one JSON line per query): {results}; kept for ragsift assess in"
+        f" {data_dir / STORE_FILE}  ·  try: ragsift ask --data-dir"
+        f' {data_dir} --tenant demo "{DEMO_ASK}"'
+    )
+    console.print(f"then: ragsift assess --data-dir {data_dir} demo-0")
+
+
+def ingest(
+    path: Annotated[Path, typer.Argument(help="A .txt/.md/.jsonl file or a folder of them.")],
+    tenant: Tenant,
+    collection: Collection = "default",
+    source_type: Annotated[
+        str,
+        typer.Option(
+            help="Where the documents come from, which weighs how far they are trusted:"
+            " government, regulatory, market_data, third_party, internal or unknown."
+        ),
+    ] = "unknown",
+    data_dir: DataDir = None,
+) -> None:
+    """Chunk, embed and index documents into the embedded Qdrant Edge shard."""
+    from pydantic import TypeAdapter, ValidationError
+    from rich.progress import Progress
+
+    from ragsift.ingest.loaders import iter_documents
+    from ragsift.schemas.base import CollectionName, TenantId
+    from ragsift.streams.codec import describe_validation_error
+
+    # The names `ask` and the workers accept, checked before anything is written.
+    for field, adapter, value in (
+        ("tenant", TypeAdapter(TenantId), tenant),
+        ("collection", TypeAdapter(CollectionName), collection),
+    ):
+        try:
+            adapter.validate_python(value)
+        except ValidationError as exc:
+            _fail(f"--{field}: {describe_validation_error(exc).removeprefix('<event>: ')}")
+    try:
+        docs = list(iter_documents(path, source_type=source_type))
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    if not docs:
+        err_console.print(f"[red]error:[/red] no .txt/.md/.jsonl documents under {path}")
+        raise typer.Exit(2)
+    _, runtime = _runtime(data_dir)
+
+    async def run() -> Any:
+        async with runtime:
+            with Progress(console=err_console) as progress:
+                task = progress.add_task("indexing", total=len(docs))
+                return await runtime.ingest(
+                    tenant,
+                    docs,
+                    collection=collection,
+                    progress=lambda n: progress.update(task, completed=n),
+                )
+
+    report = _embedded(run())
+    console.print(
+        f"indexed {report.documents} documents as {report.chunks} chunks for tenant {tenant!r}"
+        f" in collection {collection!r}"
+    )
+
+
+def ask(
+    query: Annotated[str, typer.Argument(help="The question.")],
+    tenant: Tenant,
+    collection: Collection = "default",
+    k: Annotated[
+        int | None,
+        typer.Option(
+            help=f"How many passages to retrieve, 1 to {MAX_K}"
+            " (default: RAGSIFT_CONFIDENCE_DEFAULT_K, 8)."
+        ),
+    ] = None,
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="Search by meaning and words (hybrid), meaning only (dense) or words only"
+            " (keyword)."
+        ),
+    ] = "hybrid",
+    selection: Annotated[
+        str | None,
+        typer.Option(
+            help="Which passages to keep: those above a score bar (threshold, the default),"
+            " as many as it takes to be confident (adaptive), or the best few (top_k)."
+        ),
+    ] = None,
+    task: Annotated[
+        str | None,
+        typer.Option(
+            help="With --selection adaptive, how much context the task needs: debugging,"
+            " code_review, architecture, explanation, testing, devops, ml_engineering, general."
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    data_dir: DataDir = None,
+    collections: Annotated[
+        str | None,
+        typer.Option(
+            help="More collections to search, comma-separated: one confidence for the merged hits."
+        ),
+    ] = None,
+) -> None:
+    """Ask one question of the documents indexed by `ragsift ingest` and print the
+    confidence, the answer or refusal, and the context kept and dropped.
+
+    Exit status: 0 answered or refused; 1 retrieval failed; 2 the question was
+    rejected (too long, --k too large...) or the data directory, collection or tenant
+    has no documents.
+    """
+    import uuid
+
+    from pydantic import ValidationError
+
+    from ragsift.cli.render import print_answer_extras, print_result
+    from ragsift.schemas import DeadLetter, QueryEvent
+
+    try:
+        event = QueryEvent.model_validate(
+            {
+                "query_id": f"ask-{uuid.uuid4().hex[:12]}",
+                "tenant_id": tenant,
+                "query": query,
+                "collection": collection,
+                "k": k,
+                "mode": mode,
+                "selection": selection,
+                "task_type": task,
+                "collections": [c.strip() for c in collections.split(",")] if collections else [],
+            }
+        )
+    except ValidationError as exc:
+        from ragsift.streams.codec import describe_validation_error
+
+        _fail(describe_validation_error(exc))
+    _, runtime = _runtime(data_dir, existing=True)
+
+    async def run() -> Any:
+        async with runtime:
+            await _require_documents(runtime, tenant, collection)
+            return (await runtime.answer([event]))[0]
+
+    # a dead letter is reported below, once; the advisory flag is on the printed report
+    with _quiet("ragsift.streams.routing"), _quiet(ADVISORY_LOGGER):
+        outcome = _embedded(run())
+    result = getattr(outcome, "result", outcome)  # a StoredAnswer, or the DeadLetter
+    if isinstance(result, DeadLetter):
+        stage = result.stage
+        _fail(
+            f"query rejected at {stage}: {result.error}",
+            EXIT_USAGE if stage in ("decode", "validate") else EXIT_FAILURE,
+        )
+    if as_json:
+        console.print_json(result.model_dump_json())
+    else:
+        print_result(console, result)
+        print_answer_extras(console, outcome, data_dir)
+    if result.outcome == "error":
+        raise typer.Exit(EXIT_FAILURE)

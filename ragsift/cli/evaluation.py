@@ -1,0 +1,357 @@
+"""Measuring confidence on labelled sets: ``eval``, and the dataset options, loading
+and retrieval runs it shares with ``calibrate``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ragsift.cli.common import _settings, console, err_console
+from ragsift.errors import RagsiftError
+
+__all__ = ["SQUAD_DIR", "evaluate"]
+
+
+SQUAD_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "squad2"
+
+
+def _load_dataset(
+    dataset: str | None,
+    labelled: Path | None,
+    out_of_scope: Path | None,
+    *,
+    split: str,
+    pool: str,
+    half: int | None,
+) -> Any:
+    """The labelled set named on the command line (SQuAD files or a BEIR folder), or exit 2."""
+    from ragsift.evaluation import is_beir_folder, load_beir, load_squad, select_half
+
+    beir: Path | None = None
+    if dataset is not None:
+        if dataset == "squad2":
+            base = Path(os.environ.get("RAGSIFT_SQUAD2_DIR", SQUAD_DIR))
+            labelled, out_of_scope = base / "dev-v2.0.json", base / "test-v2.0.json"
+        elif is_beir_folder(Path(dataset)):
+            beir = Path(dataset)
+        else:
+            err_console.print(
+                f"[red]error:[/red] --dataset {dataset!r} is neither squad2 nor a BEIR folder"
+                " (a folder with corpus.jsonl, queries.jsonl and qrels/)"
+            )
+            raise typer.Exit(2)
+    if beir is None and labelled is None:
+        err_console.print("[red]error:[/red] give --dataset squad2|BEIR_FOLDER or --labelled FILE")
+        raise typer.Exit(2)
+    for path in (labelled, out_of_scope):
+        if path is not None and not path.is_file():
+            err_console.print(f"[red]error:[/red] no such file: {path}")
+            raise typer.Exit(2)
+    if pool not in ("auto", "corpus", "qrels", "candidates"):
+        err_console.print("[red]error:[/red] --pool must be auto, corpus, qrels or candidates")
+        raise typer.Exit(2)
+    try:
+        if beir is not None:
+            ds = load_beir(beir, split=split, out_of_scope=out_of_scope, pool=pool)  # type: ignore[arg-type]  # checked above
+        else:
+            assert labelled is not None
+            ds = load_squad(labelled, out_of_scope)
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    if half is not None:
+        if half not in (1, 2):
+            err_console.print(f"[red]error:[/red] --half must be 1 or 2, got {half}")
+            raise typer.Exit(2)
+        ds = select_half(ds, 1 if half == 1 else 2)
+    return ds
+
+
+def _with_pseudo_queries(ds: Any, pseudo_queries: Path | None, corpus: Path | None) -> Any:
+    """``eval --pseudo-queries/--corpus``: a collection's held-out test questions as in-scope."""
+    from ragsift.evaluation.dataset import with_pseudo_queries
+    from ragsift.ingest.loaders import iter_documents
+
+    if pseudo_queries is None:
+        err_console.print("[red]error:[/red] --corpus needs --pseudo-queries")
+        raise typer.Exit(2)
+    try:
+        extra = list(iter_documents(corpus)) if corpus is not None else []
+        return with_pseudo_queries(ds, pseudo_queries, extra)
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+
+
+@contextmanager
+def _stage_progress() -> Iterator[Callable[[str, int, int], None]]:
+    """A ``progress(stage, done, total)`` callback drawing one bar per stage on stderr."""
+    from rich.progress import Progress
+
+    with Progress(console=err_console, transient=True) as bar:
+        tasks: dict[str, Any] = {}
+
+        def tick(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done)
+
+        yield tick
+
+
+def _retrieval_run(ds: Any, k: int, mode: str, reads: frozenset[str] = frozenset()) -> Any:
+    """Retrieve every question; with ``reads`` (reader features), read the hits too."""
+
+    from ragsift.evaluation import run_retrieval
+    from ragsift.retrieval.bm25 import Bm25Encoder
+    from ragsift.retrieval.reader import Reader
+    from ragsift.wiring import build_embedder
+
+    settings = _settings()
+    embedder = build_embedder(settings.embedder)
+    reader = (
+        Reader(
+            embedder,
+            encoder=Bm25Encoder() if "term_coverage" in reads else None,
+            sentences="sentence_match" in reads,
+            top_n=settings.confidence.reader_top_n,
+        )
+        if reads
+        else None
+    )
+    counts = ds.counts()
+    pooled = sum(q.candidates is not None for q in ds.queries)
+    err_console.print(
+        f"{ds.name}: {counts['documents']} documents, {counts.get('in_scope', 0)} in-scope,"
+        f" {counts.get('near_miss', 0)} near-miss, {counts.get('out_of_scope', 0)} out-of-scope"
+        f" questions{f' ({pooled} searched in their own pools)' if pooled else ''};"
+        f" embedder {embedder.embedder_id}"
+    )
+    with _stage_progress() as tick:
+        return asyncio.run(
+            run_retrieval(ds, embedder, k=k, mode=mode, progress=tick, reader=reader)
+        )
+
+
+def _reader_features(settings: Any) -> frozenset[str]:
+    """The reader signals a calibration fits when RAGSIFT_CONFIDENCE_READER_SIGNALS=on."""
+    from ragsift.evaluation.scoring import READER_SIGNAL_FEATURES
+
+    on = settings.confidence.reader_signals == "on"
+    return frozenset(READER_SIGNAL_FEATURES) if on else frozenset()
+
+
+Dataset = Annotated[
+    str | None,
+    typer.Option(
+        "--dataset",
+        help="squad2 (the bundled SQuAD 2.0 files) or a BEIR folder"
+        " (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv; docs/evaluation.md).",
+    ),
+]
+Labelled = Annotated[
+    Path | None, typer.Option("--labelled", help="A SQuAD 2.0-format file (corpus + labels).")
+]
+OutOfScope = Annotated[
+    Path | None,
+    typer.Option(
+        "--out-of-scope",
+        help="Out-of-scope questions: a SQuAD-format file, or queries.jsonl format for BEIR.",
+    ),
+]
+Split = Annotated[str, typer.Option("--split", help="BEIR qrels split (qrels/SPLIT.tsv).")]
+PoolOption = Annotated[
+    str,
+    typer.Option(
+        "--pool",
+        help="BEIR: where each query searches. auto = candidates.jsonl if present, else"
+        " corpus; qrels = the docs its qrels judge; candidates = candidates.jsonl.",
+    ),
+]
+Half = Annotated[
+    int | None,
+    typer.Option(
+        "--half",
+        help="Keep half 1 or 2 of the articles (seeded split by title; SQuAD corpus and"
+        " out-of-scope articles split too): calibrate on one, eval on the other.",
+    ),
+]
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None or value != value else f"{value:.3f}"  # NaN != NaN
+
+
+def evaluate(
+    dataset: Dataset = None,
+    labelled: Labelled = None,
+    out_of_scope: OutOfScope = None,
+    split: Split = "test",
+    pool: PoolOption = "auto",
+    half: Half = None,
+    artifact_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--artifact",
+            help="Apply this calibration artifact to every question (no refit). Without it,"
+            " the calibration is refit on half the articles and reported on the other half.",
+        ),
+    ] = None,
+    near_miss_negatives: Annotated[
+        bool,
+        typer.Option(
+            "--near-miss-negatives",
+            help="Score near-miss (is_impossible) questions as negatives in every figure.",
+        ),
+    ] = False,
+    per_query: Annotated[
+        Path | None,
+        typer.Option("--per-query", help="Write one JSON line per evaluated question here."),
+    ] = None,
+    pseudo_queries: Annotated[
+        Path | None,
+        typer.Option(
+            "--pseudo-queries",
+            help="Use these as the in-scope questions (the --held-out file of `ragsift"
+            " calibrate --collection`); the set's out-of-scope questions stay.",
+        ),
+    ] = None,
+    corpus: Annotated[
+        Path | None,
+        typer.Option(
+            "--corpus", help="Add these documents (a file or folder, as `ragsift ingest`)."
+        ),
+    ] = None,
+    max_out_of_scope: Annotated[
+        int | None,
+        typer.Option(
+            "--max-out-of-scope",
+            help="Keep at most this many out-of-scope questions (seeded sample): risk"
+            " depends on the mix of answerable and unanswerable questions.",
+        ),
+    ] = None,
+    k: Annotated[int, typer.Option(help="Hits retrieved per question.")] = 8,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Measure the confidence scores on a labelled dataset: ranking, calibration, answer
+    rate and risk at the answer threshold, the calibrated scorer against the simple rules."""
+    import numpy as np
+
+    from ragsift.confidence import ConfidenceError, load_calibration
+    from ragsift.confidence.features import DEFAULT_FEATURES, READER_FEATURES
+    from ragsift.evaluation import evaluate_scorers, fit_from_run
+    from ragsift.evaluation.scoring import READER_SIGNAL_FEATURES
+
+    ds = _load_dataset(dataset, labelled, out_of_scope, split=split, pool=pool, half=half)
+    if pseudo_queries is not None or corpus is not None:
+        ds = _with_pseudo_queries(ds, pseudo_queries, corpus)
+    if max_out_of_scope is not None:
+        from ragsift.evaluation.dataset import limit_out_of_scope
+
+        try:
+            ds = limit_out_of_scope(ds, max_out_of_scope)
+        except RagsiftError as exc:
+            err_console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from exc
+    settings = _settings()
+    artifact = None
+    if artifact_path is not None:
+        from ragsift.wiring import build_embedder
+
+        try:
+            artifact = load_calibration(
+                artifact_path,
+                embedder_id=build_embedder(settings.embedder).embedder_id,
+                metric="cosine",
+            )
+        except (OSError, ConfidenceError) as exc:
+            err_console.print(f"[red]error:[/red] {artifact_path}: {exc}")
+            raise typer.Exit(2) from exc
+    if artifact is None:
+        reads = _reader_features(settings)
+        features = DEFAULT_FEATURES + READER_SIGNAL_FEATURES if reads else DEFAULT_FEATURES
+    else:
+        reads = READER_FEATURES.intersection(artifact.features)
+    run = _retrieval_run(ds, k, "hybrid", reads)
+    if artifact is None:
+        artifact, fit = fit_from_run(run, features=features)
+        evaluated = ~fit
+        how = "refit on half (fit on half the articles, reported on the other half)"
+    else:
+        evaluated = np.ones(len(run.queries), dtype=bool)
+        how = (
+            f"applied artifact {artifact_path} ({artifact.version}, fit on {artifact.data.source})"
+        )
+    result = evaluate_scorers(run, artifact, evaluated, near_miss_negatives=near_miss_negatives)
+    if per_query is not None:
+        with per_query.open("w", encoding="utf-8") as handle:
+            for row in result.per_query(run):
+                handle.write(json.dumps(row) + "\n")
+    in_scope = np.array([q.kind == "in_scope" for q in run.queries])
+    summary = {
+        "dataset": run.dataset.name,
+        "embedder_id": run.embedder_id,
+        "mode": run.mode,
+        "k": run.k,
+        "calibration": how,
+        "calibration_version": artifact.version,
+        "near_miss_negatives": near_miss_negatives,
+        "reader_signals": sorted(reads),
+        "counts": run.dataset.counts(),
+        "evaluated_queries": int(evaluated.sum()),
+        "recall_at_k": float((run.relevant_rank()[in_scope] > 0).mean())
+        if in_scope.any()
+        else None,
+        "scorers": [r.to_dict() for r in result.reports],
+    }
+    if as_json:
+        print(json.dumps(summary))
+        return
+    table = Table(
+        "scorer",
+        "AUROC",
+        "ECE",
+        "cov@p90",
+        "cov@p95",
+        "AURC",
+        "answer rate",
+        "risk",
+        f"risk <= {artifact.conformal.alpha}",
+        "refusal P",
+        "refusal R",
+        "near-miss refused",
+        "near-miss AUROC",
+        "rule",
+        title=f"ragsift eval — {run.dataset.name}, {run.embedder_id}, {run.mode} k={run.k};"
+        f" {how}; {int(evaluated.sum())} questions"
+        f"{', near misses as negatives' if near_miss_negatives else ''}",
+    )
+    for r in result.reports:
+        table.add_row(
+            r.name,
+            _fmt(r.auroc),
+            _fmt(r.ece),
+            _fmt(r.coverage_at_p90),
+            _fmt(r.coverage_at_p95),
+            _fmt(r.aurc),
+            f"{_fmt(r.answer_rate)} ({r.answered})",
+            _fmt(r.risk),
+            r.target,
+            _fmt(r.refusal_precision),
+            _fmt(r.refusal_recall),
+            _fmt(r.near_miss_refusal_rate),
+            _fmt(r.near_miss_auroc),
+            r.rule,
+        )
+    Console(width=max(console.width, 200)).print(table)
+    if summary["recall_at_k"] is not None:
+        console.print(f"recall@{run.k} of in-scope questions: {summary['recall_at_k']:.3f}")

@@ -1,0 +1,180 @@
+"""Looking back at a past embedded answer: ``assess`` it (or score given chunks) and
+label it with ``feedback``."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ragsift.cli.common import Collection, DataDir, _runtime, _settings, console, err_console
+from ragsift.errors import RagsiftError
+
+__all__ = ["assess", "feedback"]
+
+
+def assess(
+    query_id: Annotated[
+        str | None, typer.Argument(help="A past query's id (ask and demo print it).")
+    ] = None,
+    query: Annotated[
+        str | None, typer.Option("--query", help="Score the chunks given by --chunks for this.")
+    ] = None,
+    chunks: Annotated[
+        str | None, typer.Option("--chunks", help="Comma-separated chunk ids (with --query).")
+    ] = None,
+    tenant: Annotated[
+        str | None,
+        typer.Option("--tenant", "-t", help="Tenant of the query or chunks (needed with --query)."),
+    ] = None,
+    collection: Collection = "default",
+    data_dir: DataDir = None,
+) -> None:
+    """Show a past query's confidence breakdown, report and advice, or score given chunks."""
+    if (query_id is None) == (query is None):
+        err_console.print("[red]error:[/red] give a QUERY_ID, or --query with --chunks")
+        raise typer.Exit(2)
+    if query is not None:
+        _assess_chunks(query, chunks, tenant, collection, data_dir)
+        return
+    from ragsift.cli.render import print_assessment
+    from ragsift.runtime_store import STORE_FILE, ResultStore
+
+    settings = _settings()
+    path = (data_dir or settings.data_dir) / STORE_FILE
+    if not path.is_file():
+        err_console.print(
+            f"[red]error:[/red] no results stored under {path.parent}:"
+            " run `ragsift ask` or `ragsift demo` there first"
+        )
+        raise typer.Exit(1)
+    store = ResultStore(path, max_results=settings.runtime.store_max_results)
+    try:
+        found = store.get(str(query_id), tenant)
+    finally:
+        store.close()
+    if found is None:
+        err_console.print(f"[red]error:[/red] no stored result for query id {query_id!r}")
+        raise typer.Exit(1)
+    print_assessment(console, found)
+
+
+def _assess_chunks(
+    query: str, chunks: str | None, tenant: str | None, collection: str, data_dir: Path | None
+) -> None:
+    """``assess --query … --chunks …``: the pipeline's verdict on exactly those chunks."""
+    import uuid
+
+    from pydantic import ValidationError
+
+    from ragsift.cli.render import print_assessment
+    from ragsift.runtime_store import StoredAnswer
+    from ragsift.schemas import QueryEvent
+    from ragsift.streams.codec import describe_validation_error
+
+    ids = [c.strip() for c in (chunks or "").split(",") if c.strip()]
+    if not ids or tenant is None:
+        err_console.print("[red]error:[/red] --query needs --chunks id1,id2,... and --tenant")
+        raise typer.Exit(2)
+    try:
+        event = QueryEvent(
+            query_id=f"assess-{uuid.uuid4().hex[:12]}",
+            tenant_id=tenant,
+            query=query,
+            collection=collection,
+        )
+    except ValidationError as exc:
+        err_console.print(f"[red]error:[/red] {describe_validation_error(exc)}")
+        raise typer.Exit(2) from exc
+    _, runtime = _runtime(data_dir)
+
+    async def run() -> Any:
+        async with runtime:
+            return await runtime.assess_chunks(event, ids)
+
+    try:
+        assessed = asyncio.run(run())
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    if not isinstance(assessed, StoredAnswer):
+        err_console.print(f"[red]error:[/red] rejected at {assessed.stage}: {assessed.error}")
+        raise typer.Exit(1)
+    found = {h.chunk_id for h in assessed.result.hits} | {
+        d.chunk_id for d in assessed.result.dropped
+    }
+    missing = [c for c in ids if c not in found]
+    print_assessment(console, assessed)
+    if missing:
+        err_console.print(
+            f"[yellow]not found for tenant {tenant!r} in {collection!r}:[/yellow]"
+            f" {', '.join(missing)}"
+        )
+
+
+def feedback(
+    query_id: Annotated[str, typer.Argument(help="The query the label is about (from `ask`).")],
+    relevant: Annotated[
+        bool,
+        typer.Option(
+            "--relevant/--not-relevant",
+            help="Whether the result's kept context held the answer.",
+        ),
+    ],
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", "-t", help="Tenant (default: the query's).")
+    ] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Label a past embedded result; re-fit the tenant's calibration once enough labels exist.
+
+    The label is kept under the data dir, keyed by query id (labelling again replaces
+    it). With RAGSIFT_FEEDBACK_MIN_LABELS labels for the tenant and collection, a new
+    calibration is fit and stored under <data dir>/calibrations.
+    """
+    import uuid
+
+    from ragsift.embedded import embedded_feedback_loop
+    from ragsift.observability.metrics import Metrics
+    from ragsift.schemas import FeedbackEvent
+    from ragsift.wiring import build_embedder
+    from ragsift.workers.calibration import FeedbackRefused
+
+    settings = _settings()
+    if data_dir is not None:
+        settings = settings.model_copy(update={"data_dir": data_dir})
+    try:
+        loop = embedded_feedback_loop(
+            settings, build_embedder(settings.embedder).embedder_id, Metrics()
+        )
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    if loop is None:
+        err_console.print(
+            "[red]error:[/red] feedback re-fits need RAGSIFT_CONFIDENCE_SCORER=calibrated"
+        )
+        raise typer.Exit(2)
+    record = loop.store.recall(query_id)
+    try:
+        event = FeedbackEvent(
+            event_id=f"cli-{uuid.uuid4().hex[:12]}",
+            query_id=query_id,
+            tenant_id=tenant or (record.tenant_id if record else "unknown"),
+            relevant=relevant,
+        )
+        version = loop.apply(event)
+    except (FeedbackRefused, ValueError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    assert record is not None  # apply refuses an unknown query
+    scope = f"{record.tenant_id}/{record.collection}"
+    labels = len(loop.store.labels(loop.scope_of(record)))
+    console.print(
+        f"labelled {query_id} {'relevant' if relevant else 'not relevant'}"
+        f" ({scope}: {labels} labels)"
+    )
+    if version is not None:
+        console.print(f"re-fit the calibration of {scope}: {version}")

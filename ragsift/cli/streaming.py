@@ -1,0 +1,248 @@
+"""The streaming runtime on Kafka: ``topics``, ``worker``, ``submit`` and ``tail``."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from ragsift.cli.common import EXIT_USAGE, _kafka, _settings, console, err_console
+from ragsift.errors import RagsiftError
+from ragsift.settings import Settings
+
+__all__ = ["submit", "tail", "topics", "worker"]
+
+
+def topics(
+    create: Annotated[
+        bool, typer.Option("--create", help="Create the missing topics on the Kafka cluster.")
+    ] = False,
+) -> None:
+    """List every topic ragsift reads or writes, with key and retention."""
+    from ragsift.streams.topics import TOPICS
+
+    settings = _settings()
+    prefix = settings.kafka.topic_prefix
+    if create:
+        from ragsift.streams.admin import ensure_topics
+
+        created = _kafka(settings, ensure_topics(settings.kafka))
+        console.print(f"created {len(created)} topics: {', '.join(created) or '-'}")
+    table = Table("topic", "contract", "key", "cleanup", "retention (days)", "what")
+    for spec in TOPICS.values():
+        days = "-" if spec.retention_ms is None else f"{spec.retention_ms / 86_400_000:g}"
+        table.add_row(
+            spec.name(prefix),
+            spec.model.__name__,
+            spec.key,
+            spec.cleanup_policy,
+            days,
+            spec.description,
+        )
+    console.print(table)
+
+
+def _warn_unless_redis(settings: Settings) -> None:
+    """One line when the result cache's Redis does not answer: workers run without it
+    (every query bypasses the cache) and use it again once it is back."""
+    from ragsift.errors import ServiceUnavailableError
+    from ragsift.retrieval.redis_cache import RedisCache
+
+    async def probe() -> None:
+        cache = RedisCache(settings.redis)
+        try:
+            await cache.get("ragsift-cli-probe")
+        finally:
+            await cache.close()
+
+    try:
+        asyncio.run(probe())
+    except ServiceUnavailableError as exc:
+        url = settings.masked()["redis"]["url"]
+        err_console.print(
+            Text.assemble(
+                ("warning: ", "yellow"),
+                f"Redis at {url} is not usable ({exc}); results are not cached until it"
+                " answers; start it or set RAGSIFT_REDIS_URL",
+            )
+        )
+
+
+def worker(
+    names: Annotated[
+        list[str],
+        typer.Argument(
+            help="Which workers to run: retrieval, indexer, audit, decision, report and/or"
+            " calibration (re-fits tenants' calibrations from feedback); several share one"
+            " process."
+        ),
+    ],
+    web_port: Annotated[
+        int, typer.Option(help="Port of /metrics, /healthz, /readyz.", min=1, max=65_535)
+    ] = 6066,
+    web_host: Annotated[
+        str | None,
+        typer.Option(
+            help="Interface of those pages (default RAGSIFT_WORKER_WEB_HOST, 127.0.0.1);"
+            " 0.0.0.0 in containers."
+        ),
+    ] = None,
+    loglevel: Annotated[str, typer.Option(help="crit, error, warn, info or debug.")] = "info",
+    audit_dir: Annotated[
+        Path | None, typer.Option(help="Audit sink folder (default <data dir>/audit).")
+    ] = None,
+) -> None:
+    """Run streaming workers that consume from Kafka: retrieval answers queries, indexer
+    indexes documents, audit writes the audit trail, decision and report turn results
+    into decisions and reports."""
+    from faust.worker import Worker
+
+    from ragsift.workers.service import WORKER_NAMES, build_worker
+
+    bad = [n for n in names if n not in WORKER_NAMES]
+    if bad:
+        err_console.print(f"[red]error:[/red] unknown worker {bad}; choose from {WORKER_NAMES}")
+        raise typer.Exit(2)
+    settings = _settings()
+    try:
+        faust_app, _ = build_worker(
+            names,  # type: ignore[arg-type]  # names checked above
+            settings,
+            web_port=web_port,
+            web_host=web_host,
+            audit_dir=audit_dir,
+        )
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    from ragsift.streams.admin import ensure_topics
+
+    if settings.cache.enabled and {"retrieval", "indexer"} & set(names):
+        _warn_unless_redis(settings)
+    created = _kafka(settings, ensure_topics(settings.kafka))
+    if created:
+        err_console.print(f"created topics: {', '.join(created)}")
+    Worker(faust_app, loglevel=loglevel).execute_from_commandline()
+
+
+def submit(
+    source: Annotated[str, typer.Argument(help="A JSONL file of query events, or - for stdin.")],
+    topic: Annotated[str, typer.Option(help="Logical topic to publish to.")] = "queries",
+    raw: Annotated[
+        bool, typer.Option("--raw", help="Send lines as they are, without validating them.")
+    ] = False,
+) -> None:
+    """Publish events (one JSON object per line) to a ragsift topic on Kafka. Every line
+    is checked first; each rejected one is named, and makes the exit status 2."""
+    import sys
+
+    from ragsift.streams import clients
+    from ragsift.streams.codec import EventCodec
+    from ragsift.streams.topics import TOPICS
+
+    if topic not in TOPICS:
+        err_console.print(f"[red]error:[/red] unknown topic {topic!r}; known: {sorted(TOPICS)}")
+        raise typer.Exit(2)
+    settings = _settings()
+    spec = TOPICS[topic]
+    codec = EventCodec(spec.model)
+    if source != "-" and not Path(source).is_file():
+        err_console.print(f"[red]error:[/red] no such file: {source}")
+        raise typer.Exit(2)
+    lines = (
+        sys.stdin.read().splitlines()
+        if source == "-"
+        else Path(source).read_text(encoding="utf-8").splitlines()
+    )
+
+    # Every line is checked before connecting: a bad file is refused without a broker.
+    events: list[tuple[bytes | None, bytes]] = []
+    rejected = 0
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        payload = line.strip().encode()
+        key = b""
+        if not raw:
+            try:
+                event = codec.decode(payload)
+            except RagsiftError as exc:
+                err_console.print(Text.assemble(f"line {lineno}: ", ("rejected ", "red"), str(exc)))
+                rejected += 1
+                continue
+            key = str(getattr(event, spec.key, "")).encode()
+            payload = codec.encode(event)
+        events.append((key or None, payload))
+
+    async def run() -> int:
+        producer = clients.producer(settings.kafka, linger_ms=5)
+        try:
+            await producer.start()
+            for key, payload in events:
+                await producer.send(spec.name(settings.kafka.topic_prefix), payload, key=key)
+            await producer.flush()
+        finally:
+            await producer.stop()
+        return len(events)
+
+    sent = _kafka(settings, run()) if events else 0
+    console.print(
+        f"sent {sent} events to {spec.name(settings.kafka.topic_prefix)}; rejected {rejected}"
+    )
+    if rejected:
+        raise typer.Exit(EXIT_USAGE)
+
+
+def tail(
+    topic: Annotated[str, typer.Argument(help="Logical topic: retrievals, audit, deadletter...")],
+    from_beginning: Annotated[bool, typer.Option(help="Start at the oldest event.")] = False,
+    limit: Annotated[int | None, typer.Option(help="Stop after this many events.")] = None,
+    idle_timeout: Annotated[
+        float | None, typer.Option(help="Stop after this many seconds without an event.")
+    ] = None,
+) -> None:
+    """Print a topic's events, pretty-printed, as they arrive."""
+    import time
+
+    from ragsift.streams import clients
+    from ragsift.streams.topics import TOPICS
+
+    if topic not in TOPICS:
+        err_console.print(f"[red]error:[/red] unknown topic {topic!r}; known: {sorted(TOPICS)}")
+        raise typer.Exit(2)
+    settings = _settings()
+    name = TOPICS[topic].name(settings.kafka.topic_prefix)
+
+    async def run() -> int:
+        consumer = clients.consumer(
+            settings.kafka,
+            name,
+            auto_offset_reset="earliest" if from_beginning else "latest",
+        )
+        shown = 0
+        last = time.monotonic()
+        try:
+            await consumer.start()
+            while limit is None or shown < limit:
+                batches = await consumer.getmany(timeout_ms=500)
+                for tp, records in batches.items():
+                    for record in records:
+                        console.rule(f"{tp.topic}[{tp.partition}]@{record.offset}")
+                        try:
+                            console.print_json((record.value or b"null").decode())
+                        except (UnicodeDecodeError, ValueError):
+                            console.print(repr(record.value))
+                        shown += 1
+                        last = time.monotonic()
+                if idle_timeout is not None and time.monotonic() - last > idle_timeout:
+                    break
+        finally:
+            await consumer.stop()
+        return shown
+
+    shown = _kafka(settings, run())
+    err_console.print(f"{shown} events from {name}")
