@@ -8,7 +8,7 @@ import httpx
 import numpy as np
 import numpy.typing as npt
 
-from ragsift.http_retry import Secret, bearer_client, retry_after
+from ragsift.http_client import JsonEndpoint, Secret, check_base_url, openai_endpoint
 from ragsift.retrieval.embedders.base import FloatMatrix, l2_normalize
 from ragsift.retrieval.errors import (
     DimensionMismatchError,
@@ -20,9 +20,6 @@ __all__ = ["OpenAIEmbedder"]
 
 OPENAI_DEFAULT_BATCH = 64  # well under OpenAI's 2,048 inputs per request
 OPENAI_DEFAULT_TIMEOUT_S = 30.0
-_HTTP_OK = 200
-_HTTP_TOO_MANY_REQUESTS = 429
-_HTTP_SERVER_ERROR = 500
 _BODY_EXCERPT = 500
 
 
@@ -53,8 +50,7 @@ class OpenAIEmbedder:
         embedder_id: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+        check_base_url(base_url)
         if not model:
             raise ValueError(f"model must be non-empty, got {model!r}")
         if dim <= 0:
@@ -63,13 +59,25 @@ class OpenAIEmbedder:
             raise ValueError(f"batch_size must be > 0, got {batch_size}")
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0, got {timeout}")
-        root = base_url.rstrip("/")
-        self.url = f"{root}/embeddings" if root.endswith("/v1") else f"{root}/v1/embeddings"
+        self.url = openai_endpoint(base_url, "embeddings")
         self.model = model
         self.batch_size = batch_size
         self._dim = dim
         self._id = embedder_id or f"openai-{model}-{dim}"
-        self._client = bearer_client(api_key, timeout=timeout, transport=transport)
+        # Not retried (no RetryPolicy): the pipeline turns a failed embed into an error
+        # result for the query at once, which says the embedder was unavailable.
+        self._endpoint = JsonEndpoint(
+            self.url,
+            shown_url=self.url,
+            api_key=api_key,
+            timeout=timeout,
+            transport=transport,
+            request="embedding request",
+            service="embedding service",
+            unavailable=EmbedderUnavailableError,
+            response_error=EmbedderResponseError,
+            excerpt_chars=_BODY_EXCERPT,
+        )
 
     @property
     def embedder_id(self) -> str:
@@ -83,25 +91,7 @@ class OpenAIEmbedder:
 
     async def _request(self, texts: list[str]) -> FloatMatrix:
         body = {"model": self.model, "input": texts, "encoding_format": "float"}
-        try:
-            response = await self._client.post(self.url, json=body)
-        except httpx.TimeoutException as exc:
-            raise EmbedderUnavailableError(f"embedding request to {self.url} timed out") from exc
-        except httpx.TransportError as exc:
-            raise EmbedderUnavailableError(
-                f"embedding service {self.url} unreachable: {exc}"
-            ) from exc
-        if response.status_code != _HTTP_OK:
-            excerpt = response.text[:_BODY_EXCERPT]
-            message = f"embedding service {self.url} answered {response.status_code}: {excerpt}"
-            if (
-                response.status_code == _HTTP_TOO_MANY_REQUESTS
-                or response.status_code >= _HTTP_SERVER_ERROR
-            ):
-                raise EmbedderUnavailableError(
-                    message, status_code=response.status_code, retry_after=retry_after(response)
-                )
-            raise EmbedderResponseError(message, status_code=response.status_code, body=excerpt)
+        response = await self._endpoint.post(body)
         try:
             data = sorted(response.json()["data"], key=lambda item: item["index"])
             vectors = [item["embedding"] for item in data]
@@ -109,7 +99,7 @@ class OpenAIEmbedder:
             raise EmbedderResponseError(
                 f"malformed embeddings answer from {self.url}: {exc}",
                 status_code=response.status_code,
-                body=response.text[:_BODY_EXCERPT],
+                body=self._endpoint.excerpt(response),
             ) from exc
         if len(vectors) != len(texts):
             raise EmbedderResponseError(
@@ -142,4 +132,4 @@ class OpenAIEmbedder:
 
     async def aclose(self) -> None:
         """Close the HTTP connection pool."""
-        await self._client.aclose()
+        await self._endpoint.close()
