@@ -5,8 +5,8 @@
   API (``/v1`` appended when the root lacks it).
 - :class:`JsonEndpoint`: one JSON ``POST`` endpoint whose failures are mapped the
   same way for every service: timeouts, no connection, 429 and 5xx raise the
-  caller's *unavailable* error (with ``Retry-After``), any other non-200 its
-  *response* error with an excerpt of the body.
+  service's *unavailable* error (with ``Retry-After``), any other non-200 its
+  *response* error with an excerpt of the body (:class:`ServiceErrors` names both).
 - :class:`RetryPolicy`: bounded retries of the *unavailable* errors with a
   doubling pause that honours ``Retry-After`` (tenacity), all under one total
   deadline: httpx's timeout bounds each read, so a server trickling a byte at a
@@ -29,6 +29,7 @@ __all__ = [
     "JsonEndpoint",
     "RetryPolicy",
     "Secret",
+    "ServiceErrors",
     "bearer_client",
     "check_base_url",
     "openai_endpoint",
@@ -100,15 +101,11 @@ def openai_endpoint(base_url: str, path: str) -> str:
     return f"{root}/{path}" if root.endswith("/v1") else f"{root}/v1/{path}"
 
 
-class JsonEndpoint:
-    """One JSON ``POST`` endpoint: bearer auth, and one mapping of failures to errors.
+@dataclass(frozen=True, slots=True)
+class ServiceErrors:
+    """How one service's failures read, and which of its errors they raise.
 
-    Args:
-        url: where to post.
-        shown_url: ``url`` as errors show it (credentials masked by the caller).
-        api_key: bearer token; ``None`` for local servers.
-        timeout: seconds per read (httpx: connect, read, write, pool).
-        transport: an httpx transport (tests, proxies).
+    Attributes:
         request: what a request is called in errors (``"chat request"``).
         service: what the server is called in errors (``"chat service"``).
         unavailable: the error for timeouts, no connection, 429 and 5xx.
@@ -116,49 +113,59 @@ class JsonEndpoint:
         excerpt_chars: how much of an error body an error message carries.
     """
 
+    request: str
+    service: str
+    unavailable: UnavailableError
+    response_error: ResponseError
+    excerpt_chars: int
+
+
+class JsonEndpoint:
+    """One JSON ``POST`` endpoint, and one mapping of its failures to a service's errors.
+
+    Args:
+        url: where to post.
+        errors: the service's words and error classes.
+        client: the HTTP client (see :func:`bearer_client`); closed by :meth:`close`.
+        shown_url: ``url`` as errors show it, credentials masked (default: ``url``).
+    """
+
     def __init__(
         self,
         url: str,
+        errors: ServiceErrors,
+        client: httpx.AsyncClient,
         *,
-        shown_url: str,
-        api_key: str | Secret | None,
-        timeout: float,
-        transport: httpx.AsyncBaseTransport | None,
-        request: str,
-        service: str,
-        unavailable: UnavailableError,
-        response_error: ResponseError,
-        excerpt_chars: int,
+        shown_url: str | None = None,
     ) -> None:
         self.url = url
-        self.shown_url = shown_url
-        self.excerpt_chars = excerpt_chars
-        self._request = request
-        self._service = service
-        self._unavailable = unavailable
-        self._response_error = response_error
-        self._client = bearer_client(api_key, timeout=timeout, transport=transport)
+        self.shown_url = shown_url or url
+        self.errors = errors
+        self._client = client
 
     def excerpt(self, response: httpx.Response) -> str:
         """The start of a body, for an error message and the log."""
-        return response.text[: self.excerpt_chars]
+        return response.text[: self.errors.excerpt_chars]
 
     async def post(self, body: dict[str, Any]) -> httpx.Response:
         """The 200 answer to ``body``, or the caller's error naming what went wrong."""
+        errors = self.errors
         try:
             response = await self._client.post(self.url, json=body)
         except httpx.TimeoutException as exc:
-            raise self._unavailable(f"{self._request} to {self.shown_url} timed out") from exc
+            raise errors.unavailable(f"{errors.request} to {self.shown_url} timed out") from exc
         except httpx.TransportError as exc:
-            raise self._unavailable(f"{self._service} {self.shown_url} unreachable: {exc}") from exc
+            raise errors.unavailable(
+                f"{errors.service} {self.shown_url} unreachable: {exc}"
+            ) from exc
         code = response.status_code
         if code == _HTTP_OK:
             return response
         excerpt = self.excerpt(response)
-        message = f"{self._service} {self.shown_url} answered {code}: {excerpt}"
+        message = f"{errors.service} {self.shown_url} answered {code}: {excerpt}"
         if code == _HTTP_TOO_MANY_REQUESTS or code >= _HTTP_SERVER_ERROR:
-            raise self._unavailable(message, status_code=code, retry_after=retry_after(response))
-        raise self._response_error(message, status_code=code, body=excerpt)
+            raise errors.unavailable(message, status_code=code, retry_after=retry_after(response))
+        raise errors.response_error(message, status_code=code, body=excerpt)
 
     async def close(self) -> None:
         """Close the connection pool."""

@@ -21,7 +21,15 @@ from typing import Any, Protocol
 import httpx
 
 from ragsift.errors import RagsiftError, ServiceUnavailableError
-from ragsift.http_client import JsonEndpoint, RetryPolicy, Secret, check_base_url, openai_endpoint
+from ragsift.http_client import (
+    JsonEndpoint,
+    RetryPolicy,
+    Secret,
+    ServiceErrors,
+    bearer_client,
+    check_base_url,
+    openai_endpoint,
+)
 from ragsift.report.prompts import ChatMessage
 
 __all__ = [
@@ -93,6 +101,11 @@ class LlmResponseError(RagsiftError):
         super().__init__(message, query_id=query_id)
         self.status_code = status_code
         self.body = body
+
+
+_ERRORS = ServiceErrors(
+    "chat request", "chat service", LlmUnavailableError, LlmResponseError, _BODY_EXCERPT
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,18 +195,8 @@ class OpenAIChatClient:
         self.backoff = backoff
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self._endpoint = JsonEndpoint(
-            self.url,
-            shown_url=self.shown_url,
-            api_key=api_key,
-            timeout=timeout,
-            transport=transport,
-            request="chat request",
-            service="chat service",
-            unavailable=LlmUnavailableError,
-            response_error=LlmResponseError,
-            excerpt_chars=_BODY_EXCERPT,
-        )
+        client = bearer_client(api_key, timeout=timeout, transport=transport)
+        self._endpoint = JsonEndpoint(self.url, _ERRORS, client, shown_url=self.shown_url)
 
     def __repr__(self) -> str:
         # Never the key: reprs end up in logs.

@@ -29,6 +29,7 @@ from typing import Any, TypeAlias
 import qdrant_edge as qe
 
 from ragsift.errors import ConfigurationError
+from ragsift.retrieval import qdrant_common
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.errors import CollectionNotFoundError
 from ragsift.retrieval.index import (
@@ -53,19 +54,7 @@ from ragsift.retrieval.index import (
     record_payload,
     validate_collection_name,
 )
-from ragsift.retrieval.qdrant_common import (
-    MAX_TENANTS_IN_INFO,
-    check_bm25,
-    check_delete,
-    check_new_collection,
-    check_records,
-    check_stored_embedder,
-    plan_for,
-    point_vectors,
-    rank_batch,
-    record_batches,
-    tenant_counts,
-)
+from ragsift.retrieval.qdrant_common import MAX_TENANTS_IN_INFO
 
 __all__ = ["MAX_TENANTS_IN_INFO", "EdgeIndex"]
 
@@ -225,7 +214,7 @@ class EdgeIndex:
             shard_dir = self.path / name
             if stored is None or not shard_dir.is_dir():
                 raise CollectionNotFoundError(name)
-            check_bm25(name, stored, self.bm25)
+            qdrant_common.check_bm25(name, stored, self.bm25)
             opened = _Collection(name, qe.EdgeShard.load(str(shard_dir)), stored)
             self._collections[name] = opened
             return opened
@@ -250,7 +239,7 @@ class EdgeIndex:
 
     async def ensure_collection(self, name: str, dim: int, embedder_id: str) -> CollectionInfo:
         """Create collection ``name`` or check the existing one matches ``dim``/``embedder_id``."""
-        check_new_collection(name, dim, embedder_id)
+        qdrant_common.check_new_collection(name, dim, embedder_id)
         try:
             opened = self._open(name)
         except CollectionNotFoundError:
@@ -263,7 +252,7 @@ class EdgeIndex:
                         ) from None
                     self._collections[name] = self._create(name, dim, embedder_id)
                 opened = self._collections[name]
-        check_stored_embedder(name, opened.stored, embedder_id, dim)
+        qdrant_common.check_stored_embedder(name, opened.stored, embedder_id, dim)
         return await self.collection_info(name)
 
     async def collection_info(self, collection: str) -> CollectionInfo:
@@ -277,7 +266,7 @@ class EdgeIndex:
             embedder_id=opened.stored.embedder_id,
             dim=opened.stored.dim,
             points_count=opened.shard.info().points_count,
-            tenants=tenant_counts(facet.hits),
+            tenants=qdrant_common.tenant_counts(facet.hits),
         )
 
     # -- writes ---------------------------------------------------------------
@@ -285,12 +274,14 @@ class EdgeIndex:
     async def upsert(self, collection: str, records: Sequence[ChunkRecord]) -> int:
         """Insert or overwrite chunks; the point id derives from tenant, collection and chunk id."""
         opened = self._open(collection)
-        check_records(collection, records)
-        for batch in record_batches(records):
+        qdrant_common.check_records(collection, records)
+        for batch in qdrant_common.record_batches(records):
             points = [
                 qe.Point(
                     id=point_id(record),
-                    vector=point_vectors(record, opened.stored.dim, self.bm25, _sparse),
+                    vector=qdrant_common.point_vectors(
+                        record, opened.stored.dim, self.bm25, _sparse
+                    ),
                     payload=record_payload(record),
                 )
                 for record in batch
@@ -302,7 +293,7 @@ class EdgeIndex:
 
     async def delete(self, collection: str, tenant_id: str, doc_id: str) -> None:
         """Delete every chunk of ``doc_id`` owned by ``tenant_id``."""
-        check_delete(tenant_id, doc_id)
+        qdrant_common.check_delete(tenant_id, doc_id)
         opened = self._open(collection)
         flt = _filter([(TENANT_FIELD, tenant_id), (DOC_FIELD, doc_id)])
         with opened.write_lock:
@@ -329,7 +320,9 @@ class EdgeIndex:
         """All channel queries of all requests in one ``query_batch``, then one payload fetch."""
         opened = self._open(collection)
         plans: list[SearchPlan] = [
-            plan_for(opened.name, opened.stored, request, self.bm25, self.hybrid_fusion)
+            qdrant_common.plan_for(
+                opened.name, opened.stored, request, self.bm25, self.hybrid_fusion
+            )
             for request in requests
         ]
         filters: dict[Conditions, qe.Filter] = {}
@@ -339,7 +332,7 @@ class EdgeIndex:
             for query in plan.queries
         ]
         answers = opened.shard.query_batch(qe.QueryBatchRequest(native)) if native else []
-        ranked = rank_batch(plans, [_raw(a) for a in answers])
+        ranked = qdrant_common.rank_batch(plans, [_raw(a) for a in answers])
         wanted = {pid: None for r in ranked for pid in r.payload_ids}
         payloads = self._payloads(opened, list(wanted))
         return [assemble_hits(r, payloads) for r in ranked]

@@ -25,6 +25,7 @@ from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from ragsift.errors import ConfigurationError, ServiceUnavailableError
+from ragsift.retrieval import qdrant_common
 from ragsift.retrieval.bm25 import Bm25Encoder, SparseEncoding
 from ragsift.retrieval.errors import CollectionNotFoundError
 from ragsift.retrieval.index import (
@@ -47,19 +48,6 @@ from ragsift.retrieval.index import (
     point_id,
     record_payload,
     validate_collection_name,
-)
-from ragsift.retrieval.qdrant_common import (
-    MAX_TENANTS_IN_INFO,
-    check_bm25,
-    check_delete,
-    check_new_collection,
-    check_records,
-    check_stored_embedder,
-    plan_for,
-    point_vectors,
-    rank_batch,
-    record_batches,
-    tenant_counts,
 )
 
 __all__ = ["QdrantServerIndex"]
@@ -198,7 +186,7 @@ class QdrantServerIndex:
             raise ConfigurationError(
                 f"{exc.message} (collection metadata needs Qdrant server >= 1.16)"
             ) from exc
-        check_bm25(name, stored, self.bm25)
+        qdrant_common.check_bm25(name, stored, self.bm25)
         self._stored[name] = stored
         return stored
 
@@ -237,13 +225,13 @@ class QdrantServerIndex:
 
     async def ensure_collection(self, name: str, dim: int, embedder_id: str) -> CollectionInfo:
         """Create collection ``name`` or check the existing one matches ``dim``/``embedder_id``."""
-        check_new_collection(name, dim, embedder_id)
+        qdrant_common.check_new_collection(name, dim, embedder_id)
         async with _qdrant_errors(name):
             exists = await self.client.collection_exists(name)
         if not exists:
             await self._create(name, dim, embedder_id)
         stored = await self._load(name)
-        check_stored_embedder(name, stored, embedder_id, dim)
+        qdrant_common.check_stored_embedder(name, stored, embedder_id, dim)
         return await self.collection_info(name)
 
     async def collection_info(self, collection: str) -> CollectionInfo:
@@ -252,14 +240,14 @@ class QdrantServerIndex:
         async with _qdrant_errors(collection):
             info = await self.client.get_collection(collection)
             facet = await self.client.facet(
-                collection, key=TENANT_FIELD, limit=MAX_TENANTS_IN_INFO, exact=True
+                collection, key=TENANT_FIELD, limit=qdrant_common.MAX_TENANTS_IN_INFO, exact=True
             )
         return CollectionInfo(
             name=collection,
             embedder_id=stored.embedder_id,
             dim=stored.dim,
             points_count=info.points_count or 0,
-            tenants=tenant_counts(facet.hits),
+            tenants=qdrant_common.tenant_counts(facet.hits),
         )
 
     # -- writes ---------------------------------------------------------------
@@ -267,12 +255,12 @@ class QdrantServerIndex:
     async def upsert(self, collection: str, records: Sequence[ChunkRecord]) -> int:
         """Insert or overwrite chunks; the point id derives from tenant, collection and chunk id."""
         stored = await self._load(collection)
-        check_records(collection, records)
-        for batch in record_batches(records):
+        qdrant_common.check_records(collection, records)
+        for batch in qdrant_common.record_batches(records):
             points = [
                 models.PointStruct(
                     id=point_id(record),
-                    vector=point_vectors(record, stored.dim, self.bm25, _sparse),
+                    vector=qdrant_common.point_vectors(record, stored.dim, self.bm25, _sparse),
                     payload=record_payload(record),
                 )
                 for record in batch
@@ -283,7 +271,7 @@ class QdrantServerIndex:
 
     async def delete(self, collection: str, tenant_id: str, doc_id: str) -> None:
         """Delete every chunk of ``doc_id`` owned by ``tenant_id``."""
-        check_delete(tenant_id, doc_id)
+        qdrant_common.check_delete(tenant_id, doc_id)
         await self._load(collection)
         selector = models.FilterSelector(
             filter=_filter([(TENANT_FIELD, tenant_id), (DOC_FIELD, doc_id)])
@@ -303,7 +291,7 @@ class QdrantServerIndex:
         """All channel queries in one ``query_batch_points`` call, then one payload fetch."""
         stored = await self._load(collection)
         plans: list[SearchPlan] = [
-            plan_for(collection, stored, request, self.bm25, self.hybrid_fusion)
+            qdrant_common.plan_for(collection, stored, request, self.bm25, self.hybrid_fusion)
             for request in requests
         ]
         native = [
@@ -311,7 +299,7 @@ class QdrantServerIndex:
         ]
         async with _qdrant_errors(collection):
             answers = await self.client.query_batch_points(collection, native) if native else []
-        ranked = rank_batch(plans, [_raw(a.points) for a in answers])
+        ranked = qdrant_common.rank_batch(plans, [_raw(a.points) for a in answers])
         wanted = [pid for r in ranked for pid in r.payload_ids]
         payloads: Mapping[PointKey, Mapping[str, Any]] = {}
         if wanted:

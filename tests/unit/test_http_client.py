@@ -11,7 +11,13 @@ import httpx
 import pytest
 
 from ragsift.errors import RagsiftError, ServiceUnavailableError
-from ragsift.http_client import JsonEndpoint, RetryPolicy, openai_endpoint
+from ragsift.http_client import (
+    JsonEndpoint,
+    RetryPolicy,
+    ServiceErrors,
+    bearer_client,
+    openai_endpoint,
+)
 from ragsift.report.llm import LlmResponseError, LlmUnavailableError, OpenAIChatClient
 from ragsift.retrieval.embedders import OpenAIEmbedder
 from ragsift.retrieval.errors import EmbedderResponseError, EmbedderUnavailableError
@@ -73,18 +79,11 @@ async def test_4xx_maps_to_the_same_response_error_with_the_body(kind: str) -> N
 
 
 async def test_the_error_body_is_cut_to_the_excerpt() -> None:
-    endpoint = JsonEndpoint(
-        "http://x.test/v1/things",
-        shown_url="http://x.test/v1/things",
-        api_key=None,
-        timeout=1.0,
-        transport=_answering(400, "y" * 10_000),
-        request="things request",
-        service="things service",
-        unavailable=EmbedderUnavailableError,
-        response_error=EmbedderResponseError,
-        excerpt_chars=12,
+    errors = ServiceErrors(
+        "things request", "things service", EmbedderUnavailableError, EmbedderResponseError, 12
     )
+    client = bearer_client(None, timeout=1.0, transport=_answering(400, "y" * 10_000))
+    endpoint = JsonEndpoint("http://x.test/v1/things", errors, client)
     with pytest.raises(EmbedderResponseError) as caught:
         await endpoint.post({})
     assert caught.value.body == "y" * 12

@@ -8,7 +8,14 @@ import httpx
 import numpy as np
 import numpy.typing as npt
 
-from ragsift.http_client import JsonEndpoint, Secret, check_base_url, openai_endpoint
+from ragsift.http_client import (
+    JsonEndpoint,
+    Secret,
+    ServiceErrors,
+    bearer_client,
+    check_base_url,
+    openai_endpoint,
+)
 from ragsift.retrieval.embedders.base import FloatMatrix, l2_normalize
 from ragsift.retrieval.errors import (
     DimensionMismatchError,
@@ -21,6 +28,14 @@ __all__ = ["OpenAIEmbedder"]
 OPENAI_DEFAULT_BATCH = 64  # well under OpenAI's 2,048 inputs per request
 OPENAI_DEFAULT_TIMEOUT_S = 30.0
 _BODY_EXCERPT = 500
+
+_ERRORS = ServiceErrors(
+    "embedding request",
+    "embedding service",
+    EmbedderUnavailableError,
+    EmbedderResponseError,
+    _BODY_EXCERPT,
+)
 
 
 class OpenAIEmbedder:
@@ -66,18 +81,8 @@ class OpenAIEmbedder:
         self._id = embedder_id or f"openai-{model}-{dim}"
         # Not retried (no RetryPolicy): the pipeline turns a failed embed into an error
         # result for the query at once, which says the embedder was unavailable.
-        self._endpoint = JsonEndpoint(
-            self.url,
-            shown_url=self.url,
-            api_key=api_key,
-            timeout=timeout,
-            transport=transport,
-            request="embedding request",
-            service="embedding service",
-            unavailable=EmbedderUnavailableError,
-            response_error=EmbedderResponseError,
-            excerpt_chars=_BODY_EXCERPT,
-        )
+        client = bearer_client(api_key, timeout=timeout, transport=transport)
+        self._endpoint = JsonEndpoint(self.url, _ERRORS, client)
 
     @property
     def embedder_id(self) -> str:

@@ -20,7 +20,14 @@ from typing import Any, Literal
 
 import httpx
 
-from ragsift.http_client import JsonEndpoint, RetryPolicy, Secret, check_base_url
+from ragsift.http_client import (
+    JsonEndpoint,
+    RetryPolicy,
+    Secret,
+    ServiceErrors,
+    bearer_client,
+    check_base_url,
+)
 from ragsift.retrieval.rerank.base import (
     RerankerResponseError,
     RerankerUnavailableError,
@@ -43,6 +50,10 @@ DEFAULT_BACKOFF_S = 0.05  # first pause; doubles per attempt
 MAX_BACKOFF_S = 1.0  # cap on any pause, Retry-After included: the batch is waiting
 DEFAULT_CONCURRENCY = 8  # requests in flight per batch (these APIs take one query each)
 _BODY_EXCERPT = 300
+
+_ERRORS = ServiceErrors(
+    "rerank request", "reranker", RerankerUnavailableError, RerankerResponseError, _BODY_EXCERPT
+)
 
 
 class HttpReranker:
@@ -99,18 +110,8 @@ class HttpReranker:
         self.max_retries = max_retries
         self.backoff = backoff
         self._slots = asyncio.Semaphore(concurrency)
-        self._endpoint = JsonEndpoint(
-            self.url,
-            shown_url=self.shown_url,
-            api_key=api_key,
-            timeout=timeout,
-            transport=transport,
-            request="rerank request",
-            service="reranker",
-            unavailable=RerankerUnavailableError,
-            response_error=RerankerResponseError,
-            excerpt_chars=_BODY_EXCERPT,
-        )
+        client = bearer_client(api_key, timeout=timeout, transport=transport)
+        self._endpoint = JsonEndpoint(self.url, _ERRORS, client, shown_url=self.shown_url)
 
     def __repr__(self) -> str:
         # Never the key: reprs end up in logs.
