@@ -52,7 +52,7 @@ def _measure(kind: str, cap: int, limit: int) -> dict[str, Any]:
         import onnxruntime  # noqa: F401  # timed apart from the model load
         import tokenizers  # noqa: F401
 
-        from ragsift.retrieval.onnx_embedder import OnnxMiniLMEmbedder
+        from ragsift.retrieval.embedders.onnx import OnnxMiniLMEmbedder
 
         import_s = time.perf_counter() - start
         embedder = OnnxMiniLMEmbedder(batch_size=BATCH, max_tokens_per_batch=cap)
@@ -116,7 +116,7 @@ def main() -> None:
 
     if args.caps is None:
         # Imported only here so a child's import time covers the whole ragsift import.
-        from ragsift.retrieval.onnx_embedder import MAX_TOKENS_PER_BATCH
+        from ragsift.retrieval.embedders.onnx import MAX_TOKENS_PER_BATCH
 
         args.caps = str(MAX_TOKENS_PER_BATCH)
     results: dict[str, Any] = {}

@@ -46,7 +46,7 @@ def _workload(n: int, top_n: int) -> list[tuple[str, list[str]]]:
 
 def _embedder(kind: str) -> Embedder:
     if kind == "onnx":
-        from ragsift.retrieval.onnx_embedder import OnnxMiniLMEmbedder
+        from ragsift.retrieval.embedders.onnx import OnnxMiniLMEmbedder
 
         return OnnxMiniLMEmbedder()
     return HashingEmbedder()

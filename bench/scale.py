@@ -123,7 +123,7 @@ async def one_size(chunks: int, n_queries: int) -> dict[str, Any]:
 
 def onnx_ms_per_chunk() -> dict[str, Any]:
     """The onnx embedder's cost per corpus chunk (60 words), batched as indexing does."""
-    from ragsift.retrieval.onnx_embedder import OnnxMiniLMEmbedder
+    from ragsift.retrieval.embedders.onnx import OnnxMiniLMEmbedder
 
     texts = [d.text for d in make_corpus(ONNX_CHUNKS, seed=99)]
     embedder = OnnxMiniLMEmbedder()

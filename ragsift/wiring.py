@@ -21,22 +21,15 @@ from ragsift.report.builder import ReportBuilder, ReportSettings
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.cache import InMemoryCache, ResultCache
 from ragsift.retrieval.edge import EdgeIndex
-from ragsift.retrieval.embedders import (
-    Embedder,
-    HashingEmbedder,
-    OpenAIEmbedder,
-    SentenceTransformerEmbedder,
-)
+from ragsift.retrieval.embedders import Embedder, build_embedder
 from ragsift.retrieval.engines import EngineSet
 from ragsift.retrieval.index import VectorIndex
-from ragsift.retrieval.onnx_embedder import ONNX_MINILM_DIM, OnnxMiniLMEmbedder
 from ragsift.retrieval.pipeline import RetrievalPipeline
 from ragsift.retrieval.reader import Reader
 from ragsift.retrieval.redis_calibration import RedisCalibrationStore
 from ragsift.retrieval.rerank import HttpReranker, OnnxCrossEncoder, Reranker
 from ragsift.settings import (
     GUARDRAIL_PRESETS,
-    EmbedderSettings,
     QdrantSettings,
     RerankerSettings,
     Settings,
@@ -54,28 +47,6 @@ __all__ = [
     "build_report_handler",
     "build_reranker",
 ]
-
-
-def build_embedder(settings: EmbedderSettings) -> Embedder:
-    """The configured embedder."""
-    if settings.kind == "hashing":
-        return HashingEmbedder(dim=settings.dim)
-    if settings.kind == "sentence-transformers":
-        return SentenceTransformerEmbedder(settings.model)
-    if settings.kind == "onnx":
-        if settings.dim != ONNX_MINILM_DIM:
-            raise ConfigurationError(
-                f"RAGSIFT_EMBEDDER_KIND=onnx makes {ONNX_MINILM_DIM}-d vectors,"
-                f" but RAGSIFT_EMBEDDER_DIM is {settings.dim}"
-            )
-        return OnnxMiniLMEmbedder(settings.model, threads=settings.threads)
-    if not settings.base_url or not settings.model:
-        raise ConfigurationError(
-            "RAGSIFT_EMBEDDER_KIND=openai needs RAGSIFT_EMBEDDER_BASE_URL and"
-            " RAGSIFT_EMBEDDER_MODEL"
-        )
-    key = settings.api_key.get_secret_value() if settings.api_key else None
-    return OpenAIEmbedder(settings.base_url, settings.model, key, dim=settings.dim)
 
 
 def build_reranker(settings: RerankerSettings) -> Reranker | None:

@@ -101,7 +101,7 @@ def worker(
     into decisions and reports."""
     from faust.worker import Worker
 
-    from ragsift.workers.service import WORKER_NAMES, build_worker
+    from ragsift.streams.worker import WORKER_NAMES, build_worker
 
     bad = [n for n in names if n not in WORKER_NAMES]
     if bad:

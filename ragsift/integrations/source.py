@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.errors import RagsiftError
-from ragsift.http_retry import bearer_client
+from ragsift.http_client import bearer_client
 from ragsift.schemas import QueryEvent, RetrievalResult, SearchMode
 
 __all__ = ["EmbeddedSource", "HttpSource", "IntegrationError", "RetrievalSource", "run_sync"]

@@ -14,7 +14,6 @@ pauses included, past which it raises :class:`LlmDeadlineError` (an
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -22,7 +21,15 @@ from typing import Any, Protocol
 import httpx
 
 from ragsift.errors import RagsiftError, ServiceUnavailableError
-from ragsift.http_retry import Attempts, Secret, bearer_client, retry_after, with_retries
+from ragsift.http_client import (
+    JsonEndpoint,
+    RetryPolicy,
+    Secret,
+    ServiceErrors,
+    bearer_client,
+    check_base_url,
+    openai_endpoint,
+)
 from ragsift.report.prompts import ChatMessage
 
 __all__ = [
@@ -41,9 +48,6 @@ DEFAULT_MAX_RETRIES = 2  # three attempts in all: rides out a restart, not an ou
 DEFAULT_BACKOFF_S = 0.5  # first pause; doubles per attempt
 MAX_BACKOFF_S = 10.0  # cap on any pause, Retry-After included: the batch is waiting
 DEFAULT_MAX_TOKENS = 512  # reports are a few sentences; bounds cost and latency
-_HTTP_OK = 200
-_HTTP_TOO_MANY_REQUESTS = 429
-_HTTP_SERVER_ERROR = 500
 _BODY_EXCERPT = 500
 
 
@@ -97,6 +101,11 @@ class LlmResponseError(RagsiftError):
         super().__init__(message, query_id=query_id)
         self.status_code = status_code
         self.body = body
+
+
+_ERRORS = ServiceErrors(
+    "chat request", "chat service", LlmUnavailableError, LlmResponseError, _BODY_EXCERPT
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,26 +177,17 @@ class OpenAIChatClient:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+        check_base_url(base_url)
         if not model:
             raise ValueError(f"model must be non-empty, got {model!r}")
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0, got {timeout}")
-        if deadline <= 0:
-            raise ValueError(f"deadline must be > 0, got {deadline}")
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
-        if backoff < 0:
-            raise ValueError(f"backoff must be >= 0, got {backoff}")
+        self.retry = RetryPolicy(deadline, max_retries, backoff, MAX_BACKOFF_S)
         if not 0.0 <= temperature <= 2.0:
             raise ValueError(f"temperature must be in [0, 2], got {temperature}")
         if max_tokens <= 0:
             raise ValueError(f"max_tokens must be > 0, got {max_tokens}")
-        root = base_url.rstrip("/")
-        self.url = (
-            f"{root}/chat/completions" if root.endswith("/v1") else f"{root}/v1/chat/completions"
-        )
+        self.url = openai_endpoint(base_url, "chat/completions")
         self.shown_url = _without_password(self.url)
         self.model = model
         self.deadline = deadline
@@ -195,7 +195,8 @@ class OpenAIChatClient:
         self.backoff = backoff
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self._client = bearer_client(api_key, timeout=timeout, transport=transport)
+        client = bearer_client(api_key, timeout=timeout, transport=transport)
+        self._endpoint = JsonEndpoint(self.url, _ERRORS, client, shown_url=self.shown_url)
 
     def __repr__(self) -> str:
         # Never the key: reprs end up in logs.
@@ -218,45 +219,19 @@ class OpenAIChatClient:
             "max_tokens": self.max_tokens,
             "stream": False,
         }
-        attempts = Attempts()
-        try:
-            async with asyncio.timeout(self.deadline):
-                return await with_retries(
-                    lambda: self._request(body),
-                    LlmUnavailableError,
-                    max_retries=self.max_retries,
-                    backoff=self.backoff,
-                    max_pause=MAX_BACKOFF_S,
-                    attempts=attempts,
-                )
-        except TimeoutError as exc:
-            # Only asyncio.timeout raises TimeoutError here: httpx's own are converted above.
-            raise LlmDeadlineError(
-                f"chat call to {self.shown_url} got no complete answer within {self.deadline:g} s"
-                f" ({attempts.count} attempt(s))",
-                deadline_s=self.deadline,
-                attempts=attempts.count,
-            ) from exc
 
-    async def _request(self, body: dict[str, Any]) -> ChatReply:
-        try:
-            response = await self._client.post(self.url, json=body)
-        except httpx.TimeoutException as exc:
-            raise LlmUnavailableError(f"chat request to {self.shown_url} timed out") from exc
-        except httpx.TransportError as exc:
-            raise LlmUnavailableError(f"chat service {self.shown_url} unreachable: {exc}") from exc
-        if response.status_code != _HTTP_OK:
-            excerpt = response.text[:_BODY_EXCERPT]
-            message = f"chat service {self.shown_url} answered {response.status_code}: {excerpt}"
-            if (
-                response.status_code == _HTTP_TOO_MANY_REQUESTS
-                or response.status_code >= _HTTP_SERVER_ERROR
-            ):
-                raise LlmUnavailableError(
-                    message, status_code=response.status_code, retry_after=retry_after(response)
-                )
-            raise LlmResponseError(message, status_code=response.status_code, body=excerpt)
-        return self._parse(response)
+        async def attempt() -> ChatReply:
+            return self._parse(await self._endpoint.post(body))
+
+        def past_deadline(attempts: int) -> LlmDeadlineError:
+            return LlmDeadlineError(
+                f"chat call to {self.shown_url} got no complete answer within {self.deadline:g} s"
+                f" ({attempts} attempt(s))",
+                deadline_s=self.deadline,
+                attempts=attempts,
+            )
+
+        return await self.retry.run(attempt, LlmUnavailableError, past_deadline)
 
     def _parse(self, response: httpx.Response) -> ChatReply:
         try:
@@ -269,7 +244,7 @@ class OpenAIChatClient:
             raise LlmResponseError(
                 f"malformed chat completion from {self.shown_url}: {type(exc).__name__}: {exc}",
                 status_code=response.status_code,
-                body=response.text[:_BODY_EXCERPT],
+                body=self._endpoint.excerpt(response),
             ) from exc
         model = payload.get("model") if isinstance(payload.get("model"), str) else self.model
         reason = choice.get("finish_reason")
@@ -277,4 +252,4 @@ class OpenAIChatClient:
 
     async def close(self) -> None:
         """Close the connection pool."""
-        await self._client.aclose()
+        await self._endpoint.close()

@@ -29,6 +29,7 @@ from typing import Any, TypeAlias
 import qdrant_edge as qe
 
 from ragsift.errors import ConfigurationError
+from ragsift.retrieval import qdrant_common
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.errors import CollectionNotFoundError
 from ragsift.retrieval.index import (
@@ -43,30 +44,21 @@ from ragsift.retrieval.index import (
     HybridFusion,
     PayloadValue,
     PointKey,
-    RankedAnswers,
     RawPoint,
     SearchHit,
     SearchPlan,
     SearchRequest,
     StoredCollection,
     assemble_hits,
-    check_embedder,
-    dense_for_upsert,
-    plan_search,
     point_id,
-    rank_answers,
     record_payload,
-    require_tenant,
     validate_collection_name,
 )
+from ragsift.retrieval.qdrant_common import MAX_TENANTS_IN_INFO
 
-__all__ = ["EdgeIndex"]
+__all__ = ["MAX_TENANTS_IN_INFO", "EdgeIndex"]
 
 SIDECAR_SUFFIX = ".ragsift.json"
-#: Points per ``update`` call; between batches the event loop gets a turn.
-UPSERT_BATCH = 256
-#: Most tenants listed by ``collection_info`` (a facet over the keyword index).
-MAX_TENANTS_IN_INFO = 1000
 
 Conditions: TypeAlias = tuple[tuple[str, PayloadValue], ...]
 
@@ -222,17 +214,10 @@ class EdgeIndex:
             shard_dir = self.path / name
             if stored is None or not shard_dir.is_dir():
                 raise CollectionNotFoundError(name)
-            self._check_bm25(name, stored)
+            qdrant_common.check_bm25(name, stored, self.bm25)
             opened = _Collection(name, qe.EdgeShard.load(str(shard_dir)), stored)
             self._collections[name] = opened
             return opened
-
-    def _check_bm25(self, name: str, stored: StoredCollection) -> None:
-        if stored.bm25_id != self.bm25.encoder_id:
-            raise ConfigurationError(
-                f"collection {name!r} was indexed with BM25 encoding {stored.bm25_id!r}, "
-                f"this index encodes with {self.bm25.encoder_id!r}"
-            )
 
     def _create(self, name: str, dim: int, embedder_id: str) -> _Collection:
         stored = StoredCollection(embedder_id, dim, self.bm25.encoder_id)
@@ -254,11 +239,7 @@ class EdgeIndex:
 
     async def ensure_collection(self, name: str, dim: int, embedder_id: str) -> CollectionInfo:
         """Create collection ``name`` or check the existing one matches ``dim``/``embedder_id``."""
-        validate_collection_name(name)
-        if dim <= 0:
-            raise ValueError(f"dim must be > 0, got {dim}")
-        if not embedder_id:
-            raise ValueError(f"embedder_id must be non-empty, got {embedder_id!r}")
+        qdrant_common.check_new_collection(name, dim, embedder_id)
         try:
             opened = self._open(name)
         except CollectionNotFoundError:
@@ -271,13 +252,7 @@ class EdgeIndex:
                         ) from None
                     self._collections[name] = self._create(name, dim, embedder_id)
                 opened = self._collections[name]
-        check_embedder(
-            name,
-            stored_id=opened.stored.embedder_id,
-            stored_dim=opened.stored.dim,
-            embedder_id=embedder_id,
-            dim=dim,
-        )
+        qdrant_common.check_stored_embedder(name, opened.stored, embedder_id, dim)
         return await self.collection_info(name)
 
     async def collection_info(self, collection: str) -> CollectionInfo:
@@ -291,8 +266,7 @@ class EdgeIndex:
             embedder_id=opened.stored.embedder_id,
             dim=opened.stored.dim,
             points_count=opened.shard.info().points_count,
-            # Deleted points can leave a zero count in the facet: a tenant with no chunks is absent.
-            tenants={str(hit.value): hit.count for hit in facet.hits if hit.count},
+            tenants=qdrant_common.tenant_counts(facet.hits),
         )
 
     # -- writes ---------------------------------------------------------------
@@ -300,24 +274,18 @@ class EdgeIndex:
     async def upsert(self, collection: str, records: Sequence[ChunkRecord]) -> int:
         """Insert or overwrite chunks; the point id derives from tenant, collection and chunk id."""
         opened = self._open(collection)
-        for record in records:
-            if record.collection != collection:
-                raise ValueError(
-                    f"chunk {record.chunk_id!r} belongs to collection {record.collection!r}, "
-                    f"not {collection!r}"
+        qdrant_common.check_records(collection, records)
+        for batch in qdrant_common.record_batches(records):
+            points = [
+                qe.Point(
+                    id=point_id(record),
+                    vector=qdrant_common.point_vectors(
+                        record, opened.stored.dim, self.bm25, _sparse
+                    ),
+                    payload=record_payload(record),
                 )
-        for start in range(0, len(records), UPSERT_BATCH):
-            points = []
-            for record in records[start : start + UPSERT_BATCH]:
-                vectors: dict[str, Any] = {
-                    DENSE_VECTOR: dense_for_upsert(record, opened.stored.dim)
-                }
-                sparse = self.bm25.encode_document(record.text)
-                if not sparse.is_empty:
-                    vectors[SPARSE_VECTOR] = _sparse(sparse)
-                points.append(
-                    qe.Point(id=point_id(record), vector=vectors, payload=record_payload(record))
-                )
+                for record in batch
+            ]
             with opened.write_lock:
                 opened.shard.update(qe.UpdateOperation.upsert_points(points))
             await asyncio.sleep(0)
@@ -325,28 +293,13 @@ class EdgeIndex:
 
     async def delete(self, collection: str, tenant_id: str, doc_id: str) -> None:
         """Delete every chunk of ``doc_id`` owned by ``tenant_id``."""
-        require_tenant(tenant_id)
-        if not doc_id:
-            raise ValueError(f"doc_id must be non-empty, got {doc_id!r}")
+        qdrant_common.check_delete(tenant_id, doc_id)
         opened = self._open(collection)
         flt = _filter([(TENANT_FIELD, tenant_id), (DOC_FIELD, doc_id)])
         with opened.write_lock:
             opened.shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
 
     # -- reads ----------------------------------------------------------------
-
-    def _plan(self, opened: _Collection, request: SearchRequest) -> SearchPlan:
-        check_embedder(
-            opened.name,
-            stored_id=opened.stored.embedder_id,
-            stored_dim=opened.stored.dim,
-            embedder_id=request.embedder_id,
-            dim=None,
-        )
-        sparse = self.bm25.encode_query(request.query) if request.mode != "dense" else None
-        return plan_search(
-            request, dim=opened.stored.dim, sparse=sparse, hybrid_fusion=self.hybrid_fusion
-        )
 
     def _payloads(
         self, opened: _Collection, keys: list[PointKey]
@@ -366,7 +319,12 @@ class EdgeIndex:
     ) -> list[list[SearchHit]]:
         """All channel queries of all requests in one ``query_batch``, then one payload fetch."""
         opened = self._open(collection)
-        plans = [self._plan(opened, request) for request in requests]
+        plans: list[SearchPlan] = [
+            qdrant_common.plan_for(
+                opened.name, opened.stored, request, self.bm25, self.hybrid_fusion
+            )
+            for request in requests
+        ]
         filters: dict[Conditions, qe.Filter] = {}
         native = [
             _to_request(query, _shared_filter(filters, plan.conditions))
@@ -374,12 +332,7 @@ class EdgeIndex:
             for query in plan.queries
         ]
         answers = opened.shard.query_batch(qe.QueryBatchRequest(native)) if native else []
-        ranked: list[RankedAnswers] = []
-        cursor = 0
-        for plan in plans:
-            results = [_raw(a) for a in answers[cursor : cursor + len(plan.queries)]]
-            ranked.append(rank_answers(plan, results, k=RRF_K))
-            cursor += len(plan.queries)
+        ranked = qdrant_common.rank_batch(plans, [_raw(a) for a in answers])
         wanted = {pid: None for r in ranked for pid in r.payload_ids}
         payloads = self._payloads(opened, list(wanted))
         return [assemble_hits(r, payloads) for r in ranked]

@@ -25,12 +25,12 @@ from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from ragsift.errors import ConfigurationError, ServiceUnavailableError
+from ragsift.retrieval import qdrant_common
 from ragsift.retrieval.bm25 import Bm25Encoder, SparseEncoding
 from ragsift.retrieval.errors import CollectionNotFoundError
 from ragsift.retrieval.index import (
     DENSE_VECTOR,
     DOC_FIELD,
-    RRF_K,
     SPARSE_VECTOR,
     TENANT_FIELD,
     ChannelQuery,
@@ -39,30 +39,19 @@ from ragsift.retrieval.index import (
     HybridFusion,
     PayloadValue,
     PointKey,
-    RankedAnswers,
     RawPoint,
     SearchHit,
     SearchPlan,
     SearchRequest,
     StoredCollection,
     assemble_hits,
-    check_embedder,
-    dense_for_upsert,
-    plan_search,
     point_id,
-    rank_answers,
     record_payload,
-    require_tenant,
     validate_collection_name,
 )
 
 __all__ = ["QdrantServerIndex"]
 
-#: Points per upsert request: keeps a request well under Qdrant's 32 MiB body limit
-#: with 384-d vectors and chunk-sized text.
-UPSERT_BATCH = 256
-#: Most tenants listed by ``collection_info`` (a facet over the keyword index).
-MAX_TENANTS_IN_INFO = 1000
 _HTTP_CONFLICT = 409
 _HTTP_NOT_FOUND = 404
 _HTTP_TOO_MANY_REQUESTS = 429
@@ -197,11 +186,7 @@ class QdrantServerIndex:
             raise ConfigurationError(
                 f"{exc.message} (collection metadata needs Qdrant server >= 1.16)"
             ) from exc
-        if stored.bm25_id != self.bm25.encoder_id:
-            raise ConfigurationError(
-                f"collection {name!r} was indexed with BM25 encoding {stored.bm25_id!r}, "
-                f"this index encodes with {self.bm25.encoder_id!r}"
-            )
+        qdrant_common.check_bm25(name, stored, self.bm25)
         self._stored[name] = stored
         return stored
 
@@ -240,23 +225,13 @@ class QdrantServerIndex:
 
     async def ensure_collection(self, name: str, dim: int, embedder_id: str) -> CollectionInfo:
         """Create collection ``name`` or check the existing one matches ``dim``/``embedder_id``."""
-        validate_collection_name(name)
-        if dim <= 0:
-            raise ValueError(f"dim must be > 0, got {dim}")
-        if not embedder_id:
-            raise ValueError(f"embedder_id must be non-empty, got {embedder_id!r}")
+        qdrant_common.check_new_collection(name, dim, embedder_id)
         async with _qdrant_errors(name):
             exists = await self.client.collection_exists(name)
         if not exists:
             await self._create(name, dim, embedder_id)
         stored = await self._load(name)
-        check_embedder(
-            name,
-            stored_id=stored.embedder_id,
-            stored_dim=stored.dim,
-            embedder_id=embedder_id,
-            dim=dim,
-        )
+        qdrant_common.check_stored_embedder(name, stored, embedder_id, dim)
         return await self.collection_info(name)
 
     async def collection_info(self, collection: str) -> CollectionInfo:
@@ -265,15 +240,14 @@ class QdrantServerIndex:
         async with _qdrant_errors(collection):
             info = await self.client.get_collection(collection)
             facet = await self.client.facet(
-                collection, key=TENANT_FIELD, limit=MAX_TENANTS_IN_INFO, exact=True
+                collection, key=TENANT_FIELD, limit=qdrant_common.MAX_TENANTS_IN_INFO, exact=True
             )
         return CollectionInfo(
             name=collection,
             embedder_id=stored.embedder_id,
             dim=stored.dim,
             points_count=info.points_count or 0,
-            # Deleted points can leave a zero count in the facet: a tenant with no chunks is absent.
-            tenants={str(hit.value): hit.count for hit in facet.hits if hit.count},
+            tenants=qdrant_common.tenant_counts(facet.hits),
         )
 
     # -- writes ---------------------------------------------------------------
@@ -281,33 +255,23 @@ class QdrantServerIndex:
     async def upsert(self, collection: str, records: Sequence[ChunkRecord]) -> int:
         """Insert or overwrite chunks; the point id derives from tenant, collection and chunk id."""
         stored = await self._load(collection)
-        for record in records:
-            if record.collection != collection:
-                raise ValueError(
-                    f"chunk {record.chunk_id!r} belongs to collection {record.collection!r}, "
-                    f"not {collection!r}"
+        qdrant_common.check_records(collection, records)
+        for batch in qdrant_common.record_batches(records):
+            points = [
+                models.PointStruct(
+                    id=point_id(record),
+                    vector=qdrant_common.point_vectors(record, stored.dim, self.bm25, _sparse),
+                    payload=record_payload(record),
                 )
-        for start in range(0, len(records), UPSERT_BATCH):
-            points = []
-            for record in records[start : start + UPSERT_BATCH]:
-                vectors: dict[str, Any] = {DENSE_VECTOR: dense_for_upsert(record, stored.dim)}
-                sparse = self.bm25.encode_document(record.text)
-                if not sparse.is_empty:
-                    vectors[SPARSE_VECTOR] = _sparse(sparse)
-                points.append(
-                    models.PointStruct(
-                        id=point_id(record), vector=vectors, payload=record_payload(record)
-                    )
-                )
+                for record in batch
+            ]
             async with _qdrant_errors(collection):
                 await self.client.upsert(collection, points=points, wait=True)
         return len(records)
 
     async def delete(self, collection: str, tenant_id: str, doc_id: str) -> None:
         """Delete every chunk of ``doc_id`` owned by ``tenant_id``."""
-        require_tenant(tenant_id)
-        if not doc_id:
-            raise ValueError(f"doc_id must be non-empty, got {doc_id!r}")
+        qdrant_common.check_delete(tenant_id, doc_id)
         await self._load(collection)
         selector = models.FilterSelector(
             filter=_filter([(TENANT_FIELD, tenant_id), (DOC_FIELD, doc_id)])
@@ -316,17 +280,6 @@ class QdrantServerIndex:
             await self.client.delete(collection, points_selector=selector, wait=True)
 
     # -- reads ----------------------------------------------------------------
-
-    def _plan(self, name: str, stored: StoredCollection, request: SearchRequest) -> SearchPlan:
-        check_embedder(
-            name,
-            stored_id=stored.embedder_id,
-            stored_dim=stored.dim,
-            embedder_id=request.embedder_id,
-            dim=None,
-        )
-        sparse = self.bm25.encode_query(request.query) if request.mode != "dense" else None
-        return plan_search(request, dim=stored.dim, sparse=sparse, hybrid_fusion=self.hybrid_fusion)
 
     async def search(self, collection: str, request: SearchRequest) -> list[SearchHit]:
         """Search one tenant's chunks (see :mod:`ragsift.retrieval.index` for hybrid)."""
@@ -337,18 +290,16 @@ class QdrantServerIndex:
     ) -> list[list[SearchHit]]:
         """All channel queries in one ``query_batch_points`` call, then one payload fetch."""
         stored = await self._load(collection)
-        plans = [self._plan(collection, stored, request) for request in requests]
+        plans: list[SearchPlan] = [
+            qdrant_common.plan_for(collection, stored, request, self.bm25, self.hybrid_fusion)
+            for request in requests
+        ]
         native = [
             _to_request(query, _filter(plan.conditions)) for plan in plans for query in plan.queries
         ]
         async with _qdrant_errors(collection):
             answers = await self.client.query_batch_points(collection, native) if native else []
-        ranked: list[RankedAnswers] = []
-        cursor = 0
-        for plan in plans:
-            chunk = answers[cursor : cursor + len(plan.queries)]
-            ranked.append(rank_answers(plan, [_raw(a.points) for a in chunk], k=RRF_K))
-            cursor += len(plan.queries)
+        ranked = qdrant_common.rank_batch(plans, [_raw(a.points) for a in answers])
         wanted = [pid for r in ranked for pid in r.payload_ids]
         payloads: Mapping[PointKey, Mapping[str, Any]] = {}
         if wanted:

@@ -20,7 +20,14 @@ from typing import Any, Literal
 
 import httpx
 
-from ragsift.http_retry import Attempts, Secret, bearer_client, retry_after, with_retries
+from ragsift.http_client import (
+    JsonEndpoint,
+    RetryPolicy,
+    Secret,
+    ServiceErrors,
+    bearer_client,
+    check_base_url,
+)
 from ragsift.retrieval.rerank.base import (
     RerankerResponseError,
     RerankerUnavailableError,
@@ -42,10 +49,11 @@ DEFAULT_MAX_RETRIES = 2  # three attempts: rides out a restart, not an outage
 DEFAULT_BACKOFF_S = 0.05  # first pause; doubles per attempt
 MAX_BACKOFF_S = 1.0  # cap on any pause, Retry-After included: the batch is waiting
 DEFAULT_CONCURRENCY = 8  # requests in flight per batch (these APIs take one query each)
-_HTTP_OK = 200
-_HTTP_TOO_MANY_REQUESTS = 429
-_HTTP_SERVER_ERROR = 500
 _BODY_EXCERPT = 300
+
+_ERRORS = ServiceErrors(
+    "rerank request", "reranker", RerankerUnavailableError, RerankerResponseError, _BODY_EXCERPT
+)
 
 
 class HttpReranker:
@@ -80,17 +88,12 @@ class HttpReranker:
     ) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
-        if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+        check_base_url(base_url)
         if protocol != "tei" and not model:
             raise ValueError(f"model must be non-empty for the {protocol} protocol, got {model!r}")
-        for name, value in (("timeout", timeout), ("deadline", deadline)):
-            if value <= 0:
-                raise ValueError(f"{name} must be > 0, got {value}")
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
-        if backoff < 0:
-            raise ValueError(f"backoff must be >= 0, got {backoff}")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be > 0, got {timeout}")
+        self.retry = RetryPolicy(deadline, max_retries, backoff, MAX_BACKOFF_S)
         if concurrency <= 0:
             raise ValueError(f"concurrency must be > 0, got {concurrency}")
         root = base_url.rstrip("/")
@@ -107,7 +110,8 @@ class HttpReranker:
         self.max_retries = max_retries
         self.backoff = backoff
         self._slots = asyncio.Semaphore(concurrency)
-        self._client = bearer_client(api_key, timeout=timeout, transport=transport)
+        client = bearer_client(api_key, timeout=timeout, transport=transport)
+        self._endpoint = JsonEndpoint(self.url, _ERRORS, client, shown_url=self.shown_url)
 
     def __repr__(self) -> str:
         # Never the key: reprs end up in logs.
@@ -124,28 +128,18 @@ class HttpReranker:
         if not texts:
             return []
         body = self._body(query, texts)
-        attempts = Attempts()
 
-        async def attempt_once() -> list[float]:
-            return self._parse(await self._post(body), len(texts))
+        async def attempt() -> list[float]:
+            return self._parse(await self._endpoint.post(body), len(texts))
 
-        try:
-            async with asyncio.timeout(self.deadline):
-                return await with_retries(
-                    attempt_once,
-                    RerankerUnavailableError,
-                    max_retries=self.max_retries,
-                    backoff=self.backoff,
-                    max_pause=MAX_BACKOFF_S,
-                    attempts=attempts,
-                )
-        except TimeoutError as exc:
-            # Only asyncio.timeout raises TimeoutError here: httpx's own are converted.
-            raise RerankerUnavailableError(
+        def past_deadline(attempts: int) -> RerankerUnavailableError:
+            return RerankerUnavailableError(
                 f"reranker {self.shown_url} gave no complete answer within {self.deadline:g} s"
-                f" ({attempts.count} attempt(s))",
-                attempts=attempts.count,
-            ) from exc
+                f" ({attempts} attempt(s))",
+                attempts=attempts,
+            )
+
+        return await self.retry.run(attempt, RerankerUnavailableError, past_deadline)
 
     async def rerank_many(
         self, queries: Sequence[tuple[str, Sequence[str]]]
@@ -176,24 +170,6 @@ class HttpReranker:
             "return_documents": False,
         }
 
-    async def _post(self, body: dict[str, Any]) -> httpx.Response:
-        try:
-            response = await self._client.post(self.url, json=body)
-        except httpx.TimeoutException as exc:
-            raise RerankerUnavailableError(f"rerank request to {self.shown_url} timed out") from exc
-        except httpx.TransportError as exc:
-            raise RerankerUnavailableError(f"reranker {self.shown_url} unreachable: {exc}") from exc
-        if response.status_code == _HTTP_OK:
-            return response
-        excerpt = response.text[:_BODY_EXCERPT]
-        message = f"reranker {self.shown_url} answered {response.status_code}: {excerpt}"
-        code = response.status_code
-        if code == _HTTP_TOO_MANY_REQUESTS or code >= _HTTP_SERVER_ERROR:
-            raise RerankerUnavailableError(
-                message, status_code=code, retry_after=retry_after(response)
-            )
-        raise RerankerResponseError(message, status_code=code, body=excerpt)
-
     def _parse(self, response: httpx.Response, n: int) -> list[float]:
         try:
             payload = response.json()
@@ -216,13 +192,13 @@ class HttpReranker:
             raise RerankerResponseError(
                 f"malformed rerank answer from {self.shown_url}: {type(exc).__name__}: {exc}",
                 status_code=response.status_code,
-                body=response.text[:_BODY_EXCERPT],
+                body=self._endpoint.excerpt(response),
             ) from exc
         return check_scores(scores, n, f"reranker {self.shown_url}")
 
     async def close(self) -> None:
         """Close the connection pool."""
-        await self._client.aclose()
+        await self._endpoint.close()
 
 
 def _by_index(items: list[Any], key: str, n: int) -> list[float]:
@@ -241,10 +217,3 @@ def _by_index(items: list[Any], key: str, n: int) -> list[float]:
     if missing:
         raise ValueError(f"no score for {len(missing)} of {n} texts (first: index {missing[0]})")
     return [s for s in scores if s is not None]
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    try:
-        return float(response.headers.get("retry-after", ""))
-    except ValueError:
-        return None

@@ -9,7 +9,7 @@ import typer
 from typer.core import TyperGroup
 
 from ragsift.cli import app
-from ragsift.workers.service import WORKER_NAMES
+from ragsift.streams.worker import WORKER_NAMES
 from tests.unit.cli.conftest import run_cli
 
 # FEATURES.md ids ("B5:", "X7", "C1 source type") mean nothing to a user.

@@ -86,7 +86,7 @@ def test_every_option_the_deployment_passes_is_known_to_the_cli() -> None:
 def test_deployed_workers_are_known_to_the_cli() -> None:
     # `ragsift worker NAME... --help` succeeds for any NAME (Typer shows help
     # before checking arguments), so the names are checked against the CLI's table.
-    from ragsift.workers.service import WORKER_NAMES
+    from ragsift.streams.worker import WORKER_NAMES
 
     deployed = {c[1] for c in _commands() if c[0] == "worker" and len(c) > 1}
     assert deployed, "no worker commands found in compose or k8s"

@@ -14,8 +14,8 @@ from ragsift.observability.metrics import Metrics
 from ragsift.report import OpenAIChatClient, ReportBuilder, ReportSettings, make_nonce
 from ragsift.schemas import RetrievalResult
 from ragsift.settings import Settings
+from ragsift.wiring import build_report_handler
 from ragsift.workers.report import ReportHandler
-from ragsift.workers.service import build_report_handler
 
 Make = Callable[..., RetrievalResult]
 KEY = "a-nonce-key-of-32-characters-xyz"

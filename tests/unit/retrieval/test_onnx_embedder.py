@@ -11,16 +11,16 @@ import pytest
 
 from ragsift.confidence import load_calibration
 from ragsift.errors import ConfigurationError
-from ragsift.retrieval import onnx_embedder
 from ragsift.retrieval.embedders import Embedder
-from ragsift.retrieval.engines import EngineSet, packaged_calibration_path
-from ragsift.retrieval.onnx_embedder import (
+from ragsift.retrieval.embedders import onnx as onnx_embedder
+from ragsift.retrieval.embedders.onnx import (
     MAX_SEQ_LENGTH,
     MODEL_SHA256,
     ModelIntegrityError,
     OnnxMiniLMEmbedder,
     find_packaged_onnx_minilm,
 )
+from ragsift.retrieval.engines import EngineSet, packaged_calibration_path
 from ragsift.settings import ConfidenceSettings, EmbedderSettings
 from ragsift.wiring import build_embedder
 

@@ -14,7 +14,7 @@ from ragsift.observability.metrics import Metrics
 from ragsift.settings import KafkaSettings, Settings, WorkerSettings
 from ragsift.streams.agents import AgentHealth, attach_handler
 from ragsift.streams.app import create_app
-from ragsift.workers.service import build_worker, readiness
+from ragsift.streams.worker import build_worker, readiness
 from tests.unit.streams.scripted import ScriptedHandler
 
 

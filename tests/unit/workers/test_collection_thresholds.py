@@ -7,8 +7,8 @@ from ragsift.observability.metrics import Metrics
 from ragsift.report.builder import ReportSettings, badge_for
 from ragsift.schemas import Decision, Report
 from ragsift.settings import GuardrailSettings, Settings
+from ragsift.wiring import build_report_handler
 from ragsift.workers.decision import DecisionHandler
-from ragsift.workers.service import build_report_handler
 from tests.unit.report.conftest import build_result
 
 THRESHOLDS = {"legal": 0.95}

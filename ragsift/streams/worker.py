@@ -1,5 +1,9 @@
 """A streaming worker process: a Faust app hosting one or more handlers.
 
+Assembling the worker sits here, in the streaming runtime, above the handlers
+it hosts (``ragsift.workers``): handlers never import Faust or this package
+(docs/adr/009-worker-assembly-in-streams.md).
+
 ``ragsift worker retrieval`` (or ``indexer``, ``audit``, or several at once)
 builds the handlers from settings, attaches one agent per handler, and serves
 ``/metrics``, ``/healthz`` and ``/readyz`` (and nothing else) on the worker's
@@ -41,7 +45,7 @@ from ragsift.workers.decision import DecisionHandler
 from ragsift.workers.indexer import IndexerHandler
 from ragsift.workers.retrieval import RetrievalHandler
 
-__all__ = ["WORKER_NAMES", "WorkerName", "build_report_handler", "build_worker", "readiness"]
+__all__ = ["WORKER_NAMES", "WorkerName", "build_worker", "readiness"]
 
 WorkerName = Literal["retrieval", "indexer", "audit", "decision", "report", "calibration"]
 WORKER_NAMES: tuple[WorkerName, ...] = (

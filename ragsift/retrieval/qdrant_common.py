@@ -1,0 +1,175 @@
+"""What the two Qdrant adapters do the same way, whatever client they talk through.
+
+:class:`~ragsift.retrieval.edge.EdgeIndex` (Qdrant Edge, in-process) and
+:class:`~ragsift.retrieval.server.QdrantServerIndex` (a Qdrant server) build
+their engine requests with different libraries, but check their callers, lay
+out a point's vectors, plan a search and rank its answers with the functions
+here, so both return the same hits for the same data and refuse the same input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Protocol
+
+from ragsift.errors import ConfigurationError
+from ragsift.retrieval.bm25 import Bm25Encoder, SparseEncoding
+from ragsift.retrieval.index import (
+    DENSE_VECTOR,
+    RRF_K,
+    SPARSE_VECTOR,
+    ChunkRecord,
+    HybridFusion,
+    RankedAnswers,
+    RawPoint,
+    SearchPlan,
+    SearchRequest,
+    StoredCollection,
+    check_embedder,
+    dense_for_upsert,
+    plan_search,
+    rank_answers,
+    require_tenant,
+    validate_collection_name,
+)
+
+__all__ = [
+    "MAX_TENANTS_IN_INFO",
+    "UPSERT_BATCH",
+    "check_bm25",
+    "check_delete",
+    "check_new_collection",
+    "check_records",
+    "check_stored_embedder",
+    "plan_for",
+    "point_vectors",
+    "rank_batch",
+    "record_batches",
+    "tenant_counts",
+]
+
+#: Points per write: keeps a server request well under Qdrant's 32 MiB body limit
+#: with 384-d vectors and chunk-sized text; on Qdrant Edge the event loop gets a
+#: turn between batches.
+UPSERT_BATCH = 256
+#: Most tenants listed by ``collection_info`` (a facet over the keyword index).
+MAX_TENANTS_IN_INFO = 1000
+
+
+class FacetHit(Protocol):
+    """One value of a facet answer and how many points carry it (both clients' shape)."""
+
+    @property
+    def value(self) -> Any:
+        """The payload value."""
+        ...
+
+    @property
+    def count(self) -> int:
+        """Points with that value."""
+        ...
+
+
+def check_new_collection(name: str, dim: int, embedder_id: str) -> None:
+    """Refuse a collection name, dimension or embedder id that cannot make a collection."""
+    validate_collection_name(name)
+    if dim <= 0:
+        raise ValueError(f"dim must be > 0, got {dim}")
+    if not embedder_id:
+        raise ValueError(f"embedder_id must be non-empty, got {embedder_id!r}")
+
+
+def check_bm25(name: str, stored: StoredCollection, bm25: Bm25Encoder) -> None:
+    """Refuse to use a collection whose keyword channel another BM25 encoding built."""
+    if stored.bm25_id != bm25.encoder_id:
+        raise ConfigurationError(
+            f"collection {name!r} was indexed with BM25 encoding {stored.bm25_id!r}, "
+            f"this index encodes with {bm25.encoder_id!r}"
+        )
+
+
+def check_stored_embedder(
+    name: str, stored: StoredCollection, embedder_id: str | None, dim: int | None
+) -> None:
+    """Refuse an embedder other than the one that built collection ``name`` (``None``: unstated)."""
+    check_embedder(
+        name,
+        stored_id=stored.embedder_id,
+        stored_dim=stored.dim,
+        embedder_id=embedder_id,
+        dim=dim,
+    )
+
+
+def check_records(collection: str, records: Sequence[ChunkRecord]) -> None:
+    """Refuse, before anything is written, a chunk that names another collection."""
+    for record in records:
+        if record.collection != collection:
+            raise ValueError(
+                f"chunk {record.chunk_id!r} belongs to collection {record.collection!r}, "
+                f"not {collection!r}"
+            )
+
+
+def check_delete(tenant_id: str, doc_id: str) -> None:
+    """Refuse a delete without a tenant (isolation) or without a document."""
+    require_tenant(tenant_id)
+    if not doc_id:
+        raise ValueError(f"doc_id must be non-empty, got {doc_id!r}")
+
+
+def record_batches(records: Sequence[ChunkRecord]) -> Iterator[Sequence[ChunkRecord]]:
+    """``records`` in writes of at most :data:`UPSERT_BATCH` points, in order."""
+    for start in range(0, len(records), UPSERT_BATCH):
+        yield records[start : start + UPSERT_BATCH]
+
+
+def point_vectors(
+    record: ChunkRecord,
+    dim: int,
+    bm25: Bm25Encoder,
+    sparse_vector: Callable[[SparseEncoding], Any],
+) -> dict[str, Any]:
+    """A chunk's named vectors: the checked dense one, and its BM25 one unless it is empty.
+
+    ``sparse_vector`` turns a BM25 encoding into the client library's sparse vector;
+    the value type is ``Any`` because each library types its point's vectors its own way.
+    """
+    vectors: dict[str, Any] = {DENSE_VECTOR: dense_for_upsert(record, dim)}
+    sparse = bm25.encode_document(record.text)
+    if not sparse.is_empty:
+        vectors[SPARSE_VECTOR] = sparse_vector(sparse)
+    return vectors
+
+
+def plan_for(
+    name: str,
+    stored: StoredCollection,
+    request: SearchRequest,
+    bm25: Bm25Encoder,
+    hybrid_fusion: HybridFusion,
+) -> SearchPlan:
+    """The engine queries of ``request`` on collection ``name``, after checking its embedder."""
+    check_stored_embedder(name, stored, request.embedder_id, None)
+    sparse = bm25.encode_query(request.query) if request.mode != "dense" else None
+    return plan_search(request, dim=stored.dim, sparse=sparse, hybrid_fusion=hybrid_fusion)
+
+
+def rank_batch(
+    plans: Sequence[SearchPlan], answers: Sequence[Sequence[RawPoint]]
+) -> list[RankedAnswers]:
+    """Each plan's answers ranked; ``answers`` holds every plan's queries' answers, in order."""
+    ranked: list[RankedAnswers] = []
+    cursor = 0
+    for plan in plans:
+        ranked.append(rank_answers(plan, answers[cursor : cursor + len(plan.queries)], k=RRF_K))
+        cursor += len(plan.queries)
+    return ranked
+
+
+def tenant_counts(hits: Iterable[FacetHit]) -> dict[str, int]:
+    """Chunks per tenant from a facet over the tenant field.
+
+    Deleted points can leave a zero count in the facet: a tenant with no chunks is absent.
+    """
+    return {str(hit.value): hit.count for hit in hits if hit.count}
