@@ -184,7 +184,7 @@ def drop_reasons(selection: Selection, prepared: PreparedBatch, row: int) -> tup
     bar = float(selection.bar[row])
     limit = int(selection.limit[row])
     out = []
-    for j in np.flatnonzero(codes > 0).tolist():
+    for j in np.nonzero(codes > 0)[0].tolist():
         code = int(codes[j])
         is_bar = code in (BELOW_THRESHOLD, BELOW_FLOOR)
         if code == ADAPTIVE_STOP and selection.target is not None:
