@@ -100,6 +100,13 @@ class Scorer(Protocol):
         ...
 
 
+def _available_mean(components: FloatArray, weights: FloatArray) -> FloatArray:
+    """Per row, the weighted mean of the components that are not NaN (weights rescaled)."""
+    present = ~np.isnan(components)
+    w = np.where(present, weights, 0.0)
+    return row_sums(np.where(present, components, 0.0) * w) / np.maximum(row_sums(w), 1e-12)
+
+
 def _finish(conf: FloatArray, inputs: ScoringInputs) -> FloatArray:
     clipped = np.round(np.clip(conf, 0.0, 1.0), _CONFIDENCE_DECIMALS)
     return np.where(inputs.kept_count > 0, clipped, 0.0)
@@ -139,10 +146,7 @@ class WeightedScorer:
     def score(self, inputs: ScoringInputs) -> FloatArray:
         """Weighted mean of the available components."""
         comp = self.components(inputs)
-        present = ~np.isnan(comp)
-        w = np.where(present, self._w, 0.0)
-        conf = row_sums(np.where(present, comp, 0.0) * w) / np.maximum(row_sums(w), 1e-12)
-        return _finish(conf, inputs)
+        return _finish(_available_mean(comp, self._w), inputs)
 
 
 class MeanKeptScorer:
@@ -180,10 +184,7 @@ class CompositeScorer:
             [inputs.kept_mean, inputs.signals[:, SIGNAL_INDEX["source_quality"]], response],
             axis=1,
         )
-        present = ~np.isnan(comp)
-        w = np.where(present, self._w, 0.0)
-        conf = row_sums(np.where(present, comp, 0.0) * w) / np.maximum(row_sums(w), 1e-12)
-        return _finish(conf, inputs)
+        return _finish(_available_mean(comp, self._w), inputs)
 
 
 class CalibratedScorer:
