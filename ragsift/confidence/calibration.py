@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from ragsift.confidence._rows import row_sums
 from ragsift.confidence._scipy import minimize_bounded
 from ragsift.confidence.artifact import CalibrationArtifact, ConformalSpec, DataSummary, LevelSpec
 from ragsift.confidence.config import LevelThresholds
@@ -47,8 +48,12 @@ def _sigmoid(z: FloatArray) -> FloatArray:
 
 
 def predict_logistic(x: FloatArray, coef: FloatArray, intercept: float) -> FloatArray:
-    """sigmoid(intercept + x @ coef), computed stably (pure numpy)."""
-    return _sigmoid(x @ coef + intercept)
+    """sigmoid(intercept + x @ coef), computed stably (pure numpy).
+
+    The dot products add left to right (not BLAS's ``@``, whose kernels may change
+    with the number of rows), so a query's probability does not depend on its batch.
+    """
+    return _sigmoid(row_sums(x * coef) + intercept)
 
 
 def fit_logistic(

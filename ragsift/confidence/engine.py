@@ -2,18 +2,21 @@
 
 One call normalizes every channel, computes the signals, selects the kept hits
 (threshold, adaptive or top-k), scores confidence, and derives levels, flags,
-disclaimer, recommendations and answerability. ``assess_many`` gives exactly
-``assess``'s results for many queries, sharing its numpy calls; ``assess_batch``
-does the same work vectorized (its signals may differ from ``assess`` in the last bits).
+disclaimer, recommendations and answerability. There is one implementation of
+that arithmetic, vectorized over queries (:meth:`ConfidenceEngine.assess_batch`);
+``assess`` runs it on one query and ``assess_many`` on queries whose channels
+differ. A query's result does not depend on the batch it is scored in (ADR 009).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from ragsift.confidence._rows import row_sums
 from ragsift.confidence.adaptive import select_adaptive
 from ragsift.confidence.answerability import documents_within
 from ragsift.confidence.artifact import CalibrationArtifact, load_default_calibration
@@ -25,12 +28,12 @@ from ragsift.confidence.hits import HitBatch, HitScores
 from ragsift.confidence.levels import advisory_codes, level_codes
 from ragsift.confidence.scorers import Scorer, ScoringInputs, make_scorer
 from ragsift.confidence.signals import PreparedBatch, compute_signal_matrix, prepare_batch
-from ragsift.confidence.single import assess_many, assess_one
 from ragsift.confidence.strategies import strategy_for
 
 __all__ = ["ConfidenceEngine", "ResponseQuality"]
 
 FloatArray = npt.NDArray[np.float64]
+_T = TypeVar("_T")
 
 ResponseQuality = float | str | None
 """C1 response quality: in [0, 1], a RESPONSE_QUALITY_POINTS key, or None (unknown)."""
@@ -101,7 +104,7 @@ class ConfidenceEngine:
         task: str | None = None,
         top_k: int | None = None,
     ) -> Assessment:
-        """Assess one query's hits.
+        """Assess one query's hits: :meth:`assess_batch` on a one-query batch.
 
         Args:
             hits: the query's raw scores and metadata.
@@ -110,23 +113,14 @@ class ConfidenceEngine:
             task: E2 task type for adaptive selection.
             top_k: E4's k for this query (top_k selection); None keeps ``config.top_k``.
         """
-        cfg = self.config
-        t = cfg.similarity_threshold if threshold is None else threshold
-        if not 0.0 <= t <= 1.0:
-            raise ConfidenceError(f"threshold must be in [0, 1], got {t}")
-        self._check_metric(hits.primary_metric, hits.n_hits)
-        adaptive = cfg.adaptive if task is None else strategy_for(task).apply(cfg.adaptive)
-        return assess_one(
-            hits,
-            cfg=cfg,
-            scorer=self.scorer,
-            answer_threshold=self.answer_threshold,
-            calibration_version=self._calibration_version,
-            threshold=t,
-            response_quality=_response_value(response_quality),
-            adaptive=adaptive,
-            top_k=top_k,
+        batch = self.assess_batch(
+            [hits],
+            thresholds=[threshold],
+            response_quality=[response_quality],
+            tasks=[task],
+            top_ks=[top_k],
         )
+        return batch.item(0)
 
     def assess_many(
         self,
@@ -136,12 +130,11 @@ class ConfidenceEngine:
         tasks: Sequence[str | None] | None = None,
         top_ks: Sequence[int | None] | None = None,
     ) -> list[Assessment]:
-        """Assess many queries: exactly ``[assess(h, threshold=t, task=k, top_k=n) ...]``.
+        """Assess many queries whose hit lists may carry different channels.
 
-        Unlike :meth:`assess_batch`, whose numpy reductions sum in another order than
-        :meth:`assess` (signals differ in the last bits), this keeps :meth:`assess`'s
-        arithmetic and only shares its numpy calls (normalization) across the queries,
-        so each query's assessment is identical to assessing it alone.
+        A :class:`HitBatch` holds one set of channels, so the queries are grouped by
+        theirs and each group is one :meth:`assess_batch` call; every query's
+        assessment is exactly what :meth:`assess` gives it alone.
 
         Args:
             hits: each query's raw scores and metadata.
@@ -149,37 +142,23 @@ class ConfidenceEngine:
             tasks: per-query E2 task type for adaptive selection, None = none.
             top_ks: per-query E4 k for top_k selection, None = ``config.top_k``.
         """
-        cfg = self.config
         q = len(hits)
-        ts = [None] * q if thresholds is None else list(thresholds)
-        ks = [None] * q if tasks is None else list(tasks)
-        ns = [None] * q if top_ks is None else list(top_ks)
-        if len(ts) != q or len(ks) != q or len(ns) != q:
-            raise ConfidenceError(
-                f"thresholds, tasks and top_ks must have one value per query ({q}), "
-                f"got {len(ts)}, {len(ks)} and {len(ns)}"
+        ts = _per_query("thresholds", thresholds, q)
+        ks = _per_query("tasks", tasks, q)
+        ns = _per_query("top_ks", top_ks, q)
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for i, h in enumerate(hits):
+            groups.setdefault(_channel_key(h), []).append(i)
+        out: dict[int, Assessment] = {}
+        for idxs in groups.values():
+            batch = self.assess_batch(
+                [hits[i] for i in idxs],
+                thresholds=[ts[i] for i in idxs],
+                tasks=[ks[i] for i in idxs],
+                top_ks=[ns[i] for i in idxs],
             )
-        bars: list[float] = []
-        for h, threshold in zip(hits, ts, strict=True):
-            t = cfg.similarity_threshold if threshold is None else threshold
-            if not 0.0 <= t <= 1.0:
-                raise ConfidenceError(f"threshold must be in [0, 1], got {t}")
-            self._check_metric(h.primary_metric, h.n_hits)
-            bars.append(t)
-        return assess_many(
-            hits,
-            cfg=cfg,
-            scorer=self.scorer,
-            answer_threshold=self.answer_threshold,
-            calibration_version=self._calibration_version,
-            thresholds=bars,
-            response_quality=[_response_value(None)] * q,
-            adaptive=[
-                cfg.adaptive if task is None else strategy_for(task).apply(cfg.adaptive)
-                for task in ks
-            ],
-            top_k=[cfg.top_k if n is None else n for n in ns],
-        )
+            out.update((i, batch.item(j)) for j, i in enumerate(idxs))
+        return [out[i] for i in range(q)]
 
     def _check_metric(self, primary_metric: str, n: int) -> None:
         cal = self.calibration
@@ -200,40 +179,53 @@ class ConfidenceEngine:
         self,
         batch: HitBatch | Sequence[HitScores],
         *,
-        thresholds: Sequence[float] | FloatArray | None = None,
+        thresholds: Sequence[float | None] | FloatArray | None = None,
         response_quality: Sequence[ResponseQuality] | None = None,
         tasks: Sequence[str | None] | None = None,
+        top_ks: Sequence[int | None] | None = None,
     ) -> BatchAssessment:
-        """Assess many queries at once (vectorized); per-query overrides as sequences."""
+        """Assess many queries at once: the engine's one scoring path.
+
+        Args:
+            batch: the queries' hits, padded (or a list to pad; one set of channels).
+            thresholds: per-query similarity threshold (A1), None = the configured one.
+            response_quality: per-query C1 response quality for the composite scorer.
+            tasks: per-query E2 task type for adaptive selection, None = the configured
+                adaptive parameters.
+            top_ks: per-query E4 k for top_k selection, None = ``config.top_k``.
+
+        Raises:
+            ConfidenceError: an override out of range, or not one value per query.
+            CalibrationMismatchError: the hits' primary metric is not the calibration's.
+        """
         if not isinstance(batch, HitBatch):
             batch = HitBatch.from_hits(list(batch))
         cfg = self.config
         q = batch.n_queries
         self._check_metric(batch.primary_metric, int(batch.lengths.sum()))
-        t = (
-            np.full(q, cfg.similarity_threshold)
-            if thresholds is None
-            else np.asarray(thresholds, dtype=np.float64)
+        t = np.array(
+            [
+                cfg.similarity_threshold if v is None else float(v)
+                for v in _per_query("thresholds", thresholds, q)
+            ],
+            dtype=np.float64,
         )
-        if t.shape != (q,):
-            raise ConfidenceError(f"thresholds must have one value per query ({q}), got {t.shape}")
-        if np.any((t < 0) | (t > 1)):
-            raise ConfidenceError(f"thresholds must be in [0, 1], got {t[(t < 0) | (t > 1)][0]}")
+        outside = ~((t >= 0.0) & (t <= 1.0))  # written so that NaN is outside too
+        if outside.any():
+            raise ConfidenceError(f"threshold must be in [0, 1], got {t[outside][0]}")
+        rq = np.array(
+            [_response_value(v) for v in _per_query("response_quality", response_quality, q)],
+            dtype=np.float64,
+        )
         prepared = prepare_batch(batch, cfg.normalization)
         signals = compute_signal_matrix(batch, cfg, prepared)
-        selection = self._select(prepared, batch, t, tasks)
+        selection = self._select(
+            prepared, batch, t, _per_query("tasks", tasks, q), _per_query("top_ks", top_ks, q)
+        )
         kept = selection.kept_count
         pos = np.arange(prepared.ranked.shape[1])[None, :]
-        kept_sum = np.where(pos < kept[:, None], prepared.ranked, 0.0).sum(1)
+        kept_sum = row_sums(np.where(pos < kept[:, None], prepared.ranked, 0.0))
         kept_mean = kept_sum / np.maximum(kept, 1)
-        rq = None
-        if response_quality is not None:
-            if len(response_quality) != q:
-                raise ConfidenceError(
-                    f"response_quality must have one value per query ({q}), "
-                    f"got {len(response_quality)}"
-                )
-            rq = np.array([_response_value(v) for v in response_quality])
         confidence = self.scorer.score(ScoringInputs(signals, kept_mean, kept, t, rq))
         codes = level_codes(confidence, cfg.levels, kept)
         docs = documents_within(prepared.ranked, kept, t)
@@ -259,7 +251,8 @@ class ConfidenceEngine:
         prepared: PreparedBatch,
         batch: HitBatch,
         thresholds: FloatArray,
-        tasks: Sequence[str | None] | None,
+        tasks: Sequence[str | None],
+        top_ks: Sequence[int | None],
     ) -> Selection:
         cfg = self.config
         if cfg.selection == "threshold":
@@ -270,19 +263,35 @@ class ConfidenceEngine:
                 relax_fraction=cfg.relax_fraction,
             )
         if cfg.selection == "top_k":
-            return select_top_k(prepared, cfg.top_k)
-        if tasks is None:
-            return select_adaptive(prepared, cfg.adaptive, batch=batch)
-        if len(tasks) != batch.n_queries:
-            raise ConfidenceError(
-                f"tasks must have one value per query ({batch.n_queries}), got {len(tasks)}"
-            )
-        strategies = [strategy_for(task) for task in tasks]
+            return select_top_k(prepared, [cfg.top_k if k is None else k for k in top_ks])
+        # A query without a task keeps the configured parameters, not the general task's.
+        params = [
+            cfg.adaptive if task is None else strategy_for(task).apply(cfg.adaptive)
+            for task in tasks
+        ]
         return select_adaptive(
             prepared,
             cfg.adaptive,
             batch=batch,
-            threshold=[s.confidence_threshold for s in strategies],
-            min_k=[s.min_k for s in strategies],
-            max_k=[s.max_k for s in strategies],
+            threshold=[p.threshold for p in params],
+            min_k=[p.min_k for p in params],
+            max_k=[p.max_k for p in params],
         )
+
+
+def _per_query(name: str, values: Sequence[_T] | FloatArray | None, q: int) -> list[_T | None]:
+    """``values`` as a list of one value per query; None = a None for every query."""
+    if values is None:
+        return [None] * q
+    out = list(values)
+    if len(out) != q:
+        raise ConfidenceError(f"{name} must have one value per query ({q}), got {len(out)}")
+    return out
+
+
+def _channel_key(hits: HitScores) -> tuple[str, ...]:
+    """The score channels and dense metric of ``hits``: what a HitBatch needs to share."""
+    channels = tuple(
+        c for c in ("dense", "sparse", "fused", "rerank") if getattr(hits, c) is not None
+    )
+    return (*channels, hits.metric)

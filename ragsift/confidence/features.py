@@ -27,7 +27,6 @@ query of stopwords only misses no term).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -42,7 +41,6 @@ __all__ = [
     "READER_FEATURES",
     "SCORE_MONOTONE_FEATURES",
     "feature_matrix",
-    "feature_row",
     "validate_features",
 ]
 
@@ -104,24 +102,6 @@ def validate_features(features: Sequence[str]) -> tuple[str, ...]:
     if len(set(feats)) != len(feats):
         raise ConfidenceError(f"features must not repeat, got {list(feats)}")
     return feats
-
-
-def feature_row(signals: Sequence[float], features: Sequence[str]) -> list[float]:
-    """One query's features from its signal row (same values as :func:`feature_matrix`)."""
-    top = signals[SIGNAL_INDEX["top_score"]]
-    out = []
-    for name in features:
-        if name == "top_logit":
-            t = min(max(top, _LOGIT_EPS), 1.0 - _LOGIT_EPS)
-            out.append(math.log(t / (1.0 - t)))
-        elif name == "margin":
-            out.append(min(max((top - _MARGIN_THRESHOLD) / (1.0 - _MARGIN_THRESHOLD), 0.0), 1.0))
-        else:
-            v = signals[SIGNAL_INDEX[name]]
-            if v != v:  # NaN: impute as feature_matrix does
-                v = top if name in _IMPUTE_FROM_TOP else _IMPUTE.get(name, 0.0)
-            out.append(v)
-    return out
 
 
 def feature_matrix(signals: FloatArray, features: Sequence[str]) -> FloatArray:

@@ -155,13 +155,14 @@ def select_threshold(
     )
 
 
-def select_top_k(prepared: PreparedBatch, k: int) -> Selection:
-    """E4: keep the best ``k`` hits, unchanged fixed top-k retrieval."""
-    if k < 1:
-        raise ConfidenceError(f"top_k must be > 0, got {k}")
+def select_top_k(prepared: PreparedBatch, k: int | npt.ArrayLike) -> Selection:
+    """E4: keep the best ``k`` hits, unchanged fixed top-k retrieval (``k`` per query or one)."""
     q, width = prepared.ranked.shape
+    ks = np.broadcast_to(np.asarray(k, dtype=np.int64), (q,))
+    if ks.size and ks.min() < 1:
+        raise ConfidenceError(f"top_k must be > 0, got {ks.min()}")
     n = prepared.lengths
-    kept = np.minimum(n, k)
+    kept = np.minimum(n, ks)
     pos = np.arange(width)[None, :]
     reasons = np.where(pos < kept[:, None], KEPT, TOP_K_CAP)
     reasons = np.where(pos < n[:, None], reasons, PADDING).astype(np.int8)
@@ -169,7 +170,7 @@ def select_top_k(prepared: PreparedBatch, k: int) -> Selection:
         kept_count=kept.astype(np.int64),
         reasons=reasons,
         bar=np.zeros(q),
-        limit=np.full(q, k, dtype=np.int64),
+        limit=ks.astype(np.int64),
         relaxed=np.zeros(q, dtype=bool),
         stop=np.where(kept > 0, STOP_MAX_K, STOP_NO_RESULTS).astype(np.int64),
     )
@@ -183,7 +184,7 @@ def drop_reasons(selection: Selection, prepared: PreparedBatch, row: int) -> tup
     bar = float(selection.bar[row])
     limit = int(selection.limit[row])
     out = []
-    for j in np.flatnonzero(codes > 0).tolist():
+    for j in np.nonzero(codes > 0)[0].tolist():
         code = int(codes[j])
         is_bar = code in (BELOW_THRESHOLD, BELOW_FLOOR)
         if code == ADAPTIVE_STOP and selection.target is not None:

@@ -29,14 +29,13 @@ Every scorer returns 0 for a query with no kept hits: there is no context to tru
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from ragsift.confidence._rows import row_sums
 from ragsift.confidence.artifact import CalibrationArtifact
 from ragsift.confidence.calibration import predict_logistic
 from ragsift.confidence.config import (
@@ -46,14 +45,13 @@ from ragsift.confidence.config import (
     WeightedWeights,
 )
 from ragsift.confidence.errors import ConfidenceError
-from ragsift.confidence.features import feature_matrix, feature_row
+from ragsift.confidence.features import feature_matrix
 from ragsift.confidence.signals import SIGNAL_INDEX
 
 __all__ = [
     "CalibratedScorer",
     "CompositeScorer",
     "MeanKeptScorer",
-    "OneQuery",
     "Scorer",
     "ScoringInputs",
     "WeightedScorer",
@@ -82,36 +80,10 @@ class ScoringInputs:
     response_quality: FloatArray | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class OneQuery:
-    """:class:`ScoringInputs` of a single query, as Python numbers (NaN = missing)."""
-
-    signals: Sequence[float]
-    kept_mean: float
-    kept_count: int
-    threshold: float
-    response_quality: float = float("nan")
-
-
-# The batch (numpy) and single (pure Python) paths sum in different orders and
-# differ in the last bits; rounding both to 12 decimals makes a confidence that
-# sits exactly on a level boundary land on the same side in both.
+# Sums of decimal weights land a hair off the decimal they stand for
+# (0.4 x 0.8 + 0.3 + 0.3 = 0.9200000000000002): rounding to 12 decimals puts a
+# confidence meant to sit exactly on a level boundary on it, not just below.
 _CONFIDENCE_DECIMALS = 12
-
-
-def _finish_one(conf: float, one: OneQuery) -> float:
-    if one.kept_count <= 0:
-        return 0.0
-    return round(min(max(conf, 0.0), 1.0), _CONFIDENCE_DECIMALS)
-
-
-def _weighted_mean(values: Sequence[float], weights: Sequence[float]) -> float:
-    total = wsum = 0.0
-    for v, w in zip(values, weights, strict=True):
-        if v == v:  # skip NaN (missing)
-            total += v * w
-            wsum += w
-    return total / max(wsum, 1e-12)
 
 
 @runtime_checkable
@@ -127,9 +99,12 @@ class Scorer(Protocol):
         """Confidence per query, in [0, 1]."""
         ...
 
-    def score_one(self, one: OneQuery) -> float:
-        """The same confidence for one query, in plain Python (the single-query fast path)."""
-        ...
+
+def _available_mean(components: FloatArray, weights: FloatArray) -> FloatArray:
+    """Per row, the weighted mean of the components that are not NaN (weights rescaled)."""
+    present = ~np.isnan(components)
+    w = np.where(present, weights, 0.0)
+    return row_sums(np.where(present, components, 0.0) * w) / np.maximum(row_sums(w), 1e-12)
 
 
 def _finish(conf: FloatArray, inputs: ScoringInputs) -> FloatArray:
@@ -168,30 +143,10 @@ class WeightedScorer:
             axis=1,
         )
 
-    def score_one(self, one: OneQuery) -> float:
-        """Weighted mean of the available components, for one query."""
-        s = one.signals
-        top = s[SIGNAL_INDEX["top_score"]]
-        t = one.threshold
-        margin = min(max((top - t) / max(1.0 - t, 1e-9), 0.0), 1.0)
-        comp = (
-            top,
-            margin,
-            s[SIGNAL_INDEX["consensus"]],
-            s[SIGNAL_INDEX["agreement"]],
-            s[SIGNAL_INDEX["support"]],
-            s[SIGNAL_INDEX["entity_coverage"]],
-            1.0 - s[SIGNAL_INDEX["document_diversity"]],
-        )
-        return _finish_one(_weighted_mean(comp, self.weights.as_tuple()), one)
-
     def score(self, inputs: ScoringInputs) -> FloatArray:
         """Weighted mean of the available components."""
         comp = self.components(inputs)
-        present = ~np.isnan(comp)
-        w = np.where(present, self._w, 0.0)
-        conf = (np.where(present, comp, 0.0) * w).sum(1) / np.maximum(w.sum(1), 1e-12)
-        return _finish(conf, inputs)
+        return _finish(_available_mean(comp, self._w), inputs)
 
 
 class MeanKeptScorer:
@@ -201,10 +156,6 @@ class MeanKeptScorer:
     def name(self) -> ScorerName:
         """``mean-kept``."""
         return "mean-kept"
-
-    def score_one(self, one: OneQuery) -> float:
-        """Mean kept score, for one query."""
-        return _finish_one(one.kept_mean, one)
 
     def score(self, inputs: ScoringInputs) -> FloatArray:
         """Mean kept score."""
@@ -223,12 +174,6 @@ class CompositeScorer:
         """``composite``."""
         return "composite"
 
-    def score_one(self, one: OneQuery) -> float:
-        """Weighted mean of the available qualities, for one query."""
-        comp = (one.kept_mean, one.signals[SIGNAL_INDEX["source_quality"]], one.response_quality)
-        w = (self.weights.retrieval, self.weights.source, self.weights.response)
-        return _finish_one(_weighted_mean(comp, w), one)
-
     def score(self, inputs: ScoringInputs) -> FloatArray:
         """Weighted mean of the available qualities, clamped to [0, 1]."""
         q = inputs.kept_mean.shape[0]
@@ -239,10 +184,7 @@ class CompositeScorer:
             [inputs.kept_mean, inputs.signals[:, SIGNAL_INDEX["source_quality"]], response],
             axis=1,
         )
-        present = ~np.isnan(comp)
-        w = np.where(present, self._w, 0.0)
-        conf = (np.where(present, comp, 0.0) * w).sum(1) / np.maximum(w.sum(1), 1e-12)
-        return _finish(conf, inputs)
+        return _finish(_available_mean(comp, self._w), inputs)
 
 
 class CalibratedScorer:
@@ -253,20 +195,11 @@ class CalibratedScorer:
         self._coef = artifact.coef_array
         self._intercept = artifact.intercept
         self._features = artifact.features
-        self._coef_list = list(artifact.coefficients)
 
     @property
     def name(self) -> ScorerName:
         """``calibrated``."""
         return "calibrated"
-
-    def score_one(self, one: OneQuery) -> float:
-        """Probability that the kept hits hold the relevant context, for one query."""
-        x = feature_row(one.signals, self._features)
-        z = self._intercept + sum(c * v for c, v in zip(self._coef_list, x, strict=True))
-        # Stable logistic: exp of a negative number never overflows.
-        p = 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
-        return _finish_one(p, one)
 
     def score(self, inputs: ScoringInputs) -> FloatArray:
         """Probability that the kept hits hold the relevant context."""

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ragsift.confidence._rows import row_sums
 from ragsift.confidence._scipy import rankdata_rows
 from ragsift.confidence.config import ConfidenceConfig
 from ragsift.confidence.hits import HitBatch, HitScores
@@ -80,6 +81,8 @@ SIGNAL_INDEX: dict[str, int] = {name: i for i, name in enumerate(SIGNAL_NAMES)}
 """Column of each signal in the signal matrix."""
 
 _INT_SIGNALS = frozenset({"consensus_count", "n_hits"})
+# Sorts after every document code; built once (np.iinfo costs a few us per call).
+_CODE_PADDING = int(np.iinfo(np.int64).max)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +127,12 @@ def prepare_batch(batch: HitBatch, params: NormalizationParams) -> PreparedBatch
         safe = np.where(mask, raw, 0.0)
         channels[name] = np.where(mask, normalize_scores(safe, metric, params), np.nan)  # type: ignore[arg-type]  # metric literal from the table above
     primary = channels.get(batch.primary_channel, np.full((q, k), np.nan))
-    key = np.where(mask, primary, -np.inf)
-    order = np.argsort(-key, axis=1, kind="stable")
-    ranked = np.take_along_axis(key, order, axis=1)
+    # Best first, ties in input order; a NaN score (an infinite BM25 score normalizes
+    # to one) after every real score but before the padding, so each row's real hits
+    # are its first ``lengths`` ranked columns.
+    sort_key = np.where(mask, np.where(np.isnan(primary), np.inf, -primary), np.nan)
+    order = np.argsort(sort_key, axis=1, kind="stable")
+    ranked = np.take_along_axis(np.where(mask, primary, -np.inf), order, axis=1)
     return PreparedBatch(mask, lengths, primary, order, ranked, channels)
 
 
@@ -135,12 +141,12 @@ def _masked_corr(a: FloatArray, b: FloatArray, mask: BoolArray, n: FloatArray) -
     denom_n = np.maximum(n, 1.0)
     a0 = np.where(mask, a, 0.0)
     b0 = np.where(mask, b, 0.0)
-    da = np.where(mask, a0 - (a0.sum(1) / denom_n)[:, None], 0.0)
-    db = np.where(mask, b0 - (b0.sum(1) / denom_n)[:, None], 0.0)
-    denom = np.sqrt((da * da).sum(1) * (db * db).sum(1))
+    da = np.where(mask, a0 - (row_sums(a0) / denom_n)[:, None], 0.0)
+    db = np.where(mask, b0 - (row_sums(b0) / denom_n)[:, None], 0.0)
+    denom = np.sqrt(row_sums(da * da) * row_sums(db * db))
     ok = (n >= 2) & (denom > 1e-12)
     with np.errstate(invalid="ignore", divide="ignore"):
-        r = np.where(ok, (da * db).sum(1) / np.where(ok, denom, 1.0), np.nan)
+        r = np.where(ok, row_sums(da * db) / np.where(ok, denom, 1.0), np.nan)
     return np.clip(r, -1.0, 1.0)
 
 
@@ -159,17 +165,18 @@ def compute_signal_matrix(
     top = np.where(has, ranked[:, 0], 0.0)
     out[:, 0] = top
     out[:, 1] = np.where(n >= 2, top - ranked[:, 1], 0.0) if k > 1 else 0.0
-    x = np.where(p.mask, p.primary, 0.0)
+    # Ranked columns: a row's real hits come first, best first.
+    real = np.arange(k)[None, :] < p.lengths[:, None]
     denom_n = np.maximum(n, 1.0)
-    mean = x.sum(1) / denom_n
-    dev = np.where(p.mask, p.primary - mean[:, None], 0.0)
-    out[:, 2] = np.sqrt((dev * dev).sum(1) / denom_n)
+    mean = row_sums(np.where(real, ranked, 0.0)) / denom_n
+    dev = np.where(real, ranked - mean[:, None], 0.0)
+    out[:, 2] = np.sqrt(row_sums(dev * dev) / denom_n)
     count = (ranked > config.consensus_threshold).sum(1).astype(np.float64)
     out[:, 3] = count
     out[:, 4] = np.minimum(count / config.consensus_full_at, 1.0)
     depth = config.support_depth
     head = ranked[:, :depth]
-    out[:, 5] = np.where(np.isfinite(head), head, 0.0).sum(1) / depth
+    out[:, 5] = row_sums(np.where(real[:, :depth], head, 0.0)) / depth
     dense, sparse = p.channels.get("dense"), p.channels.get("sparse")
     if dense is not None and sparse is not None:
         both = np.where(p.mask, np.minimum(dense, sparse), -np.inf)
@@ -183,7 +190,7 @@ def compute_signal_matrix(
         out[:, 8] = 1.0 - _masked_corr(r1, r2, p.mask, n)
     if batch.doc_codes is not None:
         codes = batch.doc_codes if batch.doc_codes.shape[1] else np.zeros((q, 1), np.int64)
-        pad = np.iinfo(np.int64).max
+        pad = _CODE_PADDING
         srt = np.sort(np.where(p.mask, codes, pad), axis=1)
         new = np.ones_like(srt, dtype=bool)
         new[:, 1:] = srt[:, 1:] != srt[:, :-1]
@@ -208,7 +215,7 @@ def compute_signal_matrix(
         if codes.shape[1] == 0:
             codes = np.full((q, 1), -1, np.int64)
         quality = table[np.where(codes < 0, len(table) - 1, codes)]
-        total = np.where(p.mask, quality, 0.0).sum(1)
+        total = row_sums(np.where(p.mask, quality, 0.0))
         not_given = (p.mask & (codes < 0)).any(1)  # code -1: this query gave no source types
         out[:, 11] = np.where(has & ~not_given, total / denom_n, np.nan)
     out[:, 12] = n

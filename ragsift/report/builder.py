@@ -18,11 +18,12 @@ Pure apart from the injected chat client. The order of decisions:
 from __future__ import annotations
 
 import logging
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
+
+import numpy as np
 
 from ragsift.confidence import (
     REFUSAL_SENTENCE,
@@ -33,7 +34,7 @@ from ragsift.confidence import (
     ConfidenceConfig,
     disclaimer_for,
 )
-from ragsift.confidence.scorers import OneQuery
+from ragsift.confidence.scorers import ScoringInputs
 from ragsift.errors import ConfigurationError
 from ragsift.observability.metrics import Metrics
 from ragsift.report.contradictions import contradiction_note
@@ -343,19 +344,19 @@ class ReportBuilder:
     def _composite_of(
         self, result: RetrievalResult, hits: Sequence[RetrievedChunk], quality: str
     ) -> float:
-        signals = [math.nan] * len(SIGNAL_NAMES)
+        signals = np.full((1, len(SIGNAL_NAMES)), np.nan)
         if hits:
-            signals[_SOURCE_QUALITY_SLOT] = sum(
+            signals[0, _SOURCE_QUALITY_SLOT] = sum(
                 self._source_quality(h.source_type) for h in hits
             ) / len(hits)
-        one = OneQuery(
+        one = ScoringInputs(
             signals=signals,
-            kept_mean=result.confidence,
-            kept_count=len(hits),
-            threshold=result.threshold,
-            response_quality=RESPONSE_QUALITY_POINTS[quality] / _QUALITY_SCALE,
+            kept_mean=np.array([result.confidence]),
+            kept_count=np.array([len(hits)], dtype=np.int64),
+            threshold=np.array([result.threshold]),
+            response_quality=np.array([RESPONSE_QUALITY_POINTS[quality] / _QUALITY_SCALE]),
         )
-        return self._composite_scorer.score_one(one)
+        return float(self._composite_scorer.score(one)[0])
 
     def _bypass(self, result: RetrievalResult) -> Report:
         return Report(

@@ -1,4 +1,5 @@
-"""Feedback re-fit on the real broker: 200 labels move a tenant's calibration; a replay does not."""
+"""Feedback re-fit on the real broker: 200 labels move a tenant's calibration, the next
+results carry its new version; a replay changes nothing."""
 
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ N_LABELS = 200
 # label): ask more than N_LABELS to have N_LABELS scored results.
 N_QUERIES = 300
 SCOPE = CalibrationScope("default", TENANT)
+# How often the worker's calibration registry asks Redis for changes (default 5 s),
+# and how long the test waits past it before asking: the next resolve then re-reads.
+REFRESH_S = 1.0
+REFRESH_MARGIN_S = 1.0
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +38,7 @@ def feedback_stack(stack: Stack) -> Stack:
             "RAGSIFT_CALIBRATION_STORE": "redis",
             "RAGSIFT_FEEDBACK_MIN_LABELS": str(N_LABELS),
             "RAGSIFT_FEEDBACK_REFIT_INTERVAL_S": "0",
+            "RAGSIFT_CALIBRATION_REFRESH_S": str(REFRESH_S),
         }
     )
     return stack
@@ -118,6 +124,27 @@ async def test_200_labels_move_the_tenants_threshold_and_a_replay_changes_nothin
     registry = CalibrationRegistry(shipped, store, refresh_s=0)
     assert registry.resolve(TENANT, "default").version == tuned.version
     assert registry.resolve("someone-else", "default").version == shipped.version
+    # ... and the retrieval worker answers with it: the results before the re-fit carry
+    # the shipped version, the next result for the same question the new one (the cache
+    # key holds the version, so the old answer is not served again).
+    assert {r.breakdown.calibration_version for r in results.values()} == {shipped.version}
+    asked = {q.query_id: q.query for q in sent}
+    await asyncio.sleep(REFRESH_S + REFRESH_MARGIN_S)
+    after = QueryEvent(query_id="fb-after-refit", tenant_id=TENANT, query=asked[scored[0]])
+    async with TopicReader(stack, "retrievals") as reader:
+        await produce(stack, "queries", [after])
+        await reader.until(
+            lambda ev: any(
+                isinstance(e, RetrievalResult) and e.query_id == after.query_id for e in ev
+            )
+        )
+    answer = next(
+        e for e in reader.events if isinstance(e, RetrievalResult) and e.query_id == after.query_id
+    )
+    assert answer.outcome == "ok"
+    assert not answer.cache.hit
+    assert answer.breakdown.calibration_version == tuned.version
+    assert answer.breakdown.calibration_version != results[scored[0]].breakdown.calibration_version
     generation = store.generation()
     assert worker.metric("ragsift_calibration_refits_total") == 1
 

@@ -262,9 +262,7 @@ def test_calibrated_reports_its_version(make_engine: EngineFactory, make_hits: H
     assert result.calibration_version == load_default_calibration().version
 
 
-def test_batch_matches_single_on_mixed_batch(
-    make_engine: EngineFactory, assert_same_assessment: Callable[..., None]
-) -> None:
+def test_a_batch_gives_each_query_what_it_gets_alone(make_engine: EngineFactory) -> None:
     hits = [
         HitScores(dense=np.array([0.92, 0.45, 0.88, 0.35])),
         HitScores.empty(),
@@ -277,7 +275,41 @@ def test_batch_matches_single_on_mixed_batch(
     assert batch.statuses == [engine.assess(h).status for h in hits]
     assert batch.stop_reasons[1] == "no_results"
     for i, h in enumerate(hits):
-        assert_same_assessment(batch.item(i), engine.assess(h))
+        assert batch.item(i).to_dict() == engine.assess(h).to_dict()
+
+
+def test_a_batch_keeps_each_querys_own_k(make_engine: EngineFactory) -> None:
+    # E4: the search fetched the query's k; the batch must not cut to config.top_k.
+    engine = make_engine(selection="top_k", top_k=2, scorer="mean-kept")
+    hits = HitScores(dense=np.array([0.1, 0.9, 0.5, 0.7]))
+    batch = engine.assess_batch([hits, hits, hits], top_ks=[3, None, 1])
+    assert [batch.item(i).kept_indices for i in range(3)] == [(1, 3, 2), (1, 3), (1,)]
+    assert [d.limit for d in batch.item(0).dropped] == [3]
+    assert batch.item(0).to_dict() == engine.assess(hits, top_k=3).to_dict()
+    with pytest.raises(ConfidenceError, match="top_k must be > 0, got 0"):
+        engine.assess_batch([hits], top_ks=[0])
+
+
+def test_a_batch_query_without_a_task_keeps_the_configured_adaptive_k(
+    make_engine: EngineFactory,
+) -> None:
+    # The configured E1 parameters (max_k 8), not the "general" task's (max_k 5).
+    engine = make_engine(selection="adaptive")
+    flat = HitScores(dense=np.full(12, 0.5))
+    batch = engine.assess_batch([flat, flat], tasks=[None, "general"])
+    assert [batch.item(i).chunks_retrieved for i in range(2)] == [8, 5]
+    assert batch.item(0).to_dict() == engine.assess(flat).to_dict()
+
+
+def test_a_nan_threshold_is_refused(make_engine: EngineFactory, make_hits: HitsFactory) -> None:
+    engine = make_engine()
+    for call in (
+        lambda: engine.assess(make_hits(), threshold=float("nan")),
+        lambda: engine.assess_batch([make_hits()], thresholds=[float("nan")]),
+        lambda: engine.assess_many([make_hits()], thresholds=[float("nan")]),
+    ):
+        with pytest.raises(ConfidenceError, match=r"threshold must be in \[0, 1\], got nan"):
+            call()
 
 
 def test_batch_input_validation() -> None:

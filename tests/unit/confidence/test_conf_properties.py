@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -222,30 +221,26 @@ def test_relaxation_matches_seed_a_rule(scores: list[float], t: float, min_resul
         assert result.confidence == pytest.approx(float(np.mean(result.kept_scores)))
 
 
+def _channels(hits: HitScores) -> set[str]:
+    return {c for c in ("sparse", "fused", "rerank") if getattr(hits, c) is not None}
+
+
 @PROPERTY_SETTINGS
 @given(
     batch=st.lists(hit_lists(), min_size=1, max_size=6),
     scorer=st.sampled_from(SCORERS),
     selection=st.sampled_from(SELECTIONS),
 )
-def test_batch_path_equals_single_path(
-    batch: list[HitScores],
-    scorer: str,
-    selection: str,
-    assert_same_assessment: Callable[..., None],
+def test_a_query_scores_the_same_alone_or_in_any_batch(
+    batch: list[HitScores], scorer: str, selection: str
 ) -> None:
-    first = batch[0]
-    channels = {c for c in ("sparse", "fused", "rerank") if getattr(first, c) is not None}
-    same = [
-        h
-        for h in batch
-        if {c for c in ("sparse", "fused", "rerank") if getattr(h, c) is not None} == channels
-    ]
-    engine = _engine(scorer, selection, first)
-    result = engine.assess_batch(same)
+    # Bit for bit: a batch pads every query to its longest hit list, and a replayed
+    # query lands in another batch; neither may change a single bit of its result.
+    same = [h for h in batch if _channels(h) == _channels(batch[0])]
+    engine = _engine(scorer, selection, batch[0])
+    together = engine.assess_batch(same)
     for i, hits in enumerate(same):
-        single = engine.assess(hits)
-        assert_same_assessment(result.item(i), single)
+        assert together.item(i).to_dict() == engine.assess(hits).to_dict()
 
 
 @PROPERTY_SETTINGS
@@ -258,8 +253,9 @@ def test_batch_path_equals_single_path(
 def test_assess_many_is_exactly_assess_per_query(
     batch: list[HitScores], scorer: str, selection: str, data: st.DataObject
 ) -> None:
-    # Bit-for-bit, not approximately: the pipeline scores with assess_many and its
-    # results must not change (mixed channels, thresholds and tasks in one call).
+    # Bit for bit, not approximately: the pipeline scores with assess_many (mixed
+    # channels, thresholds and tasks in one call) and a query's result must not
+    # depend on the others in its call.
     reranked = next((h for h in batch if h.rerank is not None), batch[0])
     engine = _engine(scorer, selection, reranked)
     thresholds = data.draw(
@@ -288,9 +284,22 @@ def test_assess_many_checks_lengths_and_thresholds() -> None:
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered in divide:RuntimeWarning")
-def test_infinite_bm25_ranks_as_assess_does() -> None:
-    # An infinite BM25 score normalizes to NaN; the fast ordering must defer to numpy's.
+def test_an_infinite_bm25_score_ranks_last_among_real_hits_even_in_a_padded_batch() -> None:
+    # An infinite BM25 score normalizes to NaN. It ranks after every real score and
+    # before the padding a longer query in the batch adds, so it is still dropped as
+    # a hit (top_k_cap), never mistaken for padding.
     engine = ENGINES[("weighted", "top_k")]
     hits = HitScores(sparse=np.array([3.0, np.inf, 7.0, 0.0]))
-    [many] = engine.assess_many([hits])
-    assert many.kept_indices == engine.assess(hits).kept_indices == (2, 0, 3, 1)
+    longer = HitScores(sparse=np.arange(8.0))
+    alone = engine.assess(hits, top_k=3)
+    assert alone.kept_indices == (2, 0, 3)
+    assert [(d.hit_index, d.rule) for d in alone.dropped] == [(1, "top_k_cap")]
+    padded = engine.assess_batch([hits, longer], top_ks=[3, 3]).item(0)
+    assert padded.kept_indices == alone.kept_indices
+    assert [(d.hit_index, d.rule) for d in padded.dropped] == [(1, "top_k_cap")]
+    # Before, a padded batch dropped the padding column (value -inf) in its place.
+    by_threshold = ENGINES[("weighted", "threshold")]
+    dropped = by_threshold.assess_batch([hits, longer], thresholds=[0.0, 0.0]).item(0).dropped
+    assert [(d.hit_index, d.rule) for d in dropped] == [(1, "below_threshold")]
+    [many] = engine.assess_many([hits], top_ks=[4])
+    assert many.kept_indices == engine.assess(hits, top_k=4).kept_indices == (2, 0, 3, 1)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ragsift.confidence import ConfidenceConfig, ConfidenceEngine, HitScores
-from ragsift.confidence.scorers import OneQuery, WeightedScorer
+from ragsift.confidence.scorers import ScoringInputs, WeightedScorer
 from ragsift.confidence.signals import SIGNAL_NAMES
 
 
@@ -55,10 +55,13 @@ def test_weighted_score_with_every_slot() -> None:
         entity_coverage=1.0,
         document_diversity=0.5,
     )
-    one = OneQuery(
-        [signals[name] for name in SIGNAL_NAMES], kept_mean=0.8, kept_count=2, threshold=0.7
+    row = np.array([[signals[name] for name in SIGNAL_NAMES]])
+    one = ScoringInputs(
+        row, kept_mean=np.array([0.8]), kept_count=np.array([2]), threshold=np.array([0.7])
     )
-    assert WeightedScorer().score_one(one) == pytest.approx(0.743333333, abs=1e-9)
+    assert WeightedScorer().score(one)[0] == pytest.approx(0.743333333, abs=1e-9)
     # Without kept hits there is nothing to be confident about, whatever the signals.
-    empty = OneQuery(one.signals, kept_mean=0.0, kept_count=0, threshold=0.7)
-    assert WeightedScorer().score_one(empty) == 0.0
+    empty = ScoringInputs(
+        row, kept_mean=np.array([0.0]), kept_count=np.array([0]), threshold=np.array([0.7])
+    )
+    assert WeightedScorer().score(empty)[0] == 0.0
