@@ -5,7 +5,7 @@ One call normalizes every channel, computes the signals, selects the kept hits
 disclaimer, recommendations and answerability. There is one implementation of
 that arithmetic, vectorized over queries (:meth:`ConfidenceEngine.assess_batch`);
 ``assess`` runs it on one query and ``assess_many`` on queries whose channels
-differ. A query's result does not depend on the batch it is scored in (ADR 009).
+differ. A query's result does not depend on the batch it is scored in (ADR 011).
 """
 
 from __future__ import annotations
