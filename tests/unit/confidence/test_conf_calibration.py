@@ -291,7 +291,8 @@ def test_a_grouped_fit_records_its_groups_and_a_plain_one_keeps_its_layout() -> 
     plain = fit_calibration(signals, labels, embedder_id="offline", metric="cosine")
     assert plain.conformal.n_groups is None
     # Artifacts written before the group fields existed keep their JSON and version.
-    assert "n_groups" not in plain.to_json() and "design_effect" not in plain.to_json()
+    assert "n_groups" not in plain.to_json()
+    assert "design_effect" not in plain.to_json()
     assert CalibrationArtifact.from_json(grouped.to_json()) == grouped
     with pytest.raises(ConfidenceError, match="one entry per example"):
         fit_calibration(signals, labels, embedder_id="offline", metric="cosine", groups=["a"])
