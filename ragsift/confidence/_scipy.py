@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["beta_ppf", "minimize_bounded", "rankdata_rows"]
+__all__ = ["beta_ppf", "minimize_bounded", "norm_ppf", "rankdata_rows", "t_ppf"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -23,6 +23,16 @@ _optimize = importlib.import_module("scipy.optimize")
 def beta_ppf(q: float, a: FloatArray, b: FloatArray) -> FloatArray:
     """Quantile ``q`` of Beta(a, b), elementwise."""
     return np.asarray(_stats.beta.ppf(q, a, b), dtype=np.float64)
+
+
+def t_ppf(q: float, df: FloatArray) -> FloatArray:
+    """Quantile ``q`` of Student's t with ``df`` degrees of freedom, elementwise."""
+    return np.asarray(_stats.t.ppf(q, df), dtype=np.float64)
+
+
+def norm_ppf(q: float) -> float:
+    """Quantile ``q`` of the standard normal."""
+    return float(_stats.norm.ppf(q))
 
 
 def rankdata_rows(x: FloatArray) -> FloatArray:

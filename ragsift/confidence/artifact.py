@@ -13,7 +13,7 @@ import hashlib
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -42,6 +42,9 @@ ARTIFACT_KIND: Final = "ragsift.confidence.calibration"
 ARTIFACT_SCHEMA_VERSION: Final = 1
 """The artifact layout version this code reads and writes."""
 _DEFAULT_RESOURCE = "default.json"
+#: Conformal fields added after artifacts were first shipped: left out of the
+#: identity (and of the JSON) when unset, so older artifacts keep their version.
+_OPTIONAL_CONFORMAL = ("n_groups", "design_effect")
 
 
 class LevelSpec(BaseModel):
@@ -72,6 +75,11 @@ class ConformalSpec(BaseModel):
     n_calibration: int = Field(ge=0)
     risk_upper_bound: float | None = None
     coverage: float | None = None
+    #: Articles/documents the calibration questions were drawn in, when the bound
+    #: counted them (``conformal_threshold(groups=...)``); None: per-question bound.
+    n_groups: int | None = Field(default=None, ge=0)
+    #: The design effect at the threshold (variance over the binomial one), with groups.
+    design_effect: float | None = Field(default=None, ge=1.0)
 
     @classmethod
     def certified(cls, result: ConformalResult, *, method: str | None = None) -> ConformalSpec:
@@ -89,6 +97,8 @@ class ConformalSpec(BaseModel):
             n_calibration=result.n_calibration,
             risk_upper_bound=result.risk_upper_bound,
             coverage=result.coverage,
+            n_groups=result.n_groups,
+            design_effect=result.design_effect,
         )
 
     def answers(self, confidence: float) -> bool:
@@ -179,6 +189,10 @@ class CalibrationArtifact(BaseModel):
         if self.provenance is None:
             skip.add("provenance")
         payload = self.model_dump(mode="json", exclude=skip)
+        # ... and unset group counts of the conformal bound (every per-question one).
+        for key in _OPTIONAL_CONFORMAL:
+            if payload["conformal"].get(key) is None:
+                payload["conformal"].pop(key, None)
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         return f"cal-{digest[:12]}"
 
@@ -203,8 +217,13 @@ class CalibrationArtifact(BaseModel):
 
     def to_json(self) -> str:
         """The artifact as pretty JSON text (an unset provenance is left out, as it was)."""
-        skip = {"provenance"} if self.provenance is None else None
-        return self.model_dump_json(indent=2, exclude=skip) + "\n"
+        skip: dict[str, Any] = {}
+        if self.provenance is None:
+            skip["provenance"] = True
+        unset = {k for k in _OPTIONAL_CONFORMAL if getattr(self.conformal, k) is None}
+        if unset:
+            skip["conformal"] = unset
+        return self.model_dump_json(indent=2, exclude=skip or None) + "\n"
 
     @classmethod
     def from_json(cls, text: str | bytes) -> CalibrationArtifact:

@@ -113,6 +113,7 @@ def fit_calibration(
     seed: int = 0,
     source: str = "unspecified",
     notes: str = "",
+    groups: Sequence[str] | None = None,
 ) -> CalibrationArtifact:
     """Fit a calibration artifact from a signal matrix and relevance labels.
 
@@ -128,6 +129,9 @@ def fit_calibration(
         conformal_fraction: share of examples held out for the conformal threshold.
         seed: seed of the fit/conformal split.
         source, notes: recorded in the data summary.
+        groups: the article (document) each query was asked about; the conformal
+            bound then counts correlated questions' evidence once
+            (:func:`~.conformal.conformal_threshold`). None: queries are independent.
 
     Raises:
         ConfidenceError: bad shapes, labels or parameters; too few examples.
@@ -158,7 +162,10 @@ def fit_calibration(
         x[fit_idx], y[fit_idx], nonnegative=[f in SCORE_MONOTONE_FEATURES for f in feats], l2=l2
     )
     conf_probs = predict_logistic(x[conf_idx], coef, intercept)
-    cr = conformal_threshold(conf_probs, y[conf_idx], alpha=alpha, delta=delta)
+    if groups is not None and len(groups) != n:
+        raise ConfidenceError(f"groups must have one entry per example, got {len(groups)} for {n}")
+    conf_groups = None if groups is None else np.asarray(groups, dtype=object)[conf_idx]
+    cr = conformal_threshold(conf_probs, y[conf_idx], alpha=alpha, delta=delta, groups=conf_groups)
     lv = levels if levels is not None else LevelThresholds()
     return CalibrationArtifact(
         embedder_id=embedder_id,

@@ -18,6 +18,7 @@ drop real answers (docs/adr/008-label-free-self-calibration.md has the figures).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import numpy as np
@@ -65,6 +66,7 @@ def recalibrate(
     alpha: float | None = None,
     delta: float = DEFAULT_DELTA,
     seed: int = 0,
+    groups: Sequence[str] | None = None,
 ) -> CalibrationArtifact:
     """The shipped artifact ``base`` with its probability map and conformal threshold re-fit.
 
@@ -78,6 +80,8 @@ def recalibrate(
         alpha: target risk (``base``'s when None).
         delta: allowed probability that the certificate is wrong.
         seed: seed of the re-map / certificate split.
+        groups: the document each pseudo-query was cut from (its own id for a bank
+            question): the certificate counts one document's queries' evidence once.
 
     Raises:
         ConfidenceError: too few positives or negatives, or mismatched inputs.
@@ -105,7 +109,10 @@ def recalibrate(
     coef, shift = fit_logistic(z[remap, None], y[remap], nonnegative=[True], l2=REMAP_L2)
     temperature = float(coef[0])
     probs = 1.0 / (1.0 + np.exp(-(temperature * z[~remap] + shift)))
-    cr = conformal_threshold(probs, y[~remap], alpha=target, delta=delta)
+    if groups is not None and len(groups) != y.size:
+        raise ConfidenceError(f"groups must have one entry per query, got {len(groups)}")
+    cert_groups = None if groups is None else np.asarray(groups, dtype=object)[~remap]
+    cr = conformal_threshold(probs, y[~remap], alpha=target, delta=delta, groups=cert_groups)
     data = base.model_dump(mode="json")
     data.update(
         version="",

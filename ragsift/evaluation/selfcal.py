@@ -301,6 +301,10 @@ async def self_calibrate(
         signals,
         labels,
         seed=seed,
+        # A document's pseudo-queries are correlated draws; each bank question is its own.
+        groups=[p.doc_id for p in answerable]
+        + [p.doc_id for p in unanswerable]
+        + [f"bank:{i}" for i in range(len(bank))],
         provenance=Provenance(
             method="self-calibration: pseudo-queries (own, and with their documents removed)"
             " + out-of-domain bank; probability re-map + conformal threshold",

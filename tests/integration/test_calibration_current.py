@@ -49,6 +49,7 @@ FITTED = (
     "intercept",
     "conformal.risk_upper_bound",
     "conformal.coverage",
+    "conformal.design_effect",
 )
 
 
