@@ -18,92 +18,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from ragsift.retrieval.records import (
-    DEFAULT_LIMIT,
-    DEFAULT_PREFETCH_LIMIT,
-    DENSE_VECTOR,
-    DOC_FIELD,
-    METADATA_FORMAT,
-    POINT_ID_NAMESPACE,
-    RESERVED_FIELDS,
-    SPARSE_VECTOR,
-    TENANT_FIELD,
-    ChunkRecord,
-    CollectionInfo,
-    DenseCut,
-    PayloadValue,
-    SearchHit,
-    SearchMode,
-    SearchRequest,
-    StoredCollection,
-    Vector,
-    as_vector,
-    check_embedder,
-    dense_for_upsert,
-    filter_conditions,
-    point_id,
-    record_payload,
-    require_tenant,
-    validate_collection_name,
-)
-from ragsift.retrieval.search_plan import (
-    RRF_K,
-    ChannelKind,
-    ChannelQuery,
-    HybridFusion,
-    PointKey,
-    RankedAnswers,
-    RawPoint,
-    SearchPlan,
-    assemble_hits,
-    cut_dense,
-    plan_search,
-    rank_answers,
-    rrf_fuse,
-)
+# Star imports on purpose: each module's ``__all__`` is the one list of what it
+# publishes, so the re-export cannot drift from it (``test_index_modules`` checks).
+from ragsift.retrieval import records, search_plan
+from ragsift.retrieval.records import *  # noqa: F403
+from ragsift.retrieval.records import ChunkRecord, CollectionInfo, SearchHit, SearchRequest
+from ragsift.retrieval.search_plan import *  # noqa: F403
 
-__all__ = [
-    "DEFAULT_LIMIT",
-    "DEFAULT_PREFETCH_LIMIT",
-    "DENSE_VECTOR",
-    "DOC_FIELD",
-    "METADATA_FORMAT",
-    "POINT_ID_NAMESPACE",
-    "RESERVED_FIELDS",
-    "RRF_K",
-    "SPARSE_VECTOR",
-    "TENANT_FIELD",
-    "ChannelKind",
-    "ChannelQuery",
-    "ChunkRecord",
-    "CollectionInfo",
-    "DenseCut",
-    "HybridFusion",
-    "PayloadValue",
-    "PointKey",
-    "RankedAnswers",
-    "RawPoint",
-    "SearchHit",
-    "SearchMode",
-    "SearchPlan",
-    "SearchRequest",
-    "StoredCollection",
-    "Vector",
-    "VectorIndex",
-    "as_vector",
-    "assemble_hits",
-    "check_embedder",
-    "cut_dense",
-    "dense_for_upsert",
-    "filter_conditions",
-    "plan_search",
-    "point_id",
-    "rank_answers",
-    "record_payload",
-    "require_tenant",
-    "rrf_fuse",
-    "validate_collection_name",
-]
+__all__ = ["VectorIndex", *records.__all__, *search_plan.__all__]
 
 
 @runtime_checkable
