@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from ragsift.api.app import error_response, read_query
 from ragsift.api.auth import Authenticator, AuthError, Principal
 from ragsift.api.console import (
     CONSOLE_PATH,
@@ -22,6 +21,7 @@ from ragsift.api.console import (
     dropped_messages_counter,
 )
 from ragsift.api.openapi import QueryAnswer
+from ragsift.api.query_input import error_response, read_query
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.errors import RagsiftError
 from ragsift.schemas import DeadLetter

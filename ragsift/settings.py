@@ -6,6 +6,11 @@ Seed A's names (``RAG_HIGH_CONFIDENCE_THRESHOLD``, ``RAG_MEDIUM_CONFIDENCE_THRES
 ``RAG_LOW_CONFIDENCE_THRESHOLD``, ``RAG_MIN_RESULTS``) are accepted as aliases (A11).
 Only the entrypoint (``Settings.from_env()``) reads the environment; everything
 else receives the settings it needs.
+
+**Why one module.** Every layer imports its settings from here and
+:class:`Settings` composes all the concern classes, so the whole ``RAGSIFT_*``
+surface reads in one file under one import path; each class is short and
+stands alone, so the file grows with the number of concerns, not with any one.
 """
 
 from __future__ import annotations

@@ -2,17 +2,18 @@
 
 The API publishes the query event to Kafka and reads the results (and
 reports) topics itself, with every partition assigned to it (no consumer
-group: each API replica sees every result), matching them to waiting requests
-by (tenant, query id). A request that gets no result within its timeout gets a
-504 with the query id, which ``GET /v1/queries/{id}`` can poll later, on any
-replica: results and reports are also kept in Redis with a TTL
-(:class:`~ragsift.api.store.SharedResults`). With a console hub the API also
-reads the decisions and audit topics and serves the web console at
-``/console`` (:mod:`ragsift.api.console`).
+group: each API replica sees every result; :mod:`ragsift.api.kafka_link`),
+matching them to waiting requests by (tenant, query id). A request that gets
+no result within its timeout gets a 504 with the query id, which
+``GET /v1/queries/{id}`` can poll later, on any replica: results and reports
+are also kept in Redis with a TTL (:class:`~ragsift.api.store.SharedResults`).
+With a console hub the API also reads the decisions and audit topics and
+serves the web console at ``/console`` (:mod:`ragsift.api.console`).
 
 Every query route needs a credential (see :mod:`ragsift.api.auth`); the tenant
-comes from it. ``/metrics``, ``/healthz`` and ``/readyz`` are served by a
-separate application (:func:`create_admin_app`) on its own bind.
+comes from it, and the body is read by :mod:`ragsift.api.query_input`.
+``/metrics``, ``/healthz`` and ``/readyz`` are served by a separate
+application (:func:`create_admin_app`) on its own bind.
 """
 
 from __future__ import annotations
@@ -20,38 +21,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
-from pydantic import ValidationError
 
 from ragsift.api.auth import Authenticator, AuthError, Principal
-from ragsift.api.body import BodyError, read_json_body
 from ragsift.api.console import (
     PUBLIC_CONSOLE_ROUTES,
     ConsoleHub,
     ConsoleRoutes,
     dropped_messages_counter,
 )
-from ragsift.api.openapi import EVENT_FIELDS, ErrorBody, QueryRequest, openapi_document
+from ragsift.api.kafka_link import KafkaLink
+from ragsift.api.openapi import openapi_document
+from ragsift.api.query_input import check_limits, error_response, read_query
 from ragsift.api.store import RecentEvents, SharedResults, StoreKey
-from ragsift.errors import DecodeError
 from ragsift.observability.metrics import Metrics
 from ragsift.schemas import DeadLetter, QueryEvent, Report, RetrievalResult
 from ragsift.settings import ApiSettings, KafkaSettings, LimitSettings
-from ragsift.streams import clients
 from ragsift.streams.codec import EventCodec
-from ragsift.streams.topics import TOPICS
 
 __all__ = [
     "QueryApi",
+    # re-exported from query_input, where the embedded console also reads them
     "check_limits",
     "create_admin_app",
     "create_web_app",
@@ -59,27 +55,7 @@ __all__ = [
     "read_query",
 ]
 
-log = logging.getLogger(__name__)
-
-#: how often the API checks it can still reach the brokers, and how long one check may take
-BROKER_PROBE_INTERVAL_S = 5.0
-BROKER_PROBE_TIMEOUT_S = 3.0
-#: pause between attempts to connect while the brokers are unreachable
-RECONNECT_BACKOFF_S = 2.0
-#: a publish never waits longer than this, whatever the request's timeout
-MAX_SEND_S = 10.0
 _PRINCIPAL = web.RequestKey("principal", Principal)
-WWW_AUTHENTICATE = 'Bearer realm="ragsift"'
-
-
-def _error(status: int, error: str, detail: str, **extra: Any) -> web.Response:
-    body = ErrorBody(error=error, detail=detail, **extra)
-    headers = {"WWW-Authenticate": WWW_AUTHENTICATE} if status == 401 else None
-    return web.json_response(body.model_dump(mode="json"), status=status, headers=headers)
-
-
-#: the JSON error answer (``ErrorBody``; a 401 names the scheme), for the embedded console
-error_response = _error
 
 
 @dataclass
@@ -92,8 +68,11 @@ class _Pending:
     letter: DeadLetter | None = None
 
 
-class QueryApi:
-    """Owns the producer, the result reader and the requests waiting for results."""
+class QueryApi(KafkaLink):
+    """Owns the requests waiting for results, the stores that answer them, and the routes.
+
+    Publishing and reading are its :class:`~ragsift.api.kafka_link.KafkaLink`'s.
+    """
 
     def __init__(
         self,
@@ -106,25 +85,19 @@ class QueryApi:
         shared: SharedResults | None = None,
         hub: ConsoleHub | None = None,
     ):
-        self.kafka = kafka
+        # what the reader decodes, by logical topic: the console also wants decisions and audit
+        reads = ["retrievals", "reports", "deadletter"]
+        if hub is not None:
+            reads += ["decisions", "audit"]
+        super().__init__(kafka, reads)
         self.shared = shared
         self.hub = hub
         self.auth = auth
         self.settings = settings or ApiSettings()
         self.limits = limits or LimitSettings()
         self.metrics = metrics or Metrics()
-        self._producer: AIOKafkaProducer | None = None
-        self._consumer: AIOKafkaConsumer | None = None
-        self._runner: asyncio.Task[None] | None = None
-        self._connected = False
-        self._broker_ok = False
         self._pending: dict[tuple[str, str], list[_Pending]] = {}
         self._query_codec = EventCodec(QueryEvent)
-        # what the reader decodes, by logical topic: the console also wants decisions and audit
-        self._reads = ["retrievals", "reports", "deadletter"]
-        if hub is not None:
-            self._reads += ["decisions", "audit"]
-        self._codecs = {name: EventCodec(TOPICS[name].model) for name in self._reads}
         self._writer: asyncio.Task[None] | None = None
         r = self.metrics.registry
         self.requests = Counter(
@@ -159,17 +132,7 @@ class QueryApi:
         if hub is not None:
             hub.on_drop = dropped_messages_counter(r).inc
 
-    def topic(self, logical: str) -> str:
-        """Full name of a registered topic."""
-        return TOPICS[logical].name(self.kafka.topic_prefix)
-
-    @property
-    def ready(self) -> bool:
-        """Connected, reading results, and the brokers answered the last probe."""
-        running = self._runner is not None and not self._runner.done()
-        return running and self._connected and self._broker_ok
-
-    # -- Kafka ------------------------------------------------------------------------
+    # -- lifecycle --------------------------------------------------------------------
 
     async def start(self) -> None:
         """Start connecting in the background: the API serves (503s) while Kafka is away."""
@@ -187,76 +150,6 @@ class QueryApi:
         await self._disconnect()
         if self.shared is not None:
             await self.shared.close()
-
-    async def _disconnect(self) -> None:
-        self._connected = self._broker_ok = False
-        consumer, producer, self._consumer, self._producer = (
-            self._consumer,
-            self._producer,
-            None,
-            None,
-        )
-        for client in (consumer, producer):
-            if client is not None:
-                with contextlib.suppress(KafkaError, OSError):
-                    await client.stop()
-
-    async def _connect(self) -> None:
-        self._producer = clients.producer(self.kafka, linger_ms=2)
-        await self._producer.start()
-        self._consumer = clients.consumer(self.kafka)
-        await self._consumer.start()
-        found = await self._consumer._client.fetch_all_metadata()
-        partitions = []
-        for logical in self._reads:
-            name = self.topic(logical)
-            ids = found.partitions_for_topic(name) or {0}
-            partitions += [TopicPartition(name, p) for p in sorted(ids)]
-        self._consumer.assign(partitions)
-        await self._consumer.seek_to_end(*partitions)
-        self._connected = self._broker_ok = True
-
-    async def _run(self) -> None:
-        """Connect (retrying while the brokers are down), then read and probe until cancelled."""
-        while not self._connected:
-            try:
-                await self._connect()
-            except (KafkaError, OSError) as exc:
-                log.warning("cannot reach Kafka (%s); retrying in %s s", exc, RECONNECT_BACKOFF_S)
-                await self._disconnect()
-                await asyncio.sleep(RECONNECT_BACKOFF_S)
-        probe = asyncio.create_task(self._probe(), name="ragsift-api-probe")
-        try:
-            await self._read()
-        finally:
-            probe.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await probe
-
-    async def _probe(self) -> None:
-        """Keep ``_broker_ok`` true only while the brokers answer a metadata request."""
-        assert self._consumer is not None
-        while True:
-            await asyncio.sleep(BROKER_PROBE_INTERVAL_S)
-            try:
-                async with asyncio.timeout(BROKER_PROBE_TIMEOUT_S):
-                    await self._consumer._client.fetch_all_metadata()
-                self._broker_ok = True
-            except (TimeoutError, KafkaError, OSError):
-                self._broker_ok = False
-
-    async def _read(self) -> None:
-        assert self._consumer is not None
-        logical = {self.topic(name): name for name in self._reads}
-        while True:
-            batches = await self._consumer.getmany(timeout_ms=200, max_records=1000)
-            for tp, records in batches.items():
-                name = logical[tp.topic]
-                for record in records:
-                    try:
-                        self.accept(name, self._codecs[name].decode(record.value))
-                    except DecodeError:
-                        continue  # not ours to dead-letter: the producing worker validated it
 
     def accept(self, topic: str, event: Any) -> None:
         """One event read from a topic: keep it, wake its waiters, show it on the console."""
@@ -318,19 +211,6 @@ class QueryApi:
             return False
         return True
 
-    async def _publish(self, event: QueryEvent, payload: bytes, timeout_s: float) -> None:
-        """Send the query; a broker that cannot take it within the request's time is a 503."""
-        if not self.ready or self._producer is None:
-            raise KafkaError("not connected to Kafka")
-        try:
-            async with asyncio.timeout(min(timeout_s, MAX_SEND_S)):
-                await self._producer.send_and_wait(
-                    self.topic("queries"), payload, key=event.query_id.encode()
-                )
-        except TimeoutError as exc:
-            self._broker_ok = False  # /readyz says so until the next probe gets through
-            raise KafkaError(f"Kafka did not take the query within {timeout_s} s") from exc
-
     # -- handlers ---------------------------------------------------------------------
 
     async def post_query(self, request: web.Request) -> web.Response:
@@ -353,9 +233,9 @@ class QueryApi:
             try:
                 await self._publish(event, pending.sent, req.timeout_s)
             except KafkaError as exc:
-                return _error(503, "kafka_unavailable", str(exc), query_id=event.query_id)
+                return error_response(503, "kafka_unavailable", str(exc), query_id=event.query_id)
             if not await self._wait_for(key, pending, req.timeout_s):
-                return _error(
+                return error_response(
                     504,
                     "timeout",
                     f"no result within {req.timeout_s} s; poll GET /v1/queries/{event.query_id}",
@@ -372,9 +252,9 @@ class QueryApi:
         letter = pending.letter
         query_id = key[1]
         if letter is not None and "unknown collection" in letter.error:
-            return _error(404, "collection_not_found", letter.error, query_id=query_id)
+            return error_response(404, "collection_not_found", letter.error, query_id=query_id)
         if letter is not None:
-            return _error(
+            return error_response(
                 422,
                 "rejected",
                 f"the pipeline rejected the query at {letter.stage}: {letter.error}",
@@ -383,7 +263,9 @@ class QueryApi:
         result = self.store.get(("result", *key))
         report = self.store.get(("report", *key)) if pending.want_report else None
         if result is None:  # evicted between waking and answering: only under extreme load
-            return _error(504, "timeout", "the result was evicted; retry", query_id=query_id)
+            return error_response(
+                504, "timeout", "the result was evicted; retry", query_id=query_id
+            )
         # the stored bytes are the models' own JSON: a QueryAnswer without re-encoding them
         body = b"".join(
             (
@@ -416,7 +298,7 @@ class QueryApi:
                 result = await self.shared.get(key)  # answered by another replica, or before
             if result is not None:
                 return web.Response(body=result, content_type="application/json")
-        return _error(404, "not_found", f"no result seen for query id {query_id!r}")
+        return error_response(404, "not_found", f"no result seen for query id {query_id!r}")
 
     async def healthz(self, request: web.Request) -> web.Response:
         """Liveness."""
@@ -455,7 +337,7 @@ class QueryApi:
             response = await handler(request)
         except AuthError as exc:
             error = "unauthorized" if exc.status == 401 else "forbidden"
-            response = _error(exc.status, error, exc.message)
+            response = error_response(exc.status, error, exc.message)
         self.requests.labels(name, str(response.status)).inc()
         return response
 
@@ -464,69 +346,6 @@ class QueryApi:
         principal = request[_PRINCIPAL]
         principal.require("read")
         return principal.tenants
-
-
-async def read_query(
-    request: web.Request,
-    principal: Principal,
-    settings: ApiSettings,
-    limits: LimitSettings,
-    *,
-    id_prefix: str,
-) -> tuple[QueryRequest, QueryEvent] | web.Response:
-    """A POST /v1/query body read and checked: the request and its event, or the error answer.
-
-    Shared by the API and the embedded console, so both apply one contract and one
-    set of limits, and name the tenant from the credential the same way.
-    """
-    try:
-        body = await read_json_body(
-            request, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s
-        )
-    except BodyError as exc:
-        return _error(exc.status, exc.error, exc.message)
-    try:
-        req = QueryRequest.model_validate(body)
-        check_limits(req, limits)
-        event = QueryEvent(
-            query_id=req.query_id or f"{id_prefix}-{uuid.uuid4().hex}",
-            # the credential names the tenant; a body tenant_id must agree with it
-            tenant_id=principal.tenant_for(req.tenant_id),
-            traceparent=request.headers.get("traceparent"),
-            # unset fields stay unset: the event's defaults (collection!) apply
-            **req.model_dump(include=set(EVENT_FIELDS), exclude_unset=True),
-        )
-    except ValidationError as exc:
-        fields = [
-            {"loc": list(e["loc"]), "msg": e["msg"]}
-            for e in exc.errors(include_url=False, include_input=False)
-        ]
-        return _error(422, "invalid_query", "the query breaks the contract", fields=fields)
-    return req, event
-
-
-def check_limits(req: QueryRequest, limits: LimitSettings) -> None:
-    """This deployment's limits (tighter than the wire contract's), as validation errors."""
-    problems = []
-    if req.k is not None and req.k > limits.max_k:
-        problems.append(("k", f"Input should be less than or equal to {limits.max_k}"))
-    if len(req.query) > limits.max_query_chars:
-        problems.append(
-            ("query", f"String should have at most {limits.max_query_chars} characters")
-        )
-    if problems:
-        raise ValidationError.from_exception_data(
-            "QueryRequest",
-            [
-                {
-                    "type": "value_error",
-                    "loc": (loc,),
-                    "input": None,
-                    "ctx": {"error": ValueError(msg)},
-                }
-                for loc, msg in problems
-            ],
-        )
 
 
 def create_web_app(api: QueryApi) -> web.Application:

@@ -32,29 +32,31 @@ from ragsift.errors import ConfigurationError
 from ragsift.retrieval import qdrant_common
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.errors import CollectionNotFoundError
-from ragsift.retrieval.index import (
+from ragsift.retrieval.qdrant_common import MAX_TENANTS_IN_INFO
+from ragsift.retrieval.records import (
     DENSE_VECTOR,
     DOC_FIELD,
-    RRF_K,
     SPARSE_VECTOR,
     TENANT_FIELD,
-    ChannelQuery,
     ChunkRecord,
     CollectionInfo,
-    HybridFusion,
     PayloadValue,
-    PointKey,
-    RawPoint,
     SearchHit,
-    SearchPlan,
     SearchRequest,
     StoredCollection,
-    assemble_hits,
     point_id,
     record_payload,
     validate_collection_name,
 )
-from ragsift.retrieval.qdrant_common import MAX_TENANTS_IN_INFO
+from ragsift.retrieval.search_plan import (
+    RRF_K,
+    ChannelQuery,
+    HybridFusion,
+    PointKey,
+    RawPoint,
+    SearchPlan,
+    assemble_hits,
+)
 
 __all__ = ["MAX_TENANTS_IN_INFO", "EdgeIndex"]
 
@@ -160,7 +162,7 @@ class EdgeIndex:
         bm25: the BM25 encoder (default parameters if ``None``); a collection
             refuses to open with an encoder other than the one that built it.
         hybrid_fusion: ``client`` (fuse the two channels here: fastest, see
-            :mod:`ragsift.retrieval.index`) or ``qdrant`` (Qdrant's ``Fusion.Rrf``).
+            :mod:`ragsift.retrieval.search_plan`) or ``qdrant`` (Qdrant's ``Fusion.Rrf``).
     """
 
     def __init__(
@@ -311,7 +313,7 @@ class EdgeIndex:
         return {r.id.int: r.payload or {} for r in records}  # type: ignore[union-attr]  # UUIDs, see _raw
 
     async def search(self, collection: str, request: SearchRequest) -> list[SearchHit]:
-        """Search one tenant's chunks (see :mod:`ragsift.retrieval.index` for hybrid)."""
+        """Search one tenant's chunks (see :mod:`ragsift.retrieval.search_plan` for hybrid)."""
         return (await self.search_batch(collection, [request]))[0]
 
     async def search_batch(

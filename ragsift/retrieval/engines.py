@@ -29,7 +29,9 @@ from ragsift.confidence import (
 from ragsift.confidence.features import READER_FEATURES
 from ragsift.confidence.registry import DEFAULT_REFRESH_S, CalibrationRegistry, CalibrationStore
 from ragsift.errors import ConfigurationError
-from ragsift.retrieval.index import RRF_K
+from ragsift.retrieval.search_plan import (
+    RRF_K,
+)
 from ragsift.schemas import SearchMode, Selection
 from ragsift.settings import ConfidenceSettings
 

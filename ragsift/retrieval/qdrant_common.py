@@ -14,23 +14,25 @@ from typing import Any, Protocol
 
 from ragsift.errors import ConfigurationError
 from ragsift.retrieval.bm25 import Bm25Encoder, SparseEncoding
-from ragsift.retrieval.index import (
+from ragsift.retrieval.records import (
     DENSE_VECTOR,
-    RRF_K,
     SPARSE_VECTOR,
     ChunkRecord,
-    HybridFusion,
-    RankedAnswers,
-    RawPoint,
-    SearchPlan,
     SearchRequest,
     StoredCollection,
     check_embedder,
     dense_for_upsert,
-    plan_search,
-    rank_answers,
     require_tenant,
     validate_collection_name,
+)
+from ragsift.retrieval.search_plan import (
+    RRF_K,
+    HybridFusion,
+    RankedAnswers,
+    RawPoint,
+    SearchPlan,
+    plan_search,
+    rank_answers,
 )
 
 __all__ = [

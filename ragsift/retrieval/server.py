@@ -28,26 +28,28 @@ from ragsift.errors import ConfigurationError, ServiceUnavailableError
 from ragsift.retrieval import qdrant_common
 from ragsift.retrieval.bm25 import Bm25Encoder, SparseEncoding
 from ragsift.retrieval.errors import CollectionNotFoundError
-from ragsift.retrieval.index import (
+from ragsift.retrieval.records import (
     DENSE_VECTOR,
     DOC_FIELD,
     SPARSE_VECTOR,
     TENANT_FIELD,
-    ChannelQuery,
     ChunkRecord,
     CollectionInfo,
-    HybridFusion,
     PayloadValue,
-    PointKey,
-    RawPoint,
     SearchHit,
-    SearchPlan,
     SearchRequest,
     StoredCollection,
-    assemble_hits,
     point_id,
     record_payload,
     validate_collection_name,
+)
+from ragsift.retrieval.search_plan import (
+    ChannelQuery,
+    HybridFusion,
+    PointKey,
+    RawPoint,
+    SearchPlan,
+    assemble_hits,
 )
 
 __all__ = ["QdrantServerIndex"]
@@ -282,7 +284,7 @@ class QdrantServerIndex:
     # -- reads ----------------------------------------------------------------
 
     async def search(self, collection: str, request: SearchRequest) -> list[SearchHit]:
-        """Search one tenant's chunks (see :mod:`ragsift.retrieval.index` for hybrid)."""
+        """Search one tenant's chunks (see :mod:`ragsift.retrieval.search_plan` for hybrid)."""
         return (await self.search_batch(collection, [request]))[0]
 
     async def search_batch(

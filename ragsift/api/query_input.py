@@ -1,0 +1,95 @@
+"""Reading a ``POST /v1/query``: the body checked into a query event, or the JSON error answer.
+
+Shared by the HTTP API (:mod:`ragsift.api.app`) and the embedded console
+(:mod:`ragsift.console_server`), so both apply one contract and one set of
+limits, name the tenant from the credential the same way and answer errors in
+one shape (``ErrorBody``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from ragsift.api.auth import Principal
+from ragsift.api.body import BodyError, read_json_body
+from ragsift.api.openapi import EVENT_FIELDS, ErrorBody, QueryRequest
+from ragsift.schemas import QueryEvent
+from ragsift.settings import ApiSettings, LimitSettings
+
+__all__ = ["WWW_AUTHENTICATE", "check_limits", "error_response", "read_query"]
+
+WWW_AUTHENTICATE = 'Bearer realm="ragsift"'
+
+
+def error_response(status: int, error: str, detail: str, **extra: Any) -> web.Response:
+    """The JSON error answer (``ErrorBody``); a 401 names the authentication scheme."""
+    body = ErrorBody(error=error, detail=detail, **extra)
+    headers = {"WWW-Authenticate": WWW_AUTHENTICATE} if status == 401 else None
+    return web.json_response(body.model_dump(mode="json"), status=status, headers=headers)
+
+
+async def read_query(
+    request: web.Request,
+    principal: Principal,
+    settings: ApiSettings,
+    limits: LimitSettings,
+    *,
+    id_prefix: str,
+) -> tuple[QueryRequest, QueryEvent] | web.Response:
+    """A POST /v1/query body read and checked: the request and its event, or the error answer.
+
+    Shared by the API and the embedded console, so both apply one contract and one
+    set of limits, and name the tenant from the credential the same way.
+    """
+    try:
+        body = await read_json_body(
+            request, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s
+        )
+    except BodyError as exc:
+        return error_response(exc.status, exc.error, exc.message)
+    try:
+        req = QueryRequest.model_validate(body)
+        check_limits(req, limits)
+        event = QueryEvent(
+            query_id=req.query_id or f"{id_prefix}-{uuid.uuid4().hex}",
+            # the credential names the tenant; a body tenant_id must agree with it
+            tenant_id=principal.tenant_for(req.tenant_id),
+            traceparent=request.headers.get("traceparent"),
+            # unset fields stay unset: the event's defaults (collection!) apply
+            **req.model_dump(include=set(EVENT_FIELDS), exclude_unset=True),
+        )
+    except ValidationError as exc:
+        fields = [
+            {"loc": list(e["loc"]), "msg": e["msg"]}
+            for e in exc.errors(include_url=False, include_input=False)
+        ]
+        return error_response(422, "invalid_query", "the query breaks the contract", fields=fields)
+    return req, event
+
+
+def check_limits(req: QueryRequest, limits: LimitSettings) -> None:
+    """This deployment's limits (tighter than the wire contract's), as validation errors."""
+    problems = []
+    if req.k is not None and req.k > limits.max_k:
+        problems.append(("k", f"Input should be less than or equal to {limits.max_k}"))
+    if len(req.query) > limits.max_query_chars:
+        problems.append(
+            ("query", f"String should have at most {limits.max_query_chars} characters")
+        )
+    if problems:
+        raise ValidationError.from_exception_data(
+            "QueryRequest",
+            [
+                {
+                    "type": "value_error",
+                    "loc": (loc,),
+                    "input": None,
+                    "ctx": {"error": ValueError(msg)},
+                }
+                for loc, msg in problems
+            ],
+        )
