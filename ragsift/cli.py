@@ -1140,8 +1140,9 @@ def evaluate(
         "scorers": [r.to_dict() for r in result.reports],
     }
     if correction is not None:  # B10: RAGSIFT_CORRECTIVE_ENABLED=1
+        kinds = [q.kind for q, e in zip(run.queries, evaluated, strict=True) if e]
         calibrated = result.scores["calibrated"][1]
-        summary["corrective"] = correction.summary(evaluated, result.labels, calibrated)
+        summary["corrective"] = correction.summary(evaluated, result.labels, calibrated, kinds)
     if as_json:
         print(json.dumps(summary))
         return

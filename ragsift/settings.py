@@ -582,6 +582,10 @@ class CorrectiveSettings(BaseSettings):
     expand_terms: int = Field(default=5, ge=1, le=20)
     #: ... the first try's top hits, this many.
     expand_from: int = Field(default=3, ge=1, le=MAX_K)
+    #: A retry is kept only when its own confidence is at least this (and answers);
+    #: unset: its answer threshold. Second chances select for luck: a bar for them
+    #: alone bounds the risk they add (docs/corrective.md).
+    win_confidence: float | None = Field(default=None, ge=0, le=1)
 
 
 class Settings(BaseSettings):

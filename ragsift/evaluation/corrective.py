@@ -108,33 +108,44 @@ class EvalCorrection:
         return out
 
     def summary(
-        self, evaluated: npt.NDArray[np.bool_], labels: npt.ArrayLike, answered: npt.ArrayLike
+        self,
+        evaluated: npt.NDArray[np.bool_],
+        labels: npt.ArrayLike,
+        answered: npt.ArrayLike,
+        kinds: Sequence[str],
     ) -> dict[str, object]:
         """Counts of the evaluated queries' retries, and the risk of the answers a retry won.
 
-        ``labels`` and ``answered`` are the calibrated row's, aligned with the
-        evaluated queries; the risk of the won answers is what the retry's second
-        chance adds to the risk the conformal threshold certified.
+        ``labels``, ``answered`` and ``kinds`` are the calibrated row's, aligned with
+        the evaluated queries. The risk of the won answers (near misses counted as
+        wrong answers, and without them) is what the retry's second chance adds to
+        the risk the conformal threshold certified.
         """
         records = [r for r, e in zip(self.records, evaluated, strict=True) if e]
-        tried = np.array([r is not None for r in records], dtype=bool)
         won = np.array([r is not None and r.won != "first" for r in records], dtype=bool)
         triggers = [r.trigger for r in records if r is not None]
         lab = np.asarray(labels, dtype=np.float64)
-        ans = np.asarray(answered, dtype=bool)
-        won_answered = won & ans
-        s = self.corrector.settings
+        won_answered = won & np.asarray(answered, dtype=bool)
+        kind = np.asarray(kinds)
+        by_kind = {str(k): int((won_answered & (kind == k)).sum()) for k in np.unique(kind)}
         return {
-            "settings": s.model_dump(mode="json"),
-            "retried": int(tried.sum()),
+            "settings": self.corrector.settings.model_dump(mode="json"),
+            "retried": len(triggers),
             "retried_low_confidence": triggers.count("low_confidence"),
             "retried_disagreement": triggers.count("disagreement"),
             "retry_won": int(won.sum()),
             "retry_won_answered": int(won_answered.sum()),
-            "risk_of_won_answers": float(1.0 - lab[won_answered].mean())
-            if won_answered.any()
-            else None,
+            "retry_won_answered_by_kind": by_kind,
+            "risk_of_won_answers": _risk(lab, won_answered),
+            "risk_of_won_answers_without_near_miss": _risk(
+                lab, won_answered & (kind != "near_miss")
+            ),
         }
+
+
+def _risk(labels: npt.NDArray[np.float64], answered: npt.NDArray[np.bool_]) -> float | None:
+    """Answered without the answer in context / answered; None when nothing was answered."""
+    return float(1.0 - labels[answered].mean()) if answered.any() else None
 
 
 def _retry_request(request: SearchRequest, retry: Retry) -> SearchRequest:

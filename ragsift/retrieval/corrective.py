@@ -16,7 +16,8 @@ The rules, shared by the pipeline (both runtimes) and ``ragsift eval``:
   searches BM25 only.
 * **Bound.** At most one retry per query; a retry never triggers another.
 * **Winner.** The retry is kept only when its *own* confidence clears its own
-  answer threshold (``answerable``) and is higher than the first try's, and both
+  answer threshold (``answerable``) and ``win_confidence`` when set, and is
+  higher than the first try's, and both
   were scored by the same scorer (a keyword retry is scored by the weighted
   scorer, not the calibrated one: its number is not comparable, so it never
   wins under the calibrated scorer). Otherwise the first try's result, hits and
@@ -189,8 +190,7 @@ class Corrector:
             return None
         return Retry(trigger, strategy, f"{query} {' '.join(terms)}", mode, limit, tuple(terms))
 
-    @staticmethod
-    def choose(first: Scored, retry: Scored | None) -> tuple[bool, str]:
+    def choose(self, first: Scored, retry: Scored | None) -> tuple[bool, str]:
         """(whether the retry wins, why), by the winner rule of the module docstring."""
         if retry is None:
             return False, "retry_failed"
@@ -198,6 +198,9 @@ class Corrector:
             return False, "not_comparable"
         if not retry.answerable:
             return False, "retry_not_answerable"
+        bar = self.settings.win_confidence
+        if bar is not None and retry.confidence < bar:
+            return False, "retry_below_win_confidence"
         if retry.confidence <= first.confidence:
             return False, "retry_not_higher"
         return True, "retry_answerable_and_higher"

@@ -180,7 +180,16 @@ def test_nothing_is_planned_when_nothing_triggers() -> None:
 def test_retry_wins_only_when_its_own_confidence_answers_and_is_higher(
     retry: Scored | None, won: bool, reason: str
 ) -> None:
-    assert Corrector.choose(REFUSED, retry) == (won, reason)
+    assert corrector().choose(REFUSED, retry) == (won, reason)
+
+
+def test_a_win_confidence_bar_holds_back_retries_below_it() -> None:
+    barred = corrector(win_confidence=0.7)
+    assert barred.choose(REFUSED, Scored(0.6, True, "calibrated")) == (
+        False,
+        "retry_below_win_confidence",
+    )
+    assert barred.choose(REFUSED, Scored(0.7, True, "calibrated"))[0]
 
 
 # -- the result field and the evidence --------------------------------------------------------
