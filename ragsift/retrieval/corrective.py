@@ -198,8 +198,7 @@ class Corrector:
             return False, "not_comparable"
         if not retry.answerable:
             return False, "retry_not_answerable"
-        bar = self.settings.win_confidence
-        if bar is not None and retry.confidence < bar:
+        if retry.confidence < self.settings.win_confidence:
             return False, "retry_below_win_confidence"
         if retry.confidence <= first.confidence:
             return False, "retry_not_higher"

@@ -92,9 +92,10 @@ def test_trigger_low_confidence_is_a_refusal_unless_a_bar_is_set() -> None:
 
 
 def test_trigger_disagreement_only_for_hybrid_and_when_switched_on() -> None:
-    assert corrector().trigger(ANSWERED, SPLIT, "hybrid") == "disagreement"
-    assert corrector().trigger(ANSWERED, SPLIT, "dense") is None
-    assert corrector(on_disagreement=False).trigger(ANSWERED, SPLIT, "hybrid") is None
+    split = corrector(on_disagreement=True)
+    assert split.trigger(ANSWERED, SPLIT, "hybrid") == "disagreement"
+    assert split.trigger(ANSWERED, SPLIT, "dense") is None
+    assert corrector().trigger(ANSWERED, SPLIT, "hybrid") is None  # off by default
 
 
 # -- strategies -------------------------------------------------------------------------------
@@ -180,10 +181,11 @@ def test_nothing_is_planned_when_nothing_triggers() -> None:
 def test_retry_wins_only_when_its_own_confidence_answers_and_is_higher(
     retry: Scored | None, won: bool, reason: str
 ) -> None:
-    assert corrector().choose(REFUSED, retry) == (won, reason)
+    assert corrector(win_confidence=0.0).choose(REFUSED, retry) == (won, reason)
 
 
 def test_a_win_confidence_bar_holds_back_retries_below_it() -> None:
+    assert CorrectiveSettings().win_confidence == 0.85  # the measured default
     barred = corrector(win_confidence=0.7)
     assert barred.choose(REFUSED, Scored(0.6, True, "calibrated")) == (
         False,
@@ -237,7 +239,7 @@ EXPAND = Retry("low_confidence", "expand", "q bank", "hybrid", 8, ("bank",))
 
 def test_resolve_keeps_the_winning_path_and_records_it() -> None:
     first, second = result(0.2, False, "a"), result(0.7, True, "b")
-    kept = corrector().resolve(first, second, EXPAND)
+    kept = corrector(win_confidence=0.0).resolve(first, second, EXPAND)
     assert [h.chunk_id for h in kept.hits] == ["b"]
     assert kept.confidence == 0.7
     assert kept.corrective == CorrectiveInfo(
@@ -253,15 +255,18 @@ def test_resolve_keeps_the_winning_path_and_records_it() -> None:
 
 def test_resolve_keeps_the_first_path_and_its_confidence_when_the_retry_loses() -> None:
     first = result(0.2, False, "a")
-    kept = corrector().resolve(first, result(0.3, False, "b"), EXPAND)
+    kept = corrector(win_confidence=0.0).resolve(first, result(0.3, False, "b"), EXPAND)
     assert kept.model_dump(exclude={"corrective"}) == first.model_dump(exclude={"corrective"})
     assert kept.corrective is not None
     assert kept.corrective.won == "first"
-    failed = corrector().resolve(first, RuntimeError("search down"), EXPAND)
+    failed = corrector(win_confidence=0.0).resolve(first, RuntimeError("search down"), EXPAND)
     assert failed.corrective is not None
     assert (failed.corrective.reason, failed.corrective.retry_confidence) == ("retry_failed", None)
     errored = result(0.0, False, outcome="error")
-    assert corrector().resolve(first, errored, EXPAND).corrective.reason == "retry_failed"  # type: ignore[union-attr]  # set by resolve
+    assert (
+        corrector(win_confidence=0.0).resolve(first, errored, EXPAND).corrective.reason
+        == "retry_failed"
+    )  # type: ignore[union-attr]  # set by resolve
 
 
 def test_the_result_field_allows_one_retry_only() -> None:
@@ -276,7 +281,9 @@ def test_the_result_field_allows_one_retry_only() -> None:
 
 
 def test_a_corrected_result_brings_one_corrective_evidence_event() -> None:
-    kept = corrector().resolve(result(0.2, False, "a"), result(0.7, True, "b"), EXPAND)
+    kept = corrector(win_confidence=0.0).resolve(
+        result(0.2, False, "a"), result(0.7, True, "b"), EXPAND
+    )
     events = evidence_for(kept, advisory_threshold=0.5, source="/test")
     [event] = [e for e in events if e.type == EvidenceType.CORRECTIVE_RETRY]
     assert event.data.details["won"] == "expand"

@@ -130,7 +130,9 @@ async def test_the_retry_wins_when_its_own_confidence_answers_higher(
     guard = GuardrailSettings(tenant_thresholds_path=path)
     off, _ = make_pipeline(tmp_path, index, guard)
     plain = (await one(off, k=3)).result
-    on, metrics = make_pipeline(tmp_path, index, guard, enabled=True, trigger_confidence=ALWAYS)
+    on, metrics = make_pipeline(
+        tmp_path, index, guard, enabled=True, trigger_confidence=ALWAYS, win_confidence=0.0
+    )
     fixed = (await one(on, k=3)).result
     assert fixed.corrective is not None
     assert fixed.corrective.first_confidence == plain.confidence
@@ -150,7 +152,14 @@ async def test_a_retry_that_is_not_higher_leaves_the_first_result_unchanged(
     off, _ = make_pipeline(tmp_path, index, guard)
     plain = (await one(off, k=3)).result
     wider, metrics = make_pipeline(
-        tmp_path, index, guard, enabled=True, trigger_confidence=ALWAYS, strategy="wider", max_k=5
+        tmp_path,
+        index,
+        guard,
+        enabled=True,
+        trigger_confidence=ALWAYS,
+        strategy="wider",
+        max_k=5,
+        win_confidence=0.0,
     )
     fixed = (await one(wider, k=3)).result
     assert fixed.corrective is not None
