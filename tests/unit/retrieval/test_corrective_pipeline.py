@@ -17,7 +17,7 @@ from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.index import SearchHit, SearchRequest
 from ragsift.retrieval.pipeline import PipelineOutput, RetrievalPipeline
-from ragsift.schemas import EvidenceType, QueryEvent
+from ragsift.schemas import EvidenceType, QueryEvent, RetrievalResult
 from ragsift.settings import CorrectiveSettings, GuardrailSettings, Settings
 from ragsift.wiring import build_pipeline
 from tests.factories import low_bar_confidence
@@ -121,15 +121,22 @@ async def test_a_triggered_query_is_retried_exactly_once_and_recorded(
     assert retries(metrics, "first" if fix.won == "first" else "retry") == 1.0
 
 
-async def test_the_retry_wins_when_its_own_confidence_answers_higher(
+async def answer_everything(
     tmp_path: Path, index: CountingIndex
-) -> None:
-    # Answer threshold 0 (A13): every result is answerable, so the higher one wins.
+) -> tuple[GuardrailSettings, RetrievalResult]:
+    """Guardrails with answer threshold 0 for alpha (A13: every result answers, so the
+    higher confidence wins), and alpha's result without corrective retrieval."""
     path = tmp_path / "tenants.yaml"
     path.write_text("tenants:\n  alpha: {answer_threshold: 0.0}\n")
     guard = GuardrailSettings(tenant_thresholds_path=path)
     off, _ = make_pipeline(tmp_path, index, guard)
-    plain = (await one(off, k=3)).result
+    return guard, (await one(off, k=3)).result
+
+
+async def test_the_retry_wins_when_its_own_confidence_answers_higher(
+    tmp_path: Path, index: CountingIndex
+) -> None:
+    guard, plain = await answer_everything(tmp_path, index)
     on, metrics = make_pipeline(
         tmp_path, index, guard, enabled=True, trigger_confidence=ALWAYS, win_confidence=0.0
     )
@@ -146,11 +153,7 @@ async def test_the_retry_wins_when_its_own_confidence_answers_higher(
 async def test_a_retry_that_is_not_higher_leaves_the_first_result_unchanged(
     tmp_path: Path, index: CountingIndex
 ) -> None:
-    path = tmp_path / "tenants.yaml"
-    path.write_text("tenants:\n  alpha: {answer_threshold: 0.0}\n")
-    guard = GuardrailSettings(tenant_thresholds_path=path)
-    off, _ = make_pipeline(tmp_path, index, guard)
-    plain = (await one(off, k=3)).result
+    guard, plain = await answer_everything(tmp_path, index)
     wider, metrics = make_pipeline(
         tmp_path,
         index,
