@@ -1068,7 +1068,9 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Measure the confidence scores on a labelled dataset: ranking, calibration, answer
-    rate and risk at the answer threshold, the calibrated scorer against the simple rules."""
+    rate and risk at the answer threshold, the calibrated scorer against the simple rules.
+
+    With RAGSIFT_CORRECTIVE_ENABLED=1 and --artifact: corrective retrieval (docs/corrective.md)."""
     import numpy as np
 
     from ragsift.confidence import ConfidenceError, load_calibration

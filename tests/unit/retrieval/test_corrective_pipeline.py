@@ -13,6 +13,7 @@ import pytest
 from ragsift.ingest.indexer import Indexer
 from ragsift.ingest.loaders import SourceDocument
 from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.cache import InMemoryCache
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.index import SearchHit, SearchRequest
@@ -205,3 +206,24 @@ async def test_another_tenants_documents_never_reach_the_expansion(
     assert out.result.corrective is not None
     assert "zyxwv" not in out.result.corrective.expansion_terms
     assert all(r.tenant_id == "alpha" for r in index.requests)
+
+
+async def test_switching_corrective_retrieval_on_does_not_serve_results_cached_without_it(
+    tmp_path: Path, index: CountingIndex
+) -> None:
+    cache = InMemoryCache()
+
+    def build(**corrective: Any) -> RetrievalPipeline:
+        settings = Settings(
+            data_dir=tmp_path,
+            confidence=low_bar_confidence(),
+            corrective=CorrectiveSettings(**corrective),
+        )
+        return build_pipeline(
+            settings, index=index, embedder=EMBEDDER, metrics=Metrics(), cache=cache
+        )
+
+    assert (await one(build(), k=3)).result.corrective is None
+    fresh = (await one(build(enabled=True, trigger_confidence=ALWAYS), k=3)).result
+    assert not fresh.cache.hit
+    assert fresh.corrective is not None
