@@ -44,12 +44,18 @@ from ragsift.schemas import (
 from ragsift.settings import CorrectiveSettings
 
 __all__ = [
+    "MAX_TERM_CHARS",
     "Corrector",
     "Retry",
     "Scored",
     "channels_disagree",
     "expansion_terms",
 ]
+
+
+#: Longest word an expansion adds: longer "words" are ids, hashes or digit runs
+#: (English words past 30 letters are chemistry), and each one lengthens every retry.
+MAX_TERM_CHARS = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +127,7 @@ def expansion_terms(
     if not hits:
         return []
     in_query = content_terms(query)
-    per_hit = [content_terms(h.text) for h in hits]
+    per_hit = [{t for t in content_terms(h.text) if len(t) <= MAX_TERM_CHARS} for h in hits]
     df: dict[str, int] = {}
     for terms in per_hit:
         for term in terms:

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from ragsift.confidence import LevelThresholds
 from ragsift.retrieval.corrective import (
+    MAX_TERM_CHARS,
     Corrector,
     Retry,
     Scored,
@@ -342,3 +343,15 @@ def test_settings_refuse_bad_values() -> None:
     with pytest.raises(ValidationError):
         CorrectiveSettings(strategy="rerank")  # type: ignore[arg-type]  # the point of the test
     assert CorrectiveSettings().enabled is False  # off by default
+
+
+def test_expansion_terms_of_hostile_hit_texts_are_bounded_words() -> None:
+    hostile = [
+        hit("a", 0.9, 1.0, "Возврат денег банковским переводом 退款 通过银行转账"),
+        hit("b", 0.8, 2.0, "refund\x00\x1b[31m bank\u202etransfer " + "overflow " * 50_000),
+        hit("c", 0.7, 3.0, "9" * 5_000 + " возврат"),
+    ]
+    terms = expansion_terms("refund", hostile, n_terms=5, from_top=3)
+    assert len(terms) == 5
+    assert all(t.isprintable() and len(t) <= MAX_TERM_CHARS for t in terms)
+    assert terms[0] == "возврат"  # in two top hits: non-Latin words count like any other
