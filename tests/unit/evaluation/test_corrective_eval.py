@@ -27,6 +27,12 @@ def artifact_path() -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _hashing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI embeds with the embedder of the artifact these tests apply."""
+    monkeypatch.setenv("RAGSIFT_EMBEDDER_KIND", "hashing")
+
+
 def eval_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **env: str) -> dict[str, Any]:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
