@@ -25,6 +25,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from ragsift.errors import ConfigurationError
 from ragsift.schemas.base import MAX_K, MAX_QUERY_CHARS
 from ragsift.schemas.deadletter import DEFAULT_MAX_ORIGINAL_BYTES
+from ragsift.schemas.retrieval import CorrectiveStrategy
 
 __all__ = [
     "ApiSettings",
@@ -33,6 +34,7 @@ __all__ = [
     "CalibrationSettings",
     "ConfidenceSettings",
     "ContradictionSettings",
+    "CorrectiveSettings",
     "DriftSettings",
     "EmbedderSettings",
     "FeedbackSettings",
@@ -561,6 +563,39 @@ class DriftSettings(BaseSettings):
     half_life: float = Field(default=500.0, gt=0, le=10_000_000)
 
 
+class CorrectiveSettings(BaseSettings):
+    """Corrective retrieval (B10): one bounded retry of a weak or split retrieval.
+
+    Off by default: a triggered query pays a second search and scoring, and the
+    retry's win is a second chance to answer (docs/corrective.md has both figures).
+    """
+
+    model_config = _config("RAGSIFT_CORRECTIVE_")
+
+    enabled: bool = False
+    #: Retry a result whose confidence is below this; unset: a result that is refused
+    #: (``answerable`` false), i.e. below its own answer threshold.
+    trigger_confidence: float | None = Field(default=None, ge=0, le=1)
+    #: Also retry a hybrid result whose BM25 and dense channels disagree. Off: on SQuAD
+    #: the retries it let win raised the risk and answered nothing more.
+    on_disagreement: bool = False
+    #: Channels disagree when each one's top hit is outside the other's top ``agree_k``.
+    agree_k: int = Field(default=3, ge=1, le=MAX_K)
+    strategy: CorrectiveStrategy = "expand"
+    #: Hits the ``wider`` retry fetches (never more than RAGSIFT_LIMITS_MAX_K).
+    max_k: int = Field(default=16, ge=1, le=MAX_K)
+    #: Terms the ``expand`` retry adds to the query, from ...
+    expand_terms: int = Field(default=5, ge=1, le=20)
+    #: ... the first try's top hits, this many.
+    expand_from: int = Field(default=3, ge=1, le=MAX_K)
+    #: A retry is kept only when it answers (its own confidence clears its answer
+    #: threshold) and its confidence is at least this; 0: the answer threshold alone.
+    #: Second chances select for luck; 0.85 is the lowest bar at which retries did
+    #: not raise the risk on the shipped ONNX artifact's own fit half of SQuAD 2.0
+    #: (docs/corrective.md has the figures).
+    win_confidence: float = Field(default=0.85, ge=0, le=1)
+
+
 class Settings(BaseSettings):
     """All of ragsift's settings, one frozen object per concern."""
 
@@ -588,6 +623,7 @@ class Settings(BaseSettings):
     calibration: CalibrationSettings = Field(default_factory=CalibrationSettings)
     feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
     drift: DriftSettings = Field(default_factory=DriftSettings)
+    corrective: CorrectiveSettings = Field(default_factory=CorrectiveSettings)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
@@ -614,6 +650,7 @@ class Settings(BaseSettings):
                 "calibration": CalibrationSettings,
                 "feedback": FeedbackSettings,
                 "drift": DriftSettings,
+                "corrective": CorrectiveSettings,
             }
             return cls(
                 **{

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from ragsift.cli.common import _settings, console, err_console
 from ragsift.errors import RagsiftError
+from ragsift.settings import Settings
 
 __all__ = ["SQUAD_DIR", "evaluate"]
 
@@ -108,8 +109,11 @@ def _stage_progress() -> Iterator[Callable[[str, int, int], None]]:
         yield tick
 
 
-def _retrieval_run(ds: Any, k: int, mode: str, reads: frozenset[str] = frozenset()) -> Any:
-    """Retrieve every question; with ``reads`` (reader features), read the hits too."""
+def _retrieval_run(
+    ds: Any, k: int, mode: str, reads: frozenset[str] = frozenset(), correction: Any = None
+) -> Any:
+    """Retrieve every question; with ``reads`` (reader features), read the hits too;
+    with ``correction`` (B10), retry the weak or split ones once."""
 
     from ragsift.evaluation import run_retrieval
     from ragsift.retrieval.bm25 import Bm25Encoder
@@ -138,7 +142,9 @@ def _retrieval_run(ds: Any, k: int, mode: str, reads: frozenset[str] = frozenset
     )
     with _stage_progress() as tick:
         return asyncio.run(
-            run_retrieval(ds, embedder, k=k, mode=mode, progress=tick, reader=reader)
+            run_retrieval(
+                ds, embedder, k=k, mode=mode, progress=tick, reader=reader, corrective=correction
+            )
         )
 
 
@@ -243,7 +249,9 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Measure the confidence scores on a labelled dataset: ranking, calibration, answer
-    rate and risk at the answer threshold, the calibrated scorer against the simple rules."""
+    rate and risk at the answer threshold, the calibrated scorer against the simple rules.
+
+    With RAGSIFT_CORRECTIVE_ENABLED=1 and --artifact: corrective retrieval (docs/corrective.md)."""
     import numpy as np
 
     from ragsift.confidence import ConfidenceError, load_calibration
@@ -281,7 +289,8 @@ def evaluate(
         features = DEFAULT_FEATURES + READER_SIGNAL_FEATURES if reads else DEFAULT_FEATURES
     else:
         reads = READER_FEATURES.intersection(artifact.features)
-    run = _retrieval_run(ds, k, "hybrid", reads)
+    correction = _eval_correction(settings, artifact)
+    run = _retrieval_run(ds, k, "hybrid", reads, correction)
     if artifact is None:
         artifact, fit = fit_from_run(run, features=features)
         evaluated = ~fit
@@ -313,6 +322,10 @@ def evaluate(
         else None,
         "scorers": [r.to_dict() for r in result.reports],
     }
+    if correction is not None:  # B10: RAGSIFT_CORRECTIVE_ENABLED=1
+        kinds = [q.kind for q, e in zip(run.queries, evaluated, strict=True) if e]
+        calibrated = result.scores["calibrated"][1]
+        summary["corrective"] = correction.summary(evaluated, result.labels, calibrated, kinds)
     if as_json:
         print(json.dumps(summary))
         return
@@ -355,3 +368,27 @@ def evaluate(
     Console(width=max(console.width, 200)).print(table)
     if summary["recall_at_k"] is not None:
         console.print(f"recall@{run.k} of in-scope questions: {summary['recall_at_k']:.3f}")
+    if correction is not None:
+        console.print(f"corrective retrieval: {json.dumps(summary['corrective'])}")
+
+
+def _eval_correction(settings: Settings, artifact: Any) -> Any:
+    """B10 in eval when RAGSIFT_CORRECTIVE_ENABLED is set; it needs the artifact it is
+    judged by, so only with --artifact."""
+    if not settings.corrective.enabled:
+        return None
+    if artifact is None:
+        err_console.print(
+            "[red]error:[/red] RAGSIFT_CORRECTIVE_ENABLED=1 in eval needs --artifact: the"
+            " retry is kept or not by that artifact's confidence"
+        )
+        raise typer.Exit(2)
+    from ragsift.evaluation.corrective import EvalCorrection
+
+    try:
+        return EvalCorrection(
+            settings.corrective, artifact, artifact.embedder_id, max_k=settings.limits.max_k
+        )
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc

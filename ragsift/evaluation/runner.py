@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +23,9 @@ from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.index import DOC_FIELD, SearchHit, SearchRequest
 from ragsift.retrieval.pipeline import prefetch_limit
 from ragsift.retrieval.reader import Reader, ReaderItem, ReaderScores
+
+if TYPE_CHECKING:  # the corrective step imports the pipeline's engines; typing only here
+    from ragsift.evaluation.corrective import EvalCorrection
 
 __all__ = ["EVAL_TENANT", "RetrievalRun", "run_retrieval"]
 
@@ -64,11 +68,14 @@ async def run_retrieval(
     workdir: Path | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     reader: Reader | None = None,
+    corrective: EvalCorrection | None = None,
 ) -> RetrievalRun:
     """Index the corpus in a fresh Qdrant Edge shard and retrieve for every query.
 
     A query with candidates is searched only within them (a filter on doc id).
     With a ``reader``, every query's hits are read as the pipeline reads them.
+    With ``corrective``, each batch's weak or split queries are retried once (B10)
+    and the winning hits are the query's.
     ``progress(stage, done, total)`` reports the ``index`` and ``query`` stages.
     """
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
@@ -104,6 +111,8 @@ async def run_retrieval(
                     for q, v in zip(part, vectors, strict=True)
                 ]
                 found = list(await index.search_batch(EVAL_COLLECTION, requests))
+                if corrective is not None:
+                    found = await corrective.apply(index, EVAL_COLLECTION, requests, found)
                 hits.extend(found)
                 if reader is not None:
                     read.extend(await reader.score(reader_items(part, vectors, found)))

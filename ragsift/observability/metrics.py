@@ -288,6 +288,12 @@ class Metrics:
             ["tenant", "collection"],
             registry=r,
         )
+        self.corrective_retries = Counter(
+            "ragsift_corrective_retries_total",
+            "Corrective retries (B10), by trigger, strategy and the path kept (first or retry).",
+            ["trigger", "strategy", "won"],
+            registry=r,
+        )
 
     def observe_result(
         self,

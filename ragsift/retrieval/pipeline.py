@@ -32,6 +32,7 @@ from ragsift.errors import InvalidEventError, RagsiftError, ServiceUnavailableEr
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.cache import ResultCache, cache_key, ttl_for_status
 from ragsift.retrieval.contradictions import ContradictionDetector
+from ragsift.retrieval.corrective import Corrector, Retry, Scored
 from ragsift.retrieval.drift_watch import watch_drift
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.engines import EngineSet
@@ -101,6 +102,10 @@ class _Pending:
     #: The calibration this query is scored with (its tenant's or collection's, else
     #: the default); resolved once at admission so its cache key and score agree.
     calibration: CalibrationArtifact | None = None
+    #: The search's hits before rerank and selection (B10 reads both channels' ranks).
+    candidates: list[SearchHit] = field(default_factory=list)
+    #: B10: the BM25 text of an ``expand`` retry; None searches the query's own text.
+    search_text: str | None = None
 
 
 # A query that got hits: its position in the batch's results, the query, its hits.
@@ -209,7 +214,7 @@ class RetrievalPipeline:
                 owned[p.key] = self._inflight[p.key] = asyncio.get_running_loop().create_future()
             leaders.append(p)
         try:
-            results = await self._retrieve(leaders)
+            results = await self._correct(leaders, await self._retrieve(leaders))
             done: list[tuple[_Pending, RetrievalResult]] = []
             for p, result in zip(leaders, results, strict=True):
                 fut = owned.get(p.key) if p.key else None
@@ -428,6 +433,8 @@ class RetrievalPipeline:
         # Added only when set, as above: keys of single-collection queries stay put.
         if q.collections:
             params["collections"] = [[c, v] for c, v in zip(q.searched, versions, strict=True)]
+        if self.settings.corrective.enabled:  # only when on, as the reranker's
+            params["corrective"] = self.settings.corrective.model_dump(mode="json")
         tenant = self._tenant_fingerprint(q.tenant_id)
         if tenant is not None:  # the tenant's thresholds changed: its entries are stale
             params["tenant_thresholds"] = tenant
@@ -533,6 +540,7 @@ class RetrievalPipeline:
                 attempts = self.settings.qdrant.max_retries + 1 if retried else 1
                 results.append(self._failed(p.query, "search", hits, attempts))
                 continue
+            p.candidates = hits
             scorable.append((len(results), p, hits))
             results.append(None)
         scorable = await self._rerank(scorable)
@@ -546,6 +554,65 @@ class RetrievalPipeline:
         self.metrics.stage_seconds.labels("search").observe(t_search - t_embed)
         self.metrics.stage_seconds.labels("score").observe(time.perf_counter() - t_read)
         return [r if r is not None else RuntimeError("query was not scored") for r in results]
+
+    async def _correct(
+        self, batch: list[_Pending], results: list[RetrievalResult | Exception]
+    ) -> list[RetrievalResult | Exception]:
+        """B10: retry each weak or split result once, in one more batch; keep the winner.
+
+        The retries are never corrected again: at most one retry per query.
+        """
+        planned: list[tuple[int, Corrector, Retry, _Pending]] = []
+        for i, (p, result) in enumerate(zip(batch, results, strict=True)):
+            corrector = self._corrector(p.query.tenant_id)
+            if corrector is None or isinstance(result, Exception) or result.outcome != "ok":
+                continue
+            first = Scored.of(result)
+            retry = corrector.plan(p.query.query, p.query.mode, p.limit, p.candidates, first)
+            if retry is not None:
+                planned.append((i, corrector, retry, self._retry_pending(p, retry)))
+        if not planned:
+            return results
+        retried = await self._retrieve([r for *_, r in planned])
+        out = list(results)
+        for (i, corrector, retry, _), second in zip(planned, retried, strict=True):
+            first_result = out[i]
+            assert isinstance(first_result, RetrievalResult)  # planned only for ok results
+            resolved = corrector.resolve(first_result, second, retry)
+            info = resolved.corrective
+            won = "first" if info is None or info.won == "first" else "retry"
+            self.metrics.corrective_retries.labels(retry.trigger, retry.strategy, won).inc()
+            out[i] = resolved
+        return out
+
+    def _corrector(self, tenant_id: str) -> Corrector | None:
+        """The tenant's corrective retrieval (A13 file over RAGSIFT_CORRECTIVE_*), or None."""
+        store = self.tenant_thresholds
+        values = store.get(tenant_id) if store is not None else None
+        base = self.settings.corrective
+        settings = values.corrective_settings(base) if values is not None else base
+        if not settings.enabled:
+            return None
+        return Corrector(settings, max_k=self.settings.limits.max_k)
+
+    @staticmethod
+    def _retry_pending(p: _Pending, retry: Retry) -> _Pending:
+        """The query as its retry searches it: its own ids, no cache key, fresh scores."""
+        query = (
+            p.query
+            if retry.mode == p.query.mode
+            else p.query.model_copy(update={"mode": retry.mode})
+        )
+        return dataclasses.replace(
+            p,
+            query=query,
+            limit=max(p.limit, retry.limit),
+            key=None,
+            rerank_failed=False,
+            reader=None,
+            candidates=[],
+            search_text=retry.text,
+        )
 
     async def _rerank(self, found: list[_Found]) -> list[_Found]:
         """Rerank every query's candidates in one call; a failure leaves a query unreranked."""
@@ -644,7 +711,7 @@ class RetrievalPipeline:
         limit = self._search_limit(p)
         return SearchRequest(
             tenant_id=p.query.tenant_id,
-            query=p.query.query,
+            query=p.search_text or p.query.query,
             dense_vector=p.vector,
             mode=p.query.mode,
             limit=limit,

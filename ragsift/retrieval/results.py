@@ -271,6 +271,16 @@ def evidence_for(
         return out
     if result.outcome != "ok":
         return out
+    fix = result.corrective
+    if fix is not None and not result.cache.hit:  # a cache hit ran no retry
+        add(
+            EvidenceType.CORRECTIVE_RETRY,
+            f"{fix.trigger} retried once by {', '.join(fix.tried)}; kept {fix.won}"
+            f" ({fix.reason}; confidence {fix.first_confidence:.2f} first,"
+            f" {'failed' if fix.retry_confidence is None else f'{fix.retry_confidence:.2f}'}"
+            " retry)",
+            **fix.model_dump(mode="json"),
+        )
     if result.status == "no_relevant_context":
         add(
             EvidenceType.NO_RELEVANT_CONTEXT,

@@ -8,6 +8,9 @@ tenant ids to the values that differ from the deployment's::
         high: 0.9            # level bounds; unset ones keep the configured value
         answer_threshold: 0.6
         ttl_high_s: 600      # cache TTLs by status; unset ones keep RAGSIFT_CACHE_*
+        corrective: true     # B10 retry on or off; unset keeps RAGSIFT_CORRECTIVE_ENABLED
+        corrective_strategy: wider          # unset keeps RAGSIFT_CORRECTIVE_STRATEGY
+        corrective_trigger_confidence: 0.5  # unset keeps RAGSIFT_CORRECTIVE_TRIGGER_CONFIDENCE
 
 :class:`TenantThresholdStore` reads it at start-up (a bad file is a
 :class:`~ragsift.errors.ConfigurationError`) and re-reads it when its
@@ -36,8 +39,9 @@ from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.policy import AnswerPolicy
 from ragsift.errors import ConfigurationError
 from ragsift.observability.metrics import Metrics
+from ragsift.schemas import CorrectiveStrategy
 from ragsift.schemas.base import TenantId
-from ragsift.settings import CacheSettings
+from ragsift.settings import CacheSettings, CorrectiveSettings
 
 __all__ = [
     "MAX_TENANTS",
@@ -69,6 +73,9 @@ class TenantThresholds(BaseModel):
     ttl_medium_s: int | None = Field(default=None, ge=0, le=_MAX_TTL_S)
     ttl_low_s: int | None = Field(default=None, ge=0, le=_MAX_TTL_S)
     ttl_none_s: int | None = Field(default=None, ge=0, le=_MAX_TTL_S)
+    corrective: bool | None = None
+    corrective_strategy: CorrectiveStrategy | None = None
+    corrective_trigger_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
 
     def levels(self, base: LevelThresholds) -> LevelThresholds | None:
         """The tenant's level bounds over ``base``; None when it sets none.
@@ -92,6 +99,16 @@ class TenantThresholds(BaseModel):
             if (value := getattr(self, name)) is not None
         }
         return base.model_copy(update=ttls) if ttls else base
+
+    def corrective_settings(self, base: CorrectiveSettings) -> CorrectiveSettings:
+        """``base`` with this tenant's corrective retrieval switch, strategy and trigger."""
+        values = {
+            "enabled": self.corrective,
+            "strategy": self.corrective_strategy,
+            "trigger_confidence": self.corrective_trigger_confidence,
+        }
+        update = {name: value for name, value in values.items() if value is not None}
+        return base.model_copy(update=update) if update else base
 
 
 class _ThresholdsFile(BaseModel):

@@ -33,6 +33,8 @@ class EvidenceType(StrEnum):
     RESPONSE_INVALIDATED = "RAG_RESPONSE_INVALIDATED"
     #: The scope's top-hit scores drifted from its calibration's reference (issue 14).
     CALIBRATION_SHIFT = "RAG_CALIBRATION_SHIFT"
+    #: A weak or split retrieval was retried once (B10); details say which path won.
+    CORRECTIVE_RETRY = "RAG_CORRECTIVE_RETRY"
 
 
 class EvidenceData(BaseModel):

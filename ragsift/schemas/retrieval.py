@@ -17,6 +17,9 @@ __all__ = [
     "Citation",
     "ConfidenceBreakdown",
     "Contradiction",
+    "CorrectiveInfo",
+    "CorrectiveStrategy",
+    "CorrectiveTrigger",
     "DroppedHit",
     "ErrorInfo",
     "Level",
@@ -112,6 +115,32 @@ class Contradiction(_Part):
     )
 
 
+#: B10 retry strategies: keyword-only, query expanded from the top hits' terms, larger k.
+CorrectiveStrategy = Literal["expand", "wider", "keyword"]
+#: Why a retry ran: the first try's confidence was low, or its BM25 and dense channels split.
+CorrectiveTrigger = Literal["low_confidence", "disagreement"]
+
+
+class CorrectiveInfo(_Part):
+    """B10: the one corrective retry a result had, and which path was kept."""
+
+    trigger: CorrectiveTrigger
+    tried: list[CorrectiveStrategy] = Field(
+        max_length=1, description="The retry strategies run (at most one retry)."
+    )
+    won: Literal["first", "expand", "wider", "keyword"] = Field(
+        description="The path whose hits and confidence the result carries."
+    )
+    first_confidence: float = Field(ge=0.0, le=1.0)
+    retry_confidence: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="None when the retry failed."
+    )
+    reason: str = Field(description="Why the winner won, e.g. retry_not_answerable.")
+    expansion_terms: list[str] = Field(
+        default_factory=list, description="Terms the expand retry added to the query."
+    )
+
+
 class CacheInfo(_Part):
     """Whether the result came from the cache, and for how long it is kept."""
 
@@ -184,6 +213,9 @@ class RetrievalResult(EventModel):
     )
     contradiction: Contradiction | None = Field(
         default=None, description="D7: kept sources that disagree; None when they do not."
+    )
+    corrective: CorrectiveInfo | None = Field(
+        default=None, description="B10: the corrective retry, when one ran."
     )
     traceparent: str | None = None
     timestamp: datetime = Field(default_factory=utcnow)
