@@ -19,8 +19,8 @@ from ragsift.confidence import CalibrationArtifact
 from ragsift.errors import ConfigurationError
 from ragsift.retrieval.corrective import Corrector, Retry, Scored
 from ragsift.retrieval.engines import EngineSet
+from ragsift.retrieval.hit_scores import hit_scores, prefetch_limit
 from ragsift.retrieval.index import SearchHit, SearchRequest, VectorIndex
-from ragsift.retrieval.pipeline import hit_scores, prefetch_limit
 from ragsift.schemas import CorrectiveInfo, SearchMode
 from ragsift.settings import ConfidenceSettings, CorrectiveSettings
 

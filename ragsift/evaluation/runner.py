@@ -20,8 +20,8 @@ from ragsift.evaluation.dataset import EvalQuery, LabelledSet
 from ragsift.ingest.indexer import Indexer
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import Embedder
+from ragsift.retrieval.hit_scores import prefetch_limit
 from ragsift.retrieval.index import DOC_FIELD, SearchHit, SearchRequest
-from ragsift.retrieval.pipeline import prefetch_limit
 from ragsift.retrieval.reader import Reader, ReaderItem, ReaderScores
 
 if TYPE_CHECKING:  # the corrective step imports the pipeline's engines; typing only here

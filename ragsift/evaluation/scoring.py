@@ -27,7 +27,7 @@ from ragsift.confidence.features import DEFAULT_FEATURES
 from ragsift.confidence.signals import prepare_batch
 from ragsift.evaluation.dataset import split_groups
 from ragsift.evaluation.runner import RetrievalRun
-from ragsift.retrieval.pipeline import hit_scores
+from ragsift.retrieval.hit_scores import hit_scores
 
 __all__ = [
     "FIT_FRACTION",

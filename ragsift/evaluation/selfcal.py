@@ -36,8 +36,8 @@ from ragsift.confidence.selfcal import recalibrate
 from ragsift.errors import InvalidEventError
 from ragsift.evaluation.scoring import answer_in_kept
 from ragsift.retrieval.embedders import Embedder
+from ragsift.retrieval.hit_scores import hit_scores, prefetch_limit
 from ragsift.retrieval.index import DOC_FIELD, SearchHit, SearchRequest, VectorIndex
-from ragsift.retrieval.pipeline import hit_scores, prefetch_limit
 from ragsift.retrieval.reader import split_sentences
 
 __all__ = [

@@ -6,6 +6,15 @@ runtime dead-letters it). Backend failures do not raise: after bounded retries
 the query gets a result with outcome ``error`` and RAG_RETRIEVAL_FAILED
 evidence, so nothing is ever silently empty. A reranker failure is milder: the
 query is scored without reranker scores, and its result says so.
+
+**Why one module.** What is left here is one batch's sequence of steps
+(admission, bypass, single flight, embed, search with retries, rerank, read,
+corrective retry, scoring, finishing), each acting on the same pending queries
+and the same outcome slots; split apart, every step would take the pipeline's
+state as arguments. The parts that stand on their own are elsewhere: the
+result cache (:mod:`.pipeline_cache`), a query's state (:mod:`.pending`), the
+engine's input from hits (:mod:`.hit_scores`), corrective retrieval's rules
+(:mod:`.corrective`), the rerank stage and the results' shape (:mod:`.results`).
 """
 
 from __future__ import annotations
@@ -16,51 +25,47 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
 from pydantic import ValidationError
 
 from ragsift.confidence import (
     TASK_STRATEGIES,
     Assessment,
-    CalibrationArtifact,
-    HitScores,
     strategy_for,
 )
 from ragsift.confidence.drift import DriftMonitor
 from ragsift.confidence.policy import AnswerPolicy, apply_policy
 from ragsift.errors import InvalidEventError, RagsiftError, ServiceUnavailableError
 from ragsift.observability.metrics import Metrics
-from ragsift.retrieval.cache import ResultCache, cache_key, ttl_for_status
+from ragsift.retrieval.cache import ResultCache
 from ragsift.retrieval.contradictions import ContradictionDetector
 from ragsift.retrieval.corrective import Corrector, Retry, Scored
 from ragsift.retrieval.drift_watch import watch_drift
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.engines import EngineSet
 from ragsift.retrieval.errors import CollectionNotFoundError, EmbedderMismatchError
+from ragsift.retrieval.hit_scores import hit_scores, prefetch_limit, unknown_collection
 from ragsift.retrieval.index import DenseCut, SearchHit, SearchRequest, VectorIndex
 from ragsift.retrieval.intents import classify_intent
-from ragsift.retrieval.reader import Reader, ReaderItem, ReaderScores
+from ragsift.retrieval.pending import Pending
+from ragsift.retrieval.pipeline_cache import CacheStage
+from ragsift.retrieval.reader import Reader, ReaderItem
 from ragsift.retrieval.rerank import Reranker, RerankStage
 from ragsift.retrieval.results import (
     bypass_result,
-    collections_of,
     error_result,
     evidence_for,
-    result_id,
     scored_result,
 )
 from ragsift.retrieval.tenant_thresholds import TenantThresholdStore
 from ragsift.schemas import (
     Advice,
-    CacheInfo,
     EvidenceEvent,
     QueryEvent,
     RetrievalResult,
     SearchMode,
     Selection,
-    utcnow,
 )
-from ragsift.settings import CacheSettings, Settings
+from ragsift.settings import Settings
 
 __all__ = ["PipelineOutput", "RetrievalPipeline"]
 
@@ -70,9 +75,6 @@ FAILED_DISCLAIMER = (
     "Retrieval failed, so no document context is available; an answer would be"
     " based on current data only."
 )
-# BM25-only hits missing from the dense channel's candidates get the lowest dense
-# score that channel returned: an upper bound on their true similarity.
-_MISSING = float("nan")
 # Failures that are the backend's, not the query's: retried, then an ``error`` result.
 _TRANSIENT = (ServiceUnavailableError, OSError, ConnectionError, TimeoutError)
 RERANKER_UNAVAILABLE = Advice(
@@ -89,27 +91,8 @@ class PipelineOutput:
     evidence: list[EvidenceEvent] = field(default_factory=list)
 
 
-@dataclass(slots=True)
-class _Pending:
-    position: int
-    query: QueryEvent
-    selection: Selection
-    limit: int
-    key: str | None = None
-    vector: list[float] | None = None
-    rerank_failed: bool = False
-    reader: ReaderScores | None = None
-    #: The calibration this query is scored with (its tenant's or collection's, else
-    #: the default); resolved once at admission so its cache key and score agree.
-    calibration: CalibrationArtifact | None = None
-    #: The search's hits before rerank and selection (B10 reads both channels' ranks).
-    candidates: list[SearchHit] = field(default_factory=list)
-    #: B10: the BM25 text of an ``expand`` retry; None searches the query's own text.
-    search_text: str | None = None
-
-
 # A query that got hits: its position in the batch's results, the query, its hits.
-_Found = tuple[int, _Pending, list[SearchHit]]
+_Found = tuple[int, Pending, list[SearchHit]]
 
 
 class RetrievalPipeline:
@@ -174,16 +157,35 @@ class RetrievalPipeline:
                 poll_interval_s=guard.tenant_thresholds_poll_s,
                 metrics=metrics,
             )
-        self.tenant_thresholds = tenant_thresholds
+        self._tenant_thresholds = tenant_thresholds
         self.contradictions = (
             ContradictionDetector.from_settings(settings.contradictions)
             if settings.contradictions.enabled
             else None
         )
         self.drift = drift
+        self.cached = CacheStage(
+            self.cache,
+            settings=settings,
+            metrics=metrics,
+            embedder_id=embedder.embedder_id,
+            reranker_id=self.rerank.reranker.reranker_id if self.rerank is not None else None,
+            tenant_thresholds=tenant_thresholds,
+        )
         self._inflight: dict[str, asyncio.Future[RetrievalResult]] = {}
         # Collections seen to exist; greetings are checked against it before any metric.
         self._known_collections: set[str] = set()
+
+    @property
+    def tenant_thresholds(self) -> TenantThresholdStore | None:
+        """Per-tenant levels, answer threshold and TTLs (A13), or None."""
+        return self._tenant_thresholds
+
+    @tenant_thresholds.setter
+    def tenant_thresholds(self, store: TenantThresholdStore | None) -> None:
+        # The cache stage keys and ages entries by the same store: swap both together.
+        self._tenant_thresholds = store
+        self.cached.tenant_thresholds = store
 
     async def process(self, queries: Sequence[QueryEvent]) -> list[PipelineOutput | Exception]:
         """One outcome per query, in order."""
@@ -191,17 +193,19 @@ class RetrievalPipeline:
         if self.tenant_thresholds is not None:
             self.tenant_thresholds.poll()  # cheap: a clock read, a stat per poll interval
         out: list[PipelineOutput | Exception | None] = [None] * len(queries)
-        pending: list[_Pending] = []
+        pending: list[Pending] = []
         for i, query in enumerate(queries):
             try:
                 pending.append(self._admit(i, query))
             except RagsiftError as exc:
                 out[i] = exc
         pending = await self._bypass(pending, out)
-        pending = await self._from_cache(pending, out)
+        answered, pending = await self.cached.lookup(pending)
+        for p, cached in answered:
+            out[p.position] = self._finish(p.query, cached)
         # Single flight: one search per distinct key, in this batch and across batches.
-        leaders: list[_Pending] = []
-        followers: list[tuple[_Pending, asyncio.Future[RetrievalResult]]] = []
+        leaders: list[Pending] = []
+        followers: list[tuple[Pending, asyncio.Future[RetrievalResult]]] = []
         owned: dict[str, asyncio.Future[RetrievalResult]] = {}
         for p in pending:
             fut = self._inflight.get(p.key) if p.key else None
@@ -215,7 +219,7 @@ class RetrievalPipeline:
             leaders.append(p)
         try:
             results = await self._correct(leaders, await self._retrieve(leaders))
-            done: list[tuple[_Pending, RetrievalResult]] = []
+            done: list[tuple[Pending, RetrievalResult]] = []
             for p, result in zip(leaders, results, strict=True):
                 fut = owned.get(p.key) if p.key else None
                 if isinstance(result, Exception):
@@ -228,7 +232,7 @@ class RetrievalPipeline:
                 if fut is not None and not fut.done():
                     fut.set_result(result)
                 done.append((p, result))
-            await self._store(done)
+            await self.cached.store(done)
         except BaseException as exc:
             for fut in owned.values():
                 if not fut.done():
@@ -244,7 +248,7 @@ class RetrievalPipeline:
             except RagsiftError as exc:
                 out[p.position] = exc
                 continue
-            out[p.position] = self._finish(p.query, self._reuse(shared, p.query, hit=True))
+            out[p.position] = self._finish(p.query, self.cached.reuse(shared, p.query, hit=True))
         self.metrics.stage_seconds.labels("pipeline").observe(time.perf_counter() - started)
         return [o if o is not None else RuntimeError("query produced no outcome") for o in out]
 
@@ -255,7 +259,7 @@ class RetrievalPipeline:
 
     # -- admission ---------------------------------------------------------------------------
 
-    def _admit(self, position: int, query: QueryEvent) -> _Pending:
+    def _admit(self, position: int, query: QueryEvent) -> Pending:
         limits = self.settings.limits
         if len(query.query) > limits.max_query_chars:
             raise InvalidEventError(
@@ -296,11 +300,11 @@ class RetrievalPipeline:
         elif selection == "adaptive":
             limit = max(limit, strategy_for(task).max_k)
         calibration = self.engines.calibration_for(query.tenant_id, query.collection)
-        return _Pending(position, query, selection, limit, vector=vector, calibration=calibration)
+        return Pending(position, query, selection, limit, vector=vector, calibration=calibration)
 
     async def _bypass(
-        self, pending: list[_Pending], out: list[PipelineOutput | Exception | None]
-    ) -> list[_Pending]:
+        self, pending: list[Pending], out: list[PipelineOutput | Exception | None]
+    ) -> list[Pending]:
         rest = []
         for p in pending:
             intent = classify_intent(p.query.query)
@@ -347,168 +351,9 @@ class RetrievalPipeline:
             " they do not cover a question."
         )
 
-    # -- cache ---------------------------------------------------------------------------------
-
-    async def _from_cache(
-        self, pending: list[_Pending], out: list[PipelineOutput | Exception | None]
-    ) -> list[_Pending]:
-        """Answer what the cache holds; two round trips for the whole batch, not two per query."""
-        if self.cache is None or not pending:
-            return pending
-        cache = self.cache
-        scopes = list(
-            dict.fromkeys((p.query.tenant_id, c) for p in pending for c in p.query.searched)
-        )
-        try:
-            versions = dict(zip(scopes, await self._versions(cache, scopes), strict=True))
-            for p in pending:
-                tenant = p.query.tenant_id
-                p.key = self._key(p, *(versions[(tenant, c)] for c in p.query.searched))
-            found = await cache.get_many([p.key for p in pending if p.key is not None])
-        except (ServiceUnavailableError, OSError, ConnectionError):
-            # Cache trouble never fails a query: count it and bypass the cache.
-            self.metrics.cache.labels(cache.backend, "error").inc(len(pending))
-            return pending
-        rest = []
-        for p, raw in zip(pending, found, strict=True):
-            if raw is None:
-                self.metrics.cache.labels(cache.backend, "miss").inc()
-                rest.append(p)
-                continue
-            cached = self._decode(raw, p.query)
-            if cached is None:
-                # Unreadable (older schema, garbage) or not this query's scope: a miss,
-                # overwritten when this query's fresh result is stored.
-                self.metrics.cache.labels(cache.backend, "corrupt").inc()
-                rest.append(p)
-                continue
-            self.metrics.cache.labels(cache.backend, "hit").inc()
-            ttl = None
-            try:
-                ttl = await cache.ttl(p.key) if p.key is not None else None
-            except (ServiceUnavailableError, OSError, ConnectionError):
-                self.metrics.cache.labels(cache.backend, "error").inc()
-            result = self._reuse(cached, p.query, hit=True, ttl=ttl)
-            out[p.position] = self._finish(p.query, result)
-        return rest
-
-    async def _versions(self, cache: ResultCache, scopes: list[tuple[str, str]]) -> list[int]:
-        """Each scope's index version; an unreadable counter is counted and reset, not raised."""
-        versions = await cache.index_versions(scopes)
-        out: list[int] = []
-        for scope, version in zip(scopes, versions, strict=True):
-            if version is None:
-                self.metrics.cache.labels(cache.backend, "corrupt").inc()
-                # A reset version has no entries yet: the scope's queries miss, then re-fill it.
-                version = await cache.bump_index_version(*scope)
-            out.append(version)
-        return out
-
-    @staticmethod
-    def _decode(raw: bytes, query: QueryEvent) -> RetrievalResult | None:
-        """The cached result, or None when it does not decode or is not this scope's."""
-        try:
-            cached = RetrievalResult.model_validate_json(raw)
-        except ValidationError:
-            return None
-        scope = (cached.tenant_id, cached.collection, cached.collections)
-        if scope != (query.tenant_id, query.collection, collections_of(query)):
-            return None  # keys are tenant-scoped; never serve another tenant's entry anyway
-        return cached
-
-    def _key(self, p: _Pending, *versions: int) -> str:
-        """The cache key; ``versions`` are the index versions of the searched collections."""
-        q = p.query
-        params: dict[str, object] = {
-            "k": p.limit,
-            "mode": q.mode,
-            "selection": p.selection,
-            "task": q.task_type,
-            "threshold": q.similarity_threshold,
-            "entities": sorted(q.entities),
-            "vector": None if p.vector is None else hash(tuple(p.vector)),
-        }
-        if self.rerank is not None:  # only when on: keys of a reranker-free setup stay put
-            params["reranker"] = self.rerank.reranker.reranker_id
-        # Added only when set, as above: keys of single-collection queries stay put.
-        if q.collections:
-            params["collections"] = [[c, v] for c, v in zip(q.searched, versions, strict=True)]
-        if self.settings.corrective.enabled:  # only when on, as the reranker's
-            params["corrective"] = self.settings.corrective.model_dump(mode="json")
-        tenant = self._tenant_fingerprint(q.tenant_id)
-        if tenant is not None:  # the tenant's thresholds changed: its entries are stale
-            params["tenant_thresholds"] = tenant
-        return cache_key(
-            tenant_id=q.tenant_id,
-            collection=q.collection,
-            index_version=versions[0],
-            query=q.query,
-            params=params,
-            embedder_id=self.embedder.embedder_id,
-            calibration_version=p.calibration.version if p.calibration is not None else "none",
-            prefix=self.settings.redis.key_prefix,
-        )
-
-    async def _store(self, stored: list[tuple[_Pending, RetrievalResult]]) -> None:
-        """Cache the confident results of a batch in one round trip (K3: TTL by status)."""
-        if self.cache is None:
-            return
-        items: list[tuple[str, bytes, int]] = []
-        statuses: list[str] = []
-        for p, result in stored:
-            if p.key is None or result.outcome != "ok" or p.rerank_failed:
-                continue  # a result scored without its reranker is not kept for later
-            ttl = ttl_for_status(result.status, self._cache_settings(result.tenant_id))
-            if ttl <= 0:
-                continue
-            copy = result.model_copy(update={"cache": CacheInfo(hit=False, ttl_seconds=ttl)})
-            items.append((p.key, copy.model_dump_json().encode(), ttl))
-            statuses.append(result.status)
-        if not items:
-            return
-        try:
-            await self.cache.set_many(items)
-        except (ServiceUnavailableError, OSError, ConnectionError):
-            self.metrics.cache.labels(self.cache.backend, "error").inc(len(items))
-            return
-        for status in statuses:
-            self.metrics.cache_writes.labels(self.cache.backend, status).inc()
-
-    def _tenant_fingerprint(self, tenant_id: str) -> str | None:
-        store = self.tenant_thresholds
-        return store.fingerprint(tenant_id) if store is not None else None
-
-    def _cache_settings(self, tenant_id: str) -> CacheSettings:
-        """The cache TTLs of a tenant's results (A13), the deployment's by default."""
-        store = self.tenant_thresholds
-        values = store.get(tenant_id) if store is not None else None
-        base = self.settings.cache
-        return values.cache_settings(base) if values is not None else base
-
-    def _reuse(
-        self, result: RetrievalResult, query: QueryEvent, *, hit: bool, ttl: int | None = None
-    ) -> RetrievalResult:
-        """Another query's result, re-addressed to ``query`` (same content, its own ids)."""
-        backend = self.cache.backend if self.cache is not None else None
-        return result.model_copy(
-            update={
-                "result_id": result_id(query),
-                "query_id": query.query_id,
-                "query": query.query,
-                "traceparent": query.traceparent,
-                "timestamp": utcnow(),
-                "cache": CacheInfo(
-                    hit=hit,
-                    ttl_seconds=ttl if ttl is not None else result.cache.ttl_seconds,
-                    backend=backend,
-                ),
-                "timings_ms": {},
-            }
-        )
-
     # -- retrieval -----------------------------------------------------------------------------
 
-    async def _retrieve(self, batch: list[_Pending]) -> list[RetrievalResult | Exception]:
+    async def _retrieve(self, batch: list[Pending]) -> list[RetrievalResult | Exception]:
         if not batch:
             return []
         t0 = time.perf_counter()
@@ -556,13 +401,13 @@ class RetrievalPipeline:
         return [r if r is not None else RuntimeError("query was not scored") for r in results]
 
     async def _correct(
-        self, batch: list[_Pending], results: list[RetrievalResult | Exception]
+        self, batch: list[Pending], results: list[RetrievalResult | Exception]
     ) -> list[RetrievalResult | Exception]:
         """B10: retry each weak or split result once, in one more batch; keep the winner.
 
         The retries are never corrected again: at most one retry per query.
         """
-        planned: list[tuple[int, Corrector, Retry, _Pending]] = []
+        planned: list[tuple[int, Corrector, Retry, Pending]] = []
         for i, (p, result) in enumerate(zip(batch, results, strict=True)):
             corrector = self._corrector(p.query.tenant_id)
             if corrector is None or isinstance(result, Exception) or result.outcome != "ok":
@@ -596,7 +441,7 @@ class RetrievalPipeline:
         return Corrector(settings, max_k=self.settings.limits.max_k)
 
     @staticmethod
-    def _retry_pending(p: _Pending, retry: Retry) -> _Pending:
+    def _retry_pending(p: Pending, retry: Retry) -> Pending:
         """The query as its retry searches it: its own ids, no cache key, fresh scores."""
         query = (
             p.query
@@ -650,7 +495,7 @@ class RetrievalPipeline:
             p.reader = read
         self.metrics.stage_seconds.labels("read").observe(time.perf_counter() - t0)
 
-    async def _embed(self, batch: list[_Pending]) -> None:
+    async def _embed(self, batch: list[Pending]) -> None:
         todo = [p for p in batch if p.vector is None and p.query.mode != "keyword"]
         if not todo:
             return
@@ -659,7 +504,7 @@ class RetrievalPipeline:
             p.vector = vec.tolist()
 
     async def _search_collection(
-        self, collection: str, batch: list[_Pending]
+        self, collection: str, batch: list[Pending]
     ) -> list[list[SearchHit] | Exception]:
         """One collection's searches; a request that cannot be built fails only its query."""
         requests: list[SearchRequest | Exception] = []
@@ -675,7 +520,7 @@ class RetrievalPipeline:
         return [r if isinstance(r, Exception) else next(found) for r in requests]
 
     def _merge(
-        self, p: _Pending, found: dict[str, list[SearchHit] | Exception]
+        self, p: Pending, found: dict[str, list[SearchHit] | Exception]
     ) -> list[SearchHit] | Exception:
         """D3: one hit list from each searched collection's, best first, labelled.
 
@@ -696,18 +541,18 @@ class RetrievalPipeline:
         merged = sorted(merged, key=lambda h: -h.score)[: self._search_limit(p)]
         return [dataclasses.replace(h, rank=rank) for rank, h in enumerate(merged, 1)]
 
-    def _search_limit(self, p: _Pending) -> int:
+    def _search_limit(self, p: Pending) -> int:
         # With a reranker the search fills its candidate window; the rerank keeps k.
         return p.limit if self.rerank is None else self.rerank.fetch_limit(p.limit)
 
-    def _dense_cut(self, p: _Pending) -> DenseCut | None:
+    def _dense_cut(self, p: Pending) -> DenseCut | None:
         """E3: an adaptive hybrid query's dense step is cut adaptively before fusion."""
         if p.selection != "adaptive" or p.query.mode != "hybrid":
             return None
         params = strategy_for(p.query.task_type).apply(self.engines.base.adaptive)
         return DenseCut(params.floor, params.threshold, params.min_k, params.max_k)
 
-    def _request(self, p: _Pending) -> SearchRequest:
+    def _request(self, p: Pending) -> SearchRequest:
         limit = self._search_limit(p)
         return SearchRequest(
             tenant_id=p.query.tenant_id,
@@ -896,71 +741,3 @@ class RetrievalPipeline:
         for ev in evidence:
             self.metrics.evidence.labels(ev.type.value).inc()
         return PipelineOutput(result, evidence)
-
-
-# Candidates per channel before fusion: 3x the hits asked for (at least 20) keeps
-# the fused top-k stable (a hit must rank high in one channel to survive RRF)
-# at half the engine and fusion cost of a flat 50.
-PREFETCH_FACTOR = 3
-MIN_PREFETCH = 20
-
-
-def unknown_collection(collection: str, cause: Exception) -> InvalidEventError:
-    """The error of a query naming a collection the index does not have."""
-    return InvalidEventError(f"unknown collection {collection!r}: {cause}")
-
-
-def prefetch_limit(limit: int) -> int:
-    """Per-channel candidates for a hybrid search returning ``limit`` hits."""
-    return max(PREFETCH_FACTOR * limit, MIN_PREFETCH)
-
-
-def hit_scores(
-    hits: Sequence[SearchHit],
-    mode: str,
-    entities: Sequence[str],
-    reader: ReaderScores | None = None,
-) -> HitScores:
-    """The engine's input from index hits: per-channel raw scores (and reader scores,
-    when the reader read them), aligned by hit."""
-    if not hits:
-        return HitScores.empty()
-    dense = sparse = None
-    if mode in ("hybrid", "dense"):
-        dense = _fill([h.dense_score for h in hits])
-    if mode in ("hybrid", "keyword"):
-        sparse = _fill([h.sparse_score for h in hits], floor=0.0)
-    fused = np.array([h.fused_score or 0.0 for h in hits]) if mode == "hybrid" else None
-    scores = [h.rerank_score for h in hits]
-    rerank = None if None in scores else np.array(scores, dtype=np.float64)
-    entity = None
-    if entities:
-        lowered = [e.casefold() for e in entities]
-        entity = np.array([[e in h.text.casefold() for e in lowered] for h in hits], dtype=bool)
-    return HitScores(
-        dense=dense,
-        metric="cosine",
-        sparse=sparse,
-        fused=fused,
-        rerank=rerank,
-        doc_ids=[h.doc_id for h in hits],
-        source_types=[h.source_type for h in hits],
-        entity_matrix=entity,
-        sentence_scores=reader.sentence if reader is not None else None,
-        term_coverage=reader.coverage if reader is not None else None,
-    )
-
-
-# Engines sum sparse products in varying order, so BM25 scores wobble in the
-# last float32 digits between runs; rounding makes scoring (and calibration
-# fits) reproducible while changing nothing a user could see.
-_SCORE_DECIMALS = 5
-
-
-def _fill(values: list[float | None], floor: float | None = None) -> np.ndarray:
-    """Missing channel scores → the lowest score that channel returned (an upper bound)."""
-    arr = np.array([_MISSING if v is None else v for v in values], dtype=np.float64)
-    arr = np.round(arr, _SCORE_DECIMALS)
-    present = arr[~np.isnan(arr)]
-    fill = floor if floor is not None else (float(present.min()) if present.size else 0.0)
-    return np.where(np.isnan(arr), fill, arr)

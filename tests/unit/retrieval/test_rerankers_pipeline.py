@@ -263,7 +263,9 @@ async def test_calibrated_scorer_with_reranker_scores_falls_back_to_weighted(
 async def test_cache_keys_change_with_the_reranker(tmp_path: Path, index: EdgeIndex) -> None:
     plain, _, _ = build(tmp_path, index, None)
     reranked, _, _ = build(tmp_path, index, KeywordReranker())
-    assert plain._key(plain._admit(0, q()), 1) != reranked._key(reranked._admit(0, q()), 1)
+    assert plain.cached.key(plain._admit(0, q()), 1) != reranked.cached.key(
+        reranked._admit(0, q()), 1
+    )
 
 
 async def test_hostile_query_text_goes_to_the_reranker_unharmed(
