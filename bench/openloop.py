@@ -25,6 +25,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -73,11 +74,20 @@ def planned_rates(max_qps: float) -> list[float]:
 
 
 async def offer_at(
-    settings: Settings, prefix: str, payloads: list[tuple[str, bytes]], rate: float
+    settings: Settings,
+    prefix: str,
+    payloads: list[tuple[str, bytes]],
+    rate: float,
+    clients: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Offer ``payloads`` at ``rate`` per second; latency figures from the schedule."""
-    consumer = await results_consumer(settings, prefix)
-    producer = await query_producer(settings)
+    """Offer ``payloads`` at ``rate`` per second; latency figures from the schedule.
+
+    ``clients`` may carry ``"consumer"`` and ``"producer"`` option overrides for
+    the load generator's own Kafka clients (bench/floor.py varies them).
+    """
+    clients = clients or {}
+    consumer = await results_consumer(settings, prefix, **clients.get("consumer", {}))
+    producer = await query_producer(settings, **clients.get("producer", {}))
     book = LatencyBook()
     loop = OpenLoop(book)
     topic = f"{prefix}.queries.v1"

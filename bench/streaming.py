@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -66,10 +67,11 @@ def _log(message: str) -> None:
 def _env(
     prefix: str, data_dir: Path, embedder_kind: str, extra: Mapping[str, str]
 ) -> dict[str, str]:
+    # ``extra`` may name another checkout's code as PYTHONPATH (bench/floor.py --before).
     return {
         **os.environ,
-        **extra,
         "PYTHONPATH": str(REPO),
+        **extra,
         "RAGSIFT_DATA_DIR": str(data_dir),
         "RAGSIFT_KAFKA_TOPIC_PREFIX": prefix,
         "RAGSIFT_KAFKA_APP_ID": prefix,
@@ -142,13 +144,17 @@ def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-async def results_consumer(settings: Settings, prefix: str) -> AIOKafkaConsumer:
-    """A started consumer of the results topic, positioned at its end."""
+async def results_consumer(settings: Settings, prefix: str, **options: Any) -> AIOKafkaConsumer:
+    """A started consumer of the results topic, positioned at its end.
+
+    ``options`` go to the consumer as they are (bench/floor.py varies them).
+    """
     consumer = AIOKafkaConsumer(
         f"{prefix}.retrievals.v1",
         bootstrap_servers=settings.kafka.bootstrap_servers,
         auto_offset_reset="latest",
         group_id=f"{prefix}-bench-{uuid.uuid4().hex[:6]}",
+        **options,
     )
     await consumer.start()
     while not consumer.assignment():
@@ -160,11 +166,13 @@ async def results_consumer(settings: Settings, prefix: str) -> AIOKafkaConsumer:
     return consumer
 
 
-async def query_producer(settings: Settings) -> AIOKafkaProducer:
-    """A started producer for the query events, as a client would send them."""
-    producer = AIOKafkaProducer(
-        bootstrap_servers=settings.kafka.bootstrap_servers, acks="all", linger_ms=5
-    )
+async def query_producer(settings: Settings, **options: Any) -> AIOKafkaProducer:
+    """A started producer for the query events, as a client would send them.
+
+    ``options`` override the producer's (bench/floor.py varies them).
+    """
+    options = {"acks": "all", "linger_ms": 5, **options}
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers, **options)
     await producer.start()
     return producer
 

@@ -392,6 +392,9 @@ class LimitSettings(BaseSettings):
     max_query_chars: int = Field(default=MAX_QUERY_CHARS, ge=1, le=MAX_QUERY_CHARS)
     max_k: int = Field(default=MAX_K, ge=1, le=MAX_K)
     batch_size: int = Field(default=64, ge=1, le=10_000, description="stream.take batch size.")
+    #: a backstop: the longest a partial batch waits. A batch goes as soon as every
+    #: event already delivered is in it (ragsift/streams/batching.py), so an idle
+    #: worker does not wait for this tick (docs/benchmarks.md, "The latency floor").
     batch_timeout_s: float = Field(default=0.05, gt=0, le=10)
     #: total time one handler call may take (a batch, or one event when a batch
     #: is retried event by event); an event that overruns it alone is

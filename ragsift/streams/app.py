@@ -14,6 +14,7 @@ from faust.web import Web
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
 from ragsift.settings import KafkaSettings
+from ragsift.streams.batching import AdaptiveStream
 from ragsift.streams.topics import TOPICS
 
 __all__ = ["DEFAULT_WEB_HOST", "PagesOnlyApp", "broker_credentials", "create_app", "declare_topic"]
@@ -110,6 +111,8 @@ def create_app(
         "web_metrics_enabled": False,
         "value_serializer": "raw",
         "key_serializer": "raw",
+        # take_events hands a batch over as soon as nothing more is queued (the latency floor).
+        "Stream": AdaptiveStream,
     }
     options.update(overrides)
     return PagesOnlyApp(app_id or kafka.app_id, **options)
