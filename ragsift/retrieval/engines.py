@@ -207,6 +207,11 @@ class EngineSet:
             artifact = load_calibration(path, embedder_id=self.embedder_id, metric="cosine")
         except ValueError as exc:
             raise ConfigurationError(f"calibration {path}: {exc}") from exc
+        except OSError as exc:  # a missing or unreadable file is a setting to fix, not a crash
+            raise ConfigurationError(
+                f"calibration {path}: cannot read it ({exc.strerror or exc});"
+                " check RAGSIFT_CONFIDENCE_CALIBRATION_PATH"
+            ) from exc
         needs = sorted(READER_FEATURES.intersection(artifact.features))
         if needs and not reader:
             raise ConfigurationError(

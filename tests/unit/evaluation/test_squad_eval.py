@@ -136,6 +136,13 @@ def test_calibrated_scorer_refuses_a_mismatched_artifact(tmp_path: Path) -> None
         EngineSet(settings, "text-embedding-3-small")
 
 
+def test_a_missing_calibration_file_is_a_configuration_error(tmp_path: Path) -> None:
+    # A worker given a wrong path must say which setting to fix, not crash with OSError.
+    settings = ConfidenceSettings(calibration_path=tmp_path / "missing.json")
+    with pytest.raises(ConfigurationError, match="RAGSIFT_CONFIDENCE_CALIBRATION_PATH"):
+        EngineSet(settings, "ragsift-hashing-v1-384")
+
+
 def test_explicit_threshold_wins_over_the_artifact(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGSIFT_CONFIDENCE_SIMILARITY_THRESHOLD", "0.42")
     engines = EngineSet(ConfidenceSettings(), "ragsift-hashing-v1-384")
