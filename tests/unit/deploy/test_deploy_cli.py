@@ -43,7 +43,7 @@ def _commands() -> list[tuple[str, ...]]:
 
 def test_compose_and_k8s_run_the_same_commands() -> None:
     assert service_commands(_compose_argvs()) == service_commands(_k8s_argvs())
-    assert len(service_commands(_compose_argvs())) == 6  # api + five workers
+    assert len(service_commands(_compose_argvs())) == 7  # api + six workers
 
 
 @pytest.mark.parametrize("command", _commands(), ids=" ".join)

@@ -49,6 +49,7 @@ RAGSIFT_SERVICES = {
     "indexer-worker": ["worker", "indexer"],
     "report-worker": ["worker", "report"],
     "decision-worker": ["worker", "decision"],
+    "calibration-worker": ["worker", "calibration"],
     "audit-worker": ["worker", "audit"],
 }
 

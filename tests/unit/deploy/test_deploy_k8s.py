@@ -40,6 +40,8 @@ CONSUMER_WORKERS = {
     "indexer": "ragsift.documents.v1",
     "report": "ragsift.retrievals.v1",
     "decision": "ragsift.retrievals.v1",
+    # it reads feedback too; results arrive far more often, so their lag scales it
+    "calibration": "ragsift.retrievals.v1",
     "audit": "ragsift.audit.v1",
 }
 SECRET_ENV = {"RAGSIFT_KAFKA_SASL_PASSWORD", "RAGSIFT_REDIS_PASSWORD", "RAGSIFT_QDRANT_API_KEY"}
