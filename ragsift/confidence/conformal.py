@@ -234,13 +234,13 @@ def _clustered_upper(
         # still has a scale to compare the clustered variance with.
         v_binom = np.maximum(risk * (1.0 - risk), 1.0 / safe_n) / safe_n
         deff = np.maximum(1.0, v_cluster / v_binom)
-    singletons = per_group_n.max(axis=1) <= 1.0
-    widen = np.ones_like(deff)
-    several = (k > 1) & ~singletons
-    if several.any():
-        ratio = t_ppf(1.0 - delta, k[several] - 1.0) / norm_ppf(1.0 - delta)
-        widen[several] = ratio**2
-    deff = np.where(singletons, 1.0, deff * widen)
+    if np.bincount(group, minlength=k_all).max(initial=0) <= 1:
+        deff = np.ones_like(deff)  # one query per group: the per-question bound exactly
+    else:
+        several = k > 1
+        widen = np.ones_like(deff)
+        widen[several] = (t_ppf(1.0 - delta, k[several] - 1.0) / norm_ppf(1.0 - delta)) ** 2
+        deff = deff * widen
     n_eff = n / deff
     e_eff = risk * n_eff
     upper = np.ones(_GRID.shape, dtype=np.float64)

@@ -141,7 +141,6 @@ class RetrievalPipeline:
         self.engines = engines
         self.settings = settings
         self.metrics = metrics
-        self.cache = cache if settings.cache.enabled else None
         self.source = source
         self.rerank = (
             RerankStage(reranker, candidates=settings.reranker.candidates, metrics=metrics)
@@ -157,7 +156,6 @@ class RetrievalPipeline:
                 poll_interval_s=guard.tenant_thresholds_poll_s,
                 metrics=metrics,
             )
-        self._tenant_thresholds = tenant_thresholds
         self.contradictions = (
             ContradictionDetector.from_settings(settings.contradictions)
             if settings.contradictions.enabled
@@ -165,7 +163,7 @@ class RetrievalPipeline:
         )
         self.drift = drift
         self.cached = CacheStage(
-            self.cache,
+            cache if settings.cache.enabled else None,
             settings=settings,
             metrics=metrics,
             embedder_id=embedder.embedder_id,
@@ -177,14 +175,20 @@ class RetrievalPipeline:
         self._known_collections: set[str] = set()
 
     @property
+    def cache(self) -> ResultCache | None:
+        """The result cache, or None when caching is off (held by the cache stage)."""
+        return self.cached.cache
+
+    @property
     def tenant_thresholds(self) -> TenantThresholdStore | None:
-        """Per-tenant levels, answer threshold and TTLs (A13), or None."""
-        return self._tenant_thresholds
+        """Per-tenant levels, answer threshold and TTLs (A13), or None.
+
+        Held by the cache stage, which keys and ages entries by it: one store for both.
+        """
+        return self.cached.tenant_thresholds
 
     @tenant_thresholds.setter
     def tenant_thresholds(self, store: TenantThresholdStore | None) -> None:
-        # The cache stage keys and ages entries by the same store: swap both together.
-        self._tenant_thresholds = store
         self.cached.tenant_thresholds = store
 
     async def process(self, queries: Sequence[QueryEvent]) -> list[PipelineOutput | Exception]:
