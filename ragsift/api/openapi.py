@@ -34,9 +34,10 @@ MIN_TIMEOUT_S = 1.0  # a trip through Kafka and a worker batch; less is a guaran
 MAX_ENTITIES = 64  # as the query event's contract
 
 #: Some non-space character. Python's (and pydantic's Rust) \s and JSON Schema's
-#: ECMAScript \s differ by U+0085 and U+FEFF; naming both keeps the server and
-#: schema-driven clients (schemathesis) agreeing on which queries are blank.
-_NOT_ONLY_SPACE = r"[^\s\u0085\ufeff]"
+#: ECMAScript \s differ by U+001C-U+001F and U+0085 (spaces to Python's ``strip``,
+#: characters to ECMAScript) and U+FEFF (the other way round); naming them keeps
+#: the server and schema-driven clients (schemathesis) agreeing on blank queries.
+_NOT_ONLY_SPACE = r"[^\s\u001c-\u001f\u0085\ufeff]"
 _Collection = Annotated[str, Field(pattern=COLLECTION_PATTERN)]
 _Entity = Annotated[str, Field(min_length=1, max_length=MAX_ENTITY_CHARS)]
 _TASKS = sorted(TASK_STRATEGIES)

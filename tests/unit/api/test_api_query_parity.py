@@ -4,6 +4,7 @@ document shows it."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -105,14 +106,18 @@ async def test_bad_options_are_a_422_naming_the_field(
     assert api.sent == []  # nothing was published
 
 
-@pytest.mark.parametrize("blank", ["\u0085", "\ufeff", " \t\u2028", "\u3000"])
+@pytest.mark.parametrize(
+    "blank", ["\u0085", "\ufeff", " \t\u2028", "\u3000", "\u001e", "\u001c\u001f"]
+)
 async def test_a_blank_query_is_refused_by_the_schema_and_the_server_alike(
     client: Client, api: RecordingApi, keys: Keys, blank: str
 ) -> None:
     """ECMAScript's \\S (the OpenAPI reader's) takes U+0085 for a character, Python's
-    for a space: schemathesis found a NEL query the schema allowed and the server refused."""
+    for a space: schemathesis found a NEL query the schema allowed and the server refused,
+    and later a U+001E (record separator) query, which Python's ``strip`` also removes."""
     pattern = openapi_document()["components"]["schemas"]["QueryRequest"]["properties"]["query"]
-    assert pattern["pattern"] == r"[^\s\u0085\ufeff]"
+    assert pattern["pattern"] == r"[^\s\u001c-\u001f\u0085\ufeff]"
+    assert re.search(pattern["pattern"], blank) is None  # the schema calls it blank too
     status, answer = await _post(client, keys, {"query": blank})
     assert status == 422, answer
     assert api.sent == []
