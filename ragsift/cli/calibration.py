@@ -171,6 +171,13 @@ def _self_calibrate(
         raise typer.Exit(2) from exc
     artifact = result.artifact
     scope = CalibrationScope(collection, tenant)
+    if held_out is not None:
+        # Written whether or not a threshold is certified: `ragsift eval --pseudo-queries`
+        # measures the shipped calibration on this collection with them either way.
+        with held_out.open("w", encoding="utf-8") as handle:
+            for q in result.held_out:
+                row = {"text": q.text, "tenant_id": q.tenant_id, "doc_id": q.doc_id}
+                handle.write(json.dumps(row) + "\n")
     if not artifact.conformal.feasible:
         # Storing it would refuse every query of the collection; the shipped one stays.
         err_console.print(
@@ -187,11 +194,6 @@ def _self_calibrate(
         assert store is not None  # the embedded runtime always has one
         store.put(scope, artifact)
         where = f"the calibration store for {scope}"
-    if held_out is not None:
-        with held_out.open("w", encoding="utf-8") as handle:
-            for q in result.held_out:
-                row = {"text": q.text, "tenant_id": q.tenant_id, "doc_id": q.doc_id}
-                handle.write(json.dumps(row) + "\n")
     before, after, prov = base.conformal, artifact.conformal, artifact.provenance
     assert prov is not None
     console.print(
