@@ -42,6 +42,7 @@ the fit did not see is measured in docs/evaluation.md.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -51,7 +52,14 @@ import numpy.typing as npt
 from ragsift.confidence._scipy import beta_ppf, norm_ppf, t_ppf
 from ragsift.confidence.errors import ConfidenceError
 
-__all__ = ["DEFAULT_ALPHA", "DEFAULT_DELTA", "ConformalResult", "conformal_threshold"]
+__all__ = [
+    "DEFAULT_ALPHA",
+    "DEFAULT_DELTA",
+    "ConformalResult",
+    "conformal_threshold",
+    "fixed_sequence_walk",
+    "risk_upper_bounds",
+]
 
 # ragsift defaults: at most 10% of answered queries without relevant context,
 # guaranteed with 90% probability over the calibration sample.
@@ -62,6 +70,9 @@ _GRID = np.round(np.linspace(0.0, 1.0, 101), 2)
 # Answered queries needed where the walk starts: enough that a well-calibrated top slice
 # (a few % errors) can already be certified at alpha = 0.1 (ragsift default).
 _START_MIN_ANSWERED = 100
+# ... and, re-weighted to a mix where answered queries count less (:mod:`.mix`), this
+# many queries' worth: enough to certify alpha = 0.1 with a couple of errors.
+_START_MIN_EFFECTIVE = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,35 +152,15 @@ def conformal_threshold(
         raise ConfidenceError("confidence must not contain NaN")
     group_index = _group_index(groups, conf.shape)
     wrong = (y == 0).astype(np.int64)
-    # answered[g, i]: query i answered at grid threshold g; counted via sorting for speed.
-    order = np.argsort(-conf, kind="stable")
-    conf_sorted = conf[order]
-    cum_wrong = np.concatenate([[0], np.cumsum(wrong[order])])
-    n_answered = np.searchsorted(-conf_sorted, -_GRID, side="right").astype(np.int64)
-    errors = cum_wrong[n_answered].astype(np.int64)
-    if group_index is None:
-        upper = _clopper_pearson_upper(errors, n_answered, delta)
-        deff = np.ones(_GRID.shape)
-    else:
-        upper, deff = _clustered_upper(conf, wrong, group_index, n_answered, errors, delta)
-    total = max(conf.size, 1)
-    # A small sample (a small collection's self-calibration) may hold fewer positives
-    # than the start needs; starting past them would always fail. Start where at
-    # most that many are answered instead (unchanged for every larger sample).
-    start = min(_START_MIN_ANSWERED, max(int((y != 0).sum()), 1), conf.size)
-    enough = np.flatnonzero(n_answered >= start)
-    chosen = -1
-    if conf.size:
-        for g in range(int(enough.max()), -1, -1):
-            if upper[g] > alpha:
-                break
-            chosen = g
+    upper, n_answered, deff = risk_upper_bounds(conf, wrong, group_index, delta)
+    chosen = fixed_sequence_walk(upper, n_answered, int((y != 0).sum()), alpha)
     n_groups = None if group_index is None else int(group_index.max(initial=-1) + 1)
     if chosen < 0:
         return ConformalResult(
             1.0, False, 1.0, 0.0, alpha, delta, int(conf.size), **_method(n_groups, None)
         )
     g = chosen
+    total = max(conf.size, 1)
     return ConformalResult(
         threshold=float(_GRID[g]),
         feasible=True,
@@ -180,6 +171,98 @@ def conformal_threshold(
         n_calibration=int(conf.size),
         **_method(n_groups, float(deff[g])),
     )
+
+
+def risk_upper_bounds(
+    conf: npt.NDArray[np.float64],
+    wrong: npt.NDArray[np.int64],
+    group_index: npt.NDArray[np.intp] | None,
+    delta: float,
+    *,
+    weights: tuple[float, float] = (1.0, 1.0),
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Per grid threshold: the risk's upper bound, the answered count and the design effect.
+
+    ``weights`` = (w_wrong, w_right) re-weights the two kinds of calibration query,
+    as a different mix of answerable and unanswerable queries would
+    (:mod:`.mix`); (1, 1) is the calibration sample's own mix.
+    """
+    order = np.argsort(-conf, kind="stable")
+    n_answered = np.searchsorted(-conf[order], -_GRID, side="right").astype(np.int64)
+    if group_index is None and weights == (1.0, 1.0):
+        cum_wrong = np.concatenate([[0], np.cumsum(wrong[order])])
+        errors = cum_wrong[n_answered].astype(np.int64)
+        return _clopper_pearson_upper(errors, n_answered, delta), n_answered, np.ones(_GRID.shape)
+    if group_index is None:  # weighted, independent queries: the per-question bound
+        w = np.where(wrong[order] == 1, weights[0], weights[1])
+        total_w = np.concatenate([[0.0], np.cumsum(w)])[n_answered]
+        errors_w = np.concatenate([[0.0], np.cumsum(w * wrong[order])])[n_answered]
+        n_eff = _weighted_size(total_w, n_answered, weights)
+        e_eff = errors_w / np.where(total_w > 0, total_w, 1.0) * n_eff
+        return _beta_upper(e_eff, n_eff, n_answered, delta), n_answered, np.ones(_GRID.shape)
+    upper, deff = _clustered_upper(conf, wrong, group_index, n_answered, delta, weights)
+    return upper, n_answered, deff
+
+
+def _weighted_size(
+    total_w: npt.NDArray[np.float64],
+    n_answered: npt.NDArray[np.int64],
+    weights: tuple[float, float],
+) -> npt.NDArray[np.float64]:
+    """The binomial size a weighted count is worth: ``(sum w)^2 / (w_wrong * w_right * n)``.
+
+    The variance-matched size of a ratio whose weights follow the label; ``n``
+    itself at equal weights.
+    """
+    if weights == (1.0, 1.0):
+        return n_answered.astype(np.float64)
+    safe = np.maximum(n_answered, 1)
+    return np.where(n_answered > 0, total_w**2 / (weights[0] * weights[1] * safe), 0.0)
+
+
+def _beta_upper(
+    e_eff: npt.NDArray[np.float64],
+    n_eff: npt.NDArray[np.float64],
+    n_answered: npt.NDArray[np.int64],
+    delta: float,
+) -> npt.NDArray[np.float64]:
+    """Clopper-Pearson upper bound at a (possibly fractional) effective size; 1 where empty."""
+    upper = np.ones(_GRID.shape, dtype=np.float64)
+    ok = (n_answered > 0) & (e_eff < n_eff)
+    upper[ok] = beta_ppf(1.0 - delta, e_eff[ok] + 1.0, n_eff[ok] - e_eff[ok])
+    return upper
+
+
+def fixed_sequence_walk(
+    upper: npt.NDArray[np.float64],
+    n_answered: npt.NDArray[np.int64],
+    positives: int,
+    alpha: float,
+    *,
+    down_weight: float = 1.0,
+) -> int:
+    """The grid index the fixed-sequence test stops at (see module doc), or -1 for none.
+
+    ``down_weight`` is how much less an answered query may count than in the
+    calibration sample (w_wrong / w_right of a re-weighted mix): the start then
+    needs :data:`_START_MIN_EFFECTIVE` queries' worth at that weight, if that is
+    more than the usual start. It depends on the weights only, never on labels.
+    """
+    # A small sample (a small collection's self-calibration) may hold fewer positives
+    # than the start needs; starting past them would always fail. Start where at
+    # most that many are answered instead (unchanged for every larger sample).
+    total = int(n_answered.max(initial=0))
+    needed = max(_START_MIN_ANSWERED, math.ceil(_START_MIN_EFFECTIVE * down_weight))
+    start = min(needed, max(positives, 1), total)
+    if total == 0:
+        return -1
+    enough = np.flatnonzero(n_answered >= start)
+    chosen = -1
+    for g in range(int(enough.max()), -1, -1):
+        if upper[g] > alpha:
+            break
+        chosen = g
+    return chosen
 
 
 def _method(n_groups: int | None, deff: float | None) -> dict[str, Any]:
@@ -210,40 +293,46 @@ def _clustered_upper(
     wrong: npt.NDArray[np.int64],
     group: npt.NDArray[np.intp],
     n_answered: npt.NDArray[np.int64],
-    errors: npt.NDArray[np.int64],
     delta: float,
+    weights: tuple[float, float],
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """Per grid threshold: the design-effect Clopper-Pearson upper bound, and the design effect."""
+    """Per grid threshold: the design-effect Clopper-Pearson upper bound, and the design effect.
+
+    With ``weights`` (w_wrong, w_right) the risk is the weighted ratio, and the
+    binomial size it is compared with is the weighted sample's effective one,
+    ``(sum w)^2 / (w_wrong * w_right * n)`` (the variance-matched size of a ratio
+    whose weights follow the label; ``n`` at equal weights).
+    """
+    w_wrong, w_right = weights
     k_all = int(group.max(initial=-1) + 1)
+    w = np.where(wrong == 1, w_wrong, w_right)
     # answered[g, i] is small enough here (101 x n): the grid walk is one matrix product.
-    answered = (conf[None, :] >= _GRID[:, None]).astype(np.float64)
+    answered = (conf[None, :] >= _GRID[:, None]).astype(np.float64) * w[None, :]
     per_group_n = np.zeros((_GRID.size, max(k_all, 1)))
     per_group_e = np.zeros_like(per_group_n)
     for g_idx in range(_GRID.size):
         per_group_n[g_idx] = np.bincount(group, weights=answered[g_idx], minlength=k_all)
         per_group_e[g_idx] = np.bincount(group, weights=answered[g_idx] * wrong, minlength=k_all)
-    n = n_answered.astype(np.float64)
-    e = errors.astype(np.float64)
+    total_w = per_group_n.sum(axis=1)
+    safe_w = np.where(total_w > 0, total_w, 1.0)
+    risk = per_group_e.sum(axis=1) / safe_w
+    n = _weighted_size(total_w, n_answered, weights)
     safe_n = np.maximum(n, 1.0)
-    risk = e / safe_n
     k = (per_group_n > 0).sum(axis=1).astype(np.float64)
     resid = ((per_group_e - risk[:, None] * per_group_n) ** 2).sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        v_cluster = np.where(k > 1, k / (k - 1) * resid / safe_n**2, np.inf)
+        v_cluster = np.where(k > 1, k / (k - 1) * resid / safe_w**2, np.inf)
         # The binomial variance, floored at one error's worth so a zero-error slice
         # still has a scale to compare the clustered variance with.
         v_binom = np.maximum(risk * (1.0 - risk), 1.0 / safe_n) / safe_n
         deff = np.maximum(1.0, v_cluster / v_binom)
     if np.bincount(group, minlength=k_all).max(initial=0) <= 1:
-        deff = np.ones_like(deff)  # one query per group: the per-question bound exactly
+        # One query per group: the per-question bound exactly (at the weighted size).
+        deff = np.ones_like(deff)
     else:
         several = k > 1
         widen = np.ones_like(deff)
         widen[several] = (t_ppf(1.0 - delta, k[several] - 1.0) / norm_ppf(1.0 - delta)) ** 2
         deff = deff * widen
-    n_eff = n / deff
-    e_eff = risk * n_eff
-    upper = np.ones(_GRID.shape, dtype=np.float64)
-    ok = (n > 0) & (e_eff < n_eff) & np.isfinite(deff)
-    upper[ok] = beta_ppf(1.0 - delta, e_eff[ok] + 1.0, n_eff[ok] - e_eff[ok])
-    return upper, deff
+    n_eff = np.where(np.isfinite(deff), n / deff, 0.0)
+    return _beta_upper(risk * n_eff, n_eff, n_answered, delta), deff
