@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ragsift.confidence.conformal import ConformalResult
 from ragsift.confidence.errors import CalibrationMismatchError, ConfidenceError
 from ragsift.confidence.features import SCORE_MONOTONE_FEATURES, validate_features
+from ragsift.confidence.mix import MixTable
 from ragsift.confidence.normalize import Metric
 
 __all__ = [
@@ -44,7 +45,7 @@ ARTIFACT_SCHEMA_VERSION: Final = 1
 _DEFAULT_RESOURCE = "default.json"
 #: Conformal fields added after artifacts were first shipped: left out of the
 #: identity (and of the JSON) when unset, so older artifacts keep their version.
-_OPTIONAL_CONFORMAL = ("n_groups", "design_effect")
+_OPTIONAL_CONFORMAL = ("n_groups", "design_effect", "mix")
 
 
 class LevelSpec(BaseModel):
@@ -80,13 +81,19 @@ class ConformalSpec(BaseModel):
     n_groups: int | None = Field(default=None, ge=0)
     #: The design effect at the threshold (variance over the binomial one), with groups.
     design_effect: float | None = Field(default=None, ge=1.0)
+    #: The threshold certified at other mixes of answerable and unanswerable
+    #: queries, and the class histograms that estimate a scope's mix (:mod:`.mix`).
+    mix: MixTable | None = None
 
     @classmethod
-    def certified(cls, result: ConformalResult, *, method: str | None = None) -> ConformalSpec:
+    def certified(
+        cls, result: ConformalResult, *, method: str | None = None, mix: MixTable | None = None
+    ) -> ConformalSpec:
         """The spec of a :func:`~ragsift.confidence.conformal.conformal_threshold` result.
 
         ``method`` names how the confidences it certified were made, when that is
-        not the plain fit (a re-map on feedback or on pseudo-labels).
+        not the plain fit (a re-map on feedback or on pseudo-labels). ``mix`` is
+        :func:`~ragsift.confidence.mix.fit_mix_table` on the same sample.
         """
         return cls(
             alpha=result.alpha,
@@ -99,6 +106,7 @@ class ConformalSpec(BaseModel):
             coverage=result.coverage,
             n_groups=result.n_groups,
             design_effect=result.design_effect,
+            mix=mix,
         )
 
     def answers(self, confidence: float) -> bool:

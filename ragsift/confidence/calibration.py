@@ -27,6 +27,7 @@ from ragsift.confidence.features import (
     feature_matrix,
     validate_features,
 )
+from ragsift.confidence.mix import fit_mix_table
 from ragsift.confidence.normalize import METRICS, Metric
 from ragsift.confidence.signals import SIGNAL_NAMES
 
@@ -166,6 +167,7 @@ def fit_calibration(
         raise ConfidenceError(f"groups must have one entry per example, got {len(groups)} for {n}")
     conf_groups = None if groups is None else np.asarray(groups, dtype=object)[conf_idx]
     cr = conformal_threshold(conf_probs, y[conf_idx], alpha=alpha, delta=delta, groups=conf_groups)
+    mix = fit_mix_table(conf_probs, y[conf_idx], alpha=alpha, delta=delta, groups=conf_groups)
     lv = levels if levels is not None else LevelThresholds()
     return CalibrationArtifact(
         embedder_id=embedder_id,
@@ -178,7 +180,7 @@ def fit_calibration(
         ),
         intercept=float(intercept),
         levels=LevelSpec(high=lv.high, medium=lv.medium, low=lv.low),
-        conformal=ConformalSpec.certified(cr),
+        conformal=ConformalSpec.certified(cr, mix=mix),
         data=DataSummary(
             source=source,
             n_examples=n,

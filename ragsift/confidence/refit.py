@@ -28,6 +28,7 @@ from ragsift.confidence.calibration import fit_logistic, predict_logistic
 from ragsift.confidence.conformal import DEFAULT_ALPHA, DEFAULT_DELTA, conformal_threshold
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.features import feature_matrix
+from ragsift.confidence.mix import fit_mix_table
 from ragsift.confidence.signals import SIGNAL_INDEX, SIGNAL_NAMES
 
 __all__ = ["MIN_REFIT_LABELS", "LabelledResult", "refit_calibration"]
@@ -130,7 +131,8 @@ def refit_calibration(
     )
     conf = np.where(kept, conf, 0.0)
     cert = conformal_threshold(conf[~fit_part], y[~fit_part], alpha=alpha, delta=delta)
-    spec = ConformalSpec.certified(cert, method=f"feedback-remap+{cert.method}")
+    mix = fit_mix_table(conf[~fit_part], y[~fit_part], alpha=alpha, delta=delta)
+    spec = ConformalSpec.certified(cert, method=f"feedback-remap+{cert.method}", mix=mix)
     data = DataSummary(
         source=f"feedback:{scope}",
         n_examples=len(ordered),

@@ -34,6 +34,7 @@ from ragsift.confidence.calibration import fit_logistic
 from ragsift.confidence.conformal import DEFAULT_DELTA, conformal_threshold
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.features import feature_matrix
+from ragsift.confidence.mix import fit_mix_table
 
 __all__ = [
     "MIN_NEGATIVES",
@@ -113,14 +114,15 @@ def recalibrate(
         raise ConfidenceError(f"groups must have one entry per query, got {len(groups)}")
     cert_groups = None if groups is None else np.asarray(groups, dtype=object)[~remap]
     cr = conformal_threshold(probs, y[~remap], alpha=target, delta=delta, groups=cert_groups)
+    mix = fit_mix_table(probs, y[~remap], alpha=target, delta=delta, groups=cert_groups)
     data = base.model_dump(mode="json")
     data.update(
         version="",
         coefficients=[temperature * c for c in base.coefficients],
         intercept=temperature * base.intercept + shift,
-        conformal=ConformalSpec.certified(cr, method=f"{cr.method} on pseudo-labels").model_dump(
-            mode="json"
-        ),
+        conformal=ConformalSpec.certified(
+            cr, method=f"{cr.method} on pseudo-labels", mix=mix
+        ).model_dump(mode="json"),
         data=DataSummary(
             source=f"self-calibration of {provenance.collection}",
             n_examples=int(y.size),

@@ -1,0 +1,341 @@
+"""The answer threshold at another mix of answerable and unanswerable queries (label shift).
+
+The conformal threshold (:mod:`.conformal`) certifies the selective risk
+
+    R(t) = P(no relevant context | confidence >= t)
+
+for queries drawn like its calibration sample, *in that sample's mix*. Risk is
+a ratio, so it moves with the mix even when nothing else does: with
+``pi`` the share of queries whose context cannot hold the answer,
+
+    R_pi(t) = pi F(t) / (pi F(t) + (1 - pi) T(t)),
+
+where F and T are the shares of unanswerable and answerable queries answered at
+t. A threshold certified on SQuAD's 2 : 1 mix let half its answers through
+without context when unanswerable questions outnumbered answerable ones forty
+to one (docs/evaluation.md). Two things fix that here:
+
+* **A threshold per mix** (:func:`fit_mix_table`, at fit time). The same
+  fixed-sequence walk and design-effect bound as the conformal threshold, with
+  the calibration queries re-weighted to the mix ``pi`` (unanswerable ones by
+  ``pi / pi_cal``, answerable ones by ``(1 - pi) / (1 - pi_cal)``) and the
+  binomial size taken as the weighted sample's effective one. At ``pi_cal``
+  every weight is 1 and it is the conformal threshold exactly. The artifact
+  stores the threshold for ``pi`` = 0.01 ... 0.99 (``conformal.mix``), made
+  non-decreasing in ``pi``; 1.0 where no threshold is certified.
+* **The mix of the traffic, without labels** (:func:`estimate_unanswerable_share`).
+  The artifact also stores the histograms of the calibrated confidence of
+  its answerable and unanswerable calibration queries. Traffic's histogram is a
+  mixture of the two; the maximum-likelihood share (Saerens et al., 2002, for
+  label shift) is the estimate, and the likelihood-ratio interval gives its
+  one-sided 95% lower bound. :class:`MixMonitor` keeps a decayed histogram
+  per (tenant, collection) and reads both once it holds ``min_samples``.
+
+:func:`mix_threshold` decides. ``auto`` (the default) only ever raises the bar,
+and only as far as the evidence goes: when the share's *lower bound* exceeds
+the calibration's share by more than :data:`DEAD_BAND`, the answer threshold
+becomes the one certified at the next tabulated share above that bound, if that
+is higher. A young scope's wide interval keeps its bar where the calibration put
+it unless its first queries already show a lopsided mix (thirty queries that all
+look unanswerable do); a scope with history gets the bar of its estimate. It
+never lowers the bar on an estimate, because the estimate assumes that the confidence of
+answerable and of unanswerable queries is distributed as in the calibration
+sample, and the way that fails on a new corpus (unanswerable queries scoring
+like answerable ones) makes the estimated share too low, never too high. An
+operator who knows the share can declare it (``RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE``):
+then its tabulated threshold is used, lower or higher. What this measured on
+data the fit did not see is in docs/evaluation.md.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ragsift.confidence.conformal import (
+    _GRID,
+    _group_index,
+    fixed_sequence_walk,
+    risk_upper_bounds,
+)
+from ragsift.confidence.errors import ConfidenceError
+
+__all__ = [
+    "DEAD_BAND",
+    "HISTOGRAM_BINS",
+    "MIX_SHARES",
+    "MixMonitor",
+    "MixReading",
+    "MixTable",
+    "estimate_unanswerable_share",
+    "fit_mix_table",
+    "mix_threshold",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+#: The tabulated shares of unanswerable queries: 0.01 ... 0.99.
+MIX_SHARES: Final = tuple(round(0.01 * i, 2) for i in range(1, 100))
+#: Bins of the confidence histograms (0.05 wide over [0, 1]).
+HISTOGRAM_BINS: Final = 20
+#: ``auto`` keeps the certified threshold while the estimated share is within this
+#: of the calibration's: the estimate's own noise over a window of ~1,000 queries
+#: (about +-0.03 on SQuAD halves) must not cost answers on traffic like the sample.
+DEAD_BAND: Final = 0.05
+#: Queries a scope's histogram needs before its share is estimated (the lower bound,
+#: not this count, keeps a young scope's noise from moving its bar).
+DEFAULT_MIN_SAMPLES: Final = 30
+#: Half the chi-square(1) quantile at 0.90: the likelihood-ratio interval's drop
+#: from the maximum that bounds the share from below at 95% (one-sided).
+_LOWER_BOUND_DROP: Final = 2.7055 / 2
+#: Until a scope holds this much weight its estimate is refreshed on every query.
+_YOUNG: Final = 200.0
+#: Queries after which an observation's weight halves: the estimate follows the
+#: last ~1,000 queries of a scope.
+DEFAULT_HALF_LIFE: Final = 500.0
+#: Observations between two estimates of a scope's share.
+REFRESH_EVERY: Final = 16
+#: Scopes tracked at once; later ones keep the certified threshold (bounded memory).
+MAX_SCOPES: Final = 10_000
+#: Added to every bin of the class histograms: an empty bin must not make a
+#: traffic query impossible under one class.
+_SMOOTHING: Final = 0.5
+#: Candidate shares for the maximum-likelihood estimate.
+_ESTIMATE_GRID: Final = np.linspace(0.0, 1.0, 1001)
+
+UnanswerableShare = float | Literal["auto", "off"]
+
+
+class MixTable(BaseModel):
+    """What the artifact stores to re-certify its threshold at another mix.
+
+    Attributes:
+        unanswerable_share: the calibration sample's share of unanswerable queries.
+        shares: the tabulated shares (:data:`MIX_SHARES`).
+        thresholds: the certified answer threshold at each share, non-decreasing;
+            1.0 where none was certified (answer nothing).
+        answerable, unanswerable: the calibration queries' confidence histograms
+            (:data:`HISTOGRAM_BINS` bins over [0, 1]) as shares of their class.
+        n_answerable, n_unanswerable: the class sizes behind them.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    unanswerable_share: float = Field(gt=0, lt=1)
+    shares: tuple[float, ...]
+    thresholds: tuple[float, ...]
+    answerable: tuple[float, ...]
+    unanswerable: tuple[float, ...]
+    n_answerable: int = Field(gt=0)
+    n_unanswerable: int = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> MixTable:
+        if len(self.thresholds) != len(self.shares) or not self.shares:
+            raise ValueError("thresholds must give one value per share")
+        if any(b <= a for a, b in zip(self.shares, self.shares[1:], strict=False)):
+            raise ValueError("shares must be increasing")
+        if any(b < a for a, b in zip(self.thresholds, self.thresholds[1:], strict=False)):
+            raise ValueError("thresholds must not decrease with the share")
+        if len(self.answerable) != HISTOGRAM_BINS or len(self.unanswerable) != HISTOGRAM_BINS:
+            raise ValueError(f"histograms must have {HISTOGRAM_BINS} bins")
+        return self
+
+    def threshold_at(self, share: float) -> float:
+        """The threshold certified at the first tabulated share >= ``share`` (1.0 past them)."""
+        i = int(np.searchsorted(np.asarray(self.shares), share - 1e-9, side="left"))
+        return self.thresholds[i] if i < len(self.thresholds) else 1.0
+
+
+def _histogram(confidence: FloatArray) -> FloatArray:
+    """Counts of ``confidence`` in :data:`HISTOGRAM_BINS` equal bins over [0, 1]."""
+    bins = np.clip((np.nan_to_num(confidence) * HISTOGRAM_BINS).astype(np.int64), 0, None)
+    return np.bincount(np.minimum(bins, HISTOGRAM_BINS - 1), minlength=HISTOGRAM_BINS).astype(
+        np.float64
+    )
+
+
+def fit_mix_table(
+    confidence: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    *,
+    alpha: float,
+    delta: float,
+    groups: npt.ArrayLike | None = None,
+) -> MixTable | None:
+    """The certified threshold at every tabulated mix, from the conformal sample.
+
+    Args:
+        confidence, labels, alpha, delta, groups: as for
+            :func:`~ragsift.confidence.conformal.conformal_threshold` (the same sample).
+
+    Returns:
+        None when the sample holds only one kind of query (no mix to re-weight).
+    """
+    conf = np.asarray(confidence, dtype=np.float64)
+    y = np.asarray(labels)
+    wrong = (y == 0).astype(np.int64)
+    n_wrong, n_right = int(wrong.sum()), int(wrong.size - wrong.sum())
+    if n_wrong == 0 or n_right == 0:
+        return None
+    group_index = _group_index(groups, conf.shape)
+    pi_cal = n_wrong / wrong.size
+    thresholds: list[float] = []
+    for share in MIX_SHARES:
+        weights = (share / pi_cal, (1.0 - share) / (1.0 - pi_cal))
+        upper, n_answered, _ = risk_upper_bounds(conf, wrong, group_index, delta, weights=weights)
+        g = fixed_sequence_walk(
+            upper, n_answered, n_right, alpha, down_weight=weights[0] / weights[1]
+        )
+        thresholds.append(float(_GRID[g]) if g >= 0 else 1.0)
+    # A higher share can only need a higher bar; the walk's noise must not say otherwise.
+    monotone = np.maximum.accumulate(np.asarray(thresholds))
+    return MixTable(
+        unanswerable_share=round(pi_cal, 4),
+        shares=MIX_SHARES,
+        thresholds=tuple(float(t) for t in monotone),
+        answerable=_shares(_histogram(conf[wrong == 0])),
+        unanswerable=_shares(_histogram(conf[wrong == 1])),
+        n_answerable=n_right,
+        n_unanswerable=n_wrong,
+    )
+
+
+def _shares(counts: FloatArray) -> tuple[float, ...]:
+    return tuple(round(float(v), 4) for v in counts / counts.sum())
+
+
+def estimate_unanswerable_share(histogram: npt.ArrayLike, table: MixTable) -> MixReading:
+    """The maximum-likelihood share of unanswerable queries behind a confidence histogram.
+
+    ``histogram`` counts (or decayed weights) of traffic confidences in the
+    table's bins. Each class's histogram is smoothed by half a query per bin.
+    The reading carries the estimate and its one-sided 95% lower bound.
+
+    Raises:
+        ConfidenceError: the histogram has the wrong length, is negative or empty.
+    """
+    h = np.asarray(histogram, dtype=np.float64)
+    if h.shape != (HISTOGRAM_BINS,) or (h < 0).any() or h.sum() <= 0:
+        raise ConfidenceError(
+            f"histogram must be {HISTOGRAM_BINS} non-negative counts with a positive total"
+        )
+    return _estimate(_log_mixture(table), h)
+
+
+def _log_mixture(table: MixTable) -> FloatArray:
+    """log P(bin | share) for every candidate share (rows) and bin (columns)."""
+    p0 = _smoothed(table.unanswerable, table.n_unanswerable)
+    p1 = _smoothed(table.answerable, table.n_answerable)
+    share = _ESTIMATE_GRID[:, None]
+    return np.asarray(np.log(share * p0[None, :] + (1.0 - share) * p1[None, :]), dtype=np.float64)
+
+
+def _estimate(log_mixture: FloatArray, histogram: FloatArray) -> MixReading:
+    loglik = log_mixture @ histogram
+    best = int(np.argmax(loglik))
+    # The log-likelihood is concave in the share: the bound is its first grid point
+    # within the interval's drop of the maximum.
+    lower = int(np.argmax(loglik >= loglik[best] - _LOWER_BOUND_DROP))
+    return MixReading(float(_ESTIMATE_GRID[best]), float(_ESTIMATE_GRID[lower]))
+
+
+def _smoothed(shares: tuple[float, ...], n: int) -> FloatArray:
+    counts = np.asarray(shares, dtype=np.float64) * n + _SMOOTHING
+    return np.asarray(counts / counts.sum(), dtype=np.float64)
+
+
+def mix_threshold(
+    base: float, table: MixTable | None, mode: UnanswerableShare, estimate: MixReading | None
+) -> float:
+    """The answer threshold for a scope (see module doc).
+
+    Args:
+        base: the certified (or configured) threshold.
+        table: the artifact's mix table; None keeps ``base``.
+        mode: ``"auto"`` (raise the bar on the estimate's lower bound), ``"off"``, or
+            a declared share.
+        estimate: the scope's reading, None while too few queries were seen.
+    """
+    if table is None or mode == "off":
+        return base
+    if not isinstance(mode, str):
+        return table.threshold_at(mode)
+    if estimate is None or estimate.lower <= table.unanswerable_share + DEAD_BAND:
+        return base
+    return max(base, table.threshold_at(estimate.lower))
+
+
+@dataclass(frozen=True, slots=True)
+class MixReading:
+    """An estimated share of unanswerable queries and its one-sided 95% lower bound."""
+
+    share: float
+    lower: float
+
+
+class MixMonitor:
+    """Per (tenant, collection): a decayed histogram of the calibrated confidence.
+
+    Args:
+        min_samples: (decayed) queries before the share is estimated.
+        half_life: queries after which an observation's weight halves.
+
+    A new calibration version starts the scope afresh. The estimate is refreshed
+    every :data:`REFRESH_EVERY` observations (it moves slowly; the likelihood over
+    1,001 candidate shares is not worth computing per query). Thread-safe. Each
+    process estimates from its own share of the traffic.
+    """
+
+    def __init__(
+        self, *, min_samples: int = DEFAULT_MIN_SAMPLES, half_life: float = DEFAULT_HALF_LIFE
+    ) -> None:
+        if min_samples < 1:
+            raise ConfidenceError(f"min_samples must be >= 1, got {min_samples}")
+        if min_samples >= half_life / math.log(2):
+            raise ConfidenceError(
+                f"min_samples ({min_samples}) must be below half_life / ln 2"
+                f" ({half_life / math.log(2):.0f}): the decayed histogram would never reach it"
+            )
+        self.min_samples = min_samples
+        self._decay = 0.5 ** (1.0 / half_life)
+        self._scopes: dict[tuple[str, str], _MixScope] = {}
+        self._lock = threading.Lock()
+
+    def observe(
+        self, tenant: str, collection: str, version: str, table: MixTable, confidence: float
+    ) -> MixReading | None:
+        """Add one query's confidence to its scope; its reading (None while too few)."""
+        key = (tenant, collection)
+        b = min(max(int(np.nan_to_num(confidence) * HISTOGRAM_BINS), 0), HISTOGRAM_BINS - 1)
+        with self._lock:
+            scope = self._scopes.get(key)
+            if scope is None or scope.version != version:
+                if scope is None and len(self._scopes) >= MAX_SCOPES:
+                    return None
+                scope = self._scopes[key] = _MixScope(version, _log_mixture(table))
+            scope.histogram *= self._decay
+            scope.histogram[b] += 1.0
+            scope.since += 1
+            weight = scope.histogram.sum()
+            if weight < self.min_samples:
+                return None
+            if scope.estimate is None or scope.since >= (REFRESH_EVERY if weight > _YOUNG else 1):
+                scope.estimate = _estimate(scope.log_mixture, scope.histogram)
+                scope.since = 0
+            return scope.estimate
+
+
+@dataclass(slots=True)
+class _MixScope:
+    version: str
+    log_mixture: FloatArray
+    histogram: FloatArray = field(default_factory=lambda: np.zeros(HISTOGRAM_BINS))
+    estimate: MixReading | None = None
+    since: int = 0

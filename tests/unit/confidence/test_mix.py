@@ -1,0 +1,223 @@
+"""The answer threshold re-certified at another mix of answerable and unanswerable queries.
+
+A threshold certified on a 2 : 1 sample lets far more than alpha through when
+unanswerable queries outnumber answerable ones twenty to one; the table
+certified at that mix holds it, and the mix is estimated from confidences alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from ragsift.confidence import CalibrationArtifact, ConfidenceError
+from ragsift.confidence.artifact import ConformalSpec, DataSummary
+from ragsift.confidence.conformal import conformal_threshold
+from ragsift.confidence.mix import (
+    DEAD_BAND,
+    HISTOGRAM_BINS,
+    MIX_SHARES,
+    MixMonitor,
+    MixReading,
+    MixTable,
+    estimate_unanswerable_share,
+    fit_mix_table,
+    mix_threshold,
+)
+
+ALPHA = DELTA = 0.1
+DRAWS = 40
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def _draw(
+    rng: np.random.Generator, n_answerable: int, n_unanswerable: int
+) -> tuple[FloatArray, FloatArray]:
+    """Confidences of answerable (high) and unanswerable (low) queries, with overlap."""
+    conf = np.concatenate([rng.beta(6.0, 1.5, n_answerable), rng.beta(1.2, 6.0, n_unanswerable)])
+    labels = np.concatenate([np.ones(n_answerable), np.zeros(n_unanswerable)])
+    return np.round(conf, 4), labels
+
+
+def _risk(conf: FloatArray, labels: FloatArray, threshold: float) -> float:
+    answered = conf >= threshold
+    return float(1.0 - labels[answered].mean()) if answered.any() else 0.0
+
+
+def test_at_the_calibration_mix_the_table_is_the_conformal_threshold() -> None:
+    rng = np.random.default_rng(3)
+    conf, labels = _draw(rng, 1_000, 1_000)  # share 0.50: a tabulated one
+    groups = [f"a{i % 40}" for i in range(conf.size)]
+    for g in (None, groups):
+        table = fit_mix_table(conf, labels, alpha=ALPHA, delta=DELTA, groups=g)
+        assert table is not None
+        certified = conformal_threshold(conf, labels, alpha=ALPHA, delta=DELTA, groups=g)
+        assert table.unanswerable_share == 0.5
+        assert table.threshold_at(0.5) == certified.threshold
+
+
+def test_the_table_rises_with_the_share_and_refuses_past_what_the_sample_can_certify() -> None:
+    rng = np.random.default_rng(4)
+    conf, labels = _draw(rng, 1_000, 2_000)
+    table = fit_mix_table(conf, labels, alpha=ALPHA, delta=DELTA)
+    assert table is not None
+    assert table.shares == MIX_SHARES
+    assert list(table.thresholds) == sorted(table.thresholds)
+    assert table.threshold_at(0.1) < table.threshold_at(0.67) < table.threshold_at(0.95)
+    assert table.threshold_at(0.99) == 1.0  # 1 answerable in 100: nothing certifiable here
+    assert table.threshold_at(0.995) == 1.0  # past the last tabulated share
+    assert table.threshold_at(0.105) == table.threshold_at(0.11)  # the next share up
+    assert sum(table.answerable) == pytest.approx(1.0, abs=1e-3)
+    assert (table.n_answerable, table.n_unanswerable) == (1_000, 2_000)
+
+
+def test_one_kind_of_query_has_no_mix_to_reweight() -> None:
+    conf = np.linspace(0.0, 1.0, 300)
+    assert fit_mix_table(conf, np.ones(300), alpha=ALPHA, delta=DELTA) is None
+    assert fit_mix_table(conf, np.zeros(300), alpha=ALPHA, delta=DELTA) is None
+
+
+def test_the_table_holds_the_risk_at_a_twenty_to_one_mix_where_the_certified_one_does_not() -> None:
+    """Calibrated on 1 : 2, served 1 : 20. 40 seeded draws; fresh 1 : 20 traffic as truth."""
+    certified_wrong = table_wrong = 0
+    answered = []
+    share = 0.95  # 1 : 19
+    for seed in range(DRAWS):
+        rng = np.random.default_rng(5_000 + seed)
+        conf, labels = _draw(rng, 1_000, 2_000)
+        certified = conformal_threshold(conf, labels, alpha=ALPHA, delta=DELTA)
+        table = fit_mix_table(conf, labels, alpha=ALPHA, delta=DELTA)
+        assert table is not None
+        test_conf, test_labels = _draw(rng, 2_000, 38_000)
+        certified_wrong += _risk(test_conf, test_labels, certified.threshold) > ALPHA
+        at_mix = table.threshold_at(share)
+        table_wrong += _risk(test_conf, test_labels, at_mix) > ALPHA
+        answered.append(float((test_conf >= at_mix).mean()))
+    assert certified_wrong == DRAWS  # every draw: a 2 : 1 certificate does not hold at 1 : 19
+    assert table_wrong <= 2 * DELTA * DRAWS
+    assert float(np.mean(answered)) > 0.01  # it still answers (measured ~0.03)
+
+
+def _table(rng: np.random.Generator) -> MixTable:
+    conf, labels = _draw(rng, 2_000, 2_000)
+    table = fit_mix_table(conf, labels, alpha=ALPHA, delta=DELTA)
+    assert table is not None
+    return table
+
+
+@pytest.mark.parametrize("share", [0.2, 0.5, 0.8, 0.97])
+def test_the_share_is_estimated_from_confidences_alone(share: float) -> None:
+    rng = np.random.default_rng(6)
+    table = _table(rng)
+    n_unanswerable = round(3_000 * share)
+    conf, _ = _draw(rng, 3_000 - n_unanswerable, n_unanswerable)
+    counts = np.bincount(
+        np.minimum((conf * HISTOGRAM_BINS).astype(int), HISTOGRAM_BINS - 1),
+        minlength=HISTOGRAM_BINS,
+    )
+    reading = estimate_unanswerable_share(counts, table)
+    assert reading.share == pytest.approx(share, abs=0.04)
+    assert share - 0.06 < reading.lower < reading.share  # a 95% bound on 3,000 queries
+
+
+def test_a_few_queries_give_a_wide_bound_many_a_narrow_one() -> None:
+    table = _table(np.random.default_rng(13))
+    few = np.zeros(HISTOGRAM_BINS)
+    few[[2, 3, 18]] = (10, 10, 10)  # 30 queries, a third answerable-looking
+    many = few * 30
+    wide, narrow = (estimate_unanswerable_share(h, table) for h in (few, many))
+    assert wide.share == pytest.approx(narrow.share, abs=0.01)
+    assert wide.share - wide.lower > 3 * (narrow.share - narrow.lower)
+
+
+def test_a_bad_histogram_is_refused() -> None:
+    table = _table(np.random.default_rng(7))
+    for bad in (np.zeros(HISTOGRAM_BINS), np.ones(3), -np.ones(HISTOGRAM_BINS)):
+        with pytest.raises(ConfidenceError):
+            estimate_unanswerable_share(bad, table)
+
+
+def test_auto_only_raises_the_bar_and_only_as_far_as_the_lower_bound() -> None:
+    table = _table(np.random.default_rng(8))
+    base = table.threshold_at(table.unanswerable_share)
+    cal = table.unanswerable_share
+    assert mix_threshold(base, table, "auto", None) == base  # too few queries yet
+    assert mix_threshold(base, table, "auto", MixReading(0.95, cal + DEAD_BAND)) == base
+    assert mix_threshold(base, table, "auto", MixReading(0.05, 0.02)) == base  # never lowered
+    raised = mix_threshold(base, table, "auto", MixReading(0.97, 0.9))
+    assert raised == table.threshold_at(0.9) > base  # the bound's bar, not the estimate's
+    assert raised < table.threshold_at(0.97)
+    assert mix_threshold(base, table, "off", MixReading(0.95, 0.95)) == base
+    assert mix_threshold(base, None, "auto", MixReading(0.95, 0.95)) == base
+
+
+def test_a_declared_share_moves_the_bar_either_way() -> None:
+    table = _table(np.random.default_rng(9))
+    base = table.threshold_at(table.unanswerable_share)
+    assert mix_threshold(base, table, 0.1, None) == table.threshold_at(0.1) < base
+    assert mix_threshold(base, table, 0.95, MixReading(0.2, 0.1)) == table.threshold_at(0.95)
+
+
+def test_the_monitor_estimates_each_scope_after_enough_queries() -> None:
+    rng = np.random.default_rng(10)
+    table = _table(rng)
+    monitor = MixMonitor(min_samples=30, half_life=500)
+    unanswerable, _ = _draw(rng, 0, 400)
+    answerable, _ = _draw(rng, 400, 0)
+    readings = [monitor.observe("t1", "c", "v1", table, c) for c in unanswerable]
+    first = next(i for i, r in enumerate(readings) if r is not None)
+    assert 29 <= first <= 31  # 30 queries' (decayed) weight
+    young, old = readings[first], readings[-1]
+    assert young is not None
+    assert old is not None
+    assert old.share > 0.9
+    assert young.share - young.lower > old.share - old.lower  # evidence narrows the bound
+    # Another scope is its own; a new calibration version starts the scope afresh.
+    assert monitor.observe("t2", "c", "v1", table, 0.99) is None
+    assert monitor.observe("t1", "c", "v2", table, 0.99) is None
+    last = None
+    for c in answerable:
+        last = monitor.observe("t1", "c", "v2", table, c)
+    assert last is not None
+    assert last.share < 0.1
+
+
+def test_the_monitor_refuses_settings_it_could_never_reach() -> None:
+    with pytest.raises(ConfidenceError):
+        MixMonitor(min_samples=1_000, half_life=500)
+    with pytest.raises(ConfidenceError):
+        MixMonitor(min_samples=0)
+
+
+def _artifact(mix: MixTable | None) -> CalibrationArtifact:
+    return CalibrationArtifact(
+        embedder_id="e",
+        metric="cosine",
+        features=("top_score",),
+        coefficients=(1.0,),
+        intercept=0.0,
+        conformal=ConformalSpec(
+            alpha=0.1, delta=0.1, threshold=0.5, feasible=True, method="m", n_calibration=9, mix=mix
+        ),
+        data=DataSummary(source="test", n_examples=9),
+    )
+
+
+def test_the_table_is_part_of_the_artifact_and_its_version() -> None:
+    table = _table(np.random.default_rng(11))
+    with_mix, without = _artifact(table), _artifact(None)
+    assert with_mix.version != without.version
+    assert '"mix"' not in without.to_json()  # artifacts written before it keep their version
+    again = CalibrationArtifact.from_json(with_mix.to_json())
+    assert again.conformal.mix == table
+    assert again.version == with_mix.version
+
+
+def test_a_table_that_falls_with_the_share_is_invalid() -> None:
+    table = _table(np.random.default_rng(12))
+    data = table.model_dump()
+    data["thresholds"] = tuple(reversed(table.thresholds))
+    with pytest.raises(ValueError, match="must not decrease"):
+        MixTable.model_validate(data)
