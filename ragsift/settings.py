@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ragsift.errors import ConfigurationError
@@ -209,6 +209,19 @@ class ConfidenceSettings(BaseSettings):
     reader_signals: Literal["on", "off"] = "off"
     #: Hits per query whose sentences the reader embeds (each costs ~5 embeddings).
     reader_top_n: int = Field(default=3, ge=1, le=MAX_K)
+    #: The share of queries that cannot be answered from the collection, which the
+    #: certified answer threshold is re-certified at (ragsift/confidence/mix.py):
+    #: "auto" estimates it per tenant and collection from recent traffic and only
+    #: ever raises the bar; a number in (0, 1) declares it; "off" keeps the
+    #: calibration sample's mix.
+    unanswerable_share: float | Literal["auto", "off"] = "auto"
+
+    @field_validator("unanswerable_share")
+    @classmethod
+    def _share_in_range(cls, value: float | str) -> float | str:
+        if isinstance(value, float) and not 0.0 < value < 1.0:
+            raise ValueError(f'must be "auto", "off" or a share in (0, 1), got {value}')
+        return value
 
     @model_validator(mode="after")
     def _thresholds_ordered(self) -> ConfidenceSettings:

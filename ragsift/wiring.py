@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ragsift.confidence.drift import DriftMonitor
 from ragsift.confidence.errors import ConfidenceError
+from ragsift.confidence.mix import MixMonitor
 from ragsift.confidence.registry import (
     CalibrationRegistry,
     CalibrationStore,
@@ -135,6 +136,7 @@ def build_pipeline(
         reranker=reranker,
         reader=build_reader(engines, embedder, settings.confidence.reader_top_n),
         drift=build_drift_monitor(settings),
+        mix=MixMonitor() if settings.confidence.unanswerable_share == "auto" else None,
     )
 
 

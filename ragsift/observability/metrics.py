@@ -282,6 +282,12 @@ class Metrics:
             ["tenant", "collection"],
             registry=r,
         )
+        self.unanswerable_share = Gauge(
+            "ragsift_unanswerable_share",
+            "Estimated share of recent queries the collection cannot answer (its mix).",
+            ["tenant", "collection"],
+            registry=r,
+        )
         self.calibration_shifts = Counter(
             "ragsift_calibration_shift_total",
             "Times a scope's drift PSI crossed the threshold (once per trip).",

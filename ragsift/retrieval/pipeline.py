@@ -33,6 +33,7 @@ from ragsift.confidence import (
     strategy_for,
 )
 from ragsift.confidence.drift import DriftMonitor
+from ragsift.confidence.mix import MixMonitor
 from ragsift.confidence.policy import AnswerPolicy, apply_policy
 from ragsift.errors import InvalidEventError, RagsiftError, ServiceUnavailableError
 from ragsift.observability.metrics import Metrics
@@ -46,6 +47,7 @@ from ragsift.retrieval.errors import CollectionNotFoundError, EmbedderMismatchEr
 from ragsift.retrieval.hit_scores import hit_scores, prefetch_limit, unknown_collection
 from ragsift.retrieval.index import DenseCut, SearchHit, SearchRequest, VectorIndex
 from ragsift.retrieval.intents import classify_intent
+from ragsift.retrieval.mix_watch import MixBar, mix_policy, mix_refusal
 from ragsift.retrieval.pending import Pending
 from ragsift.retrieval.pipeline_cache import CacheStage
 from ragsift.retrieval.reader import Reader, ReaderItem
@@ -114,6 +116,9 @@ class RetrievalPipeline:
             default read from ``settings.guardrails.tenant_thresholds_path`` when set.
         drift: watches each scope's top-hit scores against its calibration's reference
             and flags results of a shifted scope; None (the default) watches nothing.
+        mix: estimates each scope's share of unanswerable queries, which raises its
+            answer threshold (``RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE=auto``); None
+            (the default) estimates nothing (a declared share still applies).
     """
 
     def __init__(
@@ -130,6 +135,7 @@ class RetrievalPipeline:
         reader: Reader | None = None,
         tenant_thresholds: TenantThresholdStore | None = None,
         drift: DriftMonitor | None = None,
+        mix: MixMonitor | None = None,
     ):
         if engines.embedder_id != embedder.embedder_id:
             raise InvalidEventError(
@@ -162,6 +168,7 @@ class RetrievalPipeline:
             else None
         )
         self.drift = drift
+        self.mix = mix
         self.cached = CacheStage(
             cache if settings.cache.enabled else None,
             settings=settings,
@@ -644,10 +651,13 @@ class RetrievalPipeline:
                 if isinstance(assessment, Exception):
                     out.append((position, self._failed(p.query, "score", assessment, 1)))
                     continue
-                policy = self._policy(p.query)
+                policy, mixed = self._mix_policy(self._policy(p.query), assessment, p)
+                mix_advice = None
                 if not policy.is_neutral:
                     cfg = self.engines.engine(selection, mode, reranked=reranked).config
-                    assessment = apply_policy(assessment, cfg, policy)
+                    certified, assessment = assessment, apply_policy(assessment, cfg, policy)
+                    if mixed is not None:
+                        mix_advice = mix_refusal(certified, assessment, mixed)
                 try:
                     result = scored_result(
                         p.query,
@@ -661,8 +671,10 @@ class RetrievalPipeline:
                     result = self._failed(p.query, "score", exc, 1)
                     out.append((position, result))
                     continue
-                if p.rerank_failed:
-                    advice = [*result.recommendations, RERANKER_UNAVAILABLE]
+                extra = [RERANKER_UNAVAILABLE] if p.rerank_failed else []
+                extra += [mix_advice] if mix_advice is not None else []
+                if extra:
+                    advice = [*result.recommendations, *extra]
                     result = result.model_copy(update={"recommendations": advice})
                 if self.contradictions is not None:  # D7
                     result = self.contradictions.mark(result)
@@ -697,6 +709,21 @@ class RetrievalPipeline:
         for item in items:
             out.extend(self._assess_isolated(selection, mode, [item], reranked=reranked))
         return out
+
+    def _mix_policy(
+        self, policy: AnswerPolicy, assessment: Assessment, p: Pending
+    ) -> tuple[AnswerPolicy, MixBar | None]:
+        """``policy`` with the bar of the query's scope at its mix (ragsift/confidence/mix.py)."""
+        calibration = p.calibration if p.calibration is not None else self.engines.calibration
+        return mix_policy(
+            policy,
+            assessment,
+            p.query,
+            calibration,
+            mode=self.settings.confidence.unanswerable_share,
+            monitor=self.mix,
+            metrics=self.metrics,
+        )
 
     def _policy(self, query: QueryEvent) -> AnswerPolicy:
         """The bars of this query's result: its tenant's (A13); in strict mode also the

@@ -1,0 +1,109 @@
+"""The query path's mix check: re-certify a scope's answer threshold at its traffic's mix.
+
+Each scored query's calibrated confidence joins its (tenant, collection)
+histogram in a :class:`~ragsift.confidence.mix.MixMonitor`; the scope's
+estimated share of unanswerable queries is exported as
+``ragsift_unanswerable_share``. When the share (estimated, or declared with
+``RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE``) moves the certified bar, the
+query's :class:`~ragsift.confidence.policy.AnswerPolicy` carries the new bar,
+and a query refused only because of it is told why (``unanswerable_mix``
+advice): a refusal is never silent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ragsift.confidence import Assessment, CalibrationArtifact
+from ragsift.confidence.mix import MixMonitor, UnanswerableShare, mix_threshold
+from ragsift.confidence.policy import AnswerPolicy
+from ragsift.observability.metrics import Metrics
+from ragsift.schemas import Advice, QueryEvent
+
+__all__ = ["MIX_ADVICE_CODE", "MixBar", "mix_policy", "mix_refusal"]
+
+#: The advice code of a query refused because its scope's mix raised the bar.
+MIX_ADVICE_CODE = "unanswerable_mix"
+
+
+@dataclass(frozen=True, slots=True)
+class MixBar:
+    """Why a query's bar moved: the share it was set at (declared, or the estimate's
+    lower bound), and the calibration's alpha."""
+
+    share: float
+    declared: bool
+    alpha: float
+
+
+def mix_policy(
+    policy: AnswerPolicy,
+    assessment: Assessment,
+    query: QueryEvent,
+    calibration: CalibrationArtifact | None,
+    *,
+    mode: UnanswerableShare,
+    monitor: MixMonitor | None,
+    metrics: Metrics,
+) -> tuple[AnswerPolicy, MixBar | None]:
+    """``policy`` with the scope's mix bar, and why it moved (None: it did not).
+
+    Only a calibrated assessment whose bar is the artifact's certified one moves:
+    a configured answer threshold is the operator's, and other scorers certify nothing.
+    """
+    table = calibration.conformal.mix if calibration is not None else None
+    if (
+        table is None
+        or mode == "off"
+        or assessment.scorer != "calibrated"
+        or assessment.calibration_version != calibration.version  # type: ignore[union-attr]
+    ):
+        return policy, None
+    certified = calibration.conformal  # type: ignore[union-attr]
+    base = certified.threshold if certified.feasible else 1.0
+    if assessment.answerability.answer_threshold != base:
+        return policy, None  # a configured threshold (RAGSIFT_CONFIDENCE_ANSWER_THRESHOLD)
+    estimate = None
+    if mode == "auto" and monitor is not None:
+        estimate = monitor.observe(
+            query.tenant_id,
+            query.collection,
+            calibration.version,  # type: ignore[union-attr]
+            table,
+            assessment.confidence,
+        )
+        if estimate is not None:
+            metrics.unanswerable_share.labels(
+                metrics.tenant(query.tenant_id), metrics.collection(query.collection)
+            ).set(estimate.share)
+    bar = mix_threshold(base, table, mode, estimate)
+    if bar == base:
+        return policy, None
+    if isinstance(mode, str):
+        assert estimate is not None  # auto moves the bar on a reading only
+        why = MixBar(estimate.lower, False, certified.alpha)
+    else:
+        why = MixBar(mode, True, certified.alpha)
+    if why.declared and policy.answer_threshold is None:
+        # A declared share replaces the certified bar, up or down; a tenant's own stays.
+        return dataclasses.replace(policy, answer_threshold=bar), why
+    return dataclasses.replace(policy, answer_floor=max(policy.answer_floor, bar)), why
+
+
+def mix_refusal(before: Assessment, after: Assessment, why: MixBar) -> Advice | None:
+    """The advice for a query the mix bar refused (answerable under the certified bar)."""
+    if after.answerability.is_answerable or not before.answerability.is_answerable:
+        return None
+    bar = after.answerability.answer_threshold
+    which = "no confidence is" if bar >= 1.0 else f"only a confidence of {bar:.2f} or more is"
+    how = "declared" if why.declared else "estimated from recent queries"
+    return Advice(
+        code=MIX_ADVICE_CODE,
+        message=(
+            f"Refused at confidence {before.confidence:.2f}: {'' if why.declared else 'at least '}"
+            f"{why.share:.0%} of this collection's queries are unanswerable from it ({how}),"
+            f" and at that mix {which}"
+            f" certified to keep answers without relevant context under {why.alpha:.0%}."
+        ),
+    )

@@ -1,0 +1,141 @@
+"""The pipeline raises a scope's answer threshold when its traffic is mostly unanswerable.
+
+The artifact certifies 0.30 on a sample that was one part unanswerable in ten.
+A tenant whose queries all look unanswerable (their confidences sit where the
+sample's unanswerable ones did) gets the bar certified at that mix: its
+answerable-looking queries are refused with an ``unanswerable_mix`` advice,
+the scope's estimated share is exported, and another tenant is untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from ragsift.confidence import CalibrationArtifact, save_calibration
+from ragsift.confidence.artifact import ConformalSpec, DataSummary
+from ragsift.confidence.mix import HISTOGRAM_BINS, MIX_SHARES, MixTable
+from ragsift.ingest.indexer import Indexer
+from ragsift.ingest.loaders import SourceDocument
+from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.edge import EdgeIndex
+from ragsift.retrieval.embedders import HashingEmbedder
+from ragsift.retrieval.mix_watch import MIX_ADVICE_CODE
+from ragsift.retrieval.pipeline import PipelineOutput, RetrievalPipeline
+from ragsift.schemas import QueryEvent, RetrievalResult
+from ragsift.settings import CacheSettings, ConfidenceSettings, Settings
+from ragsift.wiring import build_pipeline
+
+EMBEDDER = HashingEmbedder()
+DOCS = {
+    "refunds.md": "Refunds are paid within fourteen days. They go back by bank transfer.",
+    "shipping.md": "Shipping takes three days. Returns are free for damaged goods.",
+}
+CERTIFIED = 0.30
+
+
+def _histogram(bins: set[int]) -> tuple[float, ...]:
+    return tuple(1.0 / len(bins) if b in bins else 0.0 for b in range(HISTOGRAM_BINS))
+
+
+def _artifact(intercept: float) -> CalibrationArtifact:
+    """Certified 0.30 at a 10% unanswerable mix; nothing is certified past 20%."""
+    table = MixTable(
+        unanswerable_share=0.1,
+        shares=MIX_SHARES,
+        thresholds=tuple(CERTIFIED if s <= 0.2 else 1.0 for s in MIX_SHARES),
+        # Answerable queries scored 0.95-1.0; unanswerable ones 0.55-0.65 (bins 11, 12).
+        answerable=_histogram({19}),
+        unanswerable=_histogram({11, 12}),
+        n_answerable=900,
+        n_unanswerable=100,
+    )
+    return CalibrationArtifact(
+        embedder_id=EMBEDDER.embedder_id,
+        metric="cosine",
+        features=("top_score",),
+        coefficients=(0.0,),
+        intercept=intercept,  # every query's confidence is sigmoid(intercept)
+        similarity_threshold=0.01,
+        conformal=ConformalSpec(
+            alpha=0.1,
+            delta=0.1,
+            threshold=CERTIFIED,
+            feasible=True,
+            method="test",
+            n_calibration=1_000,
+            mix=table,
+        ),
+        data=DataSummary(source="test", n_examples=1_000),
+    )
+
+
+@pytest.fixture
+async def index(tmp_path: Path) -> AsyncIterator[EdgeIndex]:
+    built = EdgeIndex(tmp_path / "edge")
+    docs = [SourceDocument(name, text) for name, text in DOCS.items()]
+    for tenant in ("alpha", "beta"):
+        await Indexer(built, EMBEDDER).ingest(tenant, "default", docs)
+    yield built
+    await built.close()
+
+
+def _pipeline(
+    tmp_path: Path, index: EdgeIndex, share: float | str, metrics: Metrics
+) -> RetrievalPipeline:
+    settings = Settings(
+        data_dir=tmp_path,
+        confidence=ConfidenceSettings(
+            calibration_path=save_calibration(_artifact(0.4), tmp_path / "cal.json"),
+            unanswerable_share=share,
+        ),
+        cache=CacheSettings(enabled=False),
+    )
+    return build_pipeline(settings, index=index, embedder=EMBEDDER, metrics=metrics)
+
+
+async def _ask(pipe: RetrievalPipeline, tenant: str, n: int) -> list[RetrievalResult]:
+    events = [
+        QueryEvent(query_id=f"{tenant}-{i}", tenant_id=tenant, query=f"How are refunds paid {i}")
+        for i in range(n)
+    ]
+    outs = await pipe.process(events)
+    assert all(isinstance(o, PipelineOutput) for o in outs), outs
+    return [o.result for o in outs]  # type: ignore[union-attr]
+
+
+async def test_a_mostly_unanswerable_scope_gets_the_bar_of_its_mix(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    metrics = Metrics()
+    pipe = _pipeline(tmp_path, index, "auto", metrics)
+    # sigmoid(0.4) = 0.599: where the sample's unanswerable queries were, above 0.30.
+    results = await _ask(pipe, "alpha", 260)
+    first, last = results[0], results[-1]
+    assert first.answerable  # too few queries yet: the certified bar
+    assert not any(a.code == MIX_ADVICE_CODE for a in first.recommendations)
+    assert not last.answerable
+    (advice,) = [a for a in last.recommendations if a.code == MIX_ADVICE_CODE]
+    assert "estimated from recent queries" in advice.message
+    assert "no confidence is certified" in advice.message
+    share = metrics.registry.get_sample_value(
+        "ragsift_unanswerable_share", {"tenant": "alpha", "collection": "default"}
+    )
+    assert share is not None
+    assert share > 0.9
+    # Another tenant's scope has its own estimate: still too few queries.
+    (other,) = await _ask(pipe, "beta", 1)
+    assert other.answerable
+
+
+async def test_off_keeps_the_certified_bar_and_a_declared_share_applies_at_once(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    off = await _ask(_pipeline(tmp_path, index, "off", Metrics()), "alpha", 260)
+    assert all(r.answerable for r in off)
+    declared = await _ask(_pipeline(tmp_path, index, 0.5, Metrics()), "alpha", 1)
+    assert not declared[0].answerable
+    (advice,) = [a for a in declared[0].recommendations if a.code == MIX_ADVICE_CODE]
+    assert "(declared)" in advice.message
