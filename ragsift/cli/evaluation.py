@@ -245,6 +245,14 @@ def evaluate(
             " depends on the mix of answerable and unanswerable questions.",
         ),
     ] = None,
+    max_in_scope: Annotated[
+        int | None,
+        typer.Option(
+            "--max-in-scope",
+            help="Keep at most this many in-scope questions (seeded sample), e.g. to"
+            " measure a stream that is mostly unanswerable.",
+        ),
+    ] = None,
     k: Annotated[int, typer.Option(help="Hits retrieved per question.")] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -262,11 +270,13 @@ def evaluate(
     ds = _load_dataset(dataset, labelled, out_of_scope, split=split, pool=pool, half=half)
     if pseudo_queries is not None or corpus is not None:
         ds = _with_pseudo_queries(ds, pseudo_queries, corpus)
-    if max_out_of_scope is not None:
-        from ragsift.evaluation.dataset import limit_out_of_scope
+    from ragsift.evaluation.dataset import limit_questions
 
+    for kind, limit in (("out_of_scope", max_out_of_scope), ("in_scope", max_in_scope)):
+        if limit is None:
+            continue
         try:
-            ds = limit_out_of_scope(ds, max_out_of_scope)
+            ds = limit_questions(ds, kind, limit)
         except RagsiftError as exc:
             err_console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from exc
@@ -300,7 +310,13 @@ def evaluate(
         how = (
             f"applied artifact {artifact_path} ({artifact.version}, fit on {artifact.data.source})"
         )
-    result = evaluate_scorers(run, artifact, evaluated, near_miss_negatives=near_miss_negatives)
+    result = evaluate_scorers(
+        run,
+        artifact,
+        evaluated,
+        near_miss_negatives=near_miss_negatives,
+        unanswerable_share=settings.confidence.unanswerable_share,
+    )
     if per_query is not None:
         with per_query.open("w", encoding="utf-8") as handle:
             for row in result.per_query(run):
@@ -321,6 +337,7 @@ def evaluate(
         if in_scope.any()
         else None,
         "scorers": [r.to_dict() for r in result.reports],
+        "mix": result.mix.to_dict(),
     }
     if correction is not None:  # B10: RAGSIFT_CORRECTIVE_ENABLED=1
         kinds = [q.kind for q, e in zip(run.queries, evaluated, strict=True) if e]

@@ -26,6 +26,7 @@ __all__ = [
     "LabelledSet",
     "QueryKind",
     "limit_out_of_scope",
+    "limit_questions",
     "load_squad",
     "select_half",
     "split_groups",
@@ -239,11 +240,20 @@ def limit_out_of_scope(dataset: LabelledSet, limit: int, seed: int = 0) -> Label
     Raises:
         InvalidEventError: ``limit`` < 0.
     """
+    return limit_questions(dataset, "out_of_scope", limit, seed)
+
+
+def limit_questions(dataset: LabelledSet, kind: str, limit: int, seed: int = 0) -> LabelledSet:
+    """``dataset`` with at most ``limit`` questions of ``kind`` (a seeded sample).
+
+    Raises:
+        InvalidEventError: ``limit`` < 0.
+    """
     if limit < 0:
-        raise InvalidEventError(f"the out-of-scope limit must be >= 0, got {limit}")
-    outside = [i for i, q in enumerate(dataset.queries) if q.kind == "out_of_scope"]
-    if len(outside) <= limit:
+        raise InvalidEventError(f"the {kind.replace('_', '-')} limit must be >= 0, got {limit}")
+    chosen = [i for i, q in enumerate(dataset.queries) if q.kind == kind]
+    if len(chosen) <= limit:
         return dataset
-    keep = set(np.random.default_rng(seed).choice(outside, size=limit, replace=False).tolist())
-    queries = [q for i, q in enumerate(dataset.queries) if q.kind != "out_of_scope" or i in keep]
+    keep = set(np.random.default_rng(seed).choice(chosen, size=limit, replace=False).tolist())
+    queries = [q for i, q in enumerate(dataset.queries) if q.kind != kind or i in keep]
     return replace(dataset, queries=queries)

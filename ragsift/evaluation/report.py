@@ -34,6 +34,8 @@ from ragsift.confidence import (
     refusal_quality,
     risk_coverage_curve,
 )
+from ragsift.confidence.mix import UnanswerableShare
+from ragsift.evaluation.mix import ServedMix, as_served
 from ragsift.evaluation.runner import RetrievalRun
 from ragsift.evaluation.scoring import answer_in_kept, hit_batch, relevance_matrix
 
@@ -104,6 +106,8 @@ class Evaluation:
     """Indices (into the run's queries) of the evaluated queries."""
     labels: FloatArray
     scores: dict[str, tuple[FloatArray, BoolArray]]
+    mix: ServedMix
+    """What re-certifying at the evaluated questions' mix did to the calibrated answers."""
 
     def per_query(self, run: RetrievalRun) -> Iterator[dict[str, Any]]:
         """One JSON-ready row per evaluated query: id, kind, label, hit rank, each scorer."""
@@ -213,11 +217,15 @@ def evaluate_scorers(
     evaluated: np.ndarray,
     *,
     near_miss_negatives: bool = False,
+    unanswerable_share: UnanswerableShare = "auto",
 ) -> Evaluation:
     """The calibrated scorer and the seed rules A–E on the ``evaluated`` queries.
 
     Near-miss questions are scored separately (their refusal rate) unless
-    ``near_miss_negatives``: then they join every figure as negatives.
+    ``near_miss_negatives``: then they join every figure as negatives. The
+    ``calibrated`` row answers as the service would at ``unanswerable_share``
+    (:func:`~ragsift.evaluation.mix.as_served`); ``calibrated@certified`` at the
+    certified threshold alone.
     """
     batch = hit_batch(run, evaluated)
     kinds = np.array([q.kind for q in run.queries])[evaluated]
@@ -243,13 +251,21 @@ def evaluate_scorers(
         else f"no threshold certified risk <= {conformal.alpha} on"
         f" {conformal.n_calibration} calibration queries"
     )
+    served = as_served(cal.confidence, cal.docs_within >= 1, artifact, unanswerable_share)
     rows: list[tuple[str, str, FloatArray, BoolArray]] = [
         (
             "calibrated",
-            f"X1: calibrated probability, conformal answer threshold {conformal.threshold:.2f}",
+            f"X1: calibrated probability, conformal answer threshold {conformal.threshold:.2f}"
+            f" re-certified at the traffic's mix ({_mix_words(served)})",
+            cal.confidence,
+            served.answered,
+        ),
+        (
+            "calibrated@certified",
+            f"X1 at the conformal answer threshold {conformal.threshold:.2f} alone",
             cal.confidence,
             cal.answerable,
-        )
+        ),
     ]
     plain = list(_seed_rules(engine, base, base.similarity_threshold, ""))
     fitted = list(_seed_rules(engine, base, hit_bar, "@fit")) if fitted_bar is not None else []
@@ -272,7 +288,7 @@ def evaluate_scorers(
             kinds,
             scored=scored,
             alpha=alpha,
-            infeasible=infeasible if name == "calibrated" else None,
+            infeasible=infeasible if name.startswith("calibrated") else None,
         )
         for name, rule, conf, answered in rows
     ]
@@ -280,4 +296,20 @@ def evaluate_scorers(
         name: (np.asarray(conf, dtype=np.float64), np.asarray(answered, dtype=bool))
         for name, _, conf, answered in rows
     }
-    return Evaluation(reports, np.flatnonzero(evaluated), labels, scores)
+    return Evaluation(reports, np.flatnonzero(evaluated), labels, scores, served)
+
+
+def _mix_words(served: ServedMix) -> str:
+    """How the mix bar was set, in words for the rule column."""
+    if served.calibration_share is None:
+        return "no mix table in the artifact"
+    if served.mode == "off":
+        return "off"
+    if served.mode != "auto":
+        return f"declared {served.mode:.2f} unanswerable; bar {served.bar:.2f}"
+    if served.estimated_share is None:
+        return "too few questions to estimate"
+    return (
+        f"estimated {served.estimated_share:.2f} unanswerable (>= {served.lower_bound:.2f})"
+        f" vs {served.calibration_share:.2f} calibrated; final bar {served.bar:.2f}"
+    )

@@ -161,3 +161,17 @@ def test_the_out_of_scope_share_can_be_set() -> None:
     assert limit_out_of_scope(base, 50) is base
     with pytest.raises(InvalidEventError, match=">= 0"):
         limit_out_of_scope(base, -1)
+
+
+def test_the_in_scope_share_can_be_set_too() -> None:
+    """`eval --max-in-scope`: a stream that is mostly unanswerable, from a balanced set."""
+    from ragsift.evaluation.dataset import EvalQuery, limit_questions
+
+    queries = [
+        EvalQuery(f"i{i}", "q", "in_scope", frozenset({"doc-0"}), "g") for i in range(10)
+    ] + [EvalQuery("out", "q", "out_of_scope", frozenset(), "oos")]
+    base = LabelledSet("set", documents(1), queries)
+    limited = limit_questions(base, "in_scope", 2)
+    assert [q.kind for q in limited.queries] == ["in_scope", "in_scope", "out_of_scope"]
+    with pytest.raises(InvalidEventError, match="in-scope limit must be >= 0"):
+        limit_questions(base, "in_scope", -1)

@@ -105,7 +105,7 @@ async def test_run_fit_and_report(tmp_path: Path) -> None:
     assert 0 < fit.sum() < len(fit)
     reports = evaluate_scorers(run, artifact, ~fit).reports
     seeds = [name for c in "ABCD" for name in (f"seed-{c}", f"seed-{c}@fit")]
-    assert [r.name for r in reports] == ["calibrated", *seeds, "seed-E"]
+    assert [r.name for r in reports] == ["calibrated", "calibrated@certified", *seeds, "seed-E"]
     for r in reports:
         assert 0.0 <= r.auroc <= 1.0
         assert 0.0 <= r.ece <= 1.0
@@ -222,7 +222,10 @@ def test_cli_calibrates_on_one_half_and_applies_the_artifact_to_the_other(
     half2 = select_half(load_squad(labelled, outside), 2)
     assert summary["evaluated_queries"] == len(half2.queries)
     names = [s["name"] for s in summary["scorers"]]
-    assert names[:3] == ["calibrated", "seed-A", "seed-A@fit"]
+    assert names[:4] == ["calibrated", "calibrated@certified", "seed-A", "seed-A@fit"]
+    # What the mix did is said: the calibration's share, the estimate, the final bar.
+    assert summary["mix"]["mode"] == "auto"
+    assert 0 < summary["mix"]["calibration_share"] < 1
     for s in summary["scorers"]:
         assert {"answer_rate", "risk", "target", "target_held", "infeasible"} <= set(s)
     rows = [json.loads(line) for line in per_query.read_text(encoding="utf-8").splitlines()]

@@ -1,0 +1,100 @@
+"""The answer decisions of the evaluated questions as the service would make them, mix included.
+
+The service re-certifies a scope's answer threshold at the share of
+unanswerable queries it estimates from its recent traffic
+(``RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE``, ragsift/confidence/mix.py). The
+evaluation replays that: the evaluated questions arrive as one scope's traffic,
+in a seeded random order, and each is decided at the bar its scope had when
+it arrived (the estimate covers the questions before it and itself; the first
+``min_samples`` are decided at the certified bar, and a young scope's bar moves
+only as far as the lower bound of its share allows). No label is read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ragsift.confidence import CalibrationArtifact
+from ragsift.confidence.mix import MixMonitor, MixReading, UnanswerableShare, mix_threshold
+
+__all__ = ["ServedMix", "as_served"]
+
+#: Seed of the arrival order of the evaluated questions.
+ARRIVAL_SEED = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ServedMix:
+    """What the mix did to the calibrated scorer's answers.
+
+    Attributes:
+        answered: per evaluated question, answered at its scope's bar on arrival.
+        mode: ``auto``, ``off`` or the declared share.
+        calibration_share: the calibration sample's share of unanswerable queries.
+        estimated_share: the estimate after the last question (None: too few, or not auto).
+        lower_bound: its one-sided 95% lower bound, which sets the bar.
+        bar: the bar after the last question.
+        raised: questions decided at a bar other than the certified one.
+    """
+
+    answered: npt.NDArray[np.bool_]
+    mode: UnanswerableShare
+    calibration_share: float | None
+    estimated_share: float | None
+    lower_bound: float | None
+    bar: float
+    raised: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (without the per-question decisions)."""
+        return {
+            "mode": self.mode,
+            "calibration_share": self.calibration_share,
+            "estimated_share": self.estimated_share,
+            "lower_bound": self.lower_bound,
+            "bar": self.bar,
+            "questions_at_another_bar": self.raised,
+        }
+
+
+def as_served(
+    confidence: npt.NDArray[np.float64],
+    enough_documents: npt.NDArray[np.bool_],
+    artifact: CalibrationArtifact,
+    mode: UnanswerableShare,
+    *,
+    seed: int = ARRIVAL_SEED,
+) -> ServedMix:
+    """Each question's answer under its scope's mix bar on arrival (see module doc).
+
+    Args:
+        confidence: the calibrated scorer's confidence per evaluated question.
+        enough_documents: the question keeps enough documents to answer (D1).
+        artifact: the calibration (its certified threshold and mix table).
+        mode: ``RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE``.
+        seed: the arrival order's seed.
+    """
+    certified = artifact.conformal
+    base = certified.threshold if certified.feasible else 1.0
+    table = certified.mix
+    bars = np.full(confidence.shape, base)
+    estimate: MixReading | None = None
+    if table is not None and mode != "off":
+        monitor = MixMonitor()
+        for i in np.random.default_rng(seed).permutation(confidence.size):
+            if mode == "auto":
+                estimate = monitor.observe("eval", "eval", artifact.version, table, confidence[i])
+            bars[i] = mix_threshold(base, table, mode, estimate)
+    return ServedMix(
+        answered=enough_documents & (confidence >= bars),
+        mode=mode,
+        calibration_share=None if table is None else table.unanswerable_share,
+        estimated_share=None if estimate is None else estimate.share,
+        lower_bound=None if estimate is None else estimate.lower,
+        bar=base if table is None else mix_threshold(base, table, mode, estimate),
+        raised=int((bars != base).sum()),
+    )
