@@ -83,9 +83,6 @@ SIGNAL_INDEX: dict[str, int] = {name: i for i, name in enumerate(SIGNAL_NAMES)}
 _INT_SIGNALS = frozenset({"consensus_count", "n_hits"})
 # Sorts after every document code; built once (np.iinfo costs a few us per call).
 _CODE_PADDING = int(np.iinfo(np.int64).max)
-# Which deviations _masked_corr multiplies: (a, a), (b, b), (a, b).
-_CORR_LEFT = np.array([0, 1, 0])
-_CORR_RIGHT = np.array([0, 1, 1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,15 +153,14 @@ def prepare_batch(batch: HitBatch, params: NormalizationParams) -> PreparedBatch
 def _masked_corr(a: FloatArray, b: FloatArray, mask: BoolArray, n: FloatArray) -> FloatArray:
     """Pearson r per row over masked entries; NaN with < 2 hits or no variance."""
     denom_n = np.maximum(n, 1.0)
-    # Both channels as one (2, Q, K) array and the three products as one (3, Q, K):
-    # the same sums, in a third of the numpy calls.
-    ab = np.where(mask, np.array((a, b)), 0.0)
-    d = np.where(mask, ab - (row_sums(ab) / denom_n)[..., None], 0.0)
-    sums = row_sums(d[_CORR_LEFT] * d[_CORR_RIGHT])  # da*da, db*db, da*db
-    denom = np.sqrt(sums[0] * sums[1])
+    a0 = np.where(mask, a, 0.0)
+    b0 = np.where(mask, b, 0.0)
+    da = np.where(mask, a0 - (row_sums(a0) / denom_n)[:, None], 0.0)
+    db = np.where(mask, b0 - (row_sums(b0) / denom_n)[:, None], 0.0)
+    denom = np.sqrt(row_sums(da * da) * row_sums(db * db))
     ok = (n >= 2) & (denom > 1e-12)
     # No errstate needed: every divisor is > 1e-12 or the 1.0 put in its place.
-    r = np.where(ok, sums[2] / np.where(ok, denom, 1.0), np.nan)
+    r = np.where(ok, row_sums(da * db) / np.where(ok, denom, 1.0), np.nan)
     return r.clip(-1.0, 1.0)
 
 
