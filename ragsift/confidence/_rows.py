@@ -18,10 +18,10 @@ FloatArray = npt.NDArray[np.float64]
 
 
 def row_sums(values: FloatArray) -> FloatArray:
-    """Each row's sum of a (Q, K) array, added left to right (0 for an empty row)."""
-    if values.shape[1] == 0:
-        return np.zeros(values.shape[0])
+    """Each row's sum of a (..., K) array, added left to right along the last axis (0 if K is 0)."""
+    if values.shape[-1] == 0:
+        return np.zeros(values.shape[:-1])
     # cumsum is sequential by definition: out[j] = out[j - 1] + x[j].
     # The method, not np.cumsum: one call to a small array costs mostly dispatch.
-    sums: FloatArray = values.cumsum(axis=1)[:, -1]
+    sums: FloatArray = values.cumsum(axis=-1)[..., -1]
     return sums

@@ -17,6 +17,8 @@ Thresholds and k bounds may differ per query (per-task strategies, E2).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -58,23 +60,21 @@ def select_adaptive(
     """
     ranked = prepared.ranked
     q, k = ranked.shape
-    thr = np.broadcast_to(
-        np.asarray(params.threshold if threshold is None else threshold, dtype=np.float64), (q,)
-    )
-    lo = np.broadcast_to(np.asarray(params.min_k if min_k is None else min_k, np.int64), (q,))
-    hi = np.broadcast_to(np.asarray(params.max_k if max_k is None else max_k, np.int64), (q,))
-    if np.any(lo < 1) or np.any(hi < lo):
+    thr = _per_query(params.threshold if threshold is None else threshold, np.float64, q)
+    lo = _per_query(params.min_k if min_k is None else min_k, np.int64, q)
+    hi = _per_query(params.max_k if max_k is None else max_k, np.int64, q)
+    if (lo < 1).any() or (hi < lo).any():
         raise ConfidenceError(f"need 1 <= min_k <= max_k, got min_k={lo.min()}, max_k={hi.min()}")
     valid = ranked >= params.floor  # ranked is best first, so valid hits form a prefix
     n_valid = valid.sum(1)
     count = np.arange(1, k + 1, dtype=np.float64)[None, :]
-    similarity = np.cumsum(np.where(valid, ranked, 0.0), axis=1) / count
+    similarity = np.where(valid, ranked, 0.0).cumsum(axis=1) / count
     confidence = similarity
     if batch is not None and batch.entity_matrix is not None and batch.entity_counts is not None:
         em = batch.entity_matrix
         if em.shape[1] < k:  # a batch of empty hit lists was padded to width 1
             em = np.zeros((q, k, em.shape[2]), dtype=bool)
-        em_ranked = np.take_along_axis(em, prepared.order[:, :, None], axis=1)
+        em_ranked = em[np.arange(q)[:, None], prepared.order]  # each row's hits, ranked
         seen = np.logical_or.accumulate(em_ranked & valid[:, :, None], axis=1)
         cols = np.arange(em.shape[2])[None, None, :] < batch.entity_counts[:, None, None]
         counts = batch.entity_counts.astype(np.float64)[:, None]
@@ -83,17 +83,18 @@ def select_adaptive(
         confidence = np.where(counts > 0, combined, similarity)
     reached = valid & (confidence >= thr[:, None]) & (count >= lo[:, None])
     stop_here = reached | (count >= hi[:, None]) | (count >= n_valid[:, None])
-    first = np.argmax(stop_here, axis=1)
+    first = stop_here.argmax(axis=1)
     kept = np.where(n_valid > 0, first + 1, 0)
-    by_threshold = reached[np.arange(q), first]
+    rows = np.arange(q)
+    by_threshold = reached[rows, first]
     stop = np.where(
         n_valid == 0, STOP_NO_RESULTS, np.where(by_threshold, STOP_THRESHOLD, STOP_MAX_K)
     )
-    adaptive_conf = np.where(n_valid > 0, confidence[np.arange(q), first], 0.0)
+    adaptive_conf = np.where(n_valid > 0, confidence[rows, first], 0.0)
     pos = np.arange(k)[None, :]
     after = np.where(by_threshold[:, None], ADAPTIVE_STOP, MAX_K)
     reasons = np.where(pos < kept[:, None], KEPT, np.where(valid, after, BELOW_FLOOR))
-    reasons = np.where(pos < prepared.lengths[:, None], reasons, PADDING).astype(np.int8)
+    reasons = np.where(prepared.mask, reasons, PADDING).astype(np.int8)
     return Selection(
         kept_count=kept.astype(np.int64),
         reasons=reasons,
@@ -104,3 +105,12 @@ def select_adaptive(
         adaptive_confidence=adaptive_conf,
         target=thr.astype(np.float64),
     )
+
+
+def _per_query(
+    value: float | npt.ArrayLike, dtype: type[np.float64] | type[np.int64], q: int
+) -> npt.NDArray[Any]:
+    """``value`` as a (Q,) array: broadcast only when it is not one already (the
+    wrapper of ``np.broadcast_to`` costs more than a one-query batch's arithmetic)."""
+    arr = np.asarray(value, dtype=dtype)
+    return arr if arr.shape == (q,) else np.broadcast_to(arr, (q,))

@@ -160,13 +160,13 @@ class ConfidenceEngine:
             out.update((i, batch.item(j)) for j, i in enumerate(idxs))
         return [out[i] for i in range(q)]
 
-    def _check_metric(self, primary_metric: str, n: int) -> None:
+    def _check_metric(self, primary_metric: str, lengths: npt.NDArray[np.int64]) -> None:
         cal = self.calibration
         if (
             self.scorer.name == "calibrated"
             and cal is not None
-            and n
             and primary_metric != cal.metric
+            and lengths.any()  # a batch without hits has no metric to disagree
         ):
             raise CalibrationMismatchError(
                 expected_embedder=self.config.embedder_id,
@@ -202,17 +202,16 @@ class ConfidenceEngine:
             batch = HitBatch.from_hits(list(batch))
         cfg = self.config
         q = batch.n_queries
-        self._check_metric(batch.primary_metric, int(batch.lengths.sum()))
-        t = np.array(
-            [
-                cfg.similarity_threshold if v is None else float(v)
-                for v in _per_query("thresholds", thresholds, q)
-            ],
-            dtype=np.float64,
-        )
-        outside = ~((t >= 0.0) & (t <= 1.0))  # written so that NaN is outside too
-        if outside.any():
-            raise ConfidenceError(f"threshold must be in [0, 1], got {t[outside][0]}")
+        self._check_metric(batch.primary_metric, batch.lengths)
+        ts = [
+            cfg.similarity_threshold if v is None else float(v)
+            for v in _per_query("thresholds", thresholds, q)
+        ]
+        # Checked in Python: a list this short costs less than four numpy calls.
+        outside = next((v for v in ts if not 0.0 <= v <= 1.0), None)  # NaN is outside too
+        if outside is not None:
+            raise ConfidenceError(f"threshold must be in [0, 1], got {outside}")
+        t = np.array(ts, dtype=np.float64)
         rq = np.array(
             [_response_value(v) for v in _per_query("response_quality", response_quality, q)],
             dtype=np.float64,

@@ -28,6 +28,8 @@ query of stopwords only misses no term).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +47,8 @@ __all__ = [
 ]
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.intp]
+BoolArray = npt.NDArray[np.bool_]
 
 SCORE_MONOTONE_FEATURES: frozenset[str] = frozenset(
     {
@@ -85,6 +89,8 @@ READER_FEATURES: frozenset[str] = frozenset({"sentence_match", "term_coverage"})
 _LOGIT_EPS = 1e-4
 # A hit must clear the A1 threshold by this share of the remaining range to count as margin.
 _MARGIN_THRESHOLD = 0.70
+# Feature sets whose column plan is kept: an engine uses one, a refit a handful.
+_PLAN_CACHE_SIZE = 32
 
 
 def validate_features(features: Sequence[str]) -> tuple[str, ...]:
@@ -104,27 +110,48 @@ def validate_features(features: Sequence[str]) -> tuple[str, ...]:
     return feats
 
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """How to build one feature set's columns: which signal each reads and its fill."""
+
+    columns: IntArray  # signal column per feature (top_score's for computed ones)
+    from_top: BoolArray  # (F,) missing values take top_score, not a constant
+    constants: FloatArray  # (F,) constant fill of the others
+    logit: int | None  # column of top_logit, if asked for
+    margin: int | None  # column of margin, if asked for
+
+
+@lru_cache(maxsize=_PLAN_CACHE_SIZE)
+def _plan(features: tuple[str, ...]) -> _Plan:
+    # Depends only on the feature names, so it is built once per feature set: a
+    # one-query batch would otherwise pay for a Python loop and a stack per call.
+    top = SIGNAL_INDEX["top_score"]
+    return _Plan(
+        columns=np.array([SIGNAL_INDEX.get(f, top) for f in features], dtype=np.intp),
+        from_top=np.array([f in _IMPUTE_FROM_TOP for f in features], dtype=bool),
+        constants=np.array([_IMPUTE.get(f, 0.0) for f in features], dtype=np.float64),
+        logit=features.index("top_logit") if "top_logit" in features else None,
+        margin=features.index("margin") if "margin" in features else None,
+    )
+
+
 def feature_matrix(signals: FloatArray, features: Sequence[str]) -> FloatArray:
     """Columns of the calibrated model, from a signal matrix (Q x signals), gaps imputed.
 
     ``top_logit`` = log(t / (1 - t)) of the clipped top score; ``margin`` =
     clip((top - 0.70) / 0.30, 0, 1), how far the best hit clears seed A's bar.
     """
+    plan = _plan(tuple(features))
+    if not plan.columns.size:
+        return np.zeros((signals.shape[0], 0))
     top = signals[:, SIGNAL_INDEX["top_score"]]
-    cols = []
-    for name in features:
-        if name == "top_logit":
-            t = np.clip(top, _LOGIT_EPS, 1.0 - _LOGIT_EPS)
-            col = np.log(t / (1.0 - t))
-        elif name == "margin":
-            col = np.clip((top - _MARGIN_THRESHOLD) / (1.0 - _MARGIN_THRESHOLD), 0.0, 1.0)
-        else:
-            col = signals[:, SIGNAL_INDEX[name]]
-            missing = np.isnan(col)
-            if missing.any():
-                fill = (
-                    top if name in _IMPUTE_FROM_TOP else np.full_like(col, _IMPUTE.get(name, 0.0))
-                )
-                col = np.where(missing, fill, col)
-        cols.append(col)
-    return np.stack(cols, axis=1) if cols else np.zeros((signals.shape[0], 0))
+    x = signals[:, plan.columns]  # a copy: fancy indexing never returns a view
+    missing = np.isnan(x)
+    if missing.any():
+        x = np.where(missing, np.where(plan.from_top, top[:, None], plan.constants), x)
+    if plan.logit is not None:
+        t = top.clip(_LOGIT_EPS, 1.0 - _LOGIT_EPS)
+        x[:, plan.logit] = np.log(t / (1.0 - t))
+    if plan.margin is not None:
+        x[:, plan.margin] = ((top - _MARGIN_THRESHOLD) / (1.0 - _MARGIN_THRESHOLD)).clip(0.0, 1.0)
+    return x

@@ -112,8 +112,10 @@ class Selection:
 
 
 def _per_query(name: str, value: float | npt.ArrayLike, q: int) -> FloatArray:
-    arr = np.broadcast_to(np.asarray(value, dtype=np.float64), (q,))
-    if np.any((arr < 0) | (arr > 1)):
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.shape != (q,):  # broadcast_to's wrapper costs more than a one-query batch's work
+        arr = np.broadcast_to(arr, (q,))
+    if ((arr < 0) | (arr > 1)).any():
         raise ConfidenceError(f"{name} must be in [0, 1], got {arr[(arr < 0) | (arr > 1)][0]}")
     return arr
 
@@ -144,7 +146,8 @@ def select_threshold(
         KEPT,
         np.where(ranked >= bar[:, None], MIN_RESULTS_CAP, BELOW_THRESHOLD),
     )
-    reasons = np.where(pos < n[:, None], reasons, PADDING).astype(np.int8)
+    # The mask marks each row's first ``lengths`` columns: its real ranked hits.
+    reasons = np.where(prepared.mask, reasons, PADDING).astype(np.int8)
     return Selection(
         kept_count=kept.astype(np.int64),
         reasons=reasons,
@@ -158,14 +161,16 @@ def select_threshold(
 def select_top_k(prepared: PreparedBatch, k: int | npt.ArrayLike) -> Selection:
     """E4: keep the best ``k`` hits, unchanged fixed top-k retrieval (``k`` per query or one)."""
     q, width = prepared.ranked.shape
-    ks = np.broadcast_to(np.asarray(k, dtype=np.int64), (q,))
+    ks = np.asarray(k, dtype=np.int64)
+    if ks.shape != (q,):
+        ks = np.broadcast_to(ks, (q,))
     if ks.size and ks.min() < 1:
         raise ConfidenceError(f"top_k must be > 0, got {ks.min()}")
     n = prepared.lengths
     kept = np.minimum(n, ks)
     pos = np.arange(width)[None, :]
     reasons = np.where(pos < kept[:, None], KEPT, TOP_K_CAP)
-    reasons = np.where(pos < n[:, None], reasons, PADDING).astype(np.int8)
+    reasons = np.where(prepared.mask, reasons, PADDING).astype(np.int8)
     return Selection(
         kept_count=kept.astype(np.int64),
         reasons=reasons,
@@ -178,24 +183,28 @@ def select_top_k(prepared: PreparedBatch, k: int | npt.ArrayLike) -> Selection:
 
 def drop_reasons(selection: Selection, prepared: PreparedBatch, row: int) -> tuple[DropReason, ...]:
     """The reasons of every dropped hit of query ``row``, best hit first."""
-    codes = selection.reasons[row]
-    order = prepared.order[row]
-    ranked = prepared.ranked[row]
+    # Python lists, not numpy scalars: a row has a few dozen hits at most, and
+    # indexing a list is far cheaper than indexing an array element by element.
+    codes = selection.reasons[row].tolist()
+    order = prepared.order[row].tolist()
+    ranked = prepared.ranked[row].tolist()
     bar = float(selection.bar[row])
     limit = int(selection.limit[row])
+    target = None if selection.target is None else float(selection.target[row])
     out = []
-    for j in np.nonzero(codes > 0)[0].tolist():
-        code = int(codes[j])
+    for j, code in enumerate(codes):
+        if code <= 0:
+            continue
         is_bar = code in (BELOW_THRESHOLD, BELOW_FLOOR)
-        if code == ADAPTIVE_STOP and selection.target is not None:
-            threshold: float | None = float(selection.target[row])
+        if code == ADAPTIVE_STOP and target is not None:
+            threshold: float | None = target
         else:
             threshold = bar if is_bar else None
         out.append(
             DropReason(
-                hit_index=int(order[j]),
+                hit_index=order[j],
                 rule=DROP_RULES[code - 1],
-                value=float(ranked[j]),
+                value=ranked[j],
                 threshold=threshold,
                 limit=None if is_bar or code == ADAPTIVE_STOP else limit,
             )

@@ -271,21 +271,26 @@ class HitBatch:
         if not hits:
             return cls(lengths=np.zeros(0, dtype=np.int64), dense=np.zeros((0, 0)))
         metric = hits[0].metric
-        present = {c for c in _PRIMARY_ORDER if getattr(hits[0], c) is not None}
+        present = _channels_of(hits[0])
         for i, h in enumerate(hits):
-            mine = {c for c in _PRIMARY_ORDER if getattr(h, c) is not None}
+            mine = _channels_of(h)
             if (h.n_hits and mine != present) or h.metric != metric:
                 raise ConfidenceError(
                     f"query {i} has channels {sorted(mine)} / metric {h.metric!r}, "
                     f"expected {sorted(present)} / {metric!r}"
                 )
         if not present:
-            present = {"dense"}
+            present = ("dense",)
         q = len(hits)
-        lengths = np.array([h.n_hits for h in hits], dtype=np.int64)
-        k = int(lengths.max(initial=0))
+        n_hits = [h.n_hits for h in hits]
+        lengths = np.array(n_hits, dtype=np.int64)
+        k = max(n_hits)
         arrays: dict[str, FloatArray] = {}
         for channel in present:
+            if k and min(n_hits) == k:
+                # Nothing to pad (always so for one query): one copy of the rows.
+                arrays[channel] = np.array([getattr(h, channel) for h in hits], dtype=np.float64)
+                continue
             out = np.zeros((q, k))
             for i, h in enumerate(hits):
                 arr = getattr(h, channel)
@@ -337,6 +342,11 @@ class HitBatch:
             entity_counts=counts,
             **arrays,
         )
+
+
+def _channels_of(hits: HitScores) -> tuple[Channel, ...]:
+    """The score channels ``hits`` carries, in _PRIMARY_ORDER."""
+    return tuple(c for c in _PRIMARY_ORDER if getattr(hits, c) is not None)
 
 
 def entity_matrix(query_entities: Sequence[str], hit_texts: Sequence[str]) -> BoolArray:

@@ -72,9 +72,10 @@ REVIEW_ACTIONS: dict[ReviewLevel, str] = {
 def _codes(
     conf: npt.NDArray[np.float64], bounds: tuple[float, float, float]
 ) -> npt.NDArray[np.int8]:
-    # bounds are descending (high, mid, low): code = how many bounds conf falls short of.
+    # bounds are descending (high, mid, low): code = how many bounds conf falls short of,
+    # counted in one comparison against all three (a NaN falls short of none).
     c = np.asarray(conf, dtype=np.float64)
-    return ((c < bounds[0]).astype(np.int8) + (c < bounds[1]) + (c < bounds[2])).astype(np.int8)
+    return (c[..., None] < np.array(bounds)).sum(axis=-1).astype(np.int8)
 
 
 def level_codes(

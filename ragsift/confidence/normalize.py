@@ -123,11 +123,11 @@ def normalize_scores(
     elif metric == "dot":
         out = (s / params.dot_scale).clip(0.0, 1.0)
     elif metric == "euclid":
-        if np.any(s < 0):
+        if (s < 0).any():
             raise ConfidenceError(f"euclidean distances must be >= 0, got min {np.nanmin(s)}")
         out = (1.0 - 0.5 * s * s).clip(0.0, 1.0)
     elif metric == "bm25":
-        if np.any(s < 0):
+        if (s < 0).any():
             raise ConfidenceError(f"BM25 scores must be >= 0, got min {np.nanmin(s)}")
         out = s / (s + params.bm25_half)
     elif metric == "rrf":

@@ -108,7 +108,7 @@ def _available_mean(components: FloatArray, weights: FloatArray) -> FloatArray:
 
 
 def _finish(conf: FloatArray, inputs: ScoringInputs) -> FloatArray:
-    clipped = np.round(np.clip(conf, 0.0, 1.0), _CONFIDENCE_DECIMALS)
+    clipped = conf.clip(0.0, 1.0).round(_CONFIDENCE_DECIMALS)
     return np.where(inputs.kept_count > 0, clipped, 0.0)
 
 
@@ -129,7 +129,7 @@ class WeightedScorer:
         s = inputs.signals
         top = s[:, SIGNAL_INDEX["top_score"]]
         t = inputs.threshold
-        margin = np.clip((top - t) / np.maximum(1.0 - t, 1e-9), 0.0, 1.0)
+        margin = ((top - t) / np.maximum(1.0 - t, 1e-9)).clip(0.0, 1.0)
         return np.stack(
             [
                 top,

@@ -111,6 +111,9 @@ def prepare_batch(batch: HitBatch, params: NormalizationParams) -> PreparedBatch
     q, k = batch.n_queries, max(batch.width, 1)
     lengths = batch.lengths
     mask = np.arange(k)[None, :] < lengths[:, None]
+    # Without padding (always so for one query) every mask below keeps everything:
+    # skip those no-op np.where calls, a large share of a small batch's cost.
+    padded = not (k == batch.width and bool(mask.all()))
     channels: dict[str, FloatArray] = {}
     for name, metric in (
         ("dense", batch.metric),
@@ -123,16 +126,27 @@ def prepare_batch(batch: HitBatch, params: NormalizationParams) -> PreparedBatch
             continue
         if raw.shape[1] == 0:
             raw = np.zeros((q, 1))
+        if not padded:
+            channels[name] = normalize_scores(raw, metric, params)  # type: ignore[arg-type]  # metric literal from the table above
+            continue
         # Padding may hold anything (even values a formula rejects): blank it first.
         safe = np.where(mask, raw, 0.0)
         channels[name] = np.where(mask, normalize_scores(safe, metric, params), np.nan)  # type: ignore[arg-type]  # metric literal from the table above
-    primary = channels.get(batch.primary_channel, np.full((q, k), np.nan))
+    primary = channels.get(batch.primary_channel)
+    if primary is None:
+        primary = np.full((q, k), np.nan)
     # Best first, ties in input order; a NaN score (an infinite BM25 score normalizes
     # to one) after every real score but before the padding, so each row's real hits
     # are its first ``lengths`` ranked columns.
-    sort_key = np.where(mask, np.where(np.isnan(primary), np.inf, -primary), np.nan)
-    order = np.argsort(sort_key, axis=1, kind="stable")
-    ranked = np.take_along_axis(np.where(mask, primary, -np.inf), order, axis=1)
+    sort_key = np.where(np.isnan(primary), np.inf, -primary)
+    in_place = primary
+    if padded:
+        sort_key = np.where(mask, sort_key, np.nan)
+        in_place = np.where(mask, primary, -np.inf)
+    # Methods and plain indexing, not np.argsort / np.take_along_axis: on a one-query
+    # batch their Python-level wrappers cost more than the sort itself.
+    order = sort_key.argsort(axis=1, kind="stable")
+    ranked = in_place[np.arange(q)[:, None], order]
     return PreparedBatch(mask, lengths, primary, order, ranked, channels)
 
 
@@ -145,9 +159,9 @@ def _masked_corr(a: FloatArray, b: FloatArray, mask: BoolArray, n: FloatArray) -
     db = np.where(mask, b0 - (row_sums(b0) / denom_n)[:, None], 0.0)
     denom = np.sqrt(row_sums(da * da) * row_sums(db * db))
     ok = (n >= 2) & (denom > 1e-12)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = np.where(ok, row_sums(da * db) / np.where(ok, denom, 1.0), np.nan)
-    return np.clip(r, -1.0, 1.0)
+    # No errstate needed: every divisor is > 1e-12 or the 1.0 put in its place.
+    r = np.where(ok, row_sums(da * db) / np.where(ok, denom, 1.0), np.nan)
+    return r.clip(-1.0, 1.0)
 
 
 def compute_signal_matrix(
@@ -165,18 +179,21 @@ def compute_signal_matrix(
     top = np.where(has, ranked[:, 0], 0.0)
     out[:, 0] = top
     out[:, 1] = np.where(n >= 2, top - ranked[:, 1], 0.0) if k > 1 else 0.0
-    # Ranked columns: a row's real hits come first, best first.
-    real = np.arange(k)[None, :] < p.lengths[:, None]
+    # Ranked columns: a row's real hits come first, best first, so the real ranked
+    # columns are exactly the mask's (real hits fill the first columns of a row).
+    real = p.mask
     denom_n = np.maximum(n, 1.0)
-    mean = row_sums(np.where(real, ranked, 0.0)) / denom_n
+    # Running sums of the real ranked scores, left to right (as row_sums adds): the
+    # last column is the row's sum, column depth - 1 the sum of its first ``depth``.
+    running = np.where(real, ranked, 0.0).cumsum(axis=1)
+    mean = running[:, -1] / denom_n
     dev = np.where(real, ranked - mean[:, None], 0.0)
     out[:, 2] = np.sqrt(row_sums(dev * dev) / denom_n)
     count = (ranked > config.consensus_threshold).sum(1).astype(np.float64)
     out[:, 3] = count
     out[:, 4] = np.minimum(count / config.consensus_full_at, 1.0)
     depth = config.support_depth
-    head = ranked[:, :depth]
-    out[:, 5] = row_sums(np.where(real[:, :depth], head, 0.0)) / depth
+    out[:, 5] = running[:, min(depth, k) - 1] / depth
     dense, sparse = p.channels.get("dense"), p.channels.get("sparse")
     if dense is not None and sparse is not None:
         both = np.where(p.mask, np.minimum(dense, sparse), -np.inf)
@@ -191,8 +208,9 @@ def compute_signal_matrix(
     if batch.doc_codes is not None:
         codes = batch.doc_codes if batch.doc_codes.shape[1] else np.zeros((q, 1), np.int64)
         pad = _CODE_PADDING
-        srt = np.sort(np.where(p.mask, codes, pad), axis=1)
-        new = np.ones_like(srt, dtype=bool)
+        srt = np.where(p.mask, codes, pad)
+        srt.sort(axis=1)  # in place: the method skips np.sort's copy and wrapper
+        new = np.ones(srt.shape, dtype=bool)
         new[:, 1:] = srt[:, 1:] != srt[:, :-1]
         distinct = (new & (srt != pad)).sum(1)
         not_given = (p.mask & (codes < 0)).any(1)  # code -1: this query gave no document ids
@@ -205,10 +223,10 @@ def compute_signal_matrix(
         covered = (em & p.mask[:, :, None]).any(1)
         valid = np.arange(m)[None, :] < batch.entity_counts[:, None]
         counts = batch.entity_counts.astype(np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out[:, 10] = np.where(
-                counts > 0, (covered & valid).sum(1) / np.maximum(counts, 1.0), np.nan
-            )
+        # No errstate needed: the divisor is at least 1.
+        out[:, 10] = np.where(
+            counts > 0, (covered & valid).sum(1) / np.maximum(counts, 1.0), np.nan
+        )
     if batch.source_type_codes is not None:
         table = np.array([config.source_quality_of(v) for v in batch.source_type_vocab] + [0.0])
         codes = batch.source_type_codes
@@ -231,7 +249,7 @@ def reader_max(scores: FloatArray, mask: BoolArray) -> FloatArray:
     vals = np.where(mask[:, : scores.shape[1]], scores, np.nan)
     read = ~np.isnan(vals)
     best = np.where(read, vals, -np.inf).max(axis=1, initial=-np.inf)
-    return np.where(read.any(axis=1), np.clip(best, 0.0, 1.0), np.nan)
+    return np.where(read.any(axis=1), best.clip(0.0, 1.0), np.nan)
 
 
 @dataclass(frozen=True, slots=True)
