@@ -374,7 +374,8 @@ def evaluate(
             _fmt(r.coverage_at_p95),
             _fmt(r.aurc),
             f"{_fmt(r.answer_rate)} ({r.answered})",
-            _fmt(r.risk),
+            _fmt(r.risk)
+            + ("" if r.risk_interval is None else " [{:.2f}-{:.2f}]".format(*r.risk_interval)),
             r.target,
             _fmt(r.refusal_precision),
             _fmt(r.refusal_recall),

@@ -34,6 +34,7 @@ from ragsift.confidence import (
     refusal_quality,
     risk_coverage_curve,
 )
+from ragsift.confidence._scipy import beta_ppf
 from ragsift.confidence.mix import UnanswerableShare
 from ragsift.evaluation.mix import ServedMix, as_served
 from ragsift.evaluation.runner import RetrievalRun
@@ -67,6 +68,9 @@ class ScorerReport:
     answered: int
     answer_rate: float
     risk: float | None
+    #: The risk's exact (Clopper-Pearson) 95% interval over the answered questions:
+    #: a risk measured on a handful of answers says little, and this says how little.
+    risk_interval: tuple[float, float] | None
     alpha: float
     target_held: bool | None
     infeasible: str | None
@@ -164,6 +168,7 @@ def _report(
         answered=n_answered,
         answer_rate=float(a.mean()) if a.size else 0.0,
         risk=risk,
+        risk_interval=_risk_interval(int((y[a] == 0).sum()), n_answered),
         alpha=alpha,
         target_held=None if risk is None or infeasible else risk <= alpha,
         infeasible=infeasible,
@@ -174,6 +179,18 @@ def _report(
         if near.any()
         else float("nan"),
     )
+
+
+def _risk_interval(errors: int, answered: int) -> tuple[float, float] | None:
+    """Two-sided 95% Clopper-Pearson interval of errors / answered (None: nothing answered)."""
+    if answered == 0:
+        return None
+    e, n = np.array([float(errors)]), float(answered)
+    lower = 0.0 if errors == 0 else float(beta_ppf(0.025, e, np.array([n - errors + 1.0]))[0])
+    upper = (
+        1.0 if errors == answered else float(beta_ppf(0.975, e + 1.0, np.array([n - errors]))[0])
+    )
+    return round(lower, 4), round(upper, 4)
 
 
 def _seed_rules(

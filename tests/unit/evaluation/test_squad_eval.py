@@ -187,9 +187,14 @@ async def test_report_never_shows_a_precision_for_nothing_answered(tmp_path: Pat
     assert cal.risk is not None
     assert cal.answer_rate == cal.answered / cal.n
     assert cal.target == ("held" if cal.risk <= artifact.conformal.alpha else "missed")
+    assert cal.risk_interval is not None
+    low, high = cal.risk_interval
+    assert 0.0 <= low <= cal.risk <= high <= 1.0
+    assert high - low > 0.05  # a few dozen answers: a wide interval, and it says so
     silent = next(r for r in result.reports if r.name == "seed-D")  # 0.70 bar keeps nothing
     assert silent.answered == 0
     assert silent.risk is None
+    assert silent.risk_interval is None
     assert silent.target == "nothing answered"
     assert silent.to_dict()["risk"] is None
     assert "answered_precision" not in silent.to_dict()
