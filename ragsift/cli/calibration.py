@@ -18,12 +18,12 @@ from ragsift.cli.evaluation import (
     OutOfScope,
     PoolOption,
     Split,
-    _fmt,
     _load_dataset,
     _reader_features,
     _retrieval_run,
     _stage_progress,
 )
+from ragsift.cli.render import fmt_number as _fmt
 from ragsift.errors import RagsiftError
 
 __all__ = ["calibrate"]

@@ -13,9 +13,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from ragsift.cli.common import _settings, console, err_console
+from ragsift.cli.render import eval_table
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
 
@@ -193,10 +193,6 @@ Half = Annotated[
 ]
 
 
-def _fmt(value: float | None) -> str:
-    return "—" if value is None or value != value else f"{value:.3f}"  # NaN != NaN
-
-
 def evaluate(
     dataset: Dataset = None,
     labelled: Labelled = None,
@@ -253,6 +249,14 @@ def evaluate(
             " measure a stream that is mostly unanswerable.",
         ),
     ] = None,
+    max_near_miss: Annotated[
+        int | None,
+        typer.Option(
+            "--max-near-miss",
+            help="Keep at most this many near-miss questions (seeded sample); they are"
+            " part of the stream the answer threshold's mix is estimated from.",
+        ),
+    ] = None,
     k: Annotated[int, typer.Option(help="Hits retrieved per question.")] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -272,7 +276,12 @@ def evaluate(
         ds = _with_pseudo_queries(ds, pseudo_queries, corpus)
     from ragsift.evaluation.dataset import limit_questions
 
-    for kind, limit in (("out_of_scope", max_out_of_scope), ("in_scope", max_in_scope)):
+    limits = (
+        ("out_of_scope", max_out_of_scope),
+        ("in_scope", max_in_scope),
+        ("near_miss", max_near_miss),
+    )
+    for kind, limit in limits:
         if limit is None:
             continue
         try:
@@ -346,43 +355,12 @@ def evaluate(
     if as_json:
         print(json.dumps(summary))
         return
-    table = Table(
-        "scorer",
-        "AUROC",
-        "ECE",
-        "cov@p90",
-        "cov@p95",
-        "AURC",
-        "answer rate",
-        "risk",
-        f"risk <= {artifact.conformal.alpha}",
-        "refusal P",
-        "refusal R",
-        "near-miss refused",
-        "near-miss AUROC",
-        "rule",
-        title=f"ragsift eval — {run.dataset.name}, {run.embedder_id}, {run.mode} k={run.k};"
+    title = (
+        f"ragsift eval — {run.dataset.name}, {run.embedder_id}, {run.mode} k={run.k};"
         f" {how}; {int(evaluated.sum())} questions"
-        f"{', near misses as negatives' if near_miss_negatives else ''}",
+        f"{', near misses as negatives' if near_miss_negatives else ''}"
     )
-    for r in result.reports:
-        table.add_row(
-            r.name,
-            _fmt(r.auroc),
-            _fmt(r.ece),
-            _fmt(r.coverage_at_p90),
-            _fmt(r.coverage_at_p95),
-            _fmt(r.aurc),
-            f"{_fmt(r.answer_rate)} ({r.answered})",
-            _fmt(r.risk)
-            + ("" if r.risk_interval is None else " [{:.2f}-{:.2f}]".format(*r.risk_interval)),
-            r.target,
-            _fmt(r.refusal_precision),
-            _fmt(r.refusal_recall),
-            _fmt(r.near_miss_refusal_rate),
-            _fmt(r.near_miss_auroc),
-            r.rule,
-        )
+    table = eval_table(result.reports, artifact.conformal.alpha, title)
     Console(width=max(console.width, 200)).print(table)
     if summary["recall_at_k"] is not None:
         console.print(f"recall@{run.k} of in-scope questions: {summary['recall_at_k']:.3f}")

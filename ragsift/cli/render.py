@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.panel import Panel
@@ -13,10 +15,15 @@ from ragsift.confidence import REFUSAL_SENTENCE
 from ragsift.runtime_store import StoredAnswer
 from ragsift.schemas import DeadLetter, Decision, Report, RetrievalResult
 
+if TYPE_CHECKING:
+    from ragsift.evaluation import ScorerReport
+
 __all__ = [
     "breakdown_table",
     "confidence_line",
     "demo_table",
+    "eval_table",
+    "fmt_number",
     "print_answer_extras",
     "print_assessment",
     "print_decision",
@@ -205,3 +212,48 @@ def print_assessment(console: Console, answer: StoredAnswer) -> None:
         print_report(console, answer.report)
     if answer.decision is not None:
         print_decision(console, answer.decision)
+
+
+def fmt_number(value: float | None) -> str:
+    """Three decimals, or a dash for a missing or NaN figure."""
+    return "—" if value is None or value != value else f"{value:.3f}"  # NaN != NaN
+
+
+def eval_table(reports: Sequence[ScorerReport], alpha: float, title: str) -> Table:
+    """``ragsift eval``'s table: one row per scorer, its risk with the 95% interval."""
+    table = Table(
+        "scorer",
+        "AUROC",
+        "ECE",
+        "cov@p90",
+        "cov@p95",
+        "AURC",
+        "answer rate",
+        "risk",
+        f"risk <= {alpha}",
+        "refusal P",
+        "refusal R",
+        "near-miss refused",
+        "near-miss AUROC",
+        "rule",
+        title=title,
+    )
+    for r in reports:
+        interval = "" if r.risk_interval is None else " [{:.2f}-{:.2f}]".format(*r.risk_interval)
+        table.add_row(
+            r.name,
+            fmt_number(r.auroc),
+            fmt_number(r.ece),
+            fmt_number(r.coverage_at_p90),
+            fmt_number(r.coverage_at_p95),
+            fmt_number(r.aurc),
+            f"{fmt_number(r.answer_rate)} ({r.answered})",
+            fmt_number(r.risk) + interval,
+            r.target,
+            fmt_number(r.refusal_precision),
+            fmt_number(r.refusal_recall),
+            fmt_number(r.near_miss_refusal_rate),
+            fmt_number(r.near_miss_auroc),
+            r.rule,
+        )
+    return table
