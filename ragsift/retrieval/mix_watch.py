@@ -29,8 +29,8 @@ MIX_ADVICE_CODE = "unanswerable_mix"
 
 @dataclass(frozen=True, slots=True)
 class MixBar:
-    """Why a query's bar moved: the share it was set at (declared, or the estimate's
-    lower bound), and the calibration's alpha."""
+    """Why a query's bar moved: the share it was set at (declared or estimated), and
+    the calibration's alpha."""
 
     share: float
     declared: bool
@@ -82,7 +82,7 @@ def mix_policy(
         return policy, None
     if isinstance(mode, str):
         assert estimate is not None  # auto moves the bar on a reading only
-        why = MixBar(estimate.lower, False, certified.alpha)
+        why = MixBar(estimate.share, False, certified.alpha)
     else:
         why = MixBar(mode, True, certified.alpha)
     if why.declared and policy.answer_threshold is None:
@@ -101,7 +101,7 @@ def mix_refusal(before: Assessment, after: Assessment, why: MixBar) -> Advice | 
     return Advice(
         code=MIX_ADVICE_CODE,
         message=(
-            f"Refused at confidence {before.confidence:.2f}: {'' if why.declared else 'at least '}"
+            f"Refused at confidence {before.confidence:.2f}: {'' if why.declared else 'about '}"
             f"{why.share:.0%} of this collection's queries are unanswerable from it ({how}),"
             f" and at that mix {which}"
             f" certified to keep answers without relevant context under {why.alpha:.0%}."
