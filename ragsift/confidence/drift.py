@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_PSI_THRESHOLD",
     "DriftMonitor",
     "DriftReading",
+    "decay_per_query",
     "psi",
 ]
 
@@ -68,6 +69,23 @@ def _bin(score: float) -> int:
         score = 0.0
     score = min(max(score, 0.0), 1.0)  # before scaling: 1e308 * BINS would overflow
     return min(int(score * BINS), BINS - 1)
+
+
+def decay_per_query(min_samples: int, half_life: float) -> float:
+    """The factor a decayed histogram is multiplied by per query, once the window is checked.
+
+    Raises:
+        ConfidenceError: ``min_samples`` < 1, or more than the decayed histogram can
+            ever hold (its weight never exceeds ``half_life / ln 2`` queries).
+    """
+    if min_samples < 1:
+        raise ConfidenceError(f"min_samples must be >= 1, got {min_samples}")
+    if min_samples >= half_life / math.log(2):
+        raise ConfidenceError(
+            f"min_samples ({min_samples}) must be below half_life / ln 2"
+            f" ({half_life / math.log(2):.0f}): the decayed histogram would never reach it"
+        )
+    return float(0.5 ** (1.0 / half_life))
 
 
 def psi(reference: npt.ArrayLike, current: npt.ArrayLike) -> float:
@@ -133,17 +151,9 @@ class DriftMonitor:
     ):
         if threshold <= 0:
             raise ConfidenceError(f"threshold must be > 0, got {threshold}")
-        if min_samples < 1:
-            raise ConfidenceError(f"min_samples must be >= 1, got {min_samples}")
-        # A decayed sketch never holds more than half_life / ln 2 queries' weight.
-        if min_samples >= half_life / math.log(2):
-            raise ConfidenceError(
-                f"min_samples ({min_samples}) must be below half_life / ln 2"
-                f" ({half_life / math.log(2):.0f}): the decayed sketch would never reach it"
-            )
         self.threshold = threshold
         self.min_samples = min_samples
-        self._decay = 0.5 ** (1.0 / half_life)
+        self._decay = decay_per_query(min_samples, half_life)
         self._scopes: dict[tuple[str, str], _Scope] = {}
         self._lock = threading.Lock()
 

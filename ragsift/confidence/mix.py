@@ -50,7 +50,6 @@ data the fit did not see is in docs/evaluation.md.
 
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import dataclass, field
 from typing import Final, Literal
@@ -65,6 +64,7 @@ from ragsift.confidence.conformal import (
     fixed_sequence_walk,
     risk_upper_bounds,
 )
+from ragsift.confidence.drift import decay_per_query
 from ragsift.confidence.errors import ConfidenceError
 
 __all__ = [
@@ -297,15 +297,8 @@ class MixMonitor:
     def __init__(
         self, *, min_samples: int = DEFAULT_MIN_SAMPLES, half_life: float = DEFAULT_HALF_LIFE
     ) -> None:
-        if min_samples < 1:
-            raise ConfidenceError(f"min_samples must be >= 1, got {min_samples}")
-        if min_samples >= half_life / math.log(2):
-            raise ConfidenceError(
-                f"min_samples ({min_samples}) must be below half_life / ln 2"
-                f" ({half_life / math.log(2):.0f}): the decayed histogram would never reach it"
-            )
         self.min_samples = min_samples
-        self._decay = 0.5 ** (1.0 / half_life)
+        self._decay = decay_per_query(min_samples, half_life)
         self._scopes: dict[tuple[str, str], _MixScope] = {}
         self._lock = threading.Lock()
 

@@ -9,30 +9,22 @@ the scope's estimated share is exported, and another tenant is untouched.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from ragsift.confidence import CalibrationArtifact, save_calibration
 from ragsift.confidence.artifact import ConformalSpec, DataSummary
 from ragsift.confidence.mix import HISTOGRAM_BINS, MIX_SHARES, MixTable
-from ragsift.ingest.indexer import Indexer
-from ragsift.ingest.loaders import SourceDocument
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.edge import EdgeIndex
-from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.mix_watch import MIX_ADVICE_CODE
 from ragsift.retrieval.pipeline import PipelineOutput, RetrievalPipeline
 from ragsift.schemas import QueryEvent, RetrievalResult
 from ragsift.settings import CacheSettings, ConfidenceSettings, Settings
 from ragsift.wiring import build_pipeline
+from tests.unit.confidence.test_scoped_calibration_pipeline import EMBEDDER, index
 
-EMBEDDER = HashingEmbedder()
-DOCS = {
-    "refunds.md": "Refunds are paid within fourteen days. They go back by bank transfer.",
-    "shipping.md": "Shipping takes three days. Returns are free for damaged goods.",
-}
+__all__ = ["index"]  # the two tenants' shard, shared with the scoped-calibration tests
+
 CERTIFIED = 0.30
 
 
@@ -70,16 +62,6 @@ def _artifact(intercept: float) -> CalibrationArtifact:
         ),
         data=DataSummary(source="test", n_examples=1_000),
     )
-
-
-@pytest.fixture
-async def index(tmp_path: Path) -> AsyncIterator[EdgeIndex]:
-    built = EdgeIndex(tmp_path / "edge")
-    docs = [SourceDocument(name, text) for name, text in DOCS.items()]
-    for tenant in ("alpha", "beta"):
-        await Indexer(built, EMBEDDER).ingest(tenant, "default", docs)
-    yield built
-    await built.close()
 
 
 def _pipeline(
