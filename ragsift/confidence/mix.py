@@ -97,6 +97,8 @@ DEFAULT_MIN_SAMPLES: Final = 30
 _LOWER_BOUND_DROP: Final = 2.7055 / 2
 #: Until a scope holds this much weight its estimate is refreshed on every query.
 _YOUNG: Final = 200.0
+#: A scope's running weight is brought back to 1 past this (well inside float range).
+_RESCALE_AT: Final = 1e100
 #: Queries after which an observation's weight halves: the estimate follows the
 #: last ~1,000 queries of a scope.
 DEFAULT_HALF_LIFE: Final = 500.0
@@ -307,29 +309,55 @@ class MixMonitor:
     ) -> MixReading | None:
         """Add one query's confidence to its scope; its reading (None while too few)."""
         key = (tenant, collection)
-        b = min(max(int(np.nan_to_num(confidence) * HISTOGRAM_BINS), 0), HISTOGRAM_BINS - 1)
+        if confidence != confidence:  # NaN: no hit, no confidence
+            confidence = 0.0
+        b = min(max(int(confidence * HISTOGRAM_BINS), 0), HISTOGRAM_BINS - 1)
         with self._lock:
             scope = self._scopes.get(key)
             if scope is None or scope.version != version:
                 if scope is None and len(self._scopes) >= MAX_SCOPES:
                     return None
                 scope = self._scopes[key] = _MixScope(version, _log_mixture(table))
-            scope.histogram *= self._decay
-            scope.histogram[b] += 1.0
-            scope.since += 1
-            weight = scope.histogram.sum()
+            weight = scope.add(b, self._decay)
             if weight < self.min_samples:
                 return None
             if scope.estimate is None or scope.since >= (REFRESH_EVERY if weight > _YOUNG else 1):
-                scope.estimate = _estimate(scope.log_mixture, scope.histogram)
+                scope.estimate = _estimate(scope.log_mixture, scope.decayed(self._decay))
                 scope.since = 0
             return scope.estimate
 
 
 @dataclass(slots=True)
 class _MixScope:
+    """One scope's decayed histogram, kept without touching every bin per query.
+
+    The query at step t is added with weight ``decay ** -t`` (``increment``);
+    dividing by the latest increment gives every query its decayed weight
+    ``decay ** (age)``. The weights are brought back to 1 before they overflow.
+    """
+
     version: str
     log_mixture: FloatArray
-    histogram: FloatArray = field(default_factory=lambda: np.zeros(HISTOGRAM_BINS))
+    counts: list[float] = field(default_factory=lambda: [0.0] * HISTOGRAM_BINS)
+    total: float = 0.0
+    increment: float = 1.0
     estimate: MixReading | None = None
     since: int = 0
+
+    def add(self, b: int, decay: float) -> float:
+        """Count a query in bin ``b``; the scope's decayed weight after it."""
+        self.counts[b] += self.increment
+        self.total += self.increment
+        weight = self.total / self.increment
+        self.since += 1
+        self.increment /= decay
+        if self.increment > _RESCALE_AT:
+            self.counts = [c / self.increment for c in self.counts]
+            self.total /= self.increment
+            self.increment = 1.0
+        return weight
+
+    def decayed(self, decay: float) -> FloatArray:
+        """The histogram with every query at its decayed weight (the newest at 1)."""
+        # The newest query was added at increment * decay (add() has moved on since).
+        return np.asarray(self.counts, dtype=np.float64) / (self.increment * decay)

@@ -221,3 +221,24 @@ def test_a_table_that_falls_with_the_share_is_invalid() -> None:
     data["thresholds"] = tuple(reversed(table.thresholds))
     with pytest.raises(ValueError, match="must not decrease"):
         MixTable.model_validate(data)
+
+
+def test_a_scope_decays_its_histogram_lazily_and_exactly() -> None:
+    """Weights grow instead of every bin shrinking per query; across a rescale too."""
+    from ragsift.confidence.mix import _MixScope
+
+    decay = 0.5 ** (1 / 500)
+    scope = _MixScope("v", np.zeros((1, HISTOGRAM_BINS)))
+    eager = np.zeros(HISTOGRAM_BINS)
+    rng = np.random.default_rng(14)
+    rescaled = False
+    for _ in range(200_000):  # ~1e174 of growth: rescaled at least once
+        b = int(rng.integers(0, HISTOGRAM_BINS))
+        before = scope.increment
+        weight = scope.add(b, decay)
+        rescaled |= scope.increment < before
+        eager *= decay
+        eager[b] += 1.0
+    assert rescaled
+    assert weight == pytest.approx(eager.sum(), rel=1e-9)
+    assert scope.decayed(decay) == pytest.approx(eager, rel=1e-9)
