@@ -30,6 +30,7 @@ from corpus import make_corpus, make_queries
 
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.schemas import QueryEvent
+from ragsift.schemas.base import MAX_K
 from ragsift.settings import EmbedderSettings, Settings
 from ragsift.workers.retrieval import RetrievalHandler
 
@@ -65,7 +66,7 @@ def mixed_events(texts: list[str], vectors: np.ndarray, embedder_id: str) -> lis
         elif roll < 0.04:
             fields["collection"] = "nowhere"
         elif roll < 0.05:
-            fields["k"] = 100  # the schema allows it; the pipeline limit may not
+            fields["k"] = MAX_K  # the schema allows it; the pipeline limit may not
         elif roll < 0.12 and i > 0:
             fields["query"] = texts[int(rng.integers(i))]  # asked before: a cache hit
         fields["mode"] = str(rng.choice(["hybrid", "hybrid", "dense", "keyword"]))

@@ -7,6 +7,7 @@ Kept below ``report`` so retrieval-time checks use the same words as the report.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 __all__ = ["content_terms"]
 
@@ -26,6 +27,7 @@ _STOP = frozenset(
 )
 
 
+@lru_cache(maxsize=65_536)  # a corpus's vocabulary recurs: look a word up, not fold it again
 def _fold(word: str) -> str:
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= _MIN_STEM:
