@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -113,6 +113,12 @@ _SMOOTHING: Final = 0.5
 _ESTIMATE_GRID: Final = np.linspace(0.0, 1.0, 1001)
 
 UnanswerableShare = float | Literal["auto", "off"]
+#: A finite number in [0, 1] (a threshold, a histogram share), and one in (0, 1).
+_Unit = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+_OpenUnit = Annotated[float, Field(gt=0.0, lt=1.0, allow_inf_nan=False)]
+#: A class size no calibration sample comes near; past it, the file was not fitted.
+_MAX_CLASS_SIZE: Final = 10**9
+_SHARE_SUM_TOLERANCE: Final = 0.01
 
 
 class MixTable(BaseModel):
@@ -131,12 +137,12 @@ class MixTable(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     unanswerable_share: float = Field(gt=0, lt=1)
-    shares: tuple[float, ...]
-    thresholds: tuple[float, ...]
-    answerable: tuple[float, ...]
-    unanswerable: tuple[float, ...]
-    n_answerable: int = Field(gt=0)
-    n_unanswerable: int = Field(gt=0)
+    shares: tuple[_OpenUnit, ...]
+    thresholds: tuple[_Unit, ...]
+    answerable: tuple[_Unit, ...]
+    unanswerable: tuple[_Unit, ...]
+    n_answerable: int = Field(gt=0, le=_MAX_CLASS_SIZE)
+    n_unanswerable: int = Field(gt=0, le=_MAX_CLASS_SIZE)
 
     @model_validator(mode="after")
     def _check(self) -> MixTable:
@@ -146,8 +152,13 @@ class MixTable(BaseModel):
             raise ValueError("shares must be increasing")
         if any(b < a for a, b in zip(self.thresholds, self.thresholds[1:], strict=False)):
             raise ValueError("thresholds must not decrease with the share")
-        if len(self.answerable) != HISTOGRAM_BINS or len(self.unanswerable) != HISTOGRAM_BINS:
-            raise ValueError(f"histograms must have {HISTOGRAM_BINS} bins")
+        for name in ("answerable", "unanswerable"):
+            shares = getattr(self, name)
+            if len(shares) != HISTOGRAM_BINS:
+                raise ValueError(f"{name} must have {HISTOGRAM_BINS} bins")
+            # Shares rounded to 4 decimals: their sum is 1 within the rounding.
+            if abs(sum(shares) - 1.0) > _SHARE_SUM_TOLERANCE:
+                raise ValueError(f"{name} must be shares of one class (sum 1), got {sum(shares)}")
         return self
 
     def threshold_at(self, share: float) -> float:

@@ -7,6 +7,8 @@ certified at that mix holds it, and the mix is estimated from confidences alone.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -242,3 +244,50 @@ def test_a_scope_decays_its_histogram_lazily_and_exactly() -> None:
     assert rescaled
     assert weight == pytest.approx(eager.sum(), rel=1e-9)
     assert scope.decayed(decay) == pytest.approx(eager, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("thresholds", [float("nan")] * 99, "finite"),
+        ("thresholds", [1e308] * 99, "less than or equal to 1"),
+        ("shares", [*MIX_SHARES[:-1], 7.0], "less than 1"),
+        ("answerable", [-1.0] + [0.0] * 19, "greater than or equal to 0"),
+        ("answerable", [0.5] * 20, "sum 1"),
+        ("unanswerable", [1.0] * 3, f"{HISTOGRAM_BINS} bins"),
+        ("n_answerable", 10**400, "less than or equal to"),
+    ],
+)
+def test_a_hostile_mix_table_in_an_artifact_file_is_one_clear_error(
+    field: str, value: object, says: str
+) -> None:
+    """An edited artifact file: refused on load, naming the field, whatever its version says."""
+    good = _artifact(_table(np.random.default_rng(15)))
+    data = json.loads(good.to_json())
+    data["conformal"]["mix"][field] = value
+    data["version"] = ""  # no hash to catch it: the table's own checks must
+    with pytest.raises(ConfidenceError, match="invalid calibration artifact") as err:
+        CalibrationArtifact.from_json(json.dumps(data))
+    assert says in str(err.value)
+    assert "conformal.mix" in str(err.value)  # where in the file
+
+
+def test_scopes_past_the_bound_keep_the_certified_bar_and_known_ones_go_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Many tenants (non-Latin, control characters, huge ids): bounded memory, no cross-talk."""
+    import ragsift.confidence.mix as mix
+
+    monkeypatch.setattr(mix, "MAX_SCOPES", 3)
+    table = _table(np.random.default_rng(16))
+    monitor = MixMonitor(min_samples=5, half_life=50)
+    tenants = ["テナント", "t\x00\x1f", "x" * 100_000]
+    for tenant in tenants:
+        for _ in range(5):
+            monitor.observe(tenant, "c", "v", table, 0.01)
+    assert monitor.observe("one-too-many", "c", "v", table, 0.01) is None
+    for tenant in tenants:
+        reading = monitor.observe(tenant, "c", "v", table, 0.01)
+        assert reading is not None
+        assert reading.share > 0.5
+    assert monitor.observe("t\x00\x1f", "other", "v", table, 0.01) is None  # not another's
