@@ -157,3 +157,23 @@ def test_feedback_drift_and_calibration_store_variables_are_read(
     monkeypatch.setenv("RAGSIFT_FEEDBACK_MIN_LABELS", "5")
     with pytest.raises(ConfigurationError, match="min_labels"):
         Settings.from_env()
+
+
+@pytest.mark.parametrize(
+    "value", ["1.5", "-0.1", "0", "1", "nan", "inf", "1e309", "AUTO", "auto\x1f", "", "０.５"]
+)
+def test_a_bad_unanswerable_share_is_one_configuration_error(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE: auto, off or a share strictly inside (0, 1)."""
+    monkeypatch.setenv("RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE", value)
+    with pytest.raises(ConfigurationError, match="unanswerable_share"):
+        Settings.from_env()
+
+
+@pytest.mark.parametrize(("value", "expected"), [("auto", "auto"), ("off", "off"), ("0.9", 0.9)])
+def test_the_unanswerable_share_takes_auto_off_or_a_share(
+    monkeypatch: pytest.MonkeyPatch, value: str, expected: object
+) -> None:
+    monkeypatch.setenv("RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE", value)
+    assert Settings.from_env().confidence.unanswerable_share == expected

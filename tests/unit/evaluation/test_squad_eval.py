@@ -21,6 +21,7 @@ from ragsift.evaluation import (
     run_retrieval,
     select_half,
 )
+from ragsift.evaluation.dataset import limit_questions
 from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.engines import EngineSet, packaged_calibration_path
 from ragsift.settings import ConfidenceSettings
@@ -257,3 +258,23 @@ def test_cli_refuses_an_artifact_of_another_embedder(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "text-embedding-3-small" in result.output
+
+
+@pytest.mark.parametrize(
+    ("option", "kind"),
+    [
+        ("--max-in-scope", "in-scope"),
+        ("--max-near-miss", "near-miss"),
+        ("--max-out-of-scope", "out-of-scope"),
+    ],
+)
+def test_cli_refuses_a_negative_mix_limit_before_any_retrieval(
+    tmp_path: Path, option: str, kind: str
+) -> None:
+    labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
+    result = CliRunner().invoke(app, ["eval", "--labelled", str(labelled), option, "-1"])
+    assert result.exit_code == 2
+    assert f"the {kind} limit must be >= 0, got -1" in result.output
+    # A number past every set cuts nothing.
+    ds = load_squad(labelled)
+    assert limit_questions(ds, kind.replace("-", "_"), 10**30) is ds
