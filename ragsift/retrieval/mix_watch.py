@@ -54,13 +54,14 @@ def mix_policy(
     """
     table = calibration.conformal.mix if calibration is not None else None
     if (
-        table is None
+        calibration is None
+        or table is None
         or mode == "off"
         or assessment.scorer != "calibrated"
-        or assessment.calibration_version != calibration.version  # type: ignore[union-attr]
+        or assessment.calibration_version != calibration.version
     ):
         return policy, None
-    certified = calibration.conformal  # type: ignore[union-attr]
+    certified = calibration.conformal
     base = certified.threshold if certified.feasible else 1.0
     if assessment.answerability.answer_threshold != base:
         return policy, None  # a configured threshold (RAGSIFT_CONFIDENCE_ANSWER_THRESHOLD)
@@ -69,7 +70,7 @@ def mix_policy(
         estimate = monitor.observe(
             query.tenant_id,
             query.collection,
-            calibration.version,  # type: ignore[union-attr]
+            calibration.version,
             table,
             assessment.confidence,
         )
