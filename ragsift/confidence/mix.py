@@ -58,14 +58,10 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ragsift.confidence.conformal import (
-    _GRID,
-    _group_index,
-    fixed_sequence_walk,
-    risk_upper_bounds,
-)
+from ragsift.confidence.conformal import _GRID, _group_index
 from ragsift.confidence.drift import decay_per_query
 from ragsift.confidence.errors import ConfidenceError
+from ragsift.confidence.reweight import walk_at_share
 
 __all__ = [
     "DEAD_BAND",
@@ -199,19 +195,14 @@ def fit_mix_table(
     if n_wrong == 0 or n_right == 0:
         return None
     group_index = _group_index(groups, conf.shape)
-    pi_cal = n_wrong / wrong.size
     thresholds: list[float] = []
     for share in MIX_SHARES:
-        weights = (share / pi_cal, (1.0 - share) / (1.0 - pi_cal))
-        upper, n_answered, _ = risk_upper_bounds(conf, wrong, group_index, delta, weights=weights)
-        g = fixed_sequence_walk(
-            upper, n_answered, n_right, alpha, down_weight=weights[0] / weights[1]
-        )
+        g, _, _, _ = walk_at_share(conf, wrong, group_index, share, alpha, delta)
         thresholds.append(float(_GRID[g]) if g >= 0 else 1.0)
     # A higher share can only need a higher bar; the walk's noise must not say otherwise.
     monotone = np.maximum.accumulate(np.asarray(thresholds))
     return MixTable(
-        unanswerable_share=round(pi_cal, 4),
+        unanswerable_share=round(n_wrong / wrong.size, 4),
         shares=MIX_SHARES,
         thresholds=tuple(float(t) for t in monotone),
         answerable=_shares(_histogram(conf[wrong == 0])),

@@ -1,0 +1,101 @@
+"""The conformal walk on a sample re-weighted to another share of unanswerable queries.
+
+:func:`~ragsift.confidence.mix.fit_mix_table` tabulates it at every share;
+:func:`certify_at_share` gives one exact share's certificate, with its evidence
+(the probes of :mod:`.probes` certify at the calibration's share). Unanswerable
+queries weigh ``pi / pi_cal``, answerable ones ``(1 - pi) / (1 - pi_cal)``; the
+bound is the same (grouped) Clopper-Pearson bound at the weighted sample's
+effective size (:func:`~ragsift.confidence.conformal.risk_upper_bounds`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from ragsift.confidence.conformal import (
+    _GRID,
+    ConformalResult,
+    _group_index,
+    fixed_sequence_walk,
+    risk_upper_bounds,
+)
+from ragsift.confidence.errors import ConfidenceError
+
+__all__ = ["certify_at_share", "walk_at_share"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def certify_at_share(
+    confidence: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    *,
+    share: float,
+    alpha: float,
+    delta: float,
+    groups: npt.ArrayLike | None = None,
+) -> ConformalResult:
+    """The conformal threshold of a sample re-weighted to ``share`` unanswerable queries.
+
+    What :func:`fit_mix_table` tabulates, at one exact share, with its evidence;
+    at the sample's own share it is
+    :func:`~ragsift.confidence.conformal.conformal_threshold`. ``coverage`` is
+    the re-weighted share of queries answered.
+
+    Raises:
+        ConfidenceError: ``share`` outside (0, 1), or the sample holds one kind of query.
+    """
+    if not 0.0 < share < 1.0:
+        raise ConfidenceError(f"share must be in (0, 1), got {share}")
+    conf = np.asarray(confidence, dtype=np.float64)
+    wrong = (np.asarray(labels) == 0).astype(np.int64)
+    if conf.ndim != 1 or conf.shape != wrong.shape or np.isnan(conf).any():
+        raise ConfidenceError("confidence and labels must be 1-D, equal length and not NaN")
+    if wrong.sum() in (0, wrong.size):
+        raise ConfidenceError("the sample must hold both answerable and unanswerable queries")
+    group_index = _group_index(groups, conf.shape)
+    g, upper, _, deff = walk_at_share(conf, wrong, group_index, share, alpha, delta)
+    n_groups = None if group_index is None else int(group_index.max(initial=-1) + 1)
+    method = "ltt-fixed-sequence-clopper-pearson" + ("" if n_groups is None else "-clustered")
+    if g < 0:
+        return ConformalResult(
+            1.0, False, 1.0, 0.0, alpha, delta, int(conf.size), method, n_groups, None
+        )
+    weights = _share_weights(wrong, share)
+    row_weight = np.where(wrong == 1, weights[0], weights[1])
+    answered = conf >= _GRID[g]
+    return ConformalResult(
+        threshold=float(_GRID[g]),
+        feasible=True,
+        risk_upper_bound=float(upper[g]),
+        coverage=float(row_weight[answered].sum() / row_weight.sum()),
+        alpha=alpha,
+        delta=delta,
+        n_calibration=int(conf.size),
+        method=method,
+        n_groups=n_groups,
+        design_effect=None if n_groups is None else round(float(deff[g]), 4),
+    )
+
+
+def _share_weights(wrong: npt.NDArray[np.int64], share: float) -> tuple[float, float]:
+    """(w_wrong, w_right) that re-weight a sample to ``share`` unanswerable queries."""
+    pi_cal = float(wrong.sum()) / wrong.size
+    return share / pi_cal, (1.0 - share) / (1.0 - pi_cal)
+
+
+def walk_at_share(
+    conf: FloatArray,
+    wrong: npt.NDArray[np.int64],
+    group_index: npt.NDArray[np.intp] | None,
+    share: float,
+    alpha: float,
+    delta: float,
+) -> tuple[int, FloatArray, npt.NDArray[np.int64], FloatArray]:
+    """The walk's stop (-1: none), the bounds, answered counts and design effects at ``share``."""
+    weights = _share_weights(wrong, share)
+    upper, n_answered, deff = risk_upper_bounds(conf, wrong, group_index, delta, weights=weights)
+    n_right = int(wrong.size - wrong.sum())
+    g = fixed_sequence_walk(upper, n_answered, n_right, alpha, down_weight=weights[0] / weights[1])
+    return g, upper, n_answered, deff
