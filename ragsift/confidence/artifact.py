@@ -24,6 +24,7 @@ from ragsift.confidence.errors import CalibrationMismatchError, ConfidenceError
 from ragsift.confidence.features import SCORE_MONOTONE_FEATURES, validate_features
 from ragsift.confidence.mix import MixTable
 from ragsift.confidence.normalize import Metric
+from ragsift.confidence.probes import InScopeSample
 
 __all__ = [
     "ARTIFACT_KIND",
@@ -45,7 +46,7 @@ ARTIFACT_SCHEMA_VERSION: Final = 1
 _DEFAULT_RESOURCE = "default.json"
 #: Conformal fields added after artifacts were first shipped: left out of the
 #: identity (and of the JSON) when unset, so older artifacts keep their version.
-_OPTIONAL_CONFORMAL = ("n_groups", "design_effect", "mix")
+_OPTIONAL_CONFORMAL = ("n_groups", "design_effect", "mix", "in_scope")
 
 
 class LevelSpec(BaseModel):
@@ -84,16 +85,25 @@ class ConformalSpec(BaseModel):
     #: The threshold certified at other mixes of answerable and unanswerable
     #: queries, and the class histograms that estimate a scope's mix (:mod:`.mix`).
     mix: MixTable | None = None
+    #: The sample's in-scope rows, to re-certify on a collection's own out-of-scope
+    #: scores (:mod:`.probes`); None where the fit did not know which rows those were.
+    in_scope: InScopeSample | None = None
 
     @classmethod
     def certified(
-        cls, result: ConformalResult, *, method: str | None = None, mix: MixTable | None = None
+        cls,
+        result: ConformalResult,
+        *,
+        method: str | None = None,
+        mix: MixTable | None = None,
+        in_scope: InScopeSample | None = None,
     ) -> ConformalSpec:
         """The spec of a :func:`~ragsift.confidence.conformal.conformal_threshold` result.
 
         ``method`` names how the confidences it certified were made, when that is
         not the plain fit (a re-map on feedback or on pseudo-labels). ``mix`` is
-        :func:`~ragsift.confidence.mix.fit_mix_table` on the same sample.
+        :func:`~ragsift.confidence.mix.fit_mix_table` on the same sample, and
+        ``in_scope`` its in-scope rows (:func:`~ragsift.confidence.probes.in_scope_sample`).
         """
         return cls(
             alpha=result.alpha,
@@ -107,6 +117,7 @@ class ConformalSpec(BaseModel):
             n_groups=result.n_groups,
             design_effect=result.design_effect,
             mix=mix,
+            in_scope=in_scope,
         )
 
     def answers(self, confidence: float) -> bool:

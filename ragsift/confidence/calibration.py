@@ -29,6 +29,7 @@ from ragsift.confidence.features import (
 )
 from ragsift.confidence.mix import fit_mix_table
 from ragsift.confidence.normalize import METRICS, Metric
+from ragsift.confidence.probes import in_scope_sample
 from ragsift.confidence.signals import SIGNAL_NAMES
 
 __all__ = ["fit_calibration", "fit_logistic", "fit_similarity_threshold", "predict_logistic"]
@@ -115,6 +116,7 @@ def fit_calibration(
     source: str = "unspecified",
     notes: str = "",
     groups: Sequence[str] | None = None,
+    in_scope: Sequence[bool] | None = None,
 ) -> CalibrationArtifact:
     """Fit a calibration artifact from a signal matrix and relevance labels.
 
@@ -133,6 +135,9 @@ def fit_calibration(
         groups: the article (document) each query was asked about; the conformal
             bound then counts correlated questions' evidence once
             (:func:`~.conformal.conformal_threshold`). None: queries are independent.
+        in_scope: which queries are in scope (the rest: questions the corpus cannot
+            answer); the artifact then keeps the conformal sample's in-scope rows,
+            to re-certify on another collection (:mod:`.probes`).
 
     Raises:
         ConfidenceError: bad shapes, labels or parameters; too few examples.
@@ -168,6 +173,15 @@ def fit_calibration(
     conf_groups = None if groups is None else np.asarray(groups, dtype=object)[conf_idx]
     cr = conformal_threshold(conf_probs, y[conf_idx], alpha=alpha, delta=delta, groups=conf_groups)
     mix = fit_mix_table(conf_probs, y[conf_idx], alpha=alpha, delta=delta, groups=conf_groups)
+    if in_scope is not None and len(in_scope) != n:
+        raise ConfidenceError(f"in_scope must have one entry per example, got {len(in_scope)}")
+    rows = (
+        None
+        if in_scope is None
+        else in_scope_sample(
+            conf_probs, y[conf_idx], np.asarray(in_scope, dtype=bool)[conf_idx], conf_groups
+        )
+    )
     lv = levels if levels is not None else LevelThresholds()
     return CalibrationArtifact(
         embedder_id=embedder_id,
@@ -180,7 +194,7 @@ def fit_calibration(
         ),
         intercept=float(intercept),
         levels=LevelSpec(high=lv.high, medium=lv.medium, low=lv.low),
-        conformal=ConformalSpec.certified(cr, mix=mix),
+        conformal=ConformalSpec.certified(cr, mix=mix, in_scope=rows),
         data=DataSummary(
             source=source,
             n_examples=n,

@@ -35,11 +35,13 @@ from ragsift.confidence.conformal import DEFAULT_DELTA, conformal_threshold
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.features import feature_matrix
 from ragsift.confidence.mix import fit_mix_table
+from ragsift.confidence.probes import certify_with_probes
 
 __all__ = [
     "MIN_NEGATIVES",
     "MIN_POSITIVES",
     "recalibrate",
+    "with_probes",
 ]
 
 # Fewer pseudo-labelled queries than this on either side cannot support a re-map
@@ -142,6 +144,48 @@ def recalibrate(
                 "temperature": round(temperature, 6),
                 "intercept_shift": round(float(shift), 6),
             }
+        ).model_dump(mode="json"),
+    )
+    return CalibrationArtifact.model_validate(data)
+
+
+def with_probes(
+    base: CalibrationArtifact,
+    probe_confidence: npt.ArrayLike,
+    probe_groups: Sequence[str],
+    *,
+    provenance: Provenance,
+    alpha: float | None = None,
+    delta: float = DEFAULT_DELTA,
+) -> CalibrationArtifact:
+    """``base`` with its answer threshold re-certified on a collection's probe scores.
+
+    The model, its probabilities and the hit threshold are kept; the conformal
+    threshold and the mix table are certified on ``base``'s in-scope calibration
+    rows with the probes as the out-of-scope class (:mod:`.probes`). The result
+    may be infeasible (``conformal.feasible`` False: nothing is certified there).
+
+    Raises:
+        ConfidenceError: ``base`` keeps no in-scope sample (refit it with
+            ``ragsift calibrate``), or too few probes.
+    """
+    sample = base.conformal.in_scope
+    if sample is None:
+        raise ConfidenceError(
+            f"calibration {base.version} keeps no in-scope sample to re-certify with;"
+            " refit it with `ragsift calibrate --dataset ...`"
+        )
+    target = base.conformal.alpha if alpha is None else alpha
+    probes = np.asarray(probe_confidence, dtype=np.float64)
+    cr, mix = certify_with_probes(sample, probes, probe_groups, alpha=target, delta=delta)
+    data = base.model_dump(mode="json")
+    data.update(
+        version="",
+        conformal=ConformalSpec.certified(
+            cr, method=f"{cr.method} on the collection's probes", mix=mix, in_scope=sample
+        ).model_dump(mode="json"),
+        provenance=provenance.model_copy(
+            update={"positives": len(sample.relevant), "negatives": int(probes.size)}
         ).model_dump(mode="json"),
     )
     return CalibrationArtifact.model_validate(data)

@@ -120,6 +120,7 @@ def fit_from_run(
         source=f"{run.dataset.name} ({run.mode}, k={run.k})",
         # Questions about one article are not independent draws (conformal module doc).
         groups=[run.queries[i].group for i in np.flatnonzero(mask)],
+        in_scope=[run.queries[i].kind == "in_scope" for i in np.flatnonzero(mask)],
         notes=(
             f"label: the answer's paragraph is among the kept hits ({run.mode} top {run.k},"
             f" hit threshold {threshold} keeping 90% of answer-holding hits); fit on"

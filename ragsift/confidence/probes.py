@@ -1,0 +1,163 @@
+"""Re-certify the answer threshold on one collection's own out-of-scope tail (probes).
+
+The conformal threshold certifies the selective risk for queries drawn like its
+calibration sample, *over the calibration corpus*. How often a question the
+corpus cannot answer still scores high is a property of the corpus, not of the
+question: short chunks, a dense vocabulary or a large collection give off-topic
+questions closer matches. On SQuAD split into two-sentence chunks, the
+threshold certified on whole paragraphs let 19.5% of answers through without
+relevant context (α = 0.1; docs/evaluation.md).
+
+Measuring that tail needs no labels: questions known not to be about the
+collection (*probes*: the bundled bank is real questions about Wikipedia
+articles) are searched in it as the pipeline searches, and scored with the
+shipped model. Nothing is known about how the collection's answerable questions
+score without labels, so that half of the evidence stays the calibration's:
+the artifact keeps its conformal sample's in-scope rows (:class:`InScopeSample`:
+confidence, whether the relevant context was kept, and the article it was asked
+about). The re-certified sample is those rows plus the probes, in place of the
+calibration's out-of-scope questions, re-weighted to the calibration's share of
+unanswerable queries (:func:`~ragsift.confidence.reweight.certify_at_share`: the
+same walk and grouped bound; each probe article is a group). The mix table is
+refit on the same sample, so a scope's mix is estimated against the
+collection's own out-of-scope histogram.
+
+It assumes the probes are out of scope. A probe the collection does answer
+counts as a wrong answer, which raises the bar (fewer answers, never more
+risk); a bank about the collection's own subject must be replaced
+(``--probes``). It assumes answerable questions score on the collection as on
+the calibration corpus; where they score higher (short chunks), the bar is
+conservative.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Final
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ragsift.confidence.conformal import ConformalResult
+from ragsift.confidence.errors import ConfidenceError
+from ragsift.confidence.mix import MixTable, fit_mix_table
+from ragsift.confidence.reweight import certify_at_share
+
+__all__ = ["MIN_PROBES", "InScopeSample", "certify_with_probes", "in_scope_sample"]
+
+#: Fewer probes than this say too little about a collection's out-of-scope tail.
+MIN_PROBES: Final = 200
+#: Rows an in-scope sample may hold; past it, the file was not fitted.
+_MAX_ROWS: Final = 1_000_000
+#: Decimals a stored confidence keeps (the threshold grid is 0.01 apart).
+_DECIMALS: Final = 4
+
+_Unit = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+
+
+class InScopeSample(BaseModel):
+    """The in-scope rows of a calibration's conformal sample.
+
+    Attributes:
+        confidence: each in-scope calibration question's calibrated confidence.
+        relevant: whether its kept hits held the relevant context.
+        groups: the article (document) it was asked about, numbered 0..k-1.
+        n_out_of_scope: out-of-scope questions in the same conformal sample.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    confidence: tuple[_Unit, ...]
+    relevant: tuple[bool, ...]
+    groups: tuple[Annotated[int, Field(ge=0, lt=_MAX_ROWS)], ...]
+    n_out_of_scope: int = Field(ge=0, le=_MAX_ROWS)
+
+    @model_validator(mode="after")
+    def _check(self) -> InScopeSample:
+        n = len(self.confidence)
+        if not 0 < n <= _MAX_ROWS:
+            raise ValueError(f"confidence must hold 1 to {_MAX_ROWS} rows, got {n}")
+        if len(self.relevant) != n or len(self.groups) != n:
+            raise ValueError("confidence, relevant and groups must have one entry per row")
+        return self
+
+    @property
+    def unanswerable_share(self) -> float:
+        """The conformal sample's share of queries without relevant context."""
+        wrong = self.n_out_of_scope + sum(not r for r in self.relevant)
+        return wrong / (self.n_out_of_scope + len(self.relevant))
+
+
+def in_scope_sample(
+    confidence: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    in_scope: npt.ArrayLike,
+    groups: npt.ArrayLike | None,
+) -> InScopeSample | None:
+    """The sample to store from a conformal sample (None without in-scope rows)."""
+    conf = np.asarray(confidence, dtype=np.float64)
+    y = np.asarray(labels)
+    mask = np.asarray(in_scope, dtype=bool)
+    if mask.shape != conf.shape or y.shape != conf.shape:
+        raise ConfidenceError("in_scope must mark every row of the conformal sample")
+    if not mask.any():
+        return None
+    if groups is None:
+        numbers = np.arange(int(mask.sum()))
+    else:
+        _, numbers = np.unique(np.asarray(groups)[mask], return_inverse=True)
+    return InScopeSample(
+        confidence=tuple(round(float(c), _DECIMALS) for c in conf[mask]),
+        relevant=tuple(bool(v) for v in y[mask] != 0),
+        groups=tuple(int(g) for g in numbers),
+        n_out_of_scope=int((~mask).sum()),
+    )
+
+
+def certify_with_probes(
+    sample: InScopeSample,
+    probe_confidence: npt.ArrayLike,
+    probe_groups: npt.ArrayLike,
+    *,
+    alpha: float,
+    delta: float,
+) -> tuple[ConformalResult, MixTable | None]:
+    """The threshold certified on ``sample`` with the probes as the out-of-scope class.
+
+    Args:
+        sample: the calibration's in-scope rows (its artifact's ``conformal.in_scope``).
+        probe_confidence: each probe's confidence on the collection (NaN: nothing
+            found, which no threshold answers).
+        probe_groups: the article (or any group) each probe was drawn from.
+        alpha, delta: the certificate's risk and failure probability.
+
+    Returns:
+        The certificate at the calibration's share of unanswerable queries, and
+        the mix table refit on the same sample (its share set to the calibration's).
+
+    Raises:
+        ConfidenceError: fewer than :data:`MIN_PROBES` probes, or mismatched groups.
+    """
+    probes = np.nan_to_num(np.asarray(probe_confidence, dtype=np.float64), nan=0.0)
+    probe_group = np.asarray(probe_groups, dtype=object)
+    if probes.ndim != 1 or probe_group.shape != probes.shape:
+        raise ConfidenceError("probe confidences and groups must be 1-D and equal length")
+    if probes.size < MIN_PROBES:
+        raise ConfidenceError(
+            f"need at least {MIN_PROBES} probe questions to measure the collection's"
+            f" out-of-scope scores, got {probes.size}"
+        )
+    conf = np.concatenate([np.asarray(sample.confidence, dtype=np.float64), probes])
+    labels = np.concatenate([np.asarray(sample.relevant, dtype=np.int64), np.zeros(probes.size)])
+    groups = np.concatenate(
+        [
+            np.asarray([f"in:{g}" for g in sample.groups], dtype=object),
+            np.asarray([f"probe:{g}" for g in probe_group], dtype=object),
+        ]
+    )
+    share = sample.unanswerable_share
+    result = certify_at_share(conf, labels, share=share, alpha=alpha, delta=delta, groups=groups)
+    table = fit_mix_table(conf, labels, alpha=alpha, delta=delta, groups=groups)
+    if table is not None:
+        table = table.model_copy(update={"unanswerable_share": round(share, 4)})
+    return result, table
