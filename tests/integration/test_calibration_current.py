@@ -54,6 +54,7 @@ FITTED = (
     "conformal.mix.thresholds",
     "conformal.mix.answerable",
     "conformal.mix.unanswerable",
+    "conformal.in_scope.confidence",
 )
 
 
