@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ragsift.cli.common import DataDir, _runtime, _settings, console, err_console
+from ragsift.cli.common import DataDir, _runtime, _settings, _stage_progress, console, err_console
 from ragsift.cli.evaluation import (
     Dataset,
     Half,
@@ -21,8 +21,8 @@ from ragsift.cli.evaluation import (
     _load_dataset,
     _reader_features,
     _retrieval_run,
-    _stage_progress,
 )
+from ragsift.cli.probing import base_calibration, probe_calibrate_collection, store_artifact
 from ragsift.cli.render import fmt_number as _fmt
 from ragsift.errors import RagsiftError
 
@@ -68,21 +68,40 @@ def calibrate(
         Path | None,
         typer.Option(
             "--held-out",
-            help="With --collection: write the test questions kept out of the fit here"
-            " (JSONL, for `ragsift eval --pseudo-queries`).",
+            help="With --collection --method pseudo-queries: write the test questions kept"
+            " out of the fit here (JSONL, for `ragsift eval --pseudo-queries`).",
         ),
     ] = None,
+    method: Annotated[
+        str,
+        typer.Option(
+            "--method",
+            help="With --collection: 'probes' re-certifies the answer threshold on how your"
+            " collection scores questions it cannot answer; 'pseudo-queries' (experimental)"
+            " also re-maps the confidence scale on test questions cut from your chunks.",
+            metavar="probes|pseudo-queries",
+        ),
+    ] = "probes",
+    probes: Annotated[
+        str,
+        typer.Option(
+            "--probes",
+            help="With --method probes: 'bundled' (2,680 Wikipedia questions) or a file of"
+            " questions your collection does not answer (.jsonl with text/group, or .txt).",
+            metavar="bundled|FILE",
+        ),
+    ] = "bundled",
 ) -> None:
     """Fit the confidence calibration: from a labelled set, or from one of your collections.
 
     With --collection, ragsift adapts its shipped calibration to your documents
-    without labels: it makes test questions from your chunks, adds general
-    questions your documents cannot answer, and re-fits the confidence scale and
-    the answer threshold to how your collection scores them. The result is stored
-    under the data dir (calibrations/) and used for that collection's queries
-    (that tenant's, with --tenant) from then on; run it again after large ingests.
-    When no threshold keeps the risk on those test questions, nothing is stored
-    and the shipped calibration stays (docs/confidence.md, section 11).
+    without labels. By default (--method probes) it searches your collection with
+    questions it cannot answer and re-certifies the answer threshold on how high
+    they score there (short chunks and large collections give them closer matches).
+    The result is stored under the data dir (calibrations/) and used for that
+    collection's queries (that tenant's, with --tenant) from then on; run it again
+    after large ingests. When no threshold keeps the risk, nothing is stored and the
+    shipped calibration stays (docs/confidence.md, section 11).
 
     With --dataset/--labelled it fits from labelled questions: without --half on
     half the articles (the other half is what `ragsift eval` reports on); with
@@ -90,7 +109,21 @@ def calibrate(
     the hits are read and the model also fits sentence_match and term_coverage.
     """
     if collection is not None:
-        _self_calibrate(collection, tenant, data_dir, out, held_out, alpha, k)
+        if method not in ("probes", "pseudo-queries"):
+            err_console.print(
+                f"[red]error:[/red] --method must be probes or pseudo-queries, got {method!r}"
+            )
+            raise typer.Exit(2)
+        if method == "probes" and held_out is not None:
+            err_console.print(
+                "[red]error:[/red] --held-out needs --method pseudo-queries (the probes"
+                " method makes no test questions from your chunks)"
+            )
+            raise typer.Exit(2)
+        if method == "probes":
+            probe_calibrate_collection(collection, tenant, data_dir, out, probes, alpha, k)
+        else:
+            _self_calibrate(collection, tenant, data_dir, out, held_out, alpha, k)
         return
     if out is None:
         err_console.print("[red]error:[/red] give --out FILE (or --collection to self-calibrate)")
@@ -130,23 +163,13 @@ def _self_calibrate(
 ) -> None:
     """``calibrate --collection``: fit, store (or write) and summarize the calibration."""
 
-    from ragsift.confidence import ConfidenceError, save_calibration
+    from ragsift.confidence import ConfidenceError
     from ragsift.confidence.registry import CalibrationScope
     from ragsift.evaluation.selfcal import self_calibrate
     from ragsift.retrieval.errors import CollectionNotFoundError
 
     _, runtime = _runtime(data_dir)
-    base = runtime.pipeline.engines.calibration
-    if base is None:
-        err_console.print(
-            "[red]error:[/red] self-calibration adjusts the calibrated scorer; set"
-            " RAGSIFT_CONFIDENCE_SCORER=calibrated"
-        )
-        raise typer.Exit(2)
-    if base.conformal.alpha != alpha:
-        base = base.model_copy(
-            update={"conformal": base.conformal.model_copy(update={"alpha": alpha})}
-        )
+    base = base_calibration(runtime, alpha)
 
     async def run() -> Any:
         async with runtime:
@@ -186,14 +209,7 @@ def _self_calibrate(
             " was often not the top hit); nothing stored, the shipped calibration stays in use"
         )
         raise typer.Exit(1)
-    if out is not None:
-        save_calibration(artifact, out)
-        where = str(out)
-    else:
-        store = runtime.calibration_store
-        assert store is not None  # the embedded runtime always has one
-        store.put(scope, artifact)
-        where = f"the calibration store for {scope}"
+    where = store_artifact(runtime, scope, artifact, out)
     before, after, prov = base.conformal, artifact.conformal, artifact.provenance
     assert prov is not None
     console.print(

@@ -6,15 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from ragsift.cli.common import _settings, console, err_console
+from ragsift.cli.common import _settings, _stage_progress, console, err_console
 from ragsift.cli.render import eval_table
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
@@ -91,22 +89,6 @@ def _with_pseudo_queries(ds: Any, pseudo_queries: Path | None, corpus: Path | No
     except RagsiftError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
-
-
-@contextmanager
-def _stage_progress() -> Iterator[Callable[[str, int, int], None]]:
-    """A ``progress(stage, done, total)`` callback drawing one bar per stage on stderr."""
-    from rich.progress import Progress
-
-    with Progress(console=err_console, transient=True) as bar:
-        tasks: dict[str, Any] = {}
-
-        def tick(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done)
-
-        yield tick
 
 
 def _retrieval_run(
@@ -257,6 +239,17 @@ def evaluate(
             " part of the stream the answer threshold's mix is estimated from.",
         ),
     ] = None,
+    probes_source: Annotated[
+        str | None,
+        typer.Option(
+            "--probes",
+            help="Re-certify --artifact's answer threshold on this corpus first, as `ragsift"
+            " calibrate --collection` does: 'bundled' (the bank) or a file of questions the"
+            " corpus does not answer (.jsonl with text/group, or .txt). They are searched,"
+            " not evaluated; they must not be among the evaluated questions.",
+            metavar="bundled|FILE",
+        ),
+    ] = None,
     k: Annotated[int, typer.Option(help="Hits retrieved per question.")] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -266,6 +259,7 @@ def evaluate(
     With RAGSIFT_CORRECTIVE_ENABLED=1 and --artifact: corrective retrieval (docs/corrective.md)."""
     import numpy as np
 
+    from ragsift.cli.probing import eval_probes, probe_certified, with_probe_rows
     from ragsift.confidence import ConfidenceError, load_calibration
     from ragsift.confidence.features import DEFAULT_FEATURES, READER_FEATURES
     from ragsift.evaluation import evaluate_scorers, fit_from_run
@@ -289,6 +283,7 @@ def evaluate(
         except RagsiftError as exc:
             err_console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from exc
+    probes = eval_probes(probes_source, artifact_path)
     settings = _settings()
     artifact = None
     if artifact_path is not None:
@@ -309,7 +304,7 @@ def evaluate(
     else:
         reads = READER_FEATURES.intersection(artifact.features)
     correction = _eval_correction(settings, artifact)
-    run = _retrieval_run(ds, k, "hybrid", reads, correction)
+    run = _retrieval_run(with_probe_rows(ds, probes), k, "hybrid", reads, correction)
     if artifact is None:
         artifact, fit = fit_from_run(run, features=features)
         evaluated = ~fit
@@ -319,6 +314,11 @@ def evaluate(
         how = (
             f"applied artifact {artifact_path} ({artifact.version}, fit on {artifact.data.source})"
         )
+    probed = None
+    if probes:
+        artifact, probed = probe_certified(run, artifact, probes, probes_source or "")
+        evaluated[len(ds.queries) :] = False
+        how += f", re-certified on this corpus with {len(probes)} probes ({artifact.version})"
     result = evaluate_scorers(
         run,
         artifact,
@@ -340,7 +340,7 @@ def evaluate(
         "calibration_version": artifact.version,
         "near_miss_negatives": near_miss_negatives,
         "reader_signals": sorted(reads),
-        "counts": run.dataset.counts(),
+        "counts": ds.counts(),
         "evaluated_queries": int(evaluated.sum()),
         "recall_at_k": float((run.relevant_rank()[in_scope] > 0).mean())
         if in_scope.any()
@@ -348,6 +348,8 @@ def evaluate(
         "scorers": [r.to_dict() for r in result.reports],
         "mix": result.mix.to_dict(),
     }
+    if probed is not None:
+        summary["probes"] = probed
     if correction is not None:  # B10: RAGSIFT_CORRECTIVE_ENABLED=1
         kinds = [q.kind for q, e in zip(run.queries, evaluated, strict=True) if e]
         calibrated = result.scores["calibrated"][1]

@@ -46,6 +46,7 @@ __all__ = [
     "SelfCalibration",
     "out_of_domain_questions",
     "pseudo_query",
+    "search_as_pipeline",
     "self_calibrate",
 ]
 
@@ -179,16 +180,19 @@ async def _topics(
     return [int(a) for a in assign]
 
 
-async def _search(
+async def search_as_pipeline(
     index: VectorIndex,
     embedder: Embedder,
     collection: str,
     items: Sequence[tuple[str, str, list[str] | None]],
     k: int,
+    *,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> list[list[SearchHit]]:
     """Hybrid top-k hits of (tenant, text, doc pool) queries, searched as the pipeline does.
 
     A pool (doc ids) restricts the search to those documents; None: all of the tenant's.
+    ``progress("search", done, total)`` follows the batches.
     """
     out: list[list[SearchHit]] = []
     for start in range(0, len(items), _QUERY_BATCH):
@@ -208,6 +212,8 @@ async def _search(
             for (tenant, text, pool), v in zip(part, vectors, strict=True)
         ]
         out.extend(await index.search_batch(collection, requests))
+        if progress:
+            progress("search", len(out), len(items))
     return out
 
 
@@ -284,7 +290,7 @@ async def self_calibrate(
     unanswerable = [p for p in fit if p.doc_id in removed and pools[p.tenant_id]]
     owners = sorted(counts)
     bank = [(owners[i % len(owners)], q) for i, q in enumerate(out_of_domain_questions())]
-    hits = await _search(
+    hits = await search_as_pipeline(
         index,
         embedder,
         collection,

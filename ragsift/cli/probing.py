@@ -1,0 +1,188 @@
+"""The probes of ``calibrate --collection`` (its default method) and ``eval --probes``:
+questions a corpus does not answer, searched in it to re-certify the answer
+threshold there (docs/adr/014-certify-on-the-collections-own-probes.md)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from ragsift.cli.common import _runtime, _stage_progress, console, err_console
+from ragsift.cli.render import fmt_number as _fmt
+from ragsift.errors import RagsiftError
+
+__all__ = [
+    "base_calibration",
+    "eval_probes",
+    "probe_calibrate_collection",
+    "probe_certified",
+    "store_artifact",
+    "with_probe_rows",
+]
+
+
+def eval_probes(source: str | None, artifact_path: Path | None) -> Any:
+    """The probes of ``eval --probes`` (None without the option)."""
+    if source is None:
+        return None
+    if artifact_path is None:
+        err_console.print(
+            "[red]error:[/red] --probes needs --artifact: it re-certifies that artifact's"
+            " answer threshold on the evaluated corpus"
+        )
+        raise typer.Exit(2)
+    from ragsift.evaluation.probes import load_probes
+
+    try:
+        probes = load_probes(source)
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    err_console.print(
+        f"probes: {len(probes)} questions ({source}), searched with the out-of-scope"
+        " questions to re-certify the artifact on this corpus; not evaluated"
+    )
+    return probes
+
+
+def with_probe_rows(ds: Any, probes: Any) -> Any:
+    from ragsift.evaluation.probes import with_probe_queries
+
+    return ds if not probes else with_probe_queries(ds, probes)
+
+
+def probe_certified(run: Any, artifact: Any, probes: Any, source: str) -> tuple[Any, Any]:
+    """``artifact`` re-certified on the run's probe rows (its last ones), and what moved."""
+    import numpy as np
+
+    from ragsift.confidence import ConfidenceError, Provenance
+    from ragsift.confidence.selfcal import with_probes
+    from ragsift.evaluation.probes import probe_confidence
+
+    n = len(probes)
+    reader = run.reader[-n:] if run.reader is not None else None
+    confidence = probe_confidence(artifact, run.hits[-n:], mode=run.mode, reader=reader)
+    try:
+        probed = with_probes(
+            artifact,
+            confidence,
+            [p.group for p in probes],
+            provenance=Provenance(
+                method=f"probes ({source}), ragsift eval",
+                base_version=artifact.version,
+                collection=run.dataset.name,
+                chunks=len(run.dataset.documents),
+            ),
+        )
+    except ConfidenceError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    before, after = artifact.conformal, probed.conformal
+    return probed, {
+        "source": source,
+        "n": n,
+        "threshold_before": before.threshold if before.feasible else None,
+        "threshold": after.threshold if after.feasible else None,
+        "risk_upper_bound": after.risk_upper_bound,
+        "probe_confidence_p90": round(float(np.quantile(confidence, 0.9)), 4),
+    }
+
+
+def base_calibration(runtime: Any, alpha: float) -> Any:
+    """The calibration ``calibrate --collection`` adjusts, at the requested alpha."""
+    base = runtime.pipeline.engines.calibration
+    if base is None:
+        err_console.print(
+            "[red]error:[/red] self-calibration adjusts the calibrated scorer; set"
+            " RAGSIFT_CONFIDENCE_SCORER=calibrated"
+        )
+        raise typer.Exit(2)
+    if base.conformal.alpha != alpha:
+        base = base.model_copy(
+            update={"conformal": base.conformal.model_copy(update={"alpha": alpha})}
+        )
+    return base
+
+
+def probe_calibrate_collection(
+    collection: str,
+    tenant: str | None,
+    data_dir: Path | None,
+    out: Path | None,
+    source: str,
+    alpha: float,
+    k: int,
+) -> None:
+    """``calibrate --collection`` (probes): re-certify, store (or write) and summarize."""
+    from ragsift.confidence import ConfidenceError
+    from ragsift.confidence.registry import CalibrationScope
+    from ragsift.evaluation.probes import load_probes, probe_calibrate
+    from ragsift.retrieval.errors import CollectionNotFoundError
+
+    try:
+        probes = load_probes(source)
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    _, runtime = _runtime(data_dir)
+    base = base_calibration(runtime, alpha)
+
+    async def run() -> Any:
+        async with runtime:
+            with _stage_progress() as tick:
+                return await probe_calibrate(
+                    runtime.index,
+                    runtime.embedder,
+                    base,
+                    probes,
+                    collection=collection,
+                    tenant=tenant,
+                    k=k,
+                    progress=tick,
+                )
+
+    try:
+        artifact = asyncio.run(run())
+    except CollectionNotFoundError as exc:
+        err_console.print(f"[red]error:[/red] no collection {collection!r} in this data dir: {exc}")
+        raise typer.Exit(2) from exc
+    except (RagsiftError, ConfidenceError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    scope = CalibrationScope(collection, tenant)
+    before, after = base.conformal, artifact.conformal
+    if not after.feasible:
+        err_console.print(
+            f"[red]error:[/red] on {scope}, {len(probes)} questions it should not answer score"
+            f" so high that no answer threshold keeps risk <= {alpha} (the shipped"
+            f" {before.threshold:.2f} does not either); nothing stored. Check that the probes"
+            " are not about your documents (--probes FILE), or accept a higher --alpha"
+        )
+        raise typer.Exit(1)
+    where = store_artifact(runtime, scope, artifact, out)
+    console.print(
+        f"calibrated {scope} on {len(probes)} probe questions ({source}): version"
+        f" {artifact.version} (from {base.version}), written to {where}"
+    )
+    console.print(
+        f"answer threshold {before.threshold:.3f} -> {after.threshold:.3f} for risk <="
+        f" {after.alpha} with this collection's out-of-scope scores (upper bound"
+        f" {_fmt(after.risk_upper_bound)}, share answered at the calibration's mix"
+        f" {_fmt(after.coverage)})"
+    )
+
+
+def store_artifact(runtime: Any, scope: Any, artifact: Any, out: Path | None) -> str:
+    """Write ``artifact`` to ``out``, or put it in the runtime's store; where it went."""
+    from ragsift.confidence import save_calibration
+
+    if out is not None:
+        save_calibration(artifact, out)
+        return str(out)
+    store = runtime.calibration_store
+    assert store is not None  # the embedded runtime always has one
+    store.put(scope, artifact)
+    return f"the calibration store for {scope}"

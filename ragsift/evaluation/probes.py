@@ -1,0 +1,244 @@
+"""Probes: questions a collection is assumed not to answer, searched in it to certify on it.
+
+``ragsift calibrate --collection C`` (the default method) searches the probes in
+the collection as the pipeline searches, scores them with the shipped
+calibration, and re-certifies its answer threshold with them as the
+out-of-scope class (:mod:`ragsift.confidence.probes` has the method and what it
+assumes). ``ragsift eval --probes`` does the same on the evaluated corpus.
+
+The bundled bank (``data/probe_questions.jsonl``, CC BY-SA 4.0, see
+``data/NOTICE.md``) holds 2,680 SQuAD 2.0 questions about ten Wikipedia
+articles. A collection about those subjects must bring its own probes
+(``--probes FILE``): a probe it answers raises the bar.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from ragsift.confidence import (
+    CalibrationArtifact,
+    ConfidenceConfig,
+    ConfidenceEngine,
+    HitBatch,
+    Provenance,
+)
+from ragsift.confidence.errors import ConfidenceError
+from ragsift.confidence.features import READER_FEATURES
+from ragsift.confidence.selfcal import with_probes
+from ragsift.errors import InvalidEventError
+from ragsift.evaluation.dataset import EvalQuery, LabelledSet
+from ragsift.evaluation.selfcal import MIN_CHUNKS, search_as_pipeline
+from ragsift.retrieval.embedders import Embedder
+from ragsift.retrieval.hit_scores import hit_scores
+from ragsift.retrieval.index import SearchHit, VectorIndex
+from ragsift.retrieval.reader import ReaderScores
+
+__all__ = [
+    "BUNDLED",
+    "Probe",
+    "bundled_probes",
+    "load_probes",
+    "probe_calibrate",
+    "probe_confidence",
+    "with_probe_queries",
+]
+
+#: ``--probes`` value naming the bundled bank.
+BUNDLED: Final = "bundled"
+_BANK = "probe_questions.jsonl"
+#: Characters of one probe question past which the line is not a question.
+MAX_PROBE_CHARS: Final = 2_000
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """A question the collection is assumed not to answer, and the group it was drawn in."""
+
+    text: str
+    group: str
+
+
+def bundled_probes() -> list[Probe]:
+    """The bundled bank: SQuAD 2.0 questions about ten Wikipedia articles."""
+    text = resources.files("ragsift.evaluation").joinpath("data", _BANK).read_text("utf-8")
+    return _parse(text, _BANK, jsonl=True)
+
+
+def load_probes(source: str | Path) -> list[Probe]:
+    """Probes from ``source``: :data:`BUNDLED`, a JSONL file or a text file.
+
+    A JSONL line is ``{"text": ..., "group": ...}`` (``group``, e.g. the article,
+    is optional: a line without one is its own group); a ``.txt`` file holds one
+    question per line (``#`` starts a comment), each its own group.
+
+    Raises:
+        InvalidEventError: the file cannot be read, or a line is not a probe.
+    """
+    if str(source) == BUNDLED:
+        return bundled_probes()
+    path = Path(source)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidEventError(f"{path}: cannot read probe questions ({exc})") from exc
+    return _parse(text, str(path), jsonl=path.suffix != ".txt")
+
+
+def _parse(text: str, name: str, *, jsonl: bool) -> list[Probe]:
+    probes: list[Probe] = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or (not jsonl and line.startswith("#")):
+            continue
+        group = f"{name}:{lineno}"
+        if jsonl:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InvalidEventError(f"{name}:{lineno}: not JSON ({exc.msg})") from exc
+            if not isinstance(row, dict) or not isinstance(row.get("text"), str):
+                raise InvalidEventError(f'{name}:{lineno}: needs {{"text": "...", "group": ...}}')
+            line = row["text"].strip()
+            if row.get("group") is not None:
+                group = str(row["group"])
+        if not line:
+            raise InvalidEventError(f"{name}:{lineno}: empty question")
+        if len(line) > MAX_PROBE_CHARS:
+            raise InvalidEventError(
+                f"{name}:{lineno}: {len(line)} characters; a probe question has at most"
+                f" {MAX_PROBE_CHARS}"
+            )
+        probes.append(Probe(line, group))
+    if not probes:
+        raise InvalidEventError(f"{name}: no probe questions")
+    return probes
+
+
+def probe_confidence(
+    base: CalibrationArtifact,
+    hits: Sequence[Sequence[SearchHit]],
+    *,
+    mode: str = "hybrid",
+    reader: Sequence[ReaderScores] | None = None,
+) -> npt.NDArray[np.float64]:
+    """Each query's calibrated confidence under ``base``, as the pipeline scores it."""
+    scores = [
+        hit_scores(list(found), mode, (), reader[i] if reader is not None else None)
+        for i, found in enumerate(hits)
+    ]
+    config = ConfidenceConfig(embedder_id=base.embedder_id)
+    config = dataclasses.replace(
+        config,
+        scorer="calibrated",
+        similarity_threshold=(
+            config.similarity_threshold
+            if base.similarity_threshold is None
+            else base.similarity_threshold
+        ),
+        min_documents=1,
+    )
+    assessed = ConfidenceEngine(config, calibration=base).assess_batch(HitBatch.from_hits(scores))
+    return np.nan_to_num(np.asarray(assessed.confidence, dtype=np.float64), nan=0.0)
+
+
+async def probe_calibrate(
+    index: VectorIndex,
+    embedder: Embedder,
+    base: CalibrationArtifact,
+    probes: Sequence[Probe],
+    *,
+    collection: str,
+    tenant: str | None = None,
+    k: int = 8,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> CalibrationArtifact:
+    """``base`` re-certified on ``collection``'s (or one tenant's) scores for ``probes``.
+
+    Each probe is searched as one of the collection's tenants (spread over them)
+    and scored with ``base``. The result's ``conformal.feasible`` is False when
+    no threshold is certified on this collection.
+
+    Raises:
+        InvalidEventError: the collection (or tenant) has fewer than MIN_CHUNKS chunks.
+        CollectionNotFoundError: no such collection.
+        ConfidenceError: ``base`` reads reader signals or keeps no in-scope sample;
+            too few probes.
+    """
+    if READER_FEATURES.intersection(base.features):
+        raise ConfidenceError(
+            f"calibration {base.version} uses reader signals; probing a collection with"
+            " it is not supported (use `ragsift eval --probes` on a labelled set)"
+        )
+    if base.conformal.in_scope is None:
+        raise ConfidenceError(
+            f"calibration {base.version} keeps no in-scope sample to re-certify with;"
+            " refit it with `ragsift calibrate --dataset ...`"
+        )
+    info = await index.collection_info(collection)
+    counts = dict(info.tenants or {})
+    if tenant is not None:
+        counts = {tenant: counts.get(tenant, 0)}
+    total = sum(counts.values())
+    if total < MIN_CHUNKS:
+        who = f"tenant {tenant!r} in " if tenant else ""
+        raise InvalidEventError(
+            f"{who}collection {collection!r} has {total} chunks; calibrating it needs at"
+            f" least {MIN_CHUNKS} (ingest more documents, or keep the shipped calibration)"
+        )
+    owners = sorted(counts)
+    hits = await search_as_pipeline(
+        index,
+        embedder,
+        collection,
+        [(owners[i % len(owners)], p.text, None) for i, p in enumerate(probes)],
+        k,
+        progress=progress,
+    )
+    return with_probes(
+        base,
+        probe_confidence(base, hits),
+        [p.group for p in probes],
+        provenance=Provenance(
+            method=(
+                "probes: the answer threshold re-certified with the collection's scores for"
+                f" {len(probes)} questions it is assumed not to answer as the out-of-scope class"
+            ),
+            base_version=base.version,
+            collection=collection,
+            tenant=tenant,
+            index_version=f"{info.points_count} points",
+            chunks=total,
+        ),
+    )
+
+
+#: Group prefix of a probe appended to a labelled set (``ragsift eval --probes``).
+PROBE_GROUP: Final = "probe:"
+
+
+def with_probe_queries(dataset: LabelledSet, probes: Sequence[Probe]) -> LabelledSet:
+    """``dataset`` with the probes appended as out-of-scope questions (searched, not scored).
+
+    They come last, in order, so a run's last ``len(probes)`` rows are the probes.
+    """
+    extra = [
+        EvalQuery(
+            query_id=f"probe-{i}",
+            text=p.text,
+            kind="out_of_scope",
+            relevant=frozenset(),
+            group=f"{PROBE_GROUP}{p.group}",
+        )
+        for i, p in enumerate(probes)
+    ]
+    return dataclasses.replace(dataset, queries=[*dataset.queries, *extra])

@@ -1,0 +1,229 @@
+"""Probes: questions a collection does not answer, searched in it to re-certify the
+answer threshold there (`ragsift calibrate --collection`, `ragsift eval --probes`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from ragsift.cli import app
+from ragsift.confidence import CalibrationArtifact, ConfidenceError
+from ragsift.confidence.artifact import ConformalSpec, DataSummary
+from ragsift.confidence.probes import MIN_PROBES, InScopeSample
+from ragsift.errors import InvalidEventError
+from ragsift.evaluation import load_squad, select_half
+from ragsift.evaluation.probes import (
+    MAX_PROBE_CHARS,
+    Probe,
+    bundled_probes,
+    load_probes,
+    probe_calibrate,
+)
+from ragsift.ingest.indexer import Indexer
+from ragsift.retrieval.edge import EdgeIndex
+from ragsift.retrieval.embedders import HashingEmbedder
+from tests.unit.evaluation.test_selfcal_collection import documents
+from tests.unit.evaluation.test_squad_eval import OUTSIDE, TOPICS, make_topics, write_squad
+
+EMBEDDER = HashingEmbedder()
+
+
+def _sample() -> InScopeSample:
+    rng = np.random.default_rng(0)
+    relevant = rng.random(400) < 0.9
+    conf = np.where(relevant, rng.beta(6, 2, 400), rng.beta(2, 4, 400))
+    return InScopeSample(
+        confidence=tuple(round(float(c), 4) for c in conf),
+        relevant=tuple(bool(r) for r in relevant),
+        groups=tuple(i % 8 for i in range(400)),
+        n_out_of_scope=800,
+    )
+
+
+BASE = CalibrationArtifact(
+    embedder_id=EMBEDDER.embedder_id,
+    metric="cosine",
+    features=("top_score", "agreement"),
+    coefficients=(4.0, 4.0),
+    intercept=-3.0,
+    similarity_threshold=0.05,
+    conformal=ConformalSpec(
+        alpha=0.1,
+        delta=0.1,
+        threshold=0.5,
+        feasible=True,
+        method="test",
+        n_calibration=1200,
+        in_scope=_sample(),
+    ),
+    data=DataSummary(source="test", n_examples=1200),
+)
+PROBES = [
+    Probe(f"Who painted the {w} portrait in {1500 + i}?", f"art{i % 5}")
+    for i, w in enumerate(["red", "blue", "green", "grey", "gold"] * 50)
+]
+
+
+@pytest.fixture
+async def index(tmp_path: Path) -> AsyncIterator[EdgeIndex]:
+    built = EdgeIndex(tmp_path / "edge")
+    await Indexer(built, EMBEDDER).ingest("alpha", "docs", documents(40))
+    await Indexer(built, EMBEDDER).ingest("beta", "docs", documents(3))
+    yield built
+    await built.close()
+
+
+def test_the_bundled_bank_is_real_questions_in_ten_articles() -> None:
+    probes = bundled_probes()
+    assert len(probes) >= 2000
+    assert len({p.group for p in probes}) == 10
+    assert all(p.text.endswith("?") or len(p.text) > 10 for p in probes)
+    assert load_probes("bundled") == probes
+
+
+def test_probe_files_are_jsonl_or_text(tmp_path: Path) -> None:
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_text('{"text": "What is X?", "group": "a"}\n\n{"text": " Why Y? "}\n')
+    assert load_probes(jsonl) == [Probe("What is X?", "a"), Probe("Why Y?", f"{jsonl}:3")]
+    text = tmp_path / "p.txt"
+    text.write_text("# a comment\nWhat is X?\n\nWho is Z?\n")
+    assert [p.text for p in load_probes(text)] == ["What is X?", "Who is Z?"]
+    assert len({p.group for p in load_probes(text)}) == 2  # each line its own group
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json\n", r"p.jsonl:1: not JSON"),
+        ('["What?"]\n', r"p.jsonl:1: needs"),
+        ('{"group": "a"}\n', r"p.jsonl:1: needs"),
+        ('{"text": "   "}\n', r"p.jsonl:1: empty question"),
+        (json.dumps({"text": "x" * (MAX_PROBE_CHARS + 1)}) + "\n", "at most"),
+        ("\n\n", "no probe questions"),
+    ],
+)
+def test_a_bad_probe_file_is_one_clear_error_naming_the_line(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text(content)
+    with pytest.raises(InvalidEventError, match=message):
+        load_probes(path)
+    with pytest.raises(InvalidEventError, match="cannot read"):
+        load_probes(tmp_path / "missing.jsonl")
+
+
+async def test_a_collection_is_certified_on_its_own_probe_scores(index: EdgeIndex) -> None:
+    stages: list[str] = []
+    artifact = await probe_calibrate(
+        index,
+        EMBEDDER,
+        BASE,
+        PROBES,
+        collection="docs",
+        tenant="alpha",
+        progress=lambda stage, done, total: stages.append(stage),
+    )
+    prov = artifact.provenance
+    assert prov is not None
+    assert (prov.base_version, prov.collection, prov.tenant, prov.chunks) == (
+        BASE.version,
+        "docs",
+        "alpha",
+        40,
+    )
+    assert (prov.positives, prov.negatives) == (400, len(PROBES))
+    assert prov.method.startswith("probes")
+    assert artifact.coefficients == BASE.coefficients
+    assert artifact.conformal.in_scope == BASE.conformal.in_scope
+    assert artifact.conformal.mix is not None
+    assert artifact.conformal.feasible
+    assert set(stages) == {"search"}
+
+
+async def test_probing_refuses_what_it_cannot_do(index: EdgeIndex) -> None:
+    with pytest.raises(InvalidEventError, match="has 3 chunks"):
+        await probe_calibrate(index, EMBEDDER, BASE, PROBES, collection="docs", tenant="beta")
+    with pytest.raises(ConfidenceError, match=f"at least {MIN_PROBES} probe"):
+        await probe_calibrate(index, EMBEDDER, BASE, PROBES[:10], collection="docs")
+    bare = BASE.model_copy(
+        update={"conformal": BASE.conformal.model_copy(update={"in_scope": None})}
+    )
+    with pytest.raises(ConfidenceError, match="keeps no in-scope sample"):
+        await probe_calibrate(index, EMBEDDER, bare, PROBES, collection="docs")
+    reads = BASE.model_copy(update={"features": ("top_score", "term_coverage"), "version": "cal-r"})
+    with pytest.raises(ConfidenceError, match="reader signals"):
+        await probe_calibrate(index, EMBEDDER, reads, PROBES, collection="docs")
+
+
+def _probe_file(tmp_path: Path, n: int = 240) -> Path:
+    topics = make_topics(n // 8, 8, seed=5, prefix="Probe")
+    path = tmp_path / "probes.jsonl"
+    rows = [{"text": q, "group": t} for t, pairs in topics.items() for _, q in pairs]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_eval_recertifies_on_the_corpus_and_never_scores_a_probe(tmp_path: Path) -> None:
+    labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
+    outside = write_squad(tmp_path / "other.json", OUTSIDE, answers=False)
+    data = ["--labelled", str(labelled), "--out-of-scope", str(outside)]
+    artifact = tmp_path / "half1.json"
+    runner = CliRunner()
+    fit = runner.invoke(app, ["calibrate", *data, "--half", "1", "--out", str(artifact)])
+    assert fit.exit_code == 0, fit.output
+    assert json.loads(artifact.read_text())["conformal"]["in_scope"]["confidence"]
+    per_query = tmp_path / "rows.jsonl"
+    probes = _probe_file(tmp_path)
+    args = [*data, "--half", "2", "--artifact", str(artifact), "--per-query", str(per_query)]
+    result = runner.invoke(app, ["eval", *args, "--probes", str(probes), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    half2 = select_half(load_squad(labelled, outside), 2)
+    assert summary["evaluated_queries"] == len(half2.queries)
+    assert summary["counts"] == half2.counts()
+    assert summary["probes"]["n"] == 240
+    fitted = json.loads(artifact.read_text())["conformal"]
+    assert summary["probes"]["threshold_before"] == (
+        fitted["threshold"] if fitted["feasible"] else None
+    )
+    assert "re-certified on this corpus with 240 probes" in summary["calibration"]
+    assert (
+        summary["calibration_version"]
+        != CalibrationArtifact.from_json(artifact.read_text()).version
+    )
+    ids = [json.loads(line)["query_id"] for line in per_query.read_text().splitlines()]
+    assert ids == [q.query_id for q in half2.queries]
+
+
+def test_eval_probes_need_an_artifact_and_a_readable_file(tmp_path: Path) -> None:
+    labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
+    runner = CliRunner()
+    alone = runner.invoke(app, ["eval", "--labelled", str(labelled), "--probes", "bundled"])
+    assert alone.exit_code == 2
+    assert "--probes needs --artifact" in alone.output
+    missing = runner.invoke(
+        app,
+        ["eval", "--labelled", str(labelled), "--artifact", str(labelled), "--probes", "nope.txt"],
+    )
+    assert missing.exit_code == 2
+    assert "cannot read probe questions" in missing.output
+
+
+def test_cli_calibrate_collection_checks_its_method_options(tmp_path: Path) -> None:
+    runner = CliRunner()
+    base = ["calibrate", "--collection", "docs", "--data-dir", str(tmp_path)]
+    bogus = runner.invoke(app, [*base, "--method", "magic"])
+    assert bogus.exit_code == 2
+    assert "--method must be probes or pseudo-queries" in bogus.output
+    held = runner.invoke(app, [*base, "--held-out", str(tmp_path / "h.jsonl")])
+    assert held.exit_code == 2
+    assert "--held-out needs --method pseudo-queries" in held.output
+    unreadable = runner.invoke(app, [*base, "--probes", str(tmp_path / "none.jsonl")])
+    assert unreadable.exit_code == 2
+    assert "cannot read probe questions" in unreadable.output
