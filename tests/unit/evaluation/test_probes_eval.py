@@ -227,3 +227,32 @@ def test_cli_calibrate_collection_checks_its_method_options(tmp_path: Path) -> N
     unreadable = runner.invoke(app, [*base, "--probes", str(tmp_path / "none.jsonl")])
     assert unreadable.exit_code == 2
     assert "cannot read probe questions" in unreadable.output
+
+
+def test_cli_calibrate_collection_stores_a_probe_certified_calibration(tmp_path: Path) -> None:
+    """The default method end to end: ingest, calibrate, and the store holds the result."""
+    from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for doc in documents(30):
+        (corpus / f"{doc.doc_id}.md").write_text(doc.text, encoding="utf-8")
+    data = tmp_path / "data"
+    runner = CliRunner()
+    env = {"RAGSIFT_EMBEDDER_KIND": "hashing"}
+    ingest = ["ingest", str(corpus), "--tenant", "acme", "--collection", "docs"]
+    done = runner.invoke(app, [*ingest, "--data-dir", str(data)], env=env)
+    assert done.exit_code == 0, done.output
+    result = runner.invoke(
+        app, ["calibrate", "--collection", "docs", "--data-dir", str(data)], env=env
+    )
+    assert result.exit_code == 0, result.output
+    assert "calibrated docs on 2680 probe questions (bundled)" in " ".join(
+        result.output.split()
+    )
+    stored = DirectoryCalibrationStore(data / "calibrations").get(CalibrationScope("docs", None))
+    assert stored is not None
+    assert stored.provenance is not None
+    assert stored.provenance.method.startswith("probes")
+    assert stored.provenance.negatives == 2680
+    assert stored.version in result.output
