@@ -91,8 +91,9 @@ def probe_certified(run: Any, artifact: Any, probes: Any, source: str) -> tuple[
     }
 
 
-def base_calibration(runtime: Any, alpha: float) -> Any:
-    """The calibration ``calibrate --collection`` adjusts, at the requested alpha."""
+def base_calibration(runtime: Any, alpha: float | None) -> Any:
+    """The calibration ``calibrate --collection`` adjusts, at the requested alpha (None:
+    as it is)."""
     base = runtime.pipeline.engines.calibration
     if base is None:
         err_console.print(
@@ -100,7 +101,7 @@ def base_calibration(runtime: Any, alpha: float) -> Any:
             " RAGSIFT_CONFIDENCE_SCORER=calibrated"
         )
         raise typer.Exit(2)
-    if base.conformal.alpha != alpha:
+    if alpha is not None and base.conformal.alpha != alpha:
         base = base.model_copy(
             update={"conformal": base.conformal.model_copy(update={"alpha": alpha})}
         )
@@ -128,7 +129,9 @@ def probe_calibrate_collection(
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
     _, runtime = _runtime(data_dir)
-    base = base_calibration(runtime, alpha)
+    # Not re-labelled with the requested alpha: its own certificate is the floor
+    # (ADR 014), and only at its own alpha.
+    base = base_calibration(runtime, None)
 
     async def run() -> Any:
         async with runtime:
@@ -141,6 +144,7 @@ def probe_calibrate_collection(
                     collection=collection,
                     tenant=tenant,
                     k=k,
+                    alpha=alpha,
                     progress=tick,
                 )
 

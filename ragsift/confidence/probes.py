@@ -121,6 +121,8 @@ def certify_with_probes(
     *,
     alpha: float,
     delta: float,
+    floor: float = 0.0,
+    floor_table: MixTable | None = None,
 ) -> tuple[ConformalResult, MixTable | None]:
     """The threshold certified on ``sample`` with the probes as the out-of-scope class.
 
@@ -130,6 +132,11 @@ def certify_with_probes(
             found, which no threshold answers).
         probe_groups: the article (or any group) each probe was drawn from.
         alpha, delta: the certificate's risk and failure probability.
+        floor, floor_table: the calibration's own certified threshold and mix table:
+            the result is never under them (the table at any share). Probes are
+            questions about other subjects; they cannot vouch for a lower bar
+            against questions near the collection's own, which the calibration's
+            out-of-scope half stood for.
 
     Returns:
         The certificate at the calibration's share of unanswerable queries, and
@@ -156,8 +163,15 @@ def certify_with_probes(
         ]
     )
     share = sample.unanswerable_share
-    result = certify_at_share(conf, labels, share=share, alpha=alpha, delta=delta, groups=groups)
     table = fit_mix_table(conf, labels, alpha=alpha, delta=delta, groups=groups)
+    result = certify_at_share(
+        conf, labels, share=share, alpha=alpha, delta=delta, groups=groups, floor=floor
+    )
     if table is not None:
-        table = table.model_copy(update={"unanswerable_share": round(share, 4)})
+        thresholds = table.thresholds
+        if floor_table is not None and floor_table.shares == table.shares:
+            thresholds = tuple(map(max, thresholds, floor_table.thresholds))
+        table = table.model_copy(
+            update={"unanswerable_share": round(share, 4), "thresholds": thresholds}
+        )
     return result, table

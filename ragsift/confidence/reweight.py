@@ -35,13 +35,16 @@ def certify_at_share(
     alpha: float,
     delta: float,
     groups: npt.ArrayLike | None = None,
+    floor: float = 0.0,
 ) -> ConformalResult:
     """The conformal threshold of a sample re-weighted to ``share`` unanswerable queries.
 
     What :func:`fit_mix_table` tabulates, at one exact share, with its evidence;
     at the sample's own share it is
     :func:`~ragsift.confidence.conformal.conformal_threshold`. ``coverage`` is
-    the re-weighted share of queries answered.
+    the re-weighted share of queries answered. A threshold under ``floor`` is
+    raised to it: the walk passed the floor on its way down, so the floor is
+    certified too, with its own bound.
 
     Raises:
         ConfidenceError: ``share`` outside (0, 1), or the sample holds one kind of query.
@@ -62,6 +65,7 @@ def certify_at_share(
         return ConformalResult(
             1.0, False, 1.0, 0.0, alpha, delta, int(conf.size), method, n_groups, None
         )
+    g = max(g, int(np.searchsorted(_GRID, floor - 1e-9)))
     weights = _share_weights(wrong, share)
     row_weight = np.where(wrong == 1, weights[0], weights[1])
     answered = conf >= _GRID[g]

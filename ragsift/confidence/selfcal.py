@@ -162,8 +162,9 @@ def with_probes(
 
     The model, its probabilities and the hit threshold are kept; the conformal
     threshold and the mix table are certified on ``base``'s in-scope calibration
-    rows with the probes as the out-of-scope class (:mod:`.probes`). The result
-    may be infeasible (``conformal.feasible`` False: nothing is certified there).
+    rows with the probes as the out-of-scope class (:mod:`.probes`), and never
+    set under ``base``'s own. The result may be infeasible (``conformal.feasible``
+    False: nothing is certified there).
 
     Raises:
         ConfidenceError: ``base`` keeps no in-scope sample (refit it with
@@ -177,7 +178,18 @@ def with_probes(
         )
     target = base.conformal.alpha if alpha is None else alpha
     probes = np.asarray(probe_confidence, dtype=np.float64)
-    cr, mix = certify_with_probes(sample, probes, probe_groups, alpha=target, delta=delta)
+    own = base.conformal
+    cr, mix = certify_with_probes(
+        sample,
+        probes,
+        probe_groups,
+        alpha=target,
+        delta=delta,
+        # Only ever raised: see certify_with_probes. A base certified at another alpha
+        # (``calibrate --alpha``) is no floor for this one.
+        floor=own.threshold if own.feasible and own.alpha == target else 0.0,
+        floor_table=own.mix if own.alpha == target else None,
+    )
     data = base.model_dump(mode="json")
     data.update(
         version="",

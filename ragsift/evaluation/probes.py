@@ -160,13 +160,15 @@ async def probe_calibrate(
     collection: str,
     tenant: str | None = None,
     k: int = 8,
+    alpha: float | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> CalibrationArtifact:
     """``base`` re-certified on ``collection``'s (or one tenant's) scores for ``probes``.
 
     Each probe is searched as one of the collection's tenants (spread over them)
-    and scored with ``base``. The result's ``conformal.feasible`` is False when
-    no threshold is certified on this collection.
+    and scored with ``base``. The certificate is at ``alpha`` (``base``'s when
+    None). The result's ``conformal.feasible`` is False when no threshold is
+    certified on this collection.
 
     Raises:
         InvalidEventError: the collection (or tenant) has fewer than MIN_CHUNKS chunks.
@@ -208,6 +210,7 @@ async def probe_calibrate(
         base,
         probe_confidence(base, hits),
         [p.group for p in probes],
+        alpha=alpha,
         provenance=Provenance(
             method=(
                 "probes: the answer threshold re-certified with the collection's scores for"

@@ -10,6 +10,7 @@ import pytest
 from ragsift.confidence import CalibrationArtifact, ConfidenceError, Provenance
 from ragsift.confidence.artifact import ConformalSpec, DataSummary
 from ragsift.confidence.conformal import conformal_threshold
+from ragsift.confidence.mix import fit_mix_table
 from ragsift.confidence.probes import (
     MIN_PROBES,
     InScopeSample,
@@ -212,3 +213,52 @@ def test_a_hostile_in_scope_sample_in_an_artifact_file_is_one_clear_error(
         CalibrationArtifact.from_json(text)
     assert "in_scope" in str(info.value)
     assert needle in str(info.value)
+
+
+def test_probes_from_far_off_subjects_never_lower_the_bar() -> None:
+    """Probes about other subjects score near zero on a specialised collection; they say
+    nothing about questions near its own subject, so the calibration's bar stays."""
+    rng = np.random.default_rng(8)
+    sample, conf_out = _sample(rng)
+    far = np.clip(rng.beta(1, 40, 1000), 0, 1)
+    groups = [f"a{i % 10}" for i in range(far.size)]
+    free, _ = certify_with_probes(sample, far, groups, alpha=ALPHA, delta=DELTA)
+    own = certify_at_share(
+        np.concatenate([sample.confidence, conf_out]),
+        np.concatenate([np.asarray(sample.relevant, dtype=np.int64), np.zeros(conf_out.size)]),
+        share=sample.unanswerable_share,
+        alpha=ALPHA,
+        delta=DELTA,
+    )
+    assert free.threshold < own.threshold  # what the probes alone would allow
+    floored, _ = certify_with_probes(
+        sample, far, groups, alpha=ALPHA, delta=DELTA, floor=own.threshold
+    )
+    assert floored.threshold == own.threshold
+    assert floored.risk_upper_bound <= ALPHA
+    assert floored.coverage <= free.coverage
+
+
+def test_with_probes_keeps_the_base_bar_and_table_as_floors() -> None:
+    rng = np.random.default_rng(9)
+    sample, conf_out = _sample(rng)
+    conf = np.concatenate([sample.confidence, conf_out])
+    labels = np.concatenate([np.asarray(sample.relevant, dtype=np.int64), np.zeros(conf_out.size)])
+    own = conformal_threshold(conf, labels, alpha=ALPHA, delta=DELTA)
+    table = fit_mix_table(conf, labels, alpha=ALPHA, delta=DELTA)
+    base = _artifact(sample).model_copy(
+        update={
+            "conformal": ConformalSpec.certified(own, mix=table, in_scope=sample),
+            "version": "",
+        }
+    )
+    far = np.clip(rng.beta(1, 40, 1000), 0, 1)
+    derived = with_probes(base, far, ["g"] * far.size, provenance=PROVENANCE)
+    assert derived.conformal.threshold == own.threshold
+    assert table is not None
+    assert derived.conformal.mix is not None
+    assert all(
+        a >= b for a, b in zip(derived.conformal.mix.thresholds, table.thresholds, strict=True)
+    )
+    looser = with_probes(base, far, ["g"] * far.size, provenance=PROVENANCE, alpha=0.3)
+    assert looser.conformal.threshold < own.threshold  # another alpha: no floor
