@@ -1,0 +1,207 @@
+"""Write SQuAD 2.0 files re-chunked or re-phrased, to measure how a calibration transfers.
+
+    python scripts/squad_shift.py sentences ../shared/data/squad2 /tmp/shift
+    ragsift eval --labelled /tmp/shift/sentences-dev-v2.0.json \
+        --out-of-scope ../shared/data/squad2/test-v2.0.json --half 2 --artifact half1.json
+
+Modes (docs/evaluation.md, "Transfer to other chunkings"):
+
+* ``sentences``: every paragraph cut into chunks of two sentences; an
+  answerable question goes with the chunk that holds its whole first answer
+  (dropped when the answer crosses a cut), a near miss with the first chunk;
+* ``paragraphs``: three consecutive paragraphs of an article per chunk;
+* ``keywords``: every question (of both files) cut to its content words, as a
+  search box gets them; chunks unchanged.
+
+The dev file is transformed; the test file too for ``keywords`` (its questions
+are the out-of-scope ones), else it is used as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "by",
+        "with",
+        "from",
+        "as",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "do",
+        "does",
+        "did",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "that",
+        "this",
+        "these",
+        "those",
+        "it",
+        "its",
+        "into",
+        "than",
+        "then",
+        "there",
+        "their",
+        "they",
+        "he",
+        "she",
+        "his",
+        "her",
+        "him",
+        "them",
+        "or",
+        "and",
+        "not",
+        "no",
+        "yes",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "have",
+        "has",
+        "had",
+        "about",
+        "after",
+        "before",
+        "during",
+        "over",
+        "under",
+        "between",
+        "s",
+    ]
+)
+SENTENCES_PER_CHUNK = 2
+PARAGRAPHS_PER_CHUNK = 3
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
+
+
+def keywords(question: str) -> str:
+    """The question's content words (the question itself when none are left)."""
+    kept = [w for w in _WORD.findall(question) if w.lower() not in STOPWORDS]
+    return " ".join(kept) if kept else question
+
+
+def _pieces(context: str) -> list[tuple[int, int]]:
+    """(start, end) of chunks of SENTENCES_PER_CHUNK sentences."""
+    spans, start = [], 0
+    for m in _SENTENCE_END.finditer(context):
+        spans.append((start, m.start()))
+        start = m.end()
+    spans.append((start, len(context)))
+    return [
+        (spans[i][0], spans[min(i + SENTENCES_PER_CHUNK, len(spans)) - 1][1])
+        for i in range(0, len(spans), SENTENCES_PER_CHUNK)
+    ]
+
+
+def _split(paragraph: dict[str, Any]) -> list[dict[str, Any]]:
+    pieces = _pieces(paragraph["context"])
+    buckets: list[list[dict[str, Any]]] = [[] for _ in pieces]
+    for qa in paragraph["qas"]:
+        answers = qa.get("answers") or []
+        if qa.get("is_impossible") or not answers:
+            buckets[0].append(qa)
+            continue
+        first = answers[0]
+        start, end = first["answer_start"], first["answer_start"] + len(first["text"])
+        for j, (lo, hi) in enumerate(pieces):
+            if lo <= start and end <= hi:
+                inside = [
+                    dict(a, answer_start=a["answer_start"] - lo)
+                    for a in answers
+                    if lo <= a["answer_start"] and a["answer_start"] + len(a["text"]) <= hi
+                ]
+                buckets[j].append(dict(qa, answers=inside))
+                break
+    return [
+        {"context": paragraph["context"][lo:hi], "qas": qas}
+        for (lo, hi), qas in zip(pieces, buckets, strict=True)
+    ]
+
+
+def _merge(paragraphs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    merged = []
+    for i in range(0, len(paragraphs), PARAGRAPHS_PER_CHUNK):
+        context, qas = "", []
+        for p in paragraphs[i : i + PARAGRAPHS_PER_CHUNK]:
+            context += "\n\n" if context else ""
+            offset = len(context)
+            context += p["context"]
+            for qa in p["qas"]:
+                moved = [dict(a, answer_start=a["answer_start"] + offset) for a in qa["answers"]]
+                qas.append(dict(qa, answers=moved))
+        merged.append({"context": context, "qas": qas})
+    return merged
+
+
+def transform(data: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
+    """The articles of a SQuAD file, shifted by ``mode``."""
+    out = []
+    for article in data:
+        paragraphs = article["paragraphs"]
+        if mode == "sentences":
+            paragraphs = [piece for p in paragraphs for piece in _split(p)]
+        elif mode == "paragraphs":
+            paragraphs = _merge(paragraphs)
+        elif mode == "keywords":
+            paragraphs = [
+                dict(p, qas=[dict(qa, question=keywords(qa["question"])) for qa in p["qas"]])
+                for p in paragraphs
+            ]
+        else:
+            raise SystemExit(f"mode must be sentences, paragraphs or keywords, got {mode!r}")
+        out.append(dict(article, paragraphs=paragraphs))
+    return out
+
+
+def main(mode: str, source: Path, target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    names = ["dev-v2.0.json"] + (["test-v2.0.json"] if mode == "keywords" else [])
+    for name in names:
+        raw = json.loads((source / name).read_text(encoding="utf-8"))
+        raw["data"] = transform(raw["data"], mode)
+        path = target / f"{mode}-{name}"
+        path.write_text(json.dumps(raw), encoding="utf-8")
+        chunks = sum(len(a["paragraphs"]) for a in raw["data"])
+        print(f"{path}: {chunks} chunks")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        raise SystemExit(__doc__)
+    main(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]))
