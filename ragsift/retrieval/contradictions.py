@@ -133,6 +133,7 @@ class _Statement:
     chunk: RetrievedChunk
     sentence: str
     terms: frozenset[str]
+    asked: frozenset[str]  # the query's words among ``terms``: read once, not per pair
 
     # Quantities and negation are read only for the pairs that get that far: most
     # statements never meet a pair that shares the query's words, or never one close
@@ -222,7 +223,8 @@ def _negation_conflict(a: _Statement, b: _Statement) -> bool:
     # The word checks first: they are set arithmetic, where reading negation scans text.
     if min(len(a.terms), len(b.terms)) < MIN_NEGATION_TERMS:
         return False
-    if len(a.terms & b.terms) / len(a.terms | b.terms) < NEGATION_MIN_OVERLAP:
+    shared = len(a.terms & b.terms)  # over the union's size, without building the union
+    if shared / (len(a.terms) + len(b.terms) - shared) < NEGATION_MIN_OVERLAP:
         return False
     return a.negated != b.negated
 
@@ -275,7 +277,7 @@ class ContradictionDetector:
             return None
         statements = [s for h in hits for s in self._statements(h, wanted, need)]
         for a, b in combinations(statements, 2):
-            if a.chunk.doc_id == b.chunk.doc_id or len(a.terms & b.terms & wanted) < need:
+            if a.chunk.doc_id == b.chunk.doc_id or len(a.asked & b.asked) < need:
                 continue
             values = _value_conflict(a, b, self.min_shared_context, wanted)
             if values is not None:
@@ -291,11 +293,12 @@ class ContradictionDetector:
 
     @staticmethod
     def _statements(hit: RetrievedChunk, wanted: set[str], need: int) -> list[_Statement]:
-        return [
-            _Statement(hit, sentence, terms)
-            for sentence, terms in _read(hit.text)
-            if len(terms & wanted) >= need
-        ]
+        statements = []
+        for sentence, terms in _read(hit.text):
+            asked = terms & wanted
+            if len(asked) >= need:
+                statements.append(_Statement(hit, sentence, terms, asked))
+        return statements
 
 
 @lru_cache(maxsize=READ_CACHE_TEXTS)
