@@ -19,26 +19,33 @@ timed queries without vectors, so the pipeline embeds them: with
 real model in the path (``make bench`` runs it on a smaller corpus).
 
     python bench/pipeline.py [--chunks 10000] [--queries 2000] [--batch 64]
-                             [--embedder hashing|onnx] [--embed-in-path]
+                             [--embedder hashing|onnx] [--embed-in-path] [--profile]
+
+``--profile`` runs the timed batches under cProfile and adds ``profile``: the
+pipeline's time per stage (``PIPELINE_STAGES``), the engine's native calls
+apart. Its queries/s are then the profiler's, not quotable.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import gc
 import json
+import pstats
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import qdrant_edge as qe
 from corpus import make_corpus, make_queries, query_events
 from quick import parse_args
+from stages import cumulative
 
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.retrieval.bm25 import Bm25Encoder
@@ -49,6 +56,49 @@ from ragsift.settings import EmbedderSettings, Settings
 
 TENANT = "bench"
 EmbedderKind = Literal["hashing", "onnx"]
+_PIPELINE = "ragsift/retrieval/pipeline.py"
+#: stage → functions whose cumulative time is the stage's; none calls another.
+PIPELINE_STAGES: dict[str, list[tuple[str, str]]] = {
+    "contradiction check (D7)": [("ragsift/retrieval/contradictions.py", "mark")],
+    "result building": [("ragsift/retrieval/results.py", "scored_result")],
+    "confidence engine (hit scores, assess)": [(_PIPELINE, "_assess_isolated")],
+    "finish (drift, evidence, metrics)": [(_PIPELINE, "_finish")],
+    "cache (keys, look-up, store)": [
+        ("ragsift/retrieval/pipeline_cache.py", "lookup"),
+        ("ragsift/retrieval/pipeline_cache.py", "store"),
+    ],
+}
+#: The engine's own (native) calls: what the bare engine also does.
+ENGINE_CALLS = ("<method 'query_batch' of 'builtins.EdgeShard' objects>",
+                "<method 'retrieve' of 'builtins.EdgeShard' objects>")  # fmt: skip
+
+
+def stage_table(profile: pstats.Stats) -> dict[str, float]:
+    """Fraction of the pipeline's time (``process``) per stage, engine calls apart."""
+    stats: dict[Any, Any] = profile.stats  # type: ignore[attr-defined]
+    total = cumulative(stats, (_PIPELINE, "process"))
+    engine = sum(row[2] for (_, _, func), row in stats.items() if func in ENGINE_CALLS)
+    # The binding hands point ids over as uuid.UUID objects, built in Python.
+    ids = sum(
+        row[2]
+        for (path, _, func), row in stats.items()
+        if path.endswith("/uuid.py") and func == "__init__"
+    )
+    seconds = {s: sum(cumulative(stats, w) for w in where) for s, where in PIPELINE_STAGES.items()}
+    scored = sum(seconds[s] for s in list(seconds)[:3])
+    seconds = {
+        "Qdrant Edge (query_batch, retrieve: native)": engine,
+        "point ids as UUID objects (the bare engine's too)": ids,
+        "search around the engine (plans, fusion, hits)": cumulative(
+            stats, (_PIPELINE, "_search_collection")
+        )
+        - engine
+        - ids,
+        **seconds,
+        "score, other (policies, mix)": cumulative(stats, (_PIPELINE, "_score")) - scored,
+    }
+    seconds["pipeline, other (admission, bypass, single flight)"] = total - sum(seconds.values())
+    return {s: round(v / total, 3) for s, v in sorted(seconds.items(), key=lambda kv: -kv[1])}
 
 
 def _log(message: str) -> None:
@@ -111,20 +161,33 @@ def engine_qps(shard_dir: Path, events: list[QueryEvent], batch: int, limit: int
 
 
 async def timed_batches(
-    pipeline: RetrievalPipeline, events: list[QueryEvent], batch: int
+    pipeline: RetrievalPipeline,
+    events: list[QueryEvent],
+    batch: int,
+    profiler: cProfile.Profile | None = None,
 ) -> tuple[float, list[float]]:
     """Queries/s over ``events`` in batches of ``batch``, and each batch's seconds."""
     batch_times: list[float] = []
+    if profiler is not None:
+        profiler.enable()
     start = time.perf_counter()
     for i in range(0, len(events), batch):
         t = time.perf_counter()
         await pipeline.process(events[i : i + batch])
         batch_times.append(time.perf_counter() - t)
-    return len(events) / (time.perf_counter() - start), batch_times
+    qps = len(events) / (time.perf_counter() - start)
+    if profiler is not None:
+        profiler.disable()
+    return qps, batch_times
 
 
 async def run(
-    chunks: int, n_queries: int, batch: int, embedder: EmbedderKind, embed_in_path: bool
+    chunks: int,
+    n_queries: int,
+    batch: int,
+    embedder: EmbedderKind,
+    embed_in_path: bool,
+    profile: bool = False,
 ) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings.from_env(data_dir=Path(tmp), embedder=EmbedderSettings(kind=embedder))
@@ -149,7 +212,8 @@ async def run(
         pipeline = runtime.pipeline
         await pipeline.process(warm[:64])
         _log(f"batched: {len(timed)} queries in batches of {batch}…")
-        batched_qps, batch_times = await timed_batches(pipeline, timed, batch)
+        profiler = cProfile.Profile() if profile else None
+        batched_qps, batch_times = await timed_batches(pipeline, timed, batch, profiler)
         _log("the same queries again: cache hits…")
         repeats = [e.model_copy(update={"query_id": f"again-{e.query_id}"}) for e in timed]
         start = time.perf_counter()
@@ -174,6 +238,7 @@ async def run(
             batch,
             runtime.settings.confidence.default_k,
         )
+    extra = {"profile": stage_table(pstats.Stats(profiler))} if profiler is not None else {}
     return {
         "benchmark": "pipeline",
         "chunks": chunks,
@@ -192,6 +257,7 @@ async def run(
         "single_p99_ms": _ms(singles, 99),
         "engine_queries_per_s": round(engine, 1),
         "pipeline_engine_ratio": round(batched_qps / engine, 3),
+        **extra,
     }
 
 
@@ -204,8 +270,13 @@ def main() -> None:
     parser.add_argument(
         "--embed-in-path", action="store_true", help="Queries carry text only: time embedding."
     )
+    parser.add_argument(
+        "--profile", action="store_true", help="cProfile the timed batches: time per stage"
+    )
     args = parse_args(parser, {"chunks": 2000, "queries": 300})
-    figures = run(args.chunks, args.queries, args.batch, args.embedder, args.embed_in_path)
+    figures = run(
+        args.chunks, args.queries, args.batch, args.embedder, args.embed_in_path, args.profile
+    )
     print(json.dumps(asyncio.run(figures)))
 
 

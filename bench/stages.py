@@ -71,7 +71,8 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _cumulative(stats: dict[Any, Any], where: tuple[str, str]) -> float:
+def cumulative(stats: dict[Any, Any], where: tuple[str, str]) -> float:
+    """Cumulative seconds of the functions named ``where`` (file suffix, function name)."""
     suffix, name = where
     return sum(
         row[3] for (path, _, func), row in stats.items() if path.endswith(suffix) and func == name
@@ -110,8 +111,8 @@ def stage_table(profile: Path, other_threads_s: float) -> dict[str, Any]:
     total = sum(row[2] for row in stats.values())  # every function's own time
     idle = sum(row[2] for (path, _, func), row in stats.items() if (path, func) == IDLE)
     busy = total - idle + other_threads_s
-    seconds = {stage: sum(_cumulative(stats, w) for w in where) for stage, where in STAGES.items()}
-    router, handler = _cumulative(stats, ROUTER), _cumulative(stats, HANDLER)
+    seconds = {stage: sum(cumulative(stats, w) for w in where) for stage, where in STAGES.items()}
+    router, handler = cumulative(stats, ROUTER), cumulative(stats, HANDLER)
     in_pipeline = sum(
         seconds[s]
         for s in seconds

@@ -63,6 +63,8 @@ CONTEXT_WORDS = 4
 MIN_CONTEXT_CHARS = 3  # "s" of "city's" is no evidence of anything
 #: Chunk texts whose sentences are kept read (~1-2 KB each: a few MB at most).
 READ_CACHE_TEXTS: Final = 4096
+#: Sentences whose quantities and negation are kept read: a few per cached text.
+READ_CACHE_SENTENCES: Final = 4 * READ_CACHE_TEXTS
 # Context words two quantities must share to measure the same thing. One keeps
 # paraphrases ("return an item within 30 days" / "items may be returned within 14
 # days"); two flags only near-verbatim versions. docs/reports.md has both rates.
@@ -110,6 +112,9 @@ _QUANTITY = re.compile(
     r"|eur|gbp)s?\b(?![\s-]old\b))",
     re.IGNORECASE,
 )
+# What every _QUANTITY match starts with, but a lower-case number word (checked as a
+# substring: those are matched case-sensitively): a currency sign or a digit.
+_QUANTITY_START = re.compile(r"[$€£\d]")
 _WORD = re.compile(r"[^\W_]+")
 _NEGATION = re.compile(r"\b(?:not|no|never|none|nor|cannot|without)\b|n't\b", re.IGNORECASE)
 
@@ -128,14 +133,28 @@ class _Statement:
     chunk: RetrievedChunk
     sentence: str
     terms: frozenset[str]
-    values: Mapping[str, Sequence[Quantity]]
-    negated: bool
+    asked: frozenset[str]  # the query's words among ``terms``: read once, not per pair
+
+    # Quantities and negation are read only for the pairs that get that far: most
+    # statements never meet a pair that shares the query's words, or never one close
+    # enough for a negation. Each is cached per sentence (chunks recur across queries).
+    @property
+    def values(self) -> Mapping[str, Sequence[Quantity]]:
+        return _values(self.sentence)
+
+    @property
+    def negated(self) -> bool:
+        return _negated(self.sentence)
 
 
 def quantities(sentence: str) -> dict[str, list[Quantity]]:
     """The sentence's quantities by kind: ``duration`` (``duration:business``...),
     ``percent``, ``money:usd`` (``:eur``, ``:gbp``)."""
     out: dict[str, list[Quantity]] = {}
+    if _QUANTITY_START.search(sentence) is None and not any(
+        word in sentence for word in _WORD_NUMBERS
+    ):
+        return out  # no match can start: scanning for the two is ~half of a full match
     for m in _QUANTITY.finditer(sentence):
         if m["currency"]:
             kind, value = f"money:{_CURRENCIES[m['currency']]}", _parse(m["amount"])
@@ -201,9 +220,13 @@ def _value_conflict(
 
 
 def _negation_conflict(a: _Statement, b: _Statement) -> bool:
-    if a.negated == b.negated or min(len(a.terms), len(b.terms)) < MIN_NEGATION_TERMS:
+    # The word checks first: they are set arithmetic, where reading negation scans text.
+    if min(len(a.terms), len(b.terms)) < MIN_NEGATION_TERMS:
         return False
-    return len(a.terms & b.terms) / len(a.terms | b.terms) >= NEGATION_MIN_OVERLAP
+    shared = len(a.terms & b.terms)  # over the union's size, without building the union
+    if shared / (len(a.terms) + len(b.terms) - shared) < NEGATION_MIN_OVERLAP:
+        return False
+    return a.negated != b.negated
 
 
 class ContradictionDetector:
@@ -254,7 +277,7 @@ class ContradictionDetector:
             return None
         statements = [s for h in hits for s in self._statements(h, wanted, need)]
         for a, b in combinations(statements, 2):
-            if a.chunk.doc_id == b.chunk.doc_id or len(a.terms & b.terms & wanted) < need:
+            if a.chunk.doc_id == b.chunk.doc_id or len(a.asked & b.asked) < need:
                 continue
             values = _value_conflict(a, b, self.min_shared_context, wanted)
             if values is not None:
@@ -270,35 +293,33 @@ class ContradictionDetector:
 
     @staticmethod
     def _statements(hit: RetrievedChunk, wanted: set[str], need: int) -> list[_Statement]:
-        return [
-            _Statement(hit, read.sentence, read.terms, read.values, read.negated)
-            for read in _read(hit.text)
-            if len(read.terms & wanted) >= need
-        ]
-
-
-class _Read(NamedTuple):
-    """What the check needs of one sentence; shared between queries, so read-only."""
-
-    sentence: str
-    terms: frozenset[str]
-    values: Mapping[str, Sequence[Quantity]]
-    negated: bool
+        statements = []
+        for sentence, terms in _read(hit.text):
+            asked = terms & wanted
+            if len(asked) >= need:
+                statements.append(_Statement(hit, sentence, terms, asked))
+        return statements
 
 
 @lru_cache(maxsize=READ_CACHE_TEXTS)
-def _read(text: str) -> tuple[_Read, ...]:
-    """The sentences of a chunk's text with their terms, quantities and negation.
+def _read(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    """The sentences of a chunk's text with their content words.
 
     A chunk comes back in query after query; reading it afresh each time (splitting,
     folding every word) was ~40% of the embedded pipeline's time per batch.
     """
-    out = []
-    for sentence in split_sentences(text):
-        values = MappingProxyType({k: tuple(v) for k, v in quantities(sentence).items()})
-        negated = _NEGATION.search(sentence) is not None
-        out.append(_Read(sentence, frozenset(content_terms(sentence)), values, negated))
-    return tuple(out)
+    return tuple((s, frozenset(content_terms(s))) for s in split_sentences(text))
+
+
+@lru_cache(maxsize=READ_CACHE_SENTENCES)
+def _values(sentence: str) -> Mapping[str, Sequence[Quantity]]:
+    """The sentence's quantities by kind, read-only: shared between queries."""
+    return MappingProxyType({k: tuple(v) for k, v in quantities(sentence).items()})
+
+
+@lru_cache(maxsize=READ_CACHE_SENTENCES)
+def _negated(sentence: str) -> bool:
+    return _NEGATION.search(sentence) is not None
 
 
 def _contradiction(kind: str, a: _Statement, b: _Statement, values: list[str]) -> Contradiction:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.ingest.loaders import SourceDocument
-from ragsift.retrieval.contradictions import ContradictionDetector, quantities
+from ragsift.retrieval import contradictions
+from ragsift.retrieval.contradictions import ContradictionDetector, _values, quantities
 from ragsift.schemas import Citation, QueryEvent, RetrievalResult, RetrievedChunk
 from ragsift.settings import ContradictionSettings, EmbedderSettings, Settings
 from tests.factories import low_bar_confidence
@@ -323,6 +326,65 @@ def test_a_chunk_is_read_once_however_many_queries_retrieve_it() -> None:
     assert after.misses == before.misses  # no chunk was split and folded again
     assert after.hits >= before.hits + 6
     assert detector.find(QUERY, hits) == first  # and the answer is the same
-    statements = _read(hits[0].text)
+    sentence, _ = _read(hits[0].text)[1]
     with pytest.raises(TypeError):
-        statements[0].values["duration"] = ()  # type: ignore[index]  # shared: read-only
+        _values(sentence)["duration"] = ()  # type: ignore[index]  # shared: read-only
+
+
+class _CountingPattern:
+    """A compiled pattern that counts the scans made with it."""
+
+    def __init__(self, pattern: re.Pattern[str]):
+        self.pattern = pattern
+        self.scans = 0
+
+    def search(self, text: str) -> re.Match[str] | None:
+        self.scans += 1
+        return self.pattern.search(text)
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        self.scans += 1
+        return self.pattern.finditer(text)
+
+
+def test_negation_is_read_only_for_sentences_close_enough_to_contradict(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every statement's negation was scanned, though a pair needs 60% shared words first."""
+    negation = _CountingPattern(contradictions._NEGATION)
+    monkeypatch.setattr(contradictions, "_NEGATION", negation)
+    contradictions._negated.cache_clear()  # what other tests read must not hide a scan
+    far = [  # share the query's words, but not 60% of their own: no negation to compare
+        chunk("far-a", "Customers cannot return an opened item after thirty days of use."),
+        chunk("far-b", "An item bought online may return by post, says the returns desk.", 2),
+    ]
+    assert ContradictionDetector().find("return an item", far) is None
+    assert negation.scans == 0
+    near = [
+        chunk("near-a", "Refunds are issued for opened items bought online."),
+        chunk("near-b", "Refunds are not issued for opened items bought online.", 2),
+    ]
+    found = ContradictionDetector().find("Are refunds issued for opened items?", near)
+    assert found is not None
+    assert found.kind == "negation"
+    assert negation.scans == 2
+
+
+def test_quantities_are_not_scanned_for_where_none_can_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sentence without a digit, currency sign or number word skips the full scan."""
+    quantity = _CountingPattern(contradictions._QUANTITY)
+    monkeypatch.setattr(contradictions, "_QUANTITY", quantity)
+    assert quantities("Returns are accepted at any store, WITHIN REASON.") == {}
+    assert quantity.scans == 0
+    # Each way a quantity can start is still scanned for, and read as before.
+    for text, kind, value in [
+        ("within 30 days", "duration", 30.0),
+        ("within \u0663\u0660 days", "duration", 30.0),  # Arabic-Indic digits are digits
+        ("a fee of \u00a35", "money:gbp", 5.0),
+        ("within tendays", "duration", 10.0),  # a number word need not stand alone
+    ]:
+        assert [q.value for q in quantities(text)[kind]] == [value]
+    assert quantities("within TEN days") == {}  # capitalised number words name things
+    assert quantity.scans == 4  # nor is the capitalised one: it cannot match
