@@ -3,14 +3,13 @@ shipped one to an indexed collection (self-calibration)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from ragsift.cli.common import DataDir, _runtime, _settings, _stage_progress, console, err_console
+from ragsift.cli.common import DataDir, _runtime, _settings, console, err_console
 from ragsift.cli.evaluation import (
     Dataset,
     Half,
@@ -22,9 +21,13 @@ from ragsift.cli.evaluation import (
     _reader_features,
     _retrieval_run,
 )
-from ragsift.cli.probing import base_calibration, probe_calibrate_collection, store_artifact
+from ragsift.cli.probing import (
+    base_calibration,
+    probe_calibrate_collection,
+    run_collection_job,
+    store_artifact,
+)
 from ragsift.cli.render import fmt_number as _fmt
-from ragsift.errors import RagsiftError
 
 __all__ = ["calibrate"]
 
@@ -163,35 +166,25 @@ def _self_calibrate(
 ) -> None:
     """``calibrate --collection``: fit, store (or write) and summarize the calibration."""
 
-    from ragsift.confidence import ConfidenceError
     from ragsift.confidence.registry import CalibrationScope
     from ragsift.evaluation.selfcal import self_calibrate
-    from ragsift.retrieval.errors import CollectionNotFoundError
 
     _, runtime = _runtime(data_dir)
     base = base_calibration(runtime, alpha)
 
-    async def run() -> Any:
-        async with runtime:
-            with _stage_progress() as tick:
-                return await self_calibrate(
-                    runtime.index,
-                    runtime.embedder,
-                    base,
-                    collection=collection,
-                    tenant=tenant,
-                    k=k,
-                    progress=tick,
-                )
-
-    try:
-        result = asyncio.run(run())
-    except CollectionNotFoundError as exc:
-        err_console.print(f"[red]error:[/red] no collection {collection!r} in this data dir: {exc}")
-        raise typer.Exit(2) from exc
-    except (RagsiftError, ConfidenceError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+    result = run_collection_job(
+        runtime,
+        collection,
+        lambda tick: self_calibrate(
+            runtime.index,
+            runtime.embedder,
+            base,
+            collection=collection,
+            tenant=tenant,
+            k=k,
+            progress=tick,
+        ),
+    )
     artifact = result.artifact
     scope = CalibrationScope(collection, tenant)
     if held_out is not None:

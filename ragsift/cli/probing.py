@@ -5,8 +5,9 @@ threshold there (docs/adr/014-certify-on-the-collections-own-probes.md)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 
@@ -14,11 +15,14 @@ from ragsift.cli.common import _runtime, _stage_progress, console, err_console
 from ragsift.cli.render import fmt_number as _fmt
 from ragsift.errors import RagsiftError
 
+T = TypeVar("T")
+
 __all__ = [
     "base_calibration",
     "eval_probes",
     "probe_calibrate_collection",
     "probe_certified",
+    "run_collection_job",
     "store_artifact",
     "with_probe_rows",
 ]
@@ -118,10 +122,8 @@ def probe_calibrate_collection(
     k: int,
 ) -> None:
     """``calibrate --collection`` (probes): re-certify, store (or write) and summarize."""
-    from ragsift.confidence import ConfidenceError
     from ragsift.confidence.registry import CalibrationScope
     from ragsift.evaluation.probes import load_probes, probe_calibrate
-    from ragsift.retrieval.errors import CollectionNotFoundError
 
     try:
         probes = load_probes(source)
@@ -133,29 +135,21 @@ def probe_calibrate_collection(
     # (ADR 014), and only at its own alpha.
     base = base_calibration(runtime, None)
 
-    async def run() -> Any:
-        async with runtime:
-            with _stage_progress() as tick:
-                return await probe_calibrate(
-                    runtime.index,
-                    runtime.embedder,
-                    base,
-                    probes,
-                    collection=collection,
-                    tenant=tenant,
-                    k=k,
-                    alpha=alpha,
-                    progress=tick,
-                )
-
-    try:
-        artifact = asyncio.run(run())
-    except CollectionNotFoundError as exc:
-        err_console.print(f"[red]error:[/red] no collection {collection!r} in this data dir: {exc}")
-        raise typer.Exit(2) from exc
-    except (RagsiftError, ConfidenceError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+    artifact = run_collection_job(
+        runtime,
+        collection,
+        lambda tick: probe_calibrate(
+            runtime.index,
+            runtime.embedder,
+            base,
+            probes,
+            collection=collection,
+            tenant=tenant,
+            k=k,
+            alpha=alpha,
+            progress=tick,
+        ),
+    )
     scope = CalibrationScope(collection, tenant)
     before, after = base.conformal, artifact.conformal
     if not after.feasible:
@@ -190,3 +184,25 @@ def store_artifact(runtime: Any, scope: Any, artifact: Any, out: Path | None) ->
     assert store is not None  # the embedded runtime always has one
     store.put(scope, artifact)
     return f"the calibration store for {scope}"
+
+
+def run_collection_job(
+    runtime: Any, collection: str, job: Callable[[Callable[[str, int, int], None]], Awaitable[T]]
+) -> T:
+    """Run ``job(progress)`` inside the runtime, with progress bars; its errors as exit 2."""
+    from ragsift.confidence import ConfidenceError
+    from ragsift.retrieval.errors import CollectionNotFoundError
+
+    async def run() -> T:
+        async with runtime:
+            with _stage_progress() as tick:
+                return await job(tick)
+
+    try:
+        return asyncio.run(run())
+    except CollectionNotFoundError as exc:
+        err_console.print(f"[red]error:[/red] no collection {collection!r} in this data dir: {exc}")
+        raise typer.Exit(2) from exc
+    except (RagsiftError, ConfidenceError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc

@@ -35,11 +35,12 @@ from ragsift.confidence.conformal import DEFAULT_DELTA, conformal_threshold
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.features import feature_matrix
 from ragsift.confidence.mix import fit_mix_table
-from ragsift.confidence.probes import certify_with_probes
+from ragsift.confidence.probes import InScopeSample, certify_with_probes
 
 __all__ = [
     "MIN_NEGATIVES",
     "MIN_POSITIVES",
+    "in_scope_of",
     "recalibrate",
     "with_probes",
 ]
@@ -170,12 +171,7 @@ def with_probes(
         ConfidenceError: ``base`` keeps no in-scope sample (refit it with
             ``ragsift calibrate``), or too few probes.
     """
-    sample = base.conformal.in_scope
-    if sample is None:
-        raise ConfidenceError(
-            f"calibration {base.version} keeps no in-scope sample to re-certify with;"
-            " refit it with `ragsift calibrate --dataset ...`"
-        )
+    sample = in_scope_of(base)
     target = base.conformal.alpha if alpha is None else alpha
     probes = np.asarray(probe_confidence, dtype=np.float64)
     own = base.conformal
@@ -201,3 +197,18 @@ def with_probes(
         ).model_dump(mode="json"),
     )
     return CalibrationArtifact.model_validate(data)
+
+
+def in_scope_of(base: CalibrationArtifact) -> InScopeSample:
+    """``base``'s in-scope calibration rows, which :func:`with_probes` re-certifies with.
+
+    Raises:
+        ConfidenceError: ``base`` keeps none (fit before it did, or not from labels).
+    """
+    sample = base.conformal.in_scope
+    if sample is None:
+        raise ConfidenceError(
+            f"calibration {base.version} keeps no in-scope sample to re-certify with;"
+            " refit it with `ragsift calibrate --dataset ...`"
+        )
+    return sample

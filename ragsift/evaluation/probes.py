@@ -34,10 +34,10 @@ from ragsift.confidence import (
 )
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.features import READER_FEATURES
-from ragsift.confidence.selfcal import with_probes
+from ragsift.confidence.selfcal import in_scope_of, with_probes
 from ragsift.errors import InvalidEventError
 from ragsift.evaluation.dataset import EvalQuery, LabelledSet
-from ragsift.evaluation.selfcal import MIN_CHUNKS, search_as_pipeline
+from ragsift.evaluation.selfcal import chunks_per_tenant, search_as_pipeline
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.hit_scores import hit_scores
 from ragsift.retrieval.index import SearchHit, VectorIndex
@@ -181,22 +181,9 @@ async def probe_calibrate(
             f"calibration {base.version} uses reader signals; probing a collection with"
             " it is not supported (use `ragsift eval --probes` on a labelled set)"
         )
-    if base.conformal.in_scope is None:
-        raise ConfidenceError(
-            f"calibration {base.version} keeps no in-scope sample to re-certify with;"
-            " refit it with `ragsift calibrate --dataset ...`"
-        )
-    info = await index.collection_info(collection)
-    counts = dict(info.tenants or {})
-    if tenant is not None:
-        counts = {tenant: counts.get(tenant, 0)}
+    in_scope_of(base)  # before the searches, which it would waste
+    info, counts = await chunks_per_tenant(index, collection, tenant)
     total = sum(counts.values())
-    if total < MIN_CHUNKS:
-        who = f"tenant {tenant!r} in " if tenant else ""
-        raise InvalidEventError(
-            f"{who}collection {collection!r} has {total} chunks; calibrating it needs at"
-            f" least {MIN_CHUNKS} (ingest more documents, or keep the shipped calibration)"
-        )
     owners = sorted(counts)
     hits = await search_as_pipeline(
         index,

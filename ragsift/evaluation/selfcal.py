@@ -37,13 +37,20 @@ from ragsift.errors import InvalidEventError
 from ragsift.evaluation.scoring import answer_in_kept
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.hit_scores import hit_scores, prefetch_limit
-from ragsift.retrieval.index import DOC_FIELD, SearchHit, SearchRequest, VectorIndex
+from ragsift.retrieval.index import (
+    DOC_FIELD,
+    CollectionInfo,
+    SearchHit,
+    SearchRequest,
+    VectorIndex,
+)
 from ragsift.retrieval.reader import split_sentences
 
 __all__ = [
     "MIN_CHUNKS",
     "PseudoQuery",
     "SelfCalibration",
+    "chunks_per_tenant",
     "out_of_domain_questions",
     "pseudo_query",
     "search_as_pipeline",
@@ -217,6 +224,29 @@ async def search_as_pipeline(
     return out
 
 
+async def chunks_per_tenant(
+    index: VectorIndex, collection: str, tenant: str | None
+) -> tuple[CollectionInfo, dict[str, int]]:
+    """The collection's info and its chunks per tenant (only ``tenant``'s, when given).
+
+    Raises:
+        InvalidEventError: fewer than MIN_CHUNKS chunks in all.
+        CollectionNotFoundError: no such collection.
+    """
+    info = await index.collection_info(collection)
+    counts = dict(info.tenants or {})
+    if tenant is not None:
+        counts = {tenant: counts.get(tenant, 0)}
+    total = sum(counts.values())
+    if total < MIN_CHUNKS:
+        who = f"tenant {tenant!r} in " if tenant else ""
+        raise InvalidEventError(
+            f"{who}collection {collection!r} has {total} chunks; calibrating it needs at"
+            f" least {MIN_CHUNKS} (ingest more documents, or keep the shipped calibration)"
+        )
+    return info, counts
+
+
 async def self_calibrate(
     index: VectorIndex,
     embedder: Embedder,
@@ -240,17 +270,8 @@ async def self_calibrate(
     """
     if base.similarity_threshold is None:
         raise ConfidenceError(f"base calibration {base.version} has no fitted hit threshold")
-    info = await index.collection_info(collection)
-    counts = dict(info.tenants or {})
-    if tenant is not None:
-        counts = {tenant: counts.get(tenant, 0)}
+    info, counts = await chunks_per_tenant(index, collection, tenant)
     total = sum(counts.values())
-    if total < MIN_CHUNKS:
-        who = f"tenant {tenant!r} in " if tenant else ""
-        raise InvalidEventError(
-            f"{who}collection {collection!r} has {total} chunks; self-calibration needs at"
-            f" least {MIN_CHUNKS} (ingest more documents, or keep the shipped calibration)"
-        )
     rng = np.random.default_rng(seed)
     per_chunk = min(MAX_PER_CHUNK, max(MIN_PER_CHUNK, -(-sample // total)))
     # Every chunk the probes reach (up to POOL_MAX per tenant): the pool the near-domain

@@ -9,7 +9,7 @@ import pytest
 
 from ragsift.confidence import CalibrationArtifact, ConfidenceError, Provenance
 from ragsift.confidence.artifact import ConformalSpec, DataSummary
-from ragsift.confidence.conformal import conformal_threshold
+from ragsift.confidence.conformal import ConformalResult, conformal_threshold
 from ragsift.confidence.mix import fit_mix_table
 from ragsift.confidence.probes import (
     MIN_PROBES,
@@ -49,6 +49,17 @@ def _sample(
     return sample, conf_out
 
 
+def _own_certificate(sample: InScopeSample, conf_out: np.ndarray) -> ConformalResult:
+    """The calibration's own certificate: its in-scope rows and its out-of-scope ones."""
+    return certify_at_share(
+        np.concatenate([sample.confidence, conf_out]),
+        np.concatenate([np.asarray(sample.relevant, dtype=np.int64), np.zeros(conf_out.size)]),
+        share=sample.unanswerable_share,
+        alpha=ALPHA,
+        delta=DELTA,
+    )
+
+
 def _risk(
     t: float, conf_in: np.ndarray, rel: np.ndarray, conf_out: np.ndarray, share: float
 ) -> float:
@@ -82,13 +93,7 @@ def test_the_sample_keeps_only_in_scope_rows_numbered_by_group() -> None:
 def test_probes_that_score_like_the_calibration_leave_the_threshold_where_it_was() -> None:
     rng = np.random.default_rng(3)
     sample, conf_out = _sample(rng)
-    own = certify_at_share(
-        np.concatenate([sample.confidence, conf_out]),
-        np.concatenate([np.asarray(sample.relevant, dtype=np.int64), np.zeros(conf_out.size)]),
-        share=sample.unanswerable_share,
-        alpha=ALPHA,
-        delta=DELTA,
-    )
+    own = _own_certificate(sample, conf_out)
     probes = _out_of_scope(rng, 2000, 0.0)
     result, table = certify_with_probes(
         sample, probes, [f"a{i % 10}" for i in range(probes.size)], alpha=ALPHA, delta=DELTA
@@ -223,13 +228,7 @@ def test_probes_from_far_off_subjects_never_lower_the_bar() -> None:
     far = np.clip(rng.beta(1, 40, 1000), 0, 1)
     groups = [f"a{i % 10}" for i in range(far.size)]
     free, _ = certify_with_probes(sample, far, groups, alpha=ALPHA, delta=DELTA)
-    own = certify_at_share(
-        np.concatenate([sample.confidence, conf_out]),
-        np.concatenate([np.asarray(sample.relevant, dtype=np.int64), np.zeros(conf_out.size)]),
-        share=sample.unanswerable_share,
-        alpha=ALPHA,
-        delta=DELTA,
-    )
+    own = _own_certificate(sample, conf_out)
     assert free.threshold < own.threshold  # what the probes alone would allow
     floored, _ = certify_with_probes(
         sample, far, groups, alpha=ALPHA, delta=DELTA, floor=own.threshold

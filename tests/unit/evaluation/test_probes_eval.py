@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 
 from ragsift.cli import app
 from ragsift.confidence import CalibrationArtifact, ConfidenceError
-from ragsift.confidence.artifact import ConformalSpec, DataSummary
 from ragsift.confidence.probes import MIN_PROBES, InScopeSample
 from ragsift.errors import InvalidEventError
 from ragsift.evaluation import load_squad, select_half
@@ -27,6 +26,7 @@ from ragsift.evaluation.probes import (
 from ragsift.ingest.indexer import Indexer
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import HashingEmbedder
+from tests.unit.evaluation.test_selfcal_collection import BASE as SELFCAL_BASE
 from tests.unit.evaluation.test_selfcal_collection import documents
 from tests.unit.evaluation.test_squad_eval import OUTSIDE, TOPICS, make_topics, write_squad
 
@@ -45,23 +45,14 @@ def _sample() -> InScopeSample:
     )
 
 
-BASE = CalibrationArtifact(
-    embedder_id=EMBEDDER.embedder_id,
-    metric="cosine",
-    features=("top_score", "agreement"),
-    coefficients=(4.0, 4.0),
-    intercept=-3.0,
-    similarity_threshold=0.05,
-    conformal=ConformalSpec(
-        alpha=0.1,
-        delta=0.1,
-        threshold=0.5,
-        feasible=True,
-        method="test",
-        n_calibration=1200,
-        in_scope=_sample(),
-    ),
-    data=DataSummary(source="test", n_examples=1200),
+#: test_selfcal_collection's base, with an in-scope sample to re-certify with.
+BASE = CalibrationArtifact.model_validate(
+    SELFCAL_BASE.model_dump()
+    | {
+        "version": "",
+        "conformal": SELFCAL_BASE.conformal.model_dump()
+        | {"in_scope": _sample().model_dump(), "n_calibration": 1200},
+    }
 )
 PROBES = [
     Probe(f"Who painted the {w} portrait in {1500 + i}?", f"art{i % 5}")
@@ -247,9 +238,7 @@ def test_cli_calibrate_collection_stores_a_probe_certified_calibration(tmp_path:
         app, ["calibrate", "--collection", "docs", "--data-dir", str(data)], env=env
     )
     assert result.exit_code == 0, result.output
-    assert "calibrated docs on 2680 probe questions (bundled)" in " ".join(
-        result.output.split()
-    )
+    assert "calibrated docs on 2680 probe questions (bundled)" in " ".join(result.output.split())
     stored = DirectoryCalibrationStore(data / "calibrations").get(CalibrationScope("docs", None))
     assert stored is not None
     assert stored.provenance is not None
