@@ -245,3 +245,22 @@ def test_cli_calibrate_collection_stores_a_probe_certified_calibration(tmp_path:
     assert stored.provenance.method.startswith("probes")
     assert stored.provenance.negatives == 2680
     assert stored.version in result.output
+
+
+def test_too_few_probes_is_one_clear_error_in_both_commands(tmp_path: Path) -> None:
+    labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
+    outside = write_squad(tmp_path / "other.json", OUTSIDE, answers=False)
+    data = ["--labelled", str(labelled), "--out-of-scope", str(outside)]
+    artifact = tmp_path / "half1.json"
+    runner = CliRunner()
+    assert (
+        runner.invoke(app, ["calibrate", *data, "--half", "1", "--out", str(artifact)]).exit_code
+        == 0
+    )
+    few = tmp_path / "few.txt"
+    few.write_text("\n".join(f"Who built tower {i}?" for i in range(12)) + "\n")
+    evaluated = runner.invoke(
+        app, ["eval", *data, "--half", "2", "--artifact", str(artifact), "--probes", str(few)]
+    )
+    assert evaluated.exit_code == 2
+    assert f"at least {MIN_PROBES} probe questions" in " ".join(evaluated.output.split())
