@@ -247,9 +247,7 @@ def test_cli_calibrate_collection_stores_a_probe_certified_calibration(tmp_path:
         app, ["calibrate", "--collection", "docs", "--data-dir", str(data)], env=env
     )
     assert result.exit_code == 0, result.output
-    assert "calibrated docs on 2680 probe questions (bundled)" in " ".join(
-        result.output.split()
-    )
+    assert "calibrated docs on 2680 probe questions (bundled)" in " ".join(result.output.split())
     stored = DirectoryCalibrationStore(data / "calibrations").get(CalibrationScope("docs", None))
     assert stored is not None
     assert stored.provenance is not None
