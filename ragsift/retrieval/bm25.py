@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from operator import lt
 
 import qdrant_edge
 
@@ -46,7 +47,7 @@ class SparseEncoding:
             raise ValueError(
                 f"indices and values differ in length: {len(self.indices)} != {len(self.values)}"
             )
-        if any(b <= a for a, b in zip(self.indices, self.indices[1:], strict=False)):
+        if not all(map(lt, self.indices, self.indices[1:])):  # in C: one per search
             raise ValueError("indices must be strictly increasing; use canonical_sparse()")
 
     @property
@@ -60,9 +61,14 @@ class SparseEncoding:
 
 def canonical_sparse(indices: Iterable[int], values: Iterable[float]) -> SparseEncoding:
     """Sort a sparse vector by index and merge repeated indices by summing their values."""
+    # 0.0 + weight, as the merge below adds to 0.0: a -0.0 weight is 0.0 on both paths.
+    ordered_in, weights = list(indices), [0.0 + float(value) for value in values]
+    if len(ordered_in) == len(weights) and all(map(lt, ordered_in, ordered_in[1:])):
+        # Already canonical (the common case): nothing to merge, skip the dict and the sort.
+        return SparseEncoding(tuple(ordered_in), tuple(weights))
     merged: dict[int, float] = {}
-    for index, value in zip(indices, values, strict=True):
-        merged[index] = merged.get(index, 0.0) + float(value)
+    for index, value in zip(ordered_in, weights, strict=True):
+        merged[index] = merged.get(index, 0.0) + value
     ordered = sorted(merged)
     return SparseEncoding(tuple(ordered), tuple(merged[i] for i in ordered))
 

@@ -21,7 +21,6 @@ import asyncio
 import json
 import os
 import threading
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -148,10 +147,18 @@ def _to_request(query: ChannelQuery, flt: qe.Filter) -> qe.QueryRequest:
     )
 
 
-def _raw(points: Sequence[qe.ScoredPoint]) -> list[RawPoint]:
+def _raw(points: Sequence[qe.ScoredPoint], with_payload: bool) -> list[RawPoint]:
     # Point ids are UUIDs (point_id); their 128-bit integers hash and compare in C
     # where UUID objects call Python methods, and are not tracked by the collector.
-    return [RawPoint(p.id.int, p.score, p.payload) for p in points]  # type: ignore[union-attr]
+    if with_payload:
+        return [RawPoint(p.id.int, p.score, p.payload) for p in points]  # type: ignore[union-attr]
+    # A channel query without payload: reading the absent payload still costs a call per point.
+    return [RawPoint(p.id.int, p.score) for p in points]  # type: ignore[union-attr]
+
+
+def _uuid_text(key: PointKey) -> str:
+    """A point key as the binding accepts a UUID: 32 hex digits (a third of ``uuid.UUID(int=)``)."""
+    return f"{int(key):032x}"
 
 
 class EdgeIndex:
@@ -308,7 +315,7 @@ class EdgeIndex:
     ) -> dict[PointKey, Mapping[str, Any]]:
         if not keys:
             return {}
-        ids: list[qe.PointId] = [uuid.UUID(int=int(key)) for key in keys]
+        ids: list[qe.PointId] = [_uuid_text(key) for key in keys]
         records = opened.shard.retrieve(ids, True, False)
         return {r.id.int: r.payload or {} for r in records}  # type: ignore[union-attr]  # UUIDs, see _raw
 
@@ -334,7 +341,9 @@ class EdgeIndex:
             for query in plan.queries
         ]
         answers = opened.shard.query_batch(qe.QueryBatchRequest(native)) if native else []
-        ranked = qdrant_common.rank_batch(plans, [_raw(a) for a in answers])
+        asked = [query.with_payload for plan in plans for query in plan.queries]
+        raw = [_raw(answer, payload) for answer, payload in zip(answers, asked, strict=True)]
+        ranked = qdrant_common.rank_batch(plans, raw)
         wanted = {pid: None for r in ranked for pid in r.payload_ids}
         payloads = self._payloads(opened, list(wanted))
         return [assemble_hits(r, payloads) for r in ranked]

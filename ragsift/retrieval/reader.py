@@ -48,8 +48,15 @@ FloatArray = npt.NDArray[np.float64]
 # then what can open a sentence: an upper-case letter, a digit or an opening quote.
 # Line breaks always end one. Abbreviations ("Mr. Smith") split too: a short extra
 # sentence only adds one candidate to a max, which costs little.
+# Every break begins with a whitespace character, and the pattern says so first:
+# re then skips in C to the next whitespace instead of trying the look-behinds at
+# every character (4x faster on chunk text). The look-behinds include that first
+# whitespace character; otherwise this is
+#   (?:(?<=[.!?])|(?<=[.!?]["')\]]))\s+(?=["'(\[]?[A-Z0-9])|\n+
+# (curly quotes as well), and splits the same (tests/unit/retrieval/test_reader.py).
 _SENTENCE_END = re.compile(
-    r"(?:(?<=[.!?])|(?<=[.!?][\"'\u201d\u2019)\]]))\s+(?=[\"'\u201c\u2018(\[]?[A-Z0-9])|\n+"
+    r"\s(?:(?:(?<=[.!?]\s)|(?<=[.!?][\"'\u201d\u2019)\]]\s))\s*(?=[\"'\u201c\u2018(\[]?[A-Z0-9])"
+    r"|(?<=\n)\n*)"
 )
 # Fragments shorter than this ("U.S.", "1.") join the sentence before them.
 MIN_SENTENCE_CHARS = 20

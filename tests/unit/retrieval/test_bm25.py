@@ -20,6 +20,43 @@ def test_canonical_sparse_sorts_and_merges_duplicates() -> None:
     assert merged == SparseEncoding((1, 3, 7), (4.0, 3.0, 1.5))
 
 
+def _merged_in_order(indices: list[int], values: list[float]) -> SparseEncoding:
+    """The rule canonical_sparse implements, spelled out: merge in input order, then sort."""
+    merged: dict[int, float] = {}
+    for index, value in zip(indices, values, strict=True):
+        merged[index] = merged.get(index, 0.0) + value
+    ordered = sorted(merged)
+    return SparseEncoding(tuple(ordered), tuple(merged[i] for i in ordered))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2**32 - 1) | st.integers(0, 6),
+            st.floats(allow_nan=False, allow_infinity=False),
+        ),
+        max_size=12,
+    )
+)
+def test_canonical_sparse_follows_the_merge_rule_sorted_input_or_not(
+    pairs: list[tuple[int, float]],
+) -> None:
+    indices, values = [i for i, _ in pairs], [v for _, v in pairs]
+    assert canonical_sparse(indices, values) == _merged_in_order(indices, values)
+    ascending = sorted(dict(pairs).items())  # unique and sorted: the fast path
+    keys, weights = [i for i, _ in ascending], [v for _, v in ascending]
+    assert canonical_sparse(keys, weights) == _merged_in_order(keys, weights)
+
+
+def test_canonical_sparse_of_sorted_input_keeps_it_and_normalizes_negative_zero() -> None:
+    encoding = canonical_sparse((1, 5, 9), (0.5, -0.0, 2))
+    assert encoding == SparseEncoding((1, 5, 9), (0.5, 0.0, 2.0))
+    assert str(encoding.values[1]) == "0.0"  # as the merge gives it: 0.0 + -0.0
+    with pytest.raises(ValueError, match="shorter"):  # as before: zip(strict=True)
+        canonical_sparse([1, 2, 3], [1.0, 1.0])
+
+
 def test_sparse_encoding_rejects_unsorted_or_repeated_indices() -> None:
     with pytest.raises(ValueError, match="strictly increasing"):
         SparseEncoding((3, 3), (1.0, 1.0))

@@ -17,7 +17,7 @@ from retrieval_corpus import (
     make_record,
 )
 
-from ragsift.retrieval.edge import EdgeIndex
+from ragsift.retrieval.edge import EdgeIndex, _uuid_text
 from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.errors import (
     CollectionNotFoundError,
@@ -34,6 +34,7 @@ from ragsift.retrieval.index import (
     point_id,
     rrf_fuse,
 )
+from ragsift.retrieval.search_plan import _canonical
 
 pytestmark = pytest.mark.unit
 
@@ -320,3 +321,29 @@ def test_edge_integer_keys_break_ties_like_the_servers_strings() -> None:
     by_int = [uuid.UUID(int=int(pid)) for pid, _ in rrf_fuse([tied, tied[::-1]], k=2)]
     by_str = [uuid.UUID(str(pid)) for pid, _ in rrf_fuse([as_strings, as_strings[::-1]], k=2)]
     assert by_int == by_str
+
+
+@pytest.mark.parametrize(
+    ("scores", "expected"),
+    [
+        ([0.9, 0.7, 0.5], ["c", "a", "b"]),  # strictly best first: kept as the engine gave it
+        ([0.5, 0.9, 0.7], ["a", "b", "c"]),  # not best first: sorted
+        ([0.7, 0.7, 0.5], ["a", "c", "b"]),  # a tie: broken by id, whatever the engine's order
+        ([0.5, float("nan"), 0.9], None),  # NaN compares with nothing: the sort decides
+    ],
+)
+def test_channel_answers_are_ranked_by_score_then_id(
+    scores: list[float], expected: list[str] | None
+) -> None:
+    ids = ["c", "a", "b"]
+    answer = [RawPoint(pid, score) for pid, score in zip(ids, scores, strict=True)]
+    ranked = [p.id for p in _canonical(answer)]
+    assert ranked == (expected or [p.id for p in sorted(answer, key=lambda p: (-p.score, p.id))])
+    if expected is not None:  # every order of the same answer ranks the same
+        assert [p.id for p in _canonical(answer[::-1])] == expected
+
+
+def test_edge_fetches_payloads_by_uuid_text_of_the_integer_key() -> None:
+    pid = uuid.uuid4()
+    assert uuid.UUID(_uuid_text(pid.int)) == pid
+    assert _uuid_text(1) == "0" * 31 + "1"  # zero-padded: small ids are still 128-bit UUIDs
