@@ -53,6 +53,7 @@ def eval_probes(source: str | None, artifact_path: Path | None) -> Any:
 
 
 def with_probe_rows(ds: Any, probes: Any) -> Any:
+    """``ds`` with the probes appended as its last questions (``ds`` itself without)."""
     from ragsift.evaluation.probes import with_probe_queries
 
     return ds if not probes else with_probe_queries(ds, probes)
