@@ -100,8 +100,8 @@ def calibrate(
     With --collection, ragsift adapts its shipped calibration to your documents
     without labels. By default (--method probes) it searches your collection with
     questions it cannot answer and re-certifies the answer threshold on how high
-    they score there (short chunks and large collections give them closer matches).
-    The result is stored under the data dir (calibrations/) and used for that
+    they score there (short chunks give them closer matches); it only ever raises
+    the shipped threshold. The result is stored under the data dir (calibrations/) and used for that
     collection's queries (that tenant's, with --tenant) from then on; run it again
     after large ingests. When no threshold keeps the risk, nothing is stored and the
     shipped calibration stays (docs/confidence.md, section 11).
