@@ -27,7 +27,6 @@ import numpy.typing as npt
 
 from ragsift.confidence import (
     CalibrationArtifact,
-    ConfidenceConfig,
     ConfidenceEngine,
     HitBatch,
     Provenance,
@@ -37,6 +36,7 @@ from ragsift.confidence.features import READER_FEATURES
 from ragsift.confidence.selfcal import in_scope_of, with_probes
 from ragsift.errors import InvalidEventError
 from ragsift.evaluation.dataset import EvalQuery, LabelledSet
+from ragsift.evaluation.scoring import served_config
 from ragsift.evaluation.selfcal import chunks_per_tenant, search_as_pipeline
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.hit_scores import hit_scores
@@ -136,18 +136,9 @@ def probe_confidence(
         hit_scores(list(found), mode, (), reader[i] if reader is not None else None)
         for i, found in enumerate(hits)
     ]
-    config = ConfidenceConfig(embedder_id=base.embedder_id)
-    config = dataclasses.replace(
-        config,
-        scorer="calibrated",
-        similarity_threshold=(
-            config.similarity_threshold
-            if base.similarity_threshold is None
-            else base.similarity_threshold
-        ),
-        min_documents=1,
+    assessed = ConfidenceEngine(served_config(base), calibration=base).assess_batch(
+        HitBatch.from_hits(scores)
     )
-    assessed = ConfidenceEngine(config, calibration=base).assess_batch(HitBatch.from_hits(scores))
     return np.nan_to_num(np.asarray(assessed.confidence, dtype=np.float64), nan=0.0)
 
 

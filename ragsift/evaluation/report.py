@@ -38,7 +38,12 @@ from ragsift.confidence._scipy import beta_ppf
 from ragsift.confidence.mix import UnanswerableShare
 from ragsift.evaluation.mix import ServedMix, as_served
 from ragsift.evaluation.runner import RetrievalRun
-from ragsift.evaluation.scoring import answer_in_kept, hit_batch, relevance_matrix
+from ragsift.evaluation.scoring import (
+    answer_in_kept,
+    hit_batch,
+    relevance_matrix,
+    served_config,
+)
 
 __all__ = ["Evaluation", "ScorerReport", "evaluate_scorers"]
 
@@ -250,15 +255,12 @@ def evaluate_scorers(
     base = ConfidenceConfig(embedder_id=run.embedder_id)
     alpha = artifact.conformal.alpha
 
-    def engine(**changes: Any) -> Any:
-        config = dataclasses.replace(base, **changes)
-        cal = artifact if config.scorer == "calibrated" else None
-        return ConfidenceEngine(config, calibration=cal).assess_batch(batch)
+    def engine(**changes: Any) -> Any:  # the seed rules, each on the same hits
+        return ConfidenceEngine(dataclasses.replace(base, **changes)).assess_batch(batch)
 
     fitted_bar = artifact.similarity_threshold
     hit_bar = base.similarity_threshold if fitted_bar is None else fitted_bar
-    # As the pipeline runs it (ragsift.retrieval.engines.EngineSet).
-    cal = engine(scorer="calibrated", similarity_threshold=hit_bar, min_documents=1)
+    cal = ConfidenceEngine(served_config(artifact), calibration=artifact).assess_batch(batch)
     # One label for every scorer: does the context ragsift keeps hold the answer?
     labels = answer_in_kept(cal, relevance_matrix(run, evaluated))
     conformal = artifact.conformal

@@ -71,6 +71,20 @@ def answer_in_kept(assessed: BatchAssessment, relevant: np.ndarray) -> np.ndarra
     return np.asarray((ranked & kept).any(axis=1), dtype=np.float64)
 
 
+def served_config(artifact: CalibrationArtifact) -> ConfidenceConfig:
+    """The calibrated scorer's configuration as the pipeline runs it
+    (:class:`~ragsift.retrieval.engines.EngineSet`): the artifact's hit threshold
+    (the default where it has none), one document enough."""
+    config = ConfidenceConfig(embedder_id=artifact.embedder_id)
+    fitted = artifact.similarity_threshold
+    return dataclasses.replace(
+        config,
+        scorer="calibrated",
+        similarity_threshold=config.similarity_threshold if fitted is None else fitted,
+        min_documents=1,
+    )
+
+
 def hit_batch(run: RetrievalRun, mask: np.ndarray) -> HitBatch:
     """The masked queries' hits as one padded batch for the confidence engine."""
     idx = np.flatnonzero(mask)
