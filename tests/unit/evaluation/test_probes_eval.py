@@ -87,10 +87,26 @@ def test_probe_files_are_jsonl_or_text(tmp_path: Path) -> None:
     assert len({p.group for p in load_probes(text)}) == 2  # each line its own group
 
 
+def test_probe_text_in_any_script_is_kept_as_written(tmp_path: Path) -> None:
+    """Non-Latin text, control characters and odd groups are questions like any other."""
+    path = tmp_path / "p.jsonl"
+    rows = [
+        {"text": "東京タワーの高さは？", "group": "日本"},
+        {"text": "Wer baute\tden\u0007 Turm?", "group": 12345678901234567890},
+        {"text": "ما هو أطول نهر؟", "group": {"nested": [1, 2]}},
+    ]
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
+    probes = load_probes(path)
+    assert [p.text for p in probes] == [r["text"] for r in rows]
+    assert [p.group for p in probes] == ["日本", "12345678901234567890", "{'nested': [1, 2]}"]
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
         ("{not json\n", r"p.jsonl:1: not JSON"),
+        ('{"text": {"deep": {"er": ["What?"]}}}\n', r"p.jsonl:1: needs"),
+        ('{"text": 1e400}\n', r"p.jsonl:1: needs"),
         ('["What?"]\n', r"p.jsonl:1: needs"),
         ('{"group": "a"}\n', r"p.jsonl:1: needs"),
         ('{"text": "   "}\n', r"p.jsonl:1: empty question"),
@@ -160,14 +176,21 @@ def _probe_file(tmp_path: Path, n: int = 240) -> Path:
     return path
 
 
-def test_eval_recertifies_on_the_corpus_and_never_scores_a_probe(tmp_path: Path) -> None:
+def _fit_half_1(tmp_path: Path) -> tuple[list[str], Path]:
+    """The small labelled set's options, and an artifact fit on its half 1."""
     labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
     outside = write_squad(tmp_path / "other.json", OUTSIDE, answers=False)
     data = ["--labelled", str(labelled), "--out-of-scope", str(outside)]
     artifact = tmp_path / "half1.json"
-    runner = CliRunner()
-    fit = runner.invoke(app, ["calibrate", *data, "--half", "1", "--out", str(artifact)])
+    fit = CliRunner().invoke(app, ["calibrate", *data, "--half", "1", "--out", str(artifact)])
     assert fit.exit_code == 0, fit.output
+    return data, artifact
+
+
+def test_eval_recertifies_on_the_corpus_and_never_scores_a_probe(tmp_path: Path) -> None:
+    data, artifact = _fit_half_1(tmp_path)
+    labelled, outside = Path(data[1]), Path(data[3])
+    runner = CliRunner()
     assert json.loads(artifact.read_text())["conformal"]["in_scope"]["confidence"]
     per_query = tmp_path / "rows.jsonl"
     probes = _probe_file(tmp_path)
@@ -247,16 +270,9 @@ def test_cli_calibrate_collection_stores_a_probe_certified_calibration(tmp_path:
     assert stored.version in result.output
 
 
-def test_too_few_probes_is_one_clear_error_in_both_commands(tmp_path: Path) -> None:
-    labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
-    outside = write_squad(tmp_path / "other.json", OUTSIDE, answers=False)
-    data = ["--labelled", str(labelled), "--out-of-scope", str(outside)]
-    artifact = tmp_path / "half1.json"
+def test_too_few_probes_is_one_clear_error_in_eval(tmp_path: Path) -> None:
+    data, artifact = _fit_half_1(tmp_path)
     runner = CliRunner()
-    assert (
-        runner.invoke(app, ["calibrate", *data, "--half", "1", "--out", str(artifact)]).exit_code
-        == 0
-    )
     few = tmp_path / "few.txt"
     few.write_text("\n".join(f"Who built tower {i}?" for i in range(12)) + "\n")
     evaluated = runner.invoke(
