@@ -123,9 +123,21 @@ def ingest(
             " government, regulatory, market_data, third_party, internal or unknown."
         ),
     ] = "unknown",
+    probe: Annotated[
+        bool | None,
+        typer.Option(
+            "--probe/--no-probe",
+            help="Then re-certify the tenant's answer threshold on this collection with the"
+            " bundled probes (questions it should not answer; ADR 014) when it has no"
+            " calibration of its own yet or its chunk count moved by more than"
+            " RAGSIFT_CALIBRATION_REPROBE_FRACTION (0.2). Default:"
+            " RAGSIFT_CALIBRATION_REPROBE_AFTER_INGEST (on).",
+        ),
+    ] = None,
     data_dir: DataDir = None,
 ) -> None:
-    """Chunk, embed and index documents into the embedded Qdrant Edge shard."""
+    """Chunk, embed and index documents into the embedded Qdrant Edge shard, then probe
+    the collection to re-certify the answer threshold there (--no-probe: don't)."""
     from pydantic import TypeAdapter, ValidationError
     from rich.progress import Progress
 
@@ -150,24 +162,63 @@ def ingest(
     if not docs:
         err_console.print(f"[red]error:[/red] no .txt/.md/.jsonl documents under {path}")
         raise typer.Exit(2)
-    _, runtime = _runtime(data_dir)
+    settings, runtime = _runtime(data_dir)
+    probing = settings.calibration.reprobe_after_ingest if probe is None else probe
 
     async def run() -> Any:
         async with runtime:
             with Progress(console=err_console) as progress:
                 task = progress.add_task("indexing", total=len(docs))
-                return await runtime.ingest(
+                report = await runtime.ingest(
                     tenant,
                     docs,
                     collection=collection,
                     progress=lambda n: progress.update(task, completed=n),
                 )
+            console.print(
+                f"indexed {report.documents} documents as {report.chunks} chunks for tenant"
+                f" {tenant!r} in collection {collection!r}"
+            )
+            if probing:
+                _show_reprobe(await _reprobe(runtime, settings, tenant, collection))
 
-    report = _embedded(run())
-    console.print(
-        f"indexed {report.documents} documents as {report.chunks} chunks for tenant {tenant!r}"
-        f" in collection {collection!r}"
-    )
+    _embedded(run())
+
+
+async def _reprobe(runtime: Any, settings: Any, tenant: str, collection: str) -> Any:
+    """Re-probe the scope just ingested into (None: the scorer is not the calibrated one)."""
+    from ragsift.cli.common import _stage_progress
+    from ragsift.evaluation.reprobe import reprobe_after_ingest
+
+    base = runtime.pipeline.engines.calibration
+    if base is None:
+        return None
+    with _stage_progress() as tick:
+        return await reprobe_after_ingest(
+            runtime.index,
+            runtime.embedder,
+            base,
+            runtime.calibration_store,
+            collection=collection,
+            tenant=tenant,
+            fraction=settings.calibration.reprobe_fraction,
+            progress=tick,
+        )
+
+
+def _show_reprobe(done: Any) -> None:
+    """One line on what probing the ingested scope did."""
+    if done is None:
+        console.print("probes: skipped (RAGSIFT_CONFIDENCE_SCORER is not calibrated)")
+        return
+    where = f"calibration for {done.scope}"
+    if done.outcome == "stored":
+        console.print(f"{where}: re-certified on the bundled probes, {done.message}")
+        console.print(f"  version {done.version}; `--no-probe` skips this step")
+    elif done.outcome == "infeasible":
+        err_console.print(f"[yellow]warning:[/yellow] {where}: {done.message}")
+    else:
+        console.print(f"{where}: not re-probed: {done.message}")
 
 
 def ask(

@@ -240,16 +240,18 @@ def evaluate(
         ),
     ] = None,
     probes_source: Annotated[
-        str | None,
+        str,
         typer.Option(
             "--probes",
             help="Re-certify --artifact's answer threshold on this corpus first, as `ragsift"
-            " calibrate --collection` does: 'bundled' (the bank) or a file of questions the"
-            " corpus does not answer (.jsonl with text/group, or .txt). They are searched,"
-            " not evaluated; they must not be among the evaluated questions.",
-            metavar="bundled|FILE",
+            " ingest` and `calibrate --collection` do: 'auto' (the default: the bundled bank"
+            " when the artifact can be re-certified, as the service does after an ingest),"
+            " 'bundled', 'none', or a file of questions the corpus does not answer (.jsonl"
+            " with text/group, or .txt). They are searched, not evaluated; they must not be"
+            " among the evaluated questions.",
+            metavar="auto|bundled|none|FILE",
         ),
-    ] = None,
+    ] = "auto",
     k: Annotated[int, typer.Option(help="Hits retrieved per question.")] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -283,7 +285,6 @@ def evaluate(
         except RagsiftError as exc:
             err_console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from exc
-    probes = eval_probes(probes_source, artifact_path)
     settings = _settings()
     artifact = None
     if artifact_path is not None:
@@ -303,6 +304,7 @@ def evaluate(
         features = DEFAULT_FEATURES + READER_SIGNAL_FEATURES if reads else DEFAULT_FEATURES
     else:
         reads = READER_FEATURES.intersection(artifact.features)
+    probes, probes_source = eval_probes(probes_source, artifact)
     correction = _eval_correction(settings, artifact)
     run = _retrieval_run(with_probe_rows(ds, probes), k, "hybrid", reads, correction)
     if artifact is None:
@@ -316,9 +318,10 @@ def evaluate(
         )
     probed = None
     if probes:
-        artifact, probed = probe_certified(run, artifact, probes, probes_source or "")
+        artifact, probed = probe_certified(run, artifact, probes, probes_source)
         evaluated[len(ds.queries) :] = False
-        how += f", re-certified on this corpus with {len(probes)} probes ({artifact.version})"
+        if probed["applied"]:
+            how += f", re-certified on this corpus with {len(probes)} probes ({artifact.version})"
     result = evaluate_scorers(
         run,
         artifact,

@@ -28,18 +28,32 @@ __all__ = [
 ]
 
 
-def eval_probes(source: str | None, artifact_path: Path | None) -> Any:
-    """The probes of ``eval --probes`` (None without the option)."""
-    if source is None:
-        return None
-    if artifact_path is None:
+def eval_probes(source: str, artifact: Any) -> tuple[Any, str]:
+    """The probes of ``eval --probes`` and their source's name (None: not probed).
+
+    ``auto`` probes with the bundled bank whenever ``ragsift ingest`` would: an
+    applied artifact that can be re-certified (no reader signals, an in-scope
+    sample). Without ``--artifact`` the fit is on the corpus itself: nothing to probe.
+    """
+    from ragsift.confidence.features import READER_FEATURES
+    from ragsift.evaluation.probes import BUNDLED, load_probes
+
+    if source == "none" or (source == "auto" and artifact is None):
+        return None, source
+    if artifact is None:
         err_console.print(
             "[red]error:[/red] --probes needs --artifact: it re-certifies that artifact's"
             " answer threshold on the evaluated corpus"
         )
         raise typer.Exit(2)
-    from ragsift.evaluation.probes import load_probes
-
+    if source == "auto":
+        if READER_FEATURES.intersection(artifact.features) or artifact.conformal.in_scope is None:
+            err_console.print(
+                f"probes: none ({artifact.version} reads reader signals or keeps no in-scope"
+                " sample, so the service does not re-certify it either)"
+            )
+            return None, source
+        source = BUNDLED
     try:
         probes = load_probes(source)
     except RagsiftError as exc:
@@ -47,9 +61,10 @@ def eval_probes(source: str | None, artifact_path: Path | None) -> Any:
         raise typer.Exit(2) from exc
     err_console.print(
         f"probes: {len(probes)} questions ({source}), searched with the out-of-scope"
-        " questions to re-certify the artifact on this corpus; not evaluated"
+        " questions to re-certify the artifact on this corpus; not evaluated (--probes none:"
+        " the artifact as it is)"
     )
-    return probes
+    return probes, source
 
 
 def with_probe_rows(ds: Any, probes: Any) -> Any:
@@ -86,9 +101,16 @@ def probe_certified(run: Any, artifact: Any, probes: Any, source: str) -> tuple[
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
     before, after = artifact.conformal, probed.conformal
-    return probed, {
+    if not after.feasible:  # as `ragsift ingest` and `calibrate --collection`: nothing stored
+        err_console.print(
+            f"[yellow]warning:[/yellow] the probes certify no answer threshold on this corpus"
+            f" (the artifact's {before.threshold:.2f} is not certified here either); evaluated"
+            " as it is, as the service would serve it"
+        )
+    return probed if after.feasible else artifact, {
         "source": source,
         "n": n,
+        "applied": after.feasible,
         "threshold_before": before.threshold if before.feasible else None,
         "threshold": after.threshold if after.feasible else None,
         "risk_upper_bound": after.risk_upper_bound,
@@ -148,6 +170,7 @@ def probe_calibrate_collection(
             tenant=tenant,
             k=k,
             alpha=alpha,
+            source=source,
             progress=tick,
         ),
     )

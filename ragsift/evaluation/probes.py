@@ -48,6 +48,7 @@ __all__ = [
     "Probe",
     "bundled_probes",
     "load_probes",
+    "method_of",
     "probe_calibrate",
     "probe_confidence",
     "with_probe_queries",
@@ -142,6 +143,11 @@ def probe_confidence(
     return np.nan_to_num(np.asarray(assessed.confidence, dtype=np.float64), nan=0.0)
 
 
+def method_of(source: str) -> str:
+    """The provenance method of a calibration re-certified on the probes of ``source``."""
+    return f"probes ({source})"
+
+
 async def probe_calibrate(
     index: VectorIndex,
     embedder: Embedder,
@@ -152,6 +158,7 @@ async def probe_calibrate(
     tenant: str | None = None,
     k: int = 8,
     alpha: float | None = None,
+    source: str = BUNDLED,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> CalibrationArtifact:
     """``base`` re-certified on ``collection``'s (or one tenant's) scores for ``probes``.
@@ -191,8 +198,9 @@ async def probe_calibrate(
         alpha=alpha,
         provenance=Provenance(
             method=(
-                "probes: the answer threshold re-certified with the collection's scores for"
-                f" {len(probes)} questions it is assumed not to answer as the out-of-scope class"
+                f"{method_of(source)}: the answer threshold re-certified with the collection's"
+                f" scores for {len(probes)} questions it is assumed not to answer as the"
+                " out-of-scope class"
             ),
             base_version=base.version,
             collection=collection,

@@ -39,7 +39,9 @@ def eval_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **env: str) -> di
     labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
     outside = write_squad(tmp_path / "other.json", OUTSIDE, answers=False)
     args = ["--labelled", str(labelled), "--out-of-scope", str(outside)]
-    out = CliRunner().invoke(app, ["eval", *args, "--artifact", str(artifact_path()), "--json"])
+    out = CliRunner().invoke(
+        app, ["eval", *args, "--artifact", str(artifact_path()), "--probes", "none", "--json"]
+    )
     assert out.exit_code == 0, out.output
     summary: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return summary

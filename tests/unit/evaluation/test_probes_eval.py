@@ -26,6 +26,7 @@ from ragsift.evaluation.probes import (
 from ragsift.ingest.indexer import Indexer
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import HashingEmbedder
+from ragsift.retrieval.engines import packaged_calibration_path
 from tests.unit.evaluation.test_selfcal_collection import BASE as SELFCAL_BASE
 from tests.unit.evaluation.test_selfcal_collection import documents
 from tests.unit.evaluation.test_squad_eval import OUTSIDE, TOPICS, make_topics, write_squad
@@ -221,9 +222,10 @@ def test_eval_probes_need_an_artifact_and_a_readable_file(tmp_path: Path) -> Non
     alone = runner.invoke(app, ["eval", "--labelled", str(labelled), "--probes", "bundled"])
     assert alone.exit_code == 2
     assert "--probes needs --artifact" in alone.output
+    shipped = packaged_calibration_path("onnx-all-MiniLM-L6-v2-int8-384")
     missing = runner.invoke(
         app,
-        ["eval", "--labelled", str(labelled), "--artifact", str(labelled), "--probes", "nope.txt"],
+        ["eval", "--labelled", str(labelled), "--artifact", str(shipped), "--probes", "nope.txt"],
     )
     assert missing.exit_code == 2
     assert "cannot read probe questions" in missing.output

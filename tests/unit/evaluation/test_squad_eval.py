@@ -220,7 +220,7 @@ def test_cli_calibrates_on_one_half_and_applies_the_artifact_to_the_other(
     assert fit.exit_code == 0, fit.output
     per_query = tmp_path / "per-query.jsonl"
     args = [*data, "--half", "2", "--artifact", str(artifact), "--per-query", str(per_query)]
-    applied = runner.invoke(app, ["eval", *args, "--json"])
+    applied = runner.invoke(app, ["eval", *args, "--probes", "none", "--json"])
     assert applied.exit_code == 0, applied.output
     summary = json.loads(applied.stdout.strip().splitlines()[-1])
     assert summary["calibration"].startswith(f"applied artifact {artifact}")

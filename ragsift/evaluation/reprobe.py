@@ -1,0 +1,143 @@
+"""Re-probe a scope's calibration after an ingest changed its collection (ADR 014).
+
+The answer threshold certified on SQuAD holds on a collection only as far as
+questions it cannot answer score there as on SQuAD; short chunks let them score
+higher (docs/evaluation.md, "Transfer to other chunkings"). ``ragsift calibrate
+--collection`` measures that with the bundled probes; this module runs the same
+job when an ingest leaves a scope's chunk count more than a set fraction away
+from the count its probe calibration was made at (or the scope has none yet),
+so a collection is probed without anyone remembering to.
+
+It only writes where the last word was the bundled probes': a scope calibrated
+from labels (feedback), with pseudo-queries or with a user's own probe bank
+keeps that calibration, since a fresh bundled probe cannot stand in for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from ragsift.confidence import CalibrationArtifact, ConfidenceError
+from ragsift.confidence.features import READER_FEATURES
+from ragsift.confidence.registry import CalibrationScope, CalibrationStore
+from ragsift.evaluation.probes import BUNDLED, bundled_probes, method_of, probe_calibrate
+from ragsift.evaluation.selfcal import MIN_CHUNKS
+from ragsift.retrieval.embedders import Embedder
+from ragsift.retrieval.index import VectorIndex
+
+__all__ = ["DEFAULT_FRACTION", "Reprobe", "reprobe_after_ingest", "reprobe_due"]
+
+#: A scope is re-probed when its chunk count moved by more than this share.
+DEFAULT_FRACTION: Final = 0.2
+
+Outcome = Literal["stored", "not_due", "kept", "too_small", "unsupported", "infeasible"]
+
+
+@dataclass(frozen=True)
+class Reprobe:
+    """What re-probing one scope did, and why.
+
+    ``outcome``: ``stored`` (a new calibration is in the store), ``not_due``
+    (the scope changed by no more than the fraction since its last probes),
+    ``kept`` (the scope's calibration was not made by the bundled probes),
+    ``too_small`` (under MIN_CHUNKS chunks), ``unsupported`` (the shipped
+    calibration reads reader signals or keeps no in-scope sample) or
+    ``infeasible`` (no threshold certified on this collection; nothing stored).
+    """
+
+    scope: CalibrationScope
+    outcome: Outcome
+    message: str
+    chunks: int
+    threshold_before: float | None = None
+    threshold: float | None = None
+    version: str | None = None
+
+
+def reprobe_due(
+    current: CalibrationArtifact | None, chunks: int, fraction: float
+) -> tuple[Literal["due", "not_due", "kept"], str]:
+    """Whether a scope with ``chunks`` chunks and calibration ``current`` is due, and why."""
+    if current is None:
+        return "due", "no calibration of its own yet"
+    provenance = current.provenance
+    if provenance is None or not provenance.method.startswith(method_of(BUNDLED)):
+        made_by = "a fit on labels" if provenance is None else provenance.method.split(":")[0]
+        return "kept", f"its calibration was made by {made_by}; kept"
+    before = provenance.chunks
+    moved = abs(chunks - before) / max(before, 1)
+    seen = f"{chunks} chunks, {moved:.0%} off the {before} its probes saw"
+    if moved <= fraction:
+        return "not_due", f"{seen} (re-probed past {fraction:.0%})"
+    return "due", seen
+
+
+async def reprobe_after_ingest(
+    index: VectorIndex,
+    embedder: Embedder,
+    base: CalibrationArtifact,
+    store: CalibrationStore,
+    *,
+    collection: str,
+    tenant: str,
+    fraction: float = DEFAULT_FRACTION,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Reprobe:
+    """Re-probe ``tenant``'s part of ``collection`` if due; store what is certified.
+
+    ``base`` is the shipped calibration (the probes re-certify it, never a scoped
+    one). Never raises for a scope it cannot probe: the outcome says why.
+    """
+    scope = CalibrationScope(collection, tenant)
+    info = await index.collection_info(collection)
+    chunks = int((info.tenants or {}).get(tenant, 0))
+    if chunks < MIN_CHUNKS:
+        return Reprobe(
+            scope, "too_small", f"{chunks} chunks; probing needs at least {MIN_CHUNKS}", chunks
+        )
+    if READER_FEATURES.intersection(base.features) or base.conformal.in_scope is None:
+        return Reprobe(
+            scope,
+            "unsupported",
+            f"calibration {base.version} cannot be re-certified on probes"
+            " (it reads reader signals or keeps no in-scope sample)",
+            chunks,
+        )
+    current = store.get(scope)
+    due, why = reprobe_due(current, chunks, fraction)
+    if due != "due":
+        return Reprobe(scope, due, why, chunks)
+    try:
+        artifact = await probe_calibrate(
+            index,
+            embedder,
+            base,
+            bundled_probes(),
+            collection=collection,
+            tenant=tenant,
+            progress=progress,
+        )
+    except ConfidenceError as exc:  # e.g. a hostile store entry's base; say it, keep serving
+        return Reprobe(scope, "unsupported", str(exc), chunks)
+    before = base.conformal.threshold if base.conformal.feasible else None
+    if not artifact.conformal.feasible:
+        return Reprobe(
+            scope,
+            "infeasible",
+            f"{why}: questions it should not answer score so high here that no answer"
+            f" threshold is certified (the shipped {before} is not either); nothing stored",
+            chunks,
+            threshold_before=before,
+        )
+    store.put(scope, artifact)
+    return Reprobe(
+        scope,
+        "stored",
+        f"{why}: answer threshold {before} -> {artifact.conformal.threshold:.2f}",
+        chunks,
+        threshold_before=before,
+        threshold=artifact.conformal.threshold,
+        version=artifact.version,
+    )

@@ -1,0 +1,198 @@
+"""Re-probing after an ingest: a scope is re-certified on the bundled probes when it
+has no calibration of its own or moved by more than the fraction, and only then."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ragsift.cli import app
+from ragsift.confidence import CalibrationArtifact, Provenance
+from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
+from ragsift.evaluation import reprobe as reprobe_module
+from ragsift.evaluation.probes import Probe, method_of
+from ragsift.evaluation.reprobe import reprobe_after_ingest, reprobe_due
+from ragsift.ingest.indexer import Indexer
+from ragsift.retrieval.edge import EdgeIndex
+from tests.unit.evaluation.test_probes_eval import BASE, EMBEDDER, _fit_half_1
+from tests.unit.evaluation.test_selfcal_collection import BASE as NO_SAMPLE
+from tests.unit.evaluation.test_selfcal_collection import documents
+
+
+def _made_by(method: str, chunks: int) -> CalibrationArtifact:
+    provenance = Provenance(method=method, base_version="b", collection="docs", chunks=chunks)
+    return CalibrationArtifact.model_validate(
+        BASE.model_dump() | {"version": "", "provenance": provenance.model_dump()}
+    )
+
+
+@pytest.mark.parametrize(
+    ("current", "chunks", "due"),
+    [
+        (None, 10, "due"),
+        (BASE, 10, "kept"),  # fit on labels: no provenance
+        (_made_by("feedback re-fit", 100), 500, "kept"),
+        (_made_by(method_of("/my/bank.txt") + ": ...", 100), 500, "kept"),
+        (_made_by(method_of("bundled") + ": ...", 100), 120, "not_due"),
+        (_made_by(method_of("bundled") + ": ...", 100), 80, "not_due"),
+        (_made_by(method_of("bundled") + ": ...", 100), 121, "due"),
+        (_made_by(method_of("bundled") + ": ...", 100), 79, "due"),
+        (_made_by(method_of("bundled") + ": ...", 0), 12, "due"),
+    ],
+)
+def test_a_scope_is_due_when_it_has_none_or_moved_past_the_fraction(
+    current: CalibrationArtifact | None, chunks: int, due: str
+) -> None:
+    assert reprobe_due(current, chunks, 0.2)[0] == due
+
+
+@pytest.fixture
+async def index(tmp_path: Path) -> AsyncIterator[EdgeIndex]:
+    built = EdgeIndex(tmp_path / "edge")
+    await Indexer(built, EMBEDDER).ingest("alpha", "docs", documents(40))
+    await Indexer(built, EMBEDDER).ingest("beta", "docs", documents(3))
+    yield built
+    await built.close()
+
+
+async def test_reprobing_stores_once_then_waits_for_the_collection_to_move(
+    index: EdgeIndex, tmp_path: Path
+) -> None:
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    args = (index, EMBEDDER, BASE, store)
+    first = await reprobe_after_ingest(*args, collection="docs", tenant="alpha")
+    assert first.outcome == "stored", first.message
+    stored = store.get(CalibrationScope("docs", "alpha"))
+    assert stored is not None
+    assert stored.version == first.version
+    assert stored.provenance is not None
+    assert stored.provenance.method.startswith(method_of("bundled"))
+    assert (stored.provenance.chunks, stored.provenance.tenant) == (first.chunks, "alpha")
+    assert first.threshold is not None
+    assert first.threshold >= BASE.conformal.threshold
+    again = await reprobe_after_ingest(*args, collection="docs", tenant="alpha")
+    assert again.outcome == "not_due"
+    # Half as many chunks again: past the fraction, so probed once more.
+    await Indexer(index, EMBEDDER).ingest("alpha", "docs", documents(60))
+    moved = await reprobe_after_ingest(*args, collection="docs", tenant="alpha")
+    assert moved.outcome == "stored", moved.message
+    assert moved.chunks > first.chunks
+
+
+async def test_reprobing_leaves_what_it_cannot_or_should_not_replace(
+    index: EdgeIndex, tmp_path: Path
+) -> None:
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    small = await reprobe_after_ingest(
+        index, EMBEDDER, BASE, store, collection="docs", tenant="beta"
+    )
+    assert small.outcome == "too_small"
+    assert "at least 10" in small.message
+    nothing = await reprobe_after_ingest(
+        index, EMBEDDER, BASE, store, collection="docs", tenant="nobody"
+    )
+    assert nothing.outcome == "too_small"
+    unsupported = await reprobe_after_ingest(
+        index, EMBEDDER, NO_SAMPLE, store, collection="docs", tenant="alpha"
+    )
+    assert unsupported.outcome == "unsupported"
+    labelled = _made_by("feedback-remap", 40)
+    store.put(CalibrationScope("docs", "alpha"), labelled)
+    kept = await reprobe_after_ingest(
+        index, EMBEDDER, BASE, store, collection="docs", tenant="alpha"
+    )
+    assert kept.outcome == "kept"
+    assert store.get(CalibrationScope("docs", "alpha")) == labelled
+    assert store.scopes() == [CalibrationScope("docs", "alpha")]
+
+
+async def test_an_uncertifiable_collection_stores_nothing_and_says_so(
+    index: EdgeIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Probes the collection does answer: its own sentences.
+    own = [
+        Probe(sentence, doc.doc_id)
+        for doc in documents(40)
+        for sentence in doc.text.split(". ")
+        for _ in range(2)
+    ]
+    monkeypatch.setattr(reprobe_module, "bundled_probes", lambda: own)
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    done = await reprobe_after_ingest(
+        index, EMBEDDER, BASE, store, collection="docs", tenant="alpha"
+    )
+    assert done.outcome == "infeasible", done.message
+    assert "nothing stored" in done.message
+    assert store.scopes() == []
+
+
+def test_cli_ingest_probes_the_scope_it_wrote_unless_told_not_to(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for doc in documents(30):
+        (corpus / f"{doc.doc_id}.md").write_text(doc.text, encoding="utf-8")
+    runner = CliRunner()
+    env = {"RAGSIFT_EMBEDDER_KIND": "hashing"}
+    ingest = ["ingest", str(corpus), "--tenant", "acme", "--collection", "docs"]
+    data = tmp_path / "data"
+    store = DirectoryCalibrationStore(data / "calibrations")
+
+    done = runner.invoke(app, [*ingest, "--data-dir", str(data)], env=env)
+    assert done.exit_code == 0, done.output
+    said = " ".join(done.output.split())
+    assert "calibration for acme/docs: re-certified on the bundled probes" in said
+    stored = store.get(CalibrationScope("docs", "acme"))
+    assert stored is not None
+    assert stored.version in said
+    again = runner.invoke(app, [*ingest, "--data-dir", str(data)], env=env)
+    assert again.exit_code == 0, again.output
+    assert "not re-probed: 30 chunks, 0% off the 30 its probes saw" in " ".join(
+        again.output.split()
+    )
+    assert store.get(CalibrationScope("docs", "acme")) == stored
+
+    for how, extra_env in (
+        (["--no-probe"], {}),
+        ([], {"RAGSIFT_CALIBRATION_REPROBE_AFTER_INGEST": "false"}),
+    ):
+        fresh = tmp_path / f"fresh{len(how)}"
+        quiet = runner.invoke(app, [*ingest, *how, "--data-dir", str(fresh)], env=env | extra_env)
+        assert quiet.exit_code == 0, quiet.output
+        assert "calibration for" not in quiet.output
+        assert DirectoryCalibrationStore(fresh / "calibrations").scopes() == []
+
+
+def test_eval_probes_by_default_as_the_service_does(tmp_path: Path) -> None:
+    data, artifact = _fit_half_1(tmp_path)
+    runner = CliRunner()
+    args = ["eval", *data, "--half", "2", "--artifact", str(artifact), "--json"]
+    auto = runner.invoke(app, args)
+    assert auto.exit_code == 0, auto.output
+    summary = json.loads(auto.stdout.strip().splitlines()[-1])
+    assert summary["probes"]["source"] == "bundled"
+    assert summary["probes"]["n"] == 2680
+    assert summary["probes"]["applied"] is True
+    assert "re-certified on this corpus with 2680 probes" in summary["calibration"]
+
+    plain = runner.invoke(app, [*args, "--probes", "none"])
+    assert plain.exit_code == 0, plain.output
+    as_is = json.loads(plain.stdout.strip().splitlines()[-1])
+    assert "probes" not in as_is
+    assert (
+        as_is["calibration_version"] == CalibrationArtifact.from_json(artifact.read_text()).version
+    )
+
+    # An artifact without an in-scope sample is served as it is, so evaluated as it is.
+    bare = json.loads(artifact.read_text())
+    del bare["conformal"]["in_scope"]
+    bare["version"] = ""
+    old = tmp_path / "old.json"
+    old.write_text(CalibrationArtifact.model_validate(bare).to_json(), encoding="utf-8")
+    unprobed = runner.invoke(app, ["eval", *data, "--half", "2", "--artifact", str(old), "--json"])
+    assert unprobed.exit_code == 0, unprobed.output
+    assert "probes: none" in unprobed.output
+    assert "probes" not in json.loads(unprobed.stdout.strip().splitlines()[-1])
