@@ -435,11 +435,16 @@ class CalibrationSettings(BaseSettings):
     #: Seconds between checks of the store for new or changed calibrations: a re-fit
     #: reaches running workers within this time, without a restart.
     refresh_s: float = Field(default=5.0, ge=0, le=3600)
-    #: After ``ragsift ingest``, re-certify the tenant's part of the collection on the
-    #: bundled probes (ADR 014) when it has no calibration of its own yet, or its
-    #: chunk count moved by more than ``reprobe_fraction`` since its last probes.
+    #: After ``ragsift ingest`` (and in the streaming indexer), re-certify the
+    #: tenant's part of the collection on the bundled probes (ADR 014) when it has no
+    #: calibration of its own yet, or its chunk count moved by more than
+    #: ``reprobe_fraction`` since its last probes.
     reprobe_after_ingest: bool = True
     reprobe_fraction: float = Field(default=0.2, gt=0, le=100)
+    #: Streaming: the indexer worker re-probes a scope once no document has reached it
+    #: for this many seconds (a bulk load is probed once, when it settles). It needs a
+    #: store the retrieval workers read (``RAGSIFT_CALIBRATION_STORE``/``_STORE_DIR``).
+    reprobe_quiet_s: float = Field(default=30.0, ge=0, le=86_400)
 
 
 class WorkerSettings(BaseSettings):

@@ -6,6 +6,7 @@ embedder, cache and pipeline here, so they cannot drift apart.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from ragsift.confidence.drift import DriftMonitor
@@ -17,6 +18,7 @@ from ragsift.confidence.registry import (
     DirectoryCalibrationStore,
 )
 from ragsift.errors import ConfigurationError
+from ragsift.evaluation.reprobe import Reprober
 from ragsift.observability.metrics import Metrics
 from ragsift.report.builder import ReportBuilder, ReportSettings
 from ragsift.retrieval.bm25 import Bm25Encoder
@@ -46,8 +48,11 @@ __all__ = [
     "build_pipeline",
     "build_reader",
     "build_report_handler",
+    "build_reprober",
     "build_reranker",
 ]
+
+log = logging.getLogger(__name__)
 
 
 def build_reranker(settings: RerankerSettings) -> Reranker | None:
@@ -195,6 +200,34 @@ def build_calibration_registry(
             " RAGSIFT_CALIBRATION_STORE=redis (replicas) or RAGSIFT_CALIBRATION_STORE_DIR"
         )
     return CalibrationRegistry(engines.calibration, store, refresh_s=settings.calibration.refresh_s)
+
+
+def build_reprober(
+    settings: Settings, index: VectorIndex, embedder: Embedder, metrics: Metrics
+) -> Reprober | None:
+    """The indexer's re-probing of the scopes it changes (ADR 014), or None when off,
+    when the scorer is not the calibrated one, or when no store is configured (a
+    re-certified calibration would reach no retrieval worker)."""
+    calibration = settings.calibration
+    if not calibration.reprobe_after_ingest:
+        return None
+    base = EngineSet(settings.confidence, embedder.embedder_id).calibration
+    store = build_calibration_store(settings)
+    if base is None or store is None:
+        log.info(
+            "indexer: no re-probing after ingest (%s)",
+            "the scorer is not calibrated" if base is None else "no calibration store configured",
+        )
+        return None
+    return Reprober(
+        index,
+        embedder,
+        base,
+        store,
+        fraction=calibration.reprobe_fraction,
+        quiet_s=calibration.reprobe_quiet_s,
+        count=lambda outcome: metrics.calibration_reprobes.labels(outcome).inc(),
+    )
 
 
 def build_reader(engines: EngineSet, embedder: Embedder, top_n: int) -> Reader | None:

@@ -147,6 +147,7 @@ def refit_calibration(
         ),
     )
     # Validated anew (not model_copy): the version is the new content's hash.
-    fields = base.model_dump(exclude={"version", "conformal", "data"})
+    # Not the base's provenance either: this one was made from labels (data says how).
+    fields = base.model_dump(exclude={"version", "conformal", "data", "provenance"})
     fields.update(coefficients=coefficients, intercept=intercept, conformal=spec, data=data)
     return CalibrationArtifact.model_validate(fields)

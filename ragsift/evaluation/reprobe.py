@@ -15,6 +15,10 @@ keeps that calibration, since a fresh bundled probe cannot stand in for it.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -27,7 +31,9 @@ from ragsift.evaluation.selfcal import MIN_CHUNKS
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.index import VectorIndex
 
-__all__ = ["DEFAULT_FRACTION", "Reprobe", "reprobe_after_ingest", "reprobe_due"]
+__all__ = ["DEFAULT_FRACTION", "Reprobe", "Reprober", "reprobe_after_ingest", "reprobe_due"]
+
+log = logging.getLogger(__name__)
 
 #: A scope is re-probed when its chunk count moved by more than this share.
 DEFAULT_FRACTION: Final = 0.2
@@ -63,9 +69,10 @@ def reprobe_due(
     if current is None:
         return "due", "no calibration of its own yet"
     provenance = current.provenance
-    if provenance is None or not provenance.method.startswith(method_of(BUNDLED)):
-        made_by = "a fit on labels" if provenance is None else provenance.method.split(":")[0]
-        return "kept", f"its calibration was made by {made_by}; kept"
+    if provenance is None or current.data.source.startswith("feedback:"):
+        return "kept", "its calibration was fit on labels; kept"
+    if not provenance.method.startswith(method_of(BUNDLED)):
+        return "kept", f"its calibration was made by {provenance.method.split(':')[0]}; kept"
     before = provenance.chunks
     moved = abs(chunks - before) / max(before, 1)
     seen = f"{chunks} chunks, {moved:.0%} off the {before} its probes saw"
@@ -141,3 +148,76 @@ async def reprobe_after_ingest(
         threshold=artifact.conformal.threshold,
         version=artifact.version,
     )
+
+
+class Reprober:
+    """Re-probes, in the background, the scopes a streaming indexer wrote to.
+
+    A scope is probed once no document has reached it for ``quiet_s`` seconds,
+    so a bulk load is probed once, when it settles; scopes are probed one at a
+    time. Each outcome is logged and counted
+    (``ragsift_calibration_reprobes_total{outcome}``); an error is counted as
+    ``error`` and the indexer keeps going (the next change of the scope tries again).
+    """
+
+    def __init__(
+        self,
+        index: VectorIndex,
+        embedder: Embedder,
+        base: CalibrationArtifact,
+        store: CalibrationStore,
+        *,
+        fraction: float = DEFAULT_FRACTION,
+        quiet_s: float = 30.0,
+        count: Callable[[str], None] | None = None,
+    ):
+        self._job = (index, embedder, base, store)
+        self.fraction = fraction
+        self.quiet_s = quiet_s
+        self._count = count
+        self._touched: dict[CalibrationScope, float] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.done: list[Reprobe] = []  # the latest outcomes, newest last (bounded)
+
+    def touched(self, tenant: str, collection: str) -> None:
+        """Note that ``tenant``'s part of ``collection`` changed (just now)."""
+        self._touched[CalibrationScope(collection, tenant)] = time.monotonic()
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        while self._touched:
+            settled = min(self._touched.values()) + self.quiet_s
+            await asyncio.sleep(max(0.0, settled - time.monotonic()))
+            now = time.monotonic()
+            for scope, at in list(self._touched.items()):
+                if at + self.quiet_s <= now and self._touched.get(scope) == at:
+                    del self._touched[scope]
+                    await self._probe(scope)
+
+    async def _probe(self, scope: CalibrationScope) -> None:
+        assert scope.tenant is not None
+        try:
+            done = await reprobe_after_ingest(
+                *self._job, collection=scope.collection, tenant=scope.tenant, fraction=self.fraction
+            )
+        except Exception:  # the indexer must keep indexing; the next change retries
+            log.exception("re-probing %s failed", scope)
+            self._note("error")
+            return
+        level = logging.WARNING if done.outcome == "infeasible" else logging.INFO
+        log.log(level, "re-probing %s: %s (%s)", scope, done.outcome, done.message)
+        self._note(done.outcome)
+        self.done = [*self.done[-99:], done]
+
+    def _note(self, outcome: str) -> None:
+        if self._count is not None:
+            self._count(outcome)
+
+    async def close(self) -> None:
+        """Stop waiting; a probe under way is cancelled (nothing half-stored: a put is atomic)."""
+        self._touched.clear()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

@@ -276,6 +276,13 @@ class Metrics:
             "Calibrations re-fit from feedback and published.",
             registry=r,
         )
+        self.calibration_reprobes = Counter(
+            "ragsift_calibration_reprobes_total",
+            "Scopes re-probed after the indexer changed them, by outcome (stored, not_due,"
+            " kept, too_small, unsupported, infeasible, error).",
+            ["outcome"],
+            registry=r,
+        )
         self.drift_psi = Gauge(
             "ragsift_calibration_drift_psi",
             "PSI of the recent top-hit scores against the calibration's reference.",

@@ -37,6 +37,7 @@ from ragsift.wiring import (
     build_index,
     build_pipeline,
     build_report_handler,
+    build_reprober,
 )
 from ragsift.workers.audit import build_audit_handler
 from ragsift.workers.base import Handler
@@ -93,7 +94,8 @@ def build_worker(
             )
             handlers.append(RetrievalHandler(pipeline))
         if "indexer" in names:
-            handlers.append(IndexerHandler(Indexer(index, embedder, cache=cache)))
+            reprober = build_reprober(settings, index, embedder, metrics)
+            handlers.append(IndexerHandler(Indexer(index, embedder, cache=cache), reprober))
     if "audit" in names:
         audit = audit_dir or settings.data_dir / "audit"
         handlers.append(build_audit_handler(settings.audit, audit, metrics))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -10,17 +11,25 @@ from ragsift.ingest.indexer import Indexer
 from ragsift.schemas import DocumentEvent
 from ragsift.workers.base import Outcome
 
+if TYPE_CHECKING:
+    from ragsift.evaluation.reprobe import Reprober
+
 __all__ = ["IndexerHandler"]
 
 
 class IndexerHandler:
-    """Applies upserts and deletes in order (the documents topic is keyed by doc id)."""
+    """Applies upserts and deletes in order (the documents topic is keyed by doc id).
+
+    With a ``reprober``, every (tenant, collection) a batch changed is handed to
+    it, which re-probes the scope's answer threshold once it settles (ADR 014).
+    """
 
     name = "indexer"
     source = "documents"
 
-    def __init__(self, indexer: Indexer):
+    def __init__(self, indexer: Indexer, reprober: Reprober | None = None):
         self.indexer = indexer
+        self.reprober = reprober
 
     @property
     def model(self) -> type[BaseModel]:
@@ -37,7 +46,11 @@ class IndexerHandler:
                 outcomes.append(exc)
             else:
                 outcomes.append([])
+                if self.reprober is not None:
+                    self.reprober.touched(event.tenant_id, event.collection)
         return outcomes
 
     async def close(self) -> None:
-        """The indexer's resources are owned by whoever built it."""
+        """The indexer's resources are owned by whoever built it; a pending re-probe stops."""
+        if self.reprober is not None:
+            await self.reprober.close()

@@ -3,6 +3,7 @@ has no calibration of its own or moved by more than the fraction, and only then.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,18 +16,22 @@ from ragsift.confidence import CalibrationArtifact, Provenance
 from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
 from ragsift.evaluation import reprobe as reprobe_module
 from ragsift.evaluation.probes import Probe, method_of
-from ragsift.evaluation.reprobe import reprobe_after_ingest, reprobe_due
+from ragsift.evaluation.reprobe import Reprober, reprobe_after_ingest, reprobe_due
 from ragsift.ingest.indexer import Indexer
 from ragsift.retrieval.edge import EdgeIndex
+from ragsift.schemas import DocumentEvent
+from ragsift.workers.indexer import IndexerHandler
 from tests.unit.evaluation.test_probes_eval import BASE, EMBEDDER, _fit_half_1
 from tests.unit.evaluation.test_selfcal_collection import BASE as NO_SAMPLE
 from tests.unit.evaluation.test_selfcal_collection import documents
 
 
-def _made_by(method: str, chunks: int) -> CalibrationArtifact:
+def _made_by(method: str, chunks: int, source: str = "squad") -> CalibrationArtifact:
     provenance = Provenance(method=method, base_version="b", collection="docs", chunks=chunks)
+    data = BASE.data.model_copy(update={"source": source})
     return CalibrationArtifact.model_validate(
-        BASE.model_dump() | {"version": "", "provenance": provenance.model_dump()}
+        BASE.model_dump()
+        | {"version": "", "provenance": provenance.model_dump(), "data": data.model_dump()}
     )
 
 
@@ -36,6 +41,8 @@ def _made_by(method: str, chunks: int) -> CalibrationArtifact:
         (None, 10, "due"),
         (BASE, 10, "kept"),  # fit on labels: no provenance
         (_made_by("feedback re-fit", 100), 500, "kept"),
+        # A feedback re-fit of a probed base (older ones kept the base's provenance).
+        (_made_by(method_of("bundled") + ": ...", 100, "feedback:acme/docs"), 500, "kept"),
         (_made_by(method_of("/my/bank.txt") + ": ...", 100), 500, "kept"),
         (_made_by(method_of("bundled") + ": ...", 100), 120, "not_due"),
         (_made_by(method_of("bundled") + ": ...", 100), 80, "not_due"),
@@ -196,3 +203,93 @@ def test_eval_probes_by_default_as_the_service_does(tmp_path: Path) -> None:
     assert unprobed.exit_code == 0, unprobed.output
     assert "probes: none" in unprobed.output
     assert "probes" not in json.loads(unprobed.stdout.strip().splitlines()[-1])
+
+
+async def _settled(reprober: Reprober, n: int) -> None:
+    for _ in range(400):
+        if len(reprober.done) >= n:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{n} re-probes did not finish: {reprober.done}")
+
+
+async def test_the_reprober_probes_a_scope_once_it_settles_and_counts_each_outcome(
+    index: EdgeIndex, tmp_path: Path
+) -> None:
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    counted: list[str] = []
+    reprober = Reprober(index, EMBEDDER, BASE, store, quiet_s=0.3, count=counted.append)
+    for _ in range(5):  # a bulk load: one probe when it settles, not one per batch
+        reprober.touched("alpha", "docs")
+        await asyncio.sleep(0.05)
+    reprober.touched("beta", "docs")
+    await _settled(reprober, 2)
+    await asyncio.sleep(0.5)  # nothing else is pending
+    assert sorted(d.outcome for d in reprober.done) == ["stored", "too_small"]
+    assert sorted(counted) == ["stored", "too_small"]
+    assert store.scopes() == [CalibrationScope("docs", "alpha")]
+    await reprober.close()
+
+
+async def test_a_failed_reprobe_is_counted_and_the_next_change_tries_again(
+    index: EdgeIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+
+    async def flaky(*args: object, **kwargs: object) -> object:
+        calls.append(str(kwargs["tenant"]))
+        if len(calls) == 1:
+            raise OSError("disk full")
+        return await reprobe_after_ingest(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reprobe_module, "reprobe_after_ingest", flaky)
+    counted: list[str] = []
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    reprober = Reprober(index, EMBEDDER, BASE, store, quiet_s=0.0, count=counted.append)
+    reprober.touched("alpha", "docs")
+    for _ in range(100):
+        if counted:
+            break
+        await asyncio.sleep(0.05)
+    assert counted == ["error"]
+    reprober.touched("alpha", "docs")
+    for _ in range(400):
+        if len(counted) == 2:
+            break
+        await asyncio.sleep(0.05)
+    assert counted == ["error", "stored"]
+    await reprober.close()
+
+
+async def test_the_indexer_hands_each_scope_it_changed_to_the_reprober(
+    index: EdgeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple[str, str]] = []
+
+    class Recorder:
+        def touched(self, tenant: str, collection: str) -> None:
+            seen.append((tenant, collection))
+
+        async def close(self) -> None:
+            seen.append(("closed", ""))
+
+    indexer = Indexer(index, EMBEDDER)
+    handler = IndexerHandler(indexer, Recorder())  # type: ignore[arg-type]
+    good = DocumentEvent(event_id="e1", tenant_id="acme", doc_id="a", text="Kalo mi ren.")
+    other = DocumentEvent(
+        event_id="e2", tenant_id="zeta", collection="docs", doc_id="b", text="Tu vos zel."
+    )
+    bad = DocumentEvent(event_id="e3", tenant_id="acme", doc_id="c", text="Pra dun fio.")
+    real_apply = indexer.apply
+
+    async def apply(event: DocumentEvent) -> object:
+        if event.doc_id == "c":
+            raise RuntimeError("index down")
+        return await real_apply(event)
+
+    monkeypatch.setattr(indexer, "apply", apply)
+    outcomes = await handler.handle_batch([good, other, bad])
+    assert isinstance(outcomes[2], RuntimeError)
+    assert seen == [("acme", "default"), ("zeta", "docs")]
+    await handler.close()
+    assert seen[-1] == ("closed", "")

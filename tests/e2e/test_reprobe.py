@@ -1,0 +1,112 @@
+"""Re-probing on the real broker: documents for a new tenant reach the indexer worker,
+which re-certifies that tenant's answer threshold on the bundled probes once the load
+settles; the next result for the tenant carries the new calibration version."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
+from ragsift.evaluation.probes import method_of
+from ragsift.ingest.sample import sample_documents
+from ragsift.schemas import DocumentEvent, QueryEvent, RetrievalResult
+from ragsift.settings import EmbedderSettings
+from tests.e2e.harness import Stack, TopicReader, WorkerProcess, prepare_index, produce
+
+NEW_TENANT = "newco"
+SCOPE = CalibrationScope("default", NEW_TENANT)
+QUIET_S = 1.0
+REFRESH_S = 1.0
+
+
+@pytest.fixture(scope="module")
+def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("calibrations")
+
+
+@pytest.fixture(scope="module")
+def reprobe_stack(stack: Stack, store_dir: Path) -> Stack:
+    """The module's stack, with the hashing embedder and a calibration folder."""
+    stack.extra_env.update(
+        {
+            "RAGSIFT_EMBEDDER_KIND": "hashing",
+            "RAGSIFT_CALIBRATION_STORE_DIR": str(store_dir),
+            "RAGSIFT_CALIBRATION_REPROBE_QUIET_S": str(QUIET_S),
+            "RAGSIFT_CALIBRATION_REFRESH_S": str(REFRESH_S),
+        }
+    )
+    return stack
+
+
+@pytest.fixture(scope="module")
+def worker(
+    reprobe_stack: Stack, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WorkerProcess]:
+    template = tmp_path_factory.mktemp("hashing-index")
+    asyncio.run(prepare_index(template, EmbedderSettings(kind="hashing")))
+    proc = WorkerProcess(reprobe_stack, ["retrieval", "indexer"], template, "reprobe")
+    proc.start().wait_ready()
+    yield proc
+    proc.stop()
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_documents_for_a_new_tenant_get_it_a_probe_certified_calibration(
+    reprobe_stack: Stack, worker: WorkerProcess, store_dir: Path
+) -> None:
+    stack = reprobe_stack
+    store = DirectoryCalibrationStore(store_dir)
+    assert store.get(SCOPE) is None
+    docs = [
+        DocumentEvent(
+            event_id=f"doc-{d.doc_id}", tenant_id=NEW_TENANT, doc_id=d.doc_id, text=d.text
+        )
+        for d in sample_documents()
+    ]
+    await produce(stack, "documents", docs, key="doc_id")
+    wait_for(lambda: store.get(SCOPE) is not None, "the re-probed calibration in the store")
+    probed = store.get(SCOPE)
+    assert probed is not None
+    assert probed.provenance is not None
+    assert probed.provenance.method.startswith(method_of("bundled"))
+    assert probed.provenance.tenant == NEW_TENANT
+    assert probed.provenance.negatives == 2680
+    assert probed.provenance.chunks >= 10
+    assert worker.metric("ragsift_calibration_reprobes_total", {"outcome": "stored"}) == 1
+    # The demo tenant, whose documents came from no event, was not touched.
+    assert store.scopes() == [SCOPE]
+
+    await asyncio.sleep(REFRESH_S + 1.0)  # the retrieval agent's registry re-reads the store
+    ask = QueryEvent(
+        query_id="rp-1", tenant_id=NEW_TENANT, query="How long is the Orbit thermostat warranty?"
+    )
+    async with TopicReader(stack, "retrievals") as reader:
+        await produce(stack, "queries", [ask])
+        await reader.until(
+            lambda ev: any(isinstance(e, RetrievalResult) and e.query_id == "rp-1" for e in ev)
+        )
+    result = next(
+        e for e in reader.events if isinstance(e, RetrievalResult) and e.query_id == "rp-1"
+    )
+    assert result.breakdown.calibration_version == probed.version
+
+    # The same documents again change nothing: not due, nothing re-stored.
+    await produce(stack, "documents", docs, key="doc_id")
+    wait_for(
+        lambda: worker.metric("ragsift_calibration_reprobes_total", {"outcome": "not_due"}) >= 1,
+        "the second load's re-probe decision",
+    )
+    assert store.get(SCOPE) == probed
