@@ -24,7 +24,7 @@ from ragsift.confidence.errors import CalibrationMismatchError, ConfidenceError
 from ragsift.confidence.features import SCORE_MONOTONE_FEATURES, validate_features
 from ragsift.confidence.mix import MixTable
 from ragsift.confidence.normalize import Metric
-from ragsift.confidence.probes import InScopeSample
+from ragsift.confidence.probes import InScopeSample, ProbeRemap
 
 __all__ = [
     "ARTIFACT_KIND",
@@ -156,7 +156,8 @@ class Provenance(BaseModel):
 
 
 class CalibrationArtifact(BaseModel):
-    """A fitted (or prior) calibrated scorer: p = sigmoid(intercept + coefficients . features)."""
+    """A fitted (or prior) calibrated scorer: p = sigmoid(intercept + coefficients . features),
+    then the collection's ``remap`` when it has one."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -178,6 +179,9 @@ class CalibrationArtifact(BaseModel):
     #: How a derived artifact was made (self-calibration, feedback re-fit); None for
     #: artifacts fit from labels by ``ragsift calibrate``.
     provenance: Provenance | None = None
+    #: A collection's re-map of the probability, from its probes (ADR 015); applied
+    #: after the logistic model. None: the model's probability as it is.
+    remap: ProbeRemap | None = None
 
     @model_validator(mode="after")
     def _check(self) -> CalibrationArtifact:
@@ -207,6 +211,8 @@ class CalibrationArtifact(BaseModel):
             skip.add("similarity_threshold")
         if self.provenance is None:
             skip.add("provenance")
+        if self.remap is None:
+            skip.add("remap")
         payload = self.model_dump(mode="json", exclude=skip)
         # ... and unset group counts of the conformal bound (every per-question one).
         for key in _OPTIONAL_CONFORMAL:
@@ -239,6 +245,8 @@ class CalibrationArtifact(BaseModel):
         skip: dict[str, Any] = {}
         if self.provenance is None:
             skip["provenance"] = True
+        if self.remap is None:
+            skip["remap"] = True
         unset = {k for k in _OPTIONAL_CONFORMAL if getattr(self.conformal, k) is None}
         if unset:
             skip["conformal"] = unset

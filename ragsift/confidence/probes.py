@@ -43,7 +43,14 @@ from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.mix import MixTable, fit_mix_table
 from ragsift.confidence.reweight import certify_at_share
 
-__all__ = ["MIN_PROBES", "InScopeSample", "certify_with_probes", "in_scope_sample"]
+__all__ = [
+    "MIN_PROBES",
+    "InScopeSample",
+    "ProbeRemap",
+    "certify_with_probes",
+    "fit_probe_remap",
+    "in_scope_sample",
+]
 
 #: Fewer probes than this say too little about a collection's out-of-scope tail.
 MIN_PROBES: Final = 200
@@ -51,6 +58,8 @@ MIN_PROBES: Final = 200
 _MAX_ROWS: Final = 1_000_000
 #: Decimals a stored confidence keeps (the threshold grid is 0.01 apart).
 _DECIMALS: Final = 4
+#: Knots a re-map may hold; past it, the file was not fitted.
+_MAX_KNOTS: Final = 10_000
 
 _Unit = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 
@@ -88,6 +97,67 @@ class InScopeSample(BaseModel):
         return wrong / (self.n_out_of_scope + len(self.relevant))
 
 
+class ProbeRemap(BaseModel):
+    """A collection's re-map of the calibrated probability, fit on its probes (ADR 015).
+
+    ``p' = min(p, interp(p, x, y))``: the isotonic fit of "the relevant context
+    was kept" on the calibration's in-scope rows and the collection's probes
+    (weighted as the calibration's out-of-scope questions), interpolated
+    between its blocks, and never above the shipped probability. Where
+    questions the collection cannot answer score higher than on the
+    calibration corpus (short chunks), their confidence comes down with them;
+    where they score lower, nothing rises: probes are about other subjects and
+    cannot vouch for questions near the collection's own. Non-decreasing in
+    ``p``, so the confidence stays monotone in every hit score.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    x: tuple[_Unit, ...]
+    y: tuple[_Unit, ...]
+
+    @model_validator(mode="after")
+    def _check(self) -> ProbeRemap:
+        if not 1 <= len(self.x) <= _MAX_KNOTS or len(self.y) != len(self.x):
+            raise ValueError(f"x and y must hold the same 1 to {_MAX_KNOTS} knots")
+        if any(b <= a for a, b in zip(self.x, self.x[1:], strict=False)):
+            raise ValueError("x must be strictly increasing")
+        if any(b < a for a, b in zip(self.y, self.y[1:], strict=False)):
+            raise ValueError("y must be non-decreasing")
+        return self
+
+    def apply(self, p: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """The re-mapped probabilities (NaN stays NaN)."""
+        probs = np.asarray(p, dtype=np.float64)
+        return np.minimum(probs, np.interp(probs, self.x, self.y))
+
+
+def fit_probe_remap(sample: InScopeSample, probe_confidence: npt.ArrayLike) -> ProbeRemap:
+    """The re-map of :class:`ProbeRemap` for ``sample`` and a collection's probe scores."""
+    from sklearn.isotonic import IsotonicRegression
+
+    probes = np.nan_to_num(np.asarray(probe_confidence, dtype=np.float64), nan=0.0)
+    conf = np.concatenate([np.asarray(sample.confidence, dtype=np.float64), probes])
+    labels = np.concatenate([np.asarray(sample.relevant, dtype=np.float64), np.zeros(probes.size)])
+    weights = np.concatenate(
+        [np.ones(len(sample.confidence)), np.full(probes.size, sample.n_out_of_scope / probes.size)]
+    )
+    fitted = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True).fit(
+        conf, labels, sample_weight=weights
+    )
+    # Knots at each block's weighted mean confidence, valued at the block's fit.
+    block = fitted.predict(conf)
+    values, inverse = np.unique(block, return_inverse=True)
+    mass = np.bincount(inverse, weights=weights)
+    centres = np.bincount(inverse, weights=weights * conf) / mass
+    x = np.round(centres, _DECIMALS)
+    keep = np.concatenate([[True], np.diff(x) > 0])  # rounding may merge two blocks
+    return ProbeRemap(
+        x=tuple(float(v) for v in x[keep]),
+        y=tuple(round(float(v), _DECIMALS) for v in values[keep]),
+    )
+
+
 def in_scope_sample(
     confidence: npt.ArrayLike,
     labels: npt.ArrayLike,
@@ -123,6 +193,7 @@ def certify_with_probes(
     delta: float,
     floor: float = 0.0,
     floor_table: MixTable | None = None,
+    remap: ProbeRemap | None = None,
 ) -> tuple[ConformalResult, MixTable | None]:
     """The threshold certified on ``sample`` with the probes as the out-of-scope class.
 
@@ -137,6 +208,9 @@ def certify_with_probes(
             questions about other subjects; they cannot vouch for a lower bar
             against questions near the collection's own, which the calibration's
             out-of-scope half stood for.
+        remap: the collection's re-map of the probability: the sample, the probes
+            and the floors are certified in its terms (a floor of 1.0, answer
+            nothing, stays 1.0).
 
     Returns:
         The certificate at the calibration's share of unanswerable queries, and
@@ -162,6 +236,12 @@ def certify_with_probes(
             np.asarray([f"probe:{g}" for g in probe_group], dtype=object),
         ]
     )
+    if remap is not None:
+        conf = remap.apply(conf)
+        floor = _mapped(remap, floor)
+        if floor_table is not None:
+            mapped = tuple(_mapped(remap, t) for t in floor_table.thresholds)
+            floor_table = floor_table.model_copy(update={"thresholds": mapped})
     share = sample.unanswerable_share
     table = fit_mix_table(conf, labels, alpha=alpha, delta=delta, groups=groups)
     result = certify_at_share(
@@ -175,3 +255,10 @@ def certify_with_probes(
             update={"unanswerable_share": round(share, 4), "thresholds": thresholds}
         )
     return result, table
+
+
+def _mapped(remap: ProbeRemap, threshold: float) -> float:
+    """A threshold in the re-map's terms, rounded up to the grid (1.0: answer nothing)."""
+    if threshold >= 1.0:
+        return 1.0
+    return float(np.ceil(float(remap.apply([threshold])[0]) * 100 - 1e-9) / 100)

@@ -148,6 +148,7 @@ def refit_calibration(
     )
     # Validated anew (not model_copy): the version is the new content's hash.
     # Not the base's provenance either: this one was made from labels (data says how).
-    fields = base.model_dump(exclude={"version", "conformal", "data", "provenance"})
+    # Nor its probe re-map (ADR 015), which was fit to its coefficients, not these.
+    fields = base.model_dump(exclude={"version", "conformal", "data", "provenance", "remap"})
     fields.update(coefficients=coefficients, intercept=intercept, conformal=spec, data=data)
     return CalibrationArtifact.model_validate(fields)

@@ -195,6 +195,7 @@ class CalibratedScorer:
         self._coef = artifact.coef_array
         self._intercept = artifact.intercept
         self._features = artifact.features
+        self._remap = artifact.remap
 
     @property
     def name(self) -> ScorerName:
@@ -204,7 +205,10 @@ class CalibratedScorer:
     def score(self, inputs: ScoringInputs) -> FloatArray:
         """Probability that the kept hits hold the relevant context."""
         x = feature_matrix(inputs.signals, self._features)
-        return _finish(predict_logistic(x, self._coef, self._intercept), inputs)
+        probs = predict_logistic(x, self._coef, self._intercept)
+        if self._remap is not None:
+            probs = self._remap.apply(probs)
+        return _finish(probs, inputs)
 
 
 def make_scorer(

@@ -35,7 +35,12 @@ from ragsift.confidence.conformal import DEFAULT_DELTA, conformal_threshold
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.features import feature_matrix
 from ragsift.confidence.mix import fit_mix_table
-from ragsift.confidence.probes import InScopeSample, certify_with_probes
+from ragsift.confidence.probes import (
+    MIN_PROBES,
+    InScopeSample,
+    certify_with_probes,
+    fit_probe_remap,
+)
 
 __all__ = [
     "MIN_NEGATIVES",
@@ -121,6 +126,7 @@ def recalibrate(
     data = base.model_dump(mode="json")
     data.update(
         version="",
+        remap=None,  # this re-map replaces any other
         coefficients=[temperature * c for c in base.coefficients],
         intercept=temperature * base.intercept + shift,
         conformal=ConformalSpec.certified(
@@ -161,20 +167,27 @@ def with_probes(
 ) -> CalibrationArtifact:
     """``base`` with its answer threshold re-certified on a collection's probe scores.
 
-    The model, its probabilities and the hit threshold are kept; the conformal
-    threshold and the mix table are certified on ``base``'s in-scope calibration
-    rows with the probes as the out-of-scope class (:mod:`.probes`), and never
-    set under ``base``'s own. The result may be infeasible (``conformal.feasible``
-    False: nothing is certified there).
+    The model and the hit threshold are kept. Its probability gets the
+    collection's re-map (:class:`~.probes.ProbeRemap`: only ever lowered), and the
+    conformal threshold and the mix table are certified in those terms on
+    ``base``'s in-scope calibration rows with the probes as the out-of-scope class
+    (:mod:`.probes`), never under ``base``'s own. The result may be infeasible
+    (``conformal.feasible`` False: nothing is certified there).
 
     Raises:
         ConfidenceError: ``base`` keeps no in-scope sample (refit it with
-            ``ragsift calibrate``), or too few probes.
+            ``ragsift calibrate``), was re-mapped on probes already, or too few probes.
     """
     sample = in_scope_of(base)
+    if base.remap is not None:
+        raise ConfidenceError(
+            f"calibration {base.version} was re-certified on probes already; probe with the"
+            f" calibration it was made from ({_made_from(base)})"
+        )
     target = base.conformal.alpha if alpha is None else alpha
     probes = np.asarray(probe_confidence, dtype=np.float64)
     own = base.conformal
+    remap = fit_probe_remap(sample, probes) if probes.size >= MIN_PROBES else None
     cr, mix = certify_with_probes(
         sample,
         probes,
@@ -185,10 +198,12 @@ def with_probes(
         # (``calibrate --alpha``) is no floor for this one.
         floor=own.threshold if own.feasible and own.alpha == target else 0.0,
         floor_table=own.mix if own.alpha == target else None,
+        remap=remap,
     )
     data = base.model_dump(mode="json")
     data.update(
         version="",
+        remap=None if remap is None else remap.model_dump(mode="json"),
         conformal=ConformalSpec.certified(
             cr, method=f"{cr.method} on the collection's probes", mix=mix, in_scope=sample
         ).model_dump(mode="json"),
@@ -212,3 +227,8 @@ def in_scope_of(base: CalibrationArtifact) -> InScopeSample:
             " refit it with `ragsift calibrate --dataset ...`"
         )
     return sample
+
+
+def _made_from(artifact: CalibrationArtifact) -> str:
+    made = artifact.provenance
+    return "its base" if made is None else f"version {made.base_version}"
