@@ -79,9 +79,10 @@ def calibrate(
         str,
         typer.Option(
             "--method",
-            help="With --collection: 'probes' re-certifies the answer threshold on how your"
-            " collection scores questions it cannot answer; 'pseudo-queries' (experimental)"
-            " also re-maps the confidence scale on test questions cut from your chunks.",
+            help="With --collection: 'probes' re-maps the confidence and re-certifies the"
+            " answer threshold on how your collection scores questions it cannot answer;"
+            " 'pseudo-queries' (experimental) re-maps it on test questions cut from your"
+            " chunks instead.",
             metavar="probes|pseudo-queries",
         ),
     ] = "probes",
@@ -99,12 +100,14 @@ def calibrate(
 
     With --collection, ragsift adapts its shipped calibration to your documents
     without labels. By default (--method probes) it searches your collection with
-    questions it cannot answer and re-certifies the answer threshold on how high
-    they score there (short chunks give them closer matches); it only ever raises
-    the shipped threshold. The result is stored under the data dir (calibrations/) and used for that
-    collection's queries (that tenant's, with --tenant) from then on; run it again
-    after large ingests. When no threshold keeps the risk, nothing is stored and the
-    shipped calibration stays (docs/confidence.md, section 11).
+    questions it cannot answer, re-maps the confidence to how high they score there
+    (short chunks give them closer matches) and re-certifies the answer threshold;
+    it only ever lowers the confidence and raises the shipped threshold. The result
+    is stored under the data dir (calibrations/) and used for that collection's
+    queries (that tenant's, with --tenant) from then on. `ragsift ingest` does this
+    for the tenant it indexes (bundled probes); run it here for a collection-wide
+    calibration or your own probes. When no threshold keeps the risk, nothing is
+    stored and the shipped calibration stays (docs/confidence.md, section 11).
 
     With --dataset/--labelled it fits from labelled questions: without --half on
     half the articles (the other half is what `ragsift eval` reports on); with

@@ -214,6 +214,8 @@ def _show_reprobe(done: Any) -> None:
     where = f"calibration for {done.scope}"
     if done.outcome == "stored":
         console.print(f"{where}: re-certified on the bundled probes, {done.message}")
+        if done.remap:
+            console.print(f"  {done.remap}")
         console.print(f"  version {done.version}; `--no-probe` skips this step")
     elif done.outcome == "infeasible":
         err_console.print(f"[yellow]warning:[/yellow] {where}: {done.message}")

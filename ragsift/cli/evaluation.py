@@ -304,7 +304,7 @@ def evaluate(
         features = DEFAULT_FEATURES + READER_SIGNAL_FEATURES if reads else DEFAULT_FEATURES
     else:
         reads = READER_FEATURES.intersection(artifact.features)
-    probes, probes_source = eval_probes(probes_source, artifact)
+    probes, probes_source = eval_probes(probes_source, artifact, ds.queries)
     correction = _eval_correction(settings, artifact)
     run = _retrieval_run(with_probe_rows(ds, probes), k, "hybrid", reads, correction)
     if artifact is None:

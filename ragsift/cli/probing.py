@@ -28,12 +28,14 @@ __all__ = [
 ]
 
 
-def eval_probes(source: str, artifact: Any) -> tuple[Any, str]:
+def eval_probes(source: str, artifact: Any, questions: Any) -> tuple[Any, str]:
     """The probes of ``eval --probes`` and their source's name (None: not probed).
 
     ``auto`` probes with the bundled bank whenever ``ragsift ingest`` would: an
     applied artifact that can be re-certified (no reader signals, an in-scope
-    sample). Without ``--artifact`` the fit is on the corpus itself: nothing to probe.
+    sample), unless the bank's questions are among the evaluated ``questions``
+    (certifying on what is scored would flatter it). Without ``--artifact`` the
+    fit is on the corpus itself: nothing to probe.
     """
     from ragsift.confidence.features import READER_FEATURES
     from ragsift.evaluation.probes import BUNDLED, load_probes
@@ -46,6 +48,7 @@ def eval_probes(source: str, artifact: Any) -> tuple[Any, str]:
             " answer threshold on the evaluated corpus"
         )
         raise typer.Exit(2)
+    explicit = source != "auto"
     if source == "auto":
         if READER_FEATURES.intersection(artifact.features) or artifact.conformal.in_scope is None:
             err_console.print(
@@ -59,6 +62,21 @@ def eval_probes(source: str, artifact: Any) -> tuple[Any, str]:
     except RagsiftError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
+    asked = {q.text.strip().casefold() for q in questions}
+    shared = sum(p.text.strip().casefold() in asked for p in probes)
+    if shared:
+        what = (
+            f"{shared} of the {len(probes)} probe questions ({source}) are among the evaluated"
+            " questions: certifying on them would flatter the result"
+        )
+        if source == BUNDLED and not explicit:
+            err_console.print(
+                f"probes: none ({what}; the bank is `test-v2.0`'s half-1 articles:"
+                " use --half 2 with --dataset squad2, or --probes FILE)"
+            )
+            return None, "auto"
+        err_console.print(f"[red]error:[/red] {what}; use other probes (--probes FILE) or none")
+        raise typer.Exit(2)
     err_console.print(
         f"probes: {len(probes)} questions ({source}), searched with the out-of-scope"
         " questions to re-certify the artifact on this corpus; not evaluated (--probes none:"
@@ -115,6 +133,10 @@ def probe_certified(run: Any, artifact: Any, probes: Any, source: str) -> tuple[
         "threshold": after.threshold if after.feasible else None,
         "risk_upper_bound": after.risk_upper_bound,
         "probe_confidence_p90": round(float(np.quantile(confidence, 0.9)), 4),
+        # What the re-map (ADR 015) makes of a few shipped confidences.
+        "remapped": None
+        if probed.remap is None
+        else {f"{p:.1f}": round(float(probed.remap.apply([p])[0]), 4) for p in (0.5, 0.7, 0.9)},
     }
 
 
@@ -193,8 +215,13 @@ def probe_calibrate_collection(
         f"answer threshold {before.threshold:.3f} -> {after.threshold:.3f} for risk <="
         f" {after.alpha} with this collection's out-of-scope scores (upper bound"
         f" {_fmt(after.risk_upper_bound)}, share answered at the calibration's mix"
-        f" {_fmt(after.coverage)})"
+        f" {_fmt(after.coverage)}); {_remap_words(artifact)}"
     )
+
+
+def _remap_words(artifact: Any) -> str:
+    """What the probe re-map (ADR 015) does to a few confidences, in words."""
+    return "confidence as shipped" if artifact.remap is None else artifact.remap.describe()
 
 
 def store_artifact(runtime: Any, scope: Any, artifact: Any, out: Path | None) -> str:

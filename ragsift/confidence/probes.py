@@ -131,6 +131,11 @@ class ProbeRemap(BaseModel):
         probs = np.asarray(p, dtype=np.float64)
         return np.minimum(probs, np.interp(probs, self.x, self.y))
 
+    def describe(self, marks: tuple[float, ...] = (0.5, 0.7, 0.9)) -> str:
+        """What it does to a few confidences, in words."""
+        moved = (f"{p:.1f} -> {v:.2f}" for p, v in zip(marks, self.apply(marks), strict=True))
+        return "confidence re-mapped on the probes: " + ", ".join(moved)
+
 
 def fit_probe_remap(sample: InScopeSample, probe_confidence: npt.ArrayLike) -> ProbeRemap:
     """The re-map of :class:`ProbeRemap` for ``sample`` and a collection's probe scores."""

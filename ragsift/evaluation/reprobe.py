@@ -60,6 +60,8 @@ class Reprobe:
     threshold_before: float | None = None
     threshold: float | None = None
     version: str | None = None
+    remap: str = ""
+    """What the stored calibration's probability re-map does, in words (stored only)."""
 
 
 def reprobe_due(
@@ -139,15 +141,23 @@ async def reprobe_after_ingest(
             threshold_before=before,
         )
     store.put(scope, artifact)
+    remap = artifact.remap
     return Reprobe(
         scope,
         "stored",
-        f"{why}: answer threshold {before} -> {artifact.conformal.threshold:.2f}",
+        f"{why}: answer threshold {_moved(before, artifact.conformal.threshold)}",
         chunks,
         threshold_before=before,
         threshold=artifact.conformal.threshold,
         version=artifact.version,
+        remap="" if remap is None else remap.describe(),
     )
+
+
+def _moved(before: float | None, after: float) -> str:
+    if before is not None and round(before, 2) == round(after, 2):
+        return f"stays {after:.2f}"
+    return f"{'none' if before is None else f'{before:.2f}'} -> {after:.2f}"
 
 
 class Reprober:

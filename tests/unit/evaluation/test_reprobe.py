@@ -15,7 +15,7 @@ from ragsift.cli import app
 from ragsift.confidence import CalibrationArtifact, Provenance
 from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
 from ragsift.evaluation import reprobe as reprobe_module
-from ragsift.evaluation.probes import Probe, method_of
+from ragsift.evaluation.probes import Probe, bundled_probes, method_of
 from ragsift.evaluation.reprobe import Reprober, reprobe_after_ingest, reprobe_due
 from ragsift.ingest.indexer import Indexer
 from ragsift.retrieval.edge import EdgeIndex
@@ -24,6 +24,7 @@ from ragsift.workers.indexer import IndexerHandler
 from tests.unit.evaluation.test_probes_eval import BASE, EMBEDDER, _fit_half_1
 from tests.unit.evaluation.test_selfcal_collection import BASE as NO_SAMPLE
 from tests.unit.evaluation.test_selfcal_collection import documents
+from tests.unit.evaluation.test_squad_eval import TOPICS, write_squad
 
 
 def _made_by(method: str, chunks: int, source: str = "squad") -> CalibrationArtifact:
@@ -293,3 +294,39 @@ async def test_the_indexer_hands_each_scope_it_changed_to_the_reprober(
     assert seen == [("acme", "default"), ("zeta", "docs")]
     await handler.close()
     assert seen[-1] == ("closed", "")
+
+
+def test_eval_never_certifies_on_questions_it_scores(tmp_path: Path) -> None:
+    """Probes among the evaluated questions would flatter the result: auto leaves the
+    bank out and says why; a bank given by name is refused."""
+    data, artifact = _fit_half_1(tmp_path)
+    bank = bundled_probes()[:5]
+    outside = write_squad(
+        tmp_path / "bank.json",
+        {
+            "Bank": [
+                (f"Paragraph {i} of nothing in particular.", p.text) for i, p in enumerate(bank)
+            ]
+        },
+        answers=False,
+    )
+    labelled = data[1]
+    args = ["eval", "--labelled", labelled, "--out-of-scope", str(outside)]
+    args += ["--artifact", str(artifact), "--json"]
+    runner = CliRunner()
+    auto = runner.invoke(app, args)
+    assert auto.exit_code == 0, auto.output
+    said = " ".join(auto.output.split())
+    assert "probes: none (5 of the 2680 probe questions (bundled) are among the evaluated" in said
+    assert "probes" not in json.loads(auto.stdout.strip().splitlines()[-1])
+    named = runner.invoke(app, [*args, "--probes", "bundled"])
+    assert named.exit_code == 2
+    assert "are among the evaluated questions" in named.output
+    own = tmp_path / "own.txt"
+    questions = [q for pairs in TOPICS.values() for _, q in pairs]
+    own.write_text("\n".join(questions * 4) + "\n", encoding="utf-8")
+    mine = runner.invoke(app, [*args, "--probes", str(own)])
+    assert mine.exit_code == 2
+    assert f"{len(questions) * 4} of the {len(questions) * 4} probe questions" in " ".join(
+        mine.output.split()
+    )
