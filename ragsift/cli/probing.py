@@ -97,7 +97,7 @@ def probe_certified(run: Any, artifact: Any, probes: Any, source: str) -> tuple[
     import numpy as np
 
     from ragsift.confidence import ConfidenceError, Provenance
-    from ragsift.confidence.selfcal import with_probes
+    from ragsift.confidence.selfcal import left_out_of, with_probes
     from ragsift.evaluation.probes import probe_confidence
 
     n = len(probes)
@@ -133,6 +133,7 @@ def probe_certified(run: Any, artifact: Any, probes: Any, source: str) -> tuple[
         "threshold": after.threshold if after.feasible else None,
         "risk_upper_bound": after.risk_upper_bound,
         "probe_confidence_p90": round(float(np.quantile(confidence, 0.9)), 4),
+        "left_out": left_out_of(probed),
         # What the re-map (ADR 015) makes of a few shipped confidences.
         "remapped": None
         if probed.remap is None
@@ -168,6 +169,7 @@ def probe_calibrate_collection(
 ) -> None:
     """``calibrate --collection`` (probes): re-certify, store (or write) and summarize."""
     from ragsift.confidence.registry import CalibrationScope
+    from ragsift.confidence.selfcal import left_out_of
     from ragsift.evaluation.probes import load_probes, probe_calibrate
 
     try:
@@ -217,6 +219,9 @@ def probe_calibrate_collection(
         f" {_fmt(after.risk_upper_bound)}, share answered at the calibration's mix"
         f" {_fmt(after.coverage)}); {_remap_words(artifact)}"
     )
+    dropped = left_out_of(artifact)
+    if dropped:
+        err_console.print(f"[yellow]note:[/yellow] probes {dropped}")
 
 
 def _remap_words(artifact: Any) -> str:

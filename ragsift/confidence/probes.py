@@ -48,6 +48,7 @@ __all__ = [
     "InScopeSample",
     "ProbeRemap",
     "certify_with_probes",
+    "covered_groups",
     "fit_probe_remap",
     "in_scope_sample",
 ]
@@ -58,6 +59,12 @@ MIN_PROBES: Final = 200
 _MAX_ROWS: Final = 1_000_000
 #: Decimals a stored confidence keeps (the threshold grid is 0.01 apart).
 _DECIMALS: Final = 4
+#: A probe group (article) is taken to be about the collection's own subject when
+#: more than this share of its questions clear the shipped bar: on SQuAD, an
+#: off-topic article's questions cleared it at most 14% of the time.
+COVERED_SHARE: Final = 0.5
+#: Smaller groups are never judged so: a few questions say too little.
+MIN_GROUP: Final = 10
 #: Knots a re-map may hold; past it, the file was not fitted.
 _MAX_KNOTS: Final = 10_000
 
@@ -135,6 +142,27 @@ class ProbeRemap(BaseModel):
         """What it does to a few confidences, in words."""
         moved = (f"{p:.1f} -> {v:.2f}" for p, v in zip(marks, self.apply(marks), strict=True))
         return "confidence re-mapped on the probes: " + ", ".join(moved)
+
+
+def covered_groups(
+    probe_confidence: npt.ArrayLike, probe_groups: npt.ArrayLike, bar: float
+) -> list[str]:
+    """The probe groups the collection seems to answer, to leave out (sorted).
+
+    A bank is only as good as its assumption that the collection does not
+    answer it; a Wikipedia-wide collection holds the bank's own articles. A
+    group of :data:`MIN_GROUP` or more probes of which more than
+    :data:`COVERED_SHARE` clear ``bar`` (the shipped answer threshold) scores like
+    answerable questions, not like off-topic ones. Left in, it would lower every
+    confidence and raise the bar for questions the collection does answer.
+    """
+    conf = np.nan_to_num(np.asarray(probe_confidence, dtype=np.float64), nan=0.0)
+    groups = np.asarray(probe_groups, dtype=object)
+    names, index = np.unique(groups.astype(str), return_inverse=True)
+    size = np.bincount(index, minlength=names.size)
+    cleared = np.bincount(index, weights=(conf >= bar).astype(np.float64), minlength=names.size)
+    covered = (size >= MIN_GROUP) & (cleared > COVERED_SHARE * size)
+    return [str(n) for n in names[covered]]
 
 
 def fit_probe_remap(sample: InScopeSample, probe_confidence: npt.ArrayLike) -> ProbeRemap:

@@ -39,6 +39,7 @@ from ragsift.confidence.probes import (
     MIN_PROBES,
     InScopeSample,
     certify_with_probes,
+    covered_groups,
     fit_probe_remap,
 )
 
@@ -186,12 +187,26 @@ def with_probes(
         )
     target = base.conformal.alpha if alpha is None else alpha
     probes = np.asarray(probe_confidence, dtype=np.float64)
+    groups = np.asarray(probe_groups, dtype=object)
     own = base.conformal
+    covered = covered_groups(probes, groups, own.threshold if own.feasible else 1.0)
+    if covered:
+        keep = ~np.isin(groups.astype(str), covered)
+        probes, groups = probes[keep], groups[keep]
+        provenance = provenance.model_copy(
+            update={"method": f"{provenance.method}; {left_out(covered)}"}
+        )
+        if probes.size < MIN_PROBES:
+            raise ConfidenceError(
+                f"the collection answers the probes about {', '.join(covered[:5])}: only"
+                f" {probes.size} of the rest are left, under the {MIN_PROBES} needed; bring"
+                " probes about other subjects (`calibrate --collection --probes FILE`)"
+            )
     remap = fit_probe_remap(sample, probes) if probes.size >= MIN_PROBES else None
     cr, mix = certify_with_probes(
         sample,
         probes,
-        probe_groups,
+        groups,
         alpha=target,
         delta=delta,
         # Only ever raised: see certify_with_probes. A base certified at another alpha
@@ -232,3 +247,20 @@ def in_scope_of(base: CalibrationArtifact) -> InScopeSample:
 def _made_from(artifact: CalibrationArtifact) -> str:
     made = artifact.provenance
     return "its base" if made is None else f"version {made.base_version}"
+
+
+#: How a probe calibration's provenance says which probe groups it left out.
+LEFT_OUT: Final = "left out, as the collection answers them:"
+
+
+def left_out(groups: Sequence[str]) -> str:
+    """The provenance note for probe groups left out (:func:`~.probes.covered_groups`)."""
+    shown = ", ".join(groups[:5]) + (f" and {len(groups) - 5} more" if len(groups) > 5 else "")
+    return f"{LEFT_OUT} {shown}"
+
+
+def left_out_of(artifact: CalibrationArtifact) -> str | None:
+    """The note on probe groups a probe calibration left out, if it left any."""
+    method = artifact.provenance.method if artifact.provenance is not None else ""
+    at = method.find(LEFT_OUT)
+    return None if at < 0 else method[at:]

@@ -26,6 +26,7 @@ from typing import Final, Literal
 from ragsift.confidence import CalibrationArtifact, ConfidenceError
 from ragsift.confidence.features import READER_FEATURES
 from ragsift.confidence.registry import CalibrationScope, CalibrationStore
+from ragsift.confidence.selfcal import left_out_of
 from ragsift.evaluation.probes import BUNDLED, bundled_probes, method_of, probe_calibrate
 from ragsift.evaluation.selfcal import MIN_CHUNKS
 from ragsift.retrieval.embedders import Embedder
@@ -142,6 +143,9 @@ async def reprobe_after_ingest(
         )
     store.put(scope, artifact)
     remap = artifact.remap
+    dropped = left_out_of(artifact)
+    if dropped:
+        why = f"{why}; probes {dropped}"
     return Reprobe(
         scope,
         "stored",

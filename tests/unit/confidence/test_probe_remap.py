@@ -14,10 +14,16 @@ from ragsift.confidence import CalibrationArtifact, ConfidenceError, Provenance
 from ragsift.confidence.artifact import ConformalSpec, DataSummary
 from ragsift.confidence.conformal import conformal_threshold
 from ragsift.confidence.metrics import expected_calibration_error
-from ragsift.confidence.probes import InScopeSample, ProbeRemap, fit_probe_remap, in_scope_sample
+from ragsift.confidence.probes import (
+    InScopeSample,
+    ProbeRemap,
+    covered_groups,
+    fit_probe_remap,
+    in_scope_sample,
+)
 from ragsift.confidence.refit import LabelledResult, refit_calibration
 from ragsift.confidence.scorers import CalibratedScorer
-from ragsift.confidence.selfcal import with_probes
+from ragsift.confidence.selfcal import left_out_of, with_probes
 
 SHARE = 2 / 3  # unanswerable share of the calibration sample, as on SQuAD
 PROVENANCE = Provenance(method="probes (bundled): test", base_version="b", collection="c")
@@ -59,13 +65,12 @@ class World:
         return sample
 
 
-def _artifact(sample: InScopeSample) -> CalibrationArtifact:
-    conf = np.asarray(sample.confidence)
+def _artifact(world: World, sample: InScopeSample) -> CalibrationArtifact:
+    """A calibration certified on ``sample`` and its own out-of-scope questions."""
+    out = world.probes(sample.n_out_of_scope, 0.0)
     own = conformal_threshold(
-        np.concatenate([conf, np.zeros(sample.n_out_of_scope)]),
-        np.concatenate(
-            [np.asarray(sample.relevant, dtype=np.int64), np.zeros(sample.n_out_of_scope)]
-        ),
+        np.concatenate([np.asarray(sample.confidence), out]),
+        np.concatenate([np.asarray(sample.relevant, dtype=np.int64), np.zeros(out.size)]),
         alpha=0.1,
         delta=0.1,
     )
@@ -76,7 +81,7 @@ def _artifact(sample: InScopeSample) -> CalibrationArtifact:
         coefficients=(6.0,),
         intercept=-3.0,
         conformal=ConformalSpec.certified(own, in_scope=sample),
-        data=DataSummary(source="test", n_examples=sample.n_out_of_scope + len(conf)),
+        data=DataSummary(source="test", n_examples=sample.n_out_of_scope + len(sample.relevant)),
     )
 
 
@@ -136,7 +141,8 @@ def test_the_remap_is_monotone_never_raises_and_keeps_nan() -> None:
     ],
 )
 def test_a_hostile_remap_is_one_clear_error_naming_it(knots: dict[str, list[object]]) -> None:
-    artifact = _artifact(World(3).sample(400))
+    world = World(3)
+    artifact = _artifact(world, world.sample(400))
     data = json.loads(artifact.to_json())
     data["remap"] = knots
     data["version"] = ""
@@ -147,7 +153,7 @@ def test_a_hostile_remap_is_one_clear_error_naming_it(knots: dict[str, list[obje
 
 def test_the_scorer_serves_the_remapped_probability() -> None:
     world = World(4)
-    base = _artifact(world.sample(600))
+    base = _artifact(world, world.sample(600))
     remap = ProbeRemap(x=(0.2, 0.8), y=(0.05, 0.4))
     remapped = CalibrationArtifact.model_validate(
         base.model_dump() | {"version": "", "remap": remap.model_dump()}
@@ -167,7 +173,7 @@ def test_the_scorer_serves_the_remapped_probability() -> None:
 def test_a_remapped_calibration_is_not_probed_again_nor_kept_by_a_feedback_refit() -> None:
     world = World(5)
     sample = world.sample()
-    base = _artifact(sample)
+    base = _artifact(world, sample)
     probes = world.probes(1_000, 0.4)
     probed = with_probes(base, probes, ["g"] * probes.size, provenance=PROVENANCE)
     assert probed.remap is not None
@@ -183,3 +189,39 @@ def test_a_remapped_calibration_is_not_probed_again_nor_kept_by_a_feedback_refit
     )
     assert refit.remap is None
     assert refit.provenance is None
+
+
+def test_probe_groups_the_collection_answers_are_left_out() -> None:
+    conf = np.array([0.9] * 8 + [0.1] * 4 + [0.95] * 9 + [0.2] * 30 + [0.99] * 3)
+    groups = ["covered"] * 12 + ["small"] * 9 + ["off"] * 30 + ["single-1", "single-2", "single-3"]
+    # 8 of 12 clear the bar: covered. 9 of 9 clear it, but too few to judge; the
+    # one-question groups of a text file are never judged either.
+    assert covered_groups(conf, groups, 0.5) == ["covered"]
+    assert covered_groups(conf, groups, 0.95) == []  # 0 of 12 clear a higher bar
+    half = np.array([0.9] * 6 + [0.1] * 6)
+    assert covered_groups(half, ["g"] * 12, 0.5) == []  # exactly half: not more than half
+
+
+def test_a_bank_about_the_collections_own_subject_is_left_out_and_said() -> None:
+    world = World(6)
+    sample = world.sample()
+    base = _artifact(world, sample)
+    bank = world.probes(1_000, 0.4)
+    bank_groups = [f"off{i % 10}" for i in range(bank.size)]
+    alone = with_probes(base, bank, bank_groups, provenance=PROVENANCE)
+    # A group the collection answers: its questions score like answerable ones.
+    answered = np.asarray(sample.confidence)[np.asarray(sample.relevant)][:120]
+    mixed = with_probes(
+        base,
+        np.concatenate([bank, answered]),
+        bank_groups + ["Oxygen"] * answered.size,
+        provenance=PROVENANCE,
+    )
+    assert left_out_of(alone) is None
+    assert left_out_of(mixed) == "left out, as the collection answers them: Oxygen"
+    assert mixed.conformal.threshold == alone.conformal.threshold
+    assert mixed.remap == alone.remap
+    assert mixed.provenance is not None
+    assert mixed.provenance.negatives == bank.size
+    with pytest.raises(ConfidenceError, match="answers the probes about Oxygen"):
+        with_probes(base, answered[:100].repeat(3), ["Oxygen"] * 300, provenance=PROVENANCE)
