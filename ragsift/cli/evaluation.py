@@ -308,7 +308,11 @@ def evaluate(
     correction = _eval_correction(settings, artifact)
     run = _retrieval_run(with_probe_rows(ds, probes), k, "hybrid", reads, correction)
     if artifact is None:
-        artifact, fit = fit_from_run(run, features=features)
+        try:
+            artifact, fit = fit_from_run(run, features=features)
+        except ConfidenceError as exc:  # too few questions, one kind only: the data's fault
+            err_console.print(f"[red]error:[/red] cannot fit on {run.dataset.name}: {exc}")
+            raise typer.Exit(2) from exc
         evaluated = ~fit
         how = "refit on half (fit on half the articles, reported on the other half)"
     else:

@@ -278,3 +278,15 @@ def test_cli_refuses_a_negative_mix_limit_before_any_retrieval(
     # A number past every set cuts nothing.
     ds = load_squad(labelled)
     assert limit_questions(ds, kind.replace("-", "_"), 10**30) is ds
+
+
+def test_cli_eval_too_small_to_fit_is_one_clear_error(tmp_path: Path) -> None:
+    labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
+    result = CliRunner().invoke(
+        app,
+        ["eval", "--labelled", str(labelled), "--max-in-scope", "3", "--max-near-miss", "3"],
+    )
+    assert result.exit_code == 2
+    assert "cannot fit on" in result.output
+    assert "need at least 20 examples" in result.output
+    assert "Traceback" not in result.output
