@@ -17,9 +17,10 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from pydantic import BaseModel
@@ -183,6 +184,26 @@ class WorkerProcess:
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=30)
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 120) -> None:
+    """Poll ``check`` until it holds; fail naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def hashing_worker(
+    stack: Stack, names: Sequence[str], tmp_path_factory: Any, label: str
+) -> WorkerProcess:
+    """A started, ready worker over a handbook shard indexed with the hashing embedder
+    (the stack's env must say ``RAGSIFT_EMBEDDER_KIND=hashing`` too)."""
+    template = tmp_path_factory.mktemp("hashing-index")
+    asyncio.run(prepare_index(template, EmbedderSettings(kind="hashing")))
+    return WorkerProcess(stack, names, template, label).start().wait_ready()
 
 
 def services(*args: str) -> None:

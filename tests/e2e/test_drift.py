@@ -9,8 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from ragsift.schemas import EvidenceEvent, EvidenceType, QueryEvent, RetrievalResult
-from ragsift.settings import EmbedderSettings
-from tests.e2e.harness import TENANT, Stack, TopicReader, WorkerProcess, prepare_index, produce
+from tests.e2e.harness import TENANT, Stack, TopicReader, WorkerProcess, hashing_worker, produce
 from tests.unit.runtime.test_drift_alarm import IN_DOMAIN, OUT_OF_DOMAIN, alert_fires_on
 
 MIN_SAMPLES = 40
@@ -25,10 +24,7 @@ def worker(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[W
             "RAGSIFT_DRIFT_HALF_LIFE": "60",
         }
     )
-    template = tmp_path_factory.mktemp("hashing-index")
-    asyncio.run(prepare_index(template, EmbedderSettings(kind="hashing")))
-    proc = WorkerProcess(stack, ["retrieval", "audit"], template, "drift")
-    proc.start().wait_ready()
+    proc = hashing_worker(stack, ["retrieval", "audit"], tmp_path_factory, "drift")
     yield proc
     proc.stop()
 

@@ -4,8 +4,7 @@ results carry its new version; a replay changes nothing."""
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -15,8 +14,16 @@ from ragsift.ingest.sample import DEMO_QUERIES
 from ragsift.retrieval.engines import packaged_calibration_path
 from ragsift.retrieval.redis_calibration import RedisCalibrationStore
 from ragsift.schemas import DeadLetter, FeedbackEvent, QueryEvent, RetrievalResult
-from ragsift.settings import EmbedderSettings, RedisSettings
-from tests.e2e.harness import TENANT, Stack, TopicReader, WorkerProcess, prepare_index, produce
+from ragsift.settings import RedisSettings
+from tests.e2e.harness import (
+    TENANT,
+    Stack,
+    TopicReader,
+    WorkerProcess,
+    hashing_worker,
+    produce,
+    wait_for,
+)
 
 N_LABELS = 200
 # Greetings and scope questions among the demo queries are not scored (nothing to
@@ -48,21 +55,9 @@ def feedback_stack(stack: Stack) -> Stack:
 def worker(
     feedback_stack: Stack, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[WorkerProcess]:
-    template = tmp_path_factory.mktemp("hashing-index")
-    asyncio.run(prepare_index(template, EmbedderSettings(kind="hashing")))
-    proc = WorkerProcess(feedback_stack, ["retrieval", "calibration"], template, "cal")
-    proc.start().wait_ready()
+    proc = hashing_worker(feedback_stack, ["retrieval", "calibration"], tmp_path_factory, "cal")
     yield proc
     proc.stop()
-
-
-def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def test_200_labels_move_the_tenants_threshold_and_a_replay_changes_nothing(

@@ -5,8 +5,7 @@ settles; the next result for the tenant carries the new calibration version."""
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,7 @@ from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationSt
 from ragsift.evaluation.probes import method_of
 from ragsift.ingest.sample import sample_documents
 from ragsift.schemas import DocumentEvent, QueryEvent, RetrievalResult
-from ragsift.settings import EmbedderSettings
-from tests.e2e.harness import Stack, TopicReader, WorkerProcess, prepare_index, produce
+from tests.e2e.harness import Stack, TopicReader, WorkerProcess, hashing_worker, produce, wait_for
 
 NEW_TENANT = "newco"
 SCOPE = CalibrationScope("default", NEW_TENANT)
@@ -47,21 +45,9 @@ def reprobe_stack(stack: Stack, store_dir: Path) -> Stack:
 def worker(
     reprobe_stack: Stack, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[WorkerProcess]:
-    template = tmp_path_factory.mktemp("hashing-index")
-    asyncio.run(prepare_index(template, EmbedderSettings(kind="hashing")))
-    proc = WorkerProcess(reprobe_stack, ["retrieval", "indexer"], template, "reprobe")
-    proc.start().wait_ready()
+    proc = hashing_worker(reprobe_stack, ["retrieval", "indexer"], tmp_path_factory, "reprobe")
     yield proc
     proc.stop()
-
-
-def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 180) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def test_documents_for_a_new_tenant_get_it_a_probe_certified_calibration(
@@ -77,7 +63,7 @@ async def test_documents_for_a_new_tenant_get_it_a_probe_certified_calibration(
         for d in sample_documents()
     ]
     await produce(stack, "documents", docs, key="doc_id")
-    wait_for(lambda: store.get(SCOPE) is not None, "the re-probed calibration in the store")
+    wait_for(lambda: store.get(SCOPE) is not None, "the re-probed calibration in the store", 180)
     probed = store.get(SCOPE)
     assert probed is not None
     assert probed.provenance is not None
@@ -108,5 +94,6 @@ async def test_documents_for_a_new_tenant_get_it_a_probe_certified_calibration(
     wait_for(
         lambda: worker.metric("ragsift_calibration_reprobes_total", {"outcome": "not_due"}) >= 1,
         "the second load's re-probe decision",
+        180,
     )
     assert store.get(SCOPE) == probed

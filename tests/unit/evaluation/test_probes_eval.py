@@ -4,7 +4,6 @@ answer threshold there (`ragsift calibrate --collection`, `ragsift eval --probes
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +22,6 @@ from ragsift.evaluation.probes import (
     load_probes,
     probe_calibrate,
 )
-from ragsift.ingest.indexer import Indexer
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.engines import packaged_calibration_path
@@ -59,15 +57,6 @@ PROBES = [
     Probe(f"Who painted the {w} portrait in {1500 + i}?", f"art{i % 5}")
     for i, w in enumerate(["red", "blue", "green", "grey", "gold"] * 50)
 ]
-
-
-@pytest.fixture
-async def index(tmp_path: Path) -> AsyncIterator[EdgeIndex]:
-    built = EdgeIndex(tmp_path / "edge")
-    await Indexer(built, EMBEDDER).ingest("alpha", "docs", documents(40))
-    await Indexer(built, EMBEDDER).ingest("beta", "docs", documents(3))
-    yield built
-    await built.close()
 
 
 def test_the_bundled_bank_is_real_questions_in_ten_articles() -> None:

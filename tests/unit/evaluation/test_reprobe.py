@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -56,15 +55,6 @@ def test_a_scope_is_due_when_it_has_none_or_moved_past_the_fraction(
     current: CalibrationArtifact | None, chunks: int, due: str
 ) -> None:
     assert reprobe_due(current, chunks, 0.2)[0] == due
-
-
-@pytest.fixture
-async def index(tmp_path: Path) -> AsyncIterator[EdgeIndex]:
-    built = EdgeIndex(tmp_path / "edge")
-    await Indexer(built, EMBEDDER).ingest("alpha", "docs", documents(40))
-    await Indexer(built, EMBEDDER).ingest("beta", "docs", documents(3))
-    yield built
-    await built.close()
 
 
 async def test_reprobing_stores_once_then_waits_for_the_collection_to_move(

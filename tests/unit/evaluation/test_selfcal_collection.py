@@ -4,7 +4,6 @@ protocol only, and `ragsift eval --pseudo-queries` measures the result."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,6 @@ from ragsift.confidence.artifact import ConformalSpec, DataSummary
 from ragsift.errors import InvalidEventError
 from ragsift.evaluation.dataset import LabelledSet, with_pseudo_queries
 from ragsift.evaluation.selfcal import MIN_CHUNKS, self_calibrate
-from ragsift.ingest.indexer import Indexer
 from ragsift.ingest.loaders import SourceDocument
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import HashingEmbedder
@@ -47,15 +45,6 @@ def documents(n: int) -> list[SourceDocument]:
         sentences = [" ".join(words[j : j + 10]).capitalize() + "." for j in range(0, 40, 10)]
         out.append(SourceDocument(f"doc-{i}", " ".join(sentences)))
     return out
-
-
-@pytest.fixture
-async def index(tmp_path: Path) -> AsyncIterator[EdgeIndex]:
-    built = EdgeIndex(tmp_path / "edge")
-    await Indexer(built, EMBEDDER).ingest("alpha", "docs", documents(40))
-    await Indexer(built, EMBEDDER).ingest("beta", "docs", documents(3))
-    yield built
-    await built.close()
 
 
 async def test_a_collection_calibrates_itself_and_records_where_it_came_from(
