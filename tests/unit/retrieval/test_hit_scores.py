@@ -38,8 +38,10 @@ def test_missing_scores_take_the_channels_lowest_or_zero_and_all_are_rounded(
     scores = hit_scores(hits, "hybrid", [])
     dense = [np.round(d, 5) for d, _ in pairs if d is not None]
     lowest = float(min(dense)) if dense else 0.0
-    assert scores.dense is not None and scores.sparse is not None
+    assert scores.dense is not None
+    assert scores.sparse is not None
     for (d, s), got_dense, got_sparse in zip(pairs, scores.dense, scores.sparse, strict=True):
         assert got_dense == (lowest if d is None else np.round(d, 5))
         assert got_sparse == (0.0 if s is None else np.round(s, 5))
-        assert math.isfinite(got_dense) and math.isfinite(got_sparse)
+        assert math.isfinite(got_dense)
+        assert math.isfinite(got_sparse)
