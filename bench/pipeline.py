@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import gc
 import json
 import pstats
 import sys
@@ -48,6 +47,7 @@ from quick import parse_args
 from stages import cumulative
 
 from ragsift.embedded import EmbeddedRuntime
+from ragsift.gc_policy import settle as settle_gc
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.index import RRF_K, PointKey, RawPoint, rrf_fuse
 from ragsift.retrieval.pipeline import RetrievalPipeline, prefetch_limit
@@ -206,9 +206,10 @@ async def run(
             events = [e.model_copy(update={"vector": None, "embedder_id": None}) for e in events]
         warm, timed = events[:200], events[200:]
         # The corpus and the events are the bench's, not the pipeline's: freeze them out
-        # of the collector (as the worker freezes its start-up objects) so that full
-        # collections scan what the pipeline allocates, not 10,000 fixture documents.
-        gc.freeze()
+        # of the collector, and set its thresholds, as the worker does after start-up,
+        # so that collections scan what the pipeline allocates, not 10,000 fixture
+        # documents, as often as in a worker.
+        settle_gc()
         pipeline = runtime.pipeline
         await pipeline.process(warm[:64])
         _log(f"batched: {len(timed)} queries in batches of {batch}…")

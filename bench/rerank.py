@@ -33,6 +33,7 @@ from corpus import make_corpus, make_queries, query_events
 from quick import parse_args
 
 from ragsift.embedded import EmbeddedRuntime
+from ragsift.gc_policy import settle as settle_gc
 from ragsift.retrieval.rerank import HttpReranker
 from ragsift.settings import EmbedderSettings, RerankerSettings, Settings
 
@@ -88,7 +89,7 @@ async def _pipeline(
     vectors = await runtime.embedder.embed(texts)
     events = query_events(texts, vectors, runtime.embedder.embedder_id, tag, TENANT)
     warm, singles_in, timed = events[:BATCH], events[BATCH : BATCH + 200], events[BATCH + 200 :]
-    gc.freeze()
+    settle_gc()
     pipeline = runtime.pipeline
     await pipeline.process(warm)
     singles: list[float] = []

@@ -36,6 +36,7 @@ from pipeline import engine_qps, timed_batches
 from quick import parse_args
 
 from ragsift.embedded import EmbeddedRuntime
+from ragsift.gc_policy import settle as settle_gc
 from ragsift.settings import EmbedderSettings, Settings
 
 TENANT = "bench"
@@ -86,7 +87,7 @@ async def one_size(chunks: int, n_queries: int) -> dict[str, Any]:
         events = query_events(texts, vectors, runtime.embedder.embedder_id, "s", TENANT)
         singles_events, timed = events[:SINGLES], events[SINGLES:]
         pipeline = runtime.pipeline
-        gc.freeze()  # the bench's own objects, as bench/pipeline.py does
+        settle_gc()  # as the worker does after start-up, and bench/pipeline.py
         await pipeline.process(singles_events[:8])  # warm-up
         singles = []
         for event in singles_events[8:]:

@@ -100,10 +100,14 @@ def psi(reference: npt.ArrayLike, current: npt.ArrayLike) -> float:
         raise ConfidenceError(
             f"histograms must be 1-D and equal length, got {ref.shape}, {cur.shape}"
         )
-    if (ref < 0).any() or (cur < 0).any() or ref.sum() <= 0 or cur.sum() <= 0:
+    # Each total once, and min() for the sign (after the totals: an empty histogram
+    # has no min). This runs per query once a scope is full, where numpy's per-call
+    # overhead, not the ten bins, is the cost.
+    ref_total, cur_total = ref.sum(), cur.sum()
+    if ref_total <= 0 or cur_total <= 0 or ref.min() < 0 or cur.min() < 0:
         raise ConfidenceError("histograms must be non-negative with a positive total")
-    p = np.maximum(ref / ref.sum(), _FLOOR)
-    q = np.maximum(cur / cur.sum(), _FLOOR)
+    p = np.maximum(ref / ref_total, _FLOOR)
+    q = np.maximum(cur / cur_total, _FLOOR)
     return float(np.sum((q - p) * np.log(q / p)))
 
 

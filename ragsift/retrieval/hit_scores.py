@@ -83,8 +83,12 @@ _SCORE_DECIMALS = 5
 
 def _fill(values: list[float | None], floor: float | None = None) -> np.ndarray:
     """Missing channel scores → the lowest score that channel returned (an upper bound)."""
+    # Four numpy calls, not seven: run twice per query, numpy's per-call cost is the cost.
     arr = np.array([_MISSING if v is None else v for v in values], dtype=np.float64)
-    arr = np.round(arr, _SCORE_DECIMALS)
-    present = arr[~np.isnan(arr)]
-    fill = floor if floor is not None else (float(present.min()) if present.size else 0.0)
-    return np.where(np.isnan(arr), fill, arr)
+    arr = arr.round(_SCORE_DECIMALS)
+    missing = np.isnan(arr)
+    if floor is None:
+        present = arr[~missing]
+        floor = float(present.min()) if present.size else 0.0
+    arr[missing] = floor
+    return arr

@@ -15,7 +15,6 @@ app's producer without waiting for each delivery: the flush waits for all.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import threading
 from collections.abc import AsyncIterator
@@ -23,6 +22,7 @@ from typing import Any, cast
 
 import faust
 
+from ragsift.gc_policy import settle as settle_gc
 from ragsift.observability.metrics import Metrics
 from ragsift.schemas.deadletter import DEFAULT_MAX_ORIGINAL_BYTES
 from ragsift.streams.app import declare_topic
@@ -117,10 +117,9 @@ def attach_handler(
         health.expect(name)
 
     async def run(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-        # What exists when the agent starts (app, index, engines, modules) lives as
-        # long as the process: take it out of the cyclic collector, whose full
-        # collections otherwise rescan it every few batches.
-        gc.freeze()
+        # Start-up is done: freeze it, and keep the collector off the batches in
+        # flight (ragsift.gc_policy has the figures).
+        settle_gc()
         if health is not None:
             health.set_running(name, True)
         try:

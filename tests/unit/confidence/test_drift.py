@@ -33,7 +33,8 @@ def test_psi_of_equal_histograms_is_zero_and_of_known_ones_matches_the_formula()
 
 
 def test_psi_refuses_bad_histograms() -> None:
-    for ref, cur in (([1, 2], [1, 2, 3]), ([0, 0], [1, 1]), ([-1, 2], [1, 1])):
+    bad = (([1, 2], [1, 2, 3]), ([0, 0], [1, 1]), ([-1, 2], [1, 1]), ([], []), ([1, 1], [3, -1]))
+    for ref, cur in bad:
         with pytest.raises(ConfidenceError):
             psi(ref, cur)
 
