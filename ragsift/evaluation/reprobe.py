@@ -129,8 +129,8 @@ async def reprobe_after_ingest(
             tenant=tenant,
             progress=progress,
         )
-    except ConfidenceError as exc:  # e.g. a hostile store entry's base; say it, keep serving
-        return Reprobe(scope, "unsupported", str(exc), chunks)
+    except ConfidenceError as exc:  # the collection answers so many probes that too few are left
+        return Reprobe(scope, "infeasible", f"{exc}; nothing stored", chunks)
     before = base.conformal.threshold if base.conformal.feasible else None
     if not artifact.conformal.feasible:
         return Reprobe(
