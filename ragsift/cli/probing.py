@@ -37,8 +37,8 @@ def eval_probes(source: str, artifact: Any, questions: Any) -> tuple[Any, str]:
     (certifying on what is scored would flatter it). Without ``--artifact`` the
     fit is on the corpus itself: nothing to probe.
     """
-    from ragsift.confidence.features import READER_FEATURES
-    from ragsift.evaluation.probes import BUNDLED, load_probes
+    from ragsift.confidence.selfcal import unprobed_because
+    from ragsift.evaluation.probes import BUNDLED
 
     if source == "none" or (source == "auto" and artifact is None):
         return None, source
@@ -50,18 +50,12 @@ def eval_probes(source: str, artifact: Any, questions: Any) -> tuple[Any, str]:
         raise typer.Exit(2)
     explicit = source != "auto"
     if source == "auto":
-        if READER_FEATURES.intersection(artifact.features) or artifact.conformal.in_scope is None:
-            err_console.print(
-                f"probes: none ({artifact.version} reads reader signals or keeps no in-scope"
-                " sample, so the service does not re-certify it either)"
-            )
+        why = unprobed_because(artifact)
+        if why is not None:
+            err_console.print(f"probes: none, as the service would not probe either: {why}")
             return None, source
         source = BUNDLED
-    try:
-        probes = load_probes(source)
-    except RagsiftError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+    probes = _load_probes(source)
     asked = {q.text.strip().casefold() for q in questions}
     shared = sum(p.text.strip().casefold() in asked for p in probes)
     if shared:
@@ -83,6 +77,17 @@ def eval_probes(source: str, artifact: Any, questions: Any) -> tuple[Any, str]:
         " the artifact as it is)"
     )
     return probes, source
+
+
+def _load_probes(source: str) -> Any:
+    """The probes of ``source`` (``bundled`` or a file), or exit 2 naming what is wrong."""
+    from ragsift.evaluation.probes import load_probes
+
+    try:
+        return load_probes(source)
+    except RagsiftError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
 
 
 def with_probe_rows(ds: Any, probes: Any) -> Any:
@@ -170,13 +175,9 @@ def probe_calibrate_collection(
     """``calibrate --collection`` (probes): re-certify, store (or write) and summarize."""
     from ragsift.confidence.registry import CalibrationScope
     from ragsift.confidence.selfcal import left_out_of
-    from ragsift.evaluation.probes import load_probes, probe_calibrate
+    from ragsift.evaluation.probes import probe_calibrate
 
-    try:
-        probes = load_probes(source)
-    except RagsiftError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+    probes = _load_probes(source)
     _, runtime = _runtime(data_dir)
     # Not re-labelled with the requested alpha: its own certificate is the floor
     # (ADR 014), and only at its own alpha.

@@ -33,7 +33,7 @@ from ragsift.confidence.artifact import (
 from ragsift.confidence.calibration import fit_logistic
 from ragsift.confidence.conformal import DEFAULT_DELTA, conformal_threshold
 from ragsift.confidence.errors import ConfidenceError
-from ragsift.confidence.features import feature_matrix
+from ragsift.confidence.features import READER_FEATURES, feature_matrix
 from ragsift.confidence.mix import fit_mix_table
 from ragsift.confidence.probes import (
     MIN_PROBES,
@@ -181,10 +181,7 @@ def with_probes(
     """
     sample = in_scope_of(base)
     if base.remap is not None:
-        raise ConfidenceError(
-            f"calibration {base.version} was re-certified on probes already; probe with the"
-            f" calibration it was made from ({_made_from(base)})"
-        )
+        raise ConfidenceError(unprobed_because(base) or "")
     target = base.conformal.alpha if alpha is None else alpha
     probes = np.asarray(probe_confidence, dtype=np.float64)
     groups = np.asarray(probe_groups, dtype=object)
@@ -227,6 +224,30 @@ def with_probes(
         ).model_dump(mode="json"),
     )
     return CalibrationArtifact.model_validate(data)
+
+
+def unprobed_because(base: CalibrationArtifact) -> str | None:
+    """Why a collection's probes cannot re-certify ``base`` (None: they can).
+
+    One rule for ``calibrate --collection``, re-probing after an ingest and
+    ``eval --probes auto``.
+    """
+    if READER_FEATURES.intersection(base.features):
+        return (
+            f"calibration {base.version} uses reader signals; probing a collection with"
+            " it is not supported (use `ragsift eval --probes` on a labelled set)"
+        )
+    if base.conformal.in_scope is None:
+        return (
+            f"calibration {base.version} keeps no in-scope sample to re-certify with;"
+            " refit it with `ragsift calibrate --dataset ...`"
+        )
+    if base.remap is not None:
+        return (
+            f"calibration {base.version} was re-certified on probes already; probe with the"
+            f" calibration it was made from ({_made_from(base)})"
+        )
+    return None
 
 
 def in_scope_of(base: CalibrationArtifact) -> InScopeSample:

@@ -32,8 +32,7 @@ from ragsift.confidence import (
     Provenance,
 )
 from ragsift.confidence.errors import ConfidenceError
-from ragsift.confidence.features import READER_FEATURES
-from ragsift.confidence.selfcal import in_scope_of, with_probes
+from ragsift.confidence.selfcal import unprobed_because, with_probes
 from ragsift.errors import InvalidEventError
 from ragsift.evaluation.dataset import EvalQuery, LabelledSet
 from ragsift.evaluation.scoring import served_config
@@ -174,12 +173,9 @@ async def probe_calibrate(
         ConfidenceError: ``base`` reads reader signals or keeps no in-scope sample;
             too few probes.
     """
-    if READER_FEATURES.intersection(base.features):
-        raise ConfidenceError(
-            f"calibration {base.version} uses reader signals; probing a collection with"
-            " it is not supported (use `ragsift eval --probes` on a labelled set)"
-        )
-    in_scope_of(base)  # before the searches, which it would waste
+    why = unprobed_because(base)  # before the searches, which it would waste
+    if why is not None:
+        raise ConfidenceError(why)
     info, counts = await chunks_per_tenant(index, collection, tenant)
     total = sum(counts.values())
     owners = sorted(counts)

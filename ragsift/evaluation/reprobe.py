@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from ragsift.confidence import CalibrationArtifact, ConfidenceError
-from ragsift.confidence.features import READER_FEATURES
 from ragsift.confidence.registry import CalibrationScope, CalibrationStore
-from ragsift.confidence.selfcal import left_out_of
+from ragsift.confidence.selfcal import left_out_of, unprobed_because
 from ragsift.evaluation.probes import BUNDLED, bundled_probes, method_of, probe_calibrate
 from ragsift.evaluation.selfcal import MIN_CHUNKS
 from ragsift.retrieval.embedders import Embedder
@@ -107,14 +106,9 @@ async def reprobe_after_ingest(
         return Reprobe(
             scope, "too_small", f"{chunks} chunks; probing needs at least {MIN_CHUNKS}", chunks
         )
-    if READER_FEATURES.intersection(base.features) or base.conformal.in_scope is None:
-        return Reprobe(
-            scope,
-            "unsupported",
-            f"calibration {base.version} cannot be re-certified on probes"
-            " (it reads reader signals or keeps no in-scope sample)",
-            chunks,
-        )
+    why_not = unprobed_because(base)
+    if why_not is not None:
+        return Reprobe(scope, "unsupported", why_not, chunks)
     current = store.get(scope)
     due, why = reprobe_due(current, chunks, fraction)
     if due != "due":
