@@ -177,3 +177,32 @@ def test_the_unanswerable_share_takes_auto_off_or_a_share(
 ) -> None:
     monkeypatch.setenv("RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE", value)
     assert Settings.from_env().confidence.unanswerable_share == expected
+
+
+def test_reprobe_settings_are_read_and_hostile_values_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RAGSIFT_CALIBRATION_REPROBE_AFTER_INGEST", "false")
+    monkeypatch.setenv("RAGSIFT_CALIBRATION_REPROBE_FRACTION", "0.5")
+    monkeypatch.setenv("RAGSIFT_CALIBRATION_REPROBE_QUIET_S", "2")
+    calibration = Settings.from_env().calibration
+    assert (calibration.reprobe_after_ingest, calibration.reprobe_fraction) == (False, 0.5)
+    assert calibration.reprobe_quiet_s == 2.0
+    hostile = (
+        [
+            ("RAGSIFT_CALIBRATION_REPROBE_FRACTION", value, "reprobe_fraction")
+            for value in ("0", "-1", "nan", "1e400", "101", "zéro\x07", "[[[[1]]]]")
+        ]
+        + [
+            ("RAGSIFT_CALIBRATION_REPROBE_QUIET_S", value, "reprobe_quiet_s")
+            for value in ("-1", "inf", "1e9", "三十")
+        ]
+        + [("RAGSIFT_CALIBRATION_REPROBE_AFTER_INGEST", "perhaps", "reprobe_after_ingest")]
+    )
+    for name, value, field in hostile:
+        monkeypatch.setenv("RAGSIFT_CALIBRATION_REPROBE_FRACTION", "0.5")
+        monkeypatch.setenv("RAGSIFT_CALIBRATION_REPROBE_QUIET_S", "2")
+        monkeypatch.setenv("RAGSIFT_CALIBRATION_REPROBE_AFTER_INGEST", "true")
+        monkeypatch.setenv(name, value)
+        with pytest.raises(ConfigurationError, match=field):
+            Settings.from_env()
