@@ -24,6 +24,7 @@ from ragsift.api.openapi import QueryAnswer
 from ragsift.api.query_input import error_response, read_query
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.errors import RagsiftError
+from ragsift.gc_policy import settle as settle_gc
 from ragsift.schemas import DeadLetter
 
 __all__ = ["create_console_app"]
@@ -127,8 +128,14 @@ def create_console_app(
 
     app.router.add_get("/", home)
 
+    async def on_startup(_: web.Application) -> None:
+        # Start-up is done: as a worker does, keep the collector off the batches in
+        # flight (ragsift.gc_policy has the figures).
+        settle_gc()
+
     async def on_cleanup(_: web.Application) -> None:
         unsubscribe()
 
+    app.on_startup.append(on_startup)
     app.on_cleanup.append(on_cleanup)
     return app

@@ -46,6 +46,13 @@ like answerable ones) makes the estimated share too low, never too high. An
 operator who knows the share can declare it (``RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE``):
 then its tabulated threshold is used, lower or higher. What this measured on
 data the fit did not see is in docs/evaluation.md.
+
+Where the bar moves, the confidence moves with it (:func:`at_share`, ADR 016):
+a probability calibrated at the sample's share ``pi_cal`` is, by Bayes' rule,
+``w1 p / (w1 p + w0 (1 - p))`` at share ``pi``, with ``w1 = (1 - pi) / (1 - pi_cal)``
+and ``w0 = pi / pi_cal``. So a scope whose traffic is mostly unanswerable is
+told a lower confidence, not only held to a higher bar; where the bar stays,
+the confidence does too.
 """
 
 from __future__ import annotations
@@ -70,9 +77,11 @@ __all__ = [
     "MixMonitor",
     "MixReading",
     "MixTable",
+    "at_share",
     "estimate_unanswerable_share",
     "fit_mix_table",
     "mix_threshold",
+    "reported_share",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -161,6 +170,36 @@ class MixTable(BaseModel):
         """The threshold certified at the first tabulated share >= ``share`` (1.0 past them)."""
         i = int(np.searchsorted(np.asarray(self.shares), share - 1e-9, side="left"))
         return self.thresholds[i] if i < len(self.thresholds) else 1.0
+
+
+def at_share(confidence: float, calibration_share: float, share: float) -> float:
+    """A probability calibrated at ``calibration_share`` unanswerable, at ``share`` instead.
+
+    Bayes' rule for a change of prior (module doc); monotone in ``confidence``, so
+    every comparison with a bar mapped the same way keeps its outcome; 0 and 1 stay.
+
+    Raises:
+        ConfidenceError: a share outside (0, 1), or a confidence outside [0, 1].
+    """
+    if not (0.0 < calibration_share < 1.0 and 0.0 < share < 1.0):
+        raise ConfidenceError(
+            f"shares must be in (0, 1), got {calibration_share} (calibration) and {share}"
+        )
+    if not 0.0 <= confidence <= 1.0:
+        raise ConfidenceError(f"confidence must be in [0, 1], got {confidence}")
+    answerable = confidence * (1.0 - share) / (1.0 - calibration_share)
+    unanswerable = (1.0 - confidence) * share / calibration_share
+    return answerable / (answerable + unanswerable)
+
+
+def reported_share(calibration_share: float, share: float) -> float | None:
+    """The share a scope's confidence is reported at once ``share`` moved its bar.
+
+    Within the table's shares (an estimate of 1.0, every query looking
+    unanswerable, is reported at 0.99, as its bar is); None at the calibration's own.
+    """
+    share = min(max(share, MIX_SHARES[0]), MIX_SHARES[-1])
+    return None if share == calibration_share else share
 
 
 def _histogram(confidence: FloatArray) -> FloatArray:

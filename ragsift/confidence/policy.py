@@ -5,9 +5,12 @@ query's context instead: a tenant's own level bounds and answer threshold
 (A13), a collection's confidence threshold (D9) and the guardrails' minimum
 number of documents (D1, ``RAGSIFT_GUARDRAILS_MIN_DOCUMENTS``). An
 :class:`AnswerPolicy` carries them; :func:`apply_policy` re-derives an
-assessment's status, level, advice and answerability from its unchanged
-confidence and kept hits. Selection (which hits are kept, and every drop
-reason) is not touched.
+assessment's status, level, advice and answerability from its confidence and
+kept hits. Selection (which hits are kept, and every drop reason) is not
+touched. The confidence itself changes only where the policy carries a
+:class:`PriorShift` (the scope's mix moved its bar, ADR 016): then the
+confidence and the bar are reported at that mix, and the answer is decided
+before the mapping, so it is the one the bar gives in the calibration's terms.
 """
 
 from __future__ import annotations
@@ -15,15 +18,36 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
+
 from ragsift.confidence.assessment import Assessment, build_assessment
 from ragsift.confidence.config import ConfidenceConfig, LevelThresholds
 from ragsift.confidence.errors import ConfidenceError
-from ragsift.confidence.levels import ADVISORY_FLAGS
+from ragsift.confidence.levels import ADVISORY_FLAGS, advisory_codes
+from ragsift.confidence.mix import at_share
 
-__all__ = ["AnswerPolicy", "apply_policy"]
+__all__ = ["AnswerPolicy", "PriorShift", "apply_policy"]
 
 # Level code of a query with no kept hit, whatever its confidence (A4).
 _NO_CONTEXT_CODE = 3
+
+
+@dataclass(frozen=True, slots=True)
+class PriorShift:
+    """Report a confidence calibrated at ``calibration_share`` unanswerable at ``share``."""
+
+    calibration_share: float
+    share: float
+
+    def __post_init__(self) -> None:
+        for name in ("calibration_share", "share"):
+            value = getattr(self, name)
+            if not 0.0 < value < 1.0:
+                raise ConfidenceError(f"{name} must be in (0, 1), got {value}")
+
+    def apply(self, confidence: float) -> float:
+        """``confidence`` at this share (:func:`~ragsift.confidence.mix.at_share`)."""
+        return at_share(confidence, self.calibration_share, self.share)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,12 +61,15 @@ class AnswerPolicy:
             strictest collection threshold of the query); 0 sets no floor.
         min_documents: kept hits within the similarity threshold needed to answer
             (D1), at least the engine's own.
+        prior: the mix the confidence and the bar are reported at; None keeps the
+            calibration's.
     """
 
     levels: LevelThresholds | None = None
     answer_threshold: float | None = None
     answer_floor: float = 0.0
     min_documents: int = 1
+    prior: PriorShift | None = None
 
     def __post_init__(self) -> None:
         for name in ("answer_threshold", "answer_floor"):
@@ -60,6 +87,7 @@ class AnswerPolicy:
             and self.answer_threshold is None
             and self.answer_floor == 0.0
             and self.min_documents == 1
+            and self.prior is None
         )
 
 
@@ -77,16 +105,21 @@ def apply_policy(assessment: Assessment, cfg: ConfidenceConfig, policy: AnswerPo
         base if policy.answer_threshold is None else policy.answer_threshold, policy.answer_floor
     )
     conf = a.confidence
+    docs = a.answerability.documents_within_threshold
+    answerable = docs >= cfg.min_documents and conf >= threshold
+    advisory = ADVISORY_FLAGS.index(a.advisory_flag)
+    if policy.prior is not None:  # decided above; only what is reported moves
+        conf, threshold = policy.prior.apply(conf), policy.prior.apply(threshold)
+        advisory = int(advisory_codes(np.array([conf]), cfg.advisory)[0])
     if not a.kept_indices:
         code = _NO_CONTEXT_CODE
     else:
         code = (conf < levels.high) + (conf < levels.medium) + (conf < levels.low)
-    docs = a.answerability.documents_within_threshold
     return build_assessment(
         cfg,
         confidence=conf,
         code=int(code),
-        advisory_code=ADVISORY_FLAGS.index(a.advisory_flag),
+        advisory_code=advisory,
         signals=a.signals,
         kept_indices=a.kept_indices,
         kept_scores=a.kept_scores,
@@ -97,7 +130,7 @@ def apply_policy(assessment: Assessment, cfg: ConfidenceConfig, policy: AnswerPo
         stop_reason=a.stop_reason,
         adaptive_confidence=a.adaptive_confidence,
         docs_within=docs,
-        answerable=docs >= cfg.min_documents and conf >= threshold,
+        answerable=answerable,
         answer_threshold=threshold,
         scorer=a.scorer,
         primary_metric=a.primary_metric,

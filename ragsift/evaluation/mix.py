@@ -7,7 +7,9 @@ evaluation replays that: the evaluated questions arrive as one scope's traffic,
 in a seeded random order, and each is decided at the bar its scope had when
 it arrived (the estimate covers the questions before it and itself; the first
 ``min_samples`` are decided at the certified bar, and a young scope's bar moves
-only as far as the lower bound of its share allows). No label is read.
+only as far as the lower bound of its share allows). Where its bar moved, its
+confidence is the one the service reports, at the share that moved it (ADR 016).
+No label is read.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ import numpy as np
 import numpy.typing as npt
 
 from ragsift.confidence import CalibrationArtifact
-from ragsift.confidence.mix import MixMonitor, MixReading, UnanswerableShare, mix_threshold
+from ragsift.confidence.mix import (
+    MixMonitor,
+    MixReading,
+    UnanswerableShare,
+    at_share,
+    mix_threshold,
+    reported_share,
+)
 
 __all__ = ["ServedMix", "as_served"]
 
@@ -33,6 +42,8 @@ class ServedMix:
 
     Attributes:
         answered: per evaluated question, answered at its scope's bar on arrival.
+        confidence: per evaluated question, its confidence as reported: at the share
+            that moved its bar, else the calibrated one.
         mode: ``auto``, ``off`` or the declared share.
         calibration_share: the calibration sample's share of unanswerable queries.
         estimated_share: the estimate after the last question (None: too few, or not auto).
@@ -42,6 +53,7 @@ class ServedMix:
     """
 
     answered: npt.NDArray[np.bool_]
+    confidence: npt.NDArray[np.float64]
     mode: UnanswerableShare
     calibration_share: float | None
     estimated_share: float | None
@@ -82,6 +94,7 @@ def as_served(
     base = certified.threshold if certified.feasible else 1.0
     table = certified.mix
     bars = np.full(confidence.shape, base)
+    reported = np.array(confidence, dtype=np.float64, copy=True)
     estimate: MixReading | None = None
     if table is not None and mode != "off":
         monitor = MixMonitor()
@@ -89,8 +102,18 @@ def as_served(
             if mode == "auto":
                 estimate = monitor.observe("eval", "eval", artifact.version, table, confidence[i])
             bars[i] = mix_threshold(base, table, mode, estimate)
+            if bars[i] != base:  # reported as ragsift.retrieval.mix_watch reports it
+                if isinstance(mode, str):
+                    assert estimate is not None  # auto moves the bar on a reading only
+                    moved_by = estimate.share
+                else:
+                    moved_by = mode
+                share = reported_share(table.unanswerable_share, moved_by)
+                if share is not None:
+                    reported[i] = at_share(float(confidence[i]), table.unanswerable_share, share)
     return ServedMix(
         answered=enough_documents & (confidence >= bars),
+        confidence=reported,
         mode=mode,
         calibration_share=None if table is None else table.unanswerable_share,
         estimated_share=None if estimate is None else estimate.share,

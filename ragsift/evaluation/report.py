@@ -276,7 +276,7 @@ def evaluate_scorers(
             "calibrated",
             f"X1: calibrated probability, conformal answer threshold {conformal.threshold:.2f}"
             f" re-certified at the traffic's mix ({_mix_words(served)})",
-            cal.confidence,
+            served.confidence,
             served.answered,
         ),
         (

@@ -5,7 +5,8 @@ histogram in a :class:`~ragsift.confidence.mix.MixMonitor`; the scope's
 estimated share of unanswerable queries is exported as
 ``ragsift_unanswerable_share``. When the share (estimated, or declared with
 ``RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE``) moves the certified bar, the
-query's :class:`~ragsift.confidence.policy.AnswerPolicy` carries the new bar,
+query's :class:`~ragsift.confidence.policy.AnswerPolicy` carries the new bar
+and that share, at which its confidence and bar are then reported (ADR 016),
 and a query refused only because of it is told why (``unanswerable_mix``
 advice): a refusal is never silent.
 """
@@ -16,8 +17,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from ragsift.confidence import Assessment, CalibrationArtifact
-from ragsift.confidence.mix import MixMonitor, UnanswerableShare, mix_threshold
-from ragsift.confidence.policy import AnswerPolicy
+from ragsift.confidence.mix import MixMonitor, UnanswerableShare, mix_threshold, reported_share
+from ragsift.confidence.policy import AnswerPolicy, PriorShift
 from ragsift.observability.metrics import Metrics
 from ragsift.schemas import Advice, QueryEvent
 
@@ -86,10 +87,17 @@ def mix_policy(
         why = MixBar(estimate.share, False, certified.alpha)
     else:
         why = MixBar(mode, True, certified.alpha)
+    prior = _prior(table.unanswerable_share, why.share)
     if why.declared and policy.answer_threshold is None:
         # A declared share replaces the certified bar, up or down; a tenant's own stays.
-        return dataclasses.replace(policy, answer_threshold=bar), why
-    return dataclasses.replace(policy, answer_floor=max(policy.answer_floor, bar)), why
+        return dataclasses.replace(policy, answer_threshold=bar, prior=prior), why
+    return dataclasses.replace(policy, answer_floor=max(policy.answer_floor, bar), prior=prior), why
+
+
+def _prior(calibration_share: float, share: float) -> PriorShift | None:
+    """The mix the confidence is reported at (None: the calibration's own)."""
+    reported = reported_share(calibration_share, share)
+    return None if reported is None else PriorShift(calibration_share, reported)
 
 
 def mix_refusal(before: Assessment, after: Assessment, why: MixBar) -> Advice | None:
@@ -102,7 +110,8 @@ def mix_refusal(before: Assessment, after: Assessment, why: MixBar) -> Advice | 
     return Advice(
         code=MIX_ADVICE_CODE,
         message=(
-            f"Refused at confidence {before.confidence:.2f}: {'' if why.declared else 'about '}"
+            f"Refused at confidence {after.confidence:.2f} ({before.confidence:.2f} at the"
+            f" calibration's mix): {'' if why.declared else 'about '}"
             f"{why.share:.0%} of this collection's queries are unanswerable from it ({how}),"
             f" and at that mix {which}"
             f" certified to keep answers without relevant context under {why.alpha:.0%}."

@@ -7,6 +7,7 @@ certified at that mix holds it, and the mix is estimated from confidences alone.
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -23,9 +24,11 @@ from ragsift.confidence.mix import (
     MixMonitor,
     MixReading,
     MixTable,
+    at_share,
     estimate_unanswerable_share,
     fit_mix_table,
     mix_threshold,
+    reported_share,
 )
 
 ALPHA = DELTA = 0.1
@@ -291,3 +294,69 @@ def test_scopes_past_the_bound_keep_the_certified_bar_and_known_ones_go_on(
         assert reading is not None
         assert reading.share > 0.5
     assert monitor.observe("t\x00\x1f", "other", "v", table, 0.01) is None  # not another's
+
+
+def _ece(conf: FloatArray, labels: FloatArray, bins: int = 10) -> float:
+    which = np.minimum((conf * bins).astype(int), bins - 1)
+    return float(
+        sum(
+            abs(conf[which == b].mean() - labels[which == b].mean()) * (which == b).sum()
+            for b in range(bins)
+            if (which == b).any()
+        )
+        / conf.size
+    )
+
+
+@pytest.mark.parametrize("share", [0.9, 0.97, 0.3])
+def test_a_confidence_reported_at_the_traffic_mix_is_calibrated_there(share: float) -> None:
+    # Calibrated by construction at its own mix: each query is answerable with
+    # probability equal to its confidence (a third of them are).
+    rng = np.random.default_rng(7)
+    conf = rng.beta(0.6, 1.2, 200_000)
+    labels = (rng.random(conf.size) < conf).astype(np.float64)
+    calibration_share = 1.0 - float(labels.mean())
+    # The same queries in another mix: every unanswerable one, and answerable ones
+    # sampled to reach `share` (or the other way round below the calibration's).
+    answerable, unanswerable = np.flatnonzero(labels == 1), np.flatnonzero(labels == 0)
+    if share > calibration_share:
+        keep = round(unanswerable.size * (1 - share) / share)
+        rows = np.concatenate([unanswerable, rng.choice(answerable, keep, replace=False)])
+    else:
+        keep = round(answerable.size * share / (1 - share))
+        rows = np.concatenate([answerable, rng.choice(unanswerable, keep, replace=False)])
+    served = np.array([at_share(float(p), calibration_share, share) for p in conf[rows]])
+    assert _ece(conf[: rows.size], labels[: rows.size]) < 0.01  # the sample's own mix
+    assert _ece(conf[rows], labels[rows]) > 0.1  # the calibration's confidence at this mix
+    assert _ece(served, labels[rows]) < 0.01
+
+
+def test_at_share_is_monotone_keeps_the_ends_and_the_calibration_mix() -> None:
+    grid = np.linspace(0.0, 1.0, 101)
+    moved = [at_share(float(p), 0.67, 0.95) for p in grid]
+    assert moved[0] == 0.0
+    assert moved[-1] == 1.0
+    assert all(a < b for a, b in itertools.pairwise(moved))
+    assert all(m <= p for m, p in zip(moved, grid, strict=True))  # more unanswerable: lower
+    assert at_share(0.42, 0.67, 0.67) == pytest.approx(0.42)
+    there = at_share(0.8, 0.67, 0.3)
+    assert there > 0.8
+    assert at_share(there, 0.3, 0.67) == pytest.approx(0.8)  # and back
+
+
+@pytest.mark.parametrize(
+    ("confidence", "calibration_share", "share"),
+    [(0.5, 0.0, 0.5), (0.5, 0.5, 1.0), (0.5, 0.5, float("nan")), (1.5, 0.5, 0.6), (-0.1, 0.5, 0.6)],
+)
+def test_at_share_refuses_what_bayes_rule_cannot_map(
+    confidence: float, calibration_share: float, share: float
+) -> None:
+    with pytest.raises(ConfidenceError):
+        at_share(confidence, calibration_share, share)
+
+
+def test_the_reported_share_stays_within_the_table() -> None:
+    assert reported_share(0.67, 1.0) == MIX_SHARES[-1]
+    assert reported_share(0.67, 0.0) == MIX_SHARES[0]
+    assert reported_share(0.67, 0.67) is None
+    assert reported_share(0.67, 0.9) == 0.9

@@ -1,4 +1,5 @@
-"""The evaluation answers as the service would: each question at its scope's mix bar on arrival."""
+"""The evaluation answers as the service would: each question at its scope's mix bar on arrival,
+and reports its confidence as the service does (at the mix that moved its bar)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,11 @@ def test_a_twenty_to_one_stream_is_answered_at_the_bar_of_its_mix() -> None:
     assert (as_served(conf, docs, artifact, "auto").answered == served.answered).all()
     # The first 29 questions of the stream are decided at the certified bar.
     assert served.raised <= conf.size - 29
+    # Where the bar moved, the confidence is the one reported at the estimated mix:
+    # lower (more unanswerable than the sample); elsewhere the calibrated one.
+    assert (served.confidence <= conf).all()
+    lowered = int((served.confidence < conf).sum())
+    assert served.raised - 10 <= lowered <= served.raised  # 0 and 1 stay where they are
 
 
 def test_off_is_the_certified_threshold_and_documents_still_count() -> None:
@@ -68,6 +74,9 @@ def test_off_is_the_certified_threshold_and_documents_still_count() -> None:
     assert (served.answered == (docs & (conf >= artifact.conformal.threshold))).all()
     assert served.raised == 0
     assert served.estimated_share is None
+    assert (served.confidence == conf).all()
     declared = as_served(conf, docs, artifact, 0.2)  # an answerable-heavy declared mix
     assert declared.bar < artifact.conformal.threshold
     assert declared.raised == conf.size
+    assert (declared.confidence >= conf).all()
+    assert (declared.confidence > conf).sum() > conf.size * 0.9

@@ -205,6 +205,25 @@ def test_eval_recertifies_on_the_corpus_and_never_scores_a_probe(tmp_path: Path)
     assert ids == [q.query_id for q in half2.queries]
 
 
+def test_a_stray_probe_among_the_evaluated_questions_is_left_out_not_the_bank(
+    tmp_path: Path,
+) -> None:
+    """Stock questions asked of several articles land in a bank and in an evaluated set
+    alike (two of the bundled 2,680 do): those are left out, and the rest probe."""
+    data, artifact = _fit_half_1(tmp_path)
+    half2 = select_half(load_squad(Path(data[1]), Path(data[3])), 2)
+    probes = _probe_file(tmp_path)
+    asked = [{"text": q.text, "group": "stock"} for q in half2.queries[:2]]
+    with probes.open("a") as out:
+        out.write("\n".join(json.dumps(r) for r in asked) + "\n")
+    args = [*data, "--half", "2", "--artifact", str(artifact), "--probes", str(probes)]
+    result = CliRunner().invoke(app, ["eval", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    assert "2 that are among the evaluated questions left out" in " ".join(result.output.split())
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["probes"]["n"] == 240
+
+
 def test_eval_probes_need_an_artifact_and_a_readable_file(tmp_path: Path) -> None:
     labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
     runner = CliRunner()

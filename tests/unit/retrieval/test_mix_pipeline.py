@@ -4,16 +4,20 @@ The artifact certifies 0.30 on a sample that was one part unanswerable in ten.
 A tenant whose queries all look unanswerable (their confidences sit where the
 sample's unanswerable ones did) gets the bar certified at that mix: its
 answerable-looking queries are refused with an ``unanswerable_mix`` advice,
-the scope's estimated share is exported, and another tenant is untouched.
+their confidence is reported at that mix (ADR 016), the scope's estimated share
+is exported, and another tenant is untouched.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+
+import pytest
 
 from ragsift.confidence import CalibrationArtifact, save_calibration
 from ragsift.confidence.artifact import ConformalSpec, DataSummary
-from ragsift.confidence.mix import HISTOGRAM_BINS, MIX_SHARES, MixTable
+from ragsift.confidence.mix import HISTOGRAM_BINS, MIX_SHARES, MixTable, at_share
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.mix_watch import MIX_ADVICE_CODE
@@ -26,6 +30,7 @@ from tests.unit.confidence.test_scoped_calibration_pipeline import EMBEDDER, ind
 __all__ = ["index"]  # the two tenants' shard, shared with the scoped-calibration tests
 
 CERTIFIED = 0.30
+CALIBRATED = 1.0 / (1.0 + math.exp(-0.4))  # every query's confidence at the sample's mix
 
 
 def _histogram(bins: set[int]) -> tuple[float, ...]:
@@ -102,6 +107,13 @@ async def test_a_mostly_unanswerable_scope_gets_the_bar_of_its_mix(
     (advice,) = [a for a in last.recommendations if a.code == MIX_ADVICE_CODE]
     assert "estimated from recent queries" in advice.message
     assert "no confidence is certified" in advice.message
+    # Reported at the scope's mix, not only held to its bar: what 0.60 meant at one
+    # unanswerable query in ten means far less when nearly all are.
+    assert first.confidence == pytest.approx(CALIBRATED, abs=1e-4)
+    assert last.confidence == pytest.approx(at_share(CALIBRATED, 0.1, MIX_SHARES[-1]), abs=1e-4)
+    assert last.confidence < 0.01
+    assert (first.level, last.level) == ("LOW", "VERY_LOW")
+    assert f"({CALIBRATED:.2f} at the calibration's mix)" in advice.message
     share = metrics.registry.get_sample_value(
         "ragsift_unanswerable_share", {"tenant": "alpha", "collection": "default"}
     )
@@ -117,7 +129,9 @@ async def test_off_keeps_the_certified_bar_and_a_declared_share_applies_at_once(
 ) -> None:
     off = await _ask(_pipeline(tmp_path, index, "off", Metrics()), "alpha", 260)
     assert all(r.answerable for r in off)
+    assert {round(r.confidence, 4) for r in off} == {round(CALIBRATED, 4)}
     declared = await _ask(_pipeline(tmp_path, index, 0.5, Metrics()), "alpha", 1)
     assert not declared[0].answerable
+    assert declared[0].confidence == pytest.approx(at_share(CALIBRATED, 0.1, 0.5), abs=1e-4)
     (advice,) = [a for a in declared[0].recommendations if a.code == MIX_ADVICE_CODE]
     assert "(declared)" in advice.message

@@ -53,6 +53,17 @@ async def test_an_answer_comes_back_with_its_report_and_streams_live(
     events.close()
 
 
+async def test_the_console_settles_the_collector_once_started(
+    runtime: EmbeddedRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr("ragsift.console_server.settle_gc", lambda: calls.append("settled"))
+    app = create_console_app(runtime, auth=Authenticator(None, None, insecure=True))
+    assert calls == []  # not while the app is being built
+    async with TestClient(TestServer(app)):
+        assert calls == ["settled"]
+
+
 async def test_out_of_scope_is_a_refusal(loopback: TestClient[Any, Any]) -> None:
     status, answer = await ask(loopback, OUT_OF_SCOPE)
     assert status == 200
