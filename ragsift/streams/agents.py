@@ -99,7 +99,9 @@ async def flush_now(producer: Any) -> None:
     Java's ``flush()`` sends at once; aiokafka does that only for a transaction
     (``flush_for_commit``: close the open batches, wake the sender, wait). That is
     what this uses, so the linger still gathers a batch's outputs into few
-    requests and no longer delays the batch. Faust's own flush is kept where its
+    requests and no longer delays the batch. The agents use it for a batch that
+    is not full (the worker is keeping up, and latency is what the linger costs);
+    a full batch, a backlog, keeps the plain flush. Faust's own flush is kept where its
     producer is not the plain aiokafka one this reads (exactly-once's transaction
     producers, another driver, or an aiokafka without that method).
     """
@@ -162,7 +164,14 @@ def attach_handler(
                     ]
                 )
                 # Outputs are on the broker before this batch's offsets can be committed.
-                await flush_now(app.producer)
+                if len(events) < batch_size:
+                    # Keeping up with the stream: nothing more is coming for these
+                    # outputs, and each millisecond is a user's.
+                    await flush_now(app.producer)
+                else:
+                    # A backlog: the next batch is already waiting, and the linger
+                    # (~1% of a full batch's time) is left to gather outputs.
+                    await app.producer.flush()
                 yield None
         finally:
             if health is not None:
