@@ -30,7 +30,7 @@ from ragsift.streams.routing import BatchRouter, Received
 from ragsift.streams.topics import TOPICS
 from ragsift.workers.base import Handler
 
-__all__ = ["AgentHealth", "attach_handler"]
+__all__ = ["AgentHealth", "attach_handler", "flush_now"]
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,31 @@ class _ProducerSender:
         await asyncio.wait_for(delivery, timeout_s)
 
 
+async def flush_now(producer: Any) -> None:
+    """Wait until every output sent so far is on the broker, sending lingering ones now.
+
+    aiokafka's ``flush()`` waits for its batches but leaves each one to its linger
+    (``RAGSIFT_KAFKA_PRODUCER_LINGER_MS``): every batch of events paid the linger
+    before its offsets could be committed, though nothing more was coming for it.
+    Java's ``flush()`` sends at once; aiokafka does that only for a transaction
+    (``flush_for_commit``: close the open batches, wake the sender, wait). That is
+    what this uses, so the linger still gathers a batch's outputs into few
+    requests and no longer delays the batch. The agents use it for a batch that
+    is not full (the worker is keeping up, and latency is what the linger costs);
+    a full batch, a backlog, keeps the plain flush. Faust's own flush is kept where its
+    producer is not the plain aiokafka one this reads (exactly-once's transaction
+    producers, another driver, or an aiokafka without that method).
+    """
+    inner = getattr(producer, "_producer", None)
+    accumulator = getattr(inner, "_message_accumulator", None)
+    flush_for_commit = getattr(accumulator, "flush_for_commit", None)
+    if flush_for_commit is None or getattr(producer, "_transaction_producers", None):
+        await producer.flush()
+        return
+    await producer.buffer.flush()  # what Faust's flush does first (its own send buffer)
+    await flush_for_commit()
+
+
 def attach_handler(
     app: faust.App,
     handler: Handler[Any],
@@ -139,7 +164,14 @@ def attach_handler(
                     ]
                 )
                 # Outputs are on the broker before this batch's offsets can be committed.
-                await app.producer.flush()
+                if len(events) < batch_size:
+                    # Keeping up with the stream: nothing more is coming for these
+                    # outputs, and each millisecond is a user's.
+                    await flush_now(app.producer)
+                else:
+                    # A backlog: the next batch is already waiting, and the linger
+                    # (~1% of a full batch's time) is left to gather outputs.
+                    await app.producer.flush()
                 yield None
         finally:
             if health is not None:

@@ -128,3 +128,32 @@ def test_the_web_host_comes_from_settings_or_the_flag() -> None:
     assert app.conf.web_bind == "0.0.0.0"
     app, _ = build_worker(["decision"], settings, web_host="127.0.0.2")
     assert app.conf.web_bind == "127.0.0.2"
+
+
+async def test_a_partial_batch_is_flushed_now_and_a_full_one_leaves_the_linger(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Keeping up (a batch under batch_size), the outputs go at once; under a backlog
+    (a full batch) the producer's own flush lets the linger gather them."""
+    app, _ = agent_app()
+    flushed: list[str] = []
+
+    async def no_routing(self: Any, batch: Any) -> None:
+        return None
+
+    async def now(producer: Any) -> None:
+        flushed.append("now")
+
+    async def plain() -> None:
+        flushed.append("plain")
+
+    monkeypatch.setattr("ragsift.streams.routing.BatchRouter.process", no_routing)
+    monkeypatch.setattr("ragsift.streams.agents.flush_now", now)
+    monkeypatch.setattr(app.producer, "flush", plain)
+    event = SimpleNamespace(
+        value=b"{}", key=None, message=SimpleNamespace(topic="t", partition=0, offset=0)
+    )
+    loop = app.agents["ragsift.scripted"].fun(FakeStream([[event] * 3, [event] * 8]))
+    await loop.__anext__()
+    await loop.__anext__()
+    assert flushed == ["now", "plain"]  # batch_size is 8 (agent_app)
