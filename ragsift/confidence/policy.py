@@ -46,7 +46,13 @@ class PriorShift:
                 raise ConfidenceError(f"{name} must be in (0, 1), got {value}")
 
     def apply(self, confidence: float) -> float:
-        """``confidence`` at this share (:func:`~ragsift.confidence.mix.at_share`)."""
+        """``confidence`` at this share (:func:`~ragsift.confidence.mix.at_share`).
+
+        A confidence that is not a number (hostile hits) passes through as it is, to
+        be refused where the result is built, as without a prior.
+        """
+        if not 0.0 <= confidence <= 1.0:
+            return confidence
         return at_share(confidence, self.calibration_share, self.share)
 
 

@@ -48,3 +48,11 @@ def test_the_answer_is_decided_before_the_confidence_is_reported_at_the_mix(
 def test_a_prior_outside_the_open_unit_interval_is_refused(shares: tuple[float, float]) -> None:
     with pytest.raises(ConfidenceError, match="must be in"):
         PriorShift(*shares)
+
+
+@pytest.mark.parametrize("odd", [float("nan"), float("inf"), -1.0])
+def test_a_confidence_that_is_not_a_probability_passes_through_to_be_refused_later(
+    odd: float,
+) -> None:
+    shifted = PriorShift(calibration_share=0.5, share=0.9).apply(odd)
+    assert shifted == odd or (shifted != shifted and odd != odd)  # NaN stays NaN
