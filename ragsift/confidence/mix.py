@@ -47,12 +47,8 @@ operator who knows the share can declare it (``RAGSIFT_CONFIDENCE_UNANSWERABLE_S
 then its tabulated threshold is used, lower or higher. What this measured on
 data the fit did not see is in docs/evaluation.md.
 
-Where the bar moves, the confidence moves with it (:func:`at_share`, ADR 016):
-a probability calibrated at the sample's share ``pi_cal`` is, by Bayes' rule,
-``w1 p / (w1 p + w0 (1 - p))`` at share ``pi``, with ``w1 = (1 - pi) / (1 - pi_cal)``
-and ``w0 = pi / pi_cal``. So a scope whose traffic is mostly unanswerable is
-told a lower confidence, not only held to a higher bar; where the bar stays,
-the confidence does too.
+Where the bar moves, the confidence is reported at the same share
+(:func:`at_share`: Bayes' rule for a change of prior; ADR 016).
 """
 
 from __future__ import annotations
@@ -175,8 +171,9 @@ class MixTable(BaseModel):
 def at_share(confidence: float, calibration_share: float, share: float) -> float:
     """A probability calibrated at ``calibration_share`` unanswerable, at ``share`` instead.
 
-    Bayes' rule for a change of prior (module doc); monotone in ``confidence``, so
-    every comparison with a bar mapped the same way keeps its outcome; 0 and 1 stay.
+    Bayes' rule for a change of prior: ``w1 p / (w1 p + w0 (1 - p))`` with ``w1 = (1 -
+    pi) / (1 - pi_cal)``, ``w0 = pi / pi_cal``. Monotone in ``p``, so a comparison with
+    a bar mapped the same way keeps its outcome; 0 and 1 stay.
 
     Raises:
         ConfidenceError: a share outside (0, 1), or a confidence outside [0, 1].
@@ -193,11 +190,8 @@ def at_share(confidence: float, calibration_share: float, share: float) -> float
 
 
 def reported_share(calibration_share: float, share: float) -> float | None:
-    """The share a scope's confidence is reported at once ``share`` moved its bar.
-
-    Within the table's shares (an estimate of 1.0, every query looking
-    unanswerable, is reported at 0.99, as its bar is); None at the calibration's own.
-    """
+    """The share a confidence is reported at once ``share`` moved its bar: within the
+    table's (an estimate of 1.0 is reported at 0.99, as its bar is); None at the sample's."""
     share = min(max(share, MIX_SHARES[0]), MIX_SHARES[-1])
     return None if share == calibration_share else share
 
