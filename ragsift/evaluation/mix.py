@@ -21,14 +21,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ragsift.confidence import CalibrationArtifact
-from ragsift.confidence.mix import (
-    MixMonitor,
-    MixReading,
-    UnanswerableShare,
-    at_share,
-    mix_threshold,
-    reported_share,
-)
+from ragsift.confidence.mix import MixMonitor, MixReading, UnanswerableShare, mix_threshold
+from ragsift.retrieval.mix_watch import moved_by, reported_prior
 
 __all__ = ["ServedMix", "as_served"]
 
@@ -102,15 +96,10 @@ def as_served(
             if mode == "auto":
                 estimate = monitor.observe("eval", "eval", artifact.version, table, confidence[i])
             bars[i] = mix_threshold(base, table, mode, estimate)
-            if bars[i] != base:  # reported as ragsift.retrieval.mix_watch reports it
-                if isinstance(mode, str):
-                    assert estimate is not None  # auto moves the bar on a reading only
-                    moved_by = estimate.share
-                else:
-                    moved_by = mode
-                share = reported_share(table.unanswerable_share, moved_by)
-                if share is not None:
-                    reported[i] = at_share(float(confidence[i]), table.unanswerable_share, share)
+            if bars[i] != base:  # reported as the service reports it
+                prior = reported_prior(table.unanswerable_share, moved_by(mode, estimate))
+                if prior is not None:
+                    reported[i] = prior.apply(float(confidence[i]))
     return ServedMix(
         answered=enough_documents & (confidence >= bars),
         confidence=reported,

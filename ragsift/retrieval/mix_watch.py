@@ -17,12 +17,18 @@ import dataclasses
 from dataclasses import dataclass
 
 from ragsift.confidence import Assessment, CalibrationArtifact
-from ragsift.confidence.mix import MixMonitor, UnanswerableShare, mix_threshold, reported_share
+from ragsift.confidence.mix import (
+    MixMonitor,
+    MixReading,
+    UnanswerableShare,
+    mix_threshold,
+    reported_share,
+)
 from ragsift.confidence.policy import AnswerPolicy, PriorShift
 from ragsift.observability.metrics import Metrics
 from ragsift.schemas import Advice, QueryEvent
 
-__all__ = ["MIX_ADVICE_CODE", "MixBar", "mix_policy", "mix_refusal"]
+__all__ = ["MIX_ADVICE_CODE", "MixBar", "mix_policy", "mix_refusal", "moved_by", "reported_prior"]
 
 #: The advice code of a query refused because its scope's mix raised the bar.
 MIX_ADVICE_CODE = "unanswerable_mix"
@@ -82,20 +88,26 @@ def mix_policy(
     bar = mix_threshold(base, table, mode, estimate)
     if bar == base:
         return policy, None
-    if isinstance(mode, str):
-        assert estimate is not None  # auto moves the bar on a reading only
-        why = MixBar(estimate.share, False, certified.alpha)
-    else:
-        why = MixBar(mode, True, certified.alpha)
-    prior = _prior(table.unanswerable_share, why.share)
+    share = moved_by(mode, estimate)
+    why = MixBar(share, not isinstance(mode, str), certified.alpha)
+    prior = reported_prior(table.unanswerable_share, share)
     if why.declared and policy.answer_threshold is None:
         # A declared share replaces the certified bar, up or down; a tenant's own stays.
         return dataclasses.replace(policy, answer_threshold=bar, prior=prior), why
     return dataclasses.replace(policy, answer_floor=max(policy.answer_floor, bar), prior=prior), why
 
 
-def _prior(calibration_share: float, share: float) -> PriorShift | None:
-    """The mix the confidence is reported at (None: the calibration's own)."""
+def moved_by(mode: UnanswerableShare, estimate: MixReading | None) -> float:
+    """The share that moved a scope's bar: the declared one, else the estimate."""
+    if isinstance(mode, str):
+        assert estimate is not None  # auto moves the bar on a reading only
+        return estimate.share
+    return mode
+
+
+def reported_prior(calibration_share: float, share: float) -> PriorShift | None:
+    """The mix a confidence is reported at once ``share`` moved its scope's bar
+    (None: the calibration's own)."""
     reported = reported_share(calibration_share, share)
     return None if reported is None else PriorShift(calibration_share, reported)
 
