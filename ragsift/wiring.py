@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ragsift.confidence.drift import DriftMonitor
 from ragsift.confidence.errors import ConfidenceError
-from ragsift.confidence.mix import MixMonitor
+from ragsift.confidence.mix_monitor import MixMonitor
 from ragsift.confidence.registry import (
     CalibrationRegistry,
     CalibrationStore,

@@ -28,7 +28,7 @@ to one (docs/evaluation.md). Two things fix that here:
   its answerable and unanswerable calibration queries. Traffic's histogram is a
   mixture of the two; the maximum-likelihood share (Saerens et al., 2002, for
   label shift) is the estimate, and the likelihood-ratio interval gives its
-  one-sided 95% lower bound. :class:`MixMonitor` keeps a decayed histogram
+  one-sided 95% lower bound. :class:`~.mix_monitor.MixMonitor` keeps a decayed histogram
   per (tenant, collection) and reads both once it holds ``min_samples``.
 
 :func:`mix_threshold` decides. ``auto`` (the default) only ever raises the bar,
@@ -53,8 +53,7 @@ Where the bar moves, the confidence is reported at the same share
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Final, Literal
 
 import numpy as np
@@ -62,7 +61,6 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragsift.confidence.conformal import _GRID, _group_index
-from ragsift.confidence.drift import decay_per_query
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.reweight import walk_at_share
 
@@ -70,7 +68,6 @@ __all__ = [
     "DEAD_BAND",
     "HISTOGRAM_BINS",
     "MIX_SHARES",
-    "MixMonitor",
     "MixReading",
     "MixTable",
     "at_share",
@@ -90,23 +87,9 @@ HISTOGRAM_BINS: Final = 20
 #: of the calibration's: the estimate's own noise over a window of ~1,000 queries
 #: (about +-0.03 on SQuAD halves) must not cost answers on traffic like the sample.
 DEAD_BAND: Final = 0.05
-#: Queries a scope's histogram needs before its share is estimated (the lower bound,
-#: not this count, keeps a young scope's noise from moving its bar).
-DEFAULT_MIN_SAMPLES: Final = 30
 #: Half the chi-square(1) quantile at 0.90: the likelihood-ratio interval's drop
 #: from the maximum that bounds the share from below at 95% (one-sided).
 _LOWER_BOUND_DROP: Final = 2.7055 / 2
-#: Until a scope holds this much weight its estimate is refreshed on every query.
-_YOUNG: Final = 200.0
-#: A scope's running weight is brought back to 1 past this (well inside float range).
-_RESCALE_AT: Final = 1e100
-#: Queries after which an observation's weight halves: the estimate follows the
-#: last ~1,000 queries of a scope.
-DEFAULT_HALF_LIFE: Final = 500.0
-#: Observations between two estimates of a scope's share.
-REFRESH_EVERY: Final = 16
-#: Scopes tracked at once; later ones keep the certified threshold (bounded memory).
-MAX_SCOPES: Final = 10_000
 #: Added to every bin of the class histograms: an empty bin must not make a
 #: traffic query impossible under one class.
 _SMOOTHING: Final = 0.5
@@ -316,83 +299,3 @@ class MixReading:
 
     share: float
     lower: float
-
-
-class MixMonitor:
-    """Per (tenant, collection): a decayed histogram of the calibrated confidence.
-
-    Args:
-        min_samples: (decayed) queries before the share is estimated.
-        half_life: queries after which an observation's weight halves.
-
-    A new calibration version starts the scope afresh. The estimate is refreshed
-    every :data:`REFRESH_EVERY` observations (it moves slowly; the likelihood over
-    1,001 candidate shares is not worth computing per query). Thread-safe. Each
-    process estimates from its own share of the traffic.
-    """
-
-    def __init__(
-        self, *, min_samples: int = DEFAULT_MIN_SAMPLES, half_life: float = DEFAULT_HALF_LIFE
-    ) -> None:
-        self.min_samples = min_samples
-        self._decay = decay_per_query(min_samples, half_life)
-        self._scopes: dict[tuple[str, str], _MixScope] = {}
-        self._lock = threading.Lock()
-
-    def observe(
-        self, tenant: str, collection: str, version: str, table: MixTable, confidence: float
-    ) -> MixReading | None:
-        """Add one query's confidence to its scope; its reading (None while too few)."""
-        key = (tenant, collection)
-        if confidence != confidence:  # NaN: no hit, no confidence
-            confidence = 0.0
-        b = min(max(int(confidence * HISTOGRAM_BINS), 0), HISTOGRAM_BINS - 1)
-        with self._lock:
-            scope = self._scopes.get(key)
-            if scope is None or scope.version != version:
-                if scope is None and len(self._scopes) >= MAX_SCOPES:
-                    return None
-                scope = self._scopes[key] = _MixScope(version, _log_mixture(table))
-            weight = scope.add(b, self._decay)
-            if weight < self.min_samples:
-                return None
-            if scope.estimate is None or scope.since >= (REFRESH_EVERY if weight > _YOUNG else 1):
-                scope.estimate = _estimate(scope.log_mixture, scope.decayed(self._decay))
-                scope.since = 0
-            return scope.estimate
-
-
-@dataclass(slots=True)
-class _MixScope:
-    """One scope's decayed histogram, kept without touching every bin per query.
-
-    The query at step t is added with weight ``decay ** -t`` (``increment``);
-    dividing by the latest increment gives every query its decayed weight
-    ``decay ** (age)``. The weights are brought back to 1 before they overflow.
-    """
-
-    version: str
-    log_mixture: FloatArray
-    counts: list[float] = field(default_factory=lambda: [0.0] * HISTOGRAM_BINS)
-    total: float = 0.0
-    increment: float = 1.0
-    estimate: MixReading | None = None
-    since: int = 0
-
-    def add(self, b: int, decay: float) -> float:
-        """Count a query in bin ``b``; the scope's decayed weight after it."""
-        self.counts[b] += self.increment
-        self.total += self.increment
-        weight = self.total / self.increment
-        self.since += 1
-        self.increment /= decay
-        if self.increment > _RESCALE_AT:
-            self.counts = [c / self.increment for c in self.counts]
-            self.total /= self.increment
-            self.increment = 1.0
-        return weight
-
-    def decayed(self, decay: float) -> FloatArray:
-        """The histogram with every query at its decayed weight (the newest at 1)."""
-        # The newest query was added at increment * decay (add() has moved on since).
-        return np.asarray(self.counts, dtype=np.float64) / (self.increment * decay)

@@ -21,7 +21,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ragsift.confidence import CalibrationArtifact
-from ragsift.confidence.mix import MixMonitor, MixReading, UnanswerableShare, mix_threshold
+from ragsift.confidence.mix import MixReading, UnanswerableShare, mix_threshold
+from ragsift.confidence.mix_monitor import MixMonitor
 from ragsift.retrieval.mix_watch import moved_by, reported_prior
 
 __all__ = ["ServedMix", "as_served"]

@@ -1,7 +1,7 @@
 """The query path's mix check: re-certify a scope's answer threshold at its traffic's mix.
 
 Each scored query's calibrated confidence joins its (tenant, collection)
-histogram in a :class:`~ragsift.confidence.mix.MixMonitor`; the scope's
+histogram in a :class:`~ragsift.confidence.mix_monitor.MixMonitor`; the scope's
 estimated share of unanswerable queries is exported as
 ``ragsift_unanswerable_share``. When the share (estimated, or declared with
 ``RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE``) moves the certified bar, the
@@ -18,17 +18,25 @@ from dataclasses import dataclass
 
 from ragsift.confidence import Assessment, CalibrationArtifact
 from ragsift.confidence.mix import (
-    MixMonitor,
     MixReading,
     UnanswerableShare,
     mix_threshold,
     reported_share,
 )
+from ragsift.confidence.mix_monitor import MixMonitor
 from ragsift.confidence.policy import AnswerPolicy, PriorShift
 from ragsift.observability.metrics import Metrics
 from ragsift.schemas import Advice, QueryEvent
 
-__all__ = ["MIX_ADVICE_CODE", "MixBar", "mix_policy", "mix_refusal", "moved_by", "reported_prior"]
+__all__ = [
+    "MIX_ADVICE_CODE",
+    "MixBar",
+    "mix_policy",
+    "mix_refusal",
+    "moved_by",
+    "moved_share",
+    "reported_prior",
+]
 
 #: The advice code of a query refused because its scope's mix raised the bar.
 MIX_ADVICE_CODE = "unanswerable_mix"
@@ -53,11 +61,14 @@ def mix_policy(
     mode: UnanswerableShare,
     monitor: MixMonitor | None,
     metrics: Metrics,
+    counted: bool = False,
 ) -> tuple[AnswerPolicy, MixBar | None]:
     """``policy`` with the scope's mix bar, and why it moved (None: it did not).
 
     Only a calibrated assessment whose bar is the artifact's certified one moves:
     a configured answer threshold is the operator's, and other scorers certify nothing.
+    ``counted``: the query is in its scope's histogram already (a corrective retry
+    of it), so the scope's reading is used without counting it again.
     """
     table = calibration.conformal.mix if calibration is not None else None
     if (
@@ -74,17 +85,17 @@ def mix_policy(
         return policy, None  # a configured threshold (RAGSIFT_CONFIDENCE_ANSWER_THRESHOLD)
     estimate = None
     if mode == "auto" and monitor is not None:
-        estimate = monitor.observe(
-            query.tenant_id,
-            query.collection,
-            calibration.version,
-            table,
-            assessment.confidence,
-        )
-        if estimate is not None:
-            metrics.unanswerable_share.labels(
-                metrics.tenant(query.tenant_id), metrics.collection(query.collection)
-            ).set(estimate.share)
+        tenant, collection = query.tenant_id, query.collection
+        if counted:
+            estimate = monitor.reading(tenant, collection, calibration.version)
+        else:
+            estimate = monitor.observe(
+                tenant, collection, calibration.version, table, assessment.confidence
+            )
+            if estimate is not None:
+                metrics.unanswerable_share.labels(
+                    metrics.tenant(tenant), metrics.collection(collection)
+                ).set(estimate.share)
     bar = mix_threshold(base, table, mode, estimate)
     if bar == base:
         return policy, None
@@ -95,6 +106,29 @@ def mix_policy(
         # A declared share replaces the certified bar, up or down; a tenant's own stays.
         return dataclasses.replace(policy, answer_threshold=bar, prior=prior), why
     return dataclasses.replace(policy, answer_floor=max(policy.answer_floor, bar), prior=prior), why
+
+
+def moved_share(
+    calibration: CalibrationArtifact | None,
+    tenant: str,
+    collection: str,
+    *,
+    mode: UnanswerableShare,
+    monitor: MixMonitor | None,
+) -> float | None:
+    """The share a scope's bar stands moved to now (None: the certified bar), read
+    without counting a query: a result's cache key names it, as the result's bar and
+    reported confidence depend on it (:func:`mix_policy` moves the same bar)."""
+    table = calibration.conformal.mix if calibration is not None else None
+    if calibration is None or table is None or mode == "off":
+        return None
+    base = calibration.conformal.threshold if calibration.conformal.feasible else 1.0
+    estimate = None
+    if mode == "auto" and monitor is not None:
+        estimate = monitor.reading(tenant, collection, calibration.version)
+    if mix_threshold(base, table, mode, estimate) == base:
+        return None
+    return moved_by(mode, estimate)
 
 
 def moved_by(mode: UnanswerableShare, estimate: MixReading | None) -> float:

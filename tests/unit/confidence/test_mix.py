@@ -21,7 +21,6 @@ from ragsift.confidence.mix import (
     DEAD_BAND,
     HISTOGRAM_BINS,
     MIX_SHARES,
-    MixMonitor,
     MixReading,
     MixTable,
     at_share,
@@ -30,6 +29,7 @@ from ragsift.confidence.mix import (
     mix_threshold,
     reported_share,
 )
+from ragsift.confidence.mix_monitor import MixMonitor
 
 ALPHA = DELTA = 0.1
 DRAWS = 40
@@ -189,6 +189,27 @@ def test_the_monitor_estimates_each_scope_after_enough_queries() -> None:
     assert last.share < 0.1
 
 
+def test_a_reading_counts_no_query() -> None:
+    """``reading`` (a retry's bar, a cache key) is the scope's latest estimate, and
+    reading it any number of times leaves the scope as it was."""
+    rng = np.random.default_rng(11)
+    table = _table(rng)
+    monitor = MixMonitor(min_samples=30, half_life=500)
+    unanswerable, _ = _draw(rng, 0, 40)
+    assert monitor.reading("t1", "c", "v1") is None  # nothing seen
+    for c in unanswerable[:28]:
+        monitor.observe("t1", "c", "v1", table, c)
+    for _ in range(100):
+        assert monitor.reading("t1", "c", "v1") is None  # 28 queries, not 128
+    readings = [monitor.observe("t1", "c", "v1", table, c) for c in unanswerable[28:]]
+    assert readings[0] is None  # the 29th query's weight is still under 30
+    latest = readings[-1]
+    assert latest is not None
+    assert monitor.reading("t1", "c", "v1") == latest
+    assert monitor.reading("t1", "c", "v2") is None  # another calibration's scope
+    assert monitor.reading("t2", "c", "v1") is None
+
+
 def test_the_monitor_refuses_settings_it_could_never_reach() -> None:
     with pytest.raises(ConfidenceError):
         MixMonitor(min_samples=1_000, half_life=500)
@@ -230,7 +251,7 @@ def test_a_table_that_falls_with_the_share_is_invalid() -> None:
 
 def test_a_scope_decays_its_histogram_lazily_and_exactly() -> None:
     """Weights grow instead of every bin shrinking per query; across a rescale too."""
-    from ragsift.confidence.mix import _MixScope
+    from ragsift.confidence.mix_monitor import _MixScope
 
     decay = 0.5 ** (1 / 500)
     scope = _MixScope("v", np.zeros((1, HISTOGRAM_BINS)))
@@ -279,7 +300,7 @@ def test_scopes_past_the_bound_keep_the_certified_bar_and_known_ones_go_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Many tenants (non-Latin, control characters, huge ids): bounded memory, no cross-talk."""
-    import ragsift.confidence.mix as mix
+    import ragsift.confidence.mix_monitor as mix
 
     monkeypatch.setattr(mix, "MAX_SCOPES", 3)
     table = _table(np.random.default_rng(16))
