@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ragsift import __version__
-from ragsift.cli.common import _settings, console, err_console
+from ragsift.cli.common import _settings, console, err_console, print_error
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
 
@@ -127,7 +127,7 @@ def keys_create(
     try:
         key, record = store.create(tenant, scope or ["query", "read"], label)
     except RagsiftError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        print_error(str(exc))
         raise typer.Exit(2) from exc
     err_console.print(
         f"key {record.key_id} for {', '.join(record.tenants)} ({', '.join(record.scopes)})"
@@ -160,7 +160,7 @@ def keys_revoke(
     try:
         record = _key_store().revoke(key_id)
     except RagsiftError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        print_error(str(exc))
         raise typer.Exit(2) from exc
     console.print(f"revoked {record.key_id} at {record.revoked_at}")
 
@@ -220,7 +220,7 @@ def audit_verify(
     if as_json:
         console.print_json(json.dumps(describe(report)))
     elif report.problem is not None:
-        err_console.print(f"[red]chain broken[/red] at {report.problem}")
+        err_console.print(Text.assemble(("chain broken", "red"), f" at {report.problem}"))
     else:
         console.print(
             f"chain intact: {report.rows} rows in {len(files)} file(s), seq"
@@ -234,6 +234,8 @@ def audit_verify(
         if report.macs_checked:
             console.print(f"HMAC checked with the key in {key_env}")
         elif report.macs_present:
-            console.print(f"[yellow]HMACs present but not checked: {key_env} is unset[/yellow]")
+            console.print(
+                Text(f"HMACs present but not checked: {key_env} is unset", style="yellow")
+            )
     if report.problem is not None:
         raise typer.Exit(1)

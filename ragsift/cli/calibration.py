@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from ragsift.cli.common import DataDir, _runtime, _settings, console, err_console
+from ragsift.cli.common import DataDir, _runtime, _settings, console, print_error
 from ragsift.cli.evaluation import (
     Dataset,
     Half,
@@ -116,13 +116,11 @@ def calibrate(
     """
     if collection is not None:
         if method not in ("probes", "pseudo-queries"):
-            err_console.print(
-                f"[red]error:[/red] --method must be probes or pseudo-queries, got {method!r}"
-            )
+            print_error(f"--method must be probes or pseudo-queries, got {method!r}")
             raise typer.Exit(2)
         if method == "probes" and held_out is not None:
-            err_console.print(
-                "[red]error:[/red] --held-out needs --method pseudo-queries (the probes"
+            print_error(
+                "--held-out needs --method pseudo-queries (the probes"
                 " method makes no test questions from your chunks)"
             )
             raise typer.Exit(2)
@@ -132,7 +130,7 @@ def calibrate(
             _self_calibrate(collection, tenant, data_dir, out, held_out, alpha, k)
         return
     if out is None:
-        err_console.print("[red]error:[/red] give --out FILE (or --collection to self-calibrate)")
+        print_error("give --out FILE (or --collection to self-calibrate)")
         raise typer.Exit(2)
     from ragsift.confidence import save_calibration
     from ragsift.confidence.features import DEFAULT_FEATURES
@@ -199,8 +197,8 @@ def _self_calibrate(
                 handle.write(json.dumps(row) + "\n")
     if not artifact.conformal.feasible:
         # Storing it would refuse every query of the collection; the shipped one stays.
-        err_console.print(
-            f"[red]error:[/red] no answer threshold of {scope} held risk <= {alpha} on its"
+        print_error(
+            f"no answer threshold of {scope} held risk <= {alpha} on its"
             f" {artifact.conformal.n_calibration} held-out test questions (their source chunk"
             " was often not the top hit); nothing stored, the shipped calibration stays in use"
         )

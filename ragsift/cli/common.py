@@ -37,9 +37,11 @@ __all__ = [
 
 T = TypeVar("T")
 
-console = Console()
+# No markup: what is printed (paths, documents, queries, errors) is shown as it is;
+# style goes in Text objects (a "[/x]" in a file name once crashed the CLI).
+console = Console(markup=False)
 # soft_wrap: an error is one line however narrow the terminal (or a pipe's 80 columns)
-err_console = Console(stderr=True, soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True, markup=False)
 
 #: exit status of input the command refuses (bad option, unknown collection or tenant)
 EXIT_USAGE = 2
@@ -47,9 +49,20 @@ EXIT_USAGE = 2
 EXIT_FAILURE = 1
 
 
+def print_error(message: str) -> None:
+    """Print ``error: message``, the message as plain text: a path or an exception's
+    text with ``[/x]`` in it is shown as it is, never read as Rich markup."""
+    err_console.print(Text.assemble(("error: ", "red"), message))
+
+
+def print_warning(message: str) -> None:
+    """Print ``warning: message`` on stderr, the message as plain text."""
+    err_console.print(Text.assemble(("warning: ", "yellow"), message))
+
+
 def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Print ``error: message`` as one plain line (no markup, no traceback) and exit."""
-    err_console.print(Text.assemble(("error: ", "red"), message))
+    print_error(message)
     raise typer.Exit(code)
 
 
@@ -57,7 +70,7 @@ def _settings() -> Settings:
     try:
         return Settings.from_env()
     except RagsiftError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        print_error(str(exc))
         raise typer.Exit(2) from exc
 
 

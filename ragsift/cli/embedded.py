@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from ragsift.cli.common import (
     ADVISORY_LOGGER,
@@ -21,6 +22,7 @@ from ragsift.cli.common import (
     _runtime,
     console,
     err_console,
+    print_error,
 )
 from ragsift.errors import RagsiftError
 from ragsift.schemas.base import MAX_K
@@ -97,7 +99,7 @@ def demo(
     # C3's per-query warning is for a service's logs; here the table shows each advisory
     with _quiet(ADVISORY_LOGGER):
         rows = _embedded(run())
-    wide = Console(width=max(console.width, 150))  # the table needs room even when piped
+    wide = Console(width=max(console.width, 150), markup=False)  # room even when piped
     wide.print(demo_table(rows))
     results = data_dir / "results.jsonl"
     with results.open("w", encoding="utf-8") as handle:
@@ -157,10 +159,10 @@ def ingest(
     try:
         docs = list(iter_documents(path, source_type=source_type))
     except RagsiftError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        print_error(str(exc))
         raise typer.Exit(2) from exc
     if not docs:
-        err_console.print(f"[red]error:[/red] no .txt/.md/.jsonl documents under {path}")
+        print_error(f"no .txt/.md/.jsonl documents under {path}")
         raise typer.Exit(2)
     settings, runtime = _runtime(data_dir)
     probing = settings.calibration.reprobe_after_ingest if probe is None else probe
@@ -218,7 +220,7 @@ def _show_reprobe(done: Any) -> None:
             console.print(f"  {done.remap}")
         console.print(f"  version {done.version}; `--no-probe` skips this step")
     elif done.outcome == "infeasible":
-        err_console.print(f"[yellow]warning:[/yellow] {where}: {done.message}")
+        err_console.print(Text.assemble(("warning: ", "yellow"), f"{where}: {done.message}"))
     else:
         console.print(f"{where}: not re-probed: {done.message}")
 

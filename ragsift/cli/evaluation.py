@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from ragsift.cli.common import _settings, _stage_progress, console, err_console
+from ragsift.cli.common import _settings, _stage_progress, console, err_console, print_error
 from ragsift.cli.render import eval_table
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
@@ -43,20 +43,20 @@ def _load_dataset(
         elif is_beir_folder(Path(dataset)):
             beir = Path(dataset)
         else:
-            err_console.print(
-                f"[red]error:[/red] --dataset {dataset!r} is neither squad2 nor a BEIR folder"
+            print_error(
+                f"--dataset {dataset!r} is neither squad2 nor a BEIR folder"
                 " (a folder with corpus.jsonl, queries.jsonl and qrels/)"
             )
             raise typer.Exit(2)
     if beir is None and labelled is None:
-        err_console.print("[red]error:[/red] give --dataset squad2|BEIR_FOLDER or --labelled FILE")
+        print_error("give --dataset squad2|BEIR_FOLDER or --labelled FILE")
         raise typer.Exit(2)
     for path in (labelled, out_of_scope):
         if path is not None and not path.is_file():
-            err_console.print(f"[red]error:[/red] no such file: {path}")
+            print_error(f"no such file: {path}")
             raise typer.Exit(2)
     if pool not in ("auto", "corpus", "qrels", "candidates"):
-        err_console.print("[red]error:[/red] --pool must be auto, corpus, qrels or candidates")
+        print_error("--pool must be auto, corpus, qrels or candidates")
         raise typer.Exit(2)
     try:
         if beir is not None:
@@ -65,11 +65,11 @@ def _load_dataset(
             assert labelled is not None
             ds = load_squad(labelled, out_of_scope)
     except RagsiftError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        print_error(str(exc))
         raise typer.Exit(2) from exc
     if half is not None:
         if half not in (1, 2):
-            err_console.print(f"[red]error:[/red] --half must be 1 or 2, got {half}")
+            print_error(f"--half must be 1 or 2, got {half}")
             raise typer.Exit(2)
         ds = select_half(ds, 1 if half == 1 else 2)
     return ds
@@ -81,13 +81,13 @@ def _with_pseudo_queries(ds: Any, pseudo_queries: Path | None, corpus: Path | No
     from ragsift.ingest.loaders import iter_documents
 
     if pseudo_queries is None:
-        err_console.print("[red]error:[/red] --corpus needs --pseudo-queries")
+        print_error("--corpus needs --pseudo-queries")
         raise typer.Exit(2)
     try:
         extra = list(iter_documents(corpus)) if corpus is not None else []
         return with_pseudo_queries(ds, pseudo_queries, extra)
     except RagsiftError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        print_error(str(exc))
         raise typer.Exit(2) from exc
 
 
@@ -283,7 +283,7 @@ def evaluate(
         try:
             ds = limit_questions(ds, kind, limit)
         except RagsiftError as exc:
-            err_console.print(f"[red]error:[/red] {exc}")
+            print_error(str(exc))
             raise typer.Exit(2) from exc
     settings = _settings()
     artifact = None
@@ -297,7 +297,7 @@ def evaluate(
                 metric="cosine",
             )
         except (OSError, ConfidenceError) as exc:
-            err_console.print(f"[red]error:[/red] {artifact_path}: {exc}")
+            print_error(f"{artifact_path}: {exc}")
             raise typer.Exit(2) from exc
     if artifact is None:
         reads = _reader_features(settings)
@@ -311,7 +311,7 @@ def evaluate(
         try:
             artifact, fit = fit_from_run(run, features=features)
         except ConfidenceError as exc:  # too few questions, one kind only: the data's fault
-            err_console.print(f"[red]error:[/red] cannot fit on {run.dataset.name}: {exc}")
+            print_error(f"cannot fit on {run.dataset.name}: {exc}")
             raise typer.Exit(2) from exc
         evaluated = ~fit
         how = "refit on half (fit on half the articles, reported on the other half)"
@@ -370,7 +370,7 @@ def evaluate(
         f"{', near misses as negatives' if near_miss_negatives else ''}"
     )
     table = eval_table(result.reports, artifact.conformal.alpha, title)
-    Console(width=max(console.width, 200)).print(table)
+    Console(width=max(console.width, 200), markup=False).print(table)
     if summary["recall_at_k"] is not None:
         console.print(f"recall@{run.k} of in-scope questions: {summary['recall_at_k']:.3f}")
     if correction is not None:
@@ -383,8 +383,8 @@ def _eval_correction(settings: Settings, artifact: Any) -> Any:
     if not settings.corrective.enabled:
         return None
     if artifact is None:
-        err_console.print(
-            "[red]error:[/red] RAGSIFT_CORRECTIVE_ENABLED=1 in eval needs --artifact: the"
+        print_error(
+            "RAGSIFT_CORRECTIVE_ENABLED=1 in eval needs --artifact: the"
             " retry is kept or not by that artifact's confidence"
         )
         raise typer.Exit(2)
@@ -395,5 +395,5 @@ def _eval_correction(settings: Settings, artifact: Any) -> Any:
             settings.corrective, artifact, artifact.embedder_id, max_k=settings.limits.max_k
         )
     except RagsiftError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        print_error(str(exc))
         raise typer.Exit(2) from exc

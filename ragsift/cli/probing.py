@@ -10,8 +10,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
+from rich.text import Text
 
-from ragsift.cli.common import _runtime, _stage_progress, console, err_console
+from ragsift.cli.common import (
+    _runtime,
+    _stage_progress,
+    console,
+    err_console,
+    print_error,
+    print_warning,
+)
 from ragsift.cli.render import fmt_number as _fmt
 from ragsift.errors import RagsiftError
 
@@ -49,8 +57,8 @@ def eval_probes(source: str, artifact: Any, questions: Any) -> tuple[Any, str]:
     if source == "none" or (source == "auto" and artifact is None):
         return None, source
     if artifact is None:
-        err_console.print(
-            "[red]error:[/red] --probes needs --artifact: it re-certifies that artifact's"
+        print_error(
+            "--probes needs --artifact: it re-certifies that artifact's"
             " answer threshold on the evaluated corpus"
         )
         raise typer.Exit(2)
@@ -82,7 +90,7 @@ def eval_probes(source: str, artifact: Any, questions: Any) -> tuple[Any, str]:
                 " use --half 2 with --dataset squad2, or --probes FILE)"
             )
             return None, "auto"
-        err_console.print(f"[red]error:[/red] {what}; use other probes (--probes FILE) or none")
+        print_error(f"{what}; use other probes (--probes FILE) or none")
         raise typer.Exit(2)
     err_console.print(
         f"probes: {len(probes)} questions ({source}{dropped}), searched with the out-of-scope"
@@ -99,7 +107,7 @@ def _load_probes(source: str) -> Any:
     try:
         return load_probes(source)
     except RagsiftError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        print_error(str(exc))
         raise typer.Exit(2) from exc
 
 
@@ -134,12 +142,12 @@ def probe_certified(run: Any, artifact: Any, probes: Any, source: str) -> tuple[
             ),
         )
     except ConfidenceError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        print_error(str(exc))
         raise typer.Exit(2) from exc
     before, after = artifact.conformal, probed.conformal
     if not after.feasible:  # as `ragsift ingest` and `calibrate --collection`: nothing stored
-        err_console.print(
-            f"[yellow]warning:[/yellow] the probes certify no answer threshold on this corpus"
+        print_warning(
+            f"the probes certify no answer threshold on this corpus"
             f" (the artifact's {before.threshold:.2f} is not certified here either); evaluated"
             " as it is, as the service would serve it"
         )
@@ -164,8 +172,8 @@ def base_calibration(runtime: Any, alpha: float | None) -> Any:
     as it is)."""
     base = runtime.pipeline.engines.calibration
     if base is None:
-        err_console.print(
-            "[red]error:[/red] self-calibration adjusts the calibrated scorer; set"
+        print_error(
+            "self-calibration adjusts the calibrated scorer; set"
             " RAGSIFT_CONFIDENCE_SCORER=calibrated"
         )
         raise typer.Exit(2)
@@ -215,8 +223,8 @@ def probe_calibrate_collection(
     scope = CalibrationScope(collection, tenant)
     before, after = base.conformal, artifact.conformal
     if not after.feasible:
-        err_console.print(
-            f"[red]error:[/red] on {scope}, {len(probes)} questions it should not answer score"
+        print_error(
+            f"on {scope}, {len(probes)} questions it should not answer score"
             f" so high that no answer threshold keeps risk <= {alpha} (the shipped"
             f" {before.threshold:.2f} does not either); nothing stored. Check that the probes"
             " are not about your documents (--probes FILE), or accept a higher --alpha"
@@ -235,7 +243,7 @@ def probe_calibrate_collection(
     )
     dropped = left_out_of(artifact)
     if dropped:
-        err_console.print(f"[yellow]note:[/yellow] probes {dropped}")
+        err_console.print(Text.assemble(("note: ", "yellow"), f"probes {dropped}"))
 
 
 def _remap_words(artifact: Any) -> str:
@@ -271,8 +279,8 @@ def run_collection_job(
     try:
         return asyncio.run(run())
     except CollectionNotFoundError as exc:
-        err_console.print(f"[red]error:[/red] no collection {collection!r} in this data dir: {exc}")
+        print_error(f"no collection {collection!r} in this data dir: {exc}")
         raise typer.Exit(2) from exc
     except (RagsiftError, ConfidenceError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        print_error(str(exc))
         raise typer.Exit(2) from exc

@@ -76,11 +76,11 @@ def _answer(result: RetrievalResult) -> Text:
 def print_result(console: Console, result: RetrievalResult | DeadLetter) -> None:
     """One result in full: the confidence line, disclaimer, hits, drops, advice."""
     if isinstance(result, DeadLetter):
-        console.print(f"[red]rejected[/red] at {result.stage}: {result.error}")
+        console.print(Text.assemble(("rejected", "red"), f" at {result.stage}: {result.error}"))
         return
     console.print(confidence_line(result))
     if result.disclaimer:
-        console.print(Panel(result.disclaimer, title="disclaimer", border_style="yellow"))
+        console.print(Panel(Text(result.disclaimer), title="disclaimer", border_style="yellow"))
     console.print(
         Panel(
             _answer(result),
@@ -103,10 +103,10 @@ def print_result(console: Console, result: RetrievalResult | DeadLetter) -> None
         console.print(table)
     if result.dropped:
         drops = ", ".join(f"{d.chunk_id} ({d.rule} {d.value:.2f})" for d in result.dropped[:6])
-        console.print(f"[dim]dropped {result.filtered_count}: {drops}[/dim]")
+        console.print(Text(f"dropped {result.filtered_count}: {drops}", style="dim"))
     for advice in result.recommendations:
-        console.print(f"[cyan]→ {advice.code}[/cyan]: {advice.message}")
-    console.print(f"[dim]query_id {result.query_id} · result {result.result_id}[/dim]")
+        console.print(Text.assemble((f"→ {advice.code}", "cyan"), f": {advice.message}"))
+    console.print(Text(f"query_id {result.query_id} · result {result.result_id}", style="dim"))
 
 
 def demo_table(rows: list[tuple[str, RetrievalResult | DeadLetter, int]]) -> Table:
@@ -175,11 +175,12 @@ def print_report(console: Console, report: Report) -> None:
 
 def print_decision(console: Console, decision: Decision) -> None:
     """C5's use/skip decision and B3's review routing, in one line."""
-    use = "[green]use context[/green]" if decision.use_context else "[red]do not use context[/red]"
-    review = (
-        f" · review queue [bold]{decision.review_queue}[/bold]" if decision.review_queue else ""
-    )
-    console.print(f"decision: {use} — {decision.reason}{review}")
+    use = ("use context", "green") if decision.use_context else ("do not use context", "red")
+    line = Text.assemble("decision: ", use, f" — {decision.reason}")
+    if decision.review_queue:
+        line.append(" · review queue ")
+        line.append(decision.review_queue, style="bold")
+    console.print(line)
 
 
 def breakdown_table(result: RetrievalResult) -> Table:
@@ -201,7 +202,9 @@ def print_answer_extras(
     if outcome.decision is not None:
         print_decision(console, outcome.decision)
     where = f" --data-dir {data_dir}" if data_dir is not None else ""
-    console.print(f"[dim]come back to it: ragsift assess{where} {outcome.result.query_id}[/dim]")
+    console.print(
+        Text(f"come back to it: ragsift assess{where} {outcome.result.query_id}", style="dim")
+    )
 
 
 def print_assessment(console: Console, answer: StoredAnswer) -> None:

@@ -8,8 +8,17 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
-from ragsift.cli.common import Collection, DataDir, _runtime, _settings, console, err_console
+from ragsift.cli.common import (
+    Collection,
+    DataDir,
+    _runtime,
+    _settings,
+    console,
+    err_console,
+    print_error,
+)
 from ragsift.errors import RagsiftError
 
 __all__ = ["assess", "feedback"]
@@ -34,7 +43,7 @@ def assess(
 ) -> None:
     """Show a past query's confidence breakdown, report and advice, or score given chunks."""
     if (query_id is None) == (query is None):
-        err_console.print("[red]error:[/red] give a QUERY_ID, or --query with --chunks")
+        print_error("give a QUERY_ID, or --query with --chunks")
         raise typer.Exit(2)
     if query is not None:
         _assess_chunks(query, chunks, tenant, collection, data_dir)
@@ -45,8 +54,8 @@ def assess(
     settings = _settings()
     path = (data_dir or settings.data_dir) / STORE_FILE
     if not path.is_file():
-        err_console.print(
-            f"[red]error:[/red] no results stored under {path.parent}:"
+        print_error(
+            f"no results stored under {path.parent}:"
             " run `ragsift ask` or `ragsift demo` there first"
         )
         raise typer.Exit(1)
@@ -56,7 +65,7 @@ def assess(
     finally:
         store.close()
     if found is None:
-        err_console.print(f"[red]error:[/red] no stored result for query id {query_id!r}")
+        print_error(f"no stored result for query id {query_id!r}")
         raise typer.Exit(1)
     print_assessment(console, found)
 
@@ -76,7 +85,7 @@ def _assess_chunks(
 
     ids = [c.strip() for c in (chunks or "").split(",") if c.strip()]
     if not ids or tenant is None:
-        err_console.print("[red]error:[/red] --query needs --chunks id1,id2,... and --tenant")
+        print_error("--query needs --chunks id1,id2,... and --tenant")
         raise typer.Exit(2)
     try:
         event = QueryEvent(
@@ -86,7 +95,7 @@ def _assess_chunks(
             collection=collection,
         )
     except ValidationError as exc:
-        err_console.print(f"[red]error:[/red] {describe_validation_error(exc)}")
+        print_error(describe_validation_error(exc))
         raise typer.Exit(2) from exc
     _, runtime = _runtime(data_dir)
 
@@ -97,10 +106,10 @@ def _assess_chunks(
     try:
         assessed = asyncio.run(run())
     except RagsiftError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        print_error(str(exc))
         raise typer.Exit(1) from exc
     if not isinstance(assessed, StoredAnswer):
-        err_console.print(f"[red]error:[/red] rejected at {assessed.stage}: {assessed.error}")
+        print_error(f"rejected at {assessed.stage}: {assessed.error}")
         raise typer.Exit(1)
     found = {h.chunk_id for h in assessed.result.hits} | {
         d.chunk_id for d in assessed.result.dropped
@@ -109,8 +118,10 @@ def _assess_chunks(
     print_assessment(console, assessed)
     if missing:
         err_console.print(
-            f"[yellow]not found for tenant {tenant!r} in {collection!r}:[/yellow]"
-            f" {', '.join(missing)}"
+            Text.assemble(
+                (f"not found for tenant {tenant!r} in {collection!r}:", "yellow"),
+                f" {', '.join(missing)}",
+            )
         )
 
 
@@ -150,12 +161,10 @@ def feedback(
             settings, build_embedder(settings.embedder).embedder_id, Metrics()
         )
     except RagsiftError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        print_error(str(exc))
         raise typer.Exit(2) from exc
     if loop is None:
-        err_console.print(
-            "[red]error:[/red] feedback re-fits need RAGSIFT_CONFIDENCE_SCORER=calibrated"
-        )
+        print_error("feedback re-fits need RAGSIFT_CONFIDENCE_SCORER=calibrated")
         raise typer.Exit(2)
     record = loop.store.recall(query_id)
     try:
@@ -167,7 +176,7 @@ def feedback(
         )
         version = loop.apply(event)
     except (FeedbackRefused, ValueError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        print_error(str(exc))
         raise typer.Exit(1) from exc
     assert record is not None  # apply refuses an unknown query
     scope = f"{record.tenant_id}/{record.collection}"

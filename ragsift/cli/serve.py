@@ -8,7 +8,15 @@ from typing import Annotated, Any
 
 import typer
 
-from ragsift.cli.common import DataDir, _kafka, _runtime, _settings, err_console
+from ragsift.cli.common import (
+    DataDir,
+    _kafka,
+    _runtime,
+    _settings,
+    err_console,
+    print_error,
+    print_warning,
+)
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
 
@@ -62,20 +70,18 @@ def api(
     metrics_host = metrics_host or settings.api.metrics_host
     metrics_port = metrics_port or settings.api.metrics_port
     if insecure_no_auth and host not in LOOPBACK_HOSTS:
-        err_console.print(
-            f"[red]error:[/red] --insecure-no-auth is only allowed on a loopback --host, got {host}"
-        )
+        print_error(f"--insecure-no-auth is only allowed on a loopback --host, got {host}")
         raise typer.Exit(2)
     if port == metrics_port and host == metrics_host:
-        err_console.print("[red]error:[/red] the query API and metrics need different ports")
+        print_error("the query API and metrics need different ports")
         raise typer.Exit(2)
     try:
         auth = Authenticator.from_settings(settings.api, insecure=insecure_no_auth)
     except RagsiftError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        print_error(str(exc))
         raise typer.Exit(2) from exc
     if insecure_no_auth:
-        err_console.print("[yellow]warning:[/yellow] --insecure-no-auth: anyone on this host")
+        print_warning("--insecure-no-auth: anyone on this host")
     query_api = QueryApi(
         settings.kafka,
         auth=auth,
@@ -138,7 +144,7 @@ def serve_console(
         # credentials first: a console that may not start opens (and creates) nothing
         auth = Authenticator.from_settings(_settings().api, insecure=host in LOOPBACK_HOSTS)
     except RagsiftError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        print_error(str(exc))
         raise typer.Exit(2) from exc
     _, runtime = _runtime(data_dir)
 
@@ -163,7 +169,7 @@ def serve_console(
     try:
         asyncio.run(serve())
     except OSError as exc:
-        err_console.print(f"[red]error:[/red] cannot listen on {host}:{port}: {exc.strerror}")
+        print_error(f"cannot listen on {host}:{port}: {exc.strerror}")
         raise typer.Exit(1) from exc
 
 

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ragsift.cli.common import EXIT_USAGE, _kafka, _settings, console, err_console
+from ragsift.cli.common import EXIT_USAGE, _kafka, _settings, console, err_console, print_error
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
 
@@ -105,7 +105,7 @@ def worker(
 
     bad = [n for n in names if n not in WORKER_NAMES]
     if bad:
-        err_console.print(f"[red]error:[/red] unknown worker {bad}; choose from {WORKER_NAMES}")
+        print_error(f"unknown worker {bad}; choose from {WORKER_NAMES}")
         raise typer.Exit(2)
     settings = _settings()
     try:
@@ -117,7 +117,7 @@ def worker(
             audit_dir=audit_dir,
         )
     except RagsiftError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        print_error(str(exc))
         raise typer.Exit(2) from exc
     from ragsift.streams.admin import ensure_topics
 
@@ -145,13 +145,13 @@ def submit(
     from ragsift.streams.topics import TOPICS
 
     if topic not in TOPICS:
-        err_console.print(f"[red]error:[/red] unknown topic {topic!r}; known: {sorted(TOPICS)}")
+        print_error(f"unknown topic {topic!r}; known: {sorted(TOPICS)}")
         raise typer.Exit(2)
     settings = _settings()
     spec = TOPICS[topic]
     codec = EventCodec(spec.model)
     if source != "-" and not Path(source).is_file():
-        err_console.print(f"[red]error:[/red] no such file: {source}")
+        print_error(f"no such file: {source}")
         raise typer.Exit(2)
     lines = (
         sys.stdin.read().splitlines()
@@ -212,7 +212,7 @@ def tail(
     from ragsift.streams.topics import TOPICS
 
     if topic not in TOPICS:
-        err_console.print(f"[red]error:[/red] unknown topic {topic!r}; known: {sorted(TOPICS)}")
+        print_error(f"unknown topic {topic!r}; known: {sorted(TOPICS)}")
         raise typer.Exit(2)
     settings = _settings()
     name = TOPICS[topic].name(settings.kafka.topic_prefix)
