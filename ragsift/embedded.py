@@ -40,8 +40,11 @@ from ragsift.wiring import (
     build_calibration_store,
     build_embedder,
     build_index,
+    build_mix_state,
     build_pipeline,
     build_report_handler,
+    restore_mix,
+    save_mix,
 )
 from ragsift.workers.audit import build_audit_handler
 from ragsift.workers.calibration import FeedbackLoop, ResultJoinHandler
@@ -125,6 +128,9 @@ class EmbeddedRuntime:
             source="/ragsift/embedded/retrieval",
             calibration_store=self.calibration_store,
         )
+        # Each `ragsift ask` is a process: the scopes' mix estimates carry over (ADR 013).
+        self.mix_state = build_mix_state(settings, Path(self.data_dir) / CALIBRATIONS_DIR)
+        restore_mix(self.pipeline, self.mix_state)
         self.indexer = Indexer(self.index, self.embedder, cache=self.cache)
         audit = build_audit_handler(settings.audit, Path(self.data_dir) / "audit", self.metrics)
         self.audit = audit.sink
@@ -274,6 +280,7 @@ class EmbeddedRuntime:
     async def close(self) -> None:
         """Flush and close the index, the handlers and the result store."""
         await self.bus.close()
+        save_mix(self.pipeline, self.mix_state)
         await self.pipeline.close()
         await self.index.close()
         self.store.close()

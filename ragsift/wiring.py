@@ -12,6 +12,7 @@ from pathlib import Path
 from ragsift.confidence.drift import DriftMonitor
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.mix_monitor import MixMonitor
+from ragsift.confidence.mix_state import FileMixState, MixStateStore
 from ragsift.confidence.registry import (
     CalibrationRegistry,
     CalibrationStore,
@@ -29,7 +30,7 @@ from ragsift.retrieval.engines import EngineSet
 from ragsift.retrieval.index import VectorIndex
 from ragsift.retrieval.pipeline import RetrievalPipeline
 from ragsift.retrieval.reader import Reader
-from ragsift.retrieval.redis_calibration import RedisCalibrationStore
+from ragsift.retrieval.redis_calibration import RedisCalibrationStore, RedisMixState
 from ragsift.retrieval.rerank import HttpReranker, OnnxCrossEncoder, Reranker
 from ragsift.settings import (
     GUARDRAIL_PRESETS,
@@ -45,11 +46,14 @@ __all__ = [
     "build_drift_monitor",
     "build_embedder",
     "build_index",
+    "build_mix_state",
     "build_pipeline",
     "build_reader",
     "build_report_handler",
     "build_reprober",
     "build_reranker",
+    "restore_mix",
+    "save_mix",
 ]
 
 log = logging.getLogger(__name__)
@@ -177,6 +181,48 @@ def build_calibration_store(
         return RedisCalibrationStore(settings.redis)
     folder = calibration.store_dir or default_dir
     return DirectoryCalibrationStore(folder) if folder is not None else None
+
+
+#: The mix monitor's saved histograms in a calibrations folder (no scope's folder).
+MIX_STATE_FILE = "_mix.json"
+
+
+def build_mix_state(settings: Settings, default_dir: Path | None = None) -> MixStateStore | None:
+    """Where the mix monitor's histograms outlive a process: beside the scoped
+    calibrations (:func:`build_calibration_store`'s choice of Redis or folder); None
+    when the mix is not estimated (``RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE`` not
+    ``auto``) or there is no store."""
+    if settings.confidence.unanswerable_share != "auto":
+        return None
+    calibration = settings.calibration
+    if calibration.store == "redis":
+        return RedisMixState(settings.redis)
+    folder = calibration.store_dir or default_dir
+    return FileMixState(folder / MIX_STATE_FILE) if folder is not None else None
+
+
+def restore_mix(pipeline: RetrievalPipeline, store: MixStateStore | None) -> int:
+    """The saved histograms taken up by ``pipeline``'s mix monitor (0 on trouble: logged)."""
+    if store is None or pipeline.mix is None:
+        return 0
+    try:
+        return pipeline.mix.restore(store.load())
+    except OSError as exc:  # a store that is down: start cold, as before
+        log.warning("mix state not restored: %s", exc)
+        return 0
+
+
+def save_mix(pipeline: RetrievalPipeline, store: MixStateStore | None) -> int:
+    """Save ``pipeline``'s mix histograms; how many scopes (0 on trouble: logged)."""
+    if store is None or pipeline.mix is None:
+        return 0
+    states = pipeline.mix.export()
+    try:
+        store.save(states)
+    except OSError as exc:
+        log.warning("mix state not saved: %s", exc)
+        return 0
+    return len(states)
 
 
 def build_calibration_registry(

@@ -25,8 +25,16 @@ from ragsift.confidence.mix import (
     _estimate,
     _log_mixture,
 )
+from ragsift.confidence.mix_state import ScopeState
 
-__all__ = ["DEFAULT_HALF_LIFE", "DEFAULT_MIN_SAMPLES", "MAX_SCOPES", "REFRESH_EVERY", "MixMonitor"]
+__all__ = [
+    "DEFAULT_HALF_LIFE",
+    "DEFAULT_MIN_SAMPLES",
+    "MAX_SCOPES",
+    "REFRESH_EVERY",
+    "MixMonitor",
+    "ScopeState",
+]
 
 #: Queries a scope's histogram needs before its share is estimated (the lower bound,
 #: not this count, keeps a young scope's noise from moving its bar).
@@ -63,6 +71,8 @@ class MixMonitor:
         self.min_samples = min_samples
         self._decay = decay_per_query(min_samples, half_life)
         self._scopes: dict[tuple[str, str], _MixScope] = {}
+        #: Histograms saved by an earlier process, waiting for their scope's first query.
+        self._restored: dict[tuple[str, str], ScopeState] = {}
         self._lock = threading.Lock()
 
     def observe(
@@ -79,6 +89,9 @@ class MixMonitor:
                 if scope is None and len(self._scopes) >= MAX_SCOPES:
                     return None
                 scope = self._scopes[key] = _MixScope(version, _log_mixture(table))
+                saved = self._restored.pop(key, None)
+                if saved is not None and saved.version == version:
+                    scope.resume(saved.counts, self._decay)
             weight = scope.add(b, self._decay)
             if weight < self.min_samples:
                 return None
@@ -86,6 +99,33 @@ class MixMonitor:
                 scope.estimate = _estimate(scope.log_mixture, scope.decayed(self._decay))
                 scope.since = 0
             return scope.estimate
+
+    def export(self) -> list[ScopeState]:
+        """Every scope's decayed histogram, to be restored after a restart."""
+        with self._lock:
+            return [
+                ScopeState(
+                    tenant=tenant,
+                    collection=collection,
+                    version=scope.version,
+                    counts=tuple(float(c) for c in scope.decayed(self._decay)),
+                )
+                for (tenant, collection), scope in self._scopes.items()
+            ]
+
+    def restore(self, states: list[ScopeState]) -> int:
+        """Take up saved histograms; how many. A scope this process has seen keeps its
+        own; a saved one is used once its scope's next query, of the same calibration
+        version, is observed (its table comes with that query)."""
+        taken = 0
+        with self._lock:
+            for state in states:
+                key = (state.tenant, state.collection)
+                if key in self._scopes or len(self._restored) >= MAX_SCOPES:
+                    continue
+                self._restored[key] = state
+                taken += 1
+        return taken
 
     def reading(self, tenant: str, collection: str, version: str) -> MixReading | None:
         """A scope's latest reading without counting a query (None: none yet, or an
@@ -127,6 +167,12 @@ class _MixScope:
             self.total /= self.increment
             self.increment = 1.0
         return weight
+
+    def resume(self, counts: tuple[float, ...], decay: float) -> None:
+        """Start from a saved decayed histogram (its newest query at weight 1)."""
+        self.counts = list(counts)
+        self.total = float(sum(counts))
+        self.increment = 1.0 / decay  # decayed() divides by increment * decay
 
     def decayed(self, decay: float) -> FloatArray:
         """The histogram with every query at its decayed weight (the newest at 1)."""

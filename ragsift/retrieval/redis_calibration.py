@@ -10,16 +10,18 @@ serving what it has cached and tries again next period).
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
 import redis
 from redis.exceptions import RedisError
 
 from ragsift.confidence.artifact import CalibrationArtifact
+from ragsift.confidence.mix_state import ScopeState, fresh, parse_state
 from ragsift.confidence.registry import CalibrationScope
 from ragsift.settings import RedisSettings
 
-__all__ = ["RedisCalibrationStore", "sync_client"]
+__all__ = ["RedisCalibrationStore", "RedisMixState", "sync_client"]
 
 # Calibrations and labels are read rarely and off the query path, so a slower
 # Redis than the cache tolerates (its socket timeout is 0.25 s) is fine here.
@@ -104,3 +106,42 @@ class RedisCalibrationStore:
     def close(self) -> None:
         """Close the connection pool."""
         self.client.close()
+
+
+class RedisMixState:
+    """The mix monitor's saved histograms in a hash every replica shares
+    (:class:`~ragsift.confidence.mix_state.MixStateStore`).
+
+    ``<prefix>:calibration:mix`` maps ``tenant<US>collection`` to one state's JSON:
+    each replica writes the scopes it has seen, the last write of a scope wins.
+    Redis errors surface as ``OSError``.
+    """
+
+    def __init__(self, settings: RedisSettings, *, client: redis.Redis | None = None):
+        self.client = client or sync_client(settings)
+        self.key = f"{settings.key_prefix}:calibration:mix"
+
+    def load(self) -> list[ScopeState]:
+        """The fresh states (a malformed or stale field is skipped)."""
+        try:
+            raw = self.client.hgetall(self.key)
+        except RedisError as exc:
+            raise OSError(f"redis mix state: {type(exc).__name__}: {exc}") from exc
+        parsed = []
+        for value in raw.values():
+            try:
+                parsed.append(parse_state(json.loads(value)))
+            except ValueError:
+                parsed.append(None)
+        states, _ = fresh(parsed)
+        return states
+
+    def save(self, states: list[ScopeState]) -> None:
+        """Write ``states``, one field per scope."""
+        if not states:
+            return
+        fields = {f"{s.tenant}{_SEP}{s.collection}": s.model_dump_json() for s in states}
+        try:
+            self.client.hset(self.key, mapping=fields)  # type: ignore[arg-type]
+        except RedisError as exc:
+            raise OSError(f"redis mix state: {type(exc).__name__}: {exc}") from exc

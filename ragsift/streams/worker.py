@@ -15,6 +15,7 @@ Edge) shard is both written and searched; with a Qdrant server any split works.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -23,10 +24,12 @@ import faust
 from faust.exceptions import ConsumerNotStarted
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ragsift.confidence.mix_state import MixStateStore
 from ragsift.errors import ConfigurationError
 from ragsift.ingest.indexer import Indexer
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.feedback_store import RedisFeedbackStore
+from ragsift.retrieval.pipeline import RetrievalPipeline
 from ragsift.retrieval.redis_cache import RedisCache
 from ragsift.settings import Settings
 from ragsift.streams.agents import AgentHealth, attach_handler
@@ -35,9 +38,12 @@ from ragsift.wiring import (
     build_calibration_registry,
     build_embedder,
     build_index,
+    build_mix_state,
     build_pipeline,
     build_report_handler,
     build_reprober,
+    restore_mix,
+    save_mix,
 )
 from ragsift.workers.audit import build_audit_handler
 from ragsift.workers.base import Handler
@@ -79,6 +85,8 @@ def build_worker(
         max_collections=settings.worker.metrics_max_collections,
     )
     handlers: list[Handler[Any]] = []
+    pipeline: RetrievalPipeline | None = None
+    mix_state: MixStateStore | None = None
     if "retrieval" in names or "indexer" in names:
         embedder = build_embedder(settings.embedder)
         index = build_index(settings.qdrant, settings.data_dir)
@@ -93,6 +101,8 @@ def build_worker(
                 source="/ragsift/worker/retrieval",
             )
             handlers.append(RetrievalHandler(pipeline))
+            mix_state = build_mix_state(settings)
+            restore_mix(pipeline, mix_state)
         if "indexer" in names:
             reprober = build_reprober(settings, index, embedder, metrics)
             handlers.append(IndexerHandler(Indexer(index, embedder, cache=cache), reprober))
@@ -116,6 +126,8 @@ def build_worker(
         web_port=web_port,
         web_host=web_host or settings.worker.web_host,
     )
+    if mix_state is not None and pipeline is not None:
+        _keep_mix(app, pipeline, mix_state)
     health = AgentHealth()
     for handler in handlers:
         attach_handler(
@@ -131,6 +143,26 @@ def build_worker(
         )
     _add_pages(app, metrics, health, handlers)
     return app, metrics
+
+
+#: Seconds between two saves of a retrieval worker's mix histograms (and one at stop).
+MIX_SAVE_INTERVAL_S = 30.0
+
+
+def _keep_mix(app: faust.App, pipeline: RetrievalPipeline, store: MixStateStore) -> None:
+    """Save the mix monitor's histograms every :data:`MIX_SAVE_INTERVAL_S` and at stop,
+    so a restarted or added replica does not start every scope cold (ADR 013)."""
+
+    async def save() -> None:
+        await asyncio.to_thread(save_mix, pipeline, store)
+
+    app.timer(interval=MIX_SAVE_INTERVAL_S, name="ragsift.mix_state")(save)
+
+    async def at_stop(sender: Any, **kwargs: Any) -> None:
+        await save()
+
+    # mode's stub wants a positional-only sender; Faust calls it as at_stop(app, signal=...).
+    app.on_before_shutdown.connect(at_stop)  # type: ignore[arg-type]
 
 
 def build_calibration_handlers(settings: Settings, metrics: Metrics) -> list[Handler[Any]]:

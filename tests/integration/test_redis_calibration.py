@@ -107,3 +107,32 @@ def test_feedback_state_round_trip_with_ttl(settings: RedisSettings) -> None:
     store.mark_refit(scope, "abc", 5.0)
     assert store.last_refit(scope) == ("abc", 5.0)
     store.close()
+
+
+def test_mix_state_is_shared_by_replicas_and_bad_fields_are_skipped(
+    settings: RedisSettings,
+) -> None:
+    from ragsift.confidence.mix_state import MAX_AGE_S, ScopeState
+    from ragsift.retrieval.redis_calibration import RedisMixState
+
+    one, two = RedisMixState(settings), RedisMixState(settings)  # two replicas
+    assert one.load() == []
+    a = ScopeState(tenant="acme", collection="docs", version="v", counts=(0.5,) * 20)
+    b = a.model_copy(update={"tenant": "テナント"})
+    one.save([a])
+    two.save([b, a.model_copy(update={"counts": (2.0,) * 20})])  # the last write of a scope wins
+    loaded = {s.tenant: s for s in RedisMixState(settings).load()}
+    assert sorted(loaded) == ["acme", "テナント"]
+    assert loaded["acme"].counts == (2.0,) * 20
+    stale = a.model_copy(update={"tenant": "old", "saved_at": a.saved_at - MAX_AGE_S - 1})
+    one.save([stale])
+    one.client.hset(one.key, "junk", b"\xff not json")
+    one.client.hset(
+        one.key,
+        "nan",
+        '{"tenant": "x", "collection": "c", "version": "v",'
+        ' "counts": [NaN, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]}',
+    )
+    assert sorted(s.tenant for s in one.load()) == ["acme", "テナント"]
+    one.client.close()
+    two.client.close()

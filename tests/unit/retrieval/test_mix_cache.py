@@ -1,9 +1,10 @@
-"""A scope's moved bar and the two paths that could see a query twice or stale.
+"""A scope's moved bar, and the paths that could see a query twice, stale or cold.
 
 * A corrective retry is the same user query: the scope's mix counts it once.
 * A cached result was scored at the bar of its time: once the scope's mix moves
   the bar, the old entry is not served (the key names the moved share), and the
   result scored at the new bar is what the user gets.
+* A restarted process takes up its scopes' saved histograms.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ragsift.confidence import save_calibration
+from ragsift.confidence.mix_state import FileMixState
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.cache import InMemoryCache
 from ragsift.retrieval.edge import EdgeIndex
@@ -18,7 +20,7 @@ from ragsift.retrieval.mix_watch import MIX_ADVICE_CODE
 from ragsift.retrieval.pipeline import PipelineOutput, RetrievalPipeline
 from ragsift.schemas import QueryEvent, RetrievalResult
 from ragsift.settings import CacheSettings, ConfidenceSettings, CorrectiveSettings, Settings
-from ragsift.wiring import build_pipeline
+from ragsift.wiring import MIX_STATE_FILE, build_pipeline, restore_mix, save_mix
 from tests.unit.confidence.test_scoped_calibration_pipeline import EMBEDDER
 from tests.unit.retrieval.test_mix_pipeline import _artifact, index
 
@@ -104,3 +106,24 @@ async def test_results_scored_after_the_bar_moved_mid_batch_are_not_stored_under
     stored = [RetrievalResult.model_validate_json(raw) for _, raw in pipe.cache._data.values()]
     assert len(stored) == len(results) - len(refused)
     assert all(r.answerable for r in stored)
+
+
+async def test_a_restarted_pipeline_takes_up_its_scopes_mix_where_it_was(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    """What `ragsift ask` (a process each) and a restarted worker go through: the
+    scope's first query is decided at the bar its traffic had moved to."""
+    store = FileMixState(tmp_path / "calibrations" / MIX_STATE_FILE)
+    first = _pipeline(tmp_path, index, cache=False)
+    assert restore_mix(first, store) == 0  # nothing saved yet
+    flood = await _ask(first, _distinct(260, "flood"), "f")
+    assert not flood[-1].answerable
+    assert save_mix(first, store) == 1
+    cold = _pipeline(tmp_path, index, cache=False)
+    (fresh,) = await _ask(cold, ["How are refunds paid?"], "c")
+    assert fresh.answerable  # without the saved state: the certified bar
+    restarted = _pipeline(tmp_path, index, cache=False)
+    assert restore_mix(restarted, store) == 1
+    (again,) = await _ask(restarted, ["How are refunds paid?"], "r")
+    assert not again.answerable
+    assert any(a.code == MIX_ADVICE_CODE for a in again.recommendations)
