@@ -129,8 +129,7 @@ class MixMonitor:
 
     def reading(self, tenant: str, collection: str, version: str) -> MixReading | None:
         """A scope's latest reading without counting a query (None: none yet, or an
-        older calibration's). For a query already counted once (a corrective retry)
-        and for keys that must name the bar before the query is scored."""
+        older calibration's), for a query already counted once (a corrective retry)."""
         with self._lock:
             scope = self._scopes.get((tenant, collection))
             if scope is None or scope.version != version:

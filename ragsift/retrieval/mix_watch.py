@@ -34,7 +34,6 @@ __all__ = [
     "mix_policy",
     "mix_refusal",
     "moved_by",
-    "moved_share",
     "reported_prior",
 ]
 
@@ -106,29 +105,6 @@ def mix_policy(
         # A declared share replaces the certified bar, up or down; a tenant's own stays.
         return dataclasses.replace(policy, answer_threshold=bar, prior=prior), why
     return dataclasses.replace(policy, answer_floor=max(policy.answer_floor, bar), prior=prior), why
-
-
-def moved_share(
-    calibration: CalibrationArtifact | None,
-    tenant: str,
-    collection: str,
-    *,
-    mode: UnanswerableShare,
-    monitor: MixMonitor | None,
-) -> float | None:
-    """The share a scope's bar stands moved to now (None: the certified bar), read
-    without counting a query: a result's cache key names it, as the result's bar and
-    reported confidence depend on it (:func:`mix_policy` moves the same bar)."""
-    table = calibration.conformal.mix if calibration is not None else None
-    if calibration is None or table is None or mode == "off":
-        return None
-    base = calibration.conformal.threshold if calibration.conformal.feasible else 1.0
-    estimate = None
-    if mode == "auto" and monitor is not None:
-        estimate = monitor.reading(tenant, collection, calibration.version)
-    if mix_threshold(base, table, mode, estimate) == base:
-        return None
-    return moved_by(mode, estimate)
 
 
 def moved_by(mode: UnanswerableShare, estimate: MixReading | None) -> float:

@@ -33,9 +33,3 @@ class Pending:
     search_text: str | None = None
     #: B10: this is a retry of a query already scored (and counted in its scope's mix).
     retry: bool = False
-    #: The share its scope's bar stood moved to when its cache key was made (None:
-    #: the certified bar): the key names it.
-    mix_share: float | None = None
-    #: Scored at another bar than its key names (the scope's mix moved meanwhile):
-    #: its result is not stored under that key.
-    key_stale: bool = False

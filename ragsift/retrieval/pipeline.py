@@ -48,7 +48,7 @@ from ragsift.retrieval.errors import CollectionNotFoundError, EmbedderMismatchEr
 from ragsift.retrieval.hit_scores import hit_scores, prefetch_limit, unknown_collection
 from ragsift.retrieval.index import DenseCut, SearchHit, SearchRequest, VectorIndex
 from ragsift.retrieval.intents import classify_intent
-from ragsift.retrieval.mix_watch import MixBar, mix_policy, mix_refusal, moved_share
+from ragsift.retrieval.mix_watch import MixBar, mix_policy, mix_refusal
 from ragsift.retrieval.pending import Pending
 from ragsift.retrieval.pipeline_cache import CacheStage
 from ragsift.retrieval.reader import Reader, ReaderItem
@@ -177,7 +177,6 @@ class RetrievalPipeline:
             embedder_id=embedder.embedder_id,
             reranker_id=self.rerank.reranker.reranker_id if self.rerank is not None else None,
             tenant_thresholds=tenant_thresholds,
-            mix_share=self._mix_share,
         )
         self._inflight: dict[str, asyncio.Future[RetrievalResult]] = {}
         # Collections seen to exist; greetings are checked against it before any metric.
@@ -433,8 +432,7 @@ class RetrievalPipeline:
             return results
         retried = await self._retrieve([r for *_, r in planned])
         out = list(results)
-        for (i, corrector, retry, again), second in zip(planned, retried, strict=True):
-            batch[i].key_stale |= again.key_stale  # the winner may be the retry's result
+        for (i, corrector, retry, _), second in zip(planned, retried, strict=True):
             first_result = out[i]
             assert isinstance(first_result, RetrievalResult)  # planned only for ok results
             resolved = corrector.resolve(first_result, second, retry)
@@ -718,7 +716,7 @@ class RetrievalPipeline:
         self, policy: AnswerPolicy, assessment: Assessment, p: Pending
     ) -> tuple[AnswerPolicy, MixBar | None]:
         """``policy`` with the bar of the query's scope at its mix (ragsift/confidence/mix.py)."""
-        policy, why = mix_policy(
+        return mix_policy(
             policy,
             assessment,
             p.query,
@@ -727,19 +725,6 @@ class RetrievalPipeline:
             monitor=self.mix,
             metrics=self.metrics,
             counted=p.retry,
-        )
-        if (why.share if why is not None else None) != p.mix_share:
-            p.key_stale = True  # its key names the bar it was looked up at
-        return policy, why
-
-    def _mix_share(self, p: Pending) -> float | None:
-        """The share the query's scope's bar stands moved to now (its cache key names it)."""
-        return moved_share(
-            self._calibration_of(p),
-            p.query.tenant_id,
-            p.query.collection,
-            mode=self.settings.confidence.unanswerable_share,
-            monitor=self.mix,
         )
 
     def _calibration_of(self, p: Pending) -> CalibrationArtifact | None:

@@ -3,14 +3,11 @@
 A query's key covers everything its result depends on: the query, its k,
 mode, selection, task, thresholds and entities, the searched collections'
 index versions, the embedder, the calibration version, the reranker and
-corrective retrieval when on, its tenant's thresholds, and the share its
-scope's answer bar stands moved to by the traffic's mix (ADR 013, 016). Cache trouble never
+corrective retrieval when on, and its tenant's thresholds. Cache trouble never
 fails a query: it is counted and the cache is bypassed.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from pydantic import ValidationError
 
@@ -36,8 +33,6 @@ class CacheStage:
         embedder_id: the query embedder's id (part of every key).
         reranker_id: the reranker's id when one is on, else None.
         tenant_thresholds: per-tenant TTLs and thresholds (A13), or None.
-        mix_share: the share a query's scope's bar stands moved to (None: the
-            certified bar; ADR 013): a moved bar is part of the key.
     """
 
     def __init__(
@@ -49,7 +44,6 @@ class CacheStage:
         embedder_id: str,
         reranker_id: str | None,
         tenant_thresholds: TenantThresholdStore | None,
-        mix_share: Callable[[Pending], float | None] | None = None,
     ):
         self.cache = cache
         self.settings = settings
@@ -57,7 +51,6 @@ class CacheStage:
         self.embedder_id = embedder_id
         self.reranker_id = reranker_id
         self.tenant_thresholds = tenant_thresholds
-        self.mix_share = mix_share
 
     async def lookup(
         self, pending: list[Pending]
@@ -148,9 +141,6 @@ class CacheStage:
             params["collections"] = [[c, v] for c, v in zip(q.searched, versions, strict=True)]
         if self.settings.corrective.enabled:  # only when on, as the reranker's
             params["corrective"] = self.settings.corrective.model_dump(mode="json")
-        p.mix_share = self.mix_share(p) if self.mix_share is not None else None
-        if p.mix_share is not None:  # the bar and the reported confidence are at that share
-            params["mix_share"] = p.mix_share
         tenant = self._tenant_fingerprint(q.tenant_id)
         if tenant is not None:  # the tenant's thresholds changed: its entries are stale
             params["tenant_thresholds"] = tenant
@@ -172,10 +162,8 @@ class CacheStage:
         items: list[tuple[str, bytes, int]] = []
         statuses: list[str] = []
         for p, result in stored:
-            if p.key is None or result.outcome != "ok" or p.rerank_failed or p.key_stale:
-                # Not kept for later: a result scored without its reranker, or at
-                # another mix bar than its key names.
-                continue
+            if p.key is None or result.outcome != "ok" or p.rerank_failed:
+                continue  # a result scored without its reranker is not kept for later
             ttl = ttl_for_status(result.status, self.cache_settings(result.tenant_id))
             if ttl <= 0:
                 continue
