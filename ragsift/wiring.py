@@ -217,6 +217,8 @@ def save_mix(pipeline: RetrievalPipeline, store: MixStateStore | None) -> int:
     if store is None or pipeline.mix is None:
         return 0
     states = pipeline.mix.export()
+    if not states:
+        return 0  # nothing seen: what was saved stays as it is
     try:
         store.save(states)
     except OSError as exc:

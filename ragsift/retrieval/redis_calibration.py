@@ -127,13 +127,23 @@ class RedisMixState:
             raw = self.client.hgetall(self.key)
         except RedisError as exc:
             raise OSError(f"redis mix state: {type(exc).__name__}: {exc}") from exc
-        parsed = []
-        for value in raw.values():
+        states: list[ScopeState] = []
+        gone: list[bytes | str] = []
+        for name, value in raw.items():
             try:
-                parsed.append(parse_state(json.loads(value)))
+                state = parse_state(json.loads(value))
             except ValueError:
-                parsed.append(None)
-        states, _ = fresh(parsed)
+                state = None
+            live, _ = fresh([state])
+            states.extend(live)
+            if not live:
+                gone.append(name)
+        # Stale and malformed fields are dropped, so the hash holds live scopes only.
+        if gone:
+            try:
+                self.client.hdel(self.key, *gone)
+            except RedisError as exc:
+                raise OSError(f"redis mix state: {type(exc).__name__}: {exc}") from exc
         return states
 
     def save(self, states: list[ScopeState]) -> None:

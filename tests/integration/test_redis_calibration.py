@@ -134,5 +134,6 @@ def test_mix_state_is_shared_by_replicas_and_bad_fields_are_skipped(
         ' "counts": [NaN, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]}',
     )
     assert sorted(s.tenant for s in one.load()) == ["acme", "テナント"]
+    assert len(one.client.hkeys(one.key)) == 2  # the stale and malformed fields are gone
     one.client.close()
     two.client.close()
