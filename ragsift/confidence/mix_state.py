@@ -6,8 +6,8 @@ restarted worker, a new replica, and every ``ragsift ask`` (a process of its
 own) decided their first queries at the certified bar whatever the traffic had
 shown. :class:`~.mix_monitor.MixMonitor` exports each scope's decayed histogram
 as a :class:`ScopeState`; a store keeps them beside the scoped calibrations
-(a JSON file in the embedded runtime's calibrations folder, or a Redis hash every
-replica shares), and the next process restores them. A state of another
+(``_mix.json`` in the calibrations folder, or a Redis hash every replica shares:
+``ragsift.wiring.build_mix_state``), and the next process restores them. A state of another
 calibration version is ignored when its scope's first query comes; one older
 than :data:`MAX_AGE_S` is not restored; an unreadable one is skipped and
 counted, never fatal: the scope starts from nothing, as before.
