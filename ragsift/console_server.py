@@ -8,6 +8,8 @@ question through the embedded pipeline and answers as the API does.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -26,6 +28,7 @@ from ragsift.embedded import EmbeddedRuntime
 from ragsift.errors import RagsiftError
 from ragsift.gc_policy import settle as settle_gc
 from ragsift.schemas import DeadLetter
+from ragsift.wiring import MIX_SAVE_INTERVAL_S
 
 __all__ = ["create_console_app"]
 
@@ -103,9 +106,16 @@ class _ConsoleApi:
 
 
 def create_console_app(
-    runtime: EmbeddedRuntime, *, auth: Authenticator, hub: ConsoleHub | None = None
+    runtime: EmbeddedRuntime,
+    *,
+    auth: Authenticator,
+    hub: ConsoleHub | None = None,
+    mix_save_interval_s: float = MIX_SAVE_INTERVAL_S,
 ) -> web.Application:
-    """The console on ``runtime``: ``/console`` (the page), its events, and the query API."""
+    """The console on ``runtime``: ``/console`` (the page), its events, and the query API.
+
+    While it runs, the scopes' mix estimates are saved every ``mix_save_interval_s``.
+    """
     hub = hub or ConsoleHub(
         backlog=runtime.settings.runtime.console_backlog,
         max_tenants=runtime.settings.worker.metrics_max_tenants,
@@ -128,13 +138,23 @@ def create_console_app(
 
     app.router.add_get("/", home)
 
+    saving: list[asyncio.Task[None]] = []
+
     async def on_startup(_: web.Application) -> None:
         # Start-up is done: as a worker does, keep the collector off the batches in
         # flight (ragsift.gc_policy has the figures).
         settle_gc()
+        # The mix estimates are saved as a worker saves them, not only at close (ADR 013).
+        saving.append(
+            asyncio.create_task(runtime.keep_mix(mix_save_interval_s), name="ragsift-console-mix")
+        )
 
     async def on_cleanup(_: web.Application) -> None:
         unsubscribe()
+        for task in saving:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     app.on_startup.append(on_startup)
     app.on_cleanup.append(on_cleanup)

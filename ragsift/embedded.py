@@ -9,6 +9,8 @@ workers run (retrieval, report, decision, audit), the audit trail goes to
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,6 +38,7 @@ from ragsift.settings import Settings
 from ragsift.streams.bus import InProcessBus
 from ragsift.wiring import (
     CALIBRATIONS_DIR,
+    MIX_SAVE_INTERVAL_S,
     build_calibration_registry,
     build_calibration_store,
     build_embedder,
@@ -102,6 +105,9 @@ def embedded_feedback_loop(
         settings.feedback,
         metrics,
     )
+
+
+log = logging.getLogger(__name__)
 
 
 class EmbeddedRuntime:
@@ -277,10 +283,24 @@ class EmbeddedRuntime:
         elif isinstance(event, DeadLetter) and event.worker == "retrieval":
             got.letters.append(event)
 
+    def save_mix(self) -> int:
+        """Save the scopes' mix estimates beside the calibrations; how many scopes."""
+        return save_mix(self.pipeline, self.mix_state)
+
+    async def keep_mix(self, interval_s: float = MIX_SAVE_INTERVAL_S) -> None:
+        """Save the mix estimates every ``interval_s`` until cancelled (a long-running
+        runtime, e.g. the console: a process killed outright loses at most that much)."""
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await asyncio.to_thread(self.save_mix)
+            except Exception:  # the console keeps serving; close saves once more
+                log.exception("saving the mix estimates failed")
+
     async def close(self) -> None:
         """Flush and close the index, the handlers and the result store."""
         await self.bus.close()
-        save_mix(self.pipeline, self.mix_state)
+        self.save_mix()
         await self.pipeline.close()
         await self.index.close()
         self.store.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Final
 
 from ragsift.confidence.drift import DriftMonitor
 from ragsift.confidence.errors import ConfidenceError
@@ -41,6 +42,7 @@ from ragsift.settings import (
 from ragsift.workers.report import ReportHandler
 
 __all__ = [
+    "MIX_SAVE_INTERVAL_S",
     "build_calibration_registry",
     "build_calibration_store",
     "build_drift_monitor",
@@ -210,6 +212,11 @@ def restore_mix(pipeline: RetrievalPipeline, store: MixStateStore | None) -> int
     except OSError as exc:  # a store that is down: start cold, as before
         log.warning("mix state not restored: %s", exc)
         return 0
+
+
+#: Seconds between two saves of a long-running process's mix histograms (a retrieval
+#: worker, the embedded console); each also saves at stop (ADR 013).
+MIX_SAVE_INTERVAL_S: Final = 30.0
 
 
 def save_mix(pipeline: RetrievalPipeline, store: MixStateStore | None) -> int:

@@ -35,6 +35,7 @@ from ragsift.settings import Settings
 from ragsift.streams.agents import AgentHealth, attach_handler
 from ragsift.streams.app import create_app
 from ragsift.wiring import (
+    MIX_SAVE_INTERVAL_S,
     build_calibration_registry,
     build_embedder,
     build_index,
@@ -143,10 +144,6 @@ def build_worker(
         )
     _add_pages(app, metrics, health, handlers)
     return app, metrics
-
-
-#: Seconds between two saves of a retrieval worker's mix histograms (and one at stop).
-MIX_SAVE_INTERVAL_S = 30.0
 
 
 def _keep_mix(app: faust.App, pipeline: RetrievalPipeline, store: MixStateStore) -> None:

@@ -14,6 +14,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from ragsift.api.auth import Authenticator, KeyStore
 from ragsift.console_server import create_console_app
 from ragsift.embedded import EmbeddedRuntime
+from ragsift.ingest.sample import sample_documents
+from ragsift.settings import EmbedderSettings, Settings
+from ragsift.wiring import CALIBRATIONS_DIR, MIX_STATE_FILE
 
 IN_SCOPE = "How many days do I have to return the thermostat?"
 OUT_OF_SCOPE = "Who won the football world cup in 2014?"
@@ -127,3 +130,26 @@ async def test_off_loopback_a_key_is_needed_and_scopes_the_tenant(
             headers={"X-API-Key": other},
         )
         assert spoof.status == 403
+
+
+async def test_the_console_saves_the_mix_estimates_while_it_runs(tmp_path: Path) -> None:
+    """Not only at close: a console killed outright keeps what its traffic showed (ADR 013)."""
+    settings = Settings(data_dir=tmp_path, embedder=EmbedderSettings(kind="hashing"))
+    rt = EmbeddedRuntime(settings)
+    assert rt.pipeline.mix is not None  # the shipped calibration, mix share "auto"
+    await rt.ingest("acme", sample_documents())
+    saved = tmp_path / CALIBRATIONS_DIR / MIX_STATE_FILE
+    auth = Authenticator(None, None, insecure=True)
+    try:
+        app = create_console_app(rt, auth=auth, mix_save_interval_s=0.05)
+        async with TestClient(TestServer(app)) as client:
+            status, _ = await ask(client, IN_SCOPE)
+            assert status == 200
+            for _ in range(500):  # up to 10 s: well past a few 0.05 s periods
+                if saved.exists():
+                    break
+                await asyncio.sleep(0.02)
+            (scope,) = json.loads(saved.read_text())["scopes"]
+            assert scope["tenant"] == "acme"
+    finally:
+        await rt.close()
