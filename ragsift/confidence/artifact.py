@@ -46,6 +46,9 @@ ARTIFACT_SCHEMA_VERSION: Final = 1
 _DEFAULT_RESOURCE = "default.json"
 #: Conformal fields added after artifacts were first shipped: left out of the
 #: identity (and of the JSON) when unset, so older artifacts keep their version.
+#: The advice code on every result of a scope whose calibration is marked
+#: ``provenance.uncertified`` (ADR 015).
+UNCERTIFIED_ADVICE_CODE: Final = "uncertified_threshold"
 _OPTIONAL_CONFORMAL = ("n_groups", "design_effect", "mix", "in_scope")
 
 
@@ -153,6 +156,10 @@ class Provenance(BaseModel):
     negatives: int = Field(0, ge=0)
     temperature: float | None = None
     intercept_shift: float | None = None
+    #: Why the collection's probes certified no answer threshold (ADR 015): the
+    #: artifact keeps the threshold it had, known not to hold here, and every result
+    #: of the scope says so. None: certified (left out of the JSON and the version).
+    uncertified: str | None = Field(default=None, min_length=1, max_length=1000)
 
 
 class CalibrationArtifact(BaseModel):
@@ -218,6 +225,8 @@ class CalibrationArtifact(BaseModel):
         for key in _OPTIONAL_CONFORMAL:
             if payload["conformal"].get(key) is None:
                 payload["conformal"].pop(key, None)
+        if self.provenance is not None and self.provenance.uncertified is None:
+            payload["provenance"].pop("uncertified", None)
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         return f"cal-{digest[:12]}"
 
@@ -245,6 +254,8 @@ class CalibrationArtifact(BaseModel):
         skip: dict[str, Any] = {}
         if self.provenance is None:
             skip["provenance"] = True
+        elif self.provenance.uncertified is None:
+            skip["provenance"] = {"uncertified"}
         if self.remap is None:
             skip["remap"] = True
         unset = {k for k in _OPTIONAL_CONFORMAL if getattr(self.conformal, k) is None}

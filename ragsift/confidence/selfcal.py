@@ -47,6 +47,7 @@ __all__ = [
     "MIN_NEGATIVES",
     "MIN_POSITIVES",
     "in_scope_of",
+    "mark_uncertified",
     "recalibrate",
     "with_probes",
 ]
@@ -285,3 +286,20 @@ def left_out_of(artifact: CalibrationArtifact) -> str | None:
     method = artifact.provenance.method if artifact.provenance is not None else ""
     at = method.find(LEFT_OUT)
     return None if at < 0 else method[at:]
+
+
+def mark_uncertified(
+    kept: CalibrationArtifact, provenance: Provenance, why: str
+) -> CalibrationArtifact:
+    """``kept`` as it is, but marked as not holding on ``provenance``'s collection.
+
+    The collection's probes certified no answer threshold (ADR 015). ``kept`` (the
+    scope's calibration, or the shipped one) stays in force there, so answers do
+    not change; the mark makes every result of the scope say why its bar is not
+    certified, and it is a calibration of its own (a new version, so cached results
+    made before it are not served).
+    """
+    data = kept.model_dump(mode="json")
+    marked = provenance.model_copy(update={"uncertified": why})
+    data.update(version="", provenance=marked.model_dump(mode="json"))
+    return CalibrationArtifact.model_validate(data)

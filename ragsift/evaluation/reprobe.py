@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from ragsift.confidence import CalibrationArtifact, ConfidenceError
+from ragsift.confidence.artifact import UNCERTIFIED_ADVICE_CODE, Provenance
 from ragsift.confidence.registry import CalibrationScope, CalibrationStore
-from ragsift.confidence.selfcal import left_out_of, unprobed_because
+from ragsift.confidence.selfcal import left_out_of, mark_uncertified, unprobed_because
 from ragsift.evaluation.probes import BUNDLED, bundled_probes, method_of, probe_calibrate
 from ragsift.evaluation.selfcal import MIN_CHUNKS
 from ragsift.retrieval.embedders import Embedder
@@ -50,7 +51,8 @@ class Reprobe:
     ``kept`` (the scope's calibration was not made by the bundled probes),
     ``too_small`` (under MIN_CHUNKS chunks), ``unsupported`` (the shipped
     calibration reads reader signals or keeps no in-scope sample) or
-    ``infeasible`` (no threshold certified on this collection; nothing stored).
+    ``infeasible`` (no threshold certified on this collection: the calibration in
+    force is stored again with the mark, so its results say so).
     """
 
     scope: CalibrationScope
@@ -124,14 +126,27 @@ async def reprobe_after_ingest(
             progress=progress,
         )
     except ConfidenceError as exc:  # the collection answers so many probes that too few are left
-        return Reprobe(scope, "infeasible", f"{exc}; nothing stored", chunks)
+        provenance = Provenance(
+            method=f"{method_of(BUNDLED)}: {exc}",
+            base_version=base.version,
+            collection=collection,
+            tenant=tenant,
+            index_version=f"{info.points_count} points",
+            chunks=chunks,
+        )
+        return _uncertified(store, scope, current or base, provenance, str(exc), chunks)
     before = base.conformal.threshold if base.conformal.feasible else None
     if not artifact.conformal.feasible:
-        return Reprobe(
+        assert artifact.provenance is not None  # probe_calibrate always records it
+        kept = current or base
+        bar = f"{kept.conformal.threshold:.2f}" if kept.conformal.feasible else "none"
+        return _uncertified(
+            store,
             scope,
-            "infeasible",
-            f"{why}: questions it should not answer score so high here that no answer"
-            f" threshold is certified (the shipped {before} is not either); nothing stored",
+            kept,
+            artifact.provenance,
+            f"questions it should not answer score so high here that no answer threshold"
+            f" is certified at {chunks} chunks (the bar in force, {bar}, is not either)",
             chunks,
             threshold_before=before,
         )
@@ -149,6 +164,30 @@ async def reprobe_after_ingest(
         threshold=artifact.conformal.threshold,
         version=artifact.version,
         remap="" if remap is None else remap.describe(),
+    )
+
+
+def _uncertified(
+    store: CalibrationStore,
+    scope: CalibrationScope,
+    kept: CalibrationArtifact,
+    provenance: Provenance,
+    why: str,
+    chunks: int,
+    *,
+    threshold_before: float | None = None,
+) -> Reprobe:
+    """Nothing certified: ``kept`` stays in force, marked so its results say why."""
+    marked = mark_uncertified(kept, provenance, why)
+    store.put(scope, marked)
+    return Reprobe(
+        scope,
+        "infeasible",
+        f"{why}; answers keep the bar in force, and each result carries the"
+        f" `{UNCERTIFIED_ADVICE_CODE}` advice (calibration {marked.version})",
+        chunks,
+        threshold_before=threshold_before,
+        version=marked.version,
     )
 
 

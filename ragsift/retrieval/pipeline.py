@@ -58,6 +58,7 @@ from ragsift.retrieval.results import (
     error_result,
     evidence_for,
     scored_result,
+    uncertified_advice,
 )
 from ragsift.retrieval.tenant_thresholds import TenantThresholdStore
 from ragsift.schemas import (
@@ -675,6 +676,8 @@ class RetrievalPipeline:
                     continue
                 extra = [RERANKER_UNAVAILABLE] if p.rerank_failed else []
                 extra += [mix_advice] if mix_advice is not None else []
+                marked = uncertified_advice(assessment, p.calibration)
+                extra += [marked] if marked is not None else []
                 if extra:
                     advice = [*result.recommendations, *extra]
                     result = result.model_copy(update={"recommendations": advice})

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ragsift.confidence import Assessment
+from ragsift.confidence import Assessment, CalibrationArtifact
+from ragsift.confidence.artifact import UNCERTIFIED_ADVICE_CODE
 from ragsift.retrieval.index import SearchHit
 from ragsift.schemas import (
+    Advice,
     CacheInfo,
     ConfidenceBreakdown,
     ErrorInfo,
@@ -31,6 +33,7 @@ __all__ = [
     "evidence_for",
     "result_id",
     "scored_result",
+    "uncertified_advice",
 ]
 
 RESULT_KIND = "retrieval"
@@ -39,6 +42,28 @@ RESULT_KIND = "retrieval"
 def result_id(query: QueryEvent) -> str:
     """The id of ``query``'s result: stable on replay, distinct per tenant (ADR 004)."""
     return derive_query_id(query.tenant_id, query.query_id, RESULT_KIND)
+
+
+def uncertified_advice(
+    assessment: Assessment, calibration: CalibrationArtifact | None
+) -> Advice | None:
+    """The advice a result carries when its scope's answer threshold is known not to
+    hold (the collection's probes certified none, ADR 015); None otherwise."""
+    if (
+        calibration is None
+        or calibration.provenance is None
+        or calibration.provenance.uncertified is None
+        or assessment.calibration_version != calibration.version
+    ):
+        return None
+    return Advice(
+        code=UNCERTIFIED_ADVICE_CODE,
+        message=(
+            "No answer threshold is certified on this collection"
+            f" ({calibration.provenance.uncertified}): the confidence may overstate"
+            " how likely these passages are to hold the answer."
+        ),
+    )
 
 
 def _raw_scores(hit: SearchHit) -> dict[str, float]:

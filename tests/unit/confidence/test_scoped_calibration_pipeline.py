@@ -12,8 +12,14 @@ from pathlib import Path
 import pytest
 
 from ragsift.confidence import CalibrationArtifact, save_calibration
-from ragsift.confidence.artifact import ConformalSpec, DataSummary
+from ragsift.confidence.artifact import (
+    UNCERTIFIED_ADVICE_CODE,
+    ConformalSpec,
+    DataSummary,
+    Provenance,
+)
 from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
+from ragsift.confidence.selfcal import mark_uncertified
 from ragsift.embedded import CALIBRATIONS_DIR, EmbeddedRuntime
 from ragsift.ingest.indexer import Indexer
 from ragsift.ingest.loaders import SourceDocument
@@ -181,3 +187,33 @@ def test_a_store_dir_setting_overrides_the_data_dir_default(tmp_path: Path) -> N
     assert isinstance(store, DirectoryCalibrationStore)
     assert store.root == chosen
     assert build_calibration_store(Settings()) is None  # streaming without a dir: default only
+
+
+async def test_a_scope_whose_bar_is_not_certified_says_so_on_every_result(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    """Re-probing found no certifiable bar for beta (ADR 015): beta keeps its answers,
+    and each of its results carries the advice; alpha's carry none."""
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    provenance = Provenance(
+        method="probes (bundled)", base_version=DEFAULT.version, collection="default"
+    )
+    marked = mark_uncertified(DEFAULT, provenance, "off-topic questions score high here")
+    store.put(CalibrationScope("default", "beta"), marked)
+    pipe = pipeline(tmp_path, index, store)
+
+    alpha, beta = await ask(pipe, "alpha", "qa"), await ask(pipe, "beta", "qb")
+
+    assert beta.breakdown is not None
+    assert beta.breakdown.calibration_version == marked.version
+    codes = [a.code for a in beta.recommendations]
+    assert codes.count(UNCERTIFIED_ADVICE_CODE) == 1
+    (advice,) = [a for a in beta.recommendations if a.code == UNCERTIFIED_ADVICE_CODE]
+    assert "off-topic questions score high here" in advice.message
+    assert UNCERTIFIED_ADVICE_CODE not in [a.code for a in alpha.recommendations]
+    # The same bar and model: the same decision and confidence as the unmarked scope.
+    assert (beta.answerable, beta.confidence) == (alpha.answerable, alpha.confidence)
+    # A duplicate is served from the cache with the advice it was scored with.
+    again = await ask(pipe, "beta", "qb")
+    assert again.cache.hit
+    assert again.recommendations == beta.recommendations

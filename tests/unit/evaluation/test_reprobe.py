@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from ragsift.cli import app
 from ragsift.confidence import CalibrationArtifact, Provenance
+from ragsift.confidence.artifact import UNCERTIFIED_ADVICE_CODE
 from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
 from ragsift.evaluation import reprobe as reprobe_module
 from ragsift.evaluation.probes import Probe, bundled_probes, method_of
@@ -108,9 +109,11 @@ async def test_reprobing_leaves_what_it_cannot_or_should_not_replace(
     assert store.scopes() == [CalibrationScope("docs", "alpha")]
 
 
-async def test_an_uncertifiable_collection_stores_nothing_and_says_so(
+async def test_an_uncertifiable_collection_keeps_its_bar_marked_as_not_holding(
     index: EdgeIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Nothing certified: answers do not change, but the scope's results must say that
+    its bar is known not to hold (before, nothing was stored and they said nothing)."""
     # Probes the collection does answer: its own sentences.
     own = [
         Probe(sentence, doc.doc_id)
@@ -124,8 +127,63 @@ async def test_an_uncertifiable_collection_stores_nothing_and_says_so(
         index, EMBEDDER, BASE, store, collection="docs", tenant="alpha"
     )
     assert done.outcome == "infeasible", done.message
-    assert "nothing stored" in done.message
-    assert store.scopes() == []
+    assert UNCERTIFIED_ADVICE_CODE in done.message
+    marked = store.get(CalibrationScope("docs", "alpha"))
+    assert marked is not None
+    assert done.version == marked.version != BASE.version
+    assert marked.provenance is not None
+    assert marked.provenance.uncertified is not None
+    assert "no answer threshold is certified at 40 chunks" in marked.provenance.uncertified
+    # The bar, the model and the mix table in force are kept as they were.
+    assert marked.conformal == BASE.conformal
+    assert (marked.coefficients, marked.intercept) == (BASE.coefficients, BASE.intercept)
+    # The mark survives the store's JSON, and the scope is not re-probed until it moves.
+    reloaded = DirectoryCalibrationStore(tmp_path / "calibrations").get(
+        CalibrationScope("docs", "alpha")
+    )
+    assert reloaded == marked
+    assert reprobe_due(marked, 40, 0.2)[0] == "not_due"
+    assert reprobe_due(marked, 60, 0.2)[0] == "due"
+
+
+async def test_an_uncertifiable_rescan_keeps_the_higher_bar_of_the_last_probes(
+    index: EdgeIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scope's own probe calibration stays in force when its re-probe certifies
+    nothing: falling back to the shipped bar would lower it."""
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    scope = CalibrationScope("docs", "alpha")
+    earlier = BASE.model_copy(
+        update={
+            "provenance": Provenance(
+                method=method_of("bundled"),
+                base_version=BASE.version,
+                collection="docs",
+                tenant="alpha",
+                chunks=10,
+            ),
+            "conformal": BASE.conformal.model_copy(update={"threshold": 0.9}),
+        }
+    )
+    earlier = CalibrationArtifact.model_validate({**earlier.model_dump(), "version": ""})
+    store.put(scope, earlier)
+    own = [
+        Probe(sentence, doc.doc_id)
+        for doc in documents(40)
+        for sentence in doc.text.split(". ")
+        for _ in range(2)
+    ]
+    monkeypatch.setattr(reprobe_module, "bundled_probes", lambda: own)
+    done = await reprobe_after_ingest(
+        index, EMBEDDER, BASE, store, collection="docs", tenant="alpha"
+    )
+    assert done.outcome == "infeasible", done.message
+    marked = store.get(scope)
+    assert marked is not None
+    assert marked.provenance is not None
+    assert marked.conformal.threshold == 0.9
+    assert marked.provenance.uncertified is not None
+    assert "0.90" in marked.provenance.uncertified
 
 
 def test_cli_ingest_probes_the_scope_it_wrote_unless_told_not_to(tmp_path: Path) -> None:
