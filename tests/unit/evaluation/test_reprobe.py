@@ -109,19 +109,22 @@ async def test_reprobing_leaves_what_it_cannot_or_should_not_replace(
     assert store.scopes() == [CalibrationScope("docs", "alpha")]
 
 
-async def test_an_uncertifiable_collection_keeps_its_bar_marked_as_not_holding(
-    index: EdgeIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Nothing certified: answers do not change, but the scope's results must say that
-    its bar is known not to hold (before, nothing was stored and they said nothing)."""
-    # Probes the collection does answer: its own sentences.
-    own = [
+def _its_own_sentences() -> list[Probe]:
+    """Probes the collection does answer: no bar can be certified with them."""
+    return [
         Probe(sentence, doc.doc_id)
         for doc in documents(40)
         for sentence in doc.text.split(". ")
         for _ in range(2)
     ]
-    monkeypatch.setattr(reprobe_module, "bundled_probes", lambda: own)
+
+
+async def test_an_uncertifiable_collection_keeps_its_bar_marked_as_not_holding(
+    index: EdgeIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing certified: answers do not change, but the scope's results must say that
+    its bar is known not to hold (before, nothing was stored and they said nothing)."""
+    monkeypatch.setattr(reprobe_module, "bundled_probes", _its_own_sentences)
     store = DirectoryCalibrationStore(tmp_path / "calibrations")
     done = await reprobe_after_ingest(
         index, EMBEDDER, BASE, store, collection="docs", tenant="alpha"
@@ -167,13 +170,7 @@ async def test_an_uncertifiable_rescan_keeps_the_higher_bar_of_the_last_probes(
     )
     earlier = CalibrationArtifact.model_validate({**earlier.model_dump(), "version": ""})
     store.put(scope, earlier)
-    own = [
-        Probe(sentence, doc.doc_id)
-        for doc in documents(40)
-        for sentence in doc.text.split(". ")
-        for _ in range(2)
-    ]
-    monkeypatch.setattr(reprobe_module, "bundled_probes", lambda: own)
+    monkeypatch.setattr(reprobe_module, "bundled_probes", _its_own_sentences)
     done = await reprobe_after_ingest(
         index, EMBEDDER, BASE, store, collection="docs", tenant="alpha"
     )
