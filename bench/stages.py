@@ -4,8 +4,9 @@ Runs one ``ragsift worker retrieval`` under bench/profiled.py (cProfile,
 switched on for the timed batches only), sends a backlog of queries, and
 splits the worker's time into stages by the cumulative time of the function
 that does each (``STAGES``). The profile covers the event loop's thread;
-what other threads burn (the onnx model runs in one, with its own pool) is
-read from /proc over the same window and reported as ``other threads``.
+what other threads burn is read from /proc over the same window and reported
+by name: Qdrant Edge's search pool (``edge-search-*``), and the rest (Faust's
+aiokafka consumer thread; the onnx model's pool).
 Fractions are of the worker's busy time (event-loop time minus the time it
 waited in ``epoll``, plus the other threads' CPU). cProfile slows
 Python code more than native code, so the Python stages are overstated by a
@@ -105,8 +106,10 @@ def by_package(stats: dict[Any, Any], busy: float) -> dict[str, float]:
     return {n: round(s / busy, 3) for n, s in sorted(seconds.items(), key=lambda kv: -kv[1])}
 
 
-def stage_table(profile: Path, other_threads_s: float) -> dict[str, Any]:
-    """Seconds and fraction of busy time per stage, from a cProfile dump."""
+def stage_table(profile: Path, other_threads: dict[str, float]) -> dict[str, Any]:
+    """Seconds and fraction of busy time per stage, from a cProfile dump and the CPU
+    seconds of the worker's other threads by kind (:func:`_other_threads_s`)."""
+    other_threads_s = sum(other_threads.values())
     stats: dict[Any, Any] = pstats.Stats(str(profile)).stats  # type: ignore[attr-defined]
     total = sum(row[2] for row in stats.values())  # every function's own time
     idle = sum(row[2] for (path, _, func), row in stats.items() if (path, func) == IDLE)
@@ -130,8 +133,9 @@ def stage_table(profile: Path, other_threads_s: float) -> dict[str, Any]:
     seconds["Faust + Kafka client (consume, flush, commit, event loop)"] = max(
         0.0, total - idle - router
     )
-    if other_threads_s:
-        seconds["other threads (the onnx model; executor)"] = other_threads_s
+    for kind, cpu_s in other_threads.items():
+        if cpu_s:
+            seconds[kind] = cpu_s
     return {
         "busy_s": round(busy, 3),
         "own_time_by_package": by_package(stats, busy),
@@ -142,17 +146,34 @@ def stage_table(profile: Path, other_threads_s: float) -> dict[str, Any]:
     }
 
 
-def _thread_cpu_s(pid: int) -> dict[int, float]:
-    """CPU seconds (user + system) per thread of ``pid``."""
+#: Thread names (``/proc/PID/task/TID/comm``) of Qdrant Edge's search pool: the
+#: native search runs there while the event loop waits in ``query_batch``, so its
+#: CPU and the ``search`` stage's wall time overlap.
+EDGE_THREADS = "edge-search"
+EDGE_KIND = "Qdrant Edge search threads (native; overlaps the search stage)"
+OTHER_KIND = "other threads (Faust's consumer thread; the onnx model; executor)"
+
+
+def _thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
+    """Name and CPU seconds (user + system) of each thread of ``pid``."""
     out = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
-        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / _TICKS
+        name, rest = (task / "stat").read_text().split(" (", 1)[1].rsplit(")", 1)
+        fields = rest.split()
+        out[int(task.name)] = (name, (int(fields[11]) + int(fields[12])) / _TICKS)
     return out
 
 
-def _other_threads_s(pid: int, before: dict[int, float], after: dict[int, float]) -> float:
-    return sum(cpu - before.get(tid, 0.0) for tid, cpu in after.items() if tid != pid)
+def _other_threads_s(
+    pid: int, before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]
+) -> dict[str, float]:
+    """CPU seconds each kind of thread but the event loop's burnt between two readings."""
+    out = {EDGE_KIND: 0.0, OTHER_KIND: 0.0}
+    for tid, (name, cpu) in after.items():
+        if tid != pid:
+            kind = EDGE_KIND if name.startswith(EDGE_THREADS) else OTHER_KIND
+            out[kind] += cpu - before.get(tid, (name, 0.0))[1]
+    return out
 
 
 async def run(chunks: int, queries: int, embedder: str, save: Path | None) -> dict[str, Any]:

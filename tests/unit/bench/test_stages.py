@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import marshal
+import os
+import threading
 from pathlib import Path
 
 import pytest
-from stages import stage_table
+from stages import EDGE_KIND, OTHER_KIND, _other_threads_s, _thread_cpu_s, stage_table
 
 SITE = "/venv/lib/python3.11/site-packages"
 
@@ -32,7 +34,7 @@ def test_stages_idle_and_the_framework_remainder(tmp_path: Path) -> None:
             ("~", "<method 'send' of '_socket.socket' objects>"): (2.0, 2.0),
         },
     )
-    table = stage_table(profile, other_threads_s=0.0)
+    table = stage_table(profile, {})
     busy = 1.0 + 0.5 + 1.0 + 0.5 + 3.0 + 2.0  # every own time but the idle poll
     assert table["busy_s"] == pytest.approx(busy)
     stages = table["stages"]
@@ -48,8 +50,31 @@ def test_stages_idle_and_the_framework_remainder(tmp_path: Path) -> None:
     assert packages["faust + mode (the framework)"] == pytest.approx(1.0 / busy, abs=1e-3)
 
 
-def test_other_threads_count_as_busy_time(tmp_path: Path) -> None:
+def test_other_threads_count_as_busy_time_by_kind(tmp_path: Path) -> None:
     profile = _profile(tmp_path, {("/r/ragsift/streams/codec.py", "decode"): (1.0, 1.0)})
-    table = stage_table(profile, other_threads_s=3.0)
+    table = stage_table(profile, {EDGE_KIND: 1.0, OTHER_KIND: 2.0})
     assert table["busy_s"] == pytest.approx(4.0)
-    assert table["stages"]["other threads (the onnx model; executor)"]["fraction"] == 0.75
+    assert table["stages"][EDGE_KIND]["fraction"] == 0.25
+    assert table["stages"][OTHER_KIND]["fraction"] == 0.5
+
+
+def test_this_process_threads_are_read_by_name() -> None:
+    """/proc's comm may hold spaces and parentheses; the split must survive them."""
+    pid = os.getpid()
+    done = threading.Event()
+    worker = threading.Thread(target=done.wait)
+    worker.start()
+    try:
+        named = _thread_cpu_s(pid)
+    finally:
+        done.set()
+        worker.join()
+    assert pid in named
+    assert len(named) >= 2
+    assert all(isinstance(name, str) and cpu >= 0 for name, cpu in named.values())
+    before = {tid: (name, 0.0) for tid, (name, _) in named.items()}
+    kinds = _other_threads_s(pid, before, named)
+    assert kinds[EDGE_KIND] == 0.0  # no Qdrant Edge pool in this process
+    assert kinds[OTHER_KIND] == pytest.approx(
+        sum(cpu for tid, (_, cpu) in named.items() if tid != pid)
+    )
