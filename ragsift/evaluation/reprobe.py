@@ -67,9 +67,17 @@ class Reprobe:
 
 
 def reprobe_due(
-    current: CalibrationArtifact | None, chunks: int, fraction: float
+    current: CalibrationArtifact | None,
+    chunks: int,
+    fraction: float,
+    *,
+    base_version: str | None = None,
 ) -> tuple[Literal["due", "not_due", "kept"], str]:
-    """Whether a scope with ``chunks`` chunks and calibration ``current`` is due, and why."""
+    """Whether a scope with ``chunks`` chunks and calibration ``current`` is due, and why.
+
+    ``base_version``: the shipped calibration's version now. A probe calibration made
+    on another (an upgrade refit the shipped one) is due whatever its chunk count.
+    """
     if current is None:
         return "due", "no calibration of its own yet"
     provenance = current.provenance
@@ -77,6 +85,11 @@ def reprobe_due(
         return "kept", "its calibration was fit on labels; kept"
     if not provenance.method.startswith(method_of(BUNDLED)):
         return "kept", f"its calibration was made by {provenance.method.split(':')[0]}; kept"
+    if base_version is not None and provenance.base_version != base_version:
+        return "due", (
+            f"its probes re-certified calibration {provenance.base_version};"
+            f" the shipped one is now {base_version}"
+        )
     before = provenance.chunks
     moved = abs(chunks - before) / max(before, 1)
     seen = f"{chunks} chunks, {moved:.0%} off the {before} its probes saw"
@@ -112,7 +125,7 @@ async def reprobe_after_ingest(
     if why_not is not None:
         return Reprobe(scope, "unsupported", why_not, chunks)
     current = store.get(scope)
-    due, why = reprobe_due(current, chunks, fraction)
+    due, why = reprobe_due(current, chunks, fraction, base_version=base.version)
     if due != "due":
         return Reprobe(scope, due, why, chunks)
     try:

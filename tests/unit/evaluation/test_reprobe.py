@@ -58,6 +58,53 @@ def test_a_scope_is_due_when_it_has_none_or_moved_past_the_fraction(
     assert reprobe_due(current, chunks, 0.2)[0] == due
 
 
+def test_a_probe_calibration_made_on_another_shipped_calibration_is_due() -> None:
+    """After an upgrade refits the shipped calibration, a scope's probe calibration
+    (and an uncertified mark) derived from the old one must not outlive it."""
+    current = _made_by(method_of("bundled") + ": ...", 100)  # made on base "b"
+    assert reprobe_due(current, 100, 0.2, base_version="b")[0] == "not_due"
+    due, why = reprobe_due(current, 100, 0.2, base_version="c")
+    assert due == "due"
+    assert "b" in why
+    assert "c" in why
+    # Calibrations fit on labels or the user's own probes are still kept.
+    feedback = _made_by("feedback re-fit", 100)
+    assert reprobe_due(feedback, 100, 0.2, base_version="c")[0] == "kept"
+    own_bank = _made_by(method_of("/my/bank.txt") + ": ...", 100)
+    assert reprobe_due(own_bank, 100, 0.2, base_version="c")[0] == "kept"
+
+
+async def test_an_upgrade_of_the_shipped_calibration_re_probes_an_unchanged_scope(
+    index: EdgeIndex, tmp_path: Path
+) -> None:
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    scope = CalibrationScope("docs", "alpha")
+    first = await reprobe_after_ingest(
+        index, EMBEDDER, BASE, store, collection="docs", tenant="alpha"
+    )
+    assert first.outcome == "stored", first.message
+    stored = store.get(scope)
+    assert stored is not None
+    assert stored.provenance is not None
+    # The same scope, as an older ragsift left it: made on another shipped calibration.
+    older = stored.provenance.model_copy(update={"base_version": "cal-000000000000"})
+    store.put(
+        scope,
+        CalibrationArtifact.model_validate(
+            stored.model_dump() | {"version": "", "provenance": older.model_dump()}
+        ),
+    )
+    again = await reprobe_after_ingest(
+        index, EMBEDDER, BASE, store, collection="docs", tenant="alpha"
+    )
+    assert again.outcome == "stored", again.message
+    assert "cal-000000000000" in again.message
+    renewed = store.get(scope)
+    assert renewed is not None
+    assert renewed.provenance is not None
+    assert renewed.provenance.base_version == BASE.version
+
+
 async def test_reprobing_stores_once_then_waits_for_the_collection_to_move(
     index: EdgeIndex, tmp_path: Path
 ) -> None:
