@@ -275,6 +275,14 @@ class CalibrationRegistry:
             artifact = self.store.get(scope)
             if artifact is not None:
                 artifact.check_compatible(self.default.embedder_id, self.default.metric)
+                made_on = artifact.provenance.base_version if artifact.provenance else None
+                if made_on is not None and made_on != self.default.version:
+                    raise ConfidenceError(
+                        f"it re-certified calibration {made_on}, and the default is now"
+                        f" {self.default.version} (an upgrade refit it): run `ragsift"
+                        " calibrate --collection` again, or ingest into the scope (the"
+                        " bundled probes then run again)"
+                    )
         except (ConfidenceError, CalibrationMismatchError, OSError) as exc:
             self.rejected += 1
             log.warning("calibration for %s ignored, using a broader one: %s", scope, exc)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ragsift.confidence import load_default_calibration
-from ragsift.confidence.artifact import CalibrationArtifact
+from ragsift.confidence.artifact import CalibrationArtifact, Provenance
 from ragsift.confidence.errors import CalibrationMismatchError, ConfidenceError
 from ragsift.confidence.registry import (
     CalibrationRegistry,
@@ -102,3 +102,30 @@ def test_without_a_store_everything_gets_the_default() -> None:
         registry.put(CalibrationScope("docs"), default)
     with pytest.raises(ConfidenceError):
         CalibrationScope("")
+
+
+def test_a_calibration_derived_from_another_default_is_not_served(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After an upgrade refits the default, a scope's probe calibration made on the old
+    one re-certified a bar on another model: the scope falls back to the default."""
+    default = load_default_calibration()
+    store = DirectoryCalibrationStore(tmp_path)
+    derived = _variant(default, 1.0)
+
+    def made_on(version: str) -> CalibrationArtifact:
+        provenance = Provenance(method="probes (bundled)", base_version=version, collection="docs")
+        data = derived.model_dump(mode="json", exclude={"version"})
+        data["provenance"] = provenance.model_dump(mode="json")
+        return CalibrationArtifact.model_validate(data)
+
+    current, stale = made_on(default.version), made_on("cal-000000000000")
+    store.put(CalibrationScope("docs", "acme"), current)
+    store.put(CalibrationScope("docs", "beta"), stale)
+    registry = CalibrationRegistry(default, store, refresh_s=0)
+
+    assert registry.resolve("acme", "docs").version == current.version
+    assert registry.resolve("beta", "docs").version == default.version
+    assert registry.scope_of("beta", "docs") is None
+    assert registry.rejected == 1
+    assert "cal-000000000000" in caplog.text
