@@ -145,7 +145,7 @@ def probe_certified(run: Any, artifact: Any, probes: Any, source: str) -> tuple[
         print_error(str(exc))
         raise typer.Exit(2) from exc
     before, after = artifact.conformal, probed.conformal
-    if not after.feasible:  # as `ragsift ingest` and `calibrate --collection`: nothing stored
+    if not after.feasible:  # `ingest` then keeps the bar in force (marked); answers as now
         print_warning(
             f"the probes certify no answer threshold on this corpus"
             f" (the artifact's {before.threshold:.2f} is not certified here either); evaluated"

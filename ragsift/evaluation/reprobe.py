@@ -11,6 +11,8 @@ so a collection is probed without anyone remembering to.
 It only writes where the last word was the bundled probes': a scope calibrated
 from labels (feedback), with pseudo-queries or with a user's own probe bank
 keeps that calibration, since a fresh bundled probe cannot stand in for it.
+Where the probes certify no bar, the calibration in force is stored again with
+``provenance.uncertified`` set, so the scope's results say so (ADR 015).
 """
 
 from __future__ import annotations
