@@ -46,10 +46,10 @@ ARTIFACT_SCHEMA_VERSION: Final = 1
 _DEFAULT_RESOURCE = "default.json"
 #: Conformal fields added after artifacts were first shipped: left out of the
 #: identity (and of the JSON) when unset, so older artifacts keep their version.
+_OPTIONAL_CONFORMAL = ("n_groups", "design_effect", "mix", "in_scope")
 #: The advice code on every result of a scope whose calibration is marked
 #: ``provenance.uncertified`` (ADR 015).
 UNCERTIFIED_ADVICE_CODE: Final = "uncertified_threshold"
-_OPTIONAL_CONFORMAL = ("n_groups", "design_effect", "mix", "in_scope")
 
 
 class LevelSpec(BaseModel):

@@ -149,11 +149,11 @@ async def reprobe_after_ingest(
             index_version=f"{info.points_count} points",
             chunks=chunks,
         )
-        return _uncertified(store, scope, current or base, provenance, str(exc), chunks)
+        return _uncertified(store, scope, _in_force(current, base), provenance, str(exc), chunks)
     before = base.conformal.threshold if base.conformal.feasible else None
     if not artifact.conformal.feasible:
         assert artifact.provenance is not None  # probe_calibrate always records it
-        kept = current or base
+        kept = _in_force(current, base)
         bar = f"{kept.conformal.threshold:.2f}" if kept.conformal.feasible else "none"
         return _uncertified(
             store,
@@ -180,6 +180,15 @@ async def reprobe_after_ingest(
         version=artifact.version,
         remap="" if remap is None else remap.describe(),
     )
+
+
+def _in_force(
+    current: CalibrationArtifact | None, base: CalibrationArtifact
+) -> CalibrationArtifact:
+    """The calibration a mark keeps: the scope's own probe calibration when it was made
+    on ``base``, else ``base`` (one made on another is not served: see the registry)."""
+    made_on = current.provenance.base_version if current and current.provenance else None
+    return current if current is not None and made_on == base.version else base
 
 
 def _uncertified(

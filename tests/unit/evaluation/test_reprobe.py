@@ -196,18 +196,20 @@ async def test_an_uncertifiable_collection_keeps_its_bar_marked_as_not_holding(
     assert reprobe_due(marked, 60, 0.2)[0] == "due"
 
 
+@pytest.mark.parametrize("made_on", ["base", "older"])
 async def test_an_uncertifiable_rescan_keeps_the_higher_bar_of_the_last_probes(
-    index: EdgeIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    index: EdgeIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, made_on: str
 ) -> None:
     """The scope's own probe calibration stays in force when its re-probe certifies
-    nothing: falling back to the shipped bar would lower it."""
+    nothing: falling back to the shipped bar would lower it. Not one made on an older
+    shipped calibration: the mark would pass it off as made on this one."""
     store = DirectoryCalibrationStore(tmp_path / "calibrations")
     scope = CalibrationScope("docs", "alpha")
     earlier = BASE.model_copy(
         update={
             "provenance": Provenance(
                 method=method_of("bundled"),
-                base_version=BASE.version,
+                base_version=BASE.version if made_on == "base" else "cal-000000000000",
                 collection="docs",
                 tenant="alpha",
                 chunks=10,
@@ -225,9 +227,13 @@ async def test_an_uncertifiable_rescan_keeps_the_higher_bar_of_the_last_probes(
     marked = store.get(scope)
     assert marked is not None
     assert marked.provenance is not None
-    assert marked.conformal.threshold == 0.9
     assert marked.provenance.uncertified is not None
-    assert "0.90" in marked.provenance.uncertified
+    assert marked.provenance.base_version == BASE.version
+    if made_on == "base":
+        assert marked.conformal.threshold == 0.9
+        assert "0.90" in marked.provenance.uncertified
+    else:
+        assert marked.conformal == BASE.conformal
 
 
 def test_cli_ingest_probes_the_scope_it_wrote_unless_told_not_to(tmp_path: Path) -> None:
