@@ -12,8 +12,10 @@ embedded runtime; a shared store for replicas). :class:`CalibrationRegistry`
 resolves a scope, caches what it read, and notices new versions by polling the
 store's cheap :meth:`~CalibrationStore.generation` at most every ``refresh_s``:
 a re-fit reaches every worker without a restart. An artifact for another
-embedder or metric is refused when it is written and skipped (logged, counted by
-the caller through :attr:`CalibrationRegistry.rejected`) when it is read.
+embedder or metric is refused when it is written and skipped when it is read:
+logged once, and each query it leaves to a broader calibration is reported with
+the reason (:data:`IGNORED_REASONS`) to :attr:`CalibrationRegistry.on_fallback`,
+which the pipeline counts in ``ragsift_calibration_fallbacks_total{reason}``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ragsift.confidence.artifact import CalibrationArtifact
 from ragsift.confidence.errors import CalibrationMismatchError, ConfidenceError
 
 __all__ = [
+    "IGNORED_REASONS",
     "CalibrationRegistry",
     "CalibrationScope",
     "CalibrationStore",
@@ -47,6 +50,10 @@ log = logging.getLogger(__name__)
 DEFAULT_REFRESH_S: Final = 5.0
 _COLLECTION_FILE: Final = "_collection.json"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+#: Why a stored calibration is not used: fit for another embedder or metric; made on
+#: another shipped calibration than the one in force (an upgrade refit it); invalid;
+#: the store could not read it.
+IGNORED_REASONS: Final = ("mismatch", "base", "invalid", "unreadable")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -219,6 +226,10 @@ class CalibrationRegistry:
         self._checked_at = float("-inf")
         #: Artifacts found in the store but refused (wrong embedder/metric, invalid).
         self.rejected = 0
+        #: Why each scope read last is not used (one of :data:`IGNORED_REASONS`).
+        self._ignored: dict[CalibrationScope, str] = {}
+        #: Told, for each query a stored calibration could not score, why not.
+        self.on_fallback: Callable[[str], None] | None = None
 
     def put(self, scope: CalibrationScope, artifact: CalibrationArtifact) -> None:
         """Store ``artifact`` for ``scope`` after checking it fits the default's embedder.
@@ -243,11 +254,17 @@ class CalibrationRegistry:
         scopes = [CalibrationScope(collection)]
         if tenant:
             scopes.insert(0, CalibrationScope(collection, tenant))
+        skipped = None
         for scope in scopes:
             artifact = self._lookup(scope)
             if artifact is not None:
-                return artifact
-        return self.default
+                break
+            skipped = skipped or self._ignored.get(scope)
+        else:
+            artifact = self.default
+        if skipped is not None and self.on_fallback is not None:
+            self.on_fallback(skipped)
+        return artifact
 
     def scope_of(self, tenant: str | None, collection: str) -> CalibrationScope | None:
         """The scope whose artifact :meth:`resolve` returns (None: the default)."""
@@ -264,30 +281,46 @@ class CalibrationRegistry:
         with self._lock:
             if scope in self._cache:
                 return self._cache[scope]
-        artifact = self._read(scope)
+        artifact, ignored = self._read(scope)
         with self._lock:
             self._cache[scope] = artifact
+            if ignored is None:
+                self._ignored.pop(scope, None)
+            else:
+                self._ignored[scope] = ignored
         return artifact
 
-    def _read(self, scope: CalibrationScope) -> CalibrationArtifact | None:
+    def _read(self, scope: CalibrationScope) -> tuple[CalibrationArtifact | None, str | None]:
+        """The scope's usable artifact, or None and why a stored one is not usable."""
         assert self.store is not None
         try:
             artifact = self.store.get(scope)
-            if artifact is not None:
-                artifact.check_compatible(self.default.embedder_id, self.default.metric)
-                made_on = artifact.provenance.base_version if artifact.provenance else None
-                if made_on is not None and made_on != self.default.version:
-                    raise ConfidenceError(
-                        f"it re-certified calibration {made_on}, and the default is now"
-                        f" {self.default.version} (an upgrade refit it): run `ragsift"
-                        " calibrate --collection` again, or ingest into the scope (the"
-                        " bundled probes then run again)"
-                    )
-        except (ConfidenceError, CalibrationMismatchError, OSError) as exc:
-            self.rejected += 1
-            log.warning("calibration for %s ignored, using a broader one: %s", scope, exc)
-            return None
-        return artifact
+            if artifact is None:
+                return None, None
+            artifact.check_compatible(self.default.embedder_id, self.default.metric)
+        except CalibrationMismatchError as exc:
+            return self._ignore(scope, "mismatch", exc)
+        except ConfidenceError as exc:
+            return self._ignore(scope, "invalid", exc)
+        except OSError as exc:
+            return self._ignore(scope, "unreadable", exc)
+        made_on = artifact.provenance.base_version if artifact.provenance else None
+        if made_on is not None and made_on != self.default.version:
+            return self._ignore(
+                scope,
+                "base",
+                f"it re-certified calibration {made_on}, and the default is now"
+                f" {self.default.version} (an upgrade refit it): run `ragsift calibrate"
+                " --collection` again, or ingest into the scope (the bundled probes then"
+                " run again)",
+            )
+        return artifact, None
+
+    def _ignore(self, scope: CalibrationScope, reason: str, why: object) -> tuple[None, str]:
+        """Log a stored calibration that is not used (a broader one serves the scope)."""
+        self.rejected += 1
+        log.warning("calibration for %s ignored (%s), using a broader one: %s", scope, reason, why)
+        return None, reason
 
     def _maybe_refresh(self) -> None:
         assert self.store is not None
@@ -305,3 +338,4 @@ class CalibrationRegistry:
             if generation != self._generation:
                 self._generation = generation
                 self._cache.clear()
+                self._ignored.clear()

@@ -283,6 +283,14 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.calibration_fallbacks = Counter(
+            "ragsift_calibration_fallbacks_total",
+            "Queries scored with a broader calibration because the one stored for their"
+            " scope is not usable, by reason: mismatch (another embedder or metric), base"
+            " (made on another shipped calibration: an upgrade), invalid, unreadable.",
+            ["reason"],
+            registry=r,
+        )
         self.drift_psi = Gauge(
             "ragsift_calibration_drift_psi",
             "PSI of the recent top-hit scores against the calibration's reference.",

@@ -147,6 +147,10 @@ class RetrievalPipeline:
         self.index = index
         self.embedder = embedder
         self.engines = engines
+        if engines.registry is not None:
+            engines.registry.on_fallback = lambda reason: metrics.calibration_fallbacks.labels(
+                reason
+            ).inc()
         self.settings = settings
         self.metrics = metrics
         self.source = source

@@ -90,8 +90,11 @@ def test_a_mismatched_artifact_is_refused_on_put_and_skipped_on_read(tmp_path: P
     with pytest.raises(CalibrationMismatchError):
         registry.put(CalibrationScope("docs"), alien)
     store.put(CalibrationScope("docs"), alien)  # written behind the registry's back
+    reasons: list[str] = []
+    registry.on_fallback = reasons.append
     assert registry.resolve(None, "docs").version == default.version
     assert registry.rejected == 1
+    assert reasons == ["mismatch"]
 
 
 def test_without_a_store_everything_gets_the_default() -> None:
@@ -123,9 +126,39 @@ def test_a_calibration_derived_from_another_default_is_not_served(
     store.put(CalibrationScope("docs", "acme"), current)
     store.put(CalibrationScope("docs", "beta"), stale)
     registry = CalibrationRegistry(default, store, refresh_s=0)
+    reasons: list[str] = []
+    registry.on_fallback = reasons.append
 
     assert registry.resolve("acme", "docs").version == current.version
     assert registry.resolve("beta", "docs").version == default.version
     assert registry.scope_of("beta", "docs") is None
+    assert registry.resolve("beta", "docs").version == default.version
     assert registry.rejected == 1
-    assert "cal-000000000000" in caplog.text
+    assert reasons == ["base", "base"]  # each query it leaves to the default
+    assert caplog.text.count("cal-000000000000") == 1  # logged at the one read
+
+
+class _UnreadableStore(DirectoryCalibrationStore):
+    def get(self, scope: CalibrationScope) -> CalibrationArtifact | None:
+        raise OSError("disk gone")
+
+
+@pytest.mark.parametrize("reason", ["invalid", "unreadable"])
+def test_each_ignored_calibration_is_reported_with_its_reason(tmp_path: Path, reason: str) -> None:
+    """A calibration the store holds but cannot give (corrupt file, unreadable store) is
+    skipped like a mismatched one, and said so: the scope quietly loses its calibration
+    otherwise."""
+    default = load_default_calibration()
+    writer = DirectoryCalibrationStore(tmp_path)
+    writer.put(CalibrationScope("docs"), _variant(default, 1.0))
+    if reason == "invalid":
+        (written,) = [p for p in tmp_path.rglob("*.json")]
+        written.write_text('{"version": "cal-1", "intercept": "not a number"}', encoding="utf-8")
+    store = writer if reason == "invalid" else _UnreadableStore(tmp_path)
+    registry = CalibrationRegistry(default, store, refresh_s=0)
+    reasons: list[str] = []
+    registry.on_fallback = reasons.append
+
+    assert registry.resolve(None, "docs") is default
+    assert reasons == [reason]
+    assert registry.rejected == 1

@@ -217,3 +217,33 @@ async def test_a_scope_whose_bar_is_not_certified_says_so_on_every_result(
     again = await ask(pipe, "beta", "qb")
     assert again.cache.hit
     assert again.recommendations == beta.recommendations
+
+
+async def test_a_scope_calibration_made_on_another_default_is_counted_when_skipped(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    """After an upgrade, a scope's calibration re-certified on the old default is not
+    served: the scope gets the default, and the operator sees it in a metric (alerted on
+    as RagsiftCalibrationFallback), not only in a log line."""
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    provenance = Provenance(
+        method="probes (questions.jsonl)", base_version="cal-000000000000", collection="default"
+    )
+    data = artifact(2.0).model_dump(mode="json", exclude={"version"})
+    data["provenance"] = provenance.model_dump(mode="json")
+    store.put(CalibrationScope("default", "beta"), CalibrationArtifact.model_validate(data))
+    pipe = pipeline(tmp_path, index, store)
+
+    beta = await ask(pipe, "beta", "qb")
+    alpha = await ask(pipe, "alpha", "qa")
+    again = await ask(pipe, "beta", "qb2")
+
+    assert beta.breakdown is not None
+    assert beta.breakdown.calibration_version == DEFAULT.version
+    assert again.breakdown is not None
+    assert again.breakdown.calibration_version == DEFAULT.version
+    assert alpha.breakdown is not None  # alpha has no calibration of its own: no fallback
+    fallbacks = pipe.metrics.registry.get_sample_value(
+        "ragsift_calibration_fallbacks_total", {"reason": "base"}
+    )
+    assert fallbacks == 2.0
