@@ -106,8 +106,10 @@ def calibrate(
     is stored under the data dir (calibrations/) and used for that collection's
     queries (that tenant's, with --tenant) from then on. `ragsift ingest` does this
     for the tenant it indexes (bundled probes); run it here for a collection-wide
-    calibration or your own probes. When no threshold keeps the risk, nothing is
-    stored and the shipped calibration stays (docs/confidence.md, section 11).
+    calibration or your own probes. When no threshold keeps the risk, the
+    calibration in force stays and is marked, so each result of the scope says its
+    bar is not certified (with --out or another --alpha, and with --method
+    pseudo-queries, nothing is stored; docs/confidence.md, section 11).
 
     With --dataset/--labelled it fits from labelled questions: without --half on
     half the articles (the other half is what `ragsift eval` reports on); with

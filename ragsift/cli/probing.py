@@ -223,11 +223,13 @@ def probe_calibrate_collection(
     scope = CalibrationScope(collection, tenant)
     before, after = base.conformal, artifact.conformal
     if not after.feasible:
+        why = (
+            f"{len(probes)} questions it should not answer ({source}) score so high here"
+            f" that no answer threshold keeps risk <= {alpha} (the shipped"
+            f" {before.threshold:.2f} does not either)"
+        )
         print_error(
-            f"on {scope}, {len(probes)} questions it should not answer score"
-            f" so high that no answer threshold keeps risk <= {alpha} (the shipped"
-            f" {before.threshold:.2f} does not either); nothing stored. Check that the probes"
-            " are not about your documents (--probes FILE), or accept a higher --alpha"
+            f"on {scope}, {why}; {_uncertified_outcome(runtime, scope, base, artifact, why, out)}"
         )
         raise typer.Exit(1)
     where = store_artifact(runtime, scope, artifact, out)
@@ -244,6 +246,30 @@ def probe_calibrate_collection(
     dropped = left_out_of(artifact)
     if dropped:
         err_console.print(Text.assemble(("note: ", "yellow"), f"probes {dropped}"))
+
+
+def _uncertified_outcome(
+    runtime: Any, scope: Any, base: Any, artifact: Any, why: str, out: Path | None
+) -> str:
+    """Mark the scope's calibration in force as not certified there, as an ingest's
+    re-probe does (ADR 015), unless the run wrote to a file or asked for another
+    alpha (the bar in force is certified at its own); what was done, in words."""
+    from ragsift.confidence.artifact import UNCERTIFIED_ADVICE_CODE
+    from ragsift.evaluation.reprobe import mark_scope_uncertified
+
+    advice = (
+        "Check that the probes are not about your documents (--probes FILE), or accept a"
+        " higher --alpha"
+    )
+    if out is not None or artifact.conformal.alpha != base.conformal.alpha:
+        return f"nothing stored. {advice}"
+    marked = mark_scope_uncertified(
+        runtime.calibration_store, scope, base, artifact.provenance, why
+    )
+    return (
+        f"answers keep the bar in force, and each result of the scope now carries the"
+        f" `{UNCERTIFIED_ADVICE_CODE}` advice (calibration {marked.version}). {advice}"
+    )
 
 
 def _remap_words(artifact: Any) -> str:

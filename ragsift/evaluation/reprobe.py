@@ -34,7 +34,14 @@ from ragsift.evaluation.selfcal import MIN_CHUNKS
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.index import VectorIndex
 
-__all__ = ["DEFAULT_FRACTION", "Reprobe", "Reprober", "reprobe_after_ingest", "reprobe_due"]
+__all__ = [
+    "DEFAULT_FRACTION",
+    "Reprobe",
+    "Reprober",
+    "mark_scope_uncertified",
+    "reprobe_after_ingest",
+    "reprobe_due",
+]
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +156,7 @@ async def reprobe_after_ingest(
             index_version=f"{info.points_count} points",
             chunks=chunks,
         )
-        return _uncertified(store, scope, _in_force(current, base), provenance, str(exc), chunks)
+        return _uncertified(store, scope, base, provenance, str(exc), chunks)
     before = base.conformal.threshold if base.conformal.feasible else None
     if not artifact.conformal.feasible:
         assert artifact.provenance is not None  # probe_calibrate always records it
@@ -158,7 +165,7 @@ async def reprobe_after_ingest(
         return _uncertified(
             store,
             scope,
-            kept,
+            base,
             artifact.provenance,
             f"questions it should not answer score so high here that no answer threshold"
             f" is certified at {chunks} chunks (the bar in force, {bar}, is not either)",
@@ -191,19 +198,36 @@ def _in_force(
     return current if current is not None and made_on == base.version else base
 
 
+def mark_scope_uncertified(
+    store: CalibrationStore,
+    scope: CalibrationScope,
+    base: CalibrationArtifact,
+    provenance: Provenance,
+    why: str,
+) -> CalibrationArtifact:
+    """Store the scope's calibration in force again, marked as not certified there.
+
+    The calibration in force is the scope's own probe calibration made on ``base``,
+    else ``base``: answers keep its bar, and every result of the scope carries the
+    ``uncertified_threshold`` advice naming ``why``. Returns what was stored.
+    """
+    marked = mark_uncertified(_in_force(store.get(scope), base), provenance, why)
+    store.put(scope, marked)
+    return marked
+
+
 def _uncertified(
     store: CalibrationStore,
     scope: CalibrationScope,
-    kept: CalibrationArtifact,
+    base: CalibrationArtifact,
     provenance: Provenance,
     why: str,
     chunks: int,
     *,
     threshold_before: float | None = None,
 ) -> Reprobe:
-    """Nothing certified: ``kept`` stays in force, marked so its results say why."""
-    marked = mark_uncertified(kept, provenance, why)
-    store.put(scope, marked)
+    """Nothing certified: the calibration in force stays, marked so its results say why."""
+    marked = mark_scope_uncertified(store, scope, base, provenance, why)
     return Reprobe(
         scope,
         "infeasible",

@@ -290,3 +290,53 @@ def test_too_few_probes_is_one_clear_error_in_eval(tmp_path: Path) -> None:
     )
     assert evaluated.exit_code == 2
     assert f"at least {MIN_PROBES} probe questions" in " ".join(evaluated.output.split())
+
+
+def test_cli_calibrate_collection_marks_a_scope_it_cannot_certify(tmp_path: Path) -> None:
+    """Probes that the collection answers certify no bar: as after an ingest's re-probe,
+    the calibration in force is kept and marked, so the scope's results say so (before,
+    nothing was stored and they said nothing). Not with --out, nor at another alpha,
+    where the bar in force is certified at its own."""
+    from ragsift.confidence.artifact import UNCERTIFIED_ADVICE_CODE
+    from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    docs = documents(30)
+    for doc in docs:
+        (corpus / f"{doc.doc_id}.md").write_text(doc.text, encoding="utf-8")
+    own = tmp_path / "own.jsonl"  # its own sentences, each its own group
+    rows = [
+        {"text": sentence, "group": f"g{i}"}
+        for i, sentence in enumerate(
+            s for doc in docs for s in doc.text.split(". ") for _ in (1, 2)
+        )
+    ]
+    own.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    data = tmp_path / "data"
+    runner = CliRunner()
+    env = {"RAGSIFT_EMBEDDER_KIND": "hashing"}
+    ingest = ["ingest", str(corpus), "--tenant", "acme", "--collection", "docs", "--no-probe"]
+    assert runner.invoke(app, [*ingest, "--data-dir", str(data)], env=env).exit_code == 0
+    calibrate = ["calibrate", "--collection", "docs", "--data-dir", str(data), "--probes", str(own)]
+    store = DirectoryCalibrationStore(data / "calibrations")
+
+    elsewhere = runner.invoke(app, [*calibrate, "--alpha", "0.05"], env=env)
+    written = runner.invoke(app, [*calibrate, "--out", str(tmp_path / "c.json")], env=env)
+    for refused in (elsewhere, written):
+        assert refused.exit_code == 1, refused.output
+        assert "nothing stored" in " ".join(refused.output.split())
+    assert store.get(CalibrationScope("docs")) is None
+    assert not (tmp_path / "c.json").exists()
+
+    result = runner.invoke(app, calibrate, env=env)
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.output.split())
+    assert f"`{UNCERTIFIED_ADVICE_CODE}` advice" in said
+    marked = store.get(CalibrationScope("docs"))
+    assert marked is not None
+    assert marked.provenance is not None
+    assert marked.provenance.uncertified is not None
+    assert "no answer threshold keeps risk <= 0.1" in marked.provenance.uncertified
+    assert marked.provenance.method.startswith("probes")
+    assert marked.version in said
