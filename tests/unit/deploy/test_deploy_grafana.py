@@ -21,6 +21,11 @@ REQUIRED_PANELS = {
     "lag": "kafka_consumergroup_lag",
     "dead letters": "ragsift_dead_letters_total",
     "cache hit ratio": "ragsift_cache_requests_total",
+    # Issue 14: whether each scope's confidence still means what it says.
+    "drift psi": "ragsift_calibration_drift_psi",
+    "unanswerable share": "ragsift_unanswerable_share",
+    "re-probes": "ragsift_calibration_reprobes_total",
+    "fallbacks": "ragsift_calibration_fallbacks_total",
 }
 
 
