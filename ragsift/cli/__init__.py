@@ -2,8 +2,8 @@
 
 ``common`` holds what every command shares (consoles, exit statuses, errors, options),
 ``render`` how results are drawn; ``embedded``, ``review``, ``evaluation``,
-``calibration``, ``streaming``, ``serve`` and ``admin`` hold the commands. They are
-registered here, in the order ``ragsift --help`` lists them.
+``calibration``, ``calibrations``, ``streaming``, ``serve`` and ``admin`` hold the
+commands. They are registered here, in the order ``ragsift --help`` lists them.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from ragsift.cli.admin import (
     version,
 )
 from ragsift.cli.calibration import calibrate
+from ragsift.cli.calibrations import calibrations_app
 from ragsift.cli.embedded import ask, demo, ingest
 from ragsift.cli.evaluation import evaluate
 from ragsift.cli.review import assess, feedback
@@ -42,6 +43,7 @@ app.command()(ask)
 app.command()(assess)
 app.command()(feedback)
 app.command()(calibrate)
+app.add_typer(calibrations_app, name="calibrations")
 app.command("eval")(evaluate)
 app.command()(worker)
 app.command()(submit)

@@ -290,34 +290,43 @@ class CalibrationRegistry:
                 self._ignored[scope] = ignored
         return artifact
 
-    def _read(self, scope: CalibrationScope) -> tuple[CalibrationArtifact | None, str | None]:
-        """The scope's usable artifact, or None and why a stored one is not usable."""
-        assert self.store is not None
+    def examine(
+        self, scope: CalibrationScope
+    ) -> tuple[CalibrationArtifact | None, str | None, str | None]:
+        """What the store holds for exactly ``scope``, read afresh (nothing cached or
+        logged): ``(artifact, reason, why)``. ``reason`` (one of :data:`IGNORED_REASONS`)
+        and ``why`` are None when the artifact is usable or there is none; ``artifact``
+        is None when there is none or it cannot be read."""
+        if self.store is None:
+            return None, None, None
         try:
             artifact = self.store.get(scope)
             if artifact is None:
-                return None, None
+                return None, None, None
             artifact.check_compatible(self.default.embedder_id, self.default.metric)
         except CalibrationMismatchError as exc:
-            return self._ignore(scope, "mismatch", exc)
+            return None, "mismatch", str(exc)
         except ConfidenceError as exc:
-            return self._ignore(scope, "invalid", exc)
+            return None, "invalid", str(exc)
         except OSError as exc:
-            return self._ignore(scope, "unreadable", exc)
+            return None, "unreadable", str(exc)
         made_on = artifact.provenance.base_version if artifact.provenance else None
         if made_on is not None and made_on != self.default.version:
-            return self._ignore(
-                scope,
+            return (
+                artifact,
                 "base",
                 f"it re-certified calibration {made_on}, and the default is now"
                 f" {self.default.version} (an upgrade refit it): run `ragsift calibrate"
                 " --collection` again, or ingest into the scope (the bundled probes then"
                 " run again)",
             )
-        return artifact, None
+        return artifact, None, None
 
-    def _ignore(self, scope: CalibrationScope, reason: str, why: object) -> tuple[None, str]:
-        """Log a stored calibration that is not used (a broader one serves the scope)."""
+    def _read(self, scope: CalibrationScope) -> tuple[CalibrationArtifact | None, str | None]:
+        """The scope's usable artifact, or None and why a stored one is not usable."""
+        artifact, reason, why = self.examine(scope)
+        if reason is None:
+            return artifact, None
         self.rejected += 1
         log.warning("calibration for %s ignored (%s), using a broader one: %s", scope, reason, why)
         return None, reason

@@ -137,3 +137,58 @@ def test_mix_state_is_shared_by_replicas_and_bad_fields_are_skipped(
     assert len(one.client.hkeys(one.key)) == 2  # the stale and malformed fields are gone
     one.client.close()
     two.client.close()
+
+
+def test_the_calibrations_command_reads_and_edits_the_shared_store(
+    settings: RedisSettings,
+) -> None:
+    """`ragsift calibrations` on the store the workers share: what each scope holds and
+    whether queries use it, and a removal every replica sees."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from ragsift.cli import app
+
+    store = RedisCalibrationStore(settings)
+    new = tuned(base())
+    store.put(CalibrationScope("docs", "acme"), new)
+    store.client.hset(store.artifacts_key, "docs\x1fbeta", b'{"kind": "nonsense"')
+    env = {
+        "RAGSIFT_EMBEDDER_KIND": "hashing",
+        "RAGSIFT_CALIBRATION_STORE": "redis",
+        "RAGSIFT_REDIS_URL": settings.url,
+        "RAGSIFT_REDIS_KEY_PREFIX": settings.key_prefix,
+    }
+    runner = CliRunner()
+    listed = runner.invoke(app, ["calibrations", "list", "--json"], env=env)
+    assert listed.exit_code == 0, listed.output
+    rows = {row["tenant"]: row for row in json.loads(listed.stdout)["scopes"]}
+    assert (rows["acme"]["version"], rows["acme"]["used"]) == (new.version, True)
+    assert (rows["beta"]["used"], rows["beta"]["ignored_reason"]) == (False, "invalid")
+
+    reader = CalibrationRegistry(base(), RedisCalibrationStore(settings), refresh_s=0)
+    assert reader.resolve("acme", "docs").version == new.version
+    removed = runner.invoke(
+        app, ["calibrations", "remove", "--collection", "docs", "--tenant", "acme"], env=env
+    )
+    assert removed.exit_code == 0, removed.output
+    assert reader.resolve("acme", "docs").version == base().version
+    store.close()
+
+
+def test_the_calibrations_command_names_an_unreachable_store() -> None:
+    from typer.testing import CliRunner
+
+    from ragsift.cli import app
+
+    env = {
+        "RAGSIFT_EMBEDDER_KIND": "hashing",
+        "RAGSIFT_CALIBRATION_STORE": "redis",
+        "RAGSIFT_REDIS_URL": "redis://127.0.0.1:1/0",
+        "RAGSIFT_REDIS_SOCKET_TIMEOUT_S": "0.2",
+    }
+    result = CliRunner().invoke(app, ["calibrations", "list"], env=env)
+    assert result.exit_code == 1, result.output
+    assert "cannot read the calibration store" in result.output
+    assert "Traceback" not in result.output

@@ -1,0 +1,187 @@
+"""``calibrations list|remove``: the scoped calibrations a store holds, and which are used.
+
+A scope (a collection, or one tenant in it) gets a calibration of its own from
+``ragsift calibrate --collection``, from ``ragsift ingest``'s re-probe and from the
+feedback re-fit. Queries use the most specific usable one (docs/confidence.md,
+section 11); these commands show each, with its state as a query would find it,
+and remove one. The store is the one the query path reads: Redis with
+``RAGSIFT_CALIBRATION_STORE=redis``, else ``RAGSIFT_CALIBRATION_STORE_DIR``, else
+``<data dir>/calibrations``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from ragsift.cli.common import (
+    EXIT_FAILURE,
+    Collection,
+    DataDir,
+    _fail,
+    _settings,
+    console,
+    print_error,
+)
+
+__all__ = ["calibrations_app"]
+
+calibrations_app = typer.Typer(
+    help="The calibrations stored per collection and tenant: list them, remove one.",
+    no_args_is_help=True,
+)
+
+
+def _registry(data_dir: Path | None) -> Any:
+    """A registry over the configured store and default, as the query path builds it."""
+    from ragsift.confidence.registry import CalibrationRegistry
+    from ragsift.errors import RagsiftError
+    from ragsift.retrieval.engines import EngineSet
+    from ragsift.wiring import CALIBRATIONS_DIR, build_calibration_store, build_embedder
+
+    settings = _settings()
+    if data_dir is not None:
+        settings = settings.model_copy(update={"data_dir": data_dir})
+    try:
+        engines = EngineSet(settings.confidence, build_embedder(settings.embedder).embedder_id)
+    except (RagsiftError, OSError) as exc:
+        _fail(str(exc))
+    if engines.calibration is None:
+        _fail(
+            "scoped calibrations apply to the calibrated scorer only; set"
+            " RAGSIFT_CONFIDENCE_SCORER=calibrated"
+        )
+    store = build_calibration_store(settings, Path(settings.data_dir) / CALIBRATIONS_DIR)
+    return CalibrationRegistry(engines.calibration, store, refresh_s=0)
+
+
+def _made_by(artifact: Any) -> str:
+    provenance = artifact.provenance
+    if provenance is None:
+        return f"fit on {artifact.data.source}"
+    return provenance.method
+
+
+def _row(scope: Any, artifact: Any, reason: str | None, why: str | None) -> dict[str, Any]:
+    """One scope as the query path finds it: in use, in use but uncertified, or not used."""
+    provenance = artifact.provenance if artifact is not None else None
+    uncertified = provenance.uncertified if provenance is not None else None
+    if reason is not None:
+        state = f"not used ({reason}): {why}"
+    elif uncertified is not None:
+        state = f"in use, bar not certified here: {uncertified}"
+    else:
+        state = "in use"
+    conformal = artifact.conformal if artifact is not None else None
+    return {
+        "collection": scope.collection,
+        "tenant": scope.tenant,
+        "version": artifact.version if artifact is not None else None,
+        "made_by": _made_by(artifact) if artifact is not None else None,
+        "base_version": provenance.base_version if provenance is not None else None,
+        "answer_threshold": conformal.threshold
+        if conformal is not None and conformal.feasible
+        else None,
+        "used": reason is None,
+        "ignored_reason": reason,
+        "uncertified": uncertified,
+        "state": state,
+    }
+
+
+@calibrations_app.command("list")
+def calibrations_list(
+    data_dir: DataDir = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+) -> None:
+    """Each scope's calibration: version, what made it, its bar, and whether queries use it.
+
+    A calibration is not used when it was fit for another embedder or metric, was
+    made on another shipped calibration than the one in use (after an upgrade),
+    or cannot be read: its queries get the next broader one (collection, then the
+    shipped default), and the state says why and what to do.
+    """
+    registry = _registry(data_dir)
+    default = registry.default
+    try:
+        scopes = registry.store.scopes() if registry.store is not None else []
+        rows = [_row(scope, *registry.examine(scope)) for scope in scopes]
+    except OSError as exc:
+        print_error(f"cannot read the calibration store: {exc}")
+        raise typer.Exit(EXIT_FAILURE) from exc
+    shipped = {
+        "version": default.version,
+        "made_by": _made_by(default),
+        "answer_threshold": default.conformal.threshold if default.conformal.feasible else None,
+    }
+    if as_json:
+        print(json.dumps({"default": shipped, "scopes": rows}, ensure_ascii=False))
+        return
+    table = Table()
+    table.add_column("scope", no_wrap=True)
+    table.add_column("version", no_wrap=True)
+    table.add_column("made by")
+    table.add_column("answer threshold", justify="right")
+    table.add_column("state")
+    table.add_row(
+        "(default)",
+        default.version,
+        shipped["made_by"],
+        _bar(shipped),
+        "in use where no scope has a usable one",
+    )
+    for row in rows:
+        scope = (
+            row["collection"] if row["tenant"] is None else f"{row['tenant']}/{row['collection']}"
+        )
+        # The method's name; its whole description is in --json.
+        made_by = (row["made_by"] or "-").split(":", 1)[0]
+        table.add_row(scope, row["version"] or "-", made_by, _bar(row), row["state"])
+    console.print(table)
+    if not rows:
+        console.print(
+            "no calibration is stored per collection or tenant: every query uses the default"
+        )
+
+
+def _bar(row: dict[str, Any]) -> str:
+    bar = row["answer_threshold"]
+    return "none certified" if bar is None else f"{bar:.2f}"
+
+
+@calibrations_app.command("remove")
+def calibrations_remove(
+    collection: Collection = "default",
+    tenant: Annotated[
+        str | None,
+        typer.Option(help="The tenant whose calibration to remove (none: the collection's)."),
+    ] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Remove one scope's calibration: its queries then use the next broader one."""
+    from ragsift.confidence import ConfidenceError
+    from ragsift.confidence.registry import CalibrationScope
+
+    if tenant is not None and not tenant.strip():
+        _fail("--tenant must name a tenant; leave it out to remove the collection's calibration")
+    registry = _registry(data_dir)
+    if registry.store is None:
+        _fail("no calibration store is configured: there is nothing to remove")
+    try:
+        scope = CalibrationScope(collection, tenant)
+    except ConfidenceError as exc:
+        _fail(str(exc))
+    try:
+        removed = registry.store.delete(scope)
+    except OSError as exc:
+        print_error(f"cannot write the calibration store: {exc}")
+        raise typer.Exit(EXIT_FAILURE) from exc
+    if not removed:
+        print_error(f"no calibration is stored for {scope}: nothing removed")
+        raise typer.Exit(EXIT_FAILURE)
+    now = registry.resolve(tenant, collection)
+    console.print(f"removed the calibration of {scope}; its queries now use {now.version}")

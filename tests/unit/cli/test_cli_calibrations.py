@@ -1,0 +1,121 @@
+"""`ragsift calibrations list|remove`: every scoped calibration, and whether queries use it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from ragsift.cli import app
+from ragsift.confidence import CalibrationArtifact
+from ragsift.confidence.artifact import Provenance
+from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
+from ragsift.confidence.selfcal import mark_uncertified
+from ragsift.retrieval.embedders import HashingEmbedder
+from ragsift.retrieval.engines import packaged_calibration_path
+
+ENV = {"RAGSIFT_EMBEDDER_KIND": "hashing"}
+DEFAULT = CalibrationArtifact.from_json(
+    packaged_calibration_path(HashingEmbedder().embedder_id).read_text(encoding="utf-8")
+)
+
+
+def made_on(base_version: str, method: str = "probes (bundled)") -> CalibrationArtifact:
+    data = DEFAULT.model_dump(mode="json", exclude={"version"})
+    data["intercept"] = DEFAULT.intercept + 0.5
+    data["provenance"] = Provenance(
+        method=method, base_version=base_version, collection="docs"
+    ).model_dump(mode="json")
+    return CalibrationArtifact.model_validate(data)
+
+
+def listed(runner: CliRunner, data: Path) -> dict[str, Any]:
+    result = runner.invoke(
+        app, ["calibrations", "list", "--data-dir", str(data), "--json"], env=ENV
+    )
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_a_fresh_data_dir_has_only_the_default_and_is_not_created(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    runner = CliRunner()
+    shown = listed(runner, data)
+    assert shown == {
+        "default": {
+            "version": DEFAULT.version,
+            "made_by": f"fit on {DEFAULT.data.source}",
+            "answer_threshold": DEFAULT.conformal.threshold,
+        },
+        "scopes": [],
+    }
+    table = runner.invoke(app, ["calibrations", "list", "--data-dir", str(data)], env=ENV)
+    assert table.exit_code == 0, table.output
+    assert "every query uses the default" in " ".join(table.output.split())
+    assert not data.exists()
+
+
+def test_each_scope_says_whether_its_queries_use_it_and_why_not(tmp_path: Path) -> None:
+    """In use; in use with a bar the probes could not certify; made on another shipped
+    calibration (after an upgrade); unreadable. The last two are what a query skips."""
+    data = tmp_path / "data"
+    store = DirectoryCalibrationStore(data / "calibrations")
+    current, stale = made_on(DEFAULT.version), made_on("cal-000000000000", "probes (mine.jsonl)")
+    marked = mark_uncertified(DEFAULT, current.provenance, "off-topic questions score high")
+    store.put(CalibrationScope("docs", "acme"), current)
+    store.put(CalibrationScope("docs", "beta"), stale)
+    store.put(CalibrationScope("docs"), marked)
+    store.put(CalibrationScope("docs", "gamma"), current)
+    (gamma,) = [p for p in (data / "calibrations").rglob("*.json") if "gamma" in p.name]
+    gamma.write_text("{not json", encoding="utf-8")
+
+    rows = {row["tenant"]: row for row in listed(CliRunner(), data)["scopes"]}
+
+    assert set(rows) == {None, "acme", "beta", "gamma"}
+    acme, beta, gamma_row, docs = rows["acme"], rows["beta"], rows["gamma"], rows[None]
+    assert (acme["used"], acme["version"], acme["state"]) == (True, current.version, "in use")
+    assert acme["made_by"] == "probes (bundled)"
+    assert (docs["used"], docs["uncertified"]) == (True, "off-topic questions score high")
+    assert docs["state"].startswith("in use, bar not certified here")
+    assert (beta["used"], beta["ignored_reason"], beta["version"]) == (False, "base", stale.version)
+    assert "cal-000000000000" in beta["state"]
+    assert "ragsift calibrate --collection" in beta["state"]
+    assert (gamma_row["used"], gamma_row["ignored_reason"]) == (False, "invalid")
+    assert gamma_row["version"] is None
+
+
+def test_remove_leaves_the_scope_to_the_next_broader_calibration(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    store = DirectoryCalibrationStore(data / "calibrations")
+    shared, own = made_on(DEFAULT.version), made_on("cal-000000000000")
+    store.put(CalibrationScope("docs"), shared)
+    store.put(CalibrationScope("docs", "beta"), own)
+    runner = CliRunner()
+    remove = ["calibrations", "remove", "--collection", "docs", "--data-dir", str(data)]
+
+    done = runner.invoke(app, [*remove, "--tenant", "beta"], env=ENV)
+    assert done.exit_code == 0, done.output
+    assert f"removed the calibration of beta/docs; its queries now use {shared.version}" in (
+        " ".join(done.output.split())
+    )
+    assert [row["tenant"] for row in listed(runner, data)["scopes"]] == [None]
+
+    again = runner.invoke(app, [*remove, "--tenant", "beta"], env=ENV)
+    assert again.exit_code == 1
+    assert "no calibration is stored for beta/docs" in again.output
+    collection = runner.invoke(app, remove, env=ENV)
+    assert collection.exit_code == 0, collection.output
+    assert f"now use {DEFAULT.version}" in " ".join(collection.output.split())
+
+
+def test_remove_refuses_an_empty_tenant_with_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["calibrations", "remove", "--tenant", "", "--data-dir", str(tmp_path / "data")],
+        env=ENV,
+    )
+    assert result.exit_code == 2, result.output
+    assert "--tenant must name a tenant" in result.output
+    assert "Traceback" not in result.output
