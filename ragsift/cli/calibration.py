@@ -90,7 +90,7 @@ def calibrate(
         str,
         typer.Option(
             "--probes",
-            help="With --method probes: 'bundled' (2,680 Wikipedia questions) or a file of"
+            help="With --method probes: 'bundled' (3,480 Wikipedia questions) or a file of"
             " questions your collection does not answer (.jsonl with text/group, or .txt).",
             metavar="bundled|FILE",
         ),

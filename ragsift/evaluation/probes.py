@@ -7,9 +7,10 @@ out-of-scope class (:mod:`ragsift.confidence.probes` has the method and what it
 assumes). ``ragsift eval --probes`` does the same on the evaluated corpus.
 
 The bundled bank (``data/probe_questions.jsonl``, CC BY-SA 4.0, see
-``data/NOTICE.md``) holds 2,680 SQuAD 2.0 questions about ten Wikipedia
-articles. A collection about those subjects must bring its own probes
-(``--probes FILE``): a probe it answers raises the bar.
+``data/NOTICE.md``) holds 3,480 SQuAD 2.0 questions about eighteen Wikipedia
+articles (ADR 017). Articles the collection answers are left out
+(:func:`ragsift.confidence.selfcal.covered_groups`); a collection about most of
+those subjects must bring its own probes (``--probes FILE``).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class Probe:
 
 
 def bundled_probes() -> list[Probe]:
-    """The bundled bank: SQuAD 2.0 questions about ten Wikipedia articles."""
+    """The bundled bank: SQuAD 2.0 questions about eighteen Wikipedia articles."""
     text = resources.files("ragsift.evaluation").joinpath("data", _BANK).read_text("utf-8")
     return _parse(text, _BANK, jsonl=True)
 

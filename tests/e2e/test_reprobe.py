@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
-from ragsift.evaluation.probes import method_of
+from ragsift.evaluation.probes import bundled_probes, method_of
 from ragsift.ingest.sample import sample_documents
 from ragsift.schemas import DocumentEvent, QueryEvent, RetrievalResult
 from tests.e2e.harness import Stack, TopicReader, WorkerProcess, hashing_worker, produce, wait_for
@@ -69,7 +69,7 @@ async def test_documents_for_a_new_tenant_get_it_a_probe_certified_calibration(
     assert probed.provenance is not None
     assert probed.provenance.method.startswith(method_of("bundled"))
     assert probed.provenance.tenant == NEW_TENANT
-    assert probed.provenance.negatives == 2680
+    assert probed.provenance.negatives == len(bundled_probes())
     assert probed.provenance.chunks >= 10
     assert worker.metric("ragsift_calibration_reprobes_total", {"outcome": "stored"}) == 1
     # The demo tenant, whose documents came from no event, was not touched.

@@ -280,9 +280,10 @@ def test_eval_probes_by_default_as_the_service_does(tmp_path: Path) -> None:
     assert auto.exit_code == 0, auto.output
     summary = json.loads(auto.stdout.strip().splitlines()[-1])
     assert summary["probes"]["source"] == "bundled"
-    assert summary["probes"]["n"] == 2680
+    bank = len(bundled_probes())
+    assert summary["probes"]["n"] == bank
     assert summary["probes"]["applied"] is True
-    assert "re-certified on this corpus with 2680 probes" in summary["calibration"]
+    assert f"re-certified on this corpus with {bank} probes" in summary["calibration"]
 
     plain = runner.invoke(app, [*args, "--probes", "none"])
     assert plain.exit_code == 0, plain.output
@@ -398,7 +399,8 @@ def test_eval_never_certifies_on_questions_it_scores(tmp_path: Path) -> None:
     """Probes among the evaluated questions would flatter the result: past a stray few,
     auto leaves the bank out and says why; a bank given by name is refused."""
     data, artifact = _fit_half_1(tmp_path)
-    bank = bundled_probes()[:30]  # over 1% of the 2,680
+    whole = len(bundled_probes())
+    bank = bundled_probes()[: whole // 50]  # 2% of the bank: over the 1% left out
     outside = write_squad(
         tmp_path / "bank.json",
         {
@@ -415,7 +417,8 @@ def test_eval_never_certifies_on_questions_it_scores(tmp_path: Path) -> None:
     auto = runner.invoke(app, args)
     assert auto.exit_code == 0, auto.output
     said = " ".join(auto.output.split())
-    assert "probes: none (30 of the 2680 probe questions (bundled) are among the evaluated" in said
+    among = f"probes: none ({len(bank)} of the {whole} probe questions (bundled) are among the"
+    assert f"{among} evaluated" in said
     assert "probes" not in json.loads(auto.stdout.strip().splitlines()[-1])
     named = runner.invoke(app, [*args, "--probes", "bundled"])
     assert named.exit_code == 2
