@@ -211,7 +211,11 @@ def mark_scope_uncertified(
     else ``base``: answers keep its bar, and every result of the scope carries the
     ``uncertified_threshold`` advice naming ``why``. Returns what was stored.
     """
-    marked = mark_uncertified(_in_force(store.get(scope), base), provenance, why)
+    try:
+        current = store.get(scope)
+    except ConfidenceError:  # a corrupt calibration: the mark of the shipped one replaces it
+        current = None
+    marked = mark_uncertified(_in_force(current, base), provenance, why)
     store.put(scope, marked)
     return marked
 

@@ -16,7 +16,12 @@ from ragsift.confidence.artifact import UNCERTIFIED_ADVICE_CODE
 from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
 from ragsift.evaluation import reprobe as reprobe_module
 from ragsift.evaluation.probes import Probe, bundled_probes, method_of
-from ragsift.evaluation.reprobe import Reprober, reprobe_after_ingest, reprobe_due
+from ragsift.evaluation.reprobe import (
+    Reprober,
+    mark_scope_uncertified,
+    reprobe_after_ingest,
+    reprobe_due,
+)
 from ragsift.ingest.indexer import Indexer
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.schemas import DocumentEvent
@@ -431,3 +436,21 @@ def test_eval_never_certifies_on_questions_it_scores(tmp_path: Path) -> None:
     assert f"{len(questions) * 4} of the {len(questions) * 4} probe questions" in " ".join(
         mine.output.split()
     )
+
+
+def test_a_mark_replaces_a_corrupt_scope_calibration(tmp_path: Path) -> None:
+    """The scope's stored file cannot be read: the mark is made on the shipped
+    calibration and replaces it, instead of the marking failing on it."""
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    scope = CalibrationScope("docs", "alpha")
+    store.put(scope, BASE)
+    (written,) = list((tmp_path / "calibrations").rglob("*.json"))
+    written.write_text("{not json", encoding="utf-8")
+    provenance = Provenance(method="probes (bundled)", base_version=BASE.version, collection="docs")
+
+    marked = mark_scope_uncertified(store, scope, BASE, provenance, "nothing certified here")
+
+    assert store.get(scope) == marked
+    assert marked.conformal == BASE.conformal
+    assert marked.provenance is not None
+    assert marked.provenance.uncertified == "nothing certified here"
