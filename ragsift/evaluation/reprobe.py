@@ -133,10 +133,11 @@ async def reprobe_after_ingest(
     why_not = unprobed_because(base)
     if why_not is not None:
         return Reprobe(scope, "unsupported", why_not, chunks)
-    current = store.get(scope)
-    due, why = reprobe_due(current, chunks, fraction, base_version=base.version)
-    if due != "due":
-        return Reprobe(scope, due, why, chunks)
+    current, why = _stored(store, scope)
+    if why is None:
+        due, why = reprobe_due(current, chunks, fraction, base_version=base.version)
+        if due != "due":
+            return Reprobe(scope, due, why, chunks)
     try:
         artifact = await probe_calibrate(
             index,
@@ -198,6 +199,17 @@ def _in_force(
     return current if current is not None and made_on == base.version else base
 
 
+def _stored(
+    store: CalibrationStore, scope: CalibrationScope
+) -> tuple[CalibrationArtifact | None, str | None]:
+    """The scope's stored calibration, or None and why when it cannot be read (then
+    whatever the probes make replaces it)."""
+    try:
+        return store.get(scope), None
+    except ConfidenceError as exc:
+        return None, f"its stored calibration cannot be read ({exc})"
+
+
 def mark_scope_uncertified(
     store: CalibrationStore,
     scope: CalibrationScope,
@@ -211,10 +223,7 @@ def mark_scope_uncertified(
     else ``base``: answers keep its bar, and every result of the scope carries the
     ``uncertified_threshold`` advice naming ``why``. Returns what was stored.
     """
-    try:
-        current = store.get(scope)
-    except ConfidenceError:  # a corrupt calibration: the mark of the shipped one replaces it
-        current = None
+    current, _ = _stored(store, scope)  # a corrupt one: the shipped one's mark replaces it
     marked = mark_uncertified(_in_force(current, base), provenance, why)
     store.put(scope, marked)
     return marked

@@ -454,3 +454,25 @@ def test_a_mark_replaces_a_corrupt_scope_calibration(tmp_path: Path) -> None:
     assert marked.conformal == BASE.conformal
     assert marked.provenance is not None
     assert marked.provenance.uncertified == "nothing certified here"
+
+
+async def test_an_unreadable_scope_calibration_is_probed_again(
+    index: EdgeIndex, tmp_path: Path
+) -> None:
+    """A corrupt stored calibration does not stop the ingest's re-probe: the probes'
+    calibration replaces it, and the message says why it ran."""
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    scope = CalibrationScope("docs", "alpha")
+    store.put(scope, BASE)
+    (written,) = list((tmp_path / "calibrations").rglob("*.json"))
+    written.write_text("{not json", encoding="utf-8")
+
+    done = await reprobe_after_ingest(
+        index, EMBEDDER, BASE, store, collection="docs", tenant="alpha"
+    )
+
+    assert done.outcome == "stored", done.message
+    assert "cannot be read" in done.message
+    stored = store.get(scope)
+    assert stored is not None
+    assert stored.version == done.version
