@@ -229,9 +229,8 @@ def probe_calibrate_collection(
             f" that no answer threshold keeps risk <= {alpha} (the shipped"
             f" {before.threshold:.2f} does not either)"
         )
-        print_error(
-            f"on {scope}, {why}; {_uncertified_outcome(runtime, scope, base, artifact, why, out)}"
-        )
+        outcome = _uncertified_outcome(runtime, scope, base, artifact, why, out)
+        print_error(f"on {scope}, {why}; {outcome}")
         raise typer.Exit(1)
     where = store_artifact(runtime, scope, artifact, out)
     console.print(
@@ -256,7 +255,7 @@ def _uncertified_outcome(
     re-probe does (ADR 015), unless the run wrote to a file or asked for another
     alpha (the bar in force is certified at its own); what was done, in words."""
     from ragsift.confidence.artifact import UNCERTIFIED_ADVICE_CODE
-    from ragsift.evaluation.reprobe import mark_scope_uncertified
+    from ragsift.evaluation.reprobe import in_force, mark_scope_uncertified
 
     advice = (
         "Check that the probes are not about your documents (--probes FILE), or accept a"
@@ -264,9 +263,9 @@ def _uncertified_outcome(
     )
     if out is not None or artifact.conformal.alpha != base.conformal.alpha:
         return f"nothing stored. {advice}"
-    marked = mark_scope_uncertified(
-        runtime.calibration_store, scope, base, artifact.provenance, why
-    )
+    store = runtime.calibration_store
+    kept = in_force(store, scope, base)
+    marked = mark_scope_uncertified(store, scope, kept, artifact.provenance, why)
     return (
         f"answers keep the bar in force, and each result of the scope now carries the"
         f" `{UNCERTIFIED_ADVICE_CODE}` advice (calibration {marked.version}). {advice}"

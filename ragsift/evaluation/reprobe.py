@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_FRACTION",
     "Reprobe",
     "Reprober",
+    "in_force",
     "mark_scope_uncertified",
     "reprobe_after_ingest",
     "reprobe_due",
@@ -157,7 +158,8 @@ async def reprobe_after_ingest(
             index_version=f"{info.points_count} points",
             chunks=chunks,
         )
-        return _uncertified(store, scope, base, provenance, str(exc), chunks)
+        kept = _in_force(current, base)
+        return _uncertified(store, scope, kept, provenance, str(exc), chunks)
     before = base.conformal.threshold if base.conformal.feasible else None
     if not artifact.conformal.feasible:
         assert artifact.provenance is not None  # probe_calibrate always records it
@@ -166,7 +168,7 @@ async def reprobe_after_ingest(
         return _uncertified(
             store,
             scope,
-            base,
+            kept,
             artifact.provenance,
             f"questions it should not answer score so high here that no answer threshold"
             f" is certified at {chunks} chunks (the bar in force, {bar}, is not either)",
@@ -210,21 +212,27 @@ def _stored(
         return None, f"its stored calibration cannot be read ({exc})"
 
 
+def in_force(
+    store: CalibrationStore, scope: CalibrationScope, base: CalibrationArtifact
+) -> CalibrationArtifact:
+    """The calibration a mark of ``scope`` keeps (see :func:`_in_force`), read from the
+    store; a corrupt one counts as none, so the shipped one's mark replaces it."""
+    current, _ = _stored(store, scope)
+    return _in_force(current, base)
+
+
 def mark_scope_uncertified(
     store: CalibrationStore,
     scope: CalibrationScope,
-    base: CalibrationArtifact,
+    kept: CalibrationArtifact,
     provenance: Provenance,
     why: str,
 ) -> CalibrationArtifact:
-    """Store the scope's calibration in force again, marked as not certified there.
-
-    The calibration in force is the scope's own probe calibration made on ``base``,
-    else ``base``: answers keep its bar, and every result of the scope carries the
-    ``uncertified_threshold`` advice naming ``why``. Returns what was stored.
+    """Store ``kept`` (the calibration in force: :func:`in_force`) again for ``scope``,
+    marked as not certified there: answers keep its bar, and every result of the scope
+    carries the ``uncertified_threshold`` advice naming ``why``. Returns what was stored.
     """
-    current, _ = _stored(store, scope)  # a corrupt one: the shipped one's mark replaces it
-    marked = mark_uncertified(_in_force(current, base), provenance, why)
+    marked = mark_uncertified(kept, provenance, why)
     store.put(scope, marked)
     return marked
 
@@ -232,7 +240,7 @@ def mark_scope_uncertified(
 def _uncertified(
     store: CalibrationStore,
     scope: CalibrationScope,
-    base: CalibrationArtifact,
+    kept: CalibrationArtifact,
     provenance: Provenance,
     why: str,
     chunks: int,
@@ -240,7 +248,7 @@ def _uncertified(
     threshold_before: float | None = None,
 ) -> Reprobe:
     """Nothing certified: the calibration in force stays, marked so its results say why."""
-    marked = mark_scope_uncertified(store, scope, base, provenance, why)
+    marked = mark_scope_uncertified(store, scope, kept, provenance, why)
     return Reprobe(
         scope,
         "infeasible",

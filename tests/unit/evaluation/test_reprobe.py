@@ -18,6 +18,7 @@ from ragsift.evaluation import reprobe as reprobe_module
 from ragsift.evaluation.probes import Probe, bundled_probes, method_of
 from ragsift.evaluation.reprobe import (
     Reprober,
+    in_force,
     mark_scope_uncertified,
     reprobe_after_ingest,
     reprobe_due,
@@ -438,17 +439,24 @@ def test_eval_never_certifies_on_questions_it_scores(tmp_path: Path) -> None:
     )
 
 
-def test_a_mark_replaces_a_corrupt_scope_calibration(tmp_path: Path) -> None:
-    """The scope's stored file cannot be read: the mark is made on the shipped
-    calibration and replaces it, instead of the marking failing on it."""
+def _corrupt_scope(tmp_path: Path) -> tuple[DirectoryCalibrationStore, CalibrationScope]:
+    """A store whose calibration for docs/alpha is a file that cannot be read."""
     store = DirectoryCalibrationStore(tmp_path / "calibrations")
     scope = CalibrationScope("docs", "alpha")
     store.put(scope, BASE)
     (written,) = list((tmp_path / "calibrations").rglob("*.json"))
     written.write_text("{not json", encoding="utf-8")
+    return store, scope
+
+
+def test_a_mark_replaces_a_corrupt_scope_calibration(tmp_path: Path) -> None:
+    """The scope's stored file cannot be read: the mark is made on the shipped
+    calibration and replaces it, instead of the marking failing on it."""
+    store, scope = _corrupt_scope(tmp_path)
     provenance = Provenance(method="probes (bundled)", base_version=BASE.version, collection="docs")
 
-    marked = mark_scope_uncertified(store, scope, BASE, provenance, "nothing certified here")
+    kept = in_force(store, scope, BASE)
+    marked = mark_scope_uncertified(store, scope, kept, provenance, "nothing certified here")
 
     assert store.get(scope) == marked
     assert marked.conformal == BASE.conformal
@@ -461,11 +469,7 @@ async def test_an_unreadable_scope_calibration_is_probed_again(
 ) -> None:
     """A corrupt stored calibration does not stop the ingest's re-probe: the probes'
     calibration replaces it, and the message says why it ran."""
-    store = DirectoryCalibrationStore(tmp_path / "calibrations")
-    scope = CalibrationScope("docs", "alpha")
-    store.put(scope, BASE)
-    (written,) = list((tmp_path / "calibrations").rglob("*.json"))
-    written.write_text("{not json", encoding="utf-8")
+    store, scope = _corrupt_scope(tmp_path)
 
     done = await reprobe_after_ingest(
         index, EMBEDDER, BASE, store, collection="docs", tenant="alpha"
