@@ -135,9 +135,10 @@ def calibrations_list(
         "in use where no scope has a usable one",
     )
     for row in rows:
-        scope = (
+        name = (
             row["collection"] if row["tenant"] is None else f"{row['tenant']}/{row['collection']}"
         )
+        scope = _shown(name)
         # The method's name; its whole description is in --json.
         made_by = (row["made_by"] or "-").split(":", 1)[0]
         table.add_row(scope, row["version"] or "-", made_by, _bar(row), row["state"])
@@ -146,6 +147,31 @@ def calibrations_list(
         console.print(
             "no calibration is stored per collection or tenant: every query uses the default"
         )
+
+
+def _shown(name: str) -> str:
+    """A stored name as text a terminal shows, not obeys (control characters escaped)."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in name)
+
+
+def _check_names(collection: str, tenant: str | None) -> None:
+    """Names no query could carry are refused with the events' own rule (and never
+    echoed: a name may hold terminal control characters)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from ragsift.schemas.base import CollectionName, TenantId
+
+    checks: list[tuple[str, Any, str | None]] = [
+        ("--collection", CollectionName, collection),
+        ("--tenant", TenantId, tenant),
+    ]
+    for option, kind, value in checks:
+        if value is None:
+            continue
+        try:
+            TypeAdapter(kind).validate_python(value)
+        except ValidationError as exc:
+            _fail(f"{option}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}")
 
 
 def _bar(row: dict[str, Any]) -> str:
@@ -168,6 +194,7 @@ def calibrations_remove(
 
     if tenant is not None and not tenant.strip():
         _fail("--tenant must name a tenant; leave it out to remove the collection's calibration")
+    _check_names(collection, tenant)
     registry = _registry(data_dir)
     if registry.store is None:
         _fail("no calibration store is configured: there is nothing to remove")

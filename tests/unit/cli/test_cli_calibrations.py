@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from ragsift.cli import app
@@ -119,3 +120,45 @@ def test_remove_refuses_an_empty_tenant_with_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert "--tenant must name a tenant" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--collection", "x" * 5000),
+        ("--collection", "文書"),
+        ("--collection", "docs/../../etc"),
+        ("--tenant", "テナント\x01\x1b[31m"),
+        ("--tenant", "acme\x1fdocs"),
+    ],
+)
+def test_remove_refuses_names_no_query_could_carry(tmp_path: Path, option: str, value: str) -> None:
+    """The events' own rule for names: one line naming the option, nothing echoed,
+    nothing removed (another scope's calibration stays)."""
+    data = tmp_path / "data"
+    store = DirectoryCalibrationStore(data / "calibrations")
+    kept = made_on(DEFAULT.version)
+    store.put(CalibrationScope("docs", "acme"), kept)
+    args = ["calibrations", "remove", "--data-dir", str(data), "--collection", "docs"]
+    result = CliRunner().invoke(app, [*args, "--tenant", "acme", option, value], env=ENV)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: {option}: ")
+    assert value not in result.output
+    assert "Traceback" not in result.output
+    assert store.get(CalibrationScope("docs", "acme")) == kept
+
+
+def test_list_escapes_control_characters_in_stored_names(tmp_path: Path) -> None:
+    """A store written by something else may hold any name: the table shows it and
+    does not pass terminal control sequences through; JSON keeps it as it is."""
+    data = tmp_path / "data"
+    store = DirectoryCalibrationStore(data / "calibrations")
+    store.put(CalibrationScope("docs", "テナント\x1b[31m"), made_on(DEFAULT.version))
+    runner = CliRunner()
+    table = runner.invoke(
+        app, ["calibrations", "list", "--data-dir", str(data)], env={**ENV, "COLUMNS": "200"}
+    )
+    assert table.exit_code == 0, table.output
+    assert "\x1b" not in table.output
+    assert "テナント\\x1b[31m/docs" in table.output
+    assert [row["tenant"] for row in listed(runner, data)["scopes"]] == ["テナント\x1b[31m"]
