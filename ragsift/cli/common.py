@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -160,12 +161,65 @@ Tenant = Annotated[str, typer.Option("--tenant", "-t", help="Tenant the document
 Collection = Annotated[str, typer.Option("--collection", "-c", help="Collection name.")]
 
 
+#: Without a terminal (a log file, a pipe, a container's log) progress is printed as
+#: lines: a stage's first report, each tenth of the way, at least every this many
+#: seconds while it moves, and its end.
+PROGRESS_LINE_S = 10.0
+
+
+class _ProgressLines:
+    """``progress(stage, done, total)`` as plain lines on ``console``, never more than needed.
+
+    A rich bar draws nothing until it stops when its console is not a terminal,
+    and a transient one not even then: an hour of indexing into a log file would
+    show nothing at all.
+    """
+
+    def __init__(
+        self,
+        console: Console,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        every_s: float = PROGRESS_LINE_S,
+    ) -> None:
+        self._console = console
+        self._clock = clock
+        self._every_s = every_s
+        # stage -> [tenths shown, time of its last line, start, finished]
+        self._stages: dict[str, list[Any]] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        now = self._clock()
+        tenth = 10 if total <= 0 else min(10, max(0, done) * 10 // total)
+        finished = done >= total
+        state = self._stages.get(stage)
+        if state is None:
+            self._stages[stage] = [tenth, now, now, finished]
+        elif finished and not state[3]:
+            state[0], state[1], state[3] = tenth, now, True
+        elif not state[3] and (tenth > state[0] or now - state[1] >= self._every_s):
+            state[0], state[1] = tenth, now
+        else:
+            return
+        started = self._stages[stage][2]
+        share = f" ({done * 100 // total}%)" if total > 0 else ""
+        tail = f", done in {now - started:.1f} s" if finished and now > started else ""
+        self._console.print(f"{stage}: {done:,}/{total:,}{share}{tail}", highlight=False)
+
+
 @contextmanager
-def _stage_progress() -> Iterator[Callable[[str, int, int], None]]:
-    """A ``progress(stage, done, total)`` callback drawing one bar per stage on stderr."""
+def _stage_progress(*, transient: bool = True) -> Iterator[Callable[[str, int, int], None]]:
+    """A ``progress(stage, done, total)`` callback on stderr.
+
+    On a terminal, one bar per stage (gone when done unless not ``transient``);
+    elsewhere plain lines (:class:`_ProgressLines`).
+    """
+    if not err_console.is_terminal:
+        yield _ProgressLines(err_console)
+        return
     from rich.progress import Progress
 
-    with Progress(console=err_console, transient=True) as bar:
+    with Progress(console=err_console, transient=transient) as bar:
         tasks: dict[str, Any] = {}
 
         def tick(stage: str, done: int, total: int) -> None:

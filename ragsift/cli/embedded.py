@@ -20,6 +20,7 @@ from ragsift.cli.common import (
     _fail,
     _quiet,
     _runtime,
+    _stage_progress,
     console,
     err_console,
     print_error,
@@ -141,7 +142,6 @@ def ingest(
     """Chunk, embed and index documents into the embedded Qdrant Edge shard, then probe
     the collection to re-certify the answer threshold there (--no-probe: don't)."""
     from pydantic import TypeAdapter, ValidationError
-    from rich.progress import Progress
 
     from ragsift.ingest.loaders import iter_documents
     from ragsift.schemas.base import CollectionName, TenantId
@@ -169,13 +169,12 @@ def ingest(
 
     async def run() -> Any:
         async with runtime:
-            with Progress(console=err_console) as progress:
-                task = progress.add_task("indexing", total=len(docs))
+            with _stage_progress(transient=False) as tick:
                 report = await runtime.ingest(
                     tenant,
                     docs,
                     collection=collection,
-                    progress=lambda n: progress.update(task, completed=n),
+                    progress=lambda n: tick("indexing", n, len(docs)),
                 )
             console.print(
                 f"indexed {report.documents} documents as {report.chunks} chunks for tenant"
@@ -189,7 +188,6 @@ def ingest(
 
 async def _reprobe(runtime: Any, settings: Any, tenant: str, collection: str) -> Any:
     """Re-probe the scope just ingested into (None: the scorer is not the calibrated one)."""
-    from ragsift.cli.common import _stage_progress
     from ragsift.evaluation.reprobe import reprobe_after_ingest
 
     base = runtime.pipeline.engines.calibration
