@@ -16,12 +16,20 @@ Beside ``ragsift eval --dataset squad2 --half 2 --artifact ARTIFACT`` (docs/eval
 ``--half 1|2`` keeps the articles of that half of each file only
 (``split_groups``' seeded split, the one ``--half`` uses), since a BEIR
 folder's corpus is not split by ``ragsift eval --half``.
+
+``--holes F`` makes a corpus that covers its subjects in part, as a user's
+often does: a seeded share F of each article's paragraphs is left out of the
+corpus (never the last one), and the answerable questions written on them
+become near misses, judged 0 against a paragraph of their article that is
+kept: on topic, with the answer nowhere in the corpus. SQuAD's own
+unanswerable questions are left out then, so every near miss is a hole.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -46,9 +54,15 @@ def main() -> None:
     parser.add_argument("squad_dir", type=Path)
     parser.add_argument("out", type=Path)
     parser.add_argument("--half", type=int, choices=(1, 2), help="keep this half's articles")
+    parser.add_argument(
+        "--holes", type=float, default=0.0, help="share of each article's paragraphs to leave out"
+    )
     args = parser.parse_args()
+    if not 0.0 <= args.holes < 1.0:
+        parser.error("--holes must be in [0, 1)")
+    rng = random.Random(0)
     (args.out / "qrels").mkdir(parents=True, exist_ok=True)
-    counts = {"documents": 0, "queries": 0, "out_of_scope": 0}
+    counts = {"documents": 0, "queries": 0, "holes": 0, "out_of_scope": 0}
     with (
         (args.out / "corpus.jsonl").open("w", encoding="utf-8") as corpus,
         (args.out / "queries.jsonl").open("w", encoding="utf-8") as queries,
@@ -57,16 +71,24 @@ def main() -> None:
         qrels.write("query-id\tcorpus-id\tscore\n")
         for article in _articles(args.squad_dir / "dev-v2.0.json", args.half):
             title = str(article.get("title", "untitled"))
-            for i, paragraph in enumerate(article.get("paragraphs", [])):
+            paragraphs = list(enumerate(article.get("paragraphs", [])))
+            dropped = set(rng.sample(range(len(paragraphs)), round(len(paragraphs) * args.holes)))
+            dropped.discard(len(paragraphs) - 1)  # the article keeps a paragraph
+            kept_id = f"{title}-{len(paragraphs) - 1}"
+            for i, paragraph in paragraphs:
                 doc_id = f"{title}-{i}"
-                text = str(paragraph.get("context", ""))
-                _line(corpus, {"_id": doc_id, "title": title.replace("_", " "), "text": text})
-                counts["documents"] += 1
+                if i not in dropped:
+                    text = str(paragraph.get("context", ""))
+                    _line(corpus, {"_id": doc_id, "title": title.replace("_", " "), "text": text})
+                    counts["documents"] += 1
                 for qa in paragraph.get("qas", []):
                     answerable = not qa.get("is_impossible") and bool(qa.get("answers"))
+                    if args.holes and not answerable:
+                        continue
+                    judged = (kept_id, 0) if i in dropped else (doc_id, int(answerable))
                     _line(queries, {"_id": str(qa["id"]), "text": str(qa["question"])})
-                    qrels.write(f"{qa['id']}\t{doc_id}\t{int(answerable)}\n")
-                    counts["queries"] += 1
+                    qrels.write(f"{qa['id']}\t{judged[0]}\t{judged[1]}\n")
+                    counts["holes" if i in dropped else "queries"] += 1
     with (args.out / "out-of-scope.jsonl").open("w", encoding="utf-8") as outside:
         for article in _articles(args.squad_dir / "test-v2.0.json", args.half):
             for paragraph in article.get("paragraphs", []):

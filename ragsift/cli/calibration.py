@@ -109,7 +109,10 @@ def calibrate(
     calibration or your own probes. When no threshold keeps the risk, the
     calibration in force stays and is marked, so each result of the scope says its
     bar is not certified (with --out or another --alpha, and with --method
-    pseudo-queries, nothing is stored; docs/confidence.md, section 11).
+    pseudo-queries, nothing is stored; docs/confidence.md, section 11). A
+    certified run also estimates what the probes do not cover: how often a
+    question on the collection's own subjects whose answer it lacks would be
+    answered (docs/confidence.md, section 12).
 
     With --dataset/--labelled it fits from labelled questions: without --half on
     half the articles (the other half is what `ragsift eval` reports on); with

@@ -197,6 +197,7 @@ def probe_calibrate_collection(
     """``calibrate --collection`` (probes): re-certify, store (or write) and summarize."""
     from ragsift.confidence.registry import CalibrationScope
     from ragsift.confidence.selfcal import left_out_of
+    from ragsift.evaluation.holes import missing_answer_rate
     from ragsift.evaluation.probes import probe_calibrate
 
     probes = _load_probes(source)
@@ -205,10 +206,8 @@ def probe_calibrate_collection(
     # (ADR 014), and only at its own alpha.
     base = base_calibration(runtime, None)
 
-    artifact = run_collection_job(
-        runtime,
-        collection,
-        lambda tick: probe_calibrate(
+    async def job(tick: Callable[[str, int, int], None]) -> tuple[Any, Any]:
+        artifact = await probe_calibrate(
             runtime.index,
             runtime.embedder,
             base,
@@ -219,8 +218,22 @@ def probe_calibrate_collection(
             alpha=alpha,
             source=source,
             progress=tick,
-        ),
-    )
+        )
+        if not artifact.conformal.feasible:
+            return artifact, None
+        # What the probes do not cover: questions on the collection's own subjects.
+        holes = await missing_answer_rate(
+            runtime.index,
+            runtime.embedder,
+            artifact,
+            collection=collection,
+            tenant=tenant,
+            k=k,
+            progress=lambda _, done, total: tick("left-out passages", done, total),
+        )
+        return artifact, holes
+
+    artifact, holes = run_collection_job(runtime, collection, job)
     scope = CalibrationScope(collection, tenant)
     before, after = base.conformal, artifact.conformal
     if not after.feasible:
@@ -243,6 +256,7 @@ def probe_calibrate_collection(
         f" {_fmt(after.risk_upper_bound)}, share answered at the calibration's mix"
         f" {_fmt(after.coverage)}); {_remap_words(artifact)}"
     )
+    console.print(f"not covered by the probes: {holes.describe()}")
     dropped = left_out_of(artifact)
     if dropped:
         err_console.print(Text.assemble(("note: ", "yellow"), f"probes {dropped}"))

@@ -45,7 +45,7 @@ from ragsift.evaluation.scoring import (
     served_config,
 )
 
-__all__ = ["Evaluation", "ScorerReport", "evaluate_scorers"]
+__all__ = ["Evaluation", "ScorerReport", "evaluate_scorers", "proportion_interval"]
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -173,7 +173,7 @@ def _report(
         answered=n_answered,
         answer_rate=float(a.mean()) if a.size else 0.0,
         risk=risk,
-        risk_interval=_risk_interval(int((y[a] == 0).sum()), n_answered),
+        risk_interval=proportion_interval(int((y[a] == 0).sum()), n_answered),
         alpha=alpha,
         target_held=None if risk is None or infeasible else risk <= alpha,
         infeasible=infeasible,
@@ -186,8 +186,11 @@ def _report(
     )
 
 
-def _risk_interval(errors: int, answered: int) -> tuple[float, float] | None:
-    """Two-sided 95% Clopper-Pearson interval of errors / answered (None: nothing answered)."""
+def proportion_interval(errors: int, answered: int) -> tuple[float, float] | None:
+    """Two-sided 95% Clopper-Pearson interval of errors / answered (None: nothing answered).
+
+    Any share of counts: ``errors`` of ``answered``.
+    """
     if answered == 0:
         return None
     e, n = np.array([float(errors)]), float(answered)

@@ -53,6 +53,7 @@ __all__ = [
     "chunks_per_tenant",
     "out_of_domain_questions",
     "pseudo_query",
+    "sample_chunks",
     "search_as_pipeline",
     "self_calibrate",
 ]
@@ -137,7 +138,7 @@ def pseudo_query(text: str, rng: np.random.Generator) -> str | None:
     return " ".join(kept)
 
 
-async def _sample_chunks(
+async def sample_chunks(
     index: VectorIndex, collection: str, tenant: str, dim: int, want: int, rng: np.random.Generator
 ) -> list[SearchHit]:
     """Up to ``want`` distinct chunks of a tenant, found by searching random directions."""
@@ -279,7 +280,7 @@ async def self_calibrate(
     known: dict[str, list[SearchHit]] = {}
     chunks: list[SearchHit] = []
     for i, (owner, n) in enumerate(sorted(counts.items())):
-        known[owner] = await _sample_chunks(
+        known[owner] = await sample_chunks(
             index, collection, owner, embedder.dim, min(n, POOL_MAX), rng
         )
         want = max(1, round(n / total * -(-sample // per_chunk)))

@@ -277,6 +277,9 @@ def test_cli_calibrate_collection_stores_a_probe_certified_calibration(tmp_path:
     bank = len(bundled_probes())
     said = " ".join(result.output.split())
     assert f"calibrated docs on {bank} probe questions (bundled)" in said
+    # what the probes do not cover, estimated and said (docs/confidence.md, section 12)
+    assert "not covered by the probes: of the questions on this collection's subjects" in said
+    assert "over 30 of its passages, each searched with its own document left out" in said
     stored = DirectoryCalibrationStore(data / "calibrations").get(CalibrationScope("docs", None))
     assert stored is not None
     assert stored.provenance is not None

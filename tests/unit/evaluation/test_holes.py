@@ -1,0 +1,95 @@
+"""The estimate of how often a collection answers questions whose answer it lacks."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from ragsift.errors import InvalidEventError
+from ragsift.evaluation.holes import MissingAnswers, missing_answer_rate
+from ragsift.ingest.indexer import Indexer
+from ragsift.retrieval.edge import EdgeIndex
+from ragsift.retrieval.embedders import HashingEmbedder
+from tests.unit.evaluation.test_selfcal_collection import BASE, documents
+
+EMBEDDER = HashingEmbedder()
+
+
+@pytest.fixture
+async def twins(tmp_path: Path) -> AsyncIterator[EdgeIndex]:
+    """Tenant ``alpha``: 30 documents, each held twice under two ids."""
+    built = EdgeIndex(tmp_path / "twins")
+    docs = documents(30)
+    copies = [dataclasses.replace(d, doc_id=f"{d.doc_id}-copy") for d in docs]
+    await Indexer(built, EMBEDDER).ingest("alpha", "docs", [*docs, *copies])
+    yield built
+    await built.close()
+
+
+async def test_a_collection_whose_passages_recur_answers_what_it_left_out(
+    twins: EdgeIndex, index: EdgeIndex
+) -> None:
+    """Left out, a passage of the twins is still found whole in its copy; the unrelated
+    documents of ``index`` leave nothing near, so the same bar answers none of them."""
+    held = await missing_answer_rate(twins, EMBEDDER, BASE, collection="docs", sample=40)
+    apart = await missing_answer_rate(
+        index, EMBEDDER, BASE, collection="docs", tenant="alpha", sample=40
+    )
+    assert held.asked >= 30
+    assert apart.asked >= 30
+    assert held.rate >= 0.9
+    assert apart.rate <= 0.1
+    assert held.threshold == apart.threshold == BASE.conformal.threshold
+
+
+async def test_the_left_out_document_is_never_among_the_hits(
+    twins: EdgeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each query was cut from one of a pair of twins: its hits hold the other twin
+    first, never both (the one it came from is left out), and at most ``k``."""
+    import ragsift.evaluation.holes as holes
+
+    seen: list[list[str]] = []
+    scored = holes.probe_confidence
+
+    def spy(artifact, hits):  # type: ignore[no-untyped-def]
+        seen.extend([h.doc_id for h in row] for row in hits)
+        return scored(artifact, hits)
+
+    monkeypatch.setattr(holes, "probe_confidence", spy)
+    result = await missing_answer_rate(twins, EMBEDDER, BASE, collection="docs", sample=30)
+    assert len(seen) == result.asked >= 25
+    for row in seen:
+        assert 0 < len(row) <= 8
+        pair = {row[0].removesuffix("-copy"), row[0].removesuffix("-copy") + "-copy"}
+        assert len(pair & set(row)) == 1, row
+    again = await missing_answer_rate(twins, EMBEDDER, BASE, collection="docs", sample=30)
+    assert again == result  # seeded: the same passages, queries and answers
+
+
+async def test_sampling_follows_the_tenants_chunks(index: EdgeIndex) -> None:
+    both = await missing_answer_rate(index, EMBEDDER, BASE, collection="docs", sample=43)
+    alpha = await missing_answer_rate(
+        index, EMBEDDER, BASE, collection="docs", tenant="alpha", sample=43
+    )
+    assert both.asked == 43  # alpha's 40 chunks and beta's 3, a passage each
+    assert alpha.asked == 40  # asked for more than the tenant holds: each of its chunks once
+
+
+async def test_too_small_a_collection_and_a_bad_sample_are_errors(index: EdgeIndex) -> None:
+    with pytest.raises(InvalidEventError, match="at least"):
+        await missing_answer_rate(index, EMBEDDER, BASE, collection="docs", tenant="beta")
+    with pytest.raises(ValueError, match="sample"):
+        await missing_answer_rate(index, EMBEDDER, BASE, collection="docs", sample=0)
+
+
+def test_the_line_states_the_share_its_interval_and_how_it_was_measured() -> None:
+    line = MissingAnswers(asked=200, answered=60, threshold=0.56).describe()
+    assert "about 30% would be answered at the bar 0.56" in line
+    assert "(24%-37% over 200 of its passages" in line
+    assert "this estimate has run low" in line
+    assert MissingAnswers(0, 0, 0.5).rate == 0.0
+    assert MissingAnswers(0, 0, 0.5).interval is None
