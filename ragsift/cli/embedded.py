@@ -140,7 +140,9 @@ def ingest(
     data_dir: DataDir = None,
 ) -> None:
     """Chunk, embed and index documents into the embedded Qdrant Edge shard, then probe
-    the collection to re-certify the answer threshold there (--no-probe: don't)."""
+    the collection to re-certify the answer threshold there (--no-probe: don't), and
+    estimate how often a question on its subjects whose answer it lacks would still be
+    answered (docs/confidence.md, section 12)."""
     from pydantic import TypeAdapter, ValidationError
 
     from ragsift.ingest.loaders import iter_documents
@@ -181,7 +183,10 @@ def ingest(
                 f" {tenant!r} in collection {collection!r}"
             )
             if probing:
-                _show_reprobe(await _reprobe(runtime, settings, tenant, collection))
+                done = await _reprobe(runtime, settings, tenant, collection)
+                _show_reprobe(done)
+                if done is not None and done.outcome == "stored":
+                    console.print(f"  not covered by the probes: {await _holes(runtime, done)}")
 
     _embedded(run())
 
@@ -204,6 +209,24 @@ async def _reprobe(runtime: Any, settings: Any, tenant: str, collection: str) ->
             fraction=settings.calibration.reprobe_fraction,
             progress=tick,
         )
+
+
+async def _holes(runtime: Any, done: Any) -> str:
+    """What the scope's new calibration answers of questions whose answer it lacks
+    (docs/confidence.md, section 12)."""
+    from ragsift.evaluation.holes import missing_answer_rate
+
+    artifact = runtime.calibration_store.get(done.scope)
+    with _stage_progress() as tick:
+        estimate = await missing_answer_rate(
+            runtime.index,
+            runtime.embedder,
+            artifact,
+            collection=done.scope.collection,
+            tenant=done.scope.tenant,
+            progress=lambda _, n, total: tick("left-out passages", n, total),
+        )
+    return estimate.describe()
 
 
 def _show_reprobe(done: Any) -> None:

@@ -270,6 +270,8 @@ def test_cli_calibrate_collection_stores_a_probe_certified_calibration(tmp_path:
     ingest = ["ingest", str(corpus), "--tenant", "acme", "--collection", "docs"]
     done = runner.invoke(app, [*ingest, "--data-dir", str(data)], env=env)
     assert done.exit_code == 0, done.output
+    # the ingest's own re-probe says it too
+    assert "not covered by the probes: of the questions" in " ".join(done.output.split())
     result = runner.invoke(
         app, ["calibrate", "--collection", "docs", "--data-dir", str(data)], env=env
     )
