@@ -29,6 +29,7 @@ from ragsift.confidence import CalibrationArtifact, ConfidenceError
 from ragsift.confidence.artifact import UNCERTIFIED_ADVICE_CODE, Provenance
 from ragsift.confidence.registry import CalibrationScope, CalibrationStore
 from ragsift.confidence.selfcal import left_out_of, mark_uncertified, unprobed_because
+from ragsift.evaluation.holes import MissingAnswers, missing_answer_rate
 from ragsift.evaluation.probes import BUNDLED, bundled_probes, method_of, probe_calibrate
 from ragsift.evaluation.selfcal import MIN_CHUNKS
 from ragsift.retrieval.embedders import Embedder
@@ -286,11 +287,13 @@ class Reprober:
         fraction: float = DEFAULT_FRACTION,
         quiet_s: float = 30.0,
         count: Callable[[str], None] | None = None,
+        holes: Callable[[CalibrationScope, MissingAnswers], None] | None = None,
     ):
         self._job = (index, embedder, base, store)
         self.fraction = fraction
         self.quiet_s = quiet_s
         self._count = count
+        self._holes = holes
         self._touched: dict[CalibrationScope, float] = {}
         self._task: asyncio.Task[None] | None = None
         self.done: list[Reprobe] = []  # the latest outcomes, newest last (bounded)
@@ -325,6 +328,27 @@ class Reprober:
         log.log(level, "re-probing %s: %s (%s)", scope, done.outcome, done.message)
         self._note(done.outcome)
         self.done = [*self.done[-99:], done]
+        if done.outcome == "stored":
+            await self._estimate_holes(scope)
+
+    async def _estimate_holes(self, scope: CalibrationScope) -> None:
+        """What the new calibration answers of questions the scope cannot answer though
+        its subject is there (docs/confidence.md, section 12): logged and handed on."""
+        index, embedder, _, store = self._job
+        assert scope.tenant is not None
+        try:
+            artifact = store.get(scope)
+            if artifact is None:
+                return  # removed meanwhile
+            estimate = await missing_answer_rate(
+                index, embedder, artifact, collection=scope.collection, tenant=scope.tenant
+            )
+        except Exception:  # an estimate is advice: the indexer keeps going without it
+            log.exception("estimating what %s answers of what it lacks failed", scope)
+            return
+        log.info("re-probing %s: %s", scope, estimate.describe())
+        if self._holes is not None:
+            self._holes(scope, estimate)
 
     def _note(self, outcome: str) -> None:
         if self._count is not None:

@@ -291,6 +291,14 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.missing_answer_share = Gauge(
+            "ragsift_calibration_missing_answer_share",
+            "Estimated share of questions on a scope's own subjects whose answer it lacks"
+            " that its calibration answers (set when the indexer re-probes the scope;"
+            " docs/confidence.md, section 12).",
+            ["tenant", "collection"],
+            registry=r,
+        )
         self.drift_psi = Gauge(
             "ragsift_calibration_drift_psi",
             "PSI of the recent top-hit scores against the calibration's reference.",

@@ -26,6 +26,7 @@ REQUIRED_PANELS = {
     "unanswerable share": "ragsift_unanswerable_share",
     "re-probes": "ragsift_calibration_reprobes_total",
     "fallbacks": "ragsift_calibration_fallbacks_total",
+    "answer is missing": "ragsift_calibration_missing_answer_share",
 }
 
 

@@ -15,6 +15,7 @@ from ragsift.confidence import CalibrationArtifact, Provenance
 from ragsift.confidence.artifact import UNCERTIFIED_ADVICE_CODE
 from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
 from ragsift.evaluation import reprobe as reprobe_module
+from ragsift.evaluation.holes import MissingAnswers
 from ragsift.evaluation.probes import Probe, bundled_probes, method_of
 from ragsift.evaluation.reprobe import (
     Reprober,
@@ -480,3 +481,61 @@ async def test_an_unreadable_scope_calibration_is_probed_again(
     stored = store.get(scope)
     assert stored is not None
     assert stored.version == done.version
+
+
+async def test_a_stored_reprobe_hands_on_its_left_out_answer_estimate(
+    index: EdgeIndex, tmp_path: Path
+) -> None:
+    """The streaming indexer's re-probe estimates what the new calibration answers of
+    questions whose answer the scope lacks (docs/confidence.md, section 12)."""
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    seen: list[tuple[CalibrationScope, MissingAnswers]] = []
+    reprober = Reprober(
+        index, EMBEDDER, BASE, store, quiet_s=0.0, holes=lambda s, e: seen.append((s, e))
+    )
+    reprober.touched("alpha", "docs")
+    reprober.touched("beta", "docs")  # too small: not probed, nothing estimated
+    await _settled(reprober, 2)
+    for _ in range(100):
+        if seen:
+            break
+        await asyncio.sleep(0.05)
+    assert [scope for scope, _ in seen] == [CalibrationScope("docs", "alpha")]
+    estimate = seen[0][1]
+    assert estimate.asked >= 30
+    stored = store.get(CalibrationScope("docs", "alpha"))
+    assert stored is not None
+    assert estimate.threshold == stored.conformal.threshold
+    await reprober.close()
+
+
+async def test_a_failed_estimate_leaves_the_stored_calibration_and_the_indexer_alone(
+    index: EdgeIndex,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def broken(*args: object, **kwargs: object) -> object:
+        raise OSError("index went away")
+
+    monkeypatch.setattr(reprobe_module, "missing_answer_rate", broken)
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    counted: list[str] = []
+    seen: list[object] = []
+    reprober = Reprober(
+        index,
+        EMBEDDER,
+        BASE,
+        store,
+        quiet_s=0.0,
+        count=counted.append,
+        holes=lambda *a: seen.append(a),
+    )
+    reprober.touched("alpha", "docs")
+    await _settled(reprober, 1)
+    await asyncio.sleep(0.2)
+    assert counted == ["stored"]
+    assert store.scopes() == [CalibrationScope("docs", "alpha")]
+    assert seen == []
+    assert "estimating what" in caplog.text
+    await reprober.close()
