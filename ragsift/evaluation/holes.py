@@ -94,8 +94,9 @@ async def missing_answer_rate(
 ) -> MissingAnswers:
     """The share of ``collection``'s (or one tenant's) left-out questions ``artifact`` answers.
 
-    Passages are sampled across tenants in proportion to their chunks, one
-    pseudo-query each (fewer when a passage has no sentence long enough).
+    Passages are drawn across tenants in proportion to their chunks, one
+    pseudo-query each (fewer when a tenant holds fewer passages than drawn, or a
+    passage has no sentence long enough).
 
     Raises:
         InvalidEventError: the collection (or tenant) has fewer than MIN_CHUNKS chunks.
@@ -106,10 +107,15 @@ async def missing_answer_rate(
     _, counts = await chunks_per_tenant(index, collection, tenant)
     total = sum(counts.values())
     rng = np.random.default_rng(seed)
+    owners = sorted(counts)
+    # Passages per tenant in proportion to its chunks: a seeded multinomial draw, so a
+    # collection of many small tenants is sampled, not searched tenant by tenant.
+    wants = rng.multinomial(sample, [counts[o] / total for o in owners])
     asked: list[tuple[str, str, str]] = []  # tenant, query, left-out document
-    for owner, n in sorted(counts.items()):
-        want = max(1, round(n / total * sample))
-        for hit in await sample_chunks(index, collection, owner, embedder.dim, want, rng):
+    for owner, want in zip(owners, wants, strict=True):
+        if not want:
+            continue
+        for hit in await sample_chunks(index, collection, owner, embedder.dim, int(want), rng):
             text = pseudo_query(hit.text, rng)
             if text is not None:
                 asked.append((owner, text, hit.doc_id))

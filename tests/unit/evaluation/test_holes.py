@@ -70,13 +70,21 @@ async def test_the_left_out_document_is_never_among_the_hits(
     assert again == result  # seeded: the same passages, queries and answers
 
 
-async def test_sampling_follows_the_tenants_chunks(index: EdgeIndex) -> None:
+async def test_sampling_follows_the_tenants_chunks(index: EdgeIndex, tmp_path: Path) -> None:
     both = await missing_answer_rate(index, EMBEDDER, BASE, collection="docs", sample=43)
+    assert 35 <= both.asked <= 43  # alpha holds 40 of the 43 chunks, beta 3
     alpha = await missing_answer_rate(
-        index, EMBEDDER, BASE, collection="docs", tenant="alpha", sample=43
+        index, EMBEDDER, BASE, collection="docs", tenant="alpha", sample=100
     )
-    assert both.asked == 43  # alpha's 40 chunks and beta's 3, a passage each
     assert alpha.asked == 40  # asked for more than the tenant holds: each of its chunks once
+    # Many tenants, each far under one passage's share: still about `sample` asked.
+    many = EdgeIndex(tmp_path / "many")
+    docs = documents(60)
+    for i in range(0, 60, 2):
+        await Indexer(many, EMBEDDER).ingest(f"t{i}", "docs", docs[i : i + 2])
+    few = await missing_answer_rate(many, EMBEDDER, BASE, collection="docs", sample=10)
+    assert 8 <= few.asked <= 10
+    await many.close()
 
 
 async def test_too_small_a_collection_and_a_bad_sample_are_errors(index: EdgeIndex) -> None:
