@@ -57,6 +57,9 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
     "bench_fetch_wait_10ms": {"consumer": {"fetch_max_wait_ms": 10}},
     # The load generator's producer of queries: its linger.
     "bench_linger_0": {"producer": {"linger_ms": 0}},
+    # Qdrant Edge's search pool: its default is derived from the CPUs (8 threads on 2 cores).
+    "edge_threads_1": {"worker": {"RAGSIFT_QDRANT_EDGE_SEARCH_THREADS": "1"}},
+    "edge_threads_2": {"worker": {"RAGSIFT_QDRANT_EDGE_SEARCH_THREADS": "2"}},
     # This checkout's workers, defaults and all (with --before, every other runs the old code).
     "current": {},
 }

@@ -47,6 +47,9 @@ LEVERS: dict[str, dict[str, str]] = {
         "RAGSIFT_KAFKA_PRODUCER_MAX_BATCH_BYTES": "524288",
         "RAGSIFT_KAFKA_PRODUCER_LINGER_MS": "5",
     },
+    # Qdrant Edge's search pool (default derived from the CPUs: 8 threads on 2 cores).
+    "edge_threads_1": {"RAGSIFT_QDRANT_EDGE_SEARCH_THREADS": "1"},
+    "edge_threads_2": {"RAGSIFT_QDRANT_EDGE_SEARCH_THREADS": "2"},
     "lz4_batch_512kib_linger_5ms": {
         "RAGSIFT_KAFKA_PRODUCER_COMPRESSION": "lz4",
         "RAGSIFT_KAFKA_PRODUCER_MAX_BATCH_BYTES": "524288",

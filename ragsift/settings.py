@@ -130,6 +130,10 @@ class QdrantSettings(BaseSettings):
     timeout_s: float = Field(default=5.0, gt=0, le=120)
     #: bounded retries with backoff before a result gets outcome "error"
     max_retries: int = Field(default=3, ge=0, le=10)
+    #: threads of each Qdrant Edge shard's search pool; None: as the shard has it
+    #: (Qdrant Edge's default, derived from the CPUs, unless set before).
+    #: docs/benchmarks.md, "Qdrant Edge's search pool".
+    edge_search_threads: int | None = Field(default=None, ge=1, le=256)
 
 
 class EmbedderSettings(BaseSettings):

@@ -97,7 +97,7 @@ def build_index(settings: QdrantSettings, data_dir: Path) -> VectorIndex:
         if not path.is_absolute() and path.parts[:1] == (".ragsift",):
             path = data_dir / Path(*path.parts[1:])
         path.mkdir(parents=True, exist_ok=True)
-        return EdgeIndex(path)
+        return EdgeIndex(path, search_threads=settings.edge_search_threads)
     from qdrant_client import AsyncQdrantClient
 
     from ragsift.retrieval.server import QdrantServerIndex

@@ -170,6 +170,9 @@ class EdgeIndex:
             refuses to open with an encoder other than the one that built it.
         hybrid_fusion: ``client`` (fuse the two channels here: fastest, see
             :mod:`ragsift.retrieval.search_plan`) or ``qdrant`` (Qdrant's ``Fusion.Rrf``).
+        search_threads: threads of each shard's search pool (``max_search_threads``,
+            written to the shard's config); None keeps what the shard has: Qdrant
+            Edge's default, derived from the CPUs, unless it was set before.
     """
 
     def __init__(
@@ -178,9 +181,13 @@ class EdgeIndex:
         *,
         bm25: Bm25Encoder | None = None,
         hybrid_fusion: HybridFusion = "client",
+        search_threads: int | None = None,
     ) -> None:
         if hybrid_fusion not in ("client", "qdrant"):
             raise ValueError(f"hybrid_fusion must be 'client' or 'qdrant', got {hybrid_fusion!r}")
+        if search_threads is not None and search_threads < 1:
+            raise ValueError(f"search_threads must be >= 1, got {search_threads}")
+        self.search_threads = search_threads
         root = Path(path)
         if root.exists() and not root.is_dir():
             raise ValueError(f"path must be a directory, got the file {str(root)!r}")
@@ -224,17 +231,23 @@ class EdgeIndex:
             if stored is None or not shard_dir.is_dir():
                 raise CollectionNotFoundError(name)
             qdrant_common.check_bm25(name, stored, self.bm25)
-            opened = _Collection(name, qe.EdgeShard.load(str(shard_dir)), stored)
+            # The shard's own config, to size its search pool (Qdrant Edge checks it
+            # against the stored one); None keeps what is stored.
+            sized = None if self.search_threads is None else self._config(stored.dim)
+            opened = _Collection(name, qe.EdgeShard.load(str(shard_dir), sized), stored)
             self._collections[name] = opened
             return opened
 
-    def _create(self, name: str, dim: int, embedder_id: str) -> _Collection:
-        stored = StoredCollection(embedder_id, dim, self.bm25.encoder_id)
-        config = qe.EdgeConfig(
+    def _config(self, dim: int) -> qe.EdgeConfig:
+        return qe.EdgeConfig(
             vectors={DENSE_VECTOR: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
             sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            max_search_threads=self.search_threads,
         )
-        shard = qe.EdgeShard.create(str(self.path / name), config)
+
+    def _create(self, name: str, dim: int, embedder_id: str) -> _Collection:
+        stored = StoredCollection(embedder_id, dim, self.bm25.encoder_id)
+        shard = qe.EdgeShard.create(str(self.path / name), self._config(dim))
         # is_tenant lets Qdrant co-locate each tenant's points; doc_id serves re-ingestion deletes.
         shard.update(
             qe.UpdateOperation.create_field_index(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 
@@ -286,6 +287,32 @@ async def test_edge_index_reopens_from_disk_with_its_embedder(tmp_path: Path) ->
     hits = await reopened.search(COLLECTION, request("acme", "reset password", "hybrid", limit=3))
     assert hits[0].chunk_id == "acme-0"
     await reopened.close()
+
+
+async def test_edge_search_pool_size_is_written_to_the_shard_and_kept(tmp_path: Path) -> None:
+    """RAGSIFT_QDRANT_EDGE_SEARCH_THREADS reaches Qdrant Edge's config on create and on
+    load; unset, the shard keeps what it has; the searches answer as before."""
+
+    def pool() -> object:
+        config = json.loads((tmp_path / COLLECTION / "edge_config.json").read_text("utf-8"))
+        return config.get("max_search_threads")
+
+    first = EdgeIndex(tmp_path, search_threads=1)
+    await first.ensure_collection(COLLECTION, DIM, EMBEDDER.embedder_id)
+    await first.upsert(COLLECTION, corpus_records())
+    want = await first.search(COLLECTION, request("acme", "reset password", "hybrid", limit=3))
+    await first.close()
+    assert pool() == 1
+    for threads, kept in ((3, 3), (None, 3)):
+        reopened = EdgeIndex(tmp_path, search_threads=threads)
+        got = await reopened.search(
+            COLLECTION, request("acme", "reset password", "hybrid", limit=3)
+        )
+        await reopened.close()
+        assert pool() == kept
+        assert [(h.chunk_id, h.score) for h in got] == [(h.chunk_id, h.score) for h in want]
+    with pytest.raises(ValueError, match="search_threads"):
+        EdgeIndex(tmp_path, search_threads=0)
 
 
 def test_point_ids_are_deterministic_uuids() -> None:
