@@ -216,15 +216,14 @@ async def _holes(runtime: Any, done: Any) -> str:
     (docs/confidence.md, section 12)."""
     from ragsift.evaluation.holes import missing_answer_rate
 
-    artifact = runtime.calibration_store.get(done.scope)
     with _stage_progress() as tick:
         estimate = await missing_answer_rate(
             runtime.index,
             runtime.embedder,
-            artifact,
+            done.artifact,
             collection=done.scope.collection,
             tenant=done.scope.tenant,
-            progress=lambda _, n, total: tick("left-out passages", n, total),
+            progress=tick,
         )
     return estimate.describe()
 

@@ -229,7 +229,7 @@ def probe_calibrate_collection(
             collection=collection,
             tenant=tenant,
             k=k,
-            progress=lambda _, done, total: tick("left-out passages", done, total),
+            progress=tick,
         )
         return artifact, holes
 

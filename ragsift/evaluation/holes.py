@@ -42,7 +42,10 @@ from ragsift.evaluation.selfcal import (
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.index import VectorIndex
 
-__all__ = ["DEFAULT_HOLE_SAMPLE", "MissingAnswers", "missing_answer_rate"]
+__all__ = ["DEFAULT_HOLE_SAMPLE", "STAGE", "MissingAnswers", "missing_answer_rate"]
+
+#: The stage ``progress(stage, done, total)`` reports.
+STAGE: Final = "left-out passages"
 
 #: Pseudo-queries asked: one passage each (the interval at 0.3 is about ±0.065).
 DEFAULT_HOLE_SAMPLE: Final = 200
@@ -71,6 +74,12 @@ class MissingAnswers:
 
     def describe(self) -> str:
         """One line for the command that measured it."""
+        if not self.asked:
+            return (
+                "of the questions on this collection's subjects whose answer it does not"
+                " hold, how many would be answered could not be estimated: none of the"
+                " passages drawn has a sentence long enough to ask about"
+            )
         low, high = self.interval or (0.0, 1.0)
         return (
             f"of the questions on this collection's subjects whose answer it does not hold,"
@@ -125,7 +134,7 @@ async def missing_answer_rate(
         collection,
         [(owner, text, None) for owner, text, _ in asked],
         k * _OVERFETCH,
-        progress=progress,
+        progress=None if progress is None else lambda _, n, total: progress(STAGE, n, total),
     )
     hits = [
         [h for h in row if h.doc_id != left_out][:k]

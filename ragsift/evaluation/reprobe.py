@@ -75,6 +75,9 @@ class Reprobe:
     version: str | None = None
     remap: str = ""
     """What the stored calibration's probability re-map does, in words (stored only)."""
+    artifact: CalibrationArtifact | None = None
+    """The calibration put in the store (stored and infeasible only), so nothing that
+    acts on it reads the store again."""
 
 
 def reprobe_due(
@@ -190,6 +193,7 @@ async def reprobe_after_ingest(
         threshold=artifact.conformal.threshold,
         version=artifact.version,
         remap="" if remap is None else remap.describe(),
+        artifact=artifact,
     )
 
 
@@ -258,6 +262,7 @@ def _uncertified(
         chunks,
         threshold_before=threshold_before,
         version=marked.version,
+        artifact=marked,
     )
 
 
@@ -328,18 +333,16 @@ class Reprober:
         log.log(level, "re-probing %s: %s (%s)", scope, done.outcome, done.message)
         self._note(done.outcome)
         self.done = [*self.done[-99:], done]
-        if done.outcome == "stored":
-            await self._estimate_holes(scope)
+        if done.outcome == "stored" and done.artifact is not None:
+            await self._estimate_holes(scope, done.artifact)
 
-    async def _estimate_holes(self, scope: CalibrationScope) -> None:
+    async def _estimate_holes(self, scope: CalibrationScope, artifact: CalibrationArtifact) -> None:
         """What the new calibration answers of questions the scope cannot answer though
-        its subject is there (docs/confidence.md, section 12): logged and handed on."""
-        index, embedder, _, store = self._job
+        its subject is there (docs/confidence.md, section 12): logged, and handed on
+        when anything could be asked."""
+        index, embedder, _, _ = self._job
         assert scope.tenant is not None
         try:
-            artifact = store.get(scope)
-            if artifact is None:
-                return  # removed meanwhile
             estimate = await missing_answer_rate(
                 index, embedder, artifact, collection=scope.collection, tenant=scope.tenant
             )
@@ -347,7 +350,7 @@ class Reprober:
             log.exception("estimating what %s answers of what it lacks failed", scope)
             return
         log.info("re-probing %s: %s", scope, estimate.describe())
-        if self._holes is not None:
+        if self._holes is not None and estimate.asked:
             self._holes(scope, estimate)
 
     def _note(self, outcome: str) -> None:

@@ -11,6 +11,7 @@ import pytest
 from ragsift.errors import InvalidEventError
 from ragsift.evaluation.holes import MissingAnswers, missing_answer_rate
 from ragsift.ingest.indexer import Indexer
+from ragsift.ingest.loaders import SourceDocument
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import HashingEmbedder
 from tests.unit.evaluation.test_selfcal_collection import BASE, documents
@@ -101,3 +102,35 @@ def test_the_line_states_the_share_its_interval_and_how_it_was_measured() -> Non
     assert "this estimate has run low" in line
     assert MissingAnswers(0, 0, 0.5).rate == 0.0
     assert MissingAnswers(0, 0, 0.5).interval is None
+
+
+async def test_hostile_collections_get_an_honest_line_not_a_wrong_figure(tmp_path: Path) -> None:
+    """No sentence long enough to ask about: nothing asked, and the line says it could
+    not be estimated instead of "about 0%". One document only: every query's hits are
+    its own, all left out, so none is answered. Non-Latin twins are found as Latin ones."""
+    shorts = EdgeIndex(tmp_path / "shorts")
+    await Indexer(shorts, EMBEDDER).ingest(
+        "a", "c", [SourceDocument(f"d{n}", f"ok {n} go. no up.") for n in range(12)]
+    )
+    nothing = await missing_answer_rate(shorts, EMBEDDER, BASE, collection="c")
+    assert nothing.asked == 0
+    assert "could not be estimated" in nothing.describe()
+    assert "%" not in nothing.describe()
+    await shorts.close()
+
+    alone = EdgeIndex(tmp_path / "alone")
+    text = " ".join(d.text for d in documents(40))
+    await Indexer(alone, EMBEDDER).ingest("a", "c", [SourceDocument("only", text)])
+    none_left = await missing_answer_rate(alone, EMBEDDER, BASE, collection="c")
+    assert none_left.asked >= 10
+    assert none_left.answered == 0
+    await alone.close()
+
+    cjk = EdgeIndex(tmp_path / "cjk")
+    base = "東京都の人口は約千四百万人である。大阪府は西にある。"
+    docs = [SourceDocument(f"d{n}", base * 3 + f" 番号 {n}。") for n in range(12)]
+    await Indexer(cjk, EMBEDDER).ingest("a", "c", docs)
+    twins = await missing_answer_rate(cjk, EMBEDDER, BASE, collection="c")
+    assert twins.asked == 12
+    assert twins.rate >= 0.9  # each left-out passage has near-copies
+    await cjk.close()

@@ -539,3 +539,31 @@ async def test_a_failed_estimate_leaves_the_stored_calibration_and_the_indexer_a
     assert seen == []
     assert "estimating what" in caplog.text
     await reprober.close()
+
+
+async def test_an_estimate_that_asked_nothing_is_logged_not_handed_on(
+    index: EdgeIndex,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A gauge of 0 would read "nothing answered"; with nothing asked there is no figure."""
+
+    async def empty(*args: object, **kwargs: object) -> MissingAnswers:
+        return MissingAnswers(asked=0, answered=0, threshold=0.5)
+
+    monkeypatch.setattr(reprobe_module, "missing_answer_rate", empty)
+    caplog.set_level("INFO", logger=reprobe_module.log.name)
+    seen: list[object] = []
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    reprober = Reprober(index, EMBEDDER, BASE, store, quiet_s=0.0, holes=lambda *a: seen.append(a))
+    reprober.touched("alpha", "docs")
+    await _settled(reprober, 1)
+    for _ in range(40):
+        if "could not be estimated" in caplog.text:
+            break
+        await asyncio.sleep(0.05)
+    assert reprober.done[0].outcome == "stored"
+    assert "could not be estimated" in caplog.text
+    assert seen == []
+    await reprober.close()
