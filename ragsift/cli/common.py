@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -167,6 +168,14 @@ Collection = Annotated[str, typer.Option("--collection", "-c", help="Collection 
 PROGRESS_LINE_S = 10.0
 
 
+@dataclass
+class _Stage:
+    started: float
+    last_line: float
+    tenths: int
+    finished: bool
+
+
 class _ProgressLines:
     """``progress(stage, done, total)`` as plain lines on ``console``, never more than needed.
 
@@ -185,26 +194,24 @@ class _ProgressLines:
         self._console = console
         self._clock = clock
         self._every_s = every_s
-        # stage -> [tenths shown, time of its last line, start, finished]
-        self._stages: dict[str, list[Any]] = {}
+        self._stages: dict[str, _Stage] = {}
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         now = self._clock()
-        tenth = 10 if total <= 0 else min(10, max(0, done) * 10 // total)
+        tenths = 10 if total <= 0 else min(10, max(0, done) * 10 // total)
         finished = done >= total
-        state = self._stages.get(stage)
-        if state is None:
-            self._stages[stage] = [tenth, now, now, finished]
-        elif finished and not state[3]:
-            state[0], state[1], state[3] = tenth, now, True
-        elif not state[3] and (tenth > state[0] or now - state[1] >= self._every_s):
-            state[0], state[1] = tenth, now
-        else:
+        seen = self._stages.get(stage)
+        if seen is None:
+            seen = self._stages[stage] = _Stage(now, now, tenths, finished)
+        elif seen.finished or not (
+            finished or tenths > seen.tenths or now - seen.last_line >= self._every_s
+        ):
             return
-        started = self._stages[stage][2]
+        else:
+            seen.last_line, seen.tenths, seen.finished = now, tenths, finished
         share = f" ({done * 100 // total}%)" if total > 0 else ""
-        tail = f", done in {now - started:.1f} s" if finished and now > started else ""
-        self._console.print(f"{stage}: {done:,}/{total:,}{share}{tail}", highlight=False)
+        took = f", done in {now - seen.started:.1f} s" if finished and now > seen.started else ""
+        self._console.print(f"{stage}: {done:,}/{total:,}{share}{took}", highlight=False)
 
 
 @contextmanager
