@@ -206,3 +206,22 @@ def test_reprobe_settings_are_read_and_hostile_values_refused_by_name(
         monkeypatch.setenv(name, value)
         with pytest.raises(ConfigurationError, match=field):
             Settings.from_env()
+
+
+@pytest.mark.parametrize(
+    "value", ["0", "-1", "257", "abc", "99999999999999999999", "1e400", "２", "", "1;rm -rf /"]
+)
+def test_a_hostile_edge_search_pool_size_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("RAGSIFT_QDRANT_EDGE_SEARCH_THREADS", value)
+    with pytest.raises(ConfigurationError, match="edge_search_threads"):
+        Settings.from_env()
+
+
+def test_the_edge_search_pool_size_is_unset_by_default_and_read_when_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert Settings.from_env().qdrant.edge_search_threads is None
+    monkeypatch.setenv("RAGSIFT_QDRANT_EDGE_SEARCH_THREADS", "256")
+    assert Settings.from_env().qdrant.edge_search_threads == 256
