@@ -35,6 +35,8 @@ from openloop import offer_at
 from quick import parse_args
 from streaming import (
     EMBEDDER_KIND,
+    PLAIN_LOOP,
+    RAGSIFT,
     encode_events,
     measure_backlog,
     prepare_shard,
@@ -45,8 +47,9 @@ from streaming import (
 from ragsift.settings import EmbedderSettings, Settings
 
 #: name → {"worker": env, "consumer": results consumer options, "producer": query
-#: producer options}. Each varies one knob from the baseline (the defaults).
-CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
+#: producer options, "runner": what runs the worker}. Each varies one knob from the
+#: baseline (the defaults).
+CONFIGS: dict[str, dict[str, Any]] = {
     "baseline": {},
     # The agent's take_events timer: how long a batch may wait to fill.
     "batch_timeout_1ms": {"worker": {"RAGSIFT_LIMITS_BATCH_TIMEOUT_S": "0.001"}},
@@ -60,6 +63,8 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
     # Qdrant Edge's search pool: its default is derived from the CPUs (8 threads on 2 cores).
     "edge_threads_1": {"worker": {"RAGSIFT_QDRANT_EDGE_SEARCH_THREADS": "1"}},
     "edge_threads_2": {"worker": {"RAGSIFT_QDRANT_EDGE_SEARCH_THREADS": "2"}},
+    # The same handler between plain aiokafka clients instead of Faust (bench/plainloop.py).
+    "plain_aiokafka": {"runner": PLAIN_LOOP},
     # This checkout's workers, defaults and all (with --before, every other runs the old code).
     "current": {},
 }
@@ -95,7 +100,8 @@ async def run(
                 env = dict(config.get("worker", {}))
                 if before is not None and name != "current":
                     env["PYTHONPATH"] = str(before)
-                prefix, procs = await start_workers(settings, part, workdir, 1, env=env)
+                runner = config.get("runner", RAGSIFT)
+                prefix, procs = await start_workers(settings, part, workdir, 1, runner, env)
                 try:
                     await measure_backlog(settings, prefix, part.events(f"{prefix}-w", 0, WARM_UP))
                     _log(f"round {round_ + 1}, {name}: {rate} q/s for {seconds} s…")

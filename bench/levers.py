@@ -26,6 +26,8 @@ from pipeline import engine_qps
 from quick import parse_args
 from streaming import (
     EMBEDDER_KIND,
+    PLAIN_LOOP,
+    RAGSIFT,
     WORKER_BATCH,
     measure_backlog,
     prepare_shard,
@@ -50,12 +52,16 @@ LEVERS: dict[str, dict[str, str]] = {
     # Qdrant Edge's search pool (default derived from the CPUs: 8 threads on 2 cores).
     "edge_threads_1": {"RAGSIFT_QDRANT_EDGE_SEARCH_THREADS": "1"},
     "edge_threads_2": {"RAGSIFT_QDRANT_EDGE_SEARCH_THREADS": "2"},
+    # The same handler between plain aiokafka clients instead of Faust (bench/plainloop.py).
+    "plain_aiokafka": {},
     "lz4_batch_512kib_linger_5ms": {
         "RAGSIFT_KAFKA_PRODUCER_COMPRESSION": "lz4",
         "RAGSIFT_KAFKA_PRODUCER_MAX_BATCH_BYTES": "524288",
         "RAGSIFT_KAFKA_PRODUCER_LINGER_MS": "5",
     },
 }
+#: name → what runs the worker, where it is not ``ragsift worker retrieval``.
+RUNNERS: dict[str, tuple[str, ...]] = {"plain_aiokafka": PLAIN_LOOP}
 WARM_UP = 300
 QUICK = {"chunks": 2000, "queries": 1000}
 
@@ -75,7 +81,8 @@ async def run(chunks: int, queries: int, names: list[str]) -> dict[str, Any]:
         figures: dict[str, Any] = {}
         for n, name in enumerate(order):
             part = shard.part(n, len(order))
-            prefix, procs = await start_workers(settings, part, workdir, 1, env=LEVERS[name])
+            runner = RUNNERS.get(name, RAGSIFT)
+            prefix, procs = await start_workers(settings, part, workdir, 1, runner, LEVERS[name])
             try:
                 await measure_backlog(settings, prefix, part.events(f"{prefix}-w", 0, WARM_UP))
                 _log(f"{name}: {queries} queries…")
