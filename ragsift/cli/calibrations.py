@@ -77,6 +77,7 @@ def _row(scope: Any, artifact: Any, reason: str | None, why: str | None) -> dict
     else:
         state = "in use"
     conformal = artifact.conformal if artifact is not None else None
+    holes = provenance.missing_answers if provenance is not None else None
     return {
         "collection": scope.collection,
         "tenant": scope.tenant,
@@ -89,6 +90,9 @@ def _row(scope: Any, artifact: Any, reason: str | None, why: str | None) -> dict
         "used": reason is None,
         "ignored_reason": reason,
         "uncertified": uncertified,
+        # Of questions on its subjects whose answer it lacks, the share answered (estimated).
+        "missing_answer_share": round(holes.share, 4) if holes is not None else None,
+        "missing_answer_asked": holes.asked if holes is not None else None,
         "state": state,
     }
 
@@ -99,6 +103,10 @@ def calibrations_list(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
 ) -> None:
     """Each scope's calibration: version, what made it, its bar, and whether queries use it.
+
+    "answered, answer missing" is the share of questions on the scope's own subjects
+    whose answer it does not hold that the calibration answered, as estimated when
+    it was made (docs/confidence.md, section 12; the estimate has run low).
 
     A calibration is not used when it was fit for another embedder or metric, was
     made on another shipped calibration than the one in use (after an upgrade),
@@ -126,12 +134,14 @@ def calibrations_list(
     table.add_column("version", no_wrap=True)
     table.add_column("made by")
     table.add_column("answer threshold", justify="right")
+    table.add_column("answered, answer missing", justify="right")
     table.add_column("state")
     table.add_row(
         "(default)",
         default.version,
         shipped["made_by"],
         _bar(shipped),
+        "-",
         "in use where no scope has a usable one",
     )
     for row in rows:
@@ -141,7 +151,9 @@ def calibrations_list(
         scope = _shown(name)
         # The method's name; its whole description is in --json.
         made_by = (row["made_by"] or "-").split(":", 1)[0]
-        table.add_row(scope, row["version"] or "-", made_by, _bar(row), row["state"])
+        holes = row["missing_answer_share"]
+        missing = "-" if holes is None else f"~{holes:.0%}"
+        table.add_row(scope, row["version"] or "-", made_by, _bar(row), missing, row["state"])
     console.print(table)
     if not rows:
         console.print(

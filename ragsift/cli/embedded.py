@@ -185,8 +185,9 @@ def ingest(
             if probing:
                 done = await _reprobe(runtime, settings, tenant, collection)
                 _show_reprobe(done)
-                if done is not None and done.outcome == "stored":
-                    console.print(f"  not covered by the probes: {await _holes(runtime, done)}")
+                holes = _holes(done)
+                if holes is not None:
+                    console.print(f"  not covered by the probes: {holes}")
 
     _embedded(run())
 
@@ -211,21 +212,14 @@ async def _reprobe(runtime: Any, settings: Any, tenant: str, collection: str) ->
         )
 
 
-async def _holes(runtime: Any, done: Any) -> str:
-    """What the scope's new calibration answers of questions whose answer it lacks
-    (docs/confidence.md, section 12)."""
-    from ragsift.evaluation.holes import missing_answer_rate
+def _holes(done: Any) -> str | None:
+    """What the scope's new calibration records it answers of questions whose answer
+    the scope lacks (docs/confidence.md, section 12); None: nothing stored or estimated."""
+    from ragsift.evaluation.holes import recorded
 
-    with _stage_progress() as tick:
-        estimate = await missing_answer_rate(
-            runtime.index,
-            runtime.embedder,
-            done.artifact,
-            collection=done.scope.collection,
-            tenant=done.scope.tenant,
-            progress=tick,
-        )
-    return estimate.describe()
+    if done is None or done.outcome != "stored" or done.artifact is None:
+        return None
+    return recorded(done.artifact)
 
 
 def _show_reprobe(done: Any) -> None:

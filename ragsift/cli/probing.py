@@ -197,7 +197,7 @@ def probe_calibrate_collection(
     """``calibrate --collection`` (probes): re-certify, store (or write) and summarize."""
     from ragsift.confidence.registry import CalibrationScope
     from ragsift.confidence.selfcal import left_out_of
-    from ragsift.evaluation.holes import missing_answer_rate
+    from ragsift.evaluation.holes import missing_answer_rate, with_missing_answers
     from ragsift.evaluation.probes import probe_calibrate
 
     probes = _load_probes(source)
@@ -234,6 +234,8 @@ def probe_calibrate_collection(
         return artifact, holes
 
     artifact, holes = run_collection_job(runtime, collection, job)
+    if holes is not None:
+        artifact = with_missing_answers(artifact, holes)  # stored with it
     scope = CalibrationScope(collection, tenant)
     before, after = base.conformal, artifact.conformal
     if not after.feasible:

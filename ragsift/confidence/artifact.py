@@ -33,6 +33,7 @@ __all__ = [
     "ConformalSpec",
     "DataSummary",
     "LevelSpec",
+    "MissingAnswerEstimate",
     "Provenance",
     "load_calibration",
     "load_default_calibration",
@@ -141,8 +142,34 @@ class DataSummary(BaseModel):
     notes: str = ""
 
 
+class MissingAnswerEstimate(BaseModel):
+    """Of ``asked`` questions on the scope's subjects whose answer it does not hold,
+    how many the calibration answered (docs/confidence.md, section 12).
+
+    Measured once, when the calibration was made, with it. An observation about the
+    artifact, not part of what it computes: left out of its version.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    asked: int = Field(ge=1)
+    answered: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _at_most_asked(self) -> MissingAnswerEstimate:
+        if self.answered > self.asked:
+            raise ValueError(f"answered ({self.answered}) exceeds asked ({self.asked})")
+        return self
+
+    @property
+    def share(self) -> float:
+        """The share answered."""
+        return self.answered / self.asked
+
+
 class Provenance(BaseModel):
-    """Where a derived calibration came from (recorded in the artifact, part of its version)."""
+    """Where a derived calibration came from (recorded in the artifact, part of its version
+    but for ``missing_answers``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -160,6 +187,13 @@ class Provenance(BaseModel):
     #: artifact keeps the threshold it had, known not to hold here, and every result
     #: of the scope says so. None: certified (left out of the JSON and the version).
     uncertified: str | None = Field(default=None, min_length=1, max_length=1000)
+    #: What it answered of questions whose answer the scope lacks, when that was
+    #: estimated (probed scopes). None: not estimated (left out of the JSON).
+    missing_answers: MissingAnswerEstimate | None = None
+
+
+#: Provenance fields left out of the JSON when unset (artifacts written before them).
+_OPTIONAL_PROVENANCE: Final = ("uncertified", "missing_answers")
 
 
 class CalibrationArtifact(BaseModel):
@@ -225,8 +259,10 @@ class CalibrationArtifact(BaseModel):
         for key in _OPTIONAL_CONFORMAL:
             if payload["conformal"].get(key) is None:
                 payload["conformal"].pop(key, None)
-        if self.provenance is not None and self.provenance.uncertified is None:
-            payload["provenance"].pop("uncertified", None)
+        if self.provenance is not None:
+            if self.provenance.uncertified is None:
+                payload["provenance"].pop("uncertified", None)
+            payload["provenance"].pop("missing_answers", None)  # an observation, never a part
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         return f"cal-{digest[:12]}"
 
@@ -254,8 +290,10 @@ class CalibrationArtifact(BaseModel):
         skip: dict[str, Any] = {}
         if self.provenance is None:
             skip["provenance"] = True
-        elif self.provenance.uncertified is None:
-            skip["provenance"] = {"uncertified"}
+        else:
+            unset = {k for k in _OPTIONAL_PROVENANCE if getattr(self.provenance, k) is None}
+            if unset:
+                skip["provenance"] = unset
         if self.remap is None:
             skip["remap"] = True
         unset = {k for k in _OPTIONAL_CONFORMAL if getattr(self.conformal, k) is None}

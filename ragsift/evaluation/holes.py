@@ -31,6 +31,7 @@ from typing import Final
 import numpy as np
 
 from ragsift.confidence import CalibrationArtifact
+from ragsift.confidence.artifact import MissingAnswerEstimate
 from ragsift.evaluation.probes import probe_confidence
 from ragsift.evaluation.report import proportion_interval
 from ragsift.evaluation.selfcal import (
@@ -42,7 +43,14 @@ from ragsift.evaluation.selfcal import (
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.index import VectorIndex
 
-__all__ = ["DEFAULT_HOLE_SAMPLE", "STAGE", "MissingAnswers", "missing_answer_rate"]
+__all__ = [
+    "DEFAULT_HOLE_SAMPLE",
+    "STAGE",
+    "MissingAnswers",
+    "missing_answer_rate",
+    "recorded",
+    "with_missing_answers",
+]
 
 #: The stage ``progress(stage, done, total)`` reports.
 STAGE: Final = "left-out passages"
@@ -72,6 +80,14 @@ class MissingAnswers:
         """Its two-sided 95% Clopper-Pearson interval (None when nothing was asked)."""
         return proportion_interval(self.answered, self.asked)
 
+    @classmethod
+    def of(cls, artifact: CalibrationArtifact) -> MissingAnswers | None:
+        """What ``artifact`` records it answered (None: not estimated when it was made)."""
+        found = artifact.provenance.missing_answers if artifact.provenance is not None else None
+        if found is None:
+            return None
+        return cls(found.asked, found.answered, artifact.conformal.threshold)
+
     def describe(self) -> str:
         """One line for the command that measured it."""
         if not self.asked:
@@ -87,6 +103,27 @@ class MissingAnswers:
             f" ({low:.0%}-{high:.0%} over {self.asked} of its passages, each searched with its"
             " own document left out; this estimate has run low: docs/confidence.md, section 12)"
         )
+
+
+def with_missing_answers(
+    artifact: CalibrationArtifact, estimate: MissingAnswers
+) -> CalibrationArtifact:
+    """``artifact`` recording ``estimate`` in its provenance (its version unchanged).
+
+    An estimate that asked nothing records nothing; an artifact without provenance
+    (the shipped one) is returned as it is.
+    """
+    if artifact.provenance is None or not estimate.asked:
+        return artifact
+    record = MissingAnswerEstimate(asked=estimate.asked, answered=estimate.answered)
+    provenance = artifact.provenance.model_copy(update={"missing_answers": record})
+    return artifact.model_copy(update={"provenance": provenance})
+
+
+def recorded(artifact: CalibrationArtifact) -> str | None:
+    """The line :meth:`MissingAnswers.describe` gives for what ``artifact`` records."""
+    found = MissingAnswers.of(artifact)
+    return None if found is None else found.describe()
 
 
 async def missing_answer_rate(

@@ -29,7 +29,7 @@ from ragsift.confidence import CalibrationArtifact, ConfidenceError
 from ragsift.confidence.artifact import UNCERTIFIED_ADVICE_CODE, Provenance
 from ragsift.confidence.registry import CalibrationScope, CalibrationStore
 from ragsift.confidence.selfcal import left_out_of, mark_uncertified, unprobed_because
-from ragsift.evaluation.holes import MissingAnswers, missing_answer_rate
+from ragsift.evaluation.holes import MissingAnswers, missing_answer_rate, with_missing_answers
 from ragsift.evaluation.probes import BUNDLED, bundled_probes, method_of, probe_calibrate
 from ragsift.evaluation.selfcal import MIN_CHUNKS
 from ragsift.retrieval.embedders import Embedder
@@ -179,6 +179,7 @@ async def reprobe_after_ingest(
             chunks,
             threshold_before=before,
         )
+    artifact = await _with_holes(index, embedder, artifact, scope, progress)
     store.put(scope, artifact)
     remap = artifact.remap
     dropped = left_out_of(artifact)
@@ -195,6 +196,32 @@ async def reprobe_after_ingest(
         remap="" if remap is None else remap.describe(),
         artifact=artifact,
     )
+
+
+async def _with_holes(
+    index: VectorIndex,
+    embedder: Embedder,
+    artifact: CalibrationArtifact,
+    scope: CalibrationScope,
+    progress: Callable[[str, int, int], None] | None,
+) -> CalibrationArtifact:
+    """``artifact`` recording what it answers of questions the scope cannot answer
+    though its subject is there (docs/confidence.md, section 12). An estimate is
+    advice: when it fails, the calibration is stored without it."""
+    try:
+        estimate = await missing_answer_rate(
+            index,
+            embedder,
+            artifact,
+            collection=scope.collection,
+            tenant=scope.tenant,
+            progress=progress,
+        )
+    except Exception:
+        log.exception("estimating what %s answers of what it lacks failed", scope)
+        return artifact
+    log.info("re-probing %s: %s", scope, estimate.describe())
+    return with_missing_answers(artifact, estimate)
 
 
 def _in_force(
@@ -334,23 +361,13 @@ class Reprober:
         self._note(done.outcome)
         self.done = [*self.done[-99:], done]
         if done.outcome == "stored" and done.artifact is not None:
-            await self._estimate_holes(scope, done.artifact)
+            self._estimate_holes(scope, done.artifact)
 
-    async def _estimate_holes(self, scope: CalibrationScope, artifact: CalibrationArtifact) -> None:
-        """What the new calibration answers of questions the scope cannot answer though
-        its subject is there (docs/confidence.md, section 12): logged, and handed on
-        when anything could be asked."""
-        index, embedder, _, _ = self._job
-        assert scope.tenant is not None
-        try:
-            estimate = await missing_answer_rate(
-                index, embedder, artifact, collection=scope.collection, tenant=scope.tenant
-            )
-        except Exception:  # an estimate is advice: the indexer keeps going without it
-            log.exception("estimating what %s answers of what it lacks failed", scope)
-            return
-        log.info("re-probing %s: %s", scope, estimate.describe())
-        if self._holes is not None and estimate.asked:
+    def _estimate_holes(self, scope: CalibrationScope, artifact: CalibrationArtifact) -> None:
+        """Hand on what the stored calibration records it answers of questions the scope
+        cannot answer though its subject is there (when that was estimated)."""
+        estimate = MissingAnswers.of(artifact)
+        if estimate is not None and self._holes is not None:
             self._holes(scope, estimate)
 
     def _note(self, outcome: str) -> None:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from ragsift.cli import app
 from ragsift.confidence import CalibrationArtifact
-from ragsift.confidence.artifact import Provenance
+from ragsift.confidence.artifact import MissingAnswerEstimate, Provenance
 from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
 from ragsift.confidence.selfcal import mark_uncertified
 from ragsift.retrieval.embedders import HashingEmbedder
@@ -85,6 +85,33 @@ def test_each_scope_says_whether_its_queries_use_it_and_why_not(tmp_path: Path) 
     assert "ragsift calibrate --collection" in beta["state"]
     assert (gamma_row["used"], gamma_row["ignored_reason"]) == (False, "invalid")
     assert gamma_row["version"] is None
+
+
+def test_list_shows_what_a_scope_answers_of_questions_it_cannot_answer(tmp_path: Path) -> None:
+    """The estimate stored with a probed calibration (docs/confidence.md, section 12)."""
+    data = tmp_path / "data"
+    store = DirectoryCalibrationStore(data / "calibrations")
+    plain = made_on(DEFAULT.version)
+    assert plain.provenance is not None
+    estimated = plain.model_copy(
+        update={
+            "provenance": plain.provenance.model_copy(
+                update={"missing_answers": MissingAnswerEstimate(asked=200, answered=83)}
+            )
+        }
+    )
+    store.put(CalibrationScope("docs", "acme"), estimated)
+    store.put(CalibrationScope("docs", "beta"), plain)
+    runner = CliRunner()
+    rows = {row["tenant"]: row for row in listed(runner, data)["scopes"]}
+    assert (rows["acme"]["missing_answer_share"], rows["acme"]["missing_answer_asked"]) == (
+        0.415,
+        200,
+    )
+    assert rows["beta"]["missing_answer_share"] is None
+    table = runner.invoke(app, ["calibrations", "list", "--data-dir", str(data)], env=ENV)
+    assert table.exit_code == 0, table.output
+    assert "~42%" in table.output
 
 
 def test_remove_leaves_the_scope_to_the_next_broader_calibration(tmp_path: Path) -> None:

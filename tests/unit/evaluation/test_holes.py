@@ -7,9 +7,17 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
+from ragsift.confidence import CalibrationArtifact
+from ragsift.confidence.artifact import MissingAnswerEstimate, Provenance
 from ragsift.errors import InvalidEventError
-from ragsift.evaluation.holes import MissingAnswers, missing_answer_rate
+from ragsift.evaluation.holes import (
+    MissingAnswers,
+    missing_answer_rate,
+    recorded,
+    with_missing_answers,
+)
 from ragsift.ingest.indexer import Indexer
 from ragsift.ingest.loaders import SourceDocument
 from ragsift.retrieval.edge import EdgeIndex
@@ -134,3 +142,39 @@ async def test_hostile_collections_get_an_honest_line_not_a_wrong_figure(tmp_pat
     assert twins.asked == 12
     assert twins.rate >= 0.9  # each left-out passage has near-copies
     await cjk.close()
+
+
+def _probed() -> CalibrationArtifact:
+    data = BASE.model_dump(mode="json", exclude={"version"})
+    data["provenance"] = Provenance(
+        method="probes (bundled)", base_version=BASE.version, collection="docs"
+    ).model_dump(mode="json")
+    return CalibrationArtifact.model_validate(data)
+
+
+def test_an_estimate_is_stored_with_the_calibration_outside_its_version() -> None:
+    """Recording what a calibration answers changes nothing it computes, so neither its
+    version (cache keys, results) nor, when unset, its JSON."""
+    probed = _probed()
+    estimate = MissingAnswers(asked=200, answered=83, threshold=probed.conformal.threshold)
+    kept = with_missing_answers(probed, estimate)
+    assert kept.version == probed.version
+    assert "missing_answers" not in probed.to_json()
+    again = CalibrationArtifact.from_json(kept.to_json())
+    assert again == kept
+    assert again.version == probed.version
+    assert MissingAnswers.of(again) == estimate
+    assert "about 42% would be answered" in (recorded(again) or "")
+    # Nothing asked, or no provenance (the shipped calibration): nothing recorded.
+    assert (
+        with_missing_answers(probed, dataclasses.replace(estimate, asked=0, answered=0)) is probed
+    )
+    assert with_missing_answers(BASE, estimate) is BASE
+    assert MissingAnswers.of(probed) is None
+    assert recorded(BASE) is None
+
+
+@pytest.mark.parametrize(("asked", "answered"), [(0, 0), (10, 11), (5, -1)])
+def test_an_impossible_record_is_refused(asked: int, answered: int) -> None:
+    with pytest.raises(ValidationError):
+        MissingAnswerEstimate(asked=asked, answered=answered)

@@ -506,6 +506,12 @@ async def test_a_stored_reprobe_hands_on_its_left_out_answer_estimate(
     stored = store.get(CalibrationScope("docs", "alpha"))
     assert stored is not None
     assert estimate.threshold == stored.conformal.threshold
+    # Stored with the calibration, so every process reading the store can show it.
+    assert stored.provenance is not None
+    recorded = stored.provenance.missing_answers
+    assert recorded is not None
+    assert (recorded.asked, recorded.answered) == (estimate.asked, estimate.answered)
+    assert MissingAnswers.of(stored) == estimate
     await reprober.close()
 
 
