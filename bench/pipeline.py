@@ -20,6 +20,11 @@ real model in the path (``make bench`` runs it on a smaller corpus).
 
     python bench/pipeline.py [--chunks 10000] [--queries 2000] [--batch 64]
                              [--embedder hashing|onnx] [--embed-in-path] [--profile]
+                             [--cache memory|redis]
+
+``--cache redis`` keeps results in Redis (``RAGSIFT_REDIS_URL``, under a fresh key
+prefix), as the streaming workers do, instead of the embedded runtime's memory:
+its round trips are then in every figure, cache hits most of all.
 
 ``--profile`` runs the timed batches under cProfile and adds ``profile``: the
 pipeline's time per stage (``PIPELINE_STAGES``), the engine's native calls
@@ -48,11 +53,14 @@ from stages import cumulative
 
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.gc_policy import settle as settle_gc
+from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.index import RRF_K, PointKey, RawPoint, rrf_fuse
 from ragsift.retrieval.pipeline import RetrievalPipeline, prefetch_limit
+from ragsift.retrieval.redis_cache import RedisCache
 from ragsift.schemas import QueryEvent
 from ragsift.settings import EmbedderSettings, Settings
+from ragsift.wiring import build_pipeline
 
 TENANT = "bench"
 EmbedderKind = Literal["hashing", "onnx"]
@@ -188,6 +196,7 @@ async def run(
     embedder: EmbedderKind,
     embed_in_path: bool,
     profile: bool = False,
+    cache: Literal["memory", "redis"] = "memory",
 ) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings.from_env(data_dir=Path(tmp), embedder=EmbedderSettings(kind=embedder))
@@ -211,6 +220,21 @@ async def run(
         # documents, as often as in a worker.
         settle_gc()
         pipeline = runtime.pipeline
+        redis: RedisCache | None = None
+        if cache == "redis":
+            prefix = f"bench-{uuid.uuid4().hex[:8]}"
+            keyed = settings.model_copy(
+                update={"redis": settings.redis.model_copy(update={"key_prefix": prefix})}
+            )
+            redis = RedisCache(keyed.redis)
+            pipeline = build_pipeline(
+                keyed,
+                index=runtime.index,
+                embedder=runtime.embedder,
+                metrics=Metrics(),
+                cache=redis,
+                source="/bench/pipeline",
+            )
         await pipeline.process(warm[:64])
         _log(f"batched: {len(timed)} queries in batches of {batch}…")
         profiler = cProfile.Profile() if profile else None
@@ -227,6 +251,10 @@ async def run(
             t = time.perf_counter()
             await pipeline.process([event])
             singles.append(time.perf_counter() - t)
+        if redis is not None:
+            async for key in redis.client.scan_iter(match=f"{redis.prefix}:*", count=1000):
+                await redis.client.delete(key)  # the bench's entries, not left for a day
+            await redis.close()
         await runtime.close()
         _log("bare engine on the same shard and queries…")
         # The engine always gets the vectors: its figure never includes embedding.
@@ -247,6 +275,7 @@ async def run(
         "batch": batch,
         "embedder": embedder_id,
         "embed_in_path": embed_in_path,
+        "cache": cache,
         "index_seconds": round(index_s, 2),
         "queries_per_s": round(batched_qps, 1),
         "batch_p50_ms": _ms(batch_times, 50),
@@ -274,9 +303,21 @@ def main() -> None:
     parser.add_argument(
         "--profile", action="store_true", help="cProfile the timed batches: time per stage"
     )
+    parser.add_argument(
+        "--cache",
+        choices=["memory", "redis"],
+        default="memory",
+        help="Where results are cached: the embedded runtime's memory, or Redis as a worker.",
+    )
     args = parse_args(parser, {"chunks": 2000, "queries": 300})
     figures = run(
-        args.chunks, args.queries, args.batch, args.embedder, args.embed_in_path, args.profile
+        args.chunks,
+        args.queries,
+        args.batch,
+        args.embedder,
+        args.embed_in_path,
+        args.profile,
+        args.cache,
     )
     print(json.dumps(asyncio.run(figures)))
 

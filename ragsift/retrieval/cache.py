@@ -46,6 +46,10 @@ class ResultCache(Protocol):
         """Seconds left for ``key``, None when absent."""
         ...
 
+    async def ttls(self, keys: Sequence[str]) -> list[int | None]:
+        """Seconds left for each key, in order (None when absent), in one round trip."""
+        ...
+
     async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         """The cached value of each key, in order (None on a miss), in one round trip."""
         ...
@@ -167,6 +171,10 @@ class InMemoryCache:
             return None
         left = item[0] - self._clock()
         return int(left) if left > 0 else None
+
+    async def ttls(self, keys: Sequence[str]) -> list[int | None]:
+        """Whole seconds left for each key, in order (None when absent or expired)."""
+        return [await self.ttl(key) for key in keys]
 
     async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         """The value of each key, in order (None when absent or expired)."""

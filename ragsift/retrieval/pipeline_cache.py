@@ -57,7 +57,8 @@ class CacheStage:
     ) -> tuple[list[tuple[Pending, RetrievalResult]], list[Pending]]:
         """What the cache holds (each with its result, re-addressed), and the rest.
 
-        Two round trips for the whole batch, not two per query; sets each query's key.
+        Two round trips for the whole batch, and a third when anything was found (the
+        hits' TTLs), not one per query; sets each query's key.
         """
         answered: list[tuple[Pending, RetrievalResult]] = []
         if self.cache is None or not pending:
@@ -77,6 +78,7 @@ class CacheStage:
             self.metrics.cache.labels(cache.backend, "error").inc(len(pending))
             return answered, pending
         rest = []
+        hits: list[tuple[Pending, RetrievalResult, str]] = []
         for p, raw in zip(pending, found, strict=True):
             if raw is None:
                 self.metrics.cache.labels(cache.backend, "miss").inc()
@@ -90,11 +92,16 @@ class CacheStage:
                 rest.append(p)
                 continue
             self.metrics.cache.labels(cache.backend, "hit").inc()
-            ttl = None
-            try:
-                ttl = await cache.ttl(p.key) if p.key is not None else None
-            except (ServiceUnavailableError, OSError, ConnectionError):
-                self.metrics.cache.labels(cache.backend, "error").inc()
+            hits.append((p, cached, _looked_up_key(p)))
+        if not hits:
+            return answered, rest
+        # What is left of each hit's TTL, for all of them in one more round trip.
+        ttls: list[int | None] = [None] * len(hits)
+        try:
+            ttls = await cache.ttls([key for _, _, key in hits])
+        except (ServiceUnavailableError, OSError, ConnectionError):
+            self.metrics.cache.labels(cache.backend, "error").inc(len(hits))
+        for (p, cached, _), ttl in zip(hits, ttls, strict=True):
             answered.append((p, self.reuse(cached, p.query, hit=True, ttl=ttl)))
         return answered, rest
 
@@ -211,3 +218,10 @@ class CacheStage:
                 "timings_ms": {},
             }
         )
+
+
+def _looked_up_key(p: Pending) -> str:
+    """The cache key :meth:`CacheStage.lookup` set on ``p``."""
+    if p.key is None:
+        raise AssertionError("a looked-up query has its key")
+    return p.key

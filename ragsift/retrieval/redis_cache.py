@@ -102,6 +102,21 @@ class RedisCache:
         left: int = await self._call(lambda: self.client.ttl(key))
         return left if left >= 0 else None
 
+    async def ttls(self, keys: Sequence[str]) -> list[int | None]:
+        """Seconds left for each key, in order (None when absent or without expiry): one
+        pipelined round trip of ``TTL`` commands, not one round trip per key."""
+        if not keys:
+            return []
+
+        async def read() -> list[Any]:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.ttl(key)
+                return list(await pipe.execute())
+
+        left: list[Any] = await self._call(read)
+        return [int(t) if t >= 0 else None for t in left]
+
     async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         """The cached value of each key, in order (None on a miss): one ``MGET``."""
         if not keys:

@@ -110,3 +110,76 @@ async def test_pipeline_on_redis_treats_garbage_values_and_counters_as_misses(
         await cache.client.delete(*[k async for k in cache.client.scan_iter(f"{prefix}:*")])
         await cache.close()
         await index.close()
+
+
+async def test_redis_ttls_reads_every_key_in_one_round_trip(
+    redis_settings: RedisSettings, unique: str
+) -> None:
+    cache = RedisCache(redis_settings.model_copy(update={"key_prefix": f"it-{unique}"}))
+    keys = [f"it-{unique}:k{i}" for i in range(4)]
+    try:
+        await cache.client.set(keys[0], b"a", ex=120)
+        await cache.client.set(keys[1], b"b", ex=30)
+        await cache.client.set(keys[2], b"no expiry")
+        left = await cache.ttls(keys)  # keys[3] is absent
+        assert left[0] is not None
+        assert 110 < left[0] <= 120
+        assert left[1] is not None
+        assert 20 < left[1] <= 30
+        assert left[2:] == [None, None]
+        assert await cache.ttls([]) == []
+    finally:
+        await cache.client.delete(*keys)
+        await cache.close()
+
+
+async def test_a_batch_of_cache_hits_reads_their_ttls_in_one_round_trip(
+    redis_settings: RedisSettings, unique: str, tmp_path: Path
+) -> None:
+    """Each hit says how long it has left; asking Redis once per hit made a batch of
+    hits wait one round trip per query."""
+    prefix = f"it-{unique}"
+    settings = Settings(
+        data_dir=tmp_path,
+        redis=redis_settings.model_copy(update={"key_prefix": prefix}),
+        confidence=low_bar_confidence(),
+    )
+    cache = RedisCache(settings.redis)
+    index = EdgeIndex(tmp_path / "edge")
+    embedder = HashingEmbedder()
+    questions = ["How are refunds paid?", "Within how many days?", "By what transfer?"]
+    try:
+        await Indexer(index, embedder, cache=cache).ingest(
+            "alpha", "default", [SourceDocument("handbook.md", TEXT)]
+        )
+        pipeline = build_pipeline(
+            settings, index=index, embedder=embedder, metrics=Metrics(), cache=cache
+        )
+
+        def batch(tag: str) -> list[QueryEvent]:
+            return [
+                QueryEvent(query_id=f"{tag}{i}", tenant_id="alpha", query=q)
+                for i, q in enumerate(questions)
+            ]
+
+        fresh = await pipeline.process(batch("a"))
+        assert all(isinstance(o, PipelineOutput) and not o.result.cache.hit for o in fresh)
+        calls: list[int] = []
+        asked = cache.ttls
+
+        async def counted(keys: list[str]) -> list[int | None]:
+            calls.append(len(keys))
+            return await asked(keys)
+
+        cache.ttls = counted  # type: ignore[method-assign]
+        again = await pipeline.process(batch("b"))
+        assert calls == [len(questions)]
+        for out in again:
+            assert isinstance(out, PipelineOutput)
+            assert out.result.cache.hit
+            assert out.result.cache.ttl_seconds is not None
+            assert 0 < out.result.cache.ttl_seconds <= settings.cache.ttl_high_s
+    finally:
+        await cache.client.delete(*[k async for k in cache.client.scan_iter(f"{prefix}:*")])
+        await cache.close()
+        await index.close()
