@@ -29,6 +29,7 @@ Every scorer returns 0 for a query with no kept hits: there is no context to tru
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -46,7 +47,7 @@ from ragsift.confidence.config import (
 )
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.features import feature_matrix
-from ragsift.confidence.signals import SIGNAL_INDEX
+from ragsift.confidence.signals import SIGNAL_INDEX, SIGNAL_NAMES
 
 __all__ = [
     "CalibratedScorer",
@@ -201,6 +202,16 @@ class CalibratedScorer:
     def name(self) -> ScorerName:
         """``calibrated``."""
         return "calibrated"
+
+    def score_reported(self, signals: Mapping[str, float], kept: int) -> float:
+        """The probability :meth:`score` gave a query, from the signals its result
+        reports (``breakdown.signals``: absent ones were missing) and its kept hits."""
+        row = np.array([[signals.get(name, np.nan) for name in SIGNAL_NAMES]], dtype=np.float64)
+        none = np.zeros(1)  # the model reads neither the kept hits' mean nor the bar
+        inputs = ScoringInputs(
+            signals=row, kept_mean=none, kept_count=np.array([kept]), threshold=none
+        )
+        return float(self.score(inputs)[0])
 
     def score(self, inputs: ScoringInputs) -> FloatArray:
         """Probability that the kept hits hold the relevant context."""

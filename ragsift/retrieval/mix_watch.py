@@ -25,8 +25,9 @@ from ragsift.confidence.mix import (
 )
 from ragsift.confidence.mix_monitor import MixMonitor
 from ragsift.confidence.policy import AnswerPolicy, PriorShift
+from ragsift.confidence.scorers import CalibratedScorer
 from ragsift.observability.metrics import Metrics
-from ragsift.schemas import Advice, QueryEvent
+from ragsift.schemas import Advice, QueryEvent, RetrievalResult
 
 __all__ = [
     "MIX_ADVICE_CODE",
@@ -34,6 +35,7 @@ __all__ = [
     "mix_policy",
     "mix_refusal",
     "moved_by",
+    "observe_reused",
     "reported_prior",
 ]
 
@@ -105,6 +107,41 @@ def mix_policy(
         # A declared share replaces the certified bar, up or down; a tenant's own stays.
         return dataclasses.replace(policy, answer_threshold=bar, prior=prior), why
     return dataclasses.replace(policy, answer_floor=max(policy.answer_floor, bar), prior=prior), why
+
+
+def observe_reused(
+    monitor: MixMonitor,
+    query: QueryEvent,
+    result: RetrievalResult,
+    calibration: CalibrationArtifact,
+    metrics: Metrics,
+) -> None:
+    """Count a result served again (a cache hit, or a query sharing another's search)
+    in its scope's mix, with the calibrated confidence it was scored at.
+
+    It is traffic like any other. Left out, the mix was read from cache misses
+    only, and those lean unanswerable: a confident result is cached for a day and a
+    result without relevant context not at all, so repeated answerable questions
+    went uncounted and the scope's bar rose for nothing. The confidence is scored
+    again from the result's signals with the calibration it names (the cache key
+    includes its version), before any mapping to the traffic's mix (ADR 016).
+    """
+    table = calibration.conformal.mix
+    breakdown = result.breakdown
+    if (
+        table is None
+        or result.outcome != "ok"
+        or breakdown.scorer != "calibrated"
+        or breakdown.calibration_version != calibration.version
+    ):
+        return
+    confidence = CalibratedScorer(calibration).score_reported(breakdown.signals, len(result.hits))
+    tenant, collection = query.tenant_id, query.collection
+    estimate = monitor.observe(tenant, collection, calibration.version, table, confidence)
+    if estimate is not None:
+        metrics.unanswerable_share.labels(
+            metrics.tenant(tenant), metrics.collection(collection)
+        ).set(estimate.share)
 
 
 def moved_by(mode: UnanswerableShare, estimate: MixReading | None) -> float:

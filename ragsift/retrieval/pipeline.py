@@ -48,7 +48,7 @@ from ragsift.retrieval.errors import CollectionNotFoundError, EmbedderMismatchEr
 from ragsift.retrieval.hit_scores import hit_scores, prefetch_limit, unknown_collection
 from ragsift.retrieval.index import DenseCut, SearchHit, SearchRequest, VectorIndex
 from ragsift.retrieval.intents import classify_intent
-from ragsift.retrieval.mix_watch import MixBar, mix_policy, mix_refusal
+from ragsift.retrieval.mix_watch import MixBar, mix_policy, mix_refusal, observe_reused
 from ragsift.retrieval.pending import Pending
 from ragsift.retrieval.pipeline_cache import CacheStage
 from ragsift.retrieval.reader import Reader, ReaderItem
@@ -219,6 +219,7 @@ class RetrievalPipeline:
         pending = await self._bypass(pending, out)
         answered, pending = await self.cached.lookup(pending)
         for p, cached in answered:
+            self._count_reused(p, cached)
             out[p.position] = self._finish(p.query, cached)
         # Single flight: one search per distinct key, in this batch and across batches.
         leaders: list[Pending] = []
@@ -265,6 +266,7 @@ class RetrievalPipeline:
             except RagsiftError as exc:
                 out[p.position] = exc
                 continue
+            self._count_reused(p, shared)
             out[p.position] = self._finish(p.query, self.cached.reuse(shared, p.query, hit=True))
         self.metrics.stage_seconds.labels("pipeline").observe(time.perf_counter() - started)
         return [o if o is not None else RuntimeError("query produced no outcome") for o in out]
@@ -733,6 +735,16 @@ class RetrievalPipeline:
             metrics=self.metrics,
             counted=p.retry,
         )
+
+    def _count_reused(self, p: Pending, result: RetrievalResult) -> None:
+        """A result served again is its scope's traffic too (``observe_reused``)."""
+        calibration = self._calibration_of(p)
+        if (
+            self.mix is not None
+            and calibration is not None
+            and self.settings.confidence.unanswerable_share == "auto"
+        ):
+            observe_reused(self.mix, p.query, result, calibration, self.metrics)
 
     def _calibration_of(self, p: Pending) -> CalibrationArtifact | None:
         return p.calibration if p.calibration is not None else self.engines.calibration

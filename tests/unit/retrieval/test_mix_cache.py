@@ -4,14 +4,19 @@
 * A cached result keeps the bar it was scored at: a duplicate delivery gets the
   result the first copy got.
 * A restarted process takes up its scopes' saved histograms.
+* A result served again (a cache hit, a query sharing another's search) is
+  counted in its scope's mix, at the confidence it was scored at.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ragsift.confidence import save_calibration
 from ragsift.confidence.mix_state import FileMixState
+from ragsift.confidence.scorers import CalibratedScorer
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.mix_watch import MIX_ADVICE_CODE
@@ -106,3 +111,51 @@ async def test_a_restarted_pipeline_takes_up_its_scopes_mix_where_it_was(
     (again,) = await _ask(restarted, ["How are refunds paid?"], "r")
     assert not again.answerable
     assert any(a.code == MIX_ADVICE_CODE for a in again.recommendations)
+
+
+async def test_cache_hits_are_counted_in_their_scopes_mix(tmp_path: Path, index: EdgeIndex) -> None:
+    """A confident result is cached for a day and one without context not at all:
+    counting cache misses only, a scope whose answerable questions recur read as
+    mostly unanswerable, and its bar rose for nothing."""
+    pipe = _pipeline(tmp_path, index, cache=True)
+    assert pipe.mix is not None
+    version = pipe.engines.calibration_version
+    question = "How are refunds paid?"
+    served = [(await _ask(pipe, [question], f"q{i}"))[0] for i in range(35)]
+    assert [r.cache.hit for r in served] == [False] + [True] * 34
+    # 35 deliveries, over the 30 a reading needs; one if hits were not counted.
+    assert pipe.mix.reading("alpha", "default", version) is not None
+
+
+async def test_queries_sharing_a_search_are_each_counted(tmp_path: Path, index: EdgeIndex) -> None:
+    """Single flight (keyed by the cache key): one search, its result shared."""
+    pipe = _pipeline(tmp_path, index, cache=True)
+    assert pipe.mix is not None
+    version = pipe.engines.calibration_version
+    results = await _ask(pipe, ["How are refunds paid?"] * 35, "same")  # one search
+    assert sum(r.cache.hit for r in results) == 34  # shared results are marked as hits
+    assert pipe.mix.reading("alpha", "default", version) is not None
+
+
+async def test_a_reported_result_scores_again_to_the_confidence_it_was_given(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    """What a cache hit is counted at: its signals through the calibration it names
+    give back its confidence (the shipped model, several features; no mix mapping)."""
+    settings = Settings(
+        data_dir=tmp_path,
+        confidence=ConfidenceSettings(unanswerable_share="off"),
+        cache=CacheSettings(enabled=False),
+    )
+    pipe = build_pipeline(settings, index=index, embedder=EMBEDDER, metrics=Metrics())
+    calibration = pipe.engines.calibration
+    assert calibration is not None
+    assert len(calibration.features) > 1
+    scorer = CalibratedScorer(calibration)
+    texts = ["How are refunds paid?", "Who signs the lease?", "zebra quantum marmalade"]
+    results = await _ask(pipe, texts, "s")
+    assert {r.breakdown.calibration_version for r in results} == {calibration.version}
+    for r in results:
+        again = scorer.score_reported(r.breakdown.signals, len(r.hits))
+        assert again == pytest.approx(r.confidence, abs=5e-7)  # results carry 6 decimals
+    assert len({r.confidence for r in results}) > 1  # not one constant
