@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import redis.asyncio as aioredis
 
 from ragsift.ingest.indexer import Indexer
@@ -11,7 +15,7 @@ from ragsift.ingest.loaders import SourceDocument
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import HashingEmbedder
-from ragsift.retrieval.pipeline import PipelineOutput
+from ragsift.retrieval.pipeline import PipelineOutput, RetrievalPipeline
 from ragsift.retrieval.redis_cache import RedisCache
 from ragsift.schemas import QueryEvent
 from ragsift.settings import RedisSettings, Settings
@@ -59,10 +63,20 @@ async def test_redis_cache_unreadable_version_reads_as_none_and_bump_resets_it(
         await cache.close()
 
 
-async def test_pipeline_on_redis_treats_garbage_values_and_counters_as_misses(
-    redis_settings: RedisSettings, unique: str, tmp_path: Path
-) -> None:
-    prefix = f"it-{unique}"
+@dataclass
+class _OnRedis:
+    """The handbook indexed for tenant ``alpha``, and a pipeline caching on Redis."""
+
+    settings: Settings
+    cache: RedisCache
+    pipeline: RetrievalPipeline
+    metrics: Metrics
+
+
+@asynccontextmanager
+async def _handbook_on_redis(
+    redis_settings: RedisSettings, prefix: str, tmp_path: Path
+) -> AsyncIterator[_OnRedis]:
     settings = Settings(
         data_dir=tmp_path,
         redis=redis_settings.model_copy(update={"key_prefix": prefix}),
@@ -79,6 +93,19 @@ async def test_pipeline_on_redis_treats_garbage_values_and_counters_as_misses(
         pipeline = build_pipeline(
             settings, index=index, embedder=embedder, metrics=metrics, cache=cache
         )
+        yield _OnRedis(settings, cache, pipeline, metrics)
+    finally:
+        await cache.client.delete(*[k async for k in cache.client.scan_iter(f"{prefix}:*")])
+        await cache.close()
+        await index.close()
+
+
+async def test_pipeline_on_redis_treats_garbage_values_and_counters_as_misses(
+    redis_settings: RedisSettings, unique: str, tmp_path: Path
+) -> None:
+    prefix = f"it-{unique}"
+    async with _handbook_on_redis(redis_settings, prefix, tmp_path) as on:
+        cache, pipeline, metrics = on.cache, on.pipeline, on.metrics
 
         def ask(query_id: str) -> QueryEvent:
             return QueryEvent(query_id=query_id, tenant_id="alpha", query="How are refunds paid?")
@@ -106,10 +133,6 @@ async def test_pipeline_on_redis_treats_garbage_values_and_counters_as_misses(
         [fifth] = await pipeline.process([ask("q5")])
         assert isinstance(fifth, PipelineOutput)
         assert fifth.result.cache.hit  # the counter was reset and the cache refilled
-    finally:
-        await cache.client.delete(*[k async for k in cache.client.scan_iter(f"{prefix}:*")])
-        await cache.close()
-        await index.close()
 
 
 async def test_redis_ttls_reads_every_key_in_one_round_trip(
@@ -134,27 +157,13 @@ async def test_redis_ttls_reads_every_key_in_one_round_trip(
 
 
 async def test_a_batch_of_cache_hits_reads_their_ttls_in_one_round_trip(
-    redis_settings: RedisSettings, unique: str, tmp_path: Path
+    redis_settings: RedisSettings, unique: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each hit says how long it has left; asking Redis once per hit made a batch of
     hits wait one round trip per query."""
-    prefix = f"it-{unique}"
-    settings = Settings(
-        data_dir=tmp_path,
-        redis=redis_settings.model_copy(update={"key_prefix": prefix}),
-        confidence=low_bar_confidence(),
-    )
-    cache = RedisCache(settings.redis)
-    index = EdgeIndex(tmp_path / "edge")
-    embedder = HashingEmbedder()
     questions = ["How are refunds paid?", "Within how many days?", "By what transfer?"]
-    try:
-        await Indexer(index, embedder, cache=cache).ingest(
-            "alpha", "default", [SourceDocument("handbook.md", TEXT)]
-        )
-        pipeline = build_pipeline(
-            settings, index=index, embedder=embedder, metrics=Metrics(), cache=cache
-        )
+    async with _handbook_on_redis(redis_settings, f"it-{unique}", tmp_path) as on:
+        settings, cache, pipeline = on.settings, on.cache, on.pipeline
 
         def batch(tag: str) -> list[QueryEvent]:
             return [
@@ -171,7 +180,7 @@ async def test_a_batch_of_cache_hits_reads_their_ttls_in_one_round_trip(
             calls.append(len(keys))
             return await asked(keys)
 
-        cache.ttls = counted  # type: ignore[method-assign]
+        monkeypatch.setattr(cache, "ttls", counted)
         again = await pipeline.process(batch("b"))
         assert calls == [len(questions)]
         for out in again:
@@ -179,7 +188,3 @@ async def test_a_batch_of_cache_hits_reads_their_ttls_in_one_round_trip(
             assert out.result.cache.hit
             assert out.result.cache.ttl_seconds is not None
             assert 0 < out.result.cache.ttl_seconds <= settings.cache.ttl_high_s
-    finally:
-        await cache.client.delete(*[k async for k in cache.client.scan_iter(f"{prefix}:*")])
-        await cache.close()
-        await index.close()
