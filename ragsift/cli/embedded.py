@@ -213,13 +213,11 @@ async def _reprobe(runtime: Any, settings: Any, tenant: str, collection: str) ->
 
 
 def _holes(done: Any) -> str | None:
-    """What the scope's new calibration records it answers of questions whose answer
-    the scope lacks (docs/confidence.md, section 12); None: nothing stored or estimated."""
-    from ragsift.evaluation.holes import recorded
-
-    if done is None or done.outcome != "stored" or done.artifact is None:
+    """What the scope's new calibration answers of questions whose answer the scope
+    lacks (docs/confidence.md, section 12); None: nothing stored, or no estimate."""
+    if done is None or done.holes is None:
         return None
-    return recorded(done.artifact)
+    return str(done.holes.describe())
 
 
 def _show_reprobe(done: Any) -> None:

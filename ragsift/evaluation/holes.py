@@ -48,7 +48,6 @@ __all__ = [
     "STAGE",
     "MissingAnswers",
     "missing_answer_rate",
-    "recorded",
     "with_missing_answers",
 ]
 
@@ -80,14 +79,6 @@ class MissingAnswers:
         """Its two-sided 95% Clopper-Pearson interval (None when nothing was asked)."""
         return proportion_interval(self.answered, self.asked)
 
-    @classmethod
-    def of(cls, artifact: CalibrationArtifact) -> MissingAnswers | None:
-        """What ``artifact`` records it answered (None: not estimated when it was made)."""
-        found = artifact.provenance.missing_answers if artifact.provenance is not None else None
-        if found is None:
-            return None
-        return cls(found.asked, found.answered, artifact.conformal.threshold)
-
     def describe(self) -> str:
         """One line for the command that measured it."""
         if not self.asked:
@@ -118,12 +109,6 @@ def with_missing_answers(
     record = MissingAnswerEstimate(asked=estimate.asked, answered=estimate.answered)
     provenance = artifact.provenance.model_copy(update={"missing_answers": record})
     return artifact.model_copy(update={"provenance": provenance})
-
-
-def recorded(artifact: CalibrationArtifact) -> str | None:
-    """The line :meth:`MissingAnswers.describe` gives for what ``artifact`` records."""
-    found = MissingAnswers.of(artifact)
-    return None if found is None else found.describe()
 
 
 async def missing_answer_rate(

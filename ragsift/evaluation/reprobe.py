@@ -78,6 +78,10 @@ class Reprobe:
     artifact: CalibrationArtifact | None = None
     """The calibration put in the store (stored and infeasible only), so nothing that
     acts on it reads the store again."""
+    holes: MissingAnswers | None = None
+    """What the stored calibration answers of questions the scope cannot answer though
+    its subject is there (stored only; None when estimating failed). Recorded in its
+    provenance when anything could be asked."""
 
 
 def reprobe_due(
@@ -179,7 +183,9 @@ async def reprobe_after_ingest(
             chunks,
             threshold_before=before,
         )
-    artifact = await _with_holes(index, embedder, artifact, scope, progress)
+    holes = await _estimate_holes(index, embedder, artifact, scope, progress)
+    if holes is not None:
+        artifact = with_missing_answers(artifact, holes)
     store.put(scope, artifact)
     remap = artifact.remap
     dropped = left_out_of(artifact)
@@ -195,19 +201,20 @@ async def reprobe_after_ingest(
         version=artifact.version,
         remap="" if remap is None else remap.describe(),
         artifact=artifact,
+        holes=holes,
     )
 
 
-async def _with_holes(
+async def _estimate_holes(
     index: VectorIndex,
     embedder: Embedder,
     artifact: CalibrationArtifact,
     scope: CalibrationScope,
     progress: Callable[[str, int, int], None] | None,
-) -> CalibrationArtifact:
-    """``artifact`` recording what it answers of questions the scope cannot answer
-    though its subject is there (docs/confidence.md, section 12). An estimate is
-    advice: when it fails, the calibration is stored without it."""
+) -> MissingAnswers | None:
+    """What ``artifact`` answers of questions the scope cannot answer though its
+    subject is there (docs/confidence.md, section 12). An estimate is advice: when
+    it fails, it is logged and the calibration is stored without it."""
     try:
         estimate = await missing_answer_rate(
             index,
@@ -219,9 +226,9 @@ async def _with_holes(
         )
     except Exception:
         log.exception("estimating what %s answers of what it lacks failed", scope)
-        return artifact
+        return None
     log.info("re-probing %s: %s", scope, estimate.describe())
-    return with_missing_answers(artifact, estimate)
+    return estimate
 
 
 def _in_force(
@@ -360,15 +367,8 @@ class Reprober:
         log.log(level, "re-probing %s: %s (%s)", scope, done.outcome, done.message)
         self._note(done.outcome)
         self.done = [*self.done[-99:], done]
-        if done.outcome == "stored" and done.artifact is not None:
-            self._estimate_holes(scope, done.artifact)
-
-    def _estimate_holes(self, scope: CalibrationScope, artifact: CalibrationArtifact) -> None:
-        """Hand on what the stored calibration records it answers of questions the scope
-        cannot answer though its subject is there (when that was estimated)."""
-        estimate = MissingAnswers.of(artifact)
-        if estimate is not None and self._holes is not None:
-            self._holes(scope, estimate)
+        if self._holes is not None and done.holes is not None and done.holes.asked:
+            self._holes(scope, done.holes)
 
     def _note(self, outcome: str) -> None:
         if self._count is not None:

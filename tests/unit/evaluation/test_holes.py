@@ -15,7 +15,6 @@ from ragsift.errors import InvalidEventError
 from ragsift.evaluation.holes import (
     MissingAnswers,
     missing_answer_rate,
-    recorded,
     with_missing_answers,
 )
 from ragsift.ingest.indexer import Indexer
@@ -163,15 +162,16 @@ def test_an_estimate_is_stored_with_the_calibration_outside_its_version() -> Non
     again = CalibrationArtifact.from_json(kept.to_json())
     assert again == kept
     assert again.version == probed.version
-    assert MissingAnswers.of(again) == estimate
-    assert "about 42% would be answered" in (recorded(again) or "")
+    assert again.provenance is not None
+    assert again.provenance.missing_answers == MissingAnswerEstimate(asked=200, answered=83)
+    assert again.provenance.missing_answers.share == 0.415
     # Nothing asked, or no provenance (the shipped calibration): nothing recorded.
     assert (
         with_missing_answers(probed, dataclasses.replace(estimate, asked=0, answered=0)) is probed
     )
     assert with_missing_answers(BASE, estimate) is BASE
-    assert MissingAnswers.of(probed) is None
-    assert recorded(BASE) is None
+    assert probed.provenance is not None
+    assert probed.provenance.missing_answers is None
 
 
 @pytest.mark.parametrize(("asked", "answered"), [(0, 0), (10, 11), (5, -1)])
