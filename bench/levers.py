@@ -1,7 +1,8 @@
 """Producer levers, one worker, in one run: queries/s for each configuration on the same shard.
 
-Each configuration (``LEVERS``: the workers' RAGSIFT_KAFKA_PRODUCER_*
-variables) gets a fresh worker process on the same indexed shard, a warm-up,
+Each configuration (``LEVERS``: the worker's extra environment, e.g. its
+RAGSIFT_KAFKA_PRODUCER_* variables; ``RUNNERS``: a worker other than ``ragsift
+worker retrieval``) gets a fresh worker process on the same indexed shard, a warm-up,
 then a backlog of distinct queries; the baseline runs first and again last,
 so drift on a shared machine shows as the gap between its two figures. The
 bare engine runs the same queries on the same shard at the worker's batch
