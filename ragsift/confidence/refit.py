@@ -15,7 +15,6 @@ so the same labels give the same artifact (and version) in any arrival order.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,7 +28,7 @@ from ragsift.confidence.conformal import DEFAULT_ALPHA, DEFAULT_DELTA, conformal
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.features import feature_matrix
 from ragsift.confidence.mix import fit_mix_table
-from ragsift.confidence.signals import SIGNAL_INDEX, SIGNAL_NAMES
+from ragsift.confidence.signals import reported_signal_matrix
 
 __all__ = ["MIN_REFIT_LABELS", "LabelledResult", "refit_calibration"]
 
@@ -67,24 +66,6 @@ def _order(query_id: str) -> str:
     return hashlib.sha256(query_id.encode()).hexdigest()
 
 
-def _signal_matrix(labels: Sequence[LabelledResult]) -> np.ndarray:
-    """Signal rows in :data:`SIGNAL_NAMES` order; missing or non-finite values are NaN.
-
-    Signals arrive from a topic: every one the model may use lives in [0, 1], so
-    values outside are clipped rather than allowed to dominate (or overflow) the fit.
-    """
-    rows = np.array(
-        [[float(r.signals.get(name, math.nan)) for name in SIGNAL_NAMES] for r in labels],
-        dtype=np.float64,
-    )
-    rows[~np.isfinite(rows)] = np.nan
-    # The pipeline always reports a top score (0 without hits); the model's imputations
-    # start from it, so it is never left missing.
-    top = rows[:, SIGNAL_INDEX["top_score"]]
-    top[np.isnan(top)] = 0.0
-    return np.clip(rows, 0.0, 1.0)
-
-
 def refit_calibration(
     base: CalibrationArtifact,
     labels: Sequence[LabelledResult],
@@ -118,7 +99,7 @@ def refit_calibration(
     y = np.array([1.0 if r.relevant else 0.0 for r in ordered])
     if y.min() == y.max():
         raise ConfidenceError("labels are all relevant or all not relevant: nothing to re-map on")
-    x = feature_matrix(_signal_matrix(ordered), base.features)
+    x = feature_matrix(reported_signal_matrix([r.signals for r in ordered]), base.features)
     z = x @ base.coef_array + base.intercept
     kept = np.array([r.kept for r in ordered])
     # Alternate halves in hash order: both halves are random samples of the labels.

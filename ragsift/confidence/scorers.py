@@ -29,7 +29,7 @@ Every scorer returns 0 for a query with no kept hits: there is no context to tru
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -47,7 +47,7 @@ from ragsift.confidence.config import (
 )
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.features import feature_matrix
-from ragsift.confidence.signals import SIGNAL_INDEX, SIGNAL_NAMES
+from ragsift.confidence.signals import SIGNAL_INDEX, reported_signal_matrix
 
 __all__ = [
     "CalibratedScorer",
@@ -203,15 +203,20 @@ class CalibratedScorer:
         """``calibrated``."""
         return "calibrated"
 
-    def score_reported(self, signals: Mapping[str, float], kept: int) -> float:
-        """The probability :meth:`score` gave a query, from the signals its result
-        reports (``breakdown.signals``: absent ones were missing) and its kept hits."""
-        row = np.array([[signals.get(name, np.nan) for name in SIGNAL_NAMES]], dtype=np.float64)
-        none = np.zeros(1)  # the model reads neither the kept hits' mean nor the bar
+    def score_reported(
+        self, reports: Sequence[Mapping[str, float]], kept: Sequence[int]
+    ) -> FloatArray:
+        """The probabilities :meth:`score` gave queries, from the signals their results
+        report (``breakdown.signals``; :func:`reported_signal_matrix`) and their
+        numbers of kept hits."""
+        none = np.zeros(len(reports))  # the model reads neither the kept hits' mean nor the bar
         inputs = ScoringInputs(
-            signals=row, kept_mean=none, kept_count=np.array([kept]), threshold=none
+            signals=reported_signal_matrix(reports),
+            kept_mean=none,
+            kept_count=np.asarray(kept, dtype=np.int64),
+            threshold=none,
         )
-        return float(self.score(inputs)[0])
+        return self.score(inputs)
 
     def score(self, inputs: ScoringInputs) -> FloatArray:
         """Probability that the kept hits hold the relevant context."""

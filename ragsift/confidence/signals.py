@@ -33,6 +33,7 @@ None of these depends on the order the hits arrive in.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +54,7 @@ __all__ = [
     "compute_signal_matrix",
     "compute_signals",
     "prepare_batch",
+    "reported_signal_matrix",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -294,3 +296,23 @@ def compute_signals(hits: HitScores, config: ConfidenceConfig | None = None) -> 
     cfg = config if config is not None else ConfidenceConfig()
     batch = HitBatch.from_hits([hits])
     return Signals.from_row(compute_signal_matrix(batch, cfg)[0])
+
+
+def reported_signal_matrix(reports: Sequence[Mapping[str, float]]) -> FloatArray:
+    """Signal rows, in :data:`SIGNAL_NAMES` order, from what results report
+    (``breakdown.signals``): an absent or non-finite value is missing (NaN).
+
+    Reports come back from a topic or a cache, so they are not trusted: every
+    signal a model may use lives in [0, 1], and values outside are clipped rather
+    than allowed to dominate (or overflow) it. The pipeline always reports a top
+    score (0 without hits); the model's imputations start from it, so it is never
+    left missing.
+    """
+    rows = np.array(
+        [[float(r.get(name, np.nan)) for name in SIGNAL_NAMES] for r in reports],
+        dtype=np.float64,
+    ).reshape(len(reports), len(SIGNAL_NAMES))
+    rows[~np.isfinite(rows)] = np.nan
+    top = rows[:, SIGNAL_INDEX["top_score"]]
+    top[np.isnan(top)] = 0.0
+    return np.clip(rows, 0.0, 1.0)

@@ -14,6 +14,7 @@ advice): a refusal is never silent.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragsift.confidence import Assessment, CalibrationArtifact
@@ -111,37 +112,44 @@ def mix_policy(
 
 def observe_reused(
     monitor: MixMonitor,
-    query: QueryEvent,
-    result: RetrievalResult,
-    calibration: CalibrationArtifact,
+    reused: Sequence[tuple[QueryEvent, RetrievalResult, CalibrationArtifact]],
     metrics: Metrics,
 ) -> None:
-    """Count a result served again (a cache hit, or a query sharing another's search)
-    in its scope's mix, with the calibrated confidence it was scored at.
+    """Count results served again (cache hits, queries sharing another's search) in
+    their scopes' mix, with the calibrated confidence each was scored at.
 
-    It is traffic like any other. Left out, the mix was read from cache misses
+    They are traffic like any other. Left out, the mix was read from cache misses
     only, and those lean unanswerable: a confident result is cached for a day and a
     result without relevant context not at all, so repeated answerable questions
-    went uncounted and the scope's bar rose for nothing. The confidence is scored
-    again from the result's signals with the calibration it names (the cache key
-    includes its version), before any mapping to the traffic's mix (ADR 016).
+    went uncounted and the scope's bar rose for nothing. Each ``(query, result,
+    calibration)`` is scored again from the result's signals with the calibration
+    it names (the cache key includes its version), before any mapping to the
+    traffic's mix (ADR 016): one model pass per calibration.
     """
-    table = calibration.conformal.mix
-    breakdown = result.breakdown
-    if (
-        table is None
-        or result.outcome != "ok"
-        or breakdown.scorer != "calibrated"
-        or breakdown.calibration_version != calibration.version
-    ):
-        return
-    confidence = CalibratedScorer(calibration).score_reported(breakdown.signals, len(result.hits))
-    tenant, collection = query.tenant_id, query.collection
-    estimate = monitor.observe(tenant, collection, calibration.version, table, confidence)
-    if estimate is not None:
-        metrics.unanswerable_share.labels(
-            metrics.tenant(tenant), metrics.collection(collection)
-        ).set(estimate.share)
+    groups: dict[str, tuple[CalibrationArtifact, list[tuple[QueryEvent, RetrievalResult]]]] = {}
+    for query, result, calibration in reused:
+        breakdown = result.breakdown
+        if (
+            calibration.conformal.mix is None
+            or result.outcome != "ok"
+            or breakdown.scorer != "calibrated"
+            or breakdown.calibration_version != calibration.version
+        ):
+            continue
+        groups.setdefault(calibration.version, (calibration, []))[1].append((query, result))
+    for calibration, items in groups.values():
+        table = calibration.conformal.mix
+        assert table is not None  # grouped above only with one
+        confidences = CalibratedScorer(calibration).score_reported(
+            [r.breakdown.signals for _, r in items], [len(r.hits) for _, r in items]
+        )
+        for (query, _), confidence in zip(items, confidences.tolist(), strict=True):
+            tenant, collection = query.tenant_id, query.collection
+            estimate = monitor.observe(tenant, collection, calibration.version, table, confidence)
+            if estimate is not None:
+                metrics.unanswerable_share.labels(
+                    metrics.tenant(tenant), metrics.collection(collection)
+                ).set(estimate.share)
 
 
 def moved_by(mode: UnanswerableShare, estimate: MixReading | None) -> float:

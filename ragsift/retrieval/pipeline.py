@@ -218,8 +218,8 @@ class RetrievalPipeline:
                 out[i] = exc
         pending = await self._bypass(pending, out)
         answered, pending = await self.cached.lookup(pending)
+        reused = list(answered)  # results served again, counted in their scopes' mix
         for p, cached in answered:
-            self._count_reused(p, cached)
             out[p.position] = self._finish(p.query, cached)
         # Single flight: one search per distinct key, in this batch and across batches.
         leaders: list[Pending] = []
@@ -266,8 +266,9 @@ class RetrievalPipeline:
             except RagsiftError as exc:
                 out[p.position] = exc
                 continue
-            self._count_reused(p, shared)
+            reused.append((p, shared))
             out[p.position] = self._finish(p.query, self.cached.reuse(shared, p.query, hit=True))
+        self._count_reused(reused)
         self.metrics.stage_seconds.labels("pipeline").observe(time.perf_counter() - started)
         return [o if o is not None else RuntimeError("query produced no outcome") for o in out]
 
@@ -736,15 +737,12 @@ class RetrievalPipeline:
             counted=p.retry,
         )
 
-    def _count_reused(self, p: Pending, result: RetrievalResult) -> None:
-        """A result served again is its scope's traffic too (``observe_reused``)."""
-        calibration = self._calibration_of(p)
-        if (
-            self.mix is not None
-            and calibration is not None
-            and self.settings.confidence.unanswerable_share == "auto"
-        ):
-            observe_reused(self.mix, p.query, result, calibration, self.metrics)
+    def _count_reused(self, reused: list[tuple[Pending, RetrievalResult]]) -> None:
+        """Results served again are their scopes' traffic too (``observe_reused``)."""
+        if not reused or self.mix is None or self.settings.confidence.unanswerable_share != "auto":
+            return
+        items = [(p.query, r, c) for p, r in reused if (c := self._calibration_of(p)) is not None]
+        observe_reused(self.mix, items, self.metrics)
 
     def _calibration_of(self, p: Pending) -> CalibrationArtifact | None:
         return p.calibration if p.calibration is not None else self.engines.calibration

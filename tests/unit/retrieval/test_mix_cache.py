@@ -10,11 +10,14 @@
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from ragsift.confidence import save_calibration
+from ragsift.confidence import load_default_calibration, save_calibration
 from ragsift.confidence.mix_state import FileMixState
 from ragsift.confidence.scorers import CalibratedScorer
 from ragsift.observability.metrics import Metrics
@@ -155,7 +158,58 @@ async def test_a_reported_result_scores_again_to_the_confidence_it_was_given(
     texts = ["How are refunds paid?", "Who signs the lease?", "zebra quantum marmalade"]
     results = await _ask(pipe, texts, "s")
     assert {r.breakdown.calibration_version for r in results} == {calibration.version}
-    for r in results:
-        again = scorer.score_reported(r.breakdown.signals, len(r.hits))
-        assert again == pytest.approx(r.confidence, abs=5e-7)  # results carry 6 decimals
+    again = scorer.score_reported(
+        [r.breakdown.signals for r in results], [len(r.hits) for r in results]
+    )
+    for r, confidence in zip(results, again.tolist(), strict=True):
+        assert confidence == pytest.approx(r.confidence, abs=5e-7)  # results carry 6 decimals
     assert len({r.confidence for r in results}) > 1  # not one constant
+
+
+def test_hostile_reported_signals_score_as_missing_or_clipped() -> None:
+    """Signals come back from a cache or a topic: overflowing, infinite, negative or
+    unknown values give a confidence in [0, 1], never NaN, and nothing raises."""
+    scorer = CalibratedScorer(load_default_calibration())
+    reports = [
+        {"top_score": math.inf, "support": -1e308, "consensus": math.nan},
+        {"top_score": math.nan},
+        {"top_score": 1e308, "agreement": math.inf, "unknown": 5.0},
+        {},
+        {"top_score": -3.0},
+    ]
+    got = scorer.score_reported(reports, [1, 1, 1, 0, 1])
+    assert np.isfinite(got).all()
+    assert ((got >= 0.0) & (got <= 1.0)).all()
+    assert got[3] == 0.0  # no kept hits
+    # Non-finite is missing (a missing top score reads as 0, as the pipeline reports
+    # none); finite values out of range are clipped.
+    plain = scorer.score_reported(
+        [{"top_score": 0.0, "support": 0.0}, {"top_score": 0.0}, {"top_score": 1.0}], [1, 1, 1]
+    )
+    assert (got[0], got[1], got[2], got[4]) == (plain[0], plain[1], plain[2], plain[1])
+
+
+async def test_a_tampered_cache_entry_is_served_and_counted_without_harm(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    """An entry whose signals overflow JSON's floats (1e999 reads as infinity) is still
+    a hit; the mix counts it at a clipped confidence and the batch goes on."""
+    pipe = _pipeline(tmp_path, index, cache=True)
+    assert pipe.mix is not None
+    cache = pipe.cached.cache
+    assert cache is not None
+    await _ask(pipe, ["How are refunds paid?"], "first")
+    (key,) = list(cache._data)  # type: ignore[attr-defined]  # the in-memory cache's store
+    raw = await cache.get(key)
+    assert raw is not None
+    doc = json.loads(raw)
+    doc["breakdown"]["signals"] = {"top_score": "__BIG__", "support": "__SMALL__"}
+    tampered = json.dumps(doc).replace('"__BIG__"', "1e999").replace('"__SMALL__"', "-1e999")
+    await cache.set(key, tampered.encode(), 300)
+    for i in range(34):
+        (served,) = await _ask(pipe, ["How are refunds paid?"], f"again{i}")
+        assert served.cache.hit
+    version = pipe.engines.calibration_version
+    reading = pipe.mix.reading("alpha", "default", version)
+    assert reading is not None
+    assert 0.0 <= reading.share <= 1.0
