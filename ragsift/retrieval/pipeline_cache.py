@@ -69,17 +69,20 @@ class CacheStage:
         )
         try:
             versions = dict(zip(scopes, await self._versions(cache, scopes), strict=True))
-            for p in pending:
-                tenant = p.query.tenant_id
-                p.key = self.key(p, *(versions[(tenant, c)] for c in p.query.searched))
-            found = await cache.get_many([p.key for p in pending if p.key is not None])
+            keys = [
+                self.key(p, *(versions[(p.query.tenant_id, c)] for c in p.query.searched))
+                for p in pending
+            ]
+            for p, key in zip(pending, keys, strict=True):
+                p.key = key
+            found = await cache.get_many(keys)
         except (ServiceUnavailableError, OSError, ConnectionError):
             # Cache trouble never fails a query: count it and bypass the cache.
             self.metrics.cache.labels(cache.backend, "error").inc(len(pending))
             return answered, pending
         rest = []
         hits: list[tuple[Pending, RetrievalResult, str]] = []
-        for p, raw in zip(pending, found, strict=True):
+        for p, key, raw in zip(pending, keys, found, strict=True):
             if raw is None:
                 self.metrics.cache.labels(cache.backend, "miss").inc()
                 rest.append(p)
@@ -92,7 +95,7 @@ class CacheStage:
                 rest.append(p)
                 continue
             self.metrics.cache.labels(cache.backend, "hit").inc()
-            hits.append((p, cached, _looked_up_key(p)))
+            hits.append((p, cached, key))
         if not hits:
             return answered, rest
         # What is left of each hit's TTL, for all of them in one more round trip.
@@ -218,10 +221,3 @@ class CacheStage:
                 "timings_ms": {},
             }
         )
-
-
-def _looked_up_key(p: Pending) -> str:
-    """The cache key :meth:`CacheStage.lookup` set on ``p``."""
-    if p.key is None:
-        raise AssertionError("a looked-up query has its key")
-    return p.key
