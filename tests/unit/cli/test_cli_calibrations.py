@@ -114,6 +114,49 @@ def test_list_shows_what_a_scope_answers_of_questions_it_cannot_answer(tmp_path:
     assert "~42%" in table.output
 
 
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        {"asked": 10, "answered": 11},
+        {"asked": 0, "answered": 0},
+        {"asked": -5, "answered": 0},
+        {"asked": "many", "answered": 1},
+        {"asked": 10, "answered": 1, "extra": {"deep": [[[[1]]]]}},
+        [[[[[[[[[[]]]]]]]]]],
+    ],
+)
+def test_a_stored_estimate_that_cannot_be_true_makes_only_its_scope_unusable(
+    tmp_path: Path, hostile: object
+) -> None:
+    """A store is files or Redis: an estimate edited to nonsense is refused with the
+    rest of its calibration (the scope falls back, and says so); others are untouched."""
+    data = tmp_path / "data"
+    store = DirectoryCalibrationStore(data / "calibrations")
+    good = made_on(DEFAULT.version)
+    store.put(CalibrationScope("docs", "acme"), good)
+    store.put(CalibrationScope("docs", "beta"), good)
+    (beta,) = [p for p in (data / "calibrations").rglob("*.json") if "beta" in p.name]
+    doc = json.loads(beta.read_text(encoding="utf-8"))
+    doc["provenance"]["missing_answers"] = hostile
+    beta.write_text(json.dumps(doc), encoding="utf-8")
+    rows = {row["tenant"]: row for row in listed(CliRunner(), data)["scopes"]}
+    assert (rows["beta"]["used"], rows["beta"]["ignored_reason"]) == (False, "invalid")
+    assert (rows["acme"]["used"], rows["acme"]["version"]) == (True, good.version)
+
+
+def test_a_huge_but_possible_estimate_is_shown_as_a_share(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    plain = made_on(DEFAULT.version)
+    assert plain.provenance is not None
+    huge = MissingAnswerEstimate(asked=10**30, answered=10**29)
+    stored = plain.model_copy(
+        update={"provenance": plain.provenance.model_copy(update={"missing_answers": huge})}
+    )
+    DirectoryCalibrationStore(data / "calibrations").put(CalibrationScope("docs", "acme"), stored)
+    (row,) = listed(CliRunner(), data)["scopes"]
+    assert row["missing_answer_share"] == 0.1
+
+
 def test_remove_leaves_the_scope_to_the_next_broader_calibration(tmp_path: Path) -> None:
     data = tmp_path / "data"
     store = DirectoryCalibrationStore(data / "calibrations")
