@@ -1,16 +1,12 @@
-"""A streaming worker process: a Faust app hosting one or more handlers.
+"""The Faust runtime of a streaming worker: a Faust app hosting assembled handlers.
 
-Assembling the worker sits here, in the streaming runtime, above the handlers
-it hosts (``ragsift.workers``): handlers never import Faust or this package
-(docs/adr/009-worker-assembly-in-streams.md).
-
-``ragsift worker retrieval`` (or ``indexer``, ``audit``, or several at once)
-builds the handlers from settings, attaches one agent per handler, and serves
-``/metrics``, ``/healthz`` and ``/readyz`` (and nothing else) on the worker's
-web host and port; ``/readyz`` is 503 while rebalancing or while any agent is
-not consuming (crashed, restarting or stopped). Several
-handlers in one process share one index: that is how an embedded (Qdrant
-Edge) shard is both written and searched; with a Qdrant server any split works.
+``ragsift worker NAMES --runtime faust`` (``RAGSIFT_WORKER_RUNTIME=faust``;
+the default is the plain aiokafka loop, :mod:`ragsift.streams.plain`, ADR 018)
+takes the handlers :func:`ragsift.streams.assembly.assemble` builds (ADR 009),
+attaches one agent per handler, and serves ``/metrics``, ``/healthz`` and
+``/readyz`` (and nothing else) on the worker's web host and port; ``/readyz``
+is 503 while rebalancing or while any agent is not consuming (crashed,
+restarting or stopped). Exactly-once (Kafka transactions) needs this runtime.
 """
 
 from __future__ import annotations
@@ -18,52 +14,23 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import faust
 from faust.exceptions import ConsumerNotStarted
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ragsift.confidence.mix_state import MixStateStore
-from ragsift.errors import ConfigurationError
-from ragsift.ingest.indexer import Indexer
 from ragsift.observability.metrics import Metrics
-from ragsift.retrieval.feedback_store import RedisFeedbackStore
 from ragsift.retrieval.pipeline import RetrievalPipeline
-from ragsift.retrieval.redis_cache import RedisCache
 from ragsift.settings import Settings
 from ragsift.streams.agents import AgentHealth, attach_handler
 from ragsift.streams.app import create_app
-from ragsift.wiring import (
-    MIX_SAVE_INTERVAL_S,
-    build_calibration_registry,
-    build_embedder,
-    build_index,
-    build_mix_state,
-    build_pipeline,
-    build_report_handler,
-    build_reprober,
-    restore_mix,
-    save_mix,
-)
-from ragsift.workers.audit import build_audit_handler
+from ragsift.streams.assembly import WORKER_NAMES, Assembly, WorkerName, assemble
+from ragsift.wiring import MIX_SAVE_INTERVAL_S, save_mix
 from ragsift.workers.base import Handler
-from ragsift.workers.calibration import FeedbackHandler, FeedbackLoop, ResultJoinHandler
-from ragsift.workers.decision import DecisionHandler
-from ragsift.workers.indexer import IndexerHandler
-from ragsift.workers.retrieval import RetrievalHandler
 
-__all__ = ["WORKER_NAMES", "WorkerName", "build_worker", "readiness"]
-
-WorkerName = Literal["retrieval", "indexer", "audit", "decision", "report", "calibration"]
-WORKER_NAMES: tuple[WorkerName, ...] = (
-    "retrieval",
-    "indexer",
-    "audit",
-    "decision",
-    "report",
-    "calibration",
-)
+__all__ = ["WORKER_NAMES", "WorkerName", "build_worker", "faust_worker", "readiness"]
 
 
 def build_worker(
@@ -78,72 +45,37 @@ def build_worker(
 
     ``web_host`` overrides ``settings.worker.web_host`` (``--web-host``).
     """
-    unknown = sorted(set(names) - set(WORKER_NAMES))
-    if unknown or not names:
-        raise ConfigurationError(f"workers must be among {WORKER_NAMES}, got {list(names)}")
-    metrics = Metrics(
-        max_tenants=settings.worker.metrics_max_tenants,
-        max_collections=settings.worker.metrics_max_collections,
-    )
-    handlers: list[Handler[Any]] = []
-    pipeline: RetrievalPipeline | None = None
-    mix_state: MixStateStore | None = None
-    if "retrieval" in names or "indexer" in names:
-        embedder = build_embedder(settings.embedder)
-        index = build_index(settings.qdrant, settings.data_dir)
-        cache = RedisCache(settings.redis) if settings.cache.enabled else None
-        if "retrieval" in names:
-            pipeline = build_pipeline(
-                settings,
-                index=index,
-                embedder=embedder,
-                metrics=metrics,
-                cache=cache,
-                source="/ragsift/worker/retrieval",
-            )
-            handlers.append(RetrievalHandler(pipeline))
-            mix_state = build_mix_state(settings)
-            restore_mix(pipeline, mix_state)
-        if "indexer" in names:
-            reprober = build_reprober(settings, index, embedder, metrics)
-            handlers.append(IndexerHandler(Indexer(index, embedder, cache=cache), reprober))
-    if "audit" in names:
-        audit = audit_dir or settings.data_dir / "audit"
-        handlers.append(build_audit_handler(settings.audit, audit, metrics))
-    if "decision" in names:
-        handlers.append(DecisionHandler(settings.guardrails, metrics))
-    if "report" in names:
-        handlers.append(build_report_handler(settings, metrics))
-    if "calibration" in names:
-        handlers.extend(build_calibration_handlers(settings, metrics))
-    # The app id is the consumer group: an explicit RAGSIFT_KAFKA_APP_ID is used as is
-    # (deployments name one group per worker kind, and KEDA scales on its lag).
-    app_id = settings.kafka.app_id
-    if "app_id" not in settings.kafka.model_fields_set:
-        app_id = f"{app_id}-{'-'.join(sorted(names))}"
+    parts = assemble(names, settings, audit_dir=audit_dir)
+    return faust_worker(parts, settings, web_port=web_port, web_host=web_host), parts.metrics
+
+
+def faust_worker(
+    parts: Assembly, settings: Settings, *, web_port: int = 6066, web_host: str | None = None
+) -> faust.App:
+    """The Faust app driving an assembled worker's handlers."""
     app = create_app(
         settings.kafka,
-        app_id=app_id,
+        app_id=parts.group_id,
         web_port=web_port,
         web_host=web_host or settings.worker.web_host,
     )
-    if mix_state is not None and pipeline is not None:
-        _keep_mix(app, pipeline, mix_state)
+    if parts.mix_state is not None and parts.pipeline is not None:
+        _keep_mix(app, parts.pipeline, parts.mix_state)
     health = AgentHealth()
-    for handler in handlers:
+    for handler in parts.handlers:
         attach_handler(
             app,
             handler,
             prefix=settings.kafka.topic_prefix,
-            metrics=metrics,
+            metrics=parts.metrics,
             batch_size=settings.limits.batch_size,
             within_s=settings.limits.batch_timeout_s,
             deadline_s=settings.limits.handler_deadline_s,
             max_original_bytes=settings.limits.deadletter_max_original_bytes,
             health=health,
         )
-    _add_pages(app, metrics, health, handlers)
-    return app, metrics
+    _add_pages(app, parts.metrics, health, parts.handlers)
+    return app
 
 
 def _keep_mix(app: faust.App, pipeline: RetrievalPipeline, store: MixStateStore) -> None:
@@ -160,23 +92,6 @@ def _keep_mix(app: faust.App, pipeline: RetrievalPipeline, store: MixStateStore)
 
     # mode's stub wants a positional-only sender; Faust calls it as at_stop(app, signal=...).
     app.on_before_shutdown.connect(at_stop)  # type: ignore[arg-type]
-
-
-def build_calibration_handlers(settings: Settings, metrics: Metrics) -> list[Handler[Any]]:
-    """The feedback re-fit: one handler joins results, one applies labels (X2).
-
-    Labels and results live in Redis (shared by replicas); the re-fit calibrations
-    go to the configured calibration store (``RAGSIFT_CALIBRATION_STORE=redis`` for
-    workers on several hosts).
-    """
-    embedder_id = build_embedder(settings.embedder).embedder_id
-    loop = FeedbackLoop(
-        RedisFeedbackStore(settings.redis),
-        build_calibration_registry(settings, embedder_id),
-        settings.feedback,
-        metrics,
-    )
-    return [ResultJoinHandler(loop), FeedbackHandler(loop)]
 
 
 def readiness(

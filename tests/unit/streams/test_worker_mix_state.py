@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+import ragsift.streams.assembly as assembly
 import ragsift.streams.worker as worker
 from ragsift.confidence.mix_state import FileMixState
 from ragsift.settings import CacheSettings, CalibrationSettings, EmbedderSettings, Settings
@@ -16,7 +17,7 @@ async def test_the_worker_restores_at_build_and_saves_at_stop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[tuple[str, Any]] = []
-    monkeypatch.setattr(worker, "restore_mix", lambda p, s: calls.append(("restore", s)) or 0)
+    monkeypatch.setattr(assembly, "restore_mix", lambda p, s: calls.append(("restore", s)) or 0)
     monkeypatch.setattr(worker, "save_mix", lambda p, s: calls.append(("save", s)) or 0)
     settings = Settings(
         data_dir=tmp_path,
@@ -37,6 +38,6 @@ def test_a_worker_without_the_retrieval_agent_keeps_no_mix_state(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     calls: list[str] = []
-    monkeypatch.setattr(worker, "restore_mix", lambda p, s: calls.append("restore") or 0)
+    monkeypatch.setattr(assembly, "restore_mix", lambda p, s: calls.append("restore") or 0)
     worker.build_worker(["decision"], Settings())
     assert calls == []

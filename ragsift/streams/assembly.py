@@ -1,0 +1,154 @@
+"""What a worker process hosts, built from settings, for either runtime.
+
+``ragsift worker retrieval indexer ...`` names handlers; this builds them
+(and the shared pieces they need: metrics, one index for an embedded shard
+that is both written and searched, the mix monitor's store) without choosing
+how they are driven. The Faust app (:mod:`ragsift.streams.worker`) and the
+plain aiokafka loop (:mod:`ragsift.streams.plain`) both start from an
+:class:`Assembly` (docs/adr/018-the-plain-loop-runtime.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ragsift.confidence.mix_state import MixStateStore
+from ragsift.errors import ConfigurationError
+from ragsift.ingest.indexer import Indexer
+from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.feedback_store import RedisFeedbackStore
+from ragsift.retrieval.pipeline import RetrievalPipeline
+from ragsift.retrieval.redis_cache import RedisCache
+from ragsift.settings import Settings
+from ragsift.wiring import (
+    build_calibration_registry,
+    build_embedder,
+    build_index,
+    build_mix_state,
+    build_pipeline,
+    build_report_handler,
+    build_reprober,
+    restore_mix,
+)
+from ragsift.workers.audit import build_audit_handler
+from ragsift.workers.base import Handler
+from ragsift.workers.calibration import FeedbackHandler, FeedbackLoop, ResultJoinHandler
+from ragsift.workers.decision import DecisionHandler
+from ragsift.workers.indexer import IndexerHandler
+from ragsift.workers.retrieval import RetrievalHandler
+
+__all__ = ["WORKER_NAMES", "Assembly", "WorkerName", "assemble", "build_calibration_handlers"]
+
+WorkerName = Literal["retrieval", "indexer", "audit", "decision", "report", "calibration"]
+WORKER_NAMES: tuple[WorkerName, ...] = (
+    "retrieval",
+    "indexer",
+    "audit",
+    "decision",
+    "report",
+    "calibration",
+)
+
+
+@dataclass
+class Assembly:
+    """The handlers of one worker process and what they share.
+
+    ``group_id`` is the consumer group: an explicit ``RAGSIFT_KAFKA_APP_ID`` as
+    is (deployments name one group per worker kind, and KEDA scales on its
+    lag), else the app id suffixed with the hosted names.
+    """
+
+    names: tuple[WorkerName, ...]
+    handlers: list[Handler[Any]]
+    metrics: Metrics
+    group_id: str
+    pipeline: RetrievalPipeline | None = None
+    mix_state: MixStateStore | None = None
+    cache: RedisCache | None = None
+
+    async def close(self) -> None:
+        """Release the handlers, the pipeline and the cache connection."""
+        for handler in self.handlers:
+            await handler.close()
+        if self.pipeline is not None:
+            await self.pipeline.close()
+        if self.cache is not None:
+            await self.cache.close()
+
+
+def assemble(
+    names: Sequence[WorkerName], settings: Settings, *, audit_dir: Path | None = None
+) -> Assembly:
+    """Build the named handlers (see the module docstring); a bad name is a ConfigurationError."""
+    unknown = sorted(set(names) - set(WORKER_NAMES))
+    if unknown or not names:
+        raise ConfigurationError(f"workers must be among {WORKER_NAMES}, got {list(names)}")
+    metrics = Metrics(
+        max_tenants=settings.worker.metrics_max_tenants,
+        max_collections=settings.worker.metrics_max_collections,
+    )
+    handlers: list[Handler[Any]] = []
+    pipeline: RetrievalPipeline | None = None
+    mix_state: MixStateStore | None = None
+    cache: RedisCache | None = None
+    if "retrieval" in names or "indexer" in names:
+        embedder = build_embedder(settings.embedder)
+        index = build_index(settings.qdrant, settings.data_dir)
+        cache = RedisCache(settings.redis) if settings.cache.enabled else None
+        if "retrieval" in names:
+            pipeline = build_pipeline(
+                settings,
+                index=index,
+                embedder=embedder,
+                metrics=metrics,
+                cache=cache,
+                source="/ragsift/worker/retrieval",
+            )
+            handlers.append(RetrievalHandler(pipeline))
+            mix_state = build_mix_state(settings)
+            restore_mix(pipeline, mix_state)
+        if "indexer" in names:
+            reprober = build_reprober(settings, index, embedder, metrics)
+            handlers.append(IndexerHandler(Indexer(index, embedder, cache=cache), reprober))
+    if "audit" in names:
+        audit = audit_dir or settings.data_dir / "audit"
+        handlers.append(build_audit_handler(settings.audit, audit, metrics))
+    if "decision" in names:
+        handlers.append(DecisionHandler(settings.guardrails, metrics))
+    if "report" in names:
+        handlers.append(build_report_handler(settings, metrics))
+    if "calibration" in names:
+        handlers.extend(build_calibration_handlers(settings, metrics))
+    group_id = settings.kafka.app_id
+    if "app_id" not in settings.kafka.model_fields_set:
+        group_id = f"{group_id}-{'-'.join(sorted(names))}"
+    return Assembly(
+        names=tuple(names),
+        handlers=handlers,
+        metrics=metrics,
+        group_id=group_id,
+        pipeline=pipeline,
+        mix_state=mix_state,
+        cache=cache,
+    )
+
+
+def build_calibration_handlers(settings: Settings, metrics: Metrics) -> list[Handler[Any]]:
+    """The feedback re-fit: one handler joins results, one applies labels (X2).
+
+    Labels and results live in Redis (shared by replicas); the re-fit calibrations
+    go to the configured calibration store (``RAGSIFT_CALIBRATION_STORE=redis`` for
+    workers on several hosts).
+    """
+    embedder_id = build_embedder(settings.embedder).embedder_id
+    loop = FeedbackLoop(
+        RedisFeedbackStore(settings.redis),
+        build_calibration_registry(settings, embedder_id),
+        settings.feedback,
+        metrics,
+    )
+    return [ResultJoinHandler(loop), FeedbackHandler(loop)]
