@@ -459,6 +459,11 @@ class WorkerSettings(BaseSettings):
     #: interface of /metrics, /healthz, /readyz: loopback unless a deployment
     #: opens it (containers set 0.0.0.0 and a NetworkPolicy limits who reaches it)
     web_host: str = Field(default="127.0.0.1", min_length=1)
+    #: what drives the handlers: plain, aiokafka clients in a batch loop (1.16-1.32x
+    #: one worker's queries/s, docs/benchmarks.md), or faust, a Faust app (needed for
+    #: exactly_once). One consumer group is driven by one runtime at a time
+    #: (docs/adr/018-the-plain-loop-runtime.md).
+    runtime: Literal["plain", "faust"] = "plain"
     #: tenants and collections with their own metric series; later ones share
     #: "other", so hostile input cannot grow /metrics without bound
     metrics_max_tenants: int = Field(default=50, ge=0, le=10_000)

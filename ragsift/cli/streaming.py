@@ -95,27 +95,42 @@ def worker(
     audit_dir: Annotated[
         Path | None, typer.Option(help="Audit sink folder (default <data dir>/audit).")
     ] = None,
+    runtime: Annotated[
+        str | None,
+        typer.Option(
+            help="plain (aiokafka clients in a batch loop) or faust (needed for exactly_once);"
+            " default RAGSIFT_WORKER_RUNTIME. One consumer group runs one runtime at a time."
+        ),
+    ] = None,
 ) -> None:
     """Run streaming workers that consume from Kafka: retrieval answers queries, indexer
     indexes documents, audit writes the audit trail, decision and report turn results
     into decisions and reports."""
-    from faust.worker import Worker
-
-    from ragsift.streams.worker import WORKER_NAMES, build_worker
+    from ragsift.streams.assembly import WORKER_NAMES, assemble
 
     bad = [n for n in names if n not in WORKER_NAMES]
     if bad:
         print_error(f"unknown worker {bad}; choose from {WORKER_NAMES}")
         raise typer.Exit(2)
     settings = _settings()
+    chosen = runtime or settings.worker.runtime
+    if chosen not in ("plain", "faust"):
+        print_error(f"unknown runtime {chosen!r}; choose plain or faust")
+        raise typer.Exit(2)
     try:
-        faust_app, _ = build_worker(
+        parts = assemble(
             names,  # type: ignore[arg-type]  # names checked above
             settings,
-            web_port=web_port,
-            web_host=web_host,
             audit_dir=audit_dir,
         )
+        if chosen == "plain":
+            from ragsift.streams.plain import PlainWorker
+
+            plain = PlainWorker(parts, settings, web_port=web_port, web_host=web_host)
+        else:
+            from ragsift.streams.worker import faust_worker
+
+            faust_app = faust_worker(parts, settings, web_port=web_port, web_host=web_host)
     except RagsiftError as exc:
         print_error(str(exc))
         raise typer.Exit(2) from exc
@@ -126,6 +141,17 @@ def worker(
     created = _kafka(settings, ensure_topics(settings.kafka))
     if created:
         err_console.print(f"created topics: {', '.join(created)}")
+    if chosen == "plain":
+        from ragsift.streams.plain import run_plain_worker
+
+        try:
+            run_plain_worker(plain, loglevel)
+        except RagsiftError as exc:
+            print_error(str(exc))
+            raise typer.Exit(1) from exc
+        return
+    from faust.worker import Worker
+
     Worker(faust_app, loglevel=loglevel).execute_from_commandline()
 
 

@@ -85,6 +85,7 @@ def test_audit_verify_the_demo_trail_then_a_tampered_copy(
         (["submit", "missing.jsonl"], "no such file: missing.jsonl"),
         (["tail", "nope"], "unknown topic 'nope'"),
         (["worker", "nope"], "unknown worker ['nope']"),
+        (["worker", "decision", "--runtime", "threads"], "unknown runtime 'threads'"),
         (["api", "--insecure-no-auth", "--host", "0.0.0.0"], "only allowed on a loopback"),
         (["api", "--port", "9000", "--metrics-port", "9000"], "need different ports"),
         (["calibrate", "--out", "cal.json"], "give --dataset"),

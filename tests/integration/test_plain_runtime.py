@@ -1,15 +1,13 @@
-"""A real broker: bench/plainloop.py answers every query, dead-letters a bad one,
-and commits only what it has answered.
-
-The loop is what issue 17's Faust-against-plain-aiokafka figures were measured
-with (docs/benchmarks.md); a loop that dropped or skipped events would have
-made those figures meaningless.
+"""A real broker: the plain runtime answers every query, dead-letters a bad one,
+reports ready with the Faust worker's fields, and commits only what it has answered.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -25,13 +23,15 @@ from ragsift.settings import (
 )
 from ragsift.streams import clients
 from ragsift.streams.admin import ensure_topics
+from ragsift.streams.assembly import assemble
 from ragsift.streams.codec import EventCodec
+from ragsift.streams.plain import READY_LINE, PlainWorker
+from tests.e2e.harness import free_port
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
-from plainloop import READY_LINE, serve  # noqa: E402
 from streaming import prepare_shard  # noqa: E402
 
 QUERIES = 12
@@ -72,12 +72,22 @@ async def test_every_query_answered_bad_one_dead_lettered_offsets_committed(
     )
     await ensure_topics(kafka)
     stop = asyncio.Event()
-    worker = asyncio.create_task(serve(settings, stop))
+    port = free_port()
+    plain = PlainWorker(assemble(["retrieval"], settings), settings, web_port=port)
+    worker = asyncio.create_task(plain.run(stop))
     try:
         async with asyncio.timeout(60):
             while READY_LINE not in capsys.readouterr().out:
                 assert not worker.done(), worker.exception()
                 await asyncio.sleep(0.1)
+        ready = await asyncio.to_thread(_get_json, f"http://127.0.0.1:{port}/readyz")
+        assert ready == {
+            "ready": True,
+            "rebalancing": False,
+            "agents_down": [],
+            "handlers_stalled": [],
+            "assigned_partitions": kafka.partitions,
+        }
         producer = clients.producer(kafka)
         await producer.start()
         codec = EventCodec(QueryEvent)
@@ -97,6 +107,7 @@ async def test_every_query_answered_bad_one_dead_lettered_offsets_committed(
         await asyncio.wait_for(worker, 30)
     assert sorted(results) == sorted(e.query_id.encode() for e in events)
     assert len(letters) == 1
+    assert worker.exception() is None
     # Stopped cleanly: the committed offsets cover every event, the bad one included.
     consumer = clients.consumer(kafka, group_id=prefix)
     await consumer.start()
@@ -109,3 +120,8 @@ async def test_every_query_answered_bad_one_dead_lettered_offsets_committed(
         await consumer.stop()
     assert sum(ends.values()) == QUERIES + 1
     assert committed == ends
+
+
+def _get_json(url: str) -> object:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.loads(response.read())

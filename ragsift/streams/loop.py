@@ -1,0 +1,253 @@
+"""Handlers driven by one plain aiokafka consumer: batch, route, flush, commit (ADR 018).
+
+The plain runtime's counterpart of :func:`ragsift.streams.agents.attach_handler`,
+with the same contract (ADR 004, at-least-once). One consumer per worker
+process, subscribed to every hosted handler's source topic, so a process is one
+member of its group, as a Faust worker is (a consumer per handler made each
+replica's start a cascade of rebalances, one per member):
+
+1. ``getmany(max_records=batch_size)`` hands over what is already fetched at
+   once and waits up to ``within_s`` only when nothing is (what
+   :class:`~ragsift.streams.batching.AdaptiveStream` does for Faust);
+2. each topic's records go to the
+   :class:`~ragsift.streams.routing.BatchRouter` of every handler that
+   consumes it (decision and report both read results; the handlers of one
+   batch run concurrently), which decodes, handles, publishes and
+   dead-letters, and never raises for what one event does;
+3. the producer is flushed: at once for a partial batch (the worker is
+   keeping up), after its linger for a full one (a backlog);
+4. only then do the batch's offsets count as done, and done offsets are
+   committed every ``commit_interval_s``, when partitions are revoked, and at
+   stop. An offset is never committed past an event whose outputs are not on
+   the broker.
+
+A rebalance waits for the batch in flight: the revocation callback takes the
+same lock as a batch, so it commits what is done, never a position the
+consumer has fetched past. A batch that fails as a whole (the producer's flush
+raising, a bug) is not counted done: its partitions are sought back to the
+batch's first offsets and it runs again. Output ids are deterministic, so the
+replays this allows are harmless downstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.errors import KafkaError
+
+from ragsift.streams.routing import BatchRouter, Received
+
+__all__ = ["COMMIT_INTERVAL_S", "BatchLoop", "Flusher"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two commits of done offsets (Faust's ``broker_commit_interval``).
+COMMIT_INTERVAL_S = 2.8
+#: First pause after a batch or a fetch failed as a whole, doubled up to the maximum.
+RETRY_INITIAL_S = 0.5
+RETRY_MAX_S = 30.0
+
+
+class Flusher(Protocol):
+    """Waits until every output sent so far is on the broker."""
+
+    async def __call__(self, *, partial: bool) -> None:
+        """``partial``: the batch was not full, so nothing should wait for the linger."""
+        ...
+
+
+class BatchLoop:
+    """Consume the handlers' source topics in batches (see the module docstring).
+
+    A handler that waits (the audit sink on a failing disk) holds the other
+    handlers of its process with it: deployments run the audit sink in a
+    process of its own.
+
+    Args:
+        consumer: subscribed by :meth:`subscribe`; never auto-commits.
+        routers: the batch routers of each source topic (full name).
+        flush: waits for the producer (see :class:`Flusher`).
+        batch_size: most records a batch takes.
+        within_s: how long an empty fetch waits.
+        commit_interval_s: seconds between commits of done offsets.
+    """
+
+    def __init__(
+        self,
+        consumer: AIOKafkaConsumer,
+        routers: Mapping[str, Sequence[BatchRouter]],
+        flush: Flusher,
+        *,
+        batch_size: int,
+        within_s: float,
+        commit_interval_s: float = COMMIT_INTERVAL_S,
+    ):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if not any(routers.values()):
+            raise ValueError("a batch loop needs at least one router")
+        self.consumer = consumer
+        self.routers = {topic: list(each) for topic, each in routers.items() if each}
+        self.flush = flush
+        self.batch_size = batch_size
+        self.timeout_ms = max(1, int(within_s * 1000))
+        self.commit_interval_s = commit_interval_s
+        #: True from the loop's start until it ends or fails; /readyz reads it.
+        self.running = False
+        #: True between a revocation and the next assignment.
+        self.rebalancing = False
+        #: Set once the group has given this consumer its first assignment (maybe empty).
+        self.joined = asyncio.Event()
+        self._lock = asyncio.Lock()  # a batch, or a revocation's commit
+        self._done: dict[TopicPartition, int] = {}  # next offset to commit, outputs flushed
+        self._committed: dict[TopicPartition, int] = {}
+
+    @property
+    def names(self) -> list[str]:
+        """The hosted agents' names on /readyz (``ragsift.retrieval``...), sorted."""
+        return sorted(
+            f"ragsift.{router.handler.name}" for each in self.routers.values() for router in each
+        )
+
+    def subscribe(self) -> None:
+        """Subscribe to every router's topic, with the listener that commits before a rebalance."""
+        self.consumer.subscribe(sorted(self.routers), listener=_CommitBeforeRebalance(self))
+
+    @property
+    def assigned(self) -> int | None:
+        """Partitions assigned now; None before the first assignment."""
+        return len(self.consumer.assignment()) if self.joined.is_set() else None
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Batches until ``stop`` is set; then what is done is committed."""
+        pause = RETRY_INITIAL_S
+        last_commit = time.monotonic()
+        self.running = True
+        try:
+            while not stop.is_set():
+                try:
+                    records = await self._fetch()
+                    if records:
+                        async with self._lock:
+                            await self._process(records)
+                    pause = RETRY_INITIAL_S
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # the loop outlives any one failure
+                    self.running = False
+                    log.error(
+                        "batch failed, retrying in %.1f s: %s: %.500s",
+                        pause,
+                        type(exc).__name__,
+                        exc,
+                    )
+                    await _sleep_unless(stop, pause)
+                    pause = min(pause * 2, RETRY_MAX_S)
+                    self.running = True
+                    continue
+                if time.monotonic() - last_commit >= self.commit_interval_s:
+                    await self.commit()
+                    last_commit = time.monotonic()
+            await self.commit()
+        finally:
+            self.running = False
+
+    async def _fetch(self) -> list[ConsumerRecord[bytes, bytes]]:
+        fetched = await self.consumer.getmany(
+            timeout_ms=self.timeout_ms, max_records=self.batch_size
+        )
+        return [record for part in fetched.values() for record in part]
+
+    async def _process(self, records: Sequence[ConsumerRecord[bytes, bytes]]) -> None:
+        by_topic: dict[str, list[Received]] = {}
+        for r in records:
+            received = Received(r.value, r.key, r.topic, r.partition, r.offset)
+            by_topic.setdefault(r.topic, []).append(received)
+        try:
+            await asyncio.gather(
+                *(
+                    router.process(batch)
+                    for topic, batch in by_topic.items()
+                    for router in self.routers[topic]
+                )
+            )
+            await self.flush(partial=len(records) < self.batch_size)
+        except BaseException:
+            self._rewind(records)
+            raise
+        for record in records:
+            tp = TopicPartition(record.topic, record.partition)
+            self._done[tp] = max(self._done.get(tp, 0), record.offset + 1)
+
+    def _rewind(self, records: Sequence[ConsumerRecord[bytes, bytes]]) -> None:
+        """Seek each partition of a failed batch back to its first record there."""
+        first: dict[TopicPartition, int] = {}
+        for record in records:
+            tp = TopicPartition(record.topic, record.partition)
+            first[tp] = min(first.get(tp, record.offset), record.offset)
+        assigned = self.consumer.assignment()
+        for tp, offset in first.items():
+            if tp in assigned:
+                self.consumer.seek(tp, offset)
+
+    async def commit(self, only: Sequence[TopicPartition] | None = None) -> None:
+        """Commit the done offsets that moved (of ``only``, if given); failures are logged.
+
+        A failed commit loses nothing: the next one, or the partition's next
+        owner, starts from the last committed offset and replays.
+        """
+        assigned = self.consumer.assignment()
+        chosen = self._done
+        if only is not None:
+            chosen = {tp: self._done[tp] for tp in only if tp in self._done}
+        offsets = {
+            tp: offset
+            for tp, offset in chosen.items()
+            if tp in assigned and self._committed.get(tp) != offset
+        }
+        if not offsets:
+            return
+        try:
+            await self.consumer.commit(offsets)
+        except KafkaError as exc:
+            log.warning("commit failed (the events will be replayed): %s", exc)
+            return
+        self._committed.update(offsets)
+
+    async def on_revoked(self, revoked: Sequence[TopicPartition]) -> None:
+        """Before a rebalance: wait for the batch in flight, commit the revoked partitions."""
+        self.rebalancing = True
+        async with self._lock:
+            await self.commit(only=list(revoked))
+            for tp in revoked:
+                self._done.pop(tp, None)
+                self._committed.pop(tp, None)
+
+    def on_assigned(self, assigned: Sequence[TopicPartition]) -> None:
+        """After a rebalance: consuming again."""
+        self.rebalancing = False
+        self.joined.set()
+        log.info("assigned %d partitions", len(assigned))
+
+
+class _CommitBeforeRebalance(ConsumerRebalanceListener):
+    def __init__(self, loop: BatchLoop):
+        self.loop = loop
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        await self.loop.on_revoked(list(revoked))
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        self.loop.on_assigned(list(assigned))
+
+
+async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
