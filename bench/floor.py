@@ -35,7 +35,6 @@ from openloop import offer_at
 from quick import parse_args
 from streaming import (
     EMBEDDER_KIND,
-    PLAIN_LOOP,
     RAGSIFT,
     encode_events,
     measure_backlog,
@@ -47,7 +46,7 @@ from streaming import (
 from ragsift.settings import EmbedderSettings, Settings
 
 #: name → {"worker": env, "consumer": results consumer options, "producer": query
-#: producer options, "runner": what runs the worker}. Each varies one knob from the
+#: producer options}. Each varies one knob from the
 #: baseline (the defaults).
 CONFIGS: dict[str, dict[str, Any]] = {
     "baseline": {},
@@ -63,8 +62,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # Qdrant Edge's search pool: its default is derived from the CPUs (8 threads on 2 cores).
     "edge_threads_1": {"worker": {"RAGSIFT_QDRANT_EDGE_SEARCH_THREADS": "1"}},
     "edge_threads_2": {"worker": {"RAGSIFT_QDRANT_EDGE_SEARCH_THREADS": "2"}},
-    # The same handler between plain aiokafka clients instead of Faust (bench/plainloop.py).
-    "plain_aiokafka": {"runner": PLAIN_LOOP},
+    # The worker's runtime: aiokafka clients in a batch loop, or a Faust app (ADR 018).
+    "runtime_plain": {"worker": {"RAGSIFT_WORKER_RUNTIME": "plain"}},
+    "runtime_faust": {"worker": {"RAGSIFT_WORKER_RUNTIME": "faust"}},
     # This checkout's workers, defaults and all (with --before, every other runs the old code).
     "current": {},
 }
@@ -100,8 +100,7 @@ async def run(
                 env = dict(config.get("worker", {}))
                 if before is not None and name != "current":
                     env["PYTHONPATH"] = str(before)
-                runner = config.get("runner", RAGSIFT)
-                prefix, procs = await start_workers(settings, part, workdir, 1, runner, env)
+                prefix, procs = await start_workers(settings, part, workdir, 1, RAGSIFT, env)
                 try:
                     await measure_backlog(settings, prefix, part.events(f"{prefix}-w", 0, WARM_UP))
                     _log(f"round {round_ + 1}, {name}: {rate} q/s for {seconds} s…")

@@ -1,8 +1,8 @@
 """Producer levers, one worker, in one run: queries/s for each configuration on the same shard.
 
 Each configuration (``LEVERS``: the worker's extra environment, e.g. its
-RAGSIFT_KAFKA_PRODUCER_* variables; ``RUNNERS``: a worker other than ``ragsift
-worker retrieval``) gets a fresh worker process on the same indexed shard, a warm-up,
+RAGSIFT_KAFKA_PRODUCER_* variables or RAGSIFT_WORKER_RUNTIME) gets a fresh
+worker process on the same indexed shard, a warm-up,
 then a backlog of distinct queries; the baseline runs first and again last,
 so drift on a shared machine shows as the gap between its two figures. The
 bare engine runs the same queries on the same shard at the worker's batch
@@ -27,7 +27,6 @@ from pipeline import engine_qps
 from quick import parse_args
 from streaming import (
     EMBEDDER_KIND,
-    PLAIN_LOOP,
     RAGSIFT,
     WORKER_BATCH,
     measure_backlog,
@@ -53,16 +52,15 @@ LEVERS: dict[str, dict[str, str]] = {
     # Qdrant Edge's search pool (default derived from the CPUs: 8 threads on 2 cores).
     "edge_threads_1": {"RAGSIFT_QDRANT_EDGE_SEARCH_THREADS": "1"},
     "edge_threads_2": {"RAGSIFT_QDRANT_EDGE_SEARCH_THREADS": "2"},
-    # The same handler between plain aiokafka clients instead of Faust (bench/plainloop.py).
-    "plain_aiokafka": {},
+    # The worker's runtime: aiokafka clients in a batch loop, or a Faust app (ADR 018).
+    "runtime_plain": {"RAGSIFT_WORKER_RUNTIME": "plain"},
+    "runtime_faust": {"RAGSIFT_WORKER_RUNTIME": "faust"},
     "lz4_batch_512kib_linger_5ms": {
         "RAGSIFT_KAFKA_PRODUCER_COMPRESSION": "lz4",
         "RAGSIFT_KAFKA_PRODUCER_MAX_BATCH_BYTES": "524288",
         "RAGSIFT_KAFKA_PRODUCER_LINGER_MS": "5",
     },
 }
-#: name → what runs the worker, where it is not ``ragsift worker retrieval``.
-RUNNERS: dict[str, tuple[str, ...]] = {"plain_aiokafka": PLAIN_LOOP}
 WARM_UP = 300
 QUICK = {"chunks": 2000, "queries": 1000}
 
@@ -82,8 +80,7 @@ async def run(chunks: int, queries: int, names: list[str]) -> dict[str, Any]:
         figures: dict[str, Any] = {}
         for n, name in enumerate(order):
             part = shard.part(n, len(order))
-            runner = RUNNERS.get(name, RAGSIFT)
-            prefix, procs = await start_workers(settings, part, workdir, 1, runner, LEVERS[name])
+            prefix, procs = await start_workers(settings, part, workdir, 1, RAGSIFT, LEVERS[name])
             try:
                 await measure_backlog(settings, prefix, part.events(f"{prefix}-w", 0, WARM_UP))
                 _log(f"{name}: {queries} queries…")

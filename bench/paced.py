@@ -1,5 +1,8 @@
 """Run ragsift's command line logging each batch's times to a file (bench/pace.py).
 
+Either runtime (ADR 018): the hooks wrap the Faust agents' producer and the
+plain runtime's sender alike.
+
     python bench/paced.py LOG worker retrieval ...
 
 One line per batch, appended to LOG: when the router started on it, when it
@@ -23,6 +26,7 @@ from faust.transport.drivers.aiokafka import Producer
 
 import ragsift.streams.agents as agents
 from ragsift.cli import main
+from ragsift.streams import plain
 from ragsift.streams.agents import _ProducerSender
 from ragsift.streams.routing import BatchRouter, Received
 
@@ -34,6 +38,8 @@ _flush = Producer.flush
 # before it, whose agents call the producer's flush.
 _flush_now = getattr(agents, "flush_now", None)
 _send = _ProducerSender.send
+_plain_send = plain._Sender.send
+_plain_flush = plain._Sender.flush
 _batch: list[float] = []
 _sending = [0.0]
 
@@ -50,6 +56,17 @@ async def _timed_send(self: _ProducerSender, topic: str, key: bytes, value: byte
     start = time.perf_counter()
     await _send(self, topic, key, value)
     _sending[0] += time.perf_counter() - start
+
+
+async def _timed_plain_send(self: plain._Sender, topic: str, key: bytes, value: bytes) -> None:
+    start = time.perf_counter()
+    await _plain_send(self, topic, key, value)
+    _sending[0] += time.perf_counter() - start
+
+
+async def _timed_plain_flush(self: plain._Sender, *, partial: bool) -> None:
+    await _plain_flush(self, partial=partial)
+    _flushed()
 
 
 def _flushed() -> None:
@@ -77,5 +94,7 @@ Producer.flush = _timed_flush  # type: ignore[method-assign]
 if _flush_now is not None:
     agents.flush_now = _timed_flush_now
 _ProducerSender.send = _timed_send  # type: ignore[method-assign]
+plain._Sender.send = _timed_plain_send  # type: ignore[method-assign]
+plain._Sender.flush = _timed_plain_flush  # type: ignore[method-assign]
 sys.argv = ["ragsift", *sys.argv[2:]]
 main()

@@ -56,7 +56,11 @@ STAGES: dict[str, list[tuple[str, str]]] = {
     "score (confidence, result)": [("ragsift/retrieval/pipeline.py", "_score")],
     "finish (guardrails, evidence)": [("ragsift/retrieval/pipeline.py", "_finish")],
     "encode": [("ragsift/streams/codec.py", "encode")],
-    "produce (hand to the producer)": [("ragsift/streams/agents.py", "send")],
+    # Either runtime's hand-off (ADR 018): the plain sender's, or the Faust agents'.
+    "produce (hand to the producer)": [
+        ("ragsift/streams/plain.py", "send"),
+        ("ragsift/streams/agents.py", "send"),
+    ],
 }
 #: Totals the stages above sit inside, to name what is left.
 ROUTER = ("ragsift/streams/routing.py", "process")
@@ -130,7 +134,7 @@ def stage_table(profile: Path, other_threads: dict[str, float]) -> dict[str, Any
         - seconds["encode"]
         - seconds["produce (hand to the producer)"],
     )
-    seconds["Faust + Kafka client (consume, flush, commit, event loop)"] = max(
+    seconds["runtime + Kafka client (consume, flush, commit, event loop)"] = max(
         0.0, total - idle - router
     )
     for kind, cpu_s in other_threads.items():

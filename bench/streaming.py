@@ -56,8 +56,6 @@ EMBEDDER_KIND = "hashing"
 #: A backlog of 5,000 queries drains in seconds; ten minutes means something is stuck.
 BACKLOG_DEADLINE_S = 600
 RAGSIFT = ("-m", "ragsift")
-#: The same retrieval handler between plain aiokafka clients, without Faust.
-PLAIN_LOOP = (str(Path(__file__).with_name("plainloop.py")),)
 #: The workers' batch (RAGSIFT_LIMITS_BATCH_SIZE): the bare engine is measured at it too.
 WORKER_BATCH = 256
 

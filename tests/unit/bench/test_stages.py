@@ -43,7 +43,7 @@ def test_stages_idle_and_the_framework_remainder(tmp_path: Path) -> None:
     # the handler's time not in a named pipeline stage
     assert stages["pipeline, other (admission, batching, metrics)"]["seconds"] == pytest.approx(2.0)
     # busy time outside the router: Faust, the Kafka client, the loop
-    framework = stages["Faust + Kafka client (consume, flush, commit, event loop)"]
+    framework = stages["runtime + Kafka client (consume, flush, commit, event loop)"]
     assert framework["seconds"] == pytest.approx(busy - 8.0)
     packages = table["own_time_by_package"]
     assert packages["socket writes (produce requests)"] == pytest.approx(2.0 / busy, abs=1e-3)
