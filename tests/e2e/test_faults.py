@@ -71,22 +71,33 @@ pytestmark = [pytest.mark.faults, pytest.mark.timeout(int(STREAM_TIMEOUT_S + SOA
 Action = Callable[[], Awaitable[None]]
 
 
+#: The faults that test the runtime itself (its commits, its rebalances, its loop
+#: going on) run under both; the others test handlers, which both share, and run
+#: under the default runtime (RAGSIFT_WORKER_RUNTIME, else the settings' default).
+BOTH_RUNTIMES = pytest.mark.parametrize("fault_stack", ["plain", "faust"], indirect=True)
+
+
 @pytest.fixture
 def fault_stack(
     kafka_bootstrap: str,
     redis_settings: object,
     tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> Stack:
-    """Fresh topics, group and keys per test; a crashed member is noticed in 8 s."""
+    """Fresh topics, group and keys per test; a crashed member is noticed in 8 s.
+
+    Parametrized indirectly (``BOTH_RUNTIMES``), the param is the workers' runtime.
+    """
+    env = {"RAGSIFT_KAFKA_SESSION_TIMEOUT_S": "8", "RAGSIFT_EMBEDDER_KIND": EMBEDDER.kind}
+    runtime = getattr(request, "param", None)
+    if runtime is not None:
+        env["RAGSIFT_WORKER_RUNTIME"] = runtime
     return Stack(
         bootstrap=kafka_bootstrap,
         redis_url=redis_settings.url,  # type: ignore[attr-defined]  # RedisSettings
         prefix=f"fault-{uuid.uuid4().hex[:8]}",
         base_dir=tmp_path,
-        extra_env={
-            "RAGSIFT_KAFKA_SESSION_TIMEOUT_S": "8",
-            "RAGSIFT_EMBEDDER_KIND": EMBEDDER.kind,
-        },
+        extra_env=env,
     )
 
 
@@ -199,6 +210,7 @@ def blocking(fn: Callable[[], object]) -> Action:
     return run
 
 
+@BOTH_RUNTIMES
 async def test_kill_nine_three_times_every_query_keeps_one_result_id(
     fault_stack: Stack, spawn: Callable[..., WorkerProcess]
 ) -> None:
@@ -216,6 +228,7 @@ async def test_kill_nine_three_times_every_query_keeps_one_result_id(
     print(f"kill -9 x3: {watch.deliveries - len(sent)} replayed results deduplicated by id")
 
 
+@BOTH_RUNTIMES
 async def test_broker_restart_mid_stream_loses_nothing(
     fault_stack: Stack, spawn: Callable[..., WorkerProcess]
 ) -> None:
@@ -368,6 +381,7 @@ def poison_pill(i: int) -> bytes:
     return kinds[i % len(kinds)]
 
 
+@BOTH_RUNTIMES
 async def test_poison_pills_are_dead_lettered_whole_or_bounded_and_the_worker_goes_on(
     fault_stack: Stack, spawn: Callable[..., WorkerProcess]
 ) -> None:
@@ -413,7 +427,9 @@ async def test_poison_pills_are_dead_lettered_whole_or_bounded_and_the_worker_go
     assert worker.proc is not None
     assert worker.proc.poll() is None, "the worker died"
     assert worker.readyz() == 200
-    assert "Crashed" not in worker.log.read_text(errors="replace")
+    log = worker.log.read_text(errors="replace")
+    assert "Crashed" not in log  # Faust's word for an agent that left its loop
+    assert "batch failed" not in log  # the plain runtime's for a batch that failed whole
 
 
 async def test_duplicate_query_events_give_one_result_id_and_one_audit_row(
@@ -447,6 +463,7 @@ async def test_duplicate_query_events_give_one_result_id_and_one_audit_row(
     assert set(per_kind.values()) == {1}
 
 
+@BOTH_RUNTIMES
 async def test_scale_one_two_one_workers_under_load_loses_nothing(
     fault_stack: Stack, spawn: Callable[..., WorkerProcess]
 ) -> None:
