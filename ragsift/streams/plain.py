@@ -89,10 +89,12 @@ class _Sender:
 
     async def flush(self, *, partial: bool) -> None:
         """Wait for every output sent since the last flush; raise if one was not taken."""
-        if partial:
+        accumulator = getattr(self.producer, "_message_accumulator", None)
+        flush_now = getattr(accumulator, "flush_for_commit", None)
+        if partial and flush_now is not None:
             # The batch is not full: nothing more is coming for these outputs,
             # so they go now instead of after the linger (streams.agents.flush_now).
-            await self.producer._message_accumulator.flush_for_commit()
+            await flush_now()
         else:
             await self.producer.flush()
         deliveries, self.deliveries = self.deliveries, []
