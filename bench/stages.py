@@ -46,8 +46,8 @@ BENCH = Path(__file__).resolve().parent
 STAGES: dict[str, list[tuple[str, str]]] = {
     "decode": [("ragsift/streams/codec.py", "decode")],
     "cache (Redis look-up and store)": [
-        ("ragsift/retrieval/pipeline.py", "_from_cache"),
-        ("ragsift/retrieval/pipeline.py", "_store"),
+        ("ragsift/retrieval/pipeline_cache.py", "lookup"),
+        ("ragsift/retrieval/pipeline_cache.py", "store"),
     ],
     "embed": [("ragsift/retrieval/pipeline.py", "_embed")],
     "search (Qdrant Edge + fusion)": [("ragsift/retrieval/pipeline.py", "_search_collection")],
