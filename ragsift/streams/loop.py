@@ -175,7 +175,7 @@ class BatchLoop:
                 *(
                     router.process(batch)
                     for topic, batch in by_topic.items()
-                    for router in self.routers[topic]
+                    for router in self.routers.get(topic, ())
                 )
             )
             await self.flush(partial=len(records) < self.batch_size)
