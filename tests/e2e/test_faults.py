@@ -72,8 +72,9 @@ Action = Callable[[], Awaitable[None]]
 
 
 #: The faults that test the runtime itself (its commits, its rebalances, its loop
-#: going on) run under both; the others test handlers, which both share, and run
-#: under the default runtime (RAGSIFT_WORKER_RUNTIME, else the settings' default).
+#: going on, two handlers in one process) run under both; the others test
+#: handlers, which both share, and run under the default runtime
+#: (RAGSIFT_WORKER_RUNTIME, else the settings' default).
 BOTH_RUNTIMES = pytest.mark.parametrize("fault_stack", ["plain", "faust"], indirect=True)
 
 
@@ -432,6 +433,7 @@ async def test_poison_pills_are_dead_lettered_whole_or_bounded_and_the_worker_go
     assert "batch failed" not in log  # the plain runtime's for a batch that failed whole
 
 
+@BOTH_RUNTIMES
 async def test_duplicate_query_events_give_one_result_id_and_one_audit_row(
     fault_stack: Stack, spawn: Callable[..., WorkerProcess]
 ) -> None:
