@@ -26,7 +26,7 @@ from ragsift.gc_policy import settle as settle_gc
 from ragsift.observability.metrics import Metrics
 from ragsift.schemas.deadletter import DEFAULT_MAX_ORIGINAL_BYTES
 from ragsift.streams.app import declare_topic
-from ragsift.streams.routing import BatchRouter, Received
+from ragsift.streams.routing import BatchRouter, Received, agent_name
 from ragsift.streams.topics import TOPICS
 from ragsift.workers.base import Handler
 
@@ -137,7 +137,7 @@ def attach_handler(
         deadline_s=deadline_s,
         max_original_bytes=max_original_bytes,
     )
-    name = f"ragsift.{handler.name}"
+    name = agent_name(handler)
     if health is not None:
         health.expect(name)
 

@@ -40,7 +40,14 @@ from ragsift.workers.decision import DecisionHandler
 from ragsift.workers.indexer import IndexerHandler
 from ragsift.workers.retrieval import RetrievalHandler
 
-__all__ = ["WORKER_NAMES", "Assembly", "WorkerName", "assemble", "build_calibration_handlers"]
+__all__ = [
+    "WORKER_NAMES",
+    "Assembly",
+    "WorkerName",
+    "assemble",
+    "build_calibration_handlers",
+    "readiness_state",
+]
 
 WorkerName = Literal["retrieval", "indexer", "audit", "decision", "report", "calibration"]
 WORKER_NAMES: tuple[WorkerName, ...] = (
@@ -152,3 +159,26 @@ def build_calibration_handlers(settings: Settings, metrics: Metrics) -> list[Han
         metrics,
     )
     return [ResultJoinHandler(loop), FeedbackHandler(loop)]
+
+
+def readiness_state(
+    *,
+    down: Sequence[str],
+    assigned: int | None,
+    rebalancing: bool,
+    handlers: Sequence[Handler[Any]],
+) -> dict[str, Any]:
+    """What /readyz reports, in either runtime: ready once consuming (``assigned`` known),
+    no agent down, no handler stalled, no rebalance on.
+
+    A handler that waits for a backing store instead of dropping (the audit sink on
+    a full disk) says so with a true ``stalled`` attribute.
+    """
+    stalled = sorted(h.name for h in handlers if getattr(h, "stalled", False))
+    return {
+        "ready": not down and not stalled and not rebalancing and assigned is not None,
+        "rebalancing": rebalancing,
+        "agents_down": sorted(down),
+        "handlers_stalled": stalled,
+        "assigned_partitions": assigned,
+    }

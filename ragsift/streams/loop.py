@@ -42,7 +42,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 
-from ragsift.streams.routing import BatchRouter, Received
+from ragsift.streams.routing import BatchRouter, Received, agent_name
 
 __all__ = ["COMMIT_INTERVAL_S", "BatchLoop", "Flusher"]
 
@@ -112,9 +112,8 @@ class BatchLoop:
     @property
     def names(self) -> list[str]:
         """The hosted agents' names on /readyz (``ragsift.retrieval``...), sorted."""
-        return sorted(
-            f"ragsift.{router.handler.name}" for each in self.routers.values() for router in each
-        )
+        routers = [router for each in self.routers.values() for router in each]
+        return sorted(agent_name(router.handler) for router in routers)
 
     def subscribe(self) -> None:
         """Subscribe to every router's topic, with the listener that commits before a rebalance."""

@@ -45,9 +45,9 @@ from ragsift.errors import ConfigurationError, RagsiftError
 from ragsift.gc_policy import settle as settle_gc
 from ragsift.settings import Settings
 from ragsift.streams import clients
-from ragsift.streams.assembly import Assembly
+from ragsift.streams.assembly import Assembly, readiness_state
 from ragsift.streams.loop import BatchLoop
-from ragsift.streams.routing import BatchRouter
+from ragsift.streams.routing import BatchRouter, agent_name
 from ragsift.streams.topics import TOPICS
 from ragsift.wiring import MIX_SAVE_INTERVAL_S, save_mix
 
@@ -178,23 +178,19 @@ class PlainWorker:
         return producer
 
     def readiness(self) -> dict[str, Any]:
-        """What /readyz reports, with the Faust worker's fields."""
+        """What /readyz reports (:func:`~ragsift.streams.assembly.readiness_state`)."""
         loop = self.loop
-        down = sorted(f"ragsift.{h.name}" for h in self.parts.handlers)
-        assigned: int | None = None
-        rebalancing = False
-        if loop is not None:
-            down = [] if loop.running else loop.names
-            assigned = loop.assigned
-            rebalancing = loop.rebalancing
-        stalled = sorted(h.name for h in self.parts.handlers if getattr(h, "stalled", False))
-        return {
-            "ready": not down and not stalled and not rebalancing and assigned is not None,
-            "rebalancing": rebalancing,
-            "agents_down": down,
-            "handlers_stalled": stalled,
-            "assigned_partitions": assigned,
-        }
+        if loop is None:  # not started: every agent is down
+            down = [agent_name(h) for h in self.parts.handlers]
+            return readiness_state(
+                down=down, assigned=None, rebalancing=False, handlers=self.parts.handlers
+            )
+        return readiness_state(
+            down=[] if loop.running else loop.names,
+            assigned=loop.assigned,
+            rebalancing=loop.rebalancing,
+            handlers=self.parts.handlers,
+        )
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set, then stop cleanly."""

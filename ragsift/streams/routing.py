@@ -34,7 +34,7 @@ from ragsift.streams.isolation import EmitFailedError, failure_stage, handle_iso
 from ragsift.streams.topics import TOPICS
 from ragsift.workers.base import Emit, Handler
 
-__all__ = ["BatchRouter", "Received", "Sender"]
+__all__ = ["BatchRouter", "Received", "Sender", "agent_name"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,11 @@ DEAD_LETTER_BACKOFF_S = 0.5
 #: How long one attempt waits for the broker's acknowledgement: long enough to
 #: ride out a broker restart, bounded so a lost broker cannot stall the agent.
 DEAD_LETTER_DELIVERY_TIMEOUT_S = 30.0
+
+
+def agent_name(handler: Handler[Any]) -> str:
+    """The name of a handler's consuming loop on /readyz (``ragsift.retrieval``)."""
+    return f"ragsift.{handler.name}"
 
 
 @dataclass(frozen=True, slots=True)

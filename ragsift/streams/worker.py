@@ -26,7 +26,13 @@ from ragsift.retrieval.pipeline import RetrievalPipeline
 from ragsift.settings import Settings
 from ragsift.streams.agents import AgentHealth, attach_handler
 from ragsift.streams.app import create_app
-from ragsift.streams.assembly import WORKER_NAMES, Assembly, WorkerName, assemble
+from ragsift.streams.assembly import (
+    WORKER_NAMES,
+    Assembly,
+    WorkerName,
+    assemble,
+    readiness_state,
+)
 from ragsift.wiring import MIX_SAVE_INTERVAL_S, save_mix
 from ragsift.workers.base import Handler
 
@@ -97,11 +103,7 @@ def _keep_mix(app: faust.App, pipeline: RetrievalPipeline, store: MixStateStore)
 def readiness(
     app: faust.App, health: AgentHealth, handlers: Sequence[Handler[Any]] = ()
 ) -> dict[str, Any]:
-    """What /readyz reports: ready once consuming, no agent down or stalled, no rebalance on.
-
-    A handler that waits for a backing store instead of dropping (the audit sink on
-    a full disk) says so with a true ``stalled`` attribute.
-    """
+    """What /readyz reports (:func:`~ragsift.streams.assembly.readiness_state`)."""
     # Faust marks an agent's service crashed (mode's Service.crashed); its actors'
     # crashes (an exception out of the agent loop) show in AgentHealth, which
     # the loop itself keeps, until Faust's supervisor has restarted it.
@@ -111,15 +113,9 @@ def readiness(
         assigned: int | None = len(app.consumer.assignment())
     except ConsumerNotStarted:  # the page is up before the consumer is
         assigned = None
-    rebalancing = bool(app.rebalancing)
-    stalled = sorted(h.name for h in handlers if getattr(h, "stalled", False))
-    return {
-        "ready": not down and not stalled and not rebalancing and assigned is not None,
-        "rebalancing": rebalancing,
-        "agents_down": sorted(down),
-        "handlers_stalled": stalled,
-        "assigned_partitions": assigned,
-    }
+    return readiness_state(
+        down=sorted(down), assigned=assigned, rebalancing=bool(app.rebalancing), handlers=handlers
+    )
 
 
 def _add_pages(
