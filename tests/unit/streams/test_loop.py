@@ -8,6 +8,7 @@ whose outputs are not flushed, whatever fails and whenever a rebalance comes.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -229,3 +230,30 @@ def test_a_loop_needs_a_router_and_a_positive_batch() -> None:
     router = BatchRouter(ScriptedHandler(), RecordingSender(), metrics=Metrics(), deadline_s=1.0)
     with pytest.raises(ValueError, match="batch_size"):
         BatchLoop(FakeConsumer([]), {TOPIC: [router]}, Flush(), batch_size=0, within_s=0.01)
+
+
+async def test_hostile_records_are_dead_lettered_alone_and_the_batch_is_done() -> None:
+    hostile = [
+        Record(TOPIC, 0, 0, b"\xff\xfe\x00key", None),  # type: ignore[arg-type]  # a tombstone
+        Record(TOPIC, 0, 1, b"k", b"[" * 5000 + b"]" * 5000),  # nests too deeply
+        Record(
+            TOPIC,
+            0,
+            2,
+            b"k",
+            json.dumps({"query_id": "ok-\u202e\x07", "tenant_id": "acme", "query": "q"}).encode(),
+        ),
+        Record(TOPIC, 0, 3, b"k", raw("ok-latin", "naïve ünïcode 質問 \u0000 query")),
+        Record("other.topic.v1", 1, 7, b"k", raw("elsewhere")),  # no router reads it
+    ]
+    consumer, flush, sender = FakeConsumer([hostile + records(1, 0, 1)]), Flush(), RecordingSender()
+    consumer.assigned = {TP0, TP1, TopicPartition("other.topic.v1", 1)}
+    loop = batch_loop(consumer, flush, sender)
+    await run_until(loop, lambda: flush.calls)
+    letters = sender.dead_letters()
+    assert [d.offset for d in letters] == [0, 1, 2]
+    assert all(d.error for d in letters)
+    assert sorted(sender.output_ids()) == ["ok-latin", "q1-0"]
+    assert consumer.seeks == []  # nothing failed as a whole
+    # Every record is done, the skipped one of a topic without a router included.
+    assert consumer.commits == [{TP0: 4, TP1: 1, TopicPartition("other.topic.v1", 1): 8}]

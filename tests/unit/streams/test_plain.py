@@ -6,9 +6,10 @@ import asyncio
 
 import pytest
 from aiokafka.errors import KafkaTimeoutError
+from pydantic import ValidationError
 
 from ragsift.errors import ConfigurationError
-from ragsift.settings import KafkaSettings, Settings
+from ragsift.settings import KafkaSettings, Settings, WorkerSettings
 from ragsift.streams.assembly import assemble
 from ragsift.streams.plain import OutputsNotDeliveredError, PlainWorker, _Sender
 
@@ -71,3 +72,12 @@ async def test_a_flush_with_an_output_the_broker_did_not_take_raises() -> None:
     producer.deliveries[-1].set_result(None)
     await sender.flush(partial=True)  # no accumulator here: the plain flush
     assert producer.flushes == 2
+
+
+@pytest.mark.parametrize("value", ["Faust", "plain\n", "plaın", "", "x" * 10_000, "faust;plain"])
+def test_a_runtime_setting_that_is_not_exactly_plain_or_faust_is_refused(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAGSIFT_WORKER_RUNTIME", value)
+    with pytest.raises(ValidationError, match="'plain' or 'faust'"):
+        WorkerSettings()
