@@ -4,8 +4,10 @@ Short texts are SQuAD 2.0 questions (~10-15 tokens), long ones its paragraphs
 (~155 tokens on average after truncation at 256). Each measurement runs in a
 fresh process, so imports are timed apart from the model load (sha256 checks,
 tokenizer, onnxruntime session) and peak RSS is that configuration's own;
-each is repeated and the median reported. Prints human-readable lines, then
-one JSON object on the last line. Never asserts on time.
+each is repeated and the median reported. The onnx model runs with fp32
+products (the default) at every cap asked for, and with int8 products
+(``RAGSIFT_EMBEDDER_COMPUTE=int8``, ADR 019) at the default cap. Prints
+human-readable lines, then one JSON object on the last line. Never asserts on time.
 
     python bench/embedder.py [--repeats 3] [--texts 512] [--caps 2048,4096,16384]
 """
@@ -48,14 +50,15 @@ def _measure(kind: str, cap: int, limit: int) -> dict[str, Any]:
     short, long = _texts(limit)
     start = time.perf_counter()
     embedder: Any
-    if kind == "onnx":
+    if kind in ("onnx", "onnx-int8"):
         import onnxruntime  # noqa: F401  # timed apart from the model load
         import tokenizers  # noqa: F401
 
         from ragsift.retrieval.embedders.onnx import OnnxMiniLMEmbedder
 
         import_s = time.perf_counter() - start
-        embedder = OnnxMiniLMEmbedder(batch_size=BATCH, max_tokens_per_batch=cap)
+        compute = "int8" if kind == "onnx-int8" else "fp32"
+        embedder = OnnxMiniLMEmbedder(compute=compute, batch_size=BATCH, max_tokens_per_batch=cap)
         embed = embedder.embed_sync
     else:
         from ragsift.retrieval.embedders import HashingEmbedder
@@ -107,23 +110,26 @@ def main() -> None:
         "--caps",
         help="Comma-separated max_tokens_per_batch values to compare (default: the module's).",
     )
-    parser.add_argument("--child", choices=["onnx", "hashing"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["onnx", "onnx-int8", "hashing"], help=argparse.SUPPRESS)
     parser.add_argument("--cap", type=int, help=argparse.SUPPRESS)
     args = parse_args(parser, {"repeats": 1, "texts": 64})
     if args.child:
         print(json.dumps(_measure(args.child, args.cap, args.texts)))
         return
 
-    if args.caps is None:
-        # Imported only here so a child's import time covers the whole ragsift import.
-        from ragsift.retrieval.embedders.onnx import MAX_TOKENS_PER_BATCH
+    # Imported only here so a child's import time covers the whole ragsift import.
+    from ragsift.retrieval.embedders.onnx import MAX_TOKENS_PER_BATCH
 
+    if args.caps is None:
         args.caps = str(MAX_TOKENS_PER_BATCH)
     results: dict[str, Any] = {}
     for cap in (int(value) for value in args.caps.split(",")):
         name = f"onnx_cap_{cap}"
         results[name] = _median_of("onnx", cap, args.texts, args.repeats)
         print(f"{name}: {results[name]}", file=sys.stderr)
+    # The int8 model at the default cap: its gain is the products, not the batching.
+    results["onnx_int8"] = _median_of("onnx-int8", MAX_TOKENS_PER_BATCH, args.texts, args.repeats)
+    print(f"onnx_int8: {results['onnx_int8']}", file=sys.stderr)
     results["hashing"] = _median_of("hashing", 0, args.texts, args.repeats)
     print(f"hashing: {results['hashing']}", file=sys.stderr)
     print(

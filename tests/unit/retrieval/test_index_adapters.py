@@ -251,6 +251,23 @@ def test_an_unknown_embedder_id_still_gets_a_fix() -> None:
     assert "RAGSIFT_EMBEDDER_KIND, _MODEL" in str(error)
 
 
+@pytest.mark.parametrize(
+    ("stored", "fix"),
+    [
+        ("onnx-all-MiniLM-L6-v2-int8-384", "RAGSIFT_EMBEDDER_COMPUTE=fp32"),
+        ("onnx-all-MiniLM-L6-v2-int8dyn-384", "RAGSIFT_EMBEDDER_COMPUTE=int8"),
+    ],
+)
+def test_the_onnx_models_two_computes_name_the_compute_that_built_the_shard(
+    stored: str, fix: str
+) -> None:
+    # Both ids are kind=onnx: naming the kind alone would tell the user to set what is set.
+    other = {"fp32": "onnx-all-MiniLM-L6-v2-int8dyn-384", "int8": "onnx-all-MiniLM-L6-v2-int8-384"}
+    error = EmbedderMismatchError(expected=stored, actual=other[fix[-4:]], stored=True)
+    assert fix in str(error)
+    assert "RAGSIFT_EMBEDDER_KIND=onnx" in str(error)
+
+
 def test_a_query_vector_mismatch_does_not_suggest_rebuilding_the_shard() -> None:
     error = EmbedderMismatchError(expected="ragsift-hashing-v1-384", actual="other-384")
     assert "re-ingest" not in str(error)
