@@ -142,6 +142,16 @@ def test_a_calibration_ships_for_the_int8_embedder() -> None:
     assert 0.0 < artifact.conformal.threshold < 1.0
 
 
+def test_the_reader_signals_have_an_int8_calibration_too() -> None:
+    """RAGSIFT_CONFIDENCE_READER_SIGNALS=on with int8 reads, as with the float model."""
+    path = packaged_calibration_path("onnx-all-MiniLM-L6-v2-int8dyn-384", reader=True)
+    assert path is not None
+    assert path.name == "onnx-all-MiniLM-L6-v2-int8dyn-384+reader.json"
+    artifact = load_calibration(path)
+    assert artifact.embedder_id == "onnx-all-MiniLM-L6-v2-int8dyn-384"
+    assert {"sentence_match", "term_coverage"} <= set(artifact.features)
+
+
 def test_the_script_writes_the_shipped_bytes(tmp_path: Path) -> None:
     """scripts/quantize_minilm.py reproduces the shipped model (same onnxruntime)."""
     spec = importlib.util.spec_from_file_location(
