@@ -155,7 +155,7 @@ def stage_table(profile: Path, other_threads: dict[str, float]) -> dict[str, Any
 #: CPU and the ``search`` stage's wall time overlap.
 EDGE_THREADS = "edge-search"
 EDGE_KIND = "Qdrant Edge search threads (native; overlaps the search stage)"
-OTHER_KIND = "other threads (Faust's consumer thread; the onnx model; executor)"
+OTHER_KIND = "other threads (the onnx model, executor; under Faust its consumer thread)"
 
 
 def _thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
