@@ -109,8 +109,13 @@ def main() -> None:
     chunks = ("--chunks", str(chunk_count))
     confidence = _script("confidence", *sizes["confidence"])
     pipeline = _script("pipeline", *chunks, *sizes["pipeline"])
-    with_model = _script(
-        "pipeline", *sizes["pipeline_onnx"], "--embedder", "onnx", "--embed-in-path"
+    with_model = _script(  # fp32 set, not inherited: the comparison below needs both
+        "pipeline",
+        *sizes["pipeline_onnx"],
+        "--embedder",
+        "onnx",
+        "--embed-in-path",
+        env={"RAGSIFT_EMBEDDER_COMPUTE": "fp32"},
     )
     with_int8 = _script(
         "pipeline",
