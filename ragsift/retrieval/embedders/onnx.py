@@ -57,6 +57,19 @@ INT8_MODEL_SHA256 = "9e6301a0f4e7feb1fb770dd5aba1a39d9cb587754ea059a82b303b87d1f
 #: How the matrix products run: fp32 (the package's int8 weights, dequantized at
 #: load) or int8 (weights per output channel, activations per row: ADR 019).
 OnnxCompute = Literal["fp32", "int8"]
+#: Each compute's model file: its pinned sha256, and what to do when it does not match.
+_PINNED: dict[str, tuple[str, str]] = {
+    "fp32": (
+        MODEL_SHA256,
+        f"reinstall {ONNX_MINILM_DISTRIBUTION} or point RAGSIFT_EMBEDDER_MODEL at an intact"
+        " copy of its model.onnx",
+    ),
+    "int8": (
+        INT8_MODEL_SHA256,
+        "reinstall ragsift, or point RAGSIFT_EMBEDDER_MODEL at an intact copy of"
+        " ragsift/retrieval/models/all-MiniLM-L6-v2/model-int8-dynamic.onnx",
+    ),
+}
 
 ONNX_MINILM_DIM = 384
 #: all-MiniLM-L6-v2 was trained on 128 tokens and sentence-transformers runs it
@@ -153,7 +166,7 @@ class OnnxMiniLMEmbedder:
         batch_size: int = ONNX_DEFAULT_BATCH,
         max_tokens_per_batch: int = MAX_TOKENS_PER_BATCH,
     ) -> None:
-        if compute not in ("fp32", "int8"):
+        if compute not in _PINNED:
             raise ValueError(f"compute must be 'fp32' or 'int8', got {compute!r}")
         if threads < 0:
             raise ValueError(f"threads must be >= 0, got {threads}")
@@ -177,22 +190,7 @@ class OnnxMiniLMEmbedder:
                 )
         self.model_path = Path(model_path)
         self.compute: OnnxCompute = compute
-        if compute == "int8":
-            expected, remedy = (
-                INT8_MODEL_SHA256,
-                (
-                    "reinstall ragsift, or point RAGSIFT_EMBEDDER_MODEL at an intact copy of"
-                    " ragsift/retrieval/models/all-MiniLM-L6-v2/model-int8-dynamic.onnx"
-                ),
-            )
-        else:
-            expected, remedy = (
-                MODEL_SHA256,
-                (
-                    f"reinstall {ONNX_MINILM_DISTRIBUTION} or point RAGSIFT_EMBEDDER_MODEL at an"
-                    " intact copy of its model.onnx"
-                ),
-            )
+        expected, remedy = _PINNED[compute]
         _verify_sha256(self.model_path, expected, remedy)
         with resources.as_file(resources.files(_VOCAB_PACKAGE).joinpath(*_VOCAB_RESOURCE)) as vocab:
             _verify_sha256(vocab, VOCAB_SHA256, "reinstall ragsift")
