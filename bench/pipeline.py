@@ -75,6 +75,7 @@ PIPELINE_STAGES: dict[str, list[tuple[str, str]]] = {
         ("ragsift/retrieval/pipeline_cache.py", "lookup"),
         ("ragsift/retrieval/pipeline_cache.py", "store"),
     ],
+    "reader (term coverage, ADR 020)": [("ragsift/retrieval/reader.py", "score")],
 }
 #: The engine's own (native) calls: what the bare engine also does.
 ENGINE_CALLS = ("<method 'query_batch' of 'builtins.EdgeShard' objects>",
