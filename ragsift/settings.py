@@ -211,9 +211,11 @@ class ConfidenceSettings(BaseSettings):
     )
     advisory_threshold: float = Field(default=0.70, ge=0, le=1)  # C2
     default_k: int = Field(default=8, ge=1, le=MAX_K)
-    #: Reader signals (query vs each sentence of the top hits, IDF term coverage) for
-    #: the calibrated scorer: "on" uses the artifact fit with them, packaged as
-    #: ``<embedder id>+reader.json`` (docs/confidence.md, "Reader signals").
+    #: Sentence match (the query against each sentence of the top hits, embedded at
+    #: query time) for the calibrated scorer: "on" uses the artifact fit with it and
+    #: term coverage, packaged as ``<embedder id>+reader.json`` (docs/confidence.md,
+    #: "Reader signals"). Term coverage alone is read whenever the calibration uses
+    #: it, as the packaged ones do (ADR 020).
     reader_signals: Literal["on", "off"] = "off"
     #: Hits per query whose sentences the reader embeds (each costs ~5 embeddings).
     reader_top_n: int = Field(default=3, ge=1, le=MAX_K)

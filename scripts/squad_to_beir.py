@@ -23,6 +23,8 @@ corpus (never the last one), and the answerable questions written on them
 become near misses, judged 0 against a paragraph of their article that is
 kept: on topic, with the answer nowhere in the corpus. SQuAD's own
 unanswerable questions are left out then, so every near miss is a hole.
+``ragsift eval --holes F`` and ``ragsift calibrate --holes F`` make the same
+holes in the SQuAD files themselves (``ragsift.evaluation.dataset.with_holes``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from ragsift.evaluation.dataset import split_groups
+from ragsift.evaluation.dataset import left_out, split_groups
 
 
 def _articles(path: Path, half: int | None) -> Iterator[dict[str, Any]]:
@@ -72,8 +74,7 @@ def main() -> None:
         for article in _articles(args.squad_dir / "dev-v2.0.json", args.half):
             title = str(article.get("title", "untitled"))
             paragraphs = list(enumerate(article.get("paragraphs", [])))
-            dropped = set(rng.sample(range(len(paragraphs)), round(len(paragraphs) * args.holes)))
-            dropped.discard(len(paragraphs) - 1)  # the article keeps a paragraph
+            dropped = left_out(len(paragraphs), args.holes, rng)
             kept_id = f"{title}-{len(paragraphs) - 1}"
             for i, paragraph in paragraphs:
                 doc_id = f"{title}-{i}"

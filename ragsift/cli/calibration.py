@@ -10,15 +10,17 @@ from typing import Annotated
 import typer
 
 from ragsift.cli.common import DataDir, _runtime, _settings, console, print_error
-from ragsift.cli.evaluation import (
+from ragsift.cli.labelled import (
     Dataset,
     Half,
+    Holes,
     Labelled,
     OutOfScope,
     PoolOption,
     Split,
+    _fit_features,
     _load_dataset,
-    _reader_features,
+    _reads,
     _retrieval_run,
 )
 from ragsift.cli.probing import (
@@ -47,6 +49,7 @@ def calibrate(
     split: Split = "test",
     pool: PoolOption = "auto",
     half: Half = None,
+    holes: Holes = 0.0,
     alpha: Annotated[
         float, typer.Option(help="Target risk: answered-without-relevant-context rate.")
     ] = 0.1,
@@ -138,18 +141,21 @@ def calibrate(
         print_error("give --out FILE (or --collection to self-calibrate)")
         raise typer.Exit(2)
     from ragsift.confidence import save_calibration
-    from ragsift.confidence.features import DEFAULT_FEATURES
     from ragsift.evaluation import fit_from_run
-    from ragsift.evaluation.scoring import FIT_FRACTION, READER_SIGNAL_FEATURES
+    from ragsift.evaluation.scoring import FIT_FRACTION
 
-    ds = _load_dataset(dataset, labelled, out_of_scope, split=split, pool=pool, half=half)
-    reads = _reader_features(_settings())
-    run = _retrieval_run(ds, k, "hybrid", reads)
+    ds = _load_dataset(
+        dataset, labelled, out_of_scope, split=split, pool=pool, half=half, holes=holes
+    )
+    features = _fit_features(_settings())
+    run = _retrieval_run(ds, k, "hybrid", _reads(features))
     artifact, _ = fit_from_run(
         run,
         alpha=alpha,
         fit_fraction=1.0 if half else FIT_FRACTION,
-        features=DEFAULT_FEATURES + READER_SIGNAL_FEATURES if reads else DEFAULT_FEATURES,
+        features=features,
+        # the holes are on-topic questions the corpus cannot answer: fit as unanswered
+        near_miss_negatives=holes > 0,
     )
     save_calibration(artifact, out)
     conformal = artifact.conformal

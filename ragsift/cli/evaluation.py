@@ -1,78 +1,35 @@
-"""Measuring confidence on labelled sets: ``eval``, and the dataset options, loading
-and retrieval runs it shares with ``calibrate``."""
+"""Measuring confidence on labelled sets: ``eval`` (the options and loading it shares
+with ``calibrate`` are in :mod:`ragsift.cli.labelled`)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from ragsift.cli.common import _settings, _stage_progress, console, err_console, print_error
+from ragsift.cli.common import _settings, console, print_error
+from ragsift.cli.labelled import (
+    SQUAD_DIR,
+    Dataset,
+    Half,
+    Holes,
+    Labelled,
+    OutOfScope,
+    PoolOption,
+    Split,
+    _fit_features,
+    _load_dataset,
+    _reads,
+    _retrieval_run,
+)
 from ragsift.cli.render import eval_table
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
 
 __all__ = ["SQUAD_DIR", "evaluate"]
-
-
-SQUAD_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "squad2"
-
-
-def _load_dataset(
-    dataset: str | None,
-    labelled: Path | None,
-    out_of_scope: Path | None,
-    *,
-    split: str,
-    pool: str,
-    half: int | None,
-) -> Any:
-    """The labelled set named on the command line (SQuAD files or a BEIR folder), or exit 2."""
-    from ragsift.evaluation import is_beir_folder, load_beir, load_squad, select_half
-
-    beir: Path | None = None
-    if dataset is not None:
-        if dataset == "squad2":
-            base = Path(os.environ.get("RAGSIFT_SQUAD2_DIR", SQUAD_DIR))
-            labelled, out_of_scope = base / "dev-v2.0.json", base / "test-v2.0.json"
-        elif is_beir_folder(Path(dataset)):
-            beir = Path(dataset)
-        else:
-            print_error(
-                f"--dataset {dataset!r} is neither squad2 nor a BEIR folder"
-                " (a folder with corpus.jsonl, queries.jsonl and qrels/)"
-            )
-            raise typer.Exit(2)
-    if beir is None and labelled is None:
-        print_error("give --dataset squad2|BEIR_FOLDER or --labelled FILE")
-        raise typer.Exit(2)
-    for path in (labelled, out_of_scope):
-        if path is not None and not path.is_file():
-            print_error(f"no such file: {path}")
-            raise typer.Exit(2)
-    if pool not in ("auto", "corpus", "qrels", "candidates"):
-        print_error("--pool must be auto, corpus, qrels or candidates")
-        raise typer.Exit(2)
-    try:
-        if beir is not None:
-            ds = load_beir(beir, split=split, out_of_scope=out_of_scope, pool=pool)  # type: ignore[arg-type]  # checked above
-        else:
-            assert labelled is not None
-            ds = load_squad(labelled, out_of_scope)
-    except RagsiftError as exc:
-        print_error(str(exc))
-        raise typer.Exit(2) from exc
-    if half is not None:
-        if half not in (1, 2):
-            print_error(f"--half must be 1 or 2, got {half}")
-            raise typer.Exit(2)
-        ds = select_half(ds, 1 if half == 1 else 2)
-    return ds
 
 
 def _with_pseudo_queries(ds: Any, pseudo_queries: Path | None, corpus: Path | None) -> Any:
@@ -91,90 +48,6 @@ def _with_pseudo_queries(ds: Any, pseudo_queries: Path | None, corpus: Path | No
         raise typer.Exit(2) from exc
 
 
-def _retrieval_run(
-    ds: Any, k: int, mode: str, reads: frozenset[str] = frozenset(), correction: Any = None
-) -> Any:
-    """Retrieve every question; with ``reads`` (reader features), read the hits too;
-    with ``correction`` (B10), retry the weak or split ones once."""
-
-    from ragsift.evaluation import run_retrieval
-    from ragsift.retrieval.bm25 import Bm25Encoder
-    from ragsift.retrieval.reader import Reader
-    from ragsift.wiring import build_embedder
-
-    settings = _settings()
-    embedder = build_embedder(settings.embedder)
-    reader = (
-        Reader(
-            embedder,
-            encoder=Bm25Encoder() if "term_coverage" in reads else None,
-            sentences="sentence_match" in reads,
-            top_n=settings.confidence.reader_top_n,
-        )
-        if reads
-        else None
-    )
-    counts = ds.counts()
-    pooled = sum(q.candidates is not None for q in ds.queries)
-    err_console.print(
-        f"{ds.name}: {counts['documents']} documents, {counts.get('in_scope', 0)} in-scope,"
-        f" {counts.get('near_miss', 0)} near-miss, {counts.get('out_of_scope', 0)} out-of-scope"
-        f" questions{f' ({pooled} searched in their own pools)' if pooled else ''};"
-        f" embedder {embedder.embedder_id}"
-    )
-    with _stage_progress() as tick:
-        return asyncio.run(
-            run_retrieval(
-                ds, embedder, k=k, mode=mode, progress=tick, reader=reader, corrective=correction
-            )
-        )
-
-
-def _reader_features(settings: Any) -> frozenset[str]:
-    """The reader signals a calibration fits when RAGSIFT_CONFIDENCE_READER_SIGNALS=on."""
-    from ragsift.evaluation.scoring import READER_SIGNAL_FEATURES
-
-    on = settings.confidence.reader_signals == "on"
-    return frozenset(READER_SIGNAL_FEATURES) if on else frozenset()
-
-
-Dataset = Annotated[
-    str | None,
-    typer.Option(
-        "--dataset",
-        help="squad2 (the bundled SQuAD 2.0 files) or a BEIR folder"
-        " (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv; docs/evaluation.md).",
-    ),
-]
-Labelled = Annotated[
-    Path | None, typer.Option("--labelled", help="A SQuAD 2.0-format file (corpus + labels).")
-]
-OutOfScope = Annotated[
-    Path | None,
-    typer.Option(
-        "--out-of-scope",
-        help="Out-of-scope questions: a SQuAD-format file, or queries.jsonl format for BEIR.",
-    ),
-]
-Split = Annotated[str, typer.Option("--split", help="BEIR qrels split (qrels/SPLIT.tsv).")]
-PoolOption = Annotated[
-    str,
-    typer.Option(
-        "--pool",
-        help="BEIR: where each query searches. auto = candidates.jsonl if present, else"
-        " corpus; qrels = the docs its qrels judge; candidates = candidates.jsonl.",
-    ),
-]
-Half = Annotated[
-    int | None,
-    typer.Option(
-        "--half",
-        help="Keep half 1 or 2 of the articles (seeded split by title; SQuAD corpus and"
-        " out-of-scope articles split too): calibrate on one, eval on the other.",
-    ),
-]
-
-
 def evaluate(
     dataset: Dataset = None,
     labelled: Labelled = None,
@@ -182,6 +55,7 @@ def evaluate(
     split: Split = "test",
     pool: PoolOption = "auto",
     half: Half = None,
+    holes: Holes = 0.0,
     artifact_path: Annotated[
         Path | None,
         typer.Option(
@@ -263,11 +137,11 @@ def evaluate(
 
     from ragsift.cli.probing import eval_probes, probe_certified, with_probe_rows
     from ragsift.confidence import ConfidenceError, load_calibration
-    from ragsift.confidence.features import DEFAULT_FEATURES, READER_FEATURES
     from ragsift.evaluation import evaluate_scorers, fit_from_run
-    from ragsift.evaluation.scoring import READER_SIGNAL_FEATURES
 
-    ds = _load_dataset(dataset, labelled, out_of_scope, split=split, pool=pool, half=half)
+    ds = _load_dataset(
+        dataset, labelled, out_of_scope, split=split, pool=pool, half=half, holes=holes
+    )
     if pseudo_queries is not None or corpus is not None:
         ds = _with_pseudo_queries(ds, pseudo_queries, corpus)
     from ragsift.evaluation.dataset import limit_questions
@@ -299,17 +173,14 @@ def evaluate(
         except (OSError, ConfidenceError) as exc:
             print_error(f"{artifact_path}: {exc}")
             raise typer.Exit(2) from exc
-    if artifact is None:
-        reads = _reader_features(settings)
-        features = DEFAULT_FEATURES + READER_SIGNAL_FEATURES if reads else DEFAULT_FEATURES
-    else:
-        reads = READER_FEATURES.intersection(artifact.features)
+    features = _fit_features(settings) if artifact is None else artifact.features
+    reads = _reads(features)
     probes, probes_source = eval_probes(probes_source, artifact, ds.queries)
     correction = _eval_correction(settings, artifact)
     run = _retrieval_run(with_probe_rows(ds, probes), k, "hybrid", reads, correction)
     if artifact is None:
         try:
-            artifact, fit = fit_from_run(run, features=features)
+            artifact, fit = fit_from_run(run, features=features, near_miss_negatives=holes > 0)
         except ConfidenceError as exc:  # too few questions, one kind only: the data's fault
             print_error(f"cannot fit on {run.dataset.name}: {exc}")
             raise typer.Exit(2) from exc

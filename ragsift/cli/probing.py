@@ -129,7 +129,13 @@ def probe_certified(run: Any, artifact: Any, probes: Any, source: str) -> tuple[
 
     n = len(probes)
     reader = run.reader[-n:] if run.reader is not None else None
-    confidence = probe_confidence(artifact, run.hits[-n:], mode=run.mode, reader=reader)
+    confidence = probe_confidence(
+        artifact,
+        run.hits[-n:],
+        mode=run.mode,
+        reader=reader,
+        queries=[q.text for q in run.queries[-n:]],
+    )
     try:
         probed = with_probes(
             artifact,

@@ -42,6 +42,7 @@ __all__ = [
     "FEATURE_NAMES",
     "READER_FEATURES",
     "SCORE_MONOTONE_FEATURES",
+    "SWITCHED_FEATURES",
     "feature_matrix",
     "validate_features",
 ]
@@ -84,7 +85,11 @@ _IMPUTE: dict[str, float] = {
 # Imputed from top_score rather than a constant (see module docstring).
 _IMPUTE_FROM_TOP = frozenset({"agreement", "sentence_match"})
 READER_FEATURES: frozenset[str] = frozenset({"sentence_match", "term_coverage"})
-"""Features only a pipeline with the reader on provides (:mod:`ragsift.retrieval.reader`)."""
+"""Features the pipeline reads from the hits' text (:mod:`ragsift.retrieval.reader`)."""
+SWITCHED_FEATURES: frozenset[str] = frozenset({"sentence_match"})
+"""Reader features read only with ``RAGSIFT_CONFIDENCE_READER_SIGNALS=on``: sentence
+match embeds the hits' sentences at query time. Term coverage costs a tokenization per
+chunk (cached) and is read whenever a calibration uses it (ADR 020)."""
 # Keeps logit(top) finite: scores within 1e-4 of 0 or 1 are treated as that bound.
 _LOGIT_EPS = 1e-4
 # A hit must clear the A1 threshold by this share of the remaining range to count as margin.

@@ -33,7 +33,7 @@ from ragsift.confidence.artifact import (
 from ragsift.confidence.calibration import fit_logistic
 from ragsift.confidence.conformal import DEFAULT_DELTA, conformal_threshold
 from ragsift.confidence.errors import ConfidenceError
-from ragsift.confidence.features import READER_FEATURES, feature_matrix
+from ragsift.confidence.features import SWITCHED_FEATURES, feature_matrix
 from ragsift.confidence.mix import fit_mix_table
 from ragsift.confidence.probes import (
     MIN_PROBES,
@@ -233,9 +233,9 @@ def unprobed_because(base: CalibrationArtifact) -> str | None:
     One rule for ``calibrate --collection``, re-probing after an ingest and
     ``eval --probes auto``.
     """
-    if READER_FEATURES.intersection(base.features):
+    if SWITCHED_FEATURES.intersection(base.features):
         return (
-            f"calibration {base.version} uses reader signals; probing a collection with"
+            f"calibration {base.version} uses sentence match; probing a collection with"
             " it is not supported (use `ragsift eval --probes` on a labelled set)"
         )
     if base.conformal.in_scope is None:

@@ -17,10 +17,12 @@ import numpy.typing as npt
 
 from ragsift.confidence import CalibrationArtifact
 from ragsift.errors import ConfigurationError
+from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.corrective import Corrector, Retry, Scored
 from ragsift.retrieval.engines import EngineSet
 from ragsift.retrieval.hit_scores import hit_scores, prefetch_limit
 from ragsift.retrieval.index import SearchHit, SearchRequest, VectorIndex
+from ragsift.retrieval.reader import read_terms
 from ragsift.schemas import CorrectiveInfo, SearchMode
 from ragsift.settings import ConfidenceSettings, CorrectiveSettings
 
@@ -43,8 +45,9 @@ class EvalCorrection:
         max_k: the largest k a ``wider`` retry may search.
 
     Raises:
-        ConfigurationError: the artifact needs reader signals (the retry's hits would
-            have to be read too; not supported here).
+        ConfigurationError: the artifact needs sentence match (the retry's sentences
+            would have to be embedded too; not supported here). Term coverage is read
+            on both tries, as the pipeline reads them.
     """
 
     def __init__(
@@ -56,18 +59,33 @@ class EvalCorrection:
         max_k: int,
     ) -> None:
         self.engines = EngineSet(ConfidenceSettings(), embedder_id, calibration=artifact)
-        if self.engines.reader_features:
+        if "sentence_match" in self.engines.reader_features:
             raise ConfigurationError(
-                "corrective retrieval in eval does not read hits: use an artifact fit"
-                " without the reader signals"
+                "corrective retrieval in eval does not embed sentences: use an artifact"
+                " fit without sentence match"
             )
+        terms = "term_coverage" in self.engines.reader_features
+        self.encoder = Bm25Encoder() if terms else None
         self.corrector = Corrector(settings, max_k=max_k)
         #: One entry per query corrected so far: its retry, or None when none ran.
         self.records: list[CorrectiveInfo | None] = []
 
-    def _score(self, hits: Sequence[Sequence[SearchHit]], mode: SearchMode) -> list[Scored]:
+    def _score(
+        self, queries: Sequence[str], hits: Sequence[Sequence[SearchHit]], mode: SearchMode
+    ) -> list[Scored]:
         engine = self.engines.engine("threshold", mode)
-        assessed = engine.assess_many([hit_scores(h, mode, ()) for h in hits])
+        encoder = self.encoder
+        assessed = engine.assess_many(
+            [
+                hit_scores(
+                    found,
+                    mode,
+                    (),
+                    None if encoder is None else read_terms(encoder, q, [h.text for h in found]),
+                )
+                for q, found in zip(queries, hits, strict=True)
+            ]
+        )
         return [
             Scored(float(a.confidence), a.answerability.is_answerable, a.scorer) for a in assessed
         ]
@@ -82,7 +100,11 @@ class EvalCorrection:
         """The winning hits of each query of a batch (its first try's ``found``)."""
         firsts = [
             _Path(s, hits)
-            for s, hits in zip(self._score(found, requests[0].mode), found, strict=True)
+            for s, hits in zip(
+                self._score([r.query for r in requests], found, requests[0].mode),
+                found,
+                strict=True,
+            )
         ]
         planned: list[tuple[int, Retry, SearchRequest]] = []
         for i, (request, first) in enumerate(zip(requests, firsts, strict=True)):
@@ -99,7 +121,7 @@ class EvalCorrection:
         for mode, items in by_mode.items():
             second = list(await index.search_batch(collection, [r for *_, r in items]))
             for (i, retry, _), hits, scored in zip(
-                items, second, self._score(second, mode), strict=True
+                items, second, self._score([r.query for *_, r in items], second, mode), strict=True
             ):
                 infos[i] = info = self.corrector.judge(firsts[i].scored, scored, retry)
                 if info.won != "first":

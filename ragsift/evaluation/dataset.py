@@ -11,6 +11,7 @@ are read by :mod:`ragsift.evaluation.beir` into the same :class:`LabelledSet`.
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,11 +26,13 @@ __all__ = [
     "EvalQuery",
     "LabelledSet",
     "QueryKind",
+    "left_out",
     "limit_out_of_scope",
     "limit_questions",
     "load_squad",
     "select_half",
     "split_groups",
+    "with_holes",
     "with_pseudo_queries",
 ]
 
@@ -75,6 +78,60 @@ def split_groups(groups: Iterable[str], fraction: float, seed: int = 0) -> set[s
     ordered = sorted(set(groups))
     chosen = np.random.default_rng(seed).permutation(np.array(ordered, dtype=object))
     return {str(g) for g in chosen[: round(len(ordered) * fraction)]}
+
+
+def left_out(n_paragraphs: int, fraction: float, rng: random.Random) -> set[int]:
+    """The paragraphs of one article that a corpus with holes leaves out.
+
+    A seeded share ``fraction`` of the ``n_paragraphs`` (drawn from ``rng``), never the
+    last one, so the article stays in the corpus and its other questions stay on topic.
+    """
+    dropped = set(rng.sample(range(n_paragraphs), round(n_paragraphs * fraction)))
+    dropped.discard(n_paragraphs - 1)
+    return dropped
+
+
+def with_holes(dataset: LabelledSet, fraction: float, seed: int = 0) -> LabelledSet:
+    """``dataset`` over a corpus that covers its articles in part, as a user's often does.
+
+    A seeded share ``fraction`` of each article's paragraphs leaves the corpus
+    (:func:`left_out`); the answerable questions written on them become near misses
+    ("holes": on topic, the answer nowhere in the corpus). The set's own near misses
+    leave, so every near miss is a hole. Articles are drawn in corpus order from
+    ``random.Random(seed)``, as ``scripts/squad_to_beir.py --holes`` draws them, so
+    both make the same holes.
+
+    Raises:
+        InvalidEventError: ``fraction`` outside [0, 1), or a set whose corpus records
+            no articles (a BEIR folder: nothing says which paragraphs belong together).
+    """
+    if not 0.0 <= fraction < 1.0:
+        raise InvalidEventError(f"the holes share must be in [0, 1), got {fraction}")
+    if fraction == 0.0:
+        return dataset
+    if not dataset.doc_groups:
+        raise InvalidEventError(
+            f"{dataset.name}: holes need articles (a SQuAD-format set); this corpus records none"
+        )
+    articles: dict[str, list[str]] = {}
+    for doc in dataset.documents:
+        articles.setdefault(dataset.doc_groups.get(doc.doc_id, doc.doc_id), []).append(doc.doc_id)
+    rng = random.Random(seed)
+    dropped = {ids[i] for ids in articles.values() for i in left_out(len(ids), fraction, rng)}
+    queries: list[EvalQuery] = []
+    for q in dataset.queries:
+        if q.kind == "near_miss":
+            continue
+        if q.relevant & dropped:
+            q = replace(q, kind="near_miss", relevant=frozenset())
+        queries.append(q)
+    return replace(
+        dataset,
+        name=f"{dataset.name} with {fraction:.0%} holes",
+        documents=[d for d in dataset.documents if d.doc_id not in dropped],
+        queries=queries,
+        doc_groups={d: g for d, g in dataset.doc_groups.items() if d not in dropped},
+    )
 
 
 def select_half(dataset: LabelledSet, half: Literal[1, 2], seed: int = 0) -> LabelledSet:

@@ -163,5 +163,5 @@ async def missing_answer_rate(
         for row, (_, _, left_out) in zip(found, asked, strict=True)
     ]
     threshold = artifact.conformal.threshold
-    confidence = probe_confidence(artifact, hits)
+    confidence = probe_confidence(artifact, hits, queries=[text for _, text, _ in asked])
     return MissingAnswers(len(asked), int((confidence >= threshold).sum()), threshold)

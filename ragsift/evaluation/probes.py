@@ -38,10 +38,11 @@ from ragsift.errors import InvalidEventError
 from ragsift.evaluation.dataset import EvalQuery, LabelledSet
 from ragsift.evaluation.scoring import served_config
 from ragsift.evaluation.selfcal import chunks_per_tenant, search_as_pipeline
+from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.hit_scores import hit_scores
 from ragsift.retrieval.index import SearchHit, VectorIndex
-from ragsift.retrieval.reader import ReaderScores
+from ragsift.retrieval.reader import ReaderScores, read_terms
 
 __all__ = [
     "BUNDLED",
@@ -131,8 +132,24 @@ def probe_confidence(
     *,
     mode: str = "hybrid",
     reader: Sequence[ReaderScores] | None = None,
+    queries: Sequence[str] | None = None,
 ) -> npt.NDArray[np.float64]:
-    """Each query's calibrated confidence under ``base``, as the pipeline scores it."""
+    """Each query's calibrated confidence under ``base``, as the pipeline scores it.
+
+    ``reader``: the hits' reader scores. Without them, a ``base`` that uses term
+    coverage reads it here from the ``queries``' texts, as the pipeline would.
+
+    Raises:
+        ConfidenceError: ``base`` uses term coverage and neither is given.
+    """
+    if reader is None and "term_coverage" in base.features:
+        if queries is None or len(queries) != len(hits):
+            raise ConfidenceError("term coverage needs each searched query's text")
+        encoder = Bm25Encoder()
+        reader = [
+            read_terms(encoder, q, [h.text for h in found])
+            for q, found in zip(queries, hits, strict=True)
+        ]
     scores = [
         hit_scores(list(found), mode, (), reader[i] if reader is not None else None)
         for i, found in enumerate(hits)
@@ -190,7 +207,7 @@ async def probe_calibrate(
     )
     return with_probes(
         base,
-        probe_confidence(base, hits),
+        probe_confidence(base, hits, queries=[p.text for p in probes]),
         [p.group for p in probes],
         alpha=alpha,
         provenance=Provenance(

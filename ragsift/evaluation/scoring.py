@@ -32,6 +32,8 @@ from ragsift.retrieval.hit_scores import hit_scores
 __all__ = [
     "FIT_FRACTION",
     "READER_SIGNAL_FEATURES",
+    "SHIPPED_FEATURES",
+    "SHIPPED_HOLES",
     "answer_in_kept",
     "fit_from_run",
     "hit_batch",
@@ -43,6 +45,15 @@ FIT_FRACTION = 0.5  # half the articles fit the calibration, the other half repo
 # The reader signals a calibration with the reader on adds to DEFAULT_FEATURES; both
 # raised near-miss and out-of-scope AUROC on SQuAD 2.0 (docs/confidence.md).
 READER_SIGNAL_FEATURES: tuple[str, ...] = ("sentence_match", "term_coverage")
+# What `ragsift calibrate` fits by default: term coverage tells an on-topic hit that
+# lacks the question's rarer terms from one that holds them, for a tokenization per
+# chunk (ADR 020). The last feature is the one the reader switch adds to.
+SHIPPED_FEATURES: tuple[str, ...] = (*DEFAULT_FEATURES, "term_coverage")
+# The shipped artifacts' holes (`ragsift calibrate --dataset squad2 --holes 0.1`): one
+# paragraph in ten of each fit article is left out of the corpus, so about one on-topic
+# question in ten has no answer there and the fit learns what such a question's hits
+# look like, the way a user's corpus misses answers (ADR 020).
+SHIPPED_HOLES = 0.1
 
 
 def split_mask(run: RetrievalRun, fit_fraction: float = FIT_FRACTION, seed: int = 0) -> np.ndarray:
@@ -134,11 +145,16 @@ def fit_from_run(
         source=f"{run.dataset.name} ({run.mode}, k={run.k})",
         # Questions about one article are not independent draws (conformal module doc).
         groups=[run.queries[i].group for i in np.flatnonzero(mask)],
-        in_scope=[run.queries[i].kind == "in_scope" for i in np.flatnonzero(mask)],
+        # Near misses fitted as negatives are on topic: they stay in the in-scope sample
+        # (unanswered there), which probes re-certify with; only out-of-scope rows are
+        # what probes stand in for.
+        in_scope=[run.queries[i].kind != "out_of_scope" for i in np.flatnonzero(mask)],
         notes=(
             f"label: the answer's paragraph is among the kept hits ({run.mode} top {run.k},"
             f" hit threshold {threshold} keeping 90% of answer-holding hits); fit on"
-            f" {int(mask.sum())} in-scope and out-of-scope questions from"
+            f" {int(mask.sum())} in-scope"
+            f"{', near-miss (as unanswered)' if near_miss_negatives else ''} and out-of-scope"
+            " questions from"
             f" {fit_fraction:.0%} of the articles of {run.dataset.name};"
             f" corpus {counts['documents']} paragraphs"
         ),

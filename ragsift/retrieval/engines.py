@@ -26,7 +26,7 @@ from ragsift.confidence import (
     NormalizationParams,
     load_calibration,
 )
-from ragsift.confidence.features import READER_FEATURES
+from ragsift.confidence.features import READER_FEATURES, SWITCHED_FEATURES
 from ragsift.confidence.registry import DEFAULT_REFRESH_S, CalibrationRegistry, CalibrationStore
 from ragsift.errors import ConfigurationError
 from ragsift.retrieval.search_plan import (
@@ -212,10 +212,10 @@ class EngineSet:
                 f"calibration {path}: cannot read it ({exc.strerror or exc});"
                 " check RAGSIFT_CONFIDENCE_CALIBRATION_PATH"
             ) from exc
-        needs = sorted(READER_FEATURES.intersection(artifact.features))
+        needs = sorted(SWITCHED_FEATURES.intersection(artifact.features))
         if needs and not reader:
             raise ConfigurationError(
-                f"calibration {path} uses the reader signals {needs}; set"
+                f"calibration {path} uses the reader signal {needs}; set"
                 " RAGSIFT_CONFIDENCE_READER_SIGNALS=on or use an artifact fit without them"
             )
         return artifact

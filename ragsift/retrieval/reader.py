@@ -24,6 +24,7 @@ import math
 import re
 from collections import OrderedDict
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +39,7 @@ __all__ = [
     "Reader",
     "ReaderItem",
     "ReaderScores",
+    "read_terms",
     "split_sentences",
     "term_coverage",
 ]
@@ -69,6 +71,9 @@ DEFAULT_TOP_N = 3
 # Sentence vectors kept between batches (a popular chunk is read by many queries);
 # 4096 x 384 float32 is 6 MB.
 SENTENCE_CACHE_SIZE = 4096
+# Chunk texts whose BM25 term sets are kept between batches: tokenizing and stemming
+# a chunk costs far more than the coverage arithmetic, and chunks recur.
+TERM_CACHE_SIZE = 4096
 
 
 def split_sentences(text: str, max_sentences: int = DEFAULT_MAX_SENTENCES) -> list[str]:
@@ -94,7 +99,7 @@ def split_sentences(text: str, max_sentences: int = DEFAULT_MAX_SENTENCES) -> li
     return [" ".join(sentences[i : i + size]) for i in range(0, len(sentences), size)]
 
 
-def term_coverage(query_terms: Sequence[int], hit_terms: Sequence[set[int]]) -> FloatArray:
+def term_coverage(query_terms: Sequence[int], hit_terms: Sequence[AbstractSet[int]]) -> FloatArray:
     """Per hit, the share of the query's IDF mass (IDF over these hits) whose terms it holds.
 
     NaN for every hit when the query has no indexable term (only stopwords).
@@ -107,6 +112,19 @@ def term_coverage(query_terms: Sequence[int], hit_terms: Sequence[set[int]]) -> 
     df = held.sum(axis=0)
     idf = np.log1p((n - df + 0.5) / (df + 0.5))
     return np.asarray(held @ idf / idf.sum(), dtype=np.float64)
+
+
+def read_terms(encoder: Bm25Encoder, query: str, hits: Sequence[str]) -> ReaderScores:
+    """Term coverage alone (no sentence match) of ``hits`` for ``query``, uncached.
+
+    For the calibration's own searches (probes, missing-answer estimates), which read
+    each hit list once; the pipeline's :class:`Reader` caches the chunks' terms.
+    """
+    coverage = term_coverage(
+        encoder.encode_query(query).indices,
+        [encoder.terms(text) for text in hits],
+    )
+    return ReaderScores(sentence=np.full(len(hits), np.nan), coverage=coverage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +186,7 @@ class Reader:
         self.top_n = top_n
         self.max_sentences = max_sentences
         self._cache: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._terms: OrderedDict[str, frozenset[int]] = OrderedDict()
 
     async def score(self, items: Sequence[ReaderItem]) -> list[ReaderScores]:
         """Reader scores of every item; all new sentences go to the embedder in one call."""
@@ -185,8 +204,20 @@ class Reader:
         if self.encoder is None:
             return np.full(len(item.hits), np.nan)
         query_terms = self.encoder.encode_query(item.query).indices
-        hit_terms = [set(self.encoder.encode_document(text).indices) for text in item.hits]
-        return term_coverage(query_terms, hit_terms)
+        return term_coverage(query_terms, [self._terms_of(text) for text in item.hits])
+
+    def _terms_of(self, text: str) -> frozenset[int]:
+        """The chunk's BM25 term set, from the cache when it was read before."""
+        terms = self._terms.get(text)
+        if terms is not None:
+            self._terms.move_to_end(text)  # recently used: evicted last
+            return terms
+        assert self.encoder is not None  # only called when coverage is on
+        terms = self.encoder.terms(text)
+        self._terms[text] = terms
+        if len(self._terms) > TERM_CACHE_SIZE:
+            self._terms.popitem(last=False)
+        return terms
 
     async def _sentence_match(self, items: Sequence[ReaderItem]) -> list[FloatArray]:
         split: list[list[list[str]]] = []

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from ragsift.cli import app
 from ragsift.confidence import load_calibration
+from ragsift.errors import ConfigurationError
 from ragsift.evaluation import load_squad, run_retrieval
 from ragsift.evaluation.corrective import EvalCorrection
 from ragsift.retrieval.embedders import HashingEmbedder
@@ -94,3 +95,18 @@ async def test_eval_correction_retries_each_query_at_most_once(tmp_path: Path) -
         assert record is not None
         # The winner's hits are the query's: 12 after a won wider retry, else the first 4.
         assert len(hits) <= (12 if record.won == "wider" else 4)
+
+
+def test_eval_correction_reads_term_coverage_and_refuses_sentence_match() -> None:
+    """Both tries are scored as the pipeline scores them: the packaged artifact's term
+    coverage is read from each try's hits; sentence match would need embeddings."""
+    artifact = load_calibration(artifact_path())
+    assert "term_coverage" in artifact.features
+    settings = CorrectiveSettings(enabled=True)
+    assert EvalCorrection(settings, artifact, EMBEDDER.embedder_id, max_k=50).encoder is not None
+    sentences = artifact.model_copy(
+        update={"features": (*artifact.features, "sentence_match")}
+        | {"coefficients": (*artifact.coefficients, 1.0), "version": "cal-s"}
+    )
+    with pytest.raises(ConfigurationError, match="does not embed sentences"):
+        EvalCorrection(settings, sentences, EMBEDDER.embedder_id, max_k=50)

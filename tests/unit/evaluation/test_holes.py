@@ -63,9 +63,9 @@ async def test_the_left_out_document_is_never_among_the_hits(
     seen: list[list[str]] = []
     scored = holes.probe_confidence
 
-    def spy(artifact, hits):  # type: ignore[no-untyped-def]
+    def spy(artifact, hits, **kwargs):  # type: ignore[no-untyped-def]
         seen.extend([h.doc_id for h in row] for row in hits)
-        return scored(artifact, hits)
+        return scored(artifact, hits, **kwargs)
 
     monkeypatch.setattr(holes, "probe_confidence", spy)
     result = await missing_answer_rate(twins, EMBEDDER, BASE, collection="docs", sample=30)

@@ -21,10 +21,14 @@ from ragsift.evaluation.probes import (
     bundled_probes,
     load_probes,
     probe_calibrate,
+    probe_confidence,
 )
+from ragsift.evaluation.selfcal import search_as_pipeline
+from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.engines import packaged_calibration_path
+from ragsift.retrieval.reader import ReaderScores, read_terms
 from tests.unit.evaluation.test_selfcal_collection import BASE as SELFCAL_BASE
 from tests.unit.evaluation.test_selfcal_collection import documents
 from tests.unit.evaluation.test_squad_eval import OUTSIDE, TOPICS, make_topics, write_squad
@@ -156,9 +160,41 @@ async def test_probing_refuses_what_it_cannot_do(index: EdgeIndex) -> None:
     )
     with pytest.raises(ConfidenceError, match="keeps no in-scope sample"):
         await probe_calibrate(index, EMBEDDER, bare, PROBES, collection="docs")
-    reads = BASE.model_copy(update={"features": ("top_score", "term_coverage"), "version": "cal-r"})
-    with pytest.raises(ConfidenceError, match="reader signals"):
+    reads = BASE.model_copy(
+        update={"features": ("top_score", "sentence_match"), "version": "cal-r"}
+    )
+    with pytest.raises(ConfidenceError, match="uses sentence match"):
         await probe_calibrate(index, EMBEDDER, reads, PROBES, collection="docs")
+
+
+async def test_probes_read_term_coverage_when_the_calibration_uses_it(index: EdgeIndex) -> None:
+    """A calibration with term coverage is probed as the pipeline scores it: each
+    probe's coverage is read from its own text, not imputed as "every term held"."""
+    terms = BASE.model_copy(
+        update={
+            "features": (*BASE.features, "term_coverage"),
+            "coefficients": (*BASE.coefficients, 6.0),
+            "intercept": BASE.intercept - 6.0,
+            "version": "cal-terms",
+        }
+    )
+    texts = [p.text for p in PROBES[:40]]
+    hits = await search_as_pipeline(index, EMBEDDER, "docs", [("alpha", t, None) for t in texts], 8)
+    with pytest.raises(ConfidenceError, match="each searched query's text"):
+        probe_confidence(terms, hits)
+    read = probe_confidence(terms, hits, queries=texts)
+    encoder = Bm25Encoder()
+    expected = [
+        read_terms(encoder, t, [h.text for h in found])
+        for t, found in zip(texts, hits, strict=True)
+    ]
+    assert np.array_equal(read, probe_confidence(terms, hits, reader=expected))
+    held = [ReaderScores(r.sentence, np.ones_like(r.coverage)) for r in expected]
+    imputed = probe_confidence(terms, hits, reader=held)
+    assert (read <= imputed).all()
+    assert (read < imputed).any()
+    artifact = await probe_calibrate(index, EMBEDDER, terms, PROBES, collection="docs")
+    assert artifact.features == terms.features
 
 
 def _probe_file(tmp_path: Path, n: int = 240) -> Path:

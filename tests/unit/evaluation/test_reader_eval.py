@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from ragsift.cli import app
 from ragsift.confidence import auroc, load_calibration
 from ragsift.evaluation import evaluate_scorers, fit_from_run, load_squad, run_retrieval
-from ragsift.evaluation.scoring import READER_SIGNAL_FEATURES
+from ragsift.evaluation.scoring import READER_SIGNAL_FEATURES, SHIPPED_FEATURES
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.reader import Reader
@@ -45,7 +45,7 @@ async def test_a_run_with_a_reader_carries_scores_aligned_with_its_hits(tmp_path
     assert result.reports[0].near_miss_auroc == pytest.approx(expected)
 
 
-def test_cli_fits_reader_signals_when_on_and_reads_for_such_an_artifact(
+def test_cli_fits_sentence_match_only_when_on_and_reads_for_such_an_artifact(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
@@ -54,7 +54,9 @@ def test_cli_fits_reader_signals_when_on_and_reads_for_such_an_artifact(
     runner = CliRunner()
     off = tmp_path / "off.json"
     assert runner.invoke(app, ["calibrate", *data, "--half", "1", "--out", str(off)]).exit_code == 0
-    assert not set(READER_SIGNAL_FEATURES) & set(load_calibration(off).features)
+    # Off, the fit reads term coverage (a tokenization per chunk) but no sentences.
+    assert load_calibration(off).features == SHIPPED_FEATURES
+    assert "sentence_match" not in SHIPPED_FEATURES
     monkeypatch.setenv("RAGSIFT_CONFIDENCE_READER_SIGNALS", "on")
     on = tmp_path / "on.json"
     fit = runner.invoke(app, ["calibrate", *data, "--half", "1", "--out", str(on)])

@@ -72,6 +72,12 @@ def test_encodings_have_unique_sorted_indices(text: str) -> None:
         assert len(encoding.indices) == len(encoding.values)
 
 
+@settings(max_examples=50, deadline=None)
+@given(st.text(max_size=300))
+def test_terms_are_the_indexed_encodings_term_set(text: str) -> None:
+    assert ENCODER.terms(text) == frozenset(ENCODER.encode_document(text).indices)
+
+
 def test_stemming_merges_inflections_and_stopwords_vanish() -> None:
     doc = ENCODER.encode_document("cats cat running runs the and")
     assert len(doc) == 2  # cat, run

@@ -134,6 +134,25 @@ async def test_a_failing_reader_leaves_the_query_scored_and_counted(
     assert errors == 1
 
 
+async def test_term_coverage_is_read_with_the_switch_off(tmp_path: Path, index: EdgeIndex) -> None:
+    """Term coverage costs a tokenization per chunk (cached): an artifact that uses it
+    is read whatever the switch says; only sentence match waits for "on" (ADR 020)."""
+    path = artifact_file(tmp_path, ("top_score", "term_coverage"))
+    pipe = build_pipeline(
+        settings(tmp_path, path, "off"), index=index, embedder=EMBEDDER, metrics=Metrics()
+    )
+    assert pipe.reader is not None
+    assert (pipe.reader.sentences, pipe.reader.encoder is not None) == (False, True)
+    first = ok((await pipe.process([q()]))[0]).result.breakdown.signals
+    assert 0.0 < first["term_coverage"] <= 1.0
+    assert "sentence_match" not in first
+    cached = len(pipe.reader._terms)
+    assert cached > 0  # the chunks' term sets are kept for the next query
+    again = ok((await pipe.process([q("q2", "refunds by bank transfer")]))[0]).result
+    assert 0.0 < again.breakdown.signals["term_coverage"] <= 1.0
+    assert len(pipe.reader._terms) == cached  # the same two chunks: nothing new to read
+
+
 def test_reader_artifact_with_reader_off_is_refused_at_start(tmp_path: Path) -> None:
     path = artifact_file(tmp_path, READER_FEATURES)
     with pytest.raises(ConfigurationError, match="RAGSIFT_CONFIDENCE_READER_SIGNALS=on"):
@@ -154,7 +173,8 @@ def test_packaged_artifact_is_picked_by_embedder_and_signal_set() -> None:
     assert hashing.name == f"{EMBEDDER.embedder_id}.json"
     engines = EngineSet(ConfidenceSettings(reader_signals="on"), onnx)
     assert engines.reader_features == {"sentence_match", "term_coverage"}
-    assert EngineSet(ConfidenceSettings(), onnx).reader_features == frozenset()
+    # Off, the plain artifact reads term coverage only (ADR 020): no sentences embedded.
+    assert EngineSet(ConfidenceSettings(), onnx).reader_features == {"term_coverage"}
 
 
 async def test_keyword_queries_are_not_read(tmp_path: Path, index: EdgeIndex) -> None:
