@@ -35,6 +35,7 @@ from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.selfcal import recalibrate
 from ragsift.errors import InvalidEventError
 from ragsift.evaluation.scoring import answer_in_kept
+from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.hit_scores import hit_scores, prefetch_limit
 from ragsift.retrieval.index import (
@@ -44,7 +45,7 @@ from ragsift.retrieval.index import (
     SearchRequest,
     VectorIndex,
 )
-from ragsift.retrieval.reader import split_sentences
+from ragsift.retrieval.reader import read_terms, split_sentences
 
 __all__ = [
     "MIN_CHUNKS",
@@ -323,7 +324,10 @@ async def self_calibrate(
     )
     if progress:
         progress("score", len(hits), len(hits))
-    signals, labels = score_pseudo_labels(base, hits, [p.chunk_id for p in answerable])
+    texts = [p.text for p in answerable] + [p.text for p in unanswerable] + [q for _, q in bank]
+    signals, labels = score_pseudo_labels(
+        base, hits, [p.chunk_id for p in answerable], queries=texts
+    )
     artifact = recalibrate(
         base,
         signals,
@@ -347,19 +351,36 @@ async def self_calibrate(
 
 
 def score_pseudo_labels(
-    base: CalibrationArtifact, hits: Sequence[Sequence[SearchHit]], sources: Sequence[str]
+    base: CalibrationArtifact,
+    hits: Sequence[Sequence[SearchHit]],
+    sources: Sequence[str],
+    *,
+    queries: Sequence[str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Signals of every query under ``base``, and its pseudo-label.
 
     The first ``len(sources)`` hit lists are pseudo-queries (label 1 when their
-    source chunk is kept); the rest are out-of-domain questions (label 0).
+    source chunk is kept); the rest are out-of-domain questions (label 0). With
+    ``queries`` (each hit list's query text), term coverage is read as the
+    pipeline reads it; without, it is imputed.
     """
     config = dataclasses.replace(
         ConfidenceConfig(scorer="weighted", embedder_id=base.embedder_id),
         similarity_threshold=base.similarity_threshold or 0.0,
         min_documents=1,
     )
-    batch = HitBatch.from_hits([hit_scores(list(h), "hybrid", (), None) for h in hits])
+    encoder = Bm25Encoder() if queries is not None else None
+    batch = HitBatch.from_hits(
+        [
+            hit_scores(
+                list(found),
+                "hybrid",
+                (),
+                None if encoder is None else read_terms(encoder, q, [h.text for h in found]),
+            )
+            for q, found in zip(queries or [""] * len(hits), hits, strict=True)
+        ]
+    )
     assessed = ConfidenceEngine(config).assess_batch(batch)
     width = max((len(h) for h in hits), default=1) or 1
     relevant = np.zeros((len(hits), width), dtype=bool)

@@ -13,9 +13,15 @@ from typer.testing import CliRunner
 from ragsift.cli import app
 from ragsift.confidence import CalibrationArtifact, ConfidenceError
 from ragsift.confidence.artifact import ConformalSpec, DataSummary
+from ragsift.confidence.signals import SIGNAL_INDEX
 from ragsift.errors import InvalidEventError
 from ragsift.evaluation.dataset import LabelledSet, with_pseudo_queries
-from ragsift.evaluation.selfcal import MIN_CHUNKS, self_calibrate
+from ragsift.evaluation.selfcal import (
+    MIN_CHUNKS,
+    score_pseudo_labels,
+    search_as_pipeline,
+    self_calibrate,
+)
 from ragsift.ingest.loaders import SourceDocument
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import HashingEmbedder
@@ -74,6 +80,19 @@ async def test_a_collection_calibrates_itself_and_records_where_it_came_from(
     assert result.held_out
     assert all(q.tenant_id == "alpha" for q in result.held_out)
     assert {q.doc_id for q in result.held_out} <= {f"doc-{i}" for i in range(40)}
+
+
+async def test_pseudo_labels_read_term_coverage_from_the_query_texts(index: EdgeIndex) -> None:
+    """Self-calibration scores its questions as the pipeline would: with the query
+    texts, term coverage is read (a base that uses it must not see it imputed)."""
+    texts = ["Kalomi renvos zeltu", "Who painted the red portrait?"]
+    hits = await search_as_pipeline(index, EMBEDDER, "docs", [("alpha", t, None) for t in texts], 8)
+    column = SIGNAL_INDEX["term_coverage"]
+    read, _ = score_pseudo_labels(BASE, hits, [], queries=texts)
+    imputed, _ = score_pseudo_labels(BASE, hits, [])
+    assert np.isfinite(read[:, column]).all()
+    assert np.isnan(imputed[:, column]).all()
+    np.testing.assert_array_equal(np.delete(read, column, 1), np.delete(imputed, column, 1))
 
 
 async def test_a_tiny_collection_is_refused_with_the_number_of_chunks_needed(
