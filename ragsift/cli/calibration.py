@@ -119,8 +119,10 @@ def calibrate(
 
     With --dataset/--labelled it fits from labelled questions: without --half on
     half the articles (the other half is what `ragsift eval` reports on); with
-    --half on every article of that half. With RAGSIFT_CONFIDENCE_READER_SIGNALS=on
-    the hits are read and the model also fits sentence_match and term_coverage.
+    --half on every article of that half. The model fits term coverage too,
+    and sentence match with RAGSIFT_CONFIDENCE_READER_SIGNALS=on. The shipped
+    calibrations are --dataset squad2 --holes 0.1: a tenth of each article's
+    paragraphs left out, their questions fitted as on topic and unanswered (ADR 020).
     """
     if collection is not None:
         if method not in ("probes", "pseudo-queries"):
