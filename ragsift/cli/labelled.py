@@ -120,10 +120,11 @@ def _retrieval_run(
 def _fit_features(settings: Any) -> tuple[str, ...]:
     """The features a calibration fits: term coverage always, sentence match with
     RAGSIFT_CONFIDENCE_READER_SIGNALS=on (ADR 020)."""
+    from ragsift.confidence.features import DEFAULT_FEATURES
     from ragsift.evaluation.scoring import READER_SIGNAL_FEATURES, SHIPPED_FEATURES
 
     if settings.confidence.reader_signals == "on":
-        return SHIPPED_FEATURES[:-1] + READER_SIGNAL_FEATURES
+        return (*DEFAULT_FEATURES, *READER_SIGNAL_FEATURES)
     return SHIPPED_FEATURES
 
 

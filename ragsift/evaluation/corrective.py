@@ -22,7 +22,7 @@ from ragsift.retrieval.corrective import Corrector, Retry, Scored
 from ragsift.retrieval.engines import EngineSet
 from ragsift.retrieval.hit_scores import hit_scores, prefetch_limit
 from ragsift.retrieval.index import SearchHit, SearchRequest, VectorIndex
-from ragsift.retrieval.reader import read_terms
+from ragsift.retrieval.reader import ChunkTerms
 from ragsift.schemas import CorrectiveInfo, SearchMode
 from ragsift.settings import ConfidenceSettings, CorrectiveSettings
 
@@ -64,8 +64,9 @@ class EvalCorrection:
                 "corrective retrieval in eval does not embed sentences: use an artifact"
                 " fit without sentence match"
             )
-        terms = "term_coverage" in self.engines.reader_features
-        self.encoder = Bm25Encoder() if terms else None
+        reads = "term_coverage" in self.engines.reader_features
+        #: the term reader both tries are scored with (None: the artifact reads none)
+        self.terms = ChunkTerms(Bm25Encoder()) if reads else None
         self.corrector = Corrector(settings, max_k=max_k)
         #: One entry per query corrected so far: its retry, or None when none ran.
         self.records: list[CorrectiveInfo | None] = []
@@ -74,14 +75,14 @@ class EvalCorrection:
         self, queries: Sequence[str], hits: Sequence[Sequence[SearchHit]], mode: SearchMode
     ) -> list[Scored]:
         engine = self.engines.engine("threshold", mode)
-        encoder = self.encoder
+        terms = self.terms
         assessed = engine.assess_many(
             [
                 hit_scores(
                     found,
                     mode,
                     (),
-                    None if encoder is None else read_terms(encoder, q, [h.text for h in found]),
+                    None if terms is None else terms.read(q, [h.text for h in found]),
                 )
                 for q, found in zip(queries, hits, strict=True)
             ]

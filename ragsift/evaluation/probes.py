@@ -42,7 +42,7 @@ from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.hit_scores import hit_scores
 from ragsift.retrieval.index import SearchHit, VectorIndex
-from ragsift.retrieval.reader import ReaderScores, read_terms
+from ragsift.retrieval.reader import ChunkTerms, ReaderScores
 
 __all__ = [
     "BUNDLED",
@@ -145,10 +145,9 @@ def probe_confidence(
     if reader is None and "term_coverage" in base.features:
         if queries is None or len(queries) != len(hits):
             raise ConfidenceError("term coverage needs each searched query's text")
-        encoder = Bm25Encoder()
+        terms = ChunkTerms(Bm25Encoder())
         reader = [
-            read_terms(encoder, q, [h.text for h in found])
-            for q, found in zip(queries, hits, strict=True)
+            terms.read(q, [h.text for h in found]) for q, found in zip(queries, hits, strict=True)
         ]
     scores = [
         hit_scores(list(found), mode, (), reader[i] if reader is not None else None)

@@ -47,7 +47,7 @@ FIT_FRACTION = 0.5  # half the articles fit the calibration, the other half repo
 READER_SIGNAL_FEATURES: tuple[str, ...] = ("sentence_match", "term_coverage")
 # What `ragsift calibrate` fits by default: term coverage tells an on-topic hit that
 # lacks the question's rarer terms from one that holds them, for a tokenization per
-# chunk (ADR 020). The last feature is the one the reader switch adds to.
+# chunk (ADR 020).
 SHIPPED_FEATURES: tuple[str, ...] = (*DEFAULT_FEATURES, "term_coverage")
 # The shipped artifacts' holes (`ragsift calibrate --dataset squad2 --holes 0.1`): one
 # paragraph in ten of each fit article is left out of the corpus, so about one on-topic

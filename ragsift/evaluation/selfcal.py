@@ -45,7 +45,7 @@ from ragsift.retrieval.index import (
     SearchRequest,
     VectorIndex,
 )
-from ragsift.retrieval.reader import read_terms, split_sentences
+from ragsift.retrieval.reader import ChunkTerms, ReaderScores, split_sentences
 
 __all__ = [
     "MIN_CHUNKS",
@@ -369,16 +369,17 @@ def score_pseudo_labels(
         similarity_threshold=base.similarity_threshold or 0.0,
         min_documents=1,
     )
-    encoder = Bm25Encoder() if queries is not None else None
+    if queries is None:
+        reads: list[ReaderScores | None] = [None] * len(hits)
+    else:
+        terms = ChunkTerms(Bm25Encoder())
+        reads = [
+            terms.read(q, [h.text for h in found]) for q, found in zip(queries, hits, strict=True)
+        ]
     batch = HitBatch.from_hits(
         [
-            hit_scores(
-                list(found),
-                "hybrid",
-                (),
-                None if encoder is None else read_terms(encoder, q, [h.text for h in found]),
-            )
-            for q, found in zip(queries or [""] * len(hits), hits, strict=True)
+            hit_scores(list(found), "hybrid", (), read)
+            for found, read in zip(hits, reads, strict=True)
         ]
     )
     assessed = ConfidenceEngine(config).assess_batch(batch)

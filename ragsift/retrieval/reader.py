@@ -36,10 +36,10 @@ from ragsift.retrieval.embedders import Embedder
 __all__ = [
     "DEFAULT_MAX_SENTENCES",
     "DEFAULT_TOP_N",
+    "ChunkTerms",
     "Reader",
     "ReaderItem",
     "ReaderScores",
-    "read_terms",
     "split_sentences",
     "term_coverage",
 ]
@@ -114,17 +114,45 @@ def term_coverage(query_terms: Sequence[int], hit_terms: Sequence[AbstractSet[in
     return np.asarray(held @ idf / idf.sum(), dtype=np.float64)
 
 
-def read_terms(encoder: Bm25Encoder, query: str, hits: Sequence[str]) -> ReaderScores:
-    """Term coverage alone (no sentence match) of ``hits`` for ``query``, uncached.
+class ChunkTerms:
+    """Term coverage of hit lists, each chunk text tokenized once (an LRU of ``size``).
 
-    For the calibration's own searches (probes, missing-answer estimates), which read
-    each hit list once; the pipeline's :class:`Reader` caches the chunks' terms.
+    The pipeline's :class:`Reader` keeps one; the calibration's own searches (probes,
+    the missing-answer estimate, pseudo-queries, corrective eval) make one per run,
+    where thousands of questions meet the same few chunks.
     """
-    coverage = term_coverage(
-        encoder.encode_query(query).indices,
-        [encoder.terms(text) for text in hits],
-    )
-    return ReaderScores(sentence=np.full(len(hits), np.nan), coverage=coverage)
+
+    def __init__(self, encoder: Bm25Encoder, size: int = TERM_CACHE_SIZE) -> None:
+        self.encoder = encoder
+        self.size = size
+        self._known: OrderedDict[str, frozenset[int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def of(self, text: str) -> frozenset[int]:
+        """The chunk's BM25 term set, from the cache when it was read before."""
+        terms = self._known.get(text)
+        if terms is not None:
+            self._known.move_to_end(text)  # recently used: evicted last
+            return terms
+        terms = self.encoder.terms(text)
+        self._known[text] = terms
+        if len(self._known) > self.size:
+            self._known.popitem(last=False)
+        return terms
+
+    def coverage(self, query: str, hits: Sequence[str]) -> FloatArray:
+        """Per hit, its term coverage of ``query`` (:func:`term_coverage`)."""
+        return term_coverage(
+            self.encoder.encode_query(query).indices, [self.of(text) for text in hits]
+        )
+
+    def read(self, query: str, hits: Sequence[str]) -> ReaderScores:
+        """Reader scores with term coverage alone (no sentence match)."""
+        return ReaderScores(
+            sentence=np.full(len(hits), np.nan), coverage=self.coverage(query, hits)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +214,7 @@ class Reader:
         self.top_n = top_n
         self.max_sentences = max_sentences
         self._cache: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
-        self._terms: OrderedDict[str, frozenset[int]] = OrderedDict()
+        self._terms = ChunkTerms(encoder) if encoder is not None else None
 
     async def score(self, items: Sequence[ReaderItem]) -> list[ReaderScores]:
         """Reader scores of every item; all new sentences go to the embedder in one call."""
@@ -201,23 +229,9 @@ class Reader:
         ]
 
     def _coverage(self, item: ReaderItem) -> FloatArray:
-        if self.encoder is None:
+        if self._terms is None:
             return np.full(len(item.hits), np.nan)
-        query_terms = self.encoder.encode_query(item.query).indices
-        return term_coverage(query_terms, [self._terms_of(text) for text in item.hits])
-
-    def _terms_of(self, text: str) -> frozenset[int]:
-        """The chunk's BM25 term set, from the cache when it was read before."""
-        terms = self._terms.get(text)
-        if terms is not None:
-            self._terms.move_to_end(text)  # recently used: evicted last
-            return terms
-        assert self.encoder is not None  # only called when coverage is on
-        terms = self.encoder.terms(text)
-        self._terms[text] = terms
-        if len(self._terms) > TERM_CACHE_SIZE:
-            self._terms.popitem(last=False)
-        return terms
+        return self._terms.coverage(item.query, item.hits)
 
     async def _sentence_match(self, items: Sequence[ReaderItem]) -> list[FloatArray]:
         split: list[list[list[str]]] = []

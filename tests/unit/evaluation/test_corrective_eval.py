@@ -103,7 +103,7 @@ def test_eval_correction_reads_term_coverage_and_refuses_sentence_match() -> Non
     artifact = load_calibration(artifact_path())
     assert "term_coverage" in artifact.features
     settings = CorrectiveSettings(enabled=True)
-    assert EvalCorrection(settings, artifact, EMBEDDER.embedder_id, max_k=50).encoder is not None
+    assert EvalCorrection(settings, artifact, EMBEDDER.embedder_id, max_k=50).terms is not None
     sentences = artifact.model_copy(
         update={"features": (*artifact.features, "sentence_match")}
         | {"coefficients": (*artifact.coefficients, 1.0), "version": "cal-s"}

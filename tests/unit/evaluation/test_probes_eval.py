@@ -28,7 +28,7 @@ from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.engines import packaged_calibration_path
-from ragsift.retrieval.reader import ReaderScores, read_terms
+from ragsift.retrieval.reader import ReaderScores, term_coverage
 from tests.unit.evaluation.test_selfcal_collection import BASE as SELFCAL_BASE
 from tests.unit.evaluation.test_selfcal_collection import documents
 from tests.unit.evaluation.test_squad_eval import OUTSIDE, TOPICS, make_topics, write_squad
@@ -183,9 +183,13 @@ async def test_probes_read_term_coverage_when_the_calibration_uses_it(index: Edg
     with pytest.raises(ConfidenceError, match="each searched query's text"):
         probe_confidence(terms, hits)
     read = probe_confidence(terms, hits, queries=texts)
+    # Uncached, from the tokenizer itself: the probes' cached term sets must agree.
     encoder = Bm25Encoder()
     expected = [
-        read_terms(encoder, t, [h.text for h in found])
+        ReaderScores(
+            np.full(len(found), np.nan),
+            term_coverage(encoder.encode_query(t).indices, [encoder.terms(h.text) for h in found]),
+        )
         for t, found in zip(texts, hits, strict=True)
     ]
     assert np.array_equal(read, probe_confidence(terms, hits, reader=expected))

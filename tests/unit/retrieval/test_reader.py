@@ -16,6 +16,7 @@ from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.embedders import l2_normalize
 from ragsift.retrieval.reader import (
     _SENTENCE_END,
+    ChunkTerms,
     Reader,
     ReaderItem,
     split_sentences,
@@ -234,3 +235,29 @@ async def test_an_embedder_failure_propagates_for_the_pipeline_to_handle() -> No
 def test_reader_checks_its_arguments(kwargs: dict[str, int | bool], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Reader(WordEmbedder(), **kwargs)  # type: ignore[arg-type]  # mixed kwargs on purpose
+
+
+def test_chunk_terms_tokenize_each_text_once_and_forget_the_oldest() -> None:
+    """Probing reads thousands of questions against the same few chunks: each chunk's
+    term set is computed once, and the cache stays within its size."""
+    calls: list[str] = []
+
+    class Counting(Bm25Encoder):
+        def terms(self, text: str) -> frozenset[int]:
+            calls.append(text)
+            return super().terms(text)
+
+    terms = ChunkTerms(Counting(), size=2)
+    hits = ["Refunds are paid in fourteen days.", "Shipping takes three days."]
+    first = terms.coverage("how are refunds paid", hits)
+    again = terms.coverage("refunds paid by transfer", hits)
+    assert calls == hits  # the second query tokenized no chunk
+    assert first.shape == again.shape == (2,)
+    assert first[0] > first[1]
+    terms.of("A third chunk about warranties.")
+    assert len(terms) == 2  # the least recently used text went
+    terms.of(hits[0])
+    assert calls[-1] == hits[0]  # it had been evicted, so it was tokenized again
+    read = terms.read("how are refunds paid", hits)
+    assert np.isnan(read.sentence).all()
+    np.testing.assert_array_equal(read.coverage, first)
