@@ -1,12 +1,13 @@
-"""``calibrations list|remove``: the scoped calibrations a store holds, and which are used.
+"""``calibrations list|remove|reprobe``: the scoped calibrations a store holds, and which
+are used.
 
 A scope (a collection, or one tenant in it) gets a calibration of its own from
 ``ragsift calibrate --collection``, from ``ragsift ingest``'s re-probe and from the
 feedback re-fit. Queries use the most specific usable one (docs/confidence.md,
 section 11); these commands show each, with its state as a query would find it,
-and remove one. The store is the one the query path reads: Redis with
-``RAGSIFT_CALIBRATION_STORE=redis``, else ``RAGSIFT_CALIBRATION_STORE_DIR``, else
-``<data dir>/calibrations``.
+remove one, and probe again every scope that is due (after an upgrade). The store
+is the one the query path reads: Redis with ``RAGSIFT_CALIBRATION_STORE=redis``,
+else ``RAGSIFT_CALIBRATION_STORE_DIR``, else ``<data dir>/calibrations``.
 """
 
 from __future__ import annotations
@@ -22,16 +23,21 @@ from ragsift.cli.common import (
     EXIT_FAILURE,
     Collection,
     DataDir,
+    _embedded,
     _fail,
+    _runtime,
     _settings,
+    _stage_progress,
     console,
+    err_console,
     print_error,
 )
 
 __all__ = ["calibrations_app"]
 
 calibrations_app = typer.Typer(
-    help="The calibrations stored per collection and tenant: list them, remove one.",
+    help="The calibrations stored per collection and tenant: list them, remove one, probe"
+    " the due ones again.",
     no_args_is_help=True,
 )
 
@@ -224,3 +230,94 @@ def calibrations_remove(
         raise typer.Exit(EXIT_FAILURE)
     now = registry.resolve(tenant, collection)
     console.print(f"removed the calibration of {scope}; its queries now use {now.version}")
+
+
+#: Outcomes of ``reprobe`` that leave a scope without what the command is for: a bar
+#: certified on its own scores (ADR 015), or a collection to probe. Exit 1.
+_FAILED = frozenset({"infeasible", "no_collection"})
+
+
+@calibrations_app.command("reprobe")
+def calibrations_reprobe(
+    collection: Annotated[
+        str | None, typer.Option("--collection", "-c", help="Only this collection's scopes.")
+    ] = None,
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", "-t", help="Only this tenant's scopes.")
+    ] = None,
+    data_dir: DataDir = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+) -> None:
+    """Probe again every stored scope that is due, as an ingest into it would.
+
+    Due: its probe calibration was made on another shipped calibration (an upgrade
+    refit it, and queries skip it until then), or its chunk count moved by more than
+    RAGSIFT_CALIBRATION_REPROBE_FRACTION since its probes. Every other scope keeps its
+    calibration, and the reason is printed (fit on feedback, made with your own probes
+    or pseudo-queries, not moved). Exit 1 when a scope ends with no bar certified on
+    its own scores, or its collection is gone.
+    """
+    from ragsift.confidence.registry import CalibrationScope
+    from ragsift.evaluation.sweep import reprobe_stored
+
+    if tenant is not None and not tenant.strip():
+        _fail("--tenant must name a tenant; leave it out to probe every tenant's scopes")
+    _check_names(collection or "default", tenant)
+    settings, runtime = _runtime(data_dir, existing=True)
+    base = runtime.pipeline.engines.calibration
+    if base is None:
+        _fail(
+            "scoped calibrations apply to the calibrated scorer only; set"
+            " RAGSIFT_CONFIDENCE_SCORER=calibrated"
+        )
+
+    def only(scope: CalibrationScope) -> bool:
+        return (collection is None or scope.collection == collection) and (
+            tenant is None or scope.tenant == tenant
+        )
+
+    def show(done: Any) -> None:
+        line = f"{_shown(str(done.scope))}: {done.outcome}: {_shown(done.message)}"
+        (err_console if as_json else console).print(line, markup=False, highlight=False)
+
+    async def run() -> Any:
+        async with runtime:
+            with _stage_progress() as tick:
+                return await reprobe_stored(
+                    runtime.index,
+                    runtime.embedder,
+                    base,
+                    runtime.calibration_store,
+                    fraction=settings.calibration.reprobe_fraction,
+                    only=only,
+                    progress=tick,
+                    done=show,
+                )
+
+    try:
+        outcomes = _embedded(run())
+    except OSError as exc:
+        print_error(f"cannot read or write the calibration store: {exc}")
+        raise typer.Exit(EXIT_FAILURE) from exc
+    if as_json:
+        rows = [
+            {
+                "collection": done.scope.collection,
+                "tenant": done.scope.tenant,
+                "outcome": done.outcome,
+                "message": done.message,
+                "chunks": done.chunks,
+                "threshold_before": done.threshold_before,
+                "threshold": done.threshold,
+                "version": done.version,
+            }
+            for done in outcomes
+        ]
+        print(json.dumps({"base": base.version, "scopes": rows}, ensure_ascii=False))
+    elif not outcomes:
+        console.print("no stored calibration matches: nothing to probe")
+    else:
+        stored = sum(done.outcome == "stored" for done in outcomes)
+        console.print(f"{stored} of {len(outcomes)} scopes probed again and stored")
+    if any(done.outcome in _FAILED for done in outcomes):
+        raise typer.Exit(EXIT_FAILURE)

@@ -316,9 +316,9 @@ class CalibrationRegistry:
                 artifact,
                 "base",
                 f"it re-certified calibration {made_on}, and the default is now"
-                f" {self.default.version} (an upgrade refit it): run `ragsift calibrate"
-                " --collection` again, or ingest into the scope (the bundled probes then"
-                " run again)",
+                f" {self.default.version} (an upgrade refit it): run `ragsift calibrations"
+                " reprobe` (every such scope), `ragsift calibrate --collection` again, or"
+                " ingest into the scope (the bundled probes then run again)",
             )
         return artifact, None, None
 

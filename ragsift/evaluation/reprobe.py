@@ -50,7 +50,9 @@ log = logging.getLogger(__name__)
 #: A scope is re-probed when its chunk count moved by more than this share.
 DEFAULT_FRACTION: Final = 0.2
 
-Outcome = Literal["stored", "not_due", "kept", "too_small", "unsupported", "infeasible"]
+Outcome = Literal[
+    "stored", "not_due", "kept", "too_small", "unsupported", "infeasible", "no_collection"
+]
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,8 @@ class Reprobe:
     ``too_small`` (under MIN_CHUNKS chunks), ``unsupported`` (the shipped
     calibration reads reader signals or keeps no in-scope sample) or
     ``infeasible`` (no threshold certified on this collection: the calibration in
-    force is stored again with the mark, so its results say so).
+    force is stored again with the mark, so its results say so); ``no_collection``
+    (:mod:`ragsift.evaluation.sweep` only: a stored scope whose collection is gone).
     """
 
     scope: CalibrationScope
@@ -123,18 +126,23 @@ async def reprobe_after_ingest(
     store: CalibrationStore,
     *,
     collection: str,
-    tenant: str,
+    tenant: str | None,
     fraction: float = DEFAULT_FRACTION,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Reprobe:
-    """Re-probe ``tenant``'s part of ``collection`` if due; store what is certified.
+    """Re-probe ``tenant``'s part of ``collection`` (None: all of it) if due; store what
+    is certified.
 
     ``base`` is the shipped calibration (the probes re-certify it, never a scoped
     one). Never raises for a scope it cannot probe: the outcome says why.
+
+    Raises:
+        CollectionNotFoundError: no such collection.
     """
     scope = CalibrationScope(collection, tenant)
     info = await index.collection_info(collection)
-    chunks = int((info.tenants or {}).get(tenant, 0))
+    counts = info.tenants or {}
+    chunks = int(sum(counts.values()) if tenant is None else counts.get(tenant, 0))
     if chunks < MIN_CHUNKS:
         return Reprobe(
             scope, "too_small", f"{chunks} chunks; probing needs at least {MIN_CHUNKS}", chunks

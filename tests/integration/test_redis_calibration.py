@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from datetime import UTC, datetime
 
 import pytest
@@ -192,3 +193,56 @@ def test_the_calibrations_command_names_an_unreachable_store() -> None:
     assert result.exit_code == 1, result.output
     assert "cannot read the calibration store" in result.output
     assert "Traceback" not in result.output
+
+
+def test_reprobe_renews_stale_scopes_in_the_shared_store(
+    settings: RedisSettings, tmp_path: Path
+) -> None:
+    """After an upgrade, `ragsift calibrations reprobe` with the workers' store probes
+    each scope made on the old shipped calibration again, and every replica uses it."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from ragsift.cli import app
+    from tests.unit.evaluation.test_selfcal_collection import documents
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for doc in documents(30):
+        (corpus / f"{doc.doc_id}.md").write_text(doc.text, encoding="utf-8")
+    data = tmp_path / "data"
+    env = {
+        "RAGSIFT_EMBEDDER_KIND": "hashing",
+        "RAGSIFT_CALIBRATION_STORE": "redis",
+        "RAGSIFT_REDIS_URL": settings.url,
+        "RAGSIFT_REDIS_KEY_PREFIX": settings.key_prefix,
+    }
+    runner = CliRunner()
+    ingest = ["ingest", str(corpus), "--tenant", "acme", "--collection", "docs"]
+    done = runner.invoke(app, [*ingest, "--data-dir", str(data)], env=env)
+    assert done.exit_code == 0, done.output
+    store = RedisCalibrationStore(settings)
+    scope = CalibrationScope("docs", "acme")
+    probed = store.get(scope)
+    assert probed is not None
+    assert probed.provenance is not None
+    older = probed.provenance.model_copy(update={"base_version": "cal-000000000000"})
+    store.put(
+        scope,
+        CalibrationArtifact.model_validate(
+            probed.model_dump() | {"version": "", "provenance": older.model_dump()}
+        ),
+    )
+    replica = CalibrationRegistry(base(), RedisCalibrationStore(settings), refresh_s=0)
+    assert replica.resolve("acme", "docs").version == base().version  # skipped: stale
+
+    result = runner.invoke(
+        app, ["calibrations", "reprobe", "--data-dir", str(data), "--json"], env=env
+    )
+
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)["scopes"]
+    assert (row["tenant"], row["outcome"]) == ("acme", "stored")
+    assert replica.resolve("acme", "docs").version == row["version"]
+    store.close()

@@ -232,3 +232,95 @@ def test_list_escapes_control_characters_in_stored_names(tmp_path: Path) -> None
     assert "\x1b" not in table.output
     assert "テナント\\x1b[31m/docs" in table.output
     assert [row["tenant"] for row in listed(runner, data)["scopes"]] == ["テナント\x1b[31m"]
+
+
+def test_reprobe_renews_what_an_upgrade_left_stale_and_says_what_it_kept(
+    tmp_path: Path,
+) -> None:
+    """After an upgrade queries skip probe calibrations made on the old shipped one;
+    `calibrations reprobe` probes each again without an ingest, and fails (exit 1) on a
+    scope it could not renew."""
+    from tests.unit.evaluation.test_selfcal_collection import documents
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for doc in documents(30):
+        (corpus / f"{doc.doc_id}.md").write_text(doc.text, encoding="utf-8")
+    data = tmp_path / "data"
+    runner = CliRunner()
+    ingest = ["ingest", str(corpus), "--collection", "docs", "--data-dir", str(data)]
+    for tenant in ("acme", "beta"):
+        done = runner.invoke(app, [*ingest, "--tenant", tenant], env=ENV)
+        assert done.exit_code == 0, done.output
+    store = DirectoryCalibrationStore(data / "calibrations")
+    for tenant in ("acme", "beta"):
+        scope = CalibrationScope("docs", tenant)
+        probed = store.get(scope)
+        assert probed is not None
+        assert probed.provenance is not None
+        older = probed.provenance.model_copy(update={"base_version": "cal-000000000000"})
+        store.put(
+            scope,
+            CalibrationArtifact.model_validate(
+                probed.model_dump() | {"version": "", "provenance": older.model_dump()}
+            ),
+        )
+    assert [row["used"] for row in listed(runner, data)["scopes"]] == [False, False]
+    reprobe = ["calibrations", "reprobe", "--data-dir", str(data)]
+
+    one = runner.invoke(app, [*reprobe, "--tenant", "acme"], env=ENV)
+
+    assert one.exit_code == 0, one.output
+    said = " ".join(one.output.split())
+    assert "acme/docs: stored: its probes re-certified calibration cal-000000000000" in said
+    assert "1 of 1 scopes probed again and stored" in said
+    assert [row["used"] for row in listed(runner, data)["scopes"]] == [True, False]
+
+    every = runner.invoke(app, [*reprobe, "--json"], env=ENV)
+
+    assert every.exit_code == 0, every.output
+    shown = json.loads(every.stdout)
+    assert shown["base"] == DEFAULT.version
+    assert [(r["tenant"], r["outcome"]) for r in shown["scopes"]] == [
+        ("acme", "not_due"),
+        ("beta", "stored"),
+    ]
+    assert shown["scopes"][1]["version"] == store.get(CalibrationScope("docs", "beta")).version
+    assert [row["used"] for row in listed(runner, data)["scopes"]] == [True, True]
+
+    # A scope whose collection is gone is kept, and the run says so with exit 1.
+    store.put(CalibrationScope("gone", "acme"), made_on("cal-000000000000"))
+    failed = runner.invoke(app, [*reprobe, "--collection", "gone"], env=ENV)
+    assert failed.exit_code == 1, failed.output
+    assert "the index has no collection 'gone'" in " ".join(failed.output.split())
+    none = runner.invoke(app, [*reprobe, "--collection", "other"], env=ENV)
+    assert none.exit_code == 0, none.output
+    assert "no stored calibration matches" in none.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tenant", " "], "--tenant must name a tenant"),
+        (["--collection", "a\x1b[2Jb"], "--collection"),
+    ],
+)
+def test_reprobe_refuses_names_no_query_could_carry(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    result = CliRunner().invoke(
+        app, ["calibrations", "reprobe", "--data-dir", str(data), *args], env=ENV
+    )
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "\x1b" not in result.output
+
+
+def test_reprobe_refuses_a_data_dir_nothing_was_ingested_into(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["calibrations", "reprobe", "--data-dir", str(tmp_path / "none")], env=ENV
+    )
+    assert result.exit_code == 2, result.output
+    assert "nothing has been indexed there" in " ".join(result.output.split())

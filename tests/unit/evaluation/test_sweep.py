@@ -1,0 +1,105 @@
+"""Re-probing every stored scope that is due, with no ingest: what an upgrade needs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ragsift.confidence import CalibrationArtifact
+from ragsift.confidence.registry import (
+    CalibrationRegistry,
+    CalibrationScope,
+    DirectoryCalibrationStore,
+)
+from ragsift.evaluation.reprobe import Reprobe, reprobe_after_ingest
+from ragsift.evaluation.sweep import reprobe_stored
+from ragsift.ingest.indexer import Indexer
+from ragsift.retrieval.edge import EdgeIndex
+from tests.unit.evaluation.test_probes_eval import BASE, EMBEDDER
+from tests.unit.evaluation.test_reprobe import _made_by
+from tests.unit.evaluation.test_selfcal_collection import documents
+
+OLD_BASE = "cal-000000000000"
+
+
+def _as_made_on(artifact: CalibrationArtifact, base_version: str) -> CalibrationArtifact:
+    """``artifact`` as an older ragsift left it: made on another shipped calibration."""
+    assert artifact.provenance is not None
+    older = artifact.provenance.model_copy(update={"base_version": base_version})
+    return CalibrationArtifact.model_validate(
+        artifact.model_dump() | {"version": "", "provenance": older.model_dump()}
+    )
+
+
+async def test_an_upgrade_sweep_probes_each_stale_scope_and_keeps_the_others(
+    index: EdgeIndex, tmp_path: Path
+) -> None:
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    registry = CalibrationRegistry(BASE, store, refresh_s=0)
+    # Probe calibrations of the whole collection and of tenant alpha, as an ingest and
+    # `calibrate --collection` leave them; then the upgrade: both made on an old base.
+    for tenant in (None, "alpha"):
+        made = await reprobe_after_ingest(
+            index, EMBEDDER, BASE, store, collection="docs", tenant=tenant
+        )
+        assert made.outcome == "stored", made.message
+        assert made.artifact is not None
+        store.put(CalibrationScope("docs", tenant), _as_made_on(made.artifact, OLD_BASE))
+    whole, alpha = CalibrationScope("docs"), CalibrationScope("docs", "alpha")
+    assert registry.examine(whole)[1] == "base"
+    assert "ragsift calibrations reprobe" in str(registry.examine(alpha)[2])
+    # A scope fit on labels is never replaced, and one whose collection is gone is kept.
+    await Indexer(index, EMBEDDER).ingest("gamma", "docs", documents(20))
+    labelled = _made_by("feedback re-fit", 20)
+    store.put(CalibrationScope("docs", "gamma"), labelled)
+    gone = CalibrationScope("removed", "alpha")
+    store.put(gone, _as_made_on(labelled, OLD_BASE))
+    seen: list[Reprobe] = []
+
+    outcomes = await reprobe_stored(index, EMBEDDER, BASE, store, done=seen.append)
+
+    assert seen == outcomes
+    by_scope = {done.scope: done for done in outcomes}
+    assert set(by_scope) == {whole, alpha, CalibrationScope("docs", "gamma"), gone}
+    for scope in (whole, alpha):
+        assert by_scope[scope].outcome == "stored", by_scope[scope].message
+        assert OLD_BASE in by_scope[scope].message
+        renewed = store.get(scope)
+        assert renewed is not None
+        assert renewed.provenance is not None
+        assert renewed.provenance.base_version == BASE.version
+        assert registry.examine(scope)[1] is None  # queries use it again
+    assert by_scope[whole].chunks == 63  # every tenant's: alpha's 40, beta's 3, gamma's 20
+    assert by_scope[alpha].chunks == 40
+    assert by_scope[CalibrationScope("docs", "gamma")].outcome == "kept"
+    assert store.get(CalibrationScope("docs", "gamma")) == labelled
+    assert by_scope[gone].outcome == "no_collection"
+    assert "calibrations remove" in by_scope[gone].message
+    assert store.get(gone) is not None
+
+    again = await reprobe_stored(index, EMBEDDER, BASE, store)
+    assert [(done.scope, done.outcome) for done in again if done.scope in (whole, alpha)] == [
+        (whole, "not_due"),
+        (alpha, "not_due"),
+    ]
+
+
+async def test_a_sweep_can_be_limited_to_some_scopes(index: EdgeIndex, tmp_path: Path) -> None:
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    for tenant in (None, "alpha"):
+        made = await reprobe_after_ingest(
+            index, EMBEDDER, BASE, store, collection="docs", tenant=tenant
+        )
+        assert made.artifact is not None
+        store.put(CalibrationScope("docs", tenant), _as_made_on(made.artifact, OLD_BASE))
+
+    outcomes = await reprobe_stored(
+        index, EMBEDDER, BASE, store, only=lambda scope: scope.tenant == "alpha"
+    )
+
+    assert [(done.scope, done.outcome) for done in outcomes] == [
+        (CalibrationScope("docs", "alpha"), "stored")
+    ]
+    untouched = store.get(CalibrationScope("docs"))
+    assert untouched is not None
+    assert untouched.provenance is not None
+    assert untouched.provenance.base_version == OLD_BASE
