@@ -20,7 +20,7 @@ from ragsift.confidence.registry import (
     DirectoryCalibrationStore,
 )
 from ragsift.errors import ConfigurationError
-from ragsift.evaluation.reprobe import Reprober
+from ragsift.evaluation.sweep import Reprober
 from ragsift.observability.metrics import Metrics
 from ragsift.report.builder import ReportBuilder, ReportSettings
 from ragsift.retrieval.bm25 import Bm25Encoder

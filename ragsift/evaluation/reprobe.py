@@ -17,10 +17,7 @@ Where the probes certify no bar, the calibration in force is stored again with
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -38,7 +35,6 @@ from ragsift.retrieval.index import VectorIndex
 __all__ = [
     "DEFAULT_FRACTION",
     "Reprobe",
-    "Reprober",
     "in_force",
     "mark_scope_uncertified",
     "reprobe_after_ingest",
@@ -312,80 +308,3 @@ def _moved(before: float | None, after: float) -> str:
     if before is not None and round(before, 2) == round(after, 2):
         return f"stays {after:.2f}"
     return f"{'none' if before is None else f'{before:.2f}'} -> {after:.2f}"
-
-
-class Reprober:
-    """Re-probes, in the background, the scopes a streaming indexer wrote to.
-
-    A scope is probed once no document has reached it for ``quiet_s`` seconds,
-    so a bulk load is probed once, when it settles; scopes are probed one at a
-    time. Each outcome is logged and counted
-    (``ragsift_calibration_reprobes_total{outcome}``); an error is counted as
-    ``error`` and the indexer keeps going (the next change of the scope tries again).
-    """
-
-    def __init__(
-        self,
-        index: VectorIndex,
-        embedder: Embedder,
-        base: CalibrationArtifact,
-        store: CalibrationStore,
-        *,
-        fraction: float = DEFAULT_FRACTION,
-        quiet_s: float = 30.0,
-        count: Callable[[str], None] | None = None,
-        holes: Callable[[CalibrationScope, MissingAnswers], None] | None = None,
-    ):
-        self._job = (index, embedder, base, store)
-        self.fraction = fraction
-        self.quiet_s = quiet_s
-        self._count = count
-        self._holes = holes
-        self._touched: dict[CalibrationScope, float] = {}
-        self._task: asyncio.Task[None] | None = None
-        self.done: list[Reprobe] = []  # the latest outcomes, newest last (bounded)
-
-    def touched(self, tenant: str, collection: str) -> None:
-        """Note that ``tenant``'s part of ``collection`` changed (just now)."""
-        self._touched[CalibrationScope(collection, tenant)] = time.monotonic()
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._drain())
-
-    async def _drain(self) -> None:
-        while self._touched:
-            settled = min(self._touched.values()) + self.quiet_s
-            await asyncio.sleep(max(0.0, settled - time.monotonic()))
-            now = time.monotonic()
-            for scope, at in list(self._touched.items()):
-                if at + self.quiet_s <= now and self._touched.get(scope) == at:
-                    del self._touched[scope]
-                    await self._probe(scope)
-
-    async def _probe(self, scope: CalibrationScope) -> None:
-        assert scope.tenant is not None
-        try:
-            done = await reprobe_after_ingest(
-                *self._job, collection=scope.collection, tenant=scope.tenant, fraction=self.fraction
-            )
-        except Exception:  # the indexer must keep indexing; the next change retries
-            log.exception("re-probing %s failed", scope)
-            self._note("error")
-            return
-        level = logging.WARNING if done.outcome == "infeasible" else logging.INFO
-        log.log(level, "re-probing %s: %s (%s)", scope, done.outcome, done.message)
-        self._note(done.outcome)
-        self.done = [*self.done[-99:], done]
-        if self._holes is not None and done.holes is not None and done.holes.asked:
-            self._holes(scope, done.holes)
-
-    def _note(self, outcome: str) -> None:
-        if self._count is not None:
-            self._count(outcome)
-
-    async def close(self) -> None:
-        """Stop waiting; a probe under way is cancelled (nothing half-stored: a put is atomic)."""
-        self._touched.clear()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task

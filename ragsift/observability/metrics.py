@@ -278,8 +278,9 @@ class Metrics:
         )
         self.calibration_reprobes = Counter(
             "ragsift_calibration_reprobes_total",
-            "Scopes re-probed after the indexer changed them, by outcome (stored, not_due,"
-            " kept, too_small, unsupported, infeasible, error).",
+            "Scopes re-probed after the indexer changed them or its start-up sweep found"
+            " them stale, by outcome (stored, not_due, kept, too_small, unsupported,"
+            " infeasible, no_collection, error).",
             ["outcome"],
             registry=r,
         )

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from ragsift.confidence.mix_state import MixStateStore
 from ragsift.errors import ConfigurationError
+from ragsift.evaluation.sweep import Reprober
 from ragsift.ingest.indexer import Indexer
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.feedback_store import RedisFeedbackStore
@@ -76,6 +77,8 @@ class Assembly:
     pipeline: RetrievalPipeline | None = None
     mix_state: MixStateStore | None = None
     cache: RedisCache | None = None
+    #: The indexer's re-probing; the runtime starts its sweep of stale scopes.
+    reprober: Reprober | None = None
 
     async def close(self) -> None:
         """Release the handlers, the pipeline and the cache connection."""
@@ -102,6 +105,7 @@ def assemble(
     pipeline: RetrievalPipeline | None = None
     mix_state: MixStateStore | None = None
     cache: RedisCache | None = None
+    reprober: Reprober | None = None
     if "retrieval" in names or "indexer" in names:
         embedder = build_embedder(settings.embedder)
         index = build_index(settings.qdrant, settings.data_dir)
@@ -141,6 +145,7 @@ def assemble(
         pipeline=pipeline,
         mix_state=mix_state,
         cache=cache,
+        reprober=reprober,
     )
 
 

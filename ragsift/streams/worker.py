@@ -67,6 +67,8 @@ def faust_worker(
     )
     if parts.mix_state is not None and parts.pipeline is not None:
         _keep_mix(app, parts.pipeline, parts.mix_state)
+    if parts.reprober is not None:  # scopes an upgrade left stale: probed in the background
+        app.task(parts.reprober.sweep)
     health = AgentHealth()
     for handler in parts.handlers:
         attach_handler(

@@ -12,7 +12,7 @@ from ragsift.schemas import DocumentEvent
 from ragsift.workers.base import Outcome
 
 if TYPE_CHECKING:
-    from ragsift.evaluation.reprobe import Reprober
+    from ragsift.evaluation.sweep import Reprober
 
 __all__ = ["IndexerHandler"]
 

@@ -10,11 +10,20 @@ from pathlib import Path
 
 import pytest
 
+from ragsift.confidence import CalibrationArtifact
 from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
 from ragsift.evaluation.probes import bundled_probes, method_of
 from ragsift.ingest.sample import sample_documents
 from ragsift.schemas import DocumentEvent, QueryEvent, RetrievalResult
-from tests.e2e.harness import Stack, TopicReader, WorkerProcess, hashing_worker, produce, wait_for
+from tests.e2e.harness import (
+    TENANT,
+    Stack,
+    TopicReader,
+    WorkerProcess,
+    hashing_worker,
+    produce,
+    wait_for,
+)
 
 NEW_TENANT = "newco"
 SCOPE = CalibrationScope("default", NEW_TENANT)
@@ -97,3 +106,55 @@ async def test_documents_for_a_new_tenant_get_it_a_probe_certified_calibration(
         180,
     )
     assert store.get(SCOPE) == probed
+
+
+@pytest.mark.parametrize("runtime", ["plain", "faust"])
+def test_an_indexer_that_starts_after_an_upgrade_re_probes_the_stale_scopes(
+    reprobe_stack: Stack,
+    worker: WorkerProcess,
+    store_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    runtime: str,
+) -> None:
+    """A scope made on another shipped calibration is skipped by queries until probed
+    again. The demo tenant's documents came from no event, so only the indexer's sweep
+    at start can reach its scope."""
+    store = DirectoryCalibrationStore(store_dir)
+    probed = store.get(SCOPE)
+    assert probed is not None
+    assert probed.provenance is not None
+    base_now = probed.provenance.base_version
+    demo = CalibrationScope("default", TENANT)
+    stale = probed.provenance.model_copy(
+        update={"base_version": "cal-000000000000", "tenant": TENANT}
+    )
+    store.put(
+        demo,
+        CalibrationArtifact.model_validate(
+            probed.model_dump() | {"version": "", "provenance": stale.model_dump()}
+        ),
+    )
+    env = reprobe_stack.extra_env
+    saved = dict(env)
+    # Its own consumer group: the module's worker keeps its group, and its runtime.
+    env["RAGSIFT_KAFKA_APP_ID"] = f"{reprobe_stack.prefix}-sweep-{runtime}"
+    env["RAGSIFT_WORKER_RUNTIME"] = runtime
+    try:
+        sweeper = hashing_worker(reprobe_stack, ["indexer"], tmp_path_factory, f"sweep-{runtime}")
+    finally:
+        env.clear()
+        env.update(saved)
+    try:
+
+        def renewed() -> bool:
+            current = store.get(demo)
+            return (
+                current is not None
+                and current.provenance is not None
+                and current.provenance.base_version == base_now
+            )
+
+        wait_for(renewed, "the stale scope probed again by the sweep at start", 180)
+        assert sweeper.metric("ragsift_calibration_reprobes_total", {"outcome": "stored"}) >= 1
+    finally:
+        sweeper.stop()

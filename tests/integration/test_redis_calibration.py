@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import redis

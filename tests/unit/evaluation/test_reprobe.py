@@ -15,15 +15,16 @@ from ragsift.confidence import CalibrationArtifact, Provenance
 from ragsift.confidence.artifact import UNCERTIFIED_ADVICE_CODE
 from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
 from ragsift.evaluation import reprobe as reprobe_module
+from ragsift.evaluation import sweep as sweep_module
 from ragsift.evaluation.holes import MissingAnswers
 from ragsift.evaluation.probes import Probe, bundled_probes, method_of
 from ragsift.evaluation.reprobe import (
-    Reprober,
     in_force,
     mark_scope_uncertified,
     reprobe_after_ingest,
     reprobe_due,
 )
+from ragsift.evaluation.sweep import Reprober
 from ragsift.ingest.indexer import Indexer
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.schemas import DocumentEvent
@@ -349,7 +350,7 @@ async def test_a_failed_reprobe_is_counted_and_the_next_change_tries_again(
             raise OSError("disk full")
         return await reprobe_after_ingest(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(reprobe_module, "reprobe_after_ingest", flaky)
+    monkeypatch.setattr(sweep_module, "reprobe_after_ingest", flaky)
     counted: list[str] = []
     store = DirectoryCalibrationStore(tmp_path / "calibrations")
     reprober = Reprober(index, EMBEDDER, BASE, store, quiet_s=0.0, count=counted.append)

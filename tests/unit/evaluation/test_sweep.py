@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from ragsift.confidence import CalibrationArtifact
@@ -11,7 +12,7 @@ from ragsift.confidence.registry import (
     DirectoryCalibrationStore,
 )
 from ragsift.evaluation.reprobe import Reprobe, reprobe_after_ingest
-from ragsift.evaluation.sweep import reprobe_stored
+from ragsift.evaluation.sweep import Reprober, reprobe_stored
 from ragsift.ingest.indexer import Indexer
 from ragsift.retrieval.edge import EdgeIndex
 from tests.unit.evaluation.test_probes_eval import BASE, EMBEDDER
@@ -103,3 +104,66 @@ async def test_a_sweep_can_be_limited_to_some_scopes(index: EdgeIndex, tmp_path:
     assert untouched is not None
     assert untouched.provenance is not None
     assert untouched.provenance.base_version == OLD_BASE
+
+
+async def test_the_indexers_sweep_queues_only_the_stale_scopes(
+    index: EdgeIndex, tmp_path: Path
+) -> None:
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    whole = await reprobe_after_ingest(index, EMBEDDER, BASE, store, collection="docs", tenant=None)
+    assert whole.artifact is not None
+    alpha = CalibrationScope("docs", "alpha")
+    store.put(alpha, _as_made_on(whole.artifact, OLD_BASE))
+    kept = whole.artifact
+    counted: list[str] = []
+    reprober = Reprober(index, EMBEDDER, BASE, store, quiet_s=30.0, count=counted.append)
+
+    queued = await reprober.sweep()
+
+    assert queued == [alpha]  # the whole collection's is current: not queued
+    for _ in range(400):  # probed at once, not after the 30 s quiet time
+        if counted:
+            break
+        await asyncio.sleep(0.05)
+    assert counted == ["stored"]
+    renewed = store.get(alpha)
+    assert renewed is not None
+    assert renewed.provenance is not None
+    assert renewed.provenance.base_version == BASE.version
+    assert store.get(CalibrationScope("docs")) == kept
+    assert await reprober.sweep() == []
+    await reprober.close()
+
+
+async def test_a_sweep_that_cannot_read_the_store_is_counted_and_harmless(
+    index: EdgeIndex, tmp_path: Path
+) -> None:
+    class Broken(DirectoryCalibrationStore):
+        def scopes(self) -> list[CalibrationScope]:
+            raise OSError("store unreachable")
+
+    counted: list[str] = []
+    reprober = Reprober(
+        index, EMBEDDER, BASE, Broken(tmp_path / "calibrations"), count=counted.append
+    )
+    assert await reprober.sweep() == []
+    assert counted == ["error"]
+    await reprober.close()
+
+
+async def test_a_swept_scope_whose_collection_is_gone_is_counted_not_raised(
+    index: EdgeIndex, tmp_path: Path
+) -> None:
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    made = await reprobe_after_ingest(index, EMBEDDER, BASE, store, collection="docs", tenant=None)
+    assert made.artifact is not None
+    store.put(CalibrationScope("removed", "alpha"), _as_made_on(made.artifact, OLD_BASE))
+    counted: list[str] = []
+    reprober = Reprober(index, EMBEDDER, BASE, store, count=counted.append)
+    assert await reprober.sweep() == [CalibrationScope("removed", "alpha")]
+    for _ in range(200):
+        if counted:
+            break
+        await asyncio.sleep(0.05)
+    assert counted == ["no_collection"]
+    await reprober.close()
