@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ragsift.confidence import CalibrationArtifact
+from ragsift.ingest.loaders import SourceDocument
 from ragsift.settings import ConfidenceSettings, EmbedderSettings, LimitSettings, Settings
 
 
@@ -39,4 +42,25 @@ def embedded_settings(data_dir: Path, **confidence: Any) -> Settings:
         confidence=ConfidenceSettings(**{**low_bar_confidence().model_dump(), **confidence}),
         limits=LimitSettings(max_query_chars=EMBEDDED_MAX_QUERY_CHARS),
         embedder=EmbedderSettings(kind="hashing"),
+    )
+
+
+def write_corpus(folder: Path, docs: Iterable[SourceDocument]) -> Path:
+    """``docs`` as one Markdown file each in ``folder`` (created), for `ragsift ingest`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for doc in docs:
+        (folder / f"{doc.doc_id}.md").write_text(doc.text, encoding="utf-8")
+    return folder
+
+
+def made_on_base(
+    artifact: CalibrationArtifact, base_version: str, **provenance: Any
+) -> CalibrationArtifact:
+    """``artifact`` (a probe calibration) as if made on the shipped calibration
+    ``base_version`` (and with other ``provenance`` fields): what an upgrade that
+    refits the shipped one leaves in a store."""
+    assert artifact.provenance is not None
+    older = artifact.provenance.model_copy(update={"base_version": base_version, **provenance})
+    return CalibrationArtifact.model_validate(
+        artifact.model_dump() | {"version": "", "provenance": older.model_dump()}
     )

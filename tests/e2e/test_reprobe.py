@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from ragsift.confidence import CalibrationArtifact
 from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
 from ragsift.evaluation.probes import bundled_probes, method_of
 from ragsift.ingest.sample import sample_documents
@@ -24,6 +23,7 @@ from tests.e2e.harness import (
     produce,
     wait_for,
 )
+from tests.factories import made_on_base
 
 NEW_TENANT = "newco"
 SCOPE = CalibrationScope("default", NEW_TENANT)
@@ -125,15 +125,7 @@ def test_an_indexer_that_starts_after_an_upgrade_re_probes_the_stale_scopes(
     assert probed.provenance is not None
     base_now = probed.provenance.base_version
     demo = CalibrationScope("default", TENANT)
-    stale = probed.provenance.model_copy(
-        update={"base_version": "cal-000000000000", "tenant": TENANT}
-    )
-    store.put(
-        demo,
-        CalibrationArtifact.model_validate(
-            probed.model_dump() | {"version": "", "provenance": stale.model_dump()}
-        ),
-    )
+    store.put(demo, made_on_base(probed, "cal-000000000000", tenant=TENANT))
     env = reprobe_stack.extra_env
     saved = dict(env)
     # Its own consumer group: the module's worker keeps its group, and its runtime.

@@ -28,6 +28,16 @@ def settings(redis_settings: RedisSettings, unique: str) -> Iterator[RedisSettin
     client.close()
 
 
+def cli_env(settings: RedisSettings) -> dict[str, str]:
+    """The environment of a `ragsift` command on the workers' shared store."""
+    return {
+        "RAGSIFT_EMBEDDER_KIND": "hashing",
+        "RAGSIFT_CALIBRATION_STORE": "redis",
+        "RAGSIFT_REDIS_URL": settings.url,
+        "RAGSIFT_REDIS_KEY_PREFIX": settings.key_prefix,
+    }
+
+
 def base() -> CalibrationArtifact:
     path = packaged_calibration_path("ragsift-hashing-v1-384")
     assert path is not None
@@ -155,12 +165,7 @@ def test_the_calibrations_command_reads_and_edits_the_shared_store(
     new = tuned(base())
     store.put(CalibrationScope("docs", "acme"), new)
     store.client.hset(store.artifacts_key, "docs\x1fbeta", b'{"kind": "nonsense"')
-    env = {
-        "RAGSIFT_EMBEDDER_KIND": "hashing",
-        "RAGSIFT_CALIBRATION_STORE": "redis",
-        "RAGSIFT_REDIS_URL": settings.url,
-        "RAGSIFT_REDIS_KEY_PREFIX": settings.key_prefix,
-    }
+    env = cli_env(settings)
     runner = CliRunner()
     listed = runner.invoke(app, ["calibrations", "list", "--json"], env=env)
     assert listed.exit_code == 0, listed.output
@@ -205,19 +210,12 @@ def test_reprobe_renews_stale_scopes_in_the_shared_store(
     from typer.testing import CliRunner
 
     from ragsift.cli import app
+    from tests.factories import made_on_base, write_corpus
     from tests.unit.evaluation.test_selfcal_collection import documents
 
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    for doc in documents(30):
-        (corpus / f"{doc.doc_id}.md").write_text(doc.text, encoding="utf-8")
+    corpus = write_corpus(tmp_path / "corpus", documents(30))
     data = tmp_path / "data"
-    env = {
-        "RAGSIFT_EMBEDDER_KIND": "hashing",
-        "RAGSIFT_CALIBRATION_STORE": "redis",
-        "RAGSIFT_REDIS_URL": settings.url,
-        "RAGSIFT_REDIS_KEY_PREFIX": settings.key_prefix,
-    }
+    env = cli_env(settings)
     runner = CliRunner()
     ingest = ["ingest", str(corpus), "--tenant", "acme", "--collection", "docs"]
     done = runner.invoke(app, [*ingest, "--data-dir", str(data)], env=env)
@@ -227,13 +225,7 @@ def test_reprobe_renews_stale_scopes_in_the_shared_store(
     probed = store.get(scope)
     assert probed is not None
     assert probed.provenance is not None
-    older = probed.provenance.model_copy(update={"base_version": "cal-000000000000"})
-    store.put(
-        scope,
-        CalibrationArtifact.model_validate(
-            probed.model_dump() | {"version": "", "provenance": older.model_dump()}
-        ),
-    )
+    store.put(scope, made_on_base(probed, "cal-000000000000"))
     replica = CalibrationRegistry(base(), RedisCalibrationStore(settings), refresh_s=0)
     assert replica.resolve("acme", "docs").version == base().version  # skipped: stale
 

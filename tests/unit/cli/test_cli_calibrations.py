@@ -240,12 +240,10 @@ def test_reprobe_renews_what_an_upgrade_left_stale_and_says_what_it_kept(
     """After an upgrade queries skip probe calibrations made on the old shipped one;
     `calibrations reprobe` probes each again without an ingest, and fails (exit 1) on a
     scope it could not renew."""
+    from tests.factories import made_on_base, write_corpus
     from tests.unit.evaluation.test_selfcal_collection import documents
 
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    for doc in documents(30):
-        (corpus / f"{doc.doc_id}.md").write_text(doc.text, encoding="utf-8")
+    corpus = write_corpus(tmp_path / "corpus", documents(30))
     data = tmp_path / "data"
     runner = CliRunner()
     ingest = ["ingest", str(corpus), "--collection", "docs", "--data-dir", str(data)]
@@ -258,13 +256,7 @@ def test_reprobe_renews_what_an_upgrade_left_stale_and_says_what_it_kept(
         probed = store.get(scope)
         assert probed is not None
         assert probed.provenance is not None
-        older = probed.provenance.model_copy(update={"base_version": "cal-000000000000"})
-        store.put(
-            scope,
-            CalibrationArtifact.model_validate(
-                probed.model_dump() | {"version": "", "provenance": older.model_dump()}
-            ),
-        )
+        store.put(scope, made_on_base(probed, "cal-000000000000"))
     assert [row["used"] for row in listed(runner, data)["scopes"]] == [False, False]
     reprobe = ["calibrations", "reprobe", "--data-dir", str(data)]
 

@@ -29,6 +29,7 @@ from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.engines import packaged_calibration_path
 from ragsift.retrieval.reader import ReaderScores, term_coverage
+from tests.factories import write_corpus
 from tests.unit.evaluation.test_selfcal_collection import BASE as SELFCAL_BASE
 from tests.unit.evaluation.test_selfcal_collection import documents
 from tests.unit.evaluation.test_squad_eval import OUTSIDE, TOPICS, make_topics, write_squad
@@ -300,10 +301,7 @@ def test_cli_calibrate_collection_stores_a_probe_certified_calibration(tmp_path:
     """The default method end to end: ingest, calibrate, and the store holds the result."""
     from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
 
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    for doc in documents(30):
-        (corpus / f"{doc.doc_id}.md").write_text(doc.text, encoding="utf-8")
+    corpus = write_corpus(tmp_path / "corpus", documents(30))
     data = tmp_path / "data"
     runner = CliRunner()
     env = {"RAGSIFT_EMBEDDER_KIND": "hashing"}
@@ -350,11 +348,8 @@ def test_cli_calibrate_collection_marks_a_scope_it_cannot_certify(tmp_path: Path
     from ragsift.confidence.artifact import UNCERTIFIED_ADVICE_CODE
     from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
 
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
     docs = documents(30)
-    for doc in docs:
-        (corpus / f"{doc.doc_id}.md").write_text(doc.text, encoding="utf-8")
+    corpus = write_corpus(tmp_path / "corpus", docs)
     own = tmp_path / "own.jsonl"  # its own sentences, each its own group
     rows = [
         {"text": sentence, "group": f"g{i}"}

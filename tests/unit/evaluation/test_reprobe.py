@@ -29,6 +29,7 @@ from ragsift.ingest.indexer import Indexer
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.schemas import DocumentEvent
 from ragsift.workers.indexer import IndexerHandler
+from tests.factories import made_on_base, write_corpus
 from tests.unit.evaluation.test_probes_eval import BASE, EMBEDDER, _fit_half_1
 from tests.unit.evaluation.test_selfcal_collection import BASE as NO_SAMPLE
 from tests.unit.evaluation.test_selfcal_collection import documents
@@ -95,13 +96,7 @@ async def test_an_upgrade_of_the_shipped_calibration_re_probes_an_unchanged_scop
     assert stored is not None
     assert stored.provenance is not None
     # The same scope, as an older ragsift left it: made on another shipped calibration.
-    older = stored.provenance.model_copy(update={"base_version": "cal-000000000000"})
-    store.put(
-        scope,
-        CalibrationArtifact.model_validate(
-            stored.model_dump() | {"version": "", "provenance": older.model_dump()}
-        ),
-    )
+    store.put(scope, made_on_base(stored, "cal-000000000000"))
     again = await reprobe_after_ingest(
         index, EMBEDDER, BASE, store, collection="docs", tenant="alpha"
     )
@@ -245,10 +240,7 @@ async def test_an_uncertifiable_rescan_keeps_the_higher_bar_of_the_last_probes(
 
 
 def test_cli_ingest_probes_the_scope_it_wrote_unless_told_not_to(tmp_path: Path) -> None:
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    for doc in documents(30):
-        (corpus / f"{doc.doc_id}.md").write_text(doc.text, encoding="utf-8")
+    corpus = write_corpus(tmp_path / "corpus", documents(30))
     runner = CliRunner()
     env = {"RAGSIFT_EMBEDDER_KIND": "hashing"}
     ingest = ["ingest", str(corpus), "--tenant", "acme", "--collection", "docs"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from ragsift.confidence import CalibrationArtifact
 from ragsift.confidence.registry import (
     CalibrationRegistry,
     CalibrationScope,
@@ -15,20 +14,12 @@ from ragsift.evaluation.reprobe import Reprobe, reprobe_after_ingest
 from ragsift.evaluation.sweep import Reprober, reprobe_stored
 from ragsift.ingest.indexer import Indexer
 from ragsift.retrieval.edge import EdgeIndex
+from tests.factories import made_on_base
 from tests.unit.evaluation.test_probes_eval import BASE, EMBEDDER
 from tests.unit.evaluation.test_reprobe import _made_by
 from tests.unit.evaluation.test_selfcal_collection import documents
 
 OLD_BASE = "cal-000000000000"
-
-
-def _as_made_on(artifact: CalibrationArtifact, base_version: str) -> CalibrationArtifact:
-    """``artifact`` as an older ragsift left it: made on another shipped calibration."""
-    assert artifact.provenance is not None
-    older = artifact.provenance.model_copy(update={"base_version": base_version})
-    return CalibrationArtifact.model_validate(
-        artifact.model_dump() | {"version": "", "provenance": older.model_dump()}
-    )
 
 
 async def test_an_upgrade_sweep_probes_each_stale_scope_and_keeps_the_others(
@@ -44,7 +35,7 @@ async def test_an_upgrade_sweep_probes_each_stale_scope_and_keeps_the_others(
         )
         assert made.outcome == "stored", made.message
         assert made.artifact is not None
-        store.put(CalibrationScope("docs", tenant), _as_made_on(made.artifact, OLD_BASE))
+        store.put(CalibrationScope("docs", tenant), made_on_base(made.artifact, OLD_BASE))
     whole, alpha = CalibrationScope("docs"), CalibrationScope("docs", "alpha")
     assert registry.examine(whole)[1] == "base"
     assert "ragsift calibrations reprobe" in str(registry.examine(alpha)[2])
@@ -53,7 +44,7 @@ async def test_an_upgrade_sweep_probes_each_stale_scope_and_keeps_the_others(
     labelled = _made_by("feedback re-fit", 20)
     store.put(CalibrationScope("docs", "gamma"), labelled)
     gone = CalibrationScope("removed", "alpha")
-    store.put(gone, _as_made_on(labelled, OLD_BASE))
+    store.put(gone, made_on_base(labelled, OLD_BASE))
     seen: list[Reprobe] = []
 
     outcomes = await reprobe_stored(index, EMBEDDER, BASE, store, done=seen.append)
@@ -91,7 +82,7 @@ async def test_a_sweep_can_be_limited_to_some_scopes(index: EdgeIndex, tmp_path:
             index, EMBEDDER, BASE, store, collection="docs", tenant=tenant
         )
         assert made.artifact is not None
-        store.put(CalibrationScope("docs", tenant), _as_made_on(made.artifact, OLD_BASE))
+        store.put(CalibrationScope("docs", tenant), made_on_base(made.artifact, OLD_BASE))
 
     outcomes = await reprobe_stored(
         index, EMBEDDER, BASE, store, only=lambda scope: scope.tenant == "alpha"
@@ -113,7 +104,7 @@ async def test_the_indexers_sweep_queues_only_the_stale_scopes(
     whole = await reprobe_after_ingest(index, EMBEDDER, BASE, store, collection="docs", tenant=None)
     assert whole.artifact is not None
     alpha = CalibrationScope("docs", "alpha")
-    store.put(alpha, _as_made_on(whole.artifact, OLD_BASE))
+    store.put(alpha, made_on_base(whole.artifact, OLD_BASE))
     kept = whole.artifact
     counted: list[str] = []
     reprober = Reprober(index, EMBEDDER, BASE, store, quiet_s=30.0, count=counted.append)
@@ -157,7 +148,7 @@ async def test_a_swept_scope_whose_collection_is_gone_is_counted_not_raised(
     store = DirectoryCalibrationStore(tmp_path / "calibrations")
     made = await reprobe_after_ingest(index, EMBEDDER, BASE, store, collection="docs", tenant=None)
     assert made.artifact is not None
-    store.put(CalibrationScope("removed", "alpha"), _as_made_on(made.artifact, OLD_BASE))
+    store.put(CalibrationScope("removed", "alpha"), made_on_base(made.artifact, OLD_BASE))
     counted: list[str] = []
     reprober = Reprober(index, EMBEDDER, BASE, store, count=counted.append)
     assert await reprober.sweep() == [CalibrationScope("removed", "alpha")]
