@@ -315,7 +315,12 @@ def calibrations_reprobe(
         ]
         print(json.dumps({"base": base.version, "scopes": rows}, ensure_ascii=False))
     elif not outcomes:
-        console.print("no stored calibration matches: nothing to probe")
+        what = (
+            "no calibration is stored per collection or tenant"
+            if collection is None and tenant is None
+            else "no stored calibration matches --collection/--tenant"
+        )
+        console.print(f"{what}: nothing to probe")
     else:
         stored = sum(done.outcome == "stored" for done in outcomes)
         console.print(f"{stored} of {len(outcomes)} scopes probed again and stored")

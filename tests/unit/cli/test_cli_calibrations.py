@@ -287,7 +287,17 @@ def test_reprobe_renews_what_an_upgrade_left_stale_and_says_what_it_kept(
     assert "the index has no collection 'gone'" in " ".join(failed.output.split())
     none = runner.invoke(app, [*reprobe, "--collection", "other"], env=ENV)
     assert none.exit_code == 0, none.output
-    assert "no stored calibration matches" in none.output
+    assert "no stored calibration matches --collection/--tenant" in " ".join(none.output.split())
+    empty = runner.invoke(app, ["calibrations", "reprobe", "--data-dir", str(data)], env=ENV)
+    assert empty.exit_code == 1  # the stale "gone" scope is still there
+    store.delete(CalibrationScope("gone", "acme"))
+    for scope in store.scopes():
+        store.delete(scope)
+    nothing = runner.invoke(app, ["calibrations", "reprobe", "--data-dir", str(data)], env=ENV)
+    assert nothing.exit_code == 0, nothing.output
+    assert "no calibration is stored per collection or tenant: nothing to probe" in " ".join(
+        nothing.output.split()
+    )
 
 
 @pytest.mark.parametrize(
