@@ -165,6 +165,12 @@ def calibrations_list(
         console.print(
             "no calibration is stored per collection or tenant: every query uses the default"
         )
+    stale = sum(row["ignored_reason"] == "base" for row in rows)
+    if stale:
+        console.print(
+            f"{stale} made on another shipped calibration (an upgrade refit it):"
+            " `ragsift calibrations reprobe` probes them again now"
+        )
 
 
 def _shown(name: str) -> str:

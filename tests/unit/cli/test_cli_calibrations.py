@@ -258,6 +258,10 @@ def test_reprobe_renews_what_an_upgrade_left_stale_and_says_what_it_kept(
         assert probed.provenance is not None
         store.put(scope, made_on_base(probed, "cal-000000000000"))
     assert [row["used"] for row in listed(runner, data)["scopes"]] == [False, False]
+    table = runner.invoke(app, ["calibrations", "list", "--data-dir", str(data)], env=ENV)
+    assert "2 made on another shipped calibration (an upgrade refit it):" in " ".join(
+        table.output.split()
+    )
     reprobe = ["calibrations", "reprobe", "--data-dir", str(data)]
 
     one = runner.invoke(app, [*reprobe, "--tenant", "acme"], env=ENV)
@@ -279,6 +283,8 @@ def test_reprobe_renews_what_an_upgrade_left_stale_and_says_what_it_kept(
     ]
     assert shown["scopes"][1]["version"] == store.get(CalibrationScope("docs", "beta")).version
     assert [row["used"] for row in listed(runner, data)["scopes"]] == [True, True]
+    table = runner.invoke(app, ["calibrations", "list", "--data-dir", str(data)], env=ENV)
+    assert "made on another shipped calibration" not in " ".join(table.output.split())
 
     # A scope whose collection is gone is kept, and the run says so with exit 1.
     store.put(CalibrationScope("gone", "acme"), made_on("cal-000000000000"))
