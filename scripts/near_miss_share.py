@@ -47,12 +47,22 @@ FloatArray = npt.NDArray[np.float64]
 
 
 def confidences(path: Path, scorer: str = "calibrated") -> dict[str, FloatArray]:
-    """Each kind's confidences in a ``ragsift eval --per-query`` file."""
+    """Each kind's confidences in a ``ragsift eval --per-query`` file.
+
+    Raises:
+        ValueError: a line that is not such a row (named by file and line).
+    """
     out: dict[str, list[float]] = {}
     with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line)
-            out.setdefault(row["kind"], []).append(row["scorers"][scorer]["confidence"])
+        for number, line in enumerate(handle, 1):
+            try:
+                row = json.loads(line)
+                kind, value = row["kind"], float(row["scorers"][scorer]["confidence"])
+            except (ValueError, KeyError, TypeError, RecursionError) as exc:
+                raise ValueError(f"{path}:{number}: not a --per-query row ({exc!r})") from exc
+            if kind not in KINDS or not 0.0 <= value <= 1.0:
+                raise ValueError(f"{path}:{number}: kind {kind!r} or confidence {value} unknown")
+            out.setdefault(kind, []).append(value)
     return {kind: np.asarray(values) for kind, values in out.items()}
 
 
@@ -86,7 +96,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.size < 1 or args.draws < 1:
         parser.error("--size and --draws must be at least 1")
-    parts_by_kind, pool = confidences(args.parts), confidences(args.streams)
+    try:
+        parts_by_kind, pool = confidences(args.parts), confidences(args.streams)
+    except (OSError, ValueError) as exc:
+        parser.error(str(exc))
     missing = [k for k in KINDS if k not in parts_by_kind or k not in pool]
     if missing:
         parser.error(f"no {', '.join(missing)} questions in both files (eval with --holes)")

@@ -178,7 +178,7 @@ def _shown(name: str) -> str:
     return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in name)
 
 
-def _check_names(collection: str, tenant: str | None) -> None:
+def _check_names(collection: str | None, tenant: str | None) -> None:
     """Names no query could carry are refused with the events' own rule (and never
     echoed: a name may hold terminal control characters)."""
     from pydantic import TypeAdapter, ValidationError
@@ -268,7 +268,7 @@ def calibrations_reprobe(
 
     if tenant is not None and not tenant.strip():
         _fail("--tenant must name a tenant; leave it out to probe every tenant's scopes")
-    _check_names(collection or "default", tenant)
+    _check_names(collection, tenant)
     settings, runtime = _runtime(data_dir, existing=True)
     base = runtime.pipeline.engines.calibration
     if base is None:

@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from ragsift.confidence import CalibrationArtifact
+from ragsift.confidence import CalibrationArtifact, ConfidenceError
 from ragsift.confidence.registry import CalibrationScope, CalibrationStore
 from ragsift.evaluation.holes import MissingAnswers
 from ragsift.evaluation.reprobe import (
@@ -92,12 +92,16 @@ async def reprobe_stored(
 
 def stale_scopes(store: CalibrationStore, base: CalibrationArtifact) -> list[CalibrationScope]:
     """The stored scopes whose bundled-probe calibration was made on another shipped
-    calibration than ``base`` (an unreadable one counts too: probing replaces it)."""
+    calibration than ``base`` (a corrupt one counts too: probing replaces it).
+
+    Raises:
+        OSError: the store cannot be read.
+    """
     stale = []
     for scope in store.scopes():
         try:
             current = store.get(scope)
-        except Exception:  # a corrupt artifact: what the probes make replaces it
+        except ConfidenceError:  # a corrupt artifact: what the probes make replaces it
             stale.append(scope)
             continue
         if current is None or current.provenance is None:

@@ -199,7 +199,7 @@ class PlainWorker:
         await producer.start()
         loop = self.loop
         assert loop is not None  # _build made it
-        tasks: list[asyncio.Task[None]] = []
+        tasks: list[asyncio.Task[Any]] = []
         try:
             try:
                 await loop.consumer.start()
@@ -213,7 +213,8 @@ class PlainWorker:
             if self.parts.pipeline is not None and self.parts.mix_state is not None:
                 tasks.append(asyncio.create_task(self._keep_mix(stop), name="ragsift.mix_state"))
             if self.parts.reprober is not None:  # scopes an upgrade left stale
-                tasks.append(asyncio.create_task(self._sweep(), name="ragsift.reprobe_sweep"))
+                sweep = self.parts.reprober.sweep()
+                tasks.append(asyncio.create_task(sweep, name="ragsift.reprobe_sweep"))
             await self._announce_ready(stop)
             await asyncio.gather(*tasks)
         finally:
@@ -237,10 +238,6 @@ class PlainWorker:
         settle_gc()
         # Printed whatever the log level, as Faust prints its own.
         print(f"{READY_LINE}: {', '.join(self.parts.names)}", flush=True)
-
-    async def _sweep(self) -> None:
-        assert self.parts.reprober is not None
-        await self.parts.reprober.sweep()
 
     async def _keep_mix(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

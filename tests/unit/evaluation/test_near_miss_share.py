@@ -82,3 +82,37 @@ def test_a_stream_size_below_one_is_refused(tmp_path: Path, size: str) -> None:
     )
     assert refused.returncode == 2
     assert "--size" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "{not json",
+        json.dumps({"kind": "in_scope"}),
+        json.dumps({"kind": "\u001b[2J", "scorers": {"calibrated": {"confidence": 0.5}}}),
+        json.dumps({"kind": "in_scope", "scorers": {"calibrated": {"confidence": 1e400}}}),
+        json.dumps({"kind": "in_scope", "scorers": {"calibrated": {"confidence": "NaN"}}}),
+        "[" * 100_000,
+    ],
+)
+def test_a_file_that_is_not_per_query_rows_is_one_clear_error(tmp_path: Path, line: str) -> None:
+    every, bad = tmp_path / "every.jsonl", tmp_path / "bad.jsonl"
+    _write(every, ["in_scope", "near_miss", "out_of_scope"])
+    bad.write_text(every.read_text(encoding="utf-8") + line + "\n", encoding="utf-8")
+    refused = subprocess.run(
+        [sys.executable, str(SCRIPT), str(every), str(bad)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert f"{bad}:91:" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    missing = subprocess.run(
+        [sys.executable, str(SCRIPT), str(every), str(tmp_path / "none.jsonl")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert missing.returncode == 2
+    assert "none.jsonl" in missing.stderr

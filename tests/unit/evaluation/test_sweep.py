@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from ragsift.confidence import CalibrationArtifact
 from ragsift.confidence.registry import (
     CalibrationRegistry,
     CalibrationScope,
@@ -97,6 +98,15 @@ async def test_a_sweep_can_be_limited_to_some_scopes(index: EdgeIndex, tmp_path:
     assert untouched.provenance.base_version == OLD_BASE
 
 
+async def _counted(counted: list[str], n: int) -> None:
+    """Wait until the reprober has counted ``n`` outcomes (errors included)."""
+    for _ in range(400):
+        if len(counted) >= n:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{n} re-probe outcomes were not counted: {counted}")
+
+
 async def test_the_indexers_sweep_queues_only_the_stale_scopes(
     index: EdgeIndex, tmp_path: Path
 ) -> None:
@@ -112,10 +122,7 @@ async def test_the_indexers_sweep_queues_only_the_stale_scopes(
     queued = await reprober.sweep()
 
     assert queued == [alpha]  # the whole collection's is current: not queued
-    for _ in range(400):  # probed at once, not after the 30 s quiet time
-        if counted:
-            break
-        await asyncio.sleep(0.05)
+    await _counted(counted, 1)  # probed at once, not after the 30 s quiet time
     assert counted == ["stored"]
     renewed = store.get(alpha)
     assert renewed is not None
@@ -152,9 +159,55 @@ async def test_a_swept_scope_whose_collection_is_gone_is_counted_not_raised(
     counted: list[str] = []
     reprober = Reprober(index, EMBEDDER, BASE, store, count=counted.append)
     assert await reprober.sweep() == [CalibrationScope("removed", "alpha")]
-    for _ in range(200):
-        if counted:
-            break
-        await asyncio.sleep(0.05)
+    await _counted(counted, 1)
     assert counted == ["no_collection"]
+    await reprober.close()
+
+
+async def test_a_corrupt_scope_calibration_is_swept_and_replaced(
+    index: EdgeIndex, tmp_path: Path
+) -> None:
+    """Corrupt (not JSON, a hostile size field, control characters): probed again."""
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    made = await reprobe_after_ingest(index, EMBEDDER, BASE, store, collection="docs", tenant=None)
+    assert made.artifact is not None
+    (path,) = (tmp_path / "calibrations").rglob("_collection.json")
+    path.write_text('{"version": "\u001b[2J", "data": {"n": 1e400}', encoding="utf-8")
+    counted: list[str] = []
+    reprober = Reprober(index, EMBEDDER, BASE, store, count=counted.append)
+
+    assert await reprober.sweep() == [CalibrationScope("docs")]
+    await _counted(counted, 1)
+
+    assert counted == ["stored"]
+    renewed = store.get(CalibrationScope("docs"))
+    assert renewed is not None
+    assert renewed.version == made.artifact.version  # the same probes, the same calibration
+    await reprober.close()
+
+
+async def test_a_sweep_whose_store_fails_mid_read_queues_nothing(
+    index: EdgeIndex, tmp_path: Path
+) -> None:
+    """A store that fails while the sweep reads it (Redis gone) is one ``error``, not a
+    probe of every scope."""
+
+    class Flaky(DirectoryCalibrationStore):
+        def get(self, scope: CalibrationScope) -> CalibrationArtifact | None:
+            raise OSError("connection reset")
+
+    store = Flaky(tmp_path / "calibrations")
+    made = await reprobe_after_ingest(
+        index,
+        EMBEDDER,
+        BASE,
+        DirectoryCalibrationStore(tmp_path / "calibrations"),
+        collection="docs",
+        tenant=None,
+    )
+    assert made.outcome == "stored"
+    counted: list[str] = []
+    reprober = Reprober(index, EMBEDDER, BASE, store, count=counted.append)
+    assert await reprober.sweep() == []
+    assert counted == ["error"]
     await reprober.close()
