@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from ragsift.confidence import CalibrationArtifact
 from ragsift.confidence.registry import (
     CalibrationRegistry,
@@ -133,22 +135,6 @@ async def test_the_indexers_sweep_queues_only_the_stale_scopes(
     await reprober.close()
 
 
-async def test_a_sweep_that_cannot_read_the_store_is_counted_and_harmless(
-    index: EdgeIndex, tmp_path: Path
-) -> None:
-    class Broken(DirectoryCalibrationStore):
-        def scopes(self) -> list[CalibrationScope]:
-            raise OSError("store unreachable")
-
-    counted: list[str] = []
-    reprober = Reprober(
-        index, EMBEDDER, BASE, Broken(tmp_path / "calibrations"), count=counted.append
-    )
-    assert await reprober.sweep() == []
-    assert counted == ["error"]
-    await reprober.close()
-
-
 async def test_a_swept_scope_whose_collection_is_gone_is_counted_not_raised(
     index: EdgeIndex, tmp_path: Path
 ) -> None:
@@ -186,26 +172,34 @@ async def test_a_corrupt_scope_calibration_is_swept_and_replaced(
     await reprober.close()
 
 
-async def test_a_sweep_whose_store_fails_mid_read_queues_nothing(
-    index: EdgeIndex, tmp_path: Path
-) -> None:
-    """A store that fails while the sweep reads it (Redis gone) is one ``error``, not a
-    probe of every scope."""
+class _Failing(DirectoryCalibrationStore):
+    """A store that cannot be read (Redis gone): listing fails, or reading each one."""
 
-    class Flaky(DirectoryCalibrationStore):
-        def get(self, scope: CalibrationScope) -> CalibrationArtifact | None:
+    fails = "scopes"
+
+    def scopes(self) -> list[CalibrationScope]:
+        if self.fails == "scopes":
+            raise OSError("store unreachable")
+        return super().scopes()
+
+    def get(self, scope: CalibrationScope) -> CalibrationArtifact | None:
+        if self.fails == "get":
             raise OSError("connection reset")
+        return super().get(scope)
 
-    store = Flaky(tmp_path / "calibrations")
+
+@pytest.mark.parametrize("fails", ["scopes", "get"])
+async def test_a_store_that_cannot_be_read_is_one_error_and_nothing_is_probed(
+    index: EdgeIndex, tmp_path: Path, fails: str
+) -> None:
+    """Counted once as ``error``, not read as corrupt (which would probe every scope)."""
+    folder = tmp_path / "calibrations"
     made = await reprobe_after_ingest(
-        index,
-        EMBEDDER,
-        BASE,
-        DirectoryCalibrationStore(tmp_path / "calibrations"),
-        collection="docs",
-        tenant=None,
+        index, EMBEDDER, BASE, DirectoryCalibrationStore(folder), collection="docs", tenant=None
     )
     assert made.outcome == "stored"
+    store = _Failing(folder)
+    store.fails = fails
     counted: list[str] = []
     reprober = Reprober(index, EMBEDDER, BASE, store, count=counted.append)
     assert await reprober.sweep() == []
