@@ -23,6 +23,7 @@ from ragsift.confidence.conformal import ConformalResult
 from ragsift.confidence.errors import CalibrationMismatchError, ConfidenceError
 from ragsift.confidence.features import SCORE_MONOTONE_FEATURES, validate_features
 from ragsift.confidence.mix import MixTable
+from ragsift.confidence.near_miss import NearMissTable
 from ragsift.confidence.normalize import Metric
 from ragsift.confidence.probes import InScopeSample, ProbeRemap
 
@@ -47,7 +48,7 @@ ARTIFACT_SCHEMA_VERSION: Final = 1
 _DEFAULT_RESOURCE = "default.json"
 #: Conformal fields added after artifacts were first shipped: left out of the
 #: identity (and of the JSON) when unset, so older artifacts keep their version.
-_OPTIONAL_CONFORMAL = ("n_groups", "design_effect", "mix", "in_scope")
+_OPTIONAL_CONFORMAL = ("n_groups", "design_effect", "mix", "in_scope", "near_miss")
 #: The advice code on every result of a scope whose calibration is marked
 #: ``provenance.uncertified`` (ADR 015).
 UNCERTIFIED_ADVICE_CODE: Final = "uncertified_threshold"
@@ -92,6 +93,9 @@ class ConformalSpec(BaseModel):
     #: The sample's in-scope rows, to re-certify on a collection's own out-of-scope
     #: scores (:mod:`.probes`); None where the fit did not know which rows those were.
     in_scope: InScopeSample | None = None
+    #: The threshold certified at other shares of near misses (on-topic queries whose
+    #: hits lack the answer) and the three kinds' histograms (:mod:`.near_miss`).
+    near_miss: NearMissTable | None = None
 
     @classmethod
     def certified(
@@ -101,13 +105,15 @@ class ConformalSpec(BaseModel):
         method: str | None = None,
         mix: MixTable | None = None,
         in_scope: InScopeSample | None = None,
+        near_miss: NearMissTable | None = None,
     ) -> ConformalSpec:
         """The spec of a :func:`~ragsift.confidence.conformal.conformal_threshold` result.
 
         ``method`` names how the confidences it certified were made, when that is
         not the plain fit (a re-map on feedback or on pseudo-labels). ``mix`` is
         :func:`~ragsift.confidence.mix.fit_mix_table` on the same sample, and
-        ``in_scope`` its in-scope rows (:func:`~ragsift.confidence.probes.in_scope_sample`).
+        ``in_scope`` its in-scope rows (:func:`~ragsift.confidence.probes.in_scope_sample`),
+        ``near_miss`` :func:`~ragsift.confidence.near_miss.fit_near_miss_table` on it.
         """
         return cls(
             alpha=result.alpha,
@@ -122,6 +128,7 @@ class ConformalSpec(BaseModel):
             design_effect=result.design_effect,
             mix=mix,
             in_scope=in_scope,
+            near_miss=near_miss,
         )
 
     def answers(self, confidence: float) -> bool:

@@ -28,6 +28,7 @@ from ragsift.confidence.features import (
     validate_features,
 )
 from ragsift.confidence.mix import fit_mix_table
+from ragsift.confidence.near_miss import fit_near_miss_table
 from ragsift.confidence.normalize import METRICS, Metric
 from ragsift.confidence.probes import in_scope_sample
 from ragsift.confidence.signals import SIGNAL_NAMES
@@ -182,6 +183,18 @@ def fit_calibration(
             conf_probs, y[conf_idx], np.asarray(in_scope, dtype=bool)[conf_idx], conf_groups
         )
     )
+    near = (
+        None
+        if in_scope is None
+        else fit_near_miss_table(
+            conf_probs,
+            y[conf_idx],
+            np.asarray(in_scope, dtype=bool)[conf_idx],
+            alpha=alpha,
+            delta=delta,
+            groups=conf_groups,
+        )
+    )
     lv = levels if levels is not None else LevelThresholds()
     return CalibrationArtifact(
         embedder_id=embedder_id,
@@ -194,7 +207,7 @@ def fit_calibration(
         ),
         intercept=float(intercept),
         levels=LevelSpec(high=lv.high, medium=lv.medium, low=lv.low),
-        conformal=ConformalSpec.certified(cr, mix=mix, in_scope=rows),
+        conformal=ConformalSpec.certified(cr, mix=mix, in_scope=rows, near_miss=near),
         data=DataSummary(
             source=source,
             n_examples=n,

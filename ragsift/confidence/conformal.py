@@ -313,10 +313,25 @@ def _clustered_upper(
     for g_idx in range(_GRID.size):
         per_group_n[g_idx] = np.bincount(group, weights=answered[g_idx], minlength=k_all)
         per_group_e[g_idx] = np.bincount(group, weights=answered[g_idx] * wrong, minlength=k_all)
+    n = _weighted_size(per_group_n.sum(axis=1), n_answered, weights)
+    single = np.bincount(group, minlength=k_all).max(initial=0) <= 1
+    return design_effect_bound(per_group_n, per_group_e, n, n_answered, delta, single=single)
+
+
+def design_effect_bound(
+    per_group_n: npt.NDArray[np.float64],
+    per_group_e: npt.NDArray[np.float64],
+    n: npt.NDArray[np.float64],
+    n_answered: npt.NDArray[np.int64],
+    delta: float,
+    *,
+    single: bool,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The bound and the design effect per grid threshold, from its weighted answers and
+    errors per group, at the binomial size ``n`` (``single``: one query per group)."""
     total_w = per_group_n.sum(axis=1)
     safe_w = np.where(total_w > 0, total_w, 1.0)
     risk = per_group_e.sum(axis=1) / safe_w
-    n = _weighted_size(total_w, n_answered, weights)
     safe_n = np.maximum(n, 1.0)
     k = (per_group_n > 0).sum(axis=1).astype(np.float64)
     resid = ((per_group_e - risk[:, None] * per_group_n) ** 2).sum(axis=1)
@@ -326,7 +341,7 @@ def _clustered_upper(
         # still has a scale to compare the clustered variance with.
         v_binom = np.maximum(risk * (1.0 - risk), 1.0 / safe_n) / safe_n
         deff = np.maximum(1.0, v_cluster / v_binom)
-    if np.bincount(group, minlength=k_all).max(initial=0) <= 1:
+    if single:
         # One query per group: the per-question bound exactly (at the weighted size).
         deff = np.ones_like(deff)
     else:

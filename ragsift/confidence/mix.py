@@ -54,7 +54,7 @@ Where the bar moves, the confidence is reported at the same share
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -63,6 +63,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ragsift.confidence.conformal import _GRID, _group_index
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.reweight import walk_at_share
+
+if TYPE_CHECKING:
+    from ragsift.confidence.near_miss import NearMissReading
 
 __all__ = [
     "DEAD_BAND",
@@ -295,7 +298,9 @@ def mix_threshold(
 
 @dataclass(frozen=True, slots=True)
 class MixReading:
-    """An estimated share of unanswerable queries and its one-sided 95% lower bound."""
+    """An estimated share of unanswerable queries and its one-sided 95% lower bound;
+    with a near-miss table, the three-kind reading too (:mod:`.near_miss`)."""
 
     share: float
     lower: float
+    near_miss: NearMissReading | None = None

@@ -10,6 +10,7 @@ reading does to a scope's bar and its reported confidence.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass, field
 from typing import Final
@@ -26,6 +27,11 @@ from ragsift.confidence.mix import (
     _log_mixture,
 )
 from ragsift.confidence.mix_state import ScopeState
+from ragsift.confidence.near_miss import (
+    NearMissTable,
+    estimate_near_miss,
+    near_miss_log_mixture,
+)
 
 __all__ = [
     "DEFAULT_HALF_LIFE",
@@ -50,6 +56,8 @@ DEFAULT_HALF_LIFE: Final = 500.0
 REFRESH_EVERY: Final = 16
 #: Scopes tracked at once; later ones keep the certified threshold (bounded memory).
 MAX_SCOPES: Final = 10_000
+#: Calibrations whose three-kind log-mixture is kept at once (one per version in use).
+_NEAR_MIXTURES: Final = 64
 
 
 class MixMonitor:
@@ -73,12 +81,22 @@ class MixMonitor:
         self._scopes: dict[tuple[str, str], _MixScope] = {}
         #: Histograms saved by an earlier process, waiting for their scope's first query.
         self._restored: dict[tuple[str, str], ScopeState] = {}
+        self._near_mixtures: dict[str, FloatArray] = {}
         self._lock = threading.Lock()
 
     def observe(
-        self, tenant: str, collection: str, version: str, table: MixTable, confidence: float
+        self,
+        tenant: str,
+        collection: str,
+        version: str,
+        table: MixTable,
+        confidence: float,
+        near_miss: NearMissTable | None = None,
     ) -> MixReading | None:
-        """Add one query's confidence to its scope; its reading (None while too few)."""
+        """Add one query's confidence to its scope; its reading (None while too few).
+
+        With the calibration's ``near_miss`` table the reading carries the three-kind
+        estimate too (:func:`~ragsift.confidence.near_miss.estimate_near_miss`)."""
         key = (tenant, collection)
         if confidence != confidence:  # NaN: no hit, no confidence
             confidence = 0.0
@@ -88,7 +106,8 @@ class MixMonitor:
             if scope is None or scope.version != version:
                 if scope is None and len(self._scopes) >= MAX_SCOPES:
                     return None
-                scope = self._scopes[key] = _MixScope(version, _log_mixture(table))
+                near = None if near_miss is None else self._near_mixture(version, near_miss)
+                scope = self._scopes[key] = _MixScope(version, _log_mixture(table), near)
                 saved = self._restored.pop(key, None)
                 if saved is not None and saved.version == version:
                     scope.resume(saved.counts, self._decay)
@@ -96,9 +115,23 @@ class MixMonitor:
             if weight < self.min_samples:
                 return None
             if scope.estimate is None or scope.since >= (REFRESH_EVERY if weight > _YOUNG else 1):
-                scope.estimate = _estimate(scope.log_mixture, scope.decayed(self._decay))
+                counts = scope.decayed(self._decay)
+                scope.estimate = _estimate(scope.log_mixture, counts)
+                if scope.near_log_mixture is not None:
+                    near_reading = estimate_near_miss(scope.near_log_mixture, counts)
+                    scope.estimate = dataclasses.replace(scope.estimate, near_miss=near_reading)
                 scope.since = 0
             return scope.estimate
+
+    def _near_mixture(self, version: str, table: NearMissTable) -> FloatArray:
+        """The three-kind log-mixture of a calibration, computed once for all its scopes
+        (about 2,600 candidates by 20 bins; the lock is held)."""
+        got = self._near_mixtures.get(version)
+        if got is None:
+            if len(self._near_mixtures) >= _NEAR_MIXTURES:
+                self._near_mixtures.clear()
+            got = self._near_mixtures[version] = near_miss_log_mixture(table)
+        return got
 
     def export(self) -> list[ScopeState]:
         """Every scope's decayed histogram, to be restored after a restart."""
@@ -148,6 +181,7 @@ class _MixScope:
 
     version: str
     log_mixture: FloatArray
+    near_log_mixture: FloatArray | None = None
     counts: list[float] = field(default_factory=lambda: [0.0] * HISTOGRAM_BINS)
     total: float = 0.0
     increment: float = 1.0

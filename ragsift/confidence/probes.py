@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ragsift.confidence.conformal import ConformalResult
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.mix import MixTable, fit_mix_table
+from ragsift.confidence.near_miss import NearMissTable, fit_near_miss_table
 from ragsift.confidence.reweight import certify_at_share
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "covered_groups",
     "fit_probe_remap",
     "in_scope_sample",
+    "near_miss_with_probes",
 ]
 
 #: Fewer probes than this say too little about a collection's out-of-scope tail.
@@ -252,23 +254,7 @@ def certify_with_probes(
     Raises:
         ConfidenceError: fewer than :data:`MIN_PROBES` probes, or mismatched groups.
     """
-    probes = np.nan_to_num(np.asarray(probe_confidence, dtype=np.float64), nan=0.0)
-    probe_group = np.asarray(probe_groups, dtype=object)
-    if probes.ndim != 1 or probe_group.shape != probes.shape:
-        raise ConfidenceError("probe confidences and groups must be 1-D and equal length")
-    if probes.size < MIN_PROBES:
-        raise ConfidenceError(
-            f"need at least {MIN_PROBES} probe questions to measure the collection's"
-            f" out-of-scope scores, got {probes.size}"
-        )
-    conf = np.concatenate([np.asarray(sample.confidence, dtype=np.float64), probes])
-    labels = np.concatenate([np.asarray(sample.relevant, dtype=np.int64), np.zeros(probes.size)])
-    groups = np.concatenate(
-        [
-            np.asarray([f"in:{g}" for g in sample.groups], dtype=object),
-            np.asarray([f"probe:{g}" for g in probe_group], dtype=object),
-        ]
-    )
+    conf, labels, groups = _with_probes(sample, probe_confidence, probe_groups)
     if remap is not None:
         conf = remap.apply(conf)
         floor = _mapped(remap, floor)
@@ -288,6 +274,68 @@ def certify_with_probes(
             update={"unanswerable_share": round(share, 4), "thresholds": thresholds}
         )
     return result, table
+
+
+def near_miss_with_probes(
+    sample: InScopeSample,
+    probe_confidence: npt.ArrayLike,
+    probe_groups: npt.ArrayLike,
+    *,
+    alpha: float,
+    delta: float,
+    floor_table: NearMissTable | None = None,
+    remap: ProbeRemap | None = None,
+) -> NearMissTable | None:
+    """The near-miss table (:mod:`.near_miss`) of the sample with the probes as its
+    out-of-scope kind, as :func:`certify_with_probes` certifies; never under
+    ``floor_table`` (the calibration's own, in the re-map's terms). Its sample
+    shares are the calibration's, whose near-miss share the bar moves from."""
+    conf, labels, groups = _with_probes(sample, probe_confidence, probe_groups)
+    if remap is not None:
+        conf = remap.apply(conf)
+        if floor_table is not None:
+            rows = tuple(tuple(_mapped(remap, t) for t in row) for row in floor_table.thresholds)
+            floor_table = floor_table.model_copy(update={"thresholds": rows})
+    inside = np.arange(conf.size) < len(sample.relevant)
+    table = fit_near_miss_table(conf, labels, inside, alpha=alpha, delta=delta, groups=groups)
+    if table is None:
+        return None
+    total = len(sample.relevant) + sample.n_out_of_scope
+    near = sum(not r for r in sample.relevant) / total
+    return table.floored(floor_table).model_copy(
+        update={
+            "near_miss_share": round(near, 4),
+            "out_of_scope_share": round(sample.n_out_of_scope / total, 4),
+        }
+    )
+
+
+def _with_probes(
+    sample: InScopeSample, probe_confidence: npt.ArrayLike, probe_groups: npt.ArrayLike
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.object_]]:
+    """The sample's in-scope rows followed by the probes: confidence, label, group.
+
+    Raises:
+        ConfidenceError: fewer than :data:`MIN_PROBES` probes, or mismatched groups.
+    """
+    probes = np.nan_to_num(np.asarray(probe_confidence, dtype=np.float64), nan=0.0)
+    probe_group = np.asarray(probe_groups, dtype=object)
+    if probes.ndim != 1 or probe_group.shape != probes.shape:
+        raise ConfidenceError("probe confidences and groups must be 1-D and equal length")
+    if probes.size < MIN_PROBES:
+        raise ConfidenceError(
+            f"need at least {MIN_PROBES} probe questions to measure the collection's"
+            f" out-of-scope scores, got {probes.size}"
+        )
+    conf = np.concatenate([np.asarray(sample.confidence, dtype=np.float64), probes])
+    labels = np.concatenate([np.asarray(sample.relevant, dtype=np.float64), np.zeros(probes.size)])
+    groups = np.concatenate(
+        [
+            np.asarray([f"in:{g}" for g in sample.groups], dtype=object),
+            np.asarray([f"probe:{g}" for g in probe_group], dtype=object),
+        ]
+    )
+    return conf, labels, groups
 
 
 def _mapped(remap: ProbeRemap, threshold: float) -> float:

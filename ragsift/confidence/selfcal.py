@@ -41,6 +41,7 @@ from ragsift.confidence.probes import (
     certify_with_probes,
     covered_groups,
     fit_probe_remap,
+    near_miss_with_probes,
 )
 
 __all__ = [
@@ -213,12 +214,25 @@ def with_probes(
         floor_table=own.mix if own.alpha == target else None,
         remap=remap,
     )
+    near = near_miss_with_probes(
+        sample,
+        probes,
+        groups,
+        alpha=target,
+        delta=delta,
+        floor_table=own.near_miss if own.alpha == target else None,
+        remap=remap,
+    )
     data = base.model_dump(mode="json")
     data.update(
         version="",
         remap=None if remap is None else remap.model_dump(mode="json"),
         conformal=ConformalSpec.certified(
-            cr, method=f"{cr.method} on the collection's probes", mix=mix, in_scope=sample
+            cr,
+            method=f"{cr.method} on the collection's probes",
+            mix=mix,
+            in_scope=sample,
+            near_miss=near,
         ).model_dump(mode="json"),
         provenance=provenance.model_copy(
             update={"positives": len(sample.relevant), "negatives": int(probes.size)}

@@ -1,0 +1,216 @@
+"""The answer threshold re-certified at another share of near misses (ADR 021).
+
+Near misses (on-topic questions whose hits lack the answer) score between
+answerable and out-of-scope questions. A bar certified on a sample with few of
+them lets them through where traffic holds many; the table certified at their
+share holds the risk, the share is estimated from confidences alone, and the
+bar only ever rises.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from ragsift.confidence import CalibrationArtifact
+from ragsift.confidence.artifact import ConformalSpec, DataSummary
+from ragsift.confidence.conformal import _group_index, risk_upper_bounds
+from ragsift.confidence.mix import HISTOGRAM_BINS, MixReading, _histogram, fit_mix_table
+from ragsift.confidence.mix_monitor import MixMonitor
+from ragsift.confidence.near_miss import (
+    MIN_NEAR_MISSES,
+    NEAR_MISS_BAND,
+    NearMissReading,
+    NearMissTable,
+    estimate_near_miss,
+    fit_near_miss_table,
+    near_miss_log_mixture,
+    near_miss_threshold,
+    served_bar,
+)
+from ragsift.confidence.reweight import KindCounts
+
+ALPHA = DELTA = 0.1
+FloatArray = npt.NDArray[np.float64]
+
+
+def _sample(
+    rng: np.random.Generator, n: tuple[int, int, int], near: tuple[float, float] = (5.0, 3.0)
+) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
+    """(answerable, near miss, out of scope) confidences: high, ``near``-shaped, low."""
+    conf = np.concatenate(
+        [rng.beta(8.0, 1.5, n[0]), rng.beta(*near, n[1]), rng.beta(1.2, 8.0, n[2])]
+    )
+    labels = np.concatenate([np.ones(n[0]), np.zeros(n[1] + n[2])])
+    inside = np.concatenate([np.ones(n[0] + n[1], bool), np.zeros(n[2], bool)])
+    return np.round(conf, 4), labels, inside
+
+
+def _risk(conf: FloatArray, labels: FloatArray, threshold: float) -> float:
+    answered = conf >= threshold
+    return float(1.0 - labels[answered].mean()) if answered.any() else 0.0
+
+
+def test_kinds_weighed_as_the_label_give_the_two_kind_bound() -> None:
+    rng = np.random.default_rng(1)
+    conf = rng.random(1_500)
+    wrong = (rng.random(1_500) > conf).astype(np.int64)
+    # Wrong answers split into two kinds of equal weight: ADR 013's bound exactly.
+    kind = np.where(wrong == 0, 0, 1 + (rng.random(1_500) < 0.3)).astype(np.intp)
+    for groups in (None, _group_index(rng.integers(0, 25, 1_500), conf.shape)):
+        pair = risk_upper_bounds(conf, wrong, groups, DELTA, weights=(1.7, 0.6))
+        kinds = KindCounts(conf, kind, (False, True, True), groups).bounds((0.6, 1.7, 1.7), DELTA)
+        np.testing.assert_allclose(kinds[0], pair[0], atol=1e-12)
+        np.testing.assert_array_equal(kinds[1], pair[1])
+
+
+def test_the_table_rises_with_either_share_and_refuses_past_what_it_can_certify() -> None:
+    conf, labels, inside = _sample(np.random.default_rng(2), (800, 120, 1_600))
+    table = fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA)
+    assert table is not None
+    grid = np.asarray(table.thresholds)
+    assert (np.diff(grid, axis=0) >= 0).all()
+    assert (np.diff(grid, axis=1) >= 0).all()
+    assert table.threshold_at(0.02, 0.6) < table.threshold_at(0.2, 0.6)
+    assert table.threshold_at(0.99, 0.0) == 1.0  # past the tabulated shares: answer nothing
+    assert table.near_miss_share == pytest.approx(120 / 2_520, abs=1e-4)
+    assert (table.n_answerable, table.n_near_miss, table.n_out_of_scope) == (800, 120, 1_600)
+
+
+def test_the_bar_at_a_traffic_s_near_miss_share_holds_the_risk_there() -> None:
+    rng = np.random.default_rng(3)
+    conf, labels, inside = _sample(rng, (800, 120, 1_600))
+    groups = [f"a{i % 40}" for i in range(conf.size)]
+    table = fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA, groups=groups)
+    assert table is not None
+    # Traffic a quarter near misses: the sample's own bar lets too many through.
+    t_conf, t_labels, _ = _sample(rng, (2_000, 1_250, 1_750))
+    own = table.threshold_at(table.near_miss_share, table.out_of_scope_share)
+    at_traffic = table.threshold_at(0.25, 0.35)
+    assert _risk(t_conf, t_labels, own) > ALPHA
+    assert _risk(t_conf, t_labels, at_traffic) <= ALPHA
+
+
+def test_too_few_near_misses_or_no_other_kind_make_no_table() -> None:
+    conf, labels, inside = _sample(np.random.default_rng(4), (300, MIN_NEAR_MISSES - 1, 300))
+    assert fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA) is None
+    conf, labels, inside = _sample(np.random.default_rng(4), (300, 50, 0))
+    assert fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA) is None
+
+
+@pytest.mark.parametrize("near", [0.0, 0.1, 0.25])
+def test_the_near_miss_share_is_estimated_from_confidences_alone(near: float) -> None:
+    rng = np.random.default_rng(5)
+    conf, labels, inside = _sample(rng, (800, 120, 1_600))
+    table = fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA)
+    assert table is not None
+    n = 3_000
+    counts = (round(n * (0.4 - near)), round(n * near), round(n * 0.6))
+    traffic, _, _ = _sample(rng, counts)
+    reading = estimate_near_miss(near_miss_log_mixture(table), _histogram(traffic))
+    assert reading.share == pytest.approx(near, abs=0.04)
+    assert reading.out_of_scope == pytest.approx(0.6, abs=0.06)
+    assert reading.lower <= reading.share
+
+
+def test_the_bar_moves_only_when_the_lower_bound_clears_the_band() -> None:
+    conf, labels, inside = _sample(np.random.default_rng(6), (800, 120, 1_600))
+    table = fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA)
+    assert table is not None
+    edge = table.near_miss_share + NEAR_MISS_BAND
+    assert near_miss_threshold(table, None) is None
+    assert near_miss_threshold(table, NearMissReading(0.3, edge, 0.5)) is None
+    moved = near_miss_threshold(table, NearMissReading(0.3, edge + 0.01, 0.5))
+    assert moved == table.threshold_at(0.3, 0.5)
+
+
+def test_the_served_bar_never_falls_and_only_auto_reads_near_misses() -> None:
+    conf, labels, inside = _sample(np.random.default_rng(7), (800, 120, 1_600))
+    table = fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA)
+    mix = fit_mix_table(conf, labels, alpha=ALPHA, delta=DELTA)
+    assert table is not None
+    assert mix is not None
+    many = MixReading(0.6, 0.55, NearMissReading(0.3, 0.25, 0.5))
+    none = MixReading(0.6, 0.55, NearMissReading(0.0, 0.0, 0.6))
+    base = 0.5
+    bar, mixed = served_bar(base, mix, table, "auto", many)
+    assert bar == max(base, table.threshold_at(0.3, 0.5)) > mixed == base
+    assert served_bar(base, mix, table, "auto", none) == (base, base)
+    assert served_bar(base, mix, None, "auto", many) == (base, base)
+    assert served_bar(base, mix, table, "off", many) == (base, base)
+    declared = served_bar(base, mix, table, 0.5, many)
+    assert declared[0] == declared[1] == mix.threshold_at(0.5)
+
+
+def test_the_monitor_reads_near_misses_when_the_calibration_has_a_table() -> None:
+    rng = np.random.default_rng(8)
+    conf, labels, inside = _sample(rng, (800, 120, 1_600))
+    table = fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA)
+    mix = fit_mix_table(conf, labels, alpha=ALPHA, delta=DELTA)
+    assert table is not None
+    assert mix is not None
+    traffic, _, _ = _sample(rng, (300, 300, 400))
+    monitor = MixMonitor()
+    plain = MixMonitor()
+    for c in rng.permutation(traffic):
+        reading = monitor.observe("t", "c", "v1", mix, float(c), table)
+        without = plain.observe("t", "c", "v1", mix, float(c))
+    assert reading is not None
+    assert reading.near_miss is not None
+    assert reading.near_miss.share == pytest.approx(0.3, abs=0.08)
+    assert reading.near_miss.lower > table.near_miss_share + NEAR_MISS_BAND
+    assert without is not None
+    assert without.near_miss is None
+    assert monitor.reading("t", "c", "v1") == reading
+
+
+def _artifact(table: NearMissTable | None) -> CalibrationArtifact:
+    return CalibrationArtifact(
+        embedder_id="e",
+        metric="cosine",
+        features=("top_score",),
+        coefficients=(1.0,),
+        intercept=0.0,
+        conformal=ConformalSpec(
+            alpha=ALPHA,
+            delta=DELTA,
+            threshold=0.5,
+            feasible=True,
+            method="test",
+            n_calibration=2_520,
+            near_miss=table,
+        ),
+        data=DataSummary(source="test", n_examples=2_520),
+    )
+
+
+def test_the_table_is_part_of_the_artifact_and_its_version() -> None:
+    conf, labels, inside = _sample(np.random.default_rng(9), (800, 120, 1_600))
+    table = fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA)
+    with_table, without = _artifact(table), _artifact(None)
+    assert with_table.version != without.version
+    assert '"near_miss"' not in without.to_json()  # older artifacts keep their version
+    again = CalibrationArtifact.from_json(with_table.to_json())
+    assert again.conformal.near_miss == table
+    assert again.version == with_table.version
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("thresholds", "reverse_rows", "must not decrease"),
+        ("near_miss", (1.0,) * (HISTOGRAM_BINS - 1), "must have 20 bins"),
+        ("answerable", (0.5,) * HISTOGRAM_BINS, "sum 1"),
+        ("near_miss_shares", (0.1, 0.1), "increasing"),
+        ("n_near_miss", 0, "greater than 0"),
+    ],
+)
+def test_a_hostile_table_is_refused(field: str, value: object, message: str) -> None:
+    conf, labels, inside = _sample(np.random.default_rng(10), (800, 120, 1_600))
+    table = fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA)
+    assert table is not None
+    data = table.model_dump()
+    data[field] = tuple(reversed(table.thresholds)) if value == "reverse_rows" else value
+    with pytest.raises(ValueError, match=message):
+        NearMissTable.model_validate(data)
