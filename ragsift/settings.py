@@ -225,6 +225,11 @@ class ConfidenceSettings(BaseSettings):
     #: ever raises the bar; a number in (0, 1) declares it; "off" keeps the
     #: calibration sample's mix.
     unanswerable_share: float | Literal["auto", "off"] = "auto"
+    #: Near misses (on-topic queries the collection's documents do not answer): with
+    #: ``unanswerable_share=auto``, "auto" estimates their share per scope from the
+    #: same traffic and raises the bar where they show (ADR 021,
+    #: ragsift/confidence/near_miss.py); "off" leaves the bar to the mix alone.
+    near_miss: Literal["auto", "off"] = "auto"
 
     @field_validator("unanswerable_share")
     @classmethod

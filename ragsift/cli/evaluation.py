@@ -203,6 +203,7 @@ def evaluate(
         evaluated,
         near_miss_negatives=near_miss_negatives,
         unanswerable_share=settings.confidence.unanswerable_share,
+        near_miss=settings.confidence.near_miss == "auto",
     )
     if per_query is not None:
         with per_query.open("w", encoding="utf-8") as handle:

@@ -7,8 +7,9 @@ evaluation replays that: the evaluated questions arrive as one scope's traffic,
 in a seeded random order, and each is decided at the bar its scope had when
 it arrived (the estimate covers the questions before it and itself; the first
 ``min_samples`` are decided at the certified bar, and a young scope's bar moves
-only as far as the lower bound of its share allows). Where its bar moved, its
-confidence is the one the service reports, at the share that moved it (ADR 016).
+only as far as the lower bound of its share allows), and raised where near
+misses show (ADR 021). Where the out-of-scope mix moved its bar, its confidence
+is the one the service reports, at the share that moved it (ADR 016).
 No label is read.
 """
 
@@ -21,8 +22,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ragsift.confidence import CalibrationArtifact
-from ragsift.confidence.mix import MixReading, UnanswerableShare, mix_threshold
+from ragsift.confidence.mix import MixReading, UnanswerableShare
 from ragsift.confidence.mix_monitor import MixMonitor
+from ragsift.confidence.near_miss import served_bar
 from ragsift.retrieval.mix_watch import moved_by, reported_prior
 
 __all__ = ["ServedMix", "as_served"]
@@ -45,6 +47,10 @@ class ServedMix:
         lower_bound: its one-sided 95% lower bound, which sets the bar.
         bar: the bar after the last question.
         raised: questions decided at a bar other than the certified one.
+        near_miss_share, near_miss_lower: the three-kind estimate of near misses
+            after the last question and its lower bound (None: no near-miss table,
+            too few questions, or not auto; ADR 021).
+        calibration_near_miss: the calibration sample's share of near misses.
     """
 
     answered: npt.NDArray[np.bool_]
@@ -55,6 +61,9 @@ class ServedMix:
     lower_bound: float | None
     bar: float
     raised: int
+    near_miss_share: float | None = None
+    near_miss_lower: float | None = None
+    calibration_near_miss: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (without the per-question decisions)."""
@@ -65,6 +74,9 @@ class ServedMix:
             "lower_bound": self.lower_bound,
             "bar": self.bar,
             "questions_at_another_bar": self.raised,
+            "calibration_near_miss_share": self.calibration_near_miss,
+            "estimated_near_miss_share": self.near_miss_share,
+            "near_miss_lower_bound": self.near_miss_lower,
         }
 
 
@@ -74,6 +86,7 @@ def as_served(
     artifact: CalibrationArtifact,
     mode: UnanswerableShare,
     *,
+    near_miss: bool = True,
     seed: int = ARRIVAL_SEED,
 ) -> ServedMix:
     """Each question's answer under its scope's mix bar on arrival (see module doc).
@@ -83,24 +96,31 @@ def as_served(
         enough_documents: the question keeps enough documents to answer (D1).
         artifact: the calibration (its certified threshold and mix table).
         mode: ``RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE``.
+        near_miss: read near misses too (``RAGSIFT_CONFIDENCE_NEAR_MISS=auto``).
         seed: the arrival order's seed.
     """
     certified = artifact.conformal
     base = certified.threshold if certified.feasible else 1.0
     table = certified.mix
+    near = certified.near_miss if near_miss else None
     bars = np.full(confidence.shape, base)
     reported = np.array(confidence, dtype=np.float64, copy=True)
     estimate: MixReading | None = None
+    bar = base
     if table is not None and mode != "off":
         monitor = MixMonitor()
         for i in np.random.default_rng(seed).permutation(confidence.size):
             if mode == "auto":
-                estimate = monitor.observe("eval", "eval", artifact.version, table, confidence[i])
-            bars[i] = mix_threshold(base, table, mode, estimate)
-            if bars[i] != base:  # reported as the service reports it
+                estimate = monitor.observe(
+                    "eval", "eval", artifact.version, table, confidence[i], near
+                )
+            bar, mixed = served_bar(base, table, near, mode, estimate)
+            bars[i] = bar
+            if mixed != base:  # reported as the service reports it
                 prior = reported_prior(table.unanswerable_share, moved_by(mode, estimate))
                 if prior is not None:
                     reported[i] = prior.apply(float(confidence[i]))
+    near_reading = None if estimate is None else estimate.near_miss
     return ServedMix(
         answered=enough_documents & (confidence >= bars),
         confidence=reported,
@@ -108,6 +128,9 @@ def as_served(
         calibration_share=None if table is None else table.unanswerable_share,
         estimated_share=None if estimate is None else estimate.share,
         lower_bound=None if estimate is None else estimate.lower,
-        bar=base if table is None else mix_threshold(base, table, mode, estimate),
+        bar=bar,
         raised=int((bars != base).sum()),
+        near_miss_share=None if near_reading is None else near_reading.share,
+        near_miss_lower=None if near_reading is None else near_reading.lower,
+        calibration_near_miss=None if near is None else near.near_miss_share,
     )

@@ -243,14 +243,15 @@ def evaluate_scorers(
     *,
     near_miss_negatives: bool = False,
     unanswerable_share: UnanswerableShare = "auto",
+    near_miss: bool = True,
 ) -> Evaluation:
     """The calibrated scorer and the seed rules A–E on the ``evaluated`` queries.
 
     Near-miss questions are scored separately (their refusal rate) unless
     ``near_miss_negatives``: then they join every figure as negatives. The
     ``calibrated`` row answers as the service would at ``unanswerable_share``
-    (:func:`~ragsift.evaluation.mix.as_served`); ``calibrated@certified`` at the
-    certified threshold alone.
+    (:func:`~ragsift.evaluation.mix.as_served`), reading near misses with
+    ``near_miss``; ``calibrated@certified`` at the certified threshold alone.
     """
     batch = hit_batch(run, evaluated)
     kinds = np.array([q.kind for q in run.queries])[evaluated]
@@ -273,7 +274,9 @@ def evaluate_scorers(
         else f"no threshold certified risk <= {conformal.alpha} on"
         f" {conformal.n_calibration} calibration queries"
     )
-    served = as_served(cal.confidence, cal.docs_within >= 1, artifact, unanswerable_share)
+    served = as_served(
+        cal.confidence, cal.docs_within >= 1, artifact, unanswerable_share, near_miss=near_miss
+    )
     rows: list[tuple[str, str, FloatArray, BoolArray]] = [
         (
             "calibrated",
@@ -331,7 +334,13 @@ def _mix_words(served: ServedMix) -> str:
         return f"declared {served.mode:.2f} unanswerable; bar {served.bar:.2f}"
     if served.estimated_share is None:
         return "too few questions to estimate"
+    near = ""
+    if served.near_miss_share is not None:
+        near = (
+            f", {served.near_miss_share:.2f} near misses (>= {served.near_miss_lower:.2f})"
+            f" vs {served.calibration_near_miss:.2f}"
+        )
     return (
         f"estimated {served.estimated_share:.2f} unanswerable (>= {served.lower_bound:.2f})"
-        f" vs {served.calibration_share:.2f} calibrated; final bar {served.bar:.2f}"
+        f" vs {served.calibration_share:.2f} calibrated{near}; final bar {served.bar:.2f}"
     )

@@ -312,6 +312,13 @@ class Metrics:
             ["tenant", "collection"],
             registry=r,
         )
+        self.near_miss_share = Gauge(
+            "ragsift_near_miss_share",
+            "Estimated share of recent queries on the collection's subjects that its"
+            " documents do not answer (near misses, ADR 021).",
+            ["tenant", "collection"],
+            registry=r,
+        )
         self.calibration_shifts = Counter(
             "ragsift_calibration_shift_total",
             "Times a scope's drift PSI crossed the threshold (once per trip).",

@@ -8,7 +8,10 @@ estimated share of unanswerable queries is exported as
 query's :class:`~ragsift.confidence.policy.AnswerPolicy` carries the new bar
 and that share, at which its confidence and bar are then reported (ADR 016),
 and a query refused only because of it is told why (``unanswerable_mix``
-advice): a refusal is never silent.
+advice): a refusal is never silent. Where the scope's calibration has a
+near-miss table, the bar also rises where near misses show (ADR 021,
+``near_miss_mix`` advice, ``ragsift_near_miss_share``); that does not change
+the share the confidence is reported at.
 """
 
 from __future__ import annotations
@@ -18,13 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragsift.confidence import Assessment, CalibrationArtifact
-from ragsift.confidence.mix import (
-    MixReading,
-    UnanswerableShare,
-    mix_threshold,
-    reported_share,
-)
+from ragsift.confidence.mix import MixReading, UnanswerableShare, reported_share
 from ragsift.confidence.mix_monitor import MixMonitor
+from ragsift.confidence.near_miss import NearMissTable, served_bar
 from ragsift.confidence.policy import AnswerPolicy, PriorShift
 from ragsift.confidence.scorers import CalibratedScorer
 from ragsift.observability.metrics import Metrics
@@ -32,26 +31,32 @@ from ragsift.schemas import Advice, QueryEvent, RetrievalResult
 
 __all__ = [
     "MIX_ADVICE_CODE",
+    "NEAR_MISS_ADVICE_CODE",
     "MixBar",
     "mix_policy",
     "mix_refusal",
     "moved_by",
+    "near_miss_table",
     "observe_reused",
     "reported_prior",
 ]
 
 #: The advice code of a query refused because its scope's mix raised the bar.
 MIX_ADVICE_CODE = "unanswerable_mix"
+#: ... because near misses in its scope's traffic raised it (ADR 021).
+NEAR_MISS_ADVICE_CODE = "near_miss_mix"
 
 
 @dataclass(frozen=True, slots=True)
 class MixBar:
     """Why a query's bar moved: the share it was set at (declared or estimated), and
-    the calibration's alpha."""
+    the calibration's alpha. ``near_miss``: the estimated share of near misses, where
+    they raised the bar past the out-of-scope mix's (ADR 021)."""
 
     share: float
     declared: bool
     alpha: float
+    near_miss: float | None = None
 
 
 def mix_policy(
@@ -64,6 +69,7 @@ def mix_policy(
     monitor: MixMonitor | None,
     metrics: Metrics,
     counted: bool = False,
+    near_miss: bool = True,
 ) -> tuple[AnswerPolicy, MixBar | None]:
     """``policy`` with the scope's mix bar, and why it moved (None: it did not).
 
@@ -71,8 +77,11 @@ def mix_policy(
     a configured answer threshold is the operator's, and other scorers certify nothing.
     ``counted``: the query is in its scope's histogram already (a corrective retry
     of it), so the scope's reading is used without counting it again.
+    ``near_miss``: read the scope's near misses too, where the calibration has a
+    near-miss table (``RAGSIFT_CONFIDENCE_NEAR_MISS``, ADR 021).
     """
     table = calibration.conformal.mix if calibration is not None else None
+    near = near_miss_table(calibration, near_miss)
     if (
         calibration is None
         or table is None
@@ -92,28 +101,35 @@ def mix_policy(
             estimate = monitor.reading(tenant, collection, calibration.version)
         else:
             estimate = monitor.observe(
-                tenant, collection, calibration.version, table, assessment.confidence
+                tenant, collection, calibration.version, table, assessment.confidence, near
             )
-            if estimate is not None:
-                metrics.unanswerable_share.labels(
-                    metrics.tenant(tenant), metrics.collection(collection)
-                ).set(estimate.share)
-    bar = mix_threshold(base, table, mode, estimate)
+            _export(metrics, tenant, collection, estimate)
+    bar, mixed = served_bar(base, table, near, mode, estimate)
     if bar == base:
         return policy, None
     share = moved_by(mode, estimate)
-    why = MixBar(share, not isinstance(mode, str), certified.alpha)
-    prior = reported_prior(table.unanswerable_share, share)
+    raised_by = None
+    if bar != mixed and estimate is not None and estimate.near_miss is not None:
+        raised_by = estimate.near_miss.share
+    why = MixBar(share, not isinstance(mode, str), certified.alpha, raised_by)
+    prior = None if mixed == base else reported_prior(table.unanswerable_share, share)
     if why.declared and policy.answer_threshold is None:
         # A declared share replaces the certified bar, up or down; a tenant's own stays.
         return dataclasses.replace(policy, answer_threshold=bar, prior=prior), why
     return dataclasses.replace(policy, answer_floor=max(policy.answer_floor, bar), prior=prior), why
 
 
+def near_miss_table(calibration: CalibrationArtifact | None, enabled: bool) -> NearMissTable | None:
+    """The calibration's near-miss table, if it has one and near misses are read."""
+    return calibration.conformal.near_miss if calibration is not None and enabled else None
+
+
 def observe_reused(
     monitor: MixMonitor,
     reused: Sequence[tuple[QueryEvent, RetrievalResult, CalibrationArtifact]],
     metrics: Metrics,
+    *,
+    near_miss: bool = True,
 ) -> None:
     """Count results served again (cache hits, queries sharing another's search) in
     their scopes' mix, with the calibrated confidence each was scored at.
@@ -145,11 +161,25 @@ def observe_reused(
         )
         for (query, _), confidence in zip(items, confidences.tolist(), strict=True):
             tenant, collection = query.tenant_id, query.collection
-            estimate = monitor.observe(tenant, collection, calibration.version, table, confidence)
-            if estimate is not None:
-                metrics.unanswerable_share.labels(
-                    metrics.tenant(tenant), metrics.collection(collection)
-                ).set(estimate.share)
+            estimate = monitor.observe(
+                tenant,
+                collection,
+                calibration.version,
+                table,
+                confidence,
+                near_miss_table(calibration, near_miss),
+            )
+            _export(metrics, tenant, collection, estimate)
+
+
+def _export(metrics: Metrics, tenant: str, collection: str, estimate: MixReading | None) -> None:
+    """A scope's estimated shares as gauges (nothing while too few queries were seen)."""
+    if estimate is None:
+        return
+    labels = (metrics.tenant(tenant), metrics.collection(collection))
+    metrics.unanswerable_share.labels(*labels).set(estimate.share)
+    if estimate.near_miss is not None:
+        metrics.near_miss_share.labels(*labels).set(estimate.near_miss.share)
 
 
 def moved_by(mode: UnanswerableShare, estimate: MixReading | None) -> float:
@@ -173,6 +203,16 @@ def mix_refusal(before: Assessment, after: Assessment, why: MixBar) -> Advice | 
         return None
     bar = after.answerability.answer_threshold
     which = "no confidence is" if bar >= 1.0 else f"only a confidence of {bar:.2f} or more is"
+    if why.near_miss is not None:
+        return Advice(
+            code=NEAR_MISS_ADVICE_CODE,
+            message=(
+                f"Refused at confidence {after.confidence:.2f}: about {why.near_miss:.0%} of"
+                " this collection's recent queries look on its subjects but unanswered by"
+                f" its documents (estimated from their confidences), and at that mix {which}"
+                f" certified to keep answers without relevant context under {why.alpha:.0%}."
+            ),
+        )
     how = "declared" if why.declared else "estimated from recent queries"
     return Advice(
         code=MIX_ADVICE_CODE,

@@ -735,6 +735,7 @@ class RetrievalPipeline:
             monitor=self.mix,
             metrics=self.metrics,
             counted=p.retry,
+            near_miss=self.settings.confidence.near_miss == "auto",
         )
 
     def _count_reused(self, reused: list[tuple[Pending, RetrievalResult]]) -> None:
@@ -742,7 +743,8 @@ class RetrievalPipeline:
         if not reused or self.mix is None or self.settings.confidence.unanswerable_share != "auto":
             return
         items = [(p.query, r, c) for p, r in reused if (c := self._calibration_of(p)) is not None]
-        observe_reused(self.mix, items, self.metrics)
+        near_miss = self.settings.confidence.near_miss == "auto"
+        observe_reused(self.mix, items, self.metrics, near_miss=near_miss)
 
     def _calibration_of(self, p: Pending) -> CalibrationArtifact | None:
         return p.calibration if p.calibration is not None else self.engines.calibration
