@@ -61,6 +61,10 @@ FITTED = (
     "conformal.mix.answerable",
     "conformal.mix.unanswerable",
     "conformal.in_scope.confidence",
+    "conformal.near_miss.thresholds",
+    "conformal.near_miss.answerable",
+    "conformal.near_miss.near_miss",
+    "conformal.near_miss.out_of_scope",
 )
 
 
@@ -89,8 +93,8 @@ def _split(artifact: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
         for key in parents:
             holder = holder[key]
         value = holder.pop(leaf)
-        if isinstance(value, list):
-            numbers.extend(value)
+        if isinstance(value, list):  # a table's rows are lists too
+            numbers.extend(v for row in value for v in (row if isinstance(row, list) else [row]))
         elif isinstance(value, float):
             numbers.append(value)
     return rest, numbers
