@@ -9,11 +9,13 @@ bar only ever rises.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import numpy.typing as npt
 import pytest
 
-from ragsift.confidence import CalibrationArtifact
+from ragsift.confidence import CalibrationArtifact, ConfidenceError
 from ragsift.confidence.artifact import ConformalSpec, DataSummary
 from ragsift.confidence.conformal import _group_index, risk_upper_bounds
 from ragsift.confidence.mix import HISTOGRAM_BINS, MixReading, _histogram, fit_mix_table
@@ -197,20 +199,30 @@ def test_the_table_is_part_of_the_artifact_and_its_version() -> None:
 
 
 @pytest.mark.parametrize(
-    ("field", "value", "message"),
+    ("field", "value", "says"),
     [
         ("thresholds", "reverse_rows", "must not decrease"),
-        ("near_miss", (1.0,) * (HISTOGRAM_BINS - 1), "must have 20 bins"),
-        ("answerable", (0.5,) * HISTOGRAM_BINS, "sum 1"),
-        ("near_miss_shares", (0.1, 0.1), "increasing"),
+        ("thresholds", [[0.5] * 20] * 3, "one row per near-miss share"),
+        ("near_miss", [1.0] * (HISTOGRAM_BINS - 1), f"{HISTOGRAM_BINS} bins"),
+        ("answerable", [0.5] * HISTOGRAM_BINS, "sum 1"),
+        ("out_of_scope", [float("nan")] * HISTOGRAM_BINS, "finite number"),
+        ("near_miss_shares", [0.1, 0.1], "increasing"),
         ("n_near_miss", 0, "greater than 0"),
+        ("n_out_of_scope", 10**400, "less than or equal to"),
+        ("near_miss_share", 1.5, "less than 1"),
     ],
 )
-def test_a_hostile_table_is_refused(field: str, value: object, message: str) -> None:
+def test_a_hostile_table_in_an_artifact_file_is_one_clear_error(
+    field: str, value: object, says: str
+) -> None:
+    """An edited artifact file: refused on load, naming the field, whatever its version says."""
     conf, labels, inside = _sample(np.random.default_rng(10), (800, 120, 1_600))
-    table = fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA)
-    assert table is not None
-    data = table.model_dump()
-    data[field] = tuple(reversed(table.thresholds)) if value == "reverse_rows" else value
-    with pytest.raises(ValueError, match=message):
-        NearMissTable.model_validate(data)
+    good = _artifact(fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA))
+    data = json.loads(good.to_json())
+    table = data["conformal"]["near_miss"]
+    table[field] = list(reversed(table["thresholds"])) if value == "reverse_rows" else value
+    data["version"] = ""  # no hash to catch it: the table's own checks must
+    with pytest.raises(ConfidenceError, match="invalid calibration artifact") as err:
+        CalibrationArtifact.from_json(json.dumps(data))
+    assert says in str(err.value)
+    assert "conformal.near_miss" in str(err.value)  # where in the file
