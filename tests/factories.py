@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsift.confidence import CalibrationArtifact
+from ragsift.confidence.artifact import ConformalSpec, DataSummary
 from ragsift.ingest.loaders import SourceDocument
 from ragsift.settings import ConfidenceSettings, EmbedderSettings, LimitSettings, Settings
 
@@ -63,4 +64,18 @@ def made_on_base(
     older = artifact.provenance.model_copy(update={"base_version": base_version, **provenance})
     return CalibrationArtifact.model_validate(
         artifact.model_dump() | {"version": "", "provenance": older.model_dump()}
+    )
+
+
+def top_score_artifact(conformal: ConformalSpec) -> CalibrationArtifact:
+    """A calibration on ``top_score`` alone (coefficient 1, intercept 0) with this
+    certificate: for tests of what the certificate carries."""
+    return CalibrationArtifact(
+        embedder_id="e",
+        metric="cosine",
+        features=("top_score",),
+        coefficients=(1.0,),
+        intercept=0.0,
+        conformal=conformal,
+        data=DataSummary(source="test", n_examples=conformal.n_calibration),
     )

@@ -15,7 +15,7 @@ import numpy.typing as npt
 import pytest
 
 from ragsift.confidence import CalibrationArtifact, ConfidenceError
-from ragsift.confidence.artifact import ConformalSpec, DataSummary
+from ragsift.confidence.artifact import ConformalSpec
 from ragsift.confidence.conformal import conformal_threshold
 from ragsift.confidence.mix import (
     DEAD_BAND,
@@ -30,6 +30,7 @@ from ragsift.confidence.mix import (
     reported_share,
 )
 from ragsift.confidence.mix_monitor import MixMonitor
+from tests.factories import top_score_artifact
 
 ALPHA = DELTA = 0.1
 DRAWS = 40
@@ -218,16 +219,10 @@ def test_the_monitor_refuses_settings_it_could_never_reach() -> None:
 
 
 def _artifact(mix: MixTable | None) -> CalibrationArtifact:
-    return CalibrationArtifact(
-        embedder_id="e",
-        metric="cosine",
-        features=("top_score",),
-        coefficients=(1.0,),
-        intercept=0.0,
-        conformal=ConformalSpec(
+    return top_score_artifact(
+        ConformalSpec(
             alpha=0.1, delta=0.1, threshold=0.5, feasible=True, method="m", n_calibration=9, mix=mix
-        ),
-        data=DataSummary(source="test", n_examples=9),
+        )
     )
 
 

@@ -16,7 +16,7 @@ import numpy.typing as npt
 import pytest
 
 from ragsift.confidence import CalibrationArtifact, ConfidenceError
-from ragsift.confidence.artifact import ConformalSpec, DataSummary
+from ragsift.confidence.artifact import ConformalSpec
 from ragsift.confidence.conformal import _group_index, risk_upper_bounds
 from ragsift.confidence.mix import HISTOGRAM_BINS, MixReading, _histogram, fit_mix_table
 from ragsift.confidence.mix_monitor import MixMonitor
@@ -32,6 +32,7 @@ from ragsift.confidence.near_miss import (
     served_bar,
 )
 from ragsift.confidence.reweight import KindCounts
+from tests.factories import top_score_artifact
 
 ALPHA = DELTA = 0.1
 FloatArray = npt.NDArray[np.float64]
@@ -168,13 +169,8 @@ def test_the_monitor_reads_near_misses_when_the_calibration_has_a_table() -> Non
 
 
 def _artifact(table: NearMissTable | None) -> CalibrationArtifact:
-    return CalibrationArtifact(
-        embedder_id="e",
-        metric="cosine",
-        features=("top_score",),
-        coefficients=(1.0,),
-        intercept=0.0,
-        conformal=ConformalSpec(
+    return top_score_artifact(
+        ConformalSpec(
             alpha=ALPHA,
             delta=DELTA,
             threshold=0.5,
@@ -182,8 +178,7 @@ def _artifact(table: NearMissTable | None) -> CalibrationArtifact:
             method="test",
             n_calibration=2_520,
             near_miss=table,
-        ),
-        data=DataSummary(source="test", n_examples=2_520),
+        )
     )
 
 

@@ -7,10 +7,12 @@ import numpy as np
 import numpy.typing as npt
 
 from ragsift.confidence import CalibrationArtifact
-from ragsift.confidence.artifact import ConformalSpec, DataSummary
+from ragsift.confidence.artifact import ConformalSpec
 from ragsift.confidence.conformal import conformal_threshold
 from ragsift.confidence.mix import fit_mix_table
+from ragsift.confidence.near_miss import fit_near_miss_table
 from ragsift.evaluation.mix import as_served
+from tests.factories import top_score_artifact
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -23,16 +25,8 @@ def _draw(rng: np.random.Generator, n_in: int, n_out: int) -> tuple[FloatArray, 
 def _artifact(rng: np.random.Generator) -> CalibrationArtifact:
     conf, labels = _draw(rng, 1_000, 2_000)
     certified = conformal_threshold(conf, labels)
-    return CalibrationArtifact(
-        embedder_id="e",
-        metric="cosine",
-        features=("top_score",),
-        coefficients=(1.0,),
-        intercept=0.0,
-        conformal=ConformalSpec.certified(
-            certified, mix=fit_mix_table(conf, labels, alpha=0.1, delta=0.1)
-        ),
-        data=DataSummary(source="test", n_examples=3_000),
+    return top_score_artifact(
+        ConformalSpec.certified(certified, mix=fit_mix_table(conf, labels, alpha=0.1, delta=0.1))
     )
 
 
@@ -80,3 +74,41 @@ def test_off_is_the_certified_threshold_and_documents_still_count() -> None:
     assert declared.raised == conf.size
     assert (declared.confidence >= conf).all()
     assert (declared.confidence > conf).sum() > conf.size * 0.9
+
+
+def test_near_misses_in_the_stream_raise_the_bar_and_the_switch_turns_that_off() -> None:
+    rng = np.random.default_rng(7)
+    n = (800, 120, 1_600)  # answerable, near miss (on topic, mid scores), out of scope
+    conf = np.round(
+        np.concatenate(
+            [rng.beta(8.0, 1.5, n[0]), rng.beta(5.0, 3.0, n[1]), rng.beta(1.2, 8.0, n[2])]
+        ),
+        4,
+    )
+    labels = np.concatenate([np.ones(n[0]), np.zeros(n[1] + n[2])])
+    inside = np.arange(conf.size) < n[0] + n[1]
+    certified = conformal_threshold(conf, labels)
+    artifact = top_score_artifact(
+        ConformalSpec.certified(
+            certified,
+            mix=fit_mix_table(conf, labels, alpha=0.1, delta=0.1),
+            near_miss=fit_near_miss_table(conf, labels, inside, alpha=0.1, delta=0.1),
+        )
+    )
+    # A third of the stream near misses: the certified bar lets many through.
+    stream = np.concatenate(
+        [rng.beta(8.0, 1.5, 800), rng.beta(5.0, 3.0, 800), rng.beta(1.2, 8.0, 800)]
+    )
+    docs = np.ones(stream.size, dtype=bool)
+    read = as_served(stream, docs, artifact, "auto")
+    assert read.near_miss_share is not None
+    assert read.near_miss_share > 0.2
+    assert read.raised > 0
+    assert read.bar > certified.threshold
+    assert read.answered.sum() < (stream >= certified.threshold).sum()
+    # The confidence is reported as scored: only the out-of-scope mix re-maps it.
+    np.testing.assert_array_equal(read.confidence, stream)
+    off = as_served(stream, docs, artifact, "auto", near_miss=False)
+    assert off.near_miss_share is None
+    assert off.bar == certified.threshold
+    assert read.to_dict()["estimated_near_miss_share"] == read.near_miss_share
