@@ -7,6 +7,7 @@ could rise where holes show and stay low where they do not. This fits the shares
 of a three-part mixture (answerable, near miss, out of scope) by EM over
 histograms of each part's confidence, taken from one labelled run, to streams
 drawn from another run with known shares, and prints how close the estimates come.
+The service now does this per scope (``ragsift.confidence.near_miss``, ADR 021).
 
     ragsift calibrate --dataset squad2 --half 1 --out half1.json
     ragsift eval --dataset squad2 --half 1 --holes 0.25 --near-miss-negatives \\
