@@ -2,13 +2,15 @@
 
 A worker saves its scopes' histograms at stop (and every 30 s) in the Redis hash
 ``<prefix>:calibration:mix``; the next worker takes them up, so its first query
-already has an estimate (``ragsift_unanswerable_share``), where a cold one needs ~30.
+already has an estimate (``ragsift_unanswerable_share``, and the near-miss share of
+ADR 021, ``ragsift_near_miss_share``), where a cold one needs ~30.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import urllib.request
 
 import pytest
 import redis
@@ -17,6 +19,17 @@ from ragsift.schemas import QueryEvent, RetrievalResult
 from tests.e2e.harness import TENANT, Stack, TopicReader, hashing_worker, produce, wait_for
 
 SHARE = "ragsift_unanswerable_share"
+NEAR_MISS = "ragsift_near_miss_share"
+
+
+def exported(port: int, name: str) -> bool:
+    """Whether /metrics carries a sample of ``name`` for the test tenant (a gauge at 0
+    and a gauge never set read the same through ``metric``)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        body = r.read().decode()
+    return any(
+        line.startswith(name + "{") and f'tenant="{TENANT}"' in line for line in body.splitlines()
+    )
 
 
 async def answered(stack: Stack, sent: list[QueryEvent]) -> None:
@@ -46,8 +59,10 @@ def test_a_restarted_worker_takes_up_the_saved_mix(
     try:
         ask(stack, "a", 1)
         assert first.metric(SHARE, {"tenant": TENANT}) == 0  # cold: no estimate yet
+        assert not exported(first.port, NEAR_MISS)
         ask(stack, "b", 39)
         assert first.metric(SHARE, {"tenant": TENANT}) > 0
+        assert exported(first.port, NEAR_MISS)  # the shipped calibration has a near-miss table
     finally:
         first.stop()
     assert first.proc is not None
@@ -62,5 +77,6 @@ def test_a_restarted_worker_takes_up_the_saved_mix(
     try:
         ask(stack, "c", 1)
         wait_for(lambda: second.metric(SHARE, {"tenant": TENANT}) > 0, "the restored estimate", 30)
+        assert exported(second.port, NEAR_MISS)  # read from the restored histogram too
     finally:
         second.stop()
