@@ -46,12 +46,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragsift.confidence.conformal import _GRID, _group_index, fixed_sequence_walk
 from ragsift.confidence.mix import (
+    _LOWER_BOUND_DROP,
     HISTOGRAM_BINS,
     MixReading,
     MixTable,
     UnanswerableShare,
     _histogram,
     _shares,
+    _smoothed,
     mix_threshold,
 )
 from ragsift.confidence.reweight import KindCounts
@@ -83,8 +85,6 @@ NEAR_MISS_BAND: Final = 0.03
 #: In-scope queries without relevant context a sample needs for a table: fewer
 #: tell nothing about how near misses score.
 MIN_NEAR_MISSES: Final = 20
-_LOWER_BOUND_DROP: Final = 2.7055 / 2
-_SMOOTHING: Final = 0.5
 _MAX_CLASS_SIZE: Final = 10**9
 _SHARE_SUM_TOLERANCE: Final = 0.01
 
@@ -304,8 +304,3 @@ def served_bar(
         return mixed, mixed
     raised = near_miss_threshold(near, estimate.near_miss)
     return (mixed if raised is None else max(mixed, raised)), mixed
-
-
-def _smoothed(shares: tuple[float, ...], n: int) -> FloatArray:
-    counts = np.asarray(shares, dtype=np.float64) * n + _SMOOTHING
-    return np.asarray(counts / counts.sum(), dtype=np.float64)
