@@ -139,19 +139,28 @@ class MixTable(BaseModel):
             raise ValueError("shares must be increasing")
         if any(b < a for a, b in zip(self.thresholds, self.thresholds[1:], strict=False)):
             raise ValueError("thresholds must not decrease with the share")
-        for name in ("answerable", "unanswerable"):
-            shares = getattr(self, name)
-            if len(shares) != HISTOGRAM_BINS:
-                raise ValueError(f"{name} must have {HISTOGRAM_BINS} bins")
-            # Shares rounded to 4 decimals: their sum is 1 within the rounding.
-            if abs(sum(shares) - 1.0) > _SHARE_SUM_TOLERANCE:
-                raise ValueError(f"{name} must be shares of one class (sum 1), got {sum(shares)}")
+        check_histograms(self, ("answerable", "unanswerable"))
         return self
 
     def threshold_at(self, share: float) -> float:
         """The threshold certified at the first tabulated share >= ``share`` (1.0 past them)."""
         i = int(np.searchsorted(np.asarray(self.shares), share - 1e-9, side="left"))
         return self.thresholds[i] if i < len(self.thresholds) else 1.0
+
+
+def check_histograms(table: BaseModel, names: tuple[str, ...]) -> None:
+    """Each named field of ``table`` is a class's confidence histogram: shares of
+    :data:`HISTOGRAM_BINS` bins summing to 1 (within their 4-decimal rounding).
+
+    Raises:
+        ValueError: one that is not, by name.
+    """
+    for name in names:
+        shares = getattr(table, name)
+        if len(shares) != HISTOGRAM_BINS:
+            raise ValueError(f"{name} must have {HISTOGRAM_BINS} bins")
+        if abs(sum(shares) - 1.0) > _SHARE_SUM_TOLERANCE:
+            raise ValueError(f"{name} must be shares of one class (sum 1), got {sum(shares)}")
 
 
 def at_share(confidence: float, calibration_share: float, share: float) -> float:

@@ -47,13 +47,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ragsift.confidence.conformal import _GRID, _group_index, fixed_sequence_walk
 from ragsift.confidence.mix import (
     _LOWER_BOUND_DROP,
-    HISTOGRAM_BINS,
+    _MAX_CLASS_SIZE,
     MixReading,
     MixTable,
     UnanswerableShare,
     _histogram,
     _shares,
     _smoothed,
+    check_histograms,
     mix_threshold,
 )
 from ragsift.confidence.reweight import KindCounts
@@ -85,8 +86,9 @@ NEAR_MISS_BAND: Final = 0.03
 #: In-scope queries without relevant context a sample needs for a table: fewer
 #: tell nothing about how near misses score.
 MIN_NEAR_MISSES: Final = 20
-_MAX_CLASS_SIZE: Final = 10**9
-_SHARE_SUM_TOLERANCE: Final = 0.01
+#: Tabulated shares a stored table may hold along either axis; past it, the file was
+#: not fitted (the fit writes 20 each).
+_MAX_SHARES: Final = 100
 
 _Unit = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 _Size = Annotated[int, Field(gt=0, le=_MAX_CLASS_SIZE)]
@@ -109,8 +111,12 @@ class NearMissTable(BaseModel):
 
     near_miss_share: float = Field(gt=0, lt=1)
     out_of_scope_share: float = Field(gt=0, lt=1)
-    near_miss_shares: tuple[Annotated[float, Field(gt=0, lt=1)], ...]
-    out_of_scope_shares: tuple[Annotated[float, Field(ge=0, lt=1)], ...]
+    near_miss_shares: tuple[Annotated[float, Field(gt=0, lt=1)], ...] = Field(
+        max_length=_MAX_SHARES
+    )
+    out_of_scope_shares: tuple[Annotated[float, Field(ge=0, lt=1)], ...] = Field(
+        max_length=_MAX_SHARES
+    )
     thresholds: tuple[tuple[_Unit, ...], ...]
     answerable: tuple[_Unit, ...]
     near_miss: tuple[_Unit, ...]
@@ -134,12 +140,7 @@ class NearMissTable(BaseModel):
         grid = np.asarray(self.thresholds)
         if (np.diff(grid, axis=0) < 0).any() or (np.diff(grid, axis=1) < 0).any():
             raise ValueError("thresholds must not decrease with either share")
-        for name in ("answerable", "near_miss", "out_of_scope"):
-            shares = getattr(self, name)
-            if len(shares) != HISTOGRAM_BINS:
-                raise ValueError(f"{name} must have {HISTOGRAM_BINS} bins")
-            if abs(sum(shares) - 1.0) > _SHARE_SUM_TOLERANCE:
-                raise ValueError(f"{name} must be shares of one kind (sum 1), got {sum(shares)}")
+        check_histograms(self, ("answerable", "near_miss", "out_of_scope"))
         return self
 
     def threshold_at(self, near_miss: float, out_of_scope: float) -> float:

@@ -179,6 +179,24 @@ def test_the_unanswerable_share_takes_auto_off_or_a_share(
     assert Settings.from_env().confidence.unanswerable_share == expected
 
 
+@pytest.mark.parametrize("value", ["maybe", "AUTO", "on", "0.5", "", "auto\x1f", "ａｕｔｏ"])
+def test_a_bad_near_miss_switch_is_one_configuration_error(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """RAGSIFT_CONFIDENCE_NEAR_MISS: auto or off (ADR 021), nothing else."""
+    monkeypatch.setenv("RAGSIFT_CONFIDENCE_NEAR_MISS", value)
+    with pytest.raises(ConfigurationError, match="near_miss"):
+        Settings.from_env()
+
+
+@pytest.mark.parametrize("value", ["auto", "off"])
+def test_the_near_miss_switch_takes_auto_or_off(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("RAGSIFT_CONFIDENCE_NEAR_MISS", value)
+    assert Settings.from_env().confidence.near_miss == value
+
+
 def test_reprobe_settings_are_read_and_hostile_values_refused_by_name(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

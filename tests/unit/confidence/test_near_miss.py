@@ -205,6 +205,7 @@ def test_the_table_is_part_of_the_artifact_and_its_version() -> None:
         ("n_near_miss", 0, "greater than 0"),
         ("n_out_of_scope", 10**400, "less than or equal to"),
         ("near_miss_share", 1.5, "less than 1"),
+        ("out_of_scope_shares", [i / 2_000 for i in range(1_000)], "at most 100"),
     ],
 )
 def test_a_hostile_table_in_an_artifact_file_is_one_clear_error(
