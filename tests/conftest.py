@@ -15,6 +15,11 @@ hypothesis_settings.register_profile("ci", derandomize=True, deadline=None, prin
 if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
     hypothesis_settings.load_profile("ci")
 
+# The CLI's Rich consoles are made at import and keep a COLUMNS they find then.
+# pytest-xdist's workers start with COLUMNS=80, which would fix every table at 80
+# columns there and not in a serial run: the tests that need a width set it.
+os.environ.pop("COLUMNS", None)
+
 _TIERS = ("unit", "integration", "e2e", "browser")
 
 

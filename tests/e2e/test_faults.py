@@ -76,6 +76,14 @@ Action = Callable[[], Awaitable[None]]
 #: handlers, which both share, and run under the default runtime
 #: (RAGSIFT_WORKER_RUNTIME, else the settings' default).
 BOTH_RUNTIMES = pytest.mark.parametrize("fault_stack", ["plain", "faust"], indirect=True)
+#: The same, with the Faust run of a slow fault (a minute of paced stream each) left to
+#: ``make e2e-faults``: every CI run deselects ``full_faults`` to stay well under 15 min,
+#: and still runs Faust's kill -9, poison and duplicate faults.
+BOTH_RUNTIMES_FAUST_IN_FULL = pytest.mark.parametrize(
+    "fault_stack",
+    ["plain", pytest.param("faust", marks=pytest.mark.full_faults)],
+    indirect=True,
+)
 
 
 @pytest.fixture
@@ -229,7 +237,7 @@ async def test_kill_nine_three_times_every_query_keeps_one_result_id(
     print(f"kill -9 x3: {watch.deliveries - len(sent)} replayed results deduplicated by id")
 
 
-@BOTH_RUNTIMES
+@BOTH_RUNTIMES_FAUST_IN_FULL
 async def test_broker_restart_mid_stream_loses_nothing(
     fault_stack: Stack, spawn: Callable[..., WorkerProcess]
 ) -> None:
@@ -465,7 +473,7 @@ async def test_duplicate_query_events_give_one_result_id_and_one_audit_row(
     assert set(per_kind.values()) == {1}
 
 
-@BOTH_RUNTIMES
+@BOTH_RUNTIMES_FAUST_IN_FULL
 async def test_scale_one_two_one_workers_under_load_loses_nothing(
     fault_stack: Stack, spawn: Callable[..., WorkerProcess]
 ) -> None:
