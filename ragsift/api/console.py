@@ -93,12 +93,22 @@ class _Counts:
 @dataclass(eq=False)
 class _Client:
     tenants: frozenset[str] | None
-    queue: asyncio.Queue[Message] = field(
+    #: messages for the page; ``None`` ends its stream (the server is stopping)
+    queue: asyncio.Queue[Message | None] = field(
         default_factory=lambda: asyncio.Queue(maxsize=CLIENT_QUEUE_SIZE)
     )
 
     def sees(self, tenant: str | None) -> bool:
         return self.tenants is None or (tenant is not None and tenant in self.tenants)
+
+    def end(self) -> None:
+        """Queue the end of the stream, making room for it in a full queue."""
+        while True:
+            try:
+                self.queue.put_nowait(None)
+                return
+            except asyncio.QueueFull:
+                self.queue.get_nowait()  # the server is stopping: the oldest message goes
 
 
 class ConsoleHub:
@@ -155,6 +165,11 @@ class ConsoleHub:
     def close(self, client: _Client) -> None:
         """Forget a page that went away."""
         self._clients.discard(client)
+
+    def end_streams(self) -> None:
+        """End every page's stream now: a stopping server does not wait for them."""
+        for client in list(self._clients):
+            client.end()
 
     @property
     def pages(self) -> int:
@@ -296,6 +311,12 @@ class ConsoleRoutes:
         app.router.add_get(CONSOLE_PATH, self.page)
         app.router.add_get(CONSOLE_PATH + "/static/{name}", self.static)
         app.router.add_get(CONSOLE_PATH + "/events", self.events)
+        # An open page's stream never ends by itself: without this, a stopping server
+        # waited for the next heartbeat's failed write (15 s) or its shutdown timeout.
+        app.on_shutdown.append(self._end_streams)
+
+    async def _end_streams(self, _: web.Application) -> None:
+        self.hub.end_streams()
 
     async def page(self, request: web.Request) -> web.Response:
         """GET /console: the page (no data in it; it asks for a key when one is needed)."""
@@ -321,8 +342,8 @@ class ConsoleRoutes:
         )
         try:
             await response.prepare(request)
-            for message in replay:
-                await response.write(_sse(message))
+            for old in replay:
+                await response.write(_sse(old))
             while True:
                 try:
                     async with asyncio.timeout(HEARTBEAT_S):
@@ -330,9 +351,11 @@ class ConsoleRoutes:
                 except TimeoutError:
                     await response.write(b": keep-alive\n\n")
                     continue
+                if message is None:
+                    break  # the server is stopping (ConsoleHub.end_streams)
                 await response.write(_sse(message))
         except ConnectionResetError:
-            pass  # the page went away; a server stopping cancels this task instead
+            pass  # the page went away
         finally:
             self.hub.close(client)
         return response

@@ -191,3 +191,44 @@ async def test_the_event_stream_is_scoped_to_the_keys_tenants(
     seen = {m["query_id"] for m in got if m["kind"] == "result"}
     assert seen == {"beta-own"}
     resp.close()
+
+
+def test_ending_the_streams_reaches_a_page_whose_queue_is_full() -> None:
+    dropped: list[int] = []
+    hub = ConsoleHub(backlog=10, on_drop=lambda: dropped.append(1))
+    page, _ = hub.open(None)
+    while not page.queue.full():
+        hub.accept("retrievals", build_result(f"q{page.queue.qsize()}", "alpha"))
+    hub.end_streams()
+    got = drain(page.queue)  # type: ignore[arg-type]
+    assert got[-1] is None  # the end is last, after what the page had not read
+    assert len(got) == page.queue.maxsize
+
+
+@pytest.mark.parametrize("page_stays", [True, False])
+async def test_a_stopping_server_ends_the_event_streams_without_waiting_for_them(
+    monkeypatch: pytest.MonkeyPatch, keys: Keys, api_settings: ApiSettings, page_stays: bool
+) -> None:
+    # No heartbeat for an hour: only the end of the stream can let the server stop.
+    monkeypatch.setattr("ragsift.api.console.HEARTBEAT_S", 3600.0)
+    hub = ConsoleHub(backlog=20)
+    api = RecordingApi(
+        KafkaSettings(),
+        auth=Authenticator.from_settings(api_settings),
+        settings=api_settings,
+        hub=hub,
+    )
+    server = TestServer(create_web_app(api))
+    async with TestClient(server) as client:
+        resp = await client.get("/console/events", headers=keys.header(keys.alpha))
+        assert resp.status == 200
+        await read_events(resp, lambda ms: any(m["kind"] == "counters" for m in ms))
+        assert hub.pages == 1
+        if not page_stays:
+            resp.close()  # the tab was closed: nothing tells the handler until it writes
+        # aiohttp waits up to 60 s for a handler; the stream must end long before.
+        await asyncio.wait_for(server.runner.cleanup(), timeout=20)  # type: ignore[union-attr]
+        assert hub.pages == 0
+        if page_stays:
+            assert (await resp.content.read()).strip() == b""  # the stream ended
+            assert resp.content.at_eof()  # (an open page's EventSource then reconnects)
