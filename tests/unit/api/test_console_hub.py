@@ -18,8 +18,8 @@ from tests.unit.api.conftest import Keys, RecordingApi, build_result
 from tests.unit.report.conftest import build_result as build_report_input
 
 
-def drain(queue: asyncio.Queue[Message]) -> list[Message]:
-    out = []
+def drain(queue: asyncio.Queue[Message | None]) -> list[Message]:
+    out: list[Any] = []  # None, the end of a stream, only after end_streams()
     while not queue.empty():
         out.append(queue.get_nowait())
     return out
@@ -200,7 +200,7 @@ def test_ending_the_streams_reaches_a_page_whose_queue_is_full() -> None:
     while not page.queue.full():
         hub.accept("retrievals", build_result(f"q{page.queue.qsize()}", "alpha"))
     hub.end_streams()
-    got = drain(page.queue)  # type: ignore[arg-type]
+    got: list[Message | None] = list(drain(page.queue))
     assert got[-1] is None  # the end is last, after what the page had not read
     assert len(got) == page.queue.maxsize
 
