@@ -18,7 +18,7 @@ test: ## Install, start Kafka + Redis, run unit, integration and e2e tests, stop
 	@scripts/test
 
 unit: install ## Unit tests only (no services)
-	@$(PY) -m pytest tests/unit -q
+	@$(PY) -m pytest tests/unit -q -n 2
 
 lint: install ## ruff (lint + format check) and mypy
 	@.venv/bin/ruff check ragsift tests bench
