@@ -29,7 +29,7 @@ format: install ## Apply ruff formatting and safe fixes
 	@.venv/bin/ruff check --fix ragsift tests bench
 	@.venv/bin/ruff format ragsift tests bench
 
-e2e-faults: ## The full fault suite and soak: 10,000 queries per fault, 3-minute soak (~7 min)
+e2e-faults: ## The full fault suite and soak: 10,000 queries per fault, 3-minute soak, both runtimes (~10 min)
 	@RAGSIFT_FAULT_QUERIES=10000 RAGSIFT_SOAK_SECONDS=180 scripts/test tests/e2e/test_faults.py
 
 bench: install ## Run every benchmark (starts Kafka + Redis); prints one JSON document
