@@ -110,7 +110,7 @@ class HttpSource:
 
     Args:
         base_url: the API's address, e.g. ``http://127.0.0.1:8080``.
-        api_key: the credential (``ragsift api-keys create``); sent as a bearer token.
+        api_key: the credential (``ragsift keys create``); sent as a bearer token.
         tenant_id: needed only when the key covers several tenants.
         collection, k, mode: as for :class:`EmbeddedSource`.
         timeout_s: how long the API waits for the pipeline's result.
