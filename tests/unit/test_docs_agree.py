@@ -68,18 +68,28 @@ def documented() -> dict[str, set[str]]:
     return found
 
 
-def commands_run() -> dict[tuple[str, str | None], set[str]]:
-    """Each ``(command, next word)`` the docs show run, with the pages that do."""
-    found: dict[tuple[str, str | None], set[str]] = {}
+def lines_run() -> list[tuple[str, str]]:
+    """Each ``ragsift ...`` line the docs show run (continuations joined), with its page."""
+    found: list[tuple[str, str]] = []
     for path in doc_pages():
         text = path.read_text()
-        lines = [line for block in CODE_BLOCK.findall(text) for line in block.splitlines()]
+        lines = [
+            line
+            for block in CODE_BLOCK.findall(text)
+            for line in re.sub(r"\\\n\s*", " ", block).splitlines()
+        ]
         lines += CODE_SPAN.findall(text)
-        for line in lines:
-            match = COMMAND.match(line.strip().removeprefix("$ "))
-            if match:
-                found.setdefault((match[1], match[2]), set()).add(str(path.relative_to(ROOT)))
-    return found
+        page = str(path.relative_to(ROOT))
+        found += [(line.strip().removeprefix("$ "), page) for line in lines]
+    return [(line, page) for line, page in found if COMMAND.match(line)]
+
+
+def options(command: object) -> set[str]:
+    """The flags a click command takes."""
+    flags = {"--help"}
+    for param in getattr(command, "params", []):
+        flags.update(getattr(param, "opts", []), getattr(param, "secondary_opts", []))
+    return flags
 
 
 def test_settings_are_found_at_all() -> None:
@@ -99,15 +109,27 @@ def test_every_variable_the_docs_name_is_read_by_the_code() -> None:
     assert unknown == {}, f"named in the docs, read by nothing: {unknown}"
 
 
-def test_every_command_the_docs_run_is_one_the_cli_has() -> None:
+def test_every_command_and_flag_the_docs_run_is_one_the_cli_has() -> None:
     commands: dict[str, object] = getattr(typer.main.get_command(app), "commands", {})
-    subcommands = {name: set(getattr(c, "commands", {})) for name, c in commands.items()}
-    assert {"keys", "worker", "calibrations"} <= set(subcommands)
-    unknown = {}
-    for (command, word), where in commands_run().items():
-        known = command in subcommands and (
-            not subcommands[command] or word is None or word in subcommands[command]
-        )
-        if not known:
-            unknown[f"ragsift {command} {word or ''}".strip()] = sorted(where)
-    assert unknown == {}, f"run in the docs, not a command: {unknown}"
+    assert {"keys", "worker", "calibrations"} <= set(commands)
+    unknown: dict[str, set[str]] = {}
+    checked = 0
+    for line, page in lines_run():
+        match = COMMAND.match(line)
+        assert match is not None
+        name, word = match[1], match[2]
+        command = commands.get(name)
+        subcommands: dict[str, object] = getattr(command, "commands", {})
+        if command is not None and word in subcommands:
+            command, name = subcommands[word], f"{name} {word}"
+        elif command is None or (subcommands and word is not None):
+            unknown.setdefault(f"ragsift {name} {word or ''}".strip(), set()).add(page)
+            continue
+        # the command's own words: up to a pipe, a redirection, a comment or the next command
+        words = re.split(r"\s(?:\||&&|;|>|2>|#)", line[match.end() :])[0]
+        for flag in re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", words):
+            checked += 1
+            if flag not in options(command):
+                unknown.setdefault(f"ragsift {name} {flag}", set()).add(page)
+    assert checked > 100  # the docs' commands were read at all
+    assert unknown == {}, f"run in the docs, not in the CLI: {unknown}"
