@@ -1,4 +1,4 @@
-"""The README and docs/ name only variables the code reads and commands the CLI has.
+"""The README and docs/ name only variables the code reads, and commands and flags the CLI has.
 
 A setting renamed or removed in the code but not in the docs sends a user to a
 variable that does nothing, silently (pydantic-settings ignores unknown ones).
