@@ -7,6 +7,7 @@ embedder, cache and pipeline here, so they cannot drift apart.
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 from typing import Final
 
@@ -102,6 +103,13 @@ def build_index(settings: QdrantSettings, data_dir: Path) -> VectorIndex:
 
     from ragsift.retrieval.server import QdrantServerIndex
 
+    # qdrant-client asks the server for its version in a thread as it is made, and warns
+    # "Failed to obtain server version" (two lines of Python warning) when it cannot reach
+    # it. ragsift says that itself, in one line naming RAGSIFT_QDRANT_URL, at the first
+    # call; a server of an incompatible version is still warned about.
+    warnings.filterwarnings(
+        "ignore", message="Failed to obtain server version", category=UserWarning
+    )
     key = settings.api_key.get_secret_value() if settings.api_key else None
     client = AsyncQdrantClient(url=settings.url, api_key=key, timeout=int(settings.timeout_s))
     return QdrantServerIndex(client)

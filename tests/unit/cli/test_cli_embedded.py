@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -199,6 +202,26 @@ def test_unreachable_qdrant_server_is_one_line_naming_its_setting(
     assert errors[-1].startswith("error: Qdrant unreachable")
     assert errors[-1].endswith("start it or set RAGSIFT_QDRANT_URL")
     assert "Traceback" not in result.output
+
+
+def test_an_unreachable_qdrant_server_is_the_only_line_a_real_process_prints(
+    tmp_path: Path,
+) -> None:
+    # In a process of its own, qdrant-client's version check (a thread started as the
+    # client is made) printed a two-line Python warning before ragsift's own error.
+    env = {**os.environ, "RAGSIFT_EMBEDDER_KIND": "hashing", **QDRANT_DOWN}
+    ask = ["ask", "How often?", "--tenant", "acme", "--data-dir", str(tmp_path / "data")]
+    asked = subprocess.run(
+        [sys.executable, "-m", "ragsift", *ask],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert asked.returncode == 1, asked.stderr
+    lines = [line for line in asked.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, asked.stderr
+    assert lines[0].startswith("error: Qdrant unreachable")
 
 
 def test_a_missing_calibration_file_is_one_line(demo_dir: Path, tmp_path: Path) -> None:
