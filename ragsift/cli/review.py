@@ -115,6 +115,14 @@ def _assess_chunks(
         d.chunk_id for d in assessed.result.dropped
     }
     missing = [c for c in ids if c not in found]
+    if not found:
+        # Nothing to assess (a typo, or another tenant's or collection's ids): an
+        # assessment of no context would read as a verdict on these chunks.
+        print_error(
+            f"none of the chunks was found for tenant {tenant!r} in {collection!r}:"
+            f" {', '.join(missing)}"
+        )
+        raise typer.Exit(1)
     print_assessment(console, assessed)
     if missing:
         err_console.print(

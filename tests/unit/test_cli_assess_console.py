@@ -104,6 +104,26 @@ def test_assess_scores_given_chunks(runner: CliRunner, indexed: Path) -> None:
     assert "not found for tenant 'acme' in 'default': not-a-chunk" in got.output
 
 
+@pytest.mark.parametrize(
+    ("chunks", "tenant"),
+    [("not-a-chunk,nor-this", "acme"), ("returns-and-refunds.md:0", "globex")],
+    ids=["unknown ids", "another tenant's"],
+)
+def test_assess_of_chunks_none_of_which_is_found_is_an_error(
+    runner: CliRunner, indexed: Path, chunks: str, tenant: str
+) -> None:
+    got = runner.invoke(
+        app,
+        [
+            *("assess", "--query", IN_SCOPE, "--chunks", chunks),
+            *("-t", tenant, "--data-dir", str(indexed)),
+        ],
+    )
+    assert got.exit_code == 1, got.output
+    assert f"none of the chunks was found for tenant '{tenant}' in 'default'" in got.output
+    assert "breakdown" not in got.output  # no verdict on context that is not there
+
+
 def test_assess_chunks_needs_chunks_and_a_tenant(runner: CliRunner, indexed: Path) -> None:
     got = runner.invoke(app, ["assess", "--query", IN_SCOPE, "--data-dir", str(indexed)])
     assert got.exit_code == 2
