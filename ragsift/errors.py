@@ -6,6 +6,8 @@ id, retry hint) instead of burying them in the message.
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 __all__ = [
     "ConfigurationError",
     "DecodeError",
@@ -13,6 +15,7 @@ __all__ = [
     "RagsiftError",
     "RetrievalFailedError",
     "ServiceUnavailableError",
+    "describe_validation_error",
 ]
 
 
@@ -97,3 +100,27 @@ class RetrievalFailedError(RagsiftError):
     """Retrieval gave up after its bounded retries; the result carries an error status."""
 
     stage = "search"
+
+
+def describe_validation_error(exc: ValidationError, *, whole: str = "<event>") -> str:
+    """Every problem in one line: ``field.path: message (got value)``, joined by ``; ``.
+
+    ``whole`` names a problem with the input as a whole (not JSON, say).
+    """
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"]) or whole
+        value = _short_repr(err.get("input"))
+        if len(value) > 80:
+            value = value[:77] + "..."
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg} (got {value})")
+    return "; ".join(parts)
+
+
+def _short_repr(value: object) -> str:
+    """``repr`` for an error message; some inputs (deep nesting) cannot be shown."""
+    try:
+        return repr(value)
+    except (RecursionError, ValueError) as exc:  # ValueError: an int past the digit limit
+        return f"<{type(value).__name__}: {type(exc).__name__}>"

@@ -145,9 +145,9 @@ def ingest(
     answered (docs/confidence.md, section 12)."""
     from pydantic import TypeAdapter, ValidationError
 
+    from ragsift.errors import describe_validation_error
     from ragsift.ingest.loaders import iter_documents
     from ragsift.schemas.base import CollectionName, TenantId
-    from ragsift.streams.codec import describe_validation_error
 
     # The names `ask` and the workers accept, checked before anything is written.
     for field, adapter, value in (
@@ -307,7 +307,7 @@ def ask(
             }
         )
     except ValidationError as exc:
-        from ragsift.streams.codec import describe_validation_error
+        from ragsift.errors import describe_validation_error
 
         _fail(describe_validation_error(exc))
     _, runtime = _runtime(data_dir, existing=True)

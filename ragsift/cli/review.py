@@ -79,9 +79,9 @@ def _assess_chunks(
     from pydantic import ValidationError
 
     from ragsift.cli.render import print_assessment
+    from ragsift.errors import describe_validation_error
     from ragsift.runtime_store import StoredAnswer
     from ragsift.schemas import QueryEvent
-    from ragsift.streams.codec import describe_validation_error
 
     ids = [c.strip() for c in (chunks or "").split(",") if c.strip()]
     if not ids or tenant is None:

@@ -26,6 +26,7 @@ from ragsift.confidence.mix import MixTable
 from ragsift.confidence.near_miss import NearMissTable
 from ragsift.confidence.normalize import Metric
 from ragsift.confidence.probes import InScopeSample, ProbeRemap
+from ragsift.errors import describe_validation_error
 
 __all__ = [
     "ARTIFACT_KIND",
@@ -318,7 +319,9 @@ class CalibrationArtifact(BaseModel):
         try:
             artifact = cls.model_validate_json(text)
         except ValidationError as exc:
-            raise ConfidenceError(f"invalid calibration artifact: {exc}") from exc
+            raise ConfidenceError(
+                f"invalid calibration artifact: {describe_validation_error(exc, whole='the file')}"
+            ) from exc
         if artifact.version != artifact.content_hash():
             raise ConfidenceError(
                 f"calibration artifact version {artifact.version!r} does not match its "

@@ -12,36 +12,15 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ragsift.errors import DecodeError
+from ragsift.errors import DecodeError, describe_validation_error
 
-__all__ = ["EventCodec", "describe_validation_error"]
+__all__ = ["EventCodec"]
 
 M = TypeVar("M", bound=BaseModel)
 
 # A payload this big is refused before parsing: the largest legal event (a
 # document of MAX_TEXT_CHARS) fits well within it.
 MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
-
-
-def describe_validation_error(exc: ValidationError) -> str:
-    """One line per problem: ``field.path: message (got value)``."""
-    parts = []
-    for err in exc.errors(include_url=False):
-        loc = ".".join(str(p) for p in err["loc"]) or "<event>"
-        value = _short_repr(err.get("input"))
-        if len(value) > 80:
-            value = value[:77] + "..."
-        msg = err["msg"].removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg} (got {value})")
-    return "; ".join(parts)
-
-
-def _short_repr(value: object) -> str:
-    """``repr`` for an error message; some inputs (deep nesting) cannot be shown."""
-    try:
-        return repr(value)
-    except (RecursionError, ValueError) as exc:  # ValueError: an int past the digit limit
-        return f"<{type(value).__name__}: {type(exc).__name__}>"
 
 
 class EventCodec(Generic[M]):

@@ -102,6 +102,24 @@ def test_edited_artifact_is_rejected(tmp_path: Path) -> None:
         CalibrationArtifact.from_json('{"kind": "something else"}')
 
 
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("root:x:0:0:root:/root:/bin/bash\n", "the file: Invalid JSON"),
+        ('{"version": 3}', "version: Input should be a valid string (got 3); embedder_id:"),
+    ],
+    ids=["not JSON", "not an artifact"],
+)
+def test_an_invalid_artifact_is_one_line_naming_each_problem(text: str, says: str) -> None:
+    # It was pydantic's own report: a line per problem, an input line, and a URL.
+    with pytest.raises(ConfidenceError) as err:
+        CalibrationArtifact.from_json(text)
+    message = str(err.value)
+    assert message.startswith(f"invalid calibration artifact: {says}")
+    assert "\n" not in message
+    assert "errors.pydantic.dev" not in message
+
+
 def test_default_artifact_is_packaged_and_documented() -> None:
     artifact = load_default_calibration()
     assert artifact.embedder_id == "offline"
