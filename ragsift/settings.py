@@ -16,10 +16,18 @@ stands alone, so the file grows with the number of concerns, not with any one.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ragsift.errors import ConfigurationError
@@ -705,6 +713,9 @@ class Settings(BaseSettings):
                 },
                 **overrides,
             )
+        except ValidationError as exc:
+            problem = _describe_settings_error(exc, concerns.values())
+            raise ConfigurationError(f"invalid ragsift settings: {problem}") from exc
         except ValueError as exc:
             raise ConfigurationError(f"invalid ragsift settings: {exc}") from exc
 
@@ -771,3 +782,36 @@ def _mask_strings(value: Any) -> Any:
     if isinstance(value, list):
         return [_mask_strings(item) for item in value]
     return value
+
+
+def _describe_settings_error(exc: ValidationError, concerns: Iterable[type[BaseSettings]]) -> str:
+    """One line naming each bad variable (``RAGSIFT_CONFIDENCE_NEAR_MISS``), the field it
+    fills (``confidence.near_miss``), the problem and the value."""
+    errors = exc.errors(include_url=False)
+    models = {c.__name__: c for c in concerns}
+    if exc.title not in models:  # a check across concerns: its message names the variables
+        return "; ".join(err["msg"].removeprefix("Value error, ") for err in errors)
+    model = models[exc.title]
+    prefix = str(model.model_config.get("env_prefix", ""))
+    section = prefix.removeprefix("RAGSIFT_").rstrip("_").lower()
+    by_alias = {
+        str(choice): name
+        for name, info in model.model_fields.items()
+        if isinstance(info.validation_alias, AliasChoices)
+        for choice in info.validation_alias.choices
+    }
+    parts = []
+    for err in errors:
+        loc = [str(p) for p in err["loc"]]
+        field = by_alias.get(loc[0], loc[0]) if loc else ""
+        alias = model.model_fields[field].validation_alias if field in model.model_fields else None
+        if isinstance(alias, AliasChoices):  # the names it may be set by (A11's aliases)
+            variable = " or ".join(str(c) for c in alias.choices)
+        else:
+            variable = f"{prefix}{field}".upper()
+        value = repr(err.get("input"))
+        value = value if len(value) <= 80 else value[:77] + "..."
+        message = err["msg"].removeprefix("Value error, ")
+        where = ".".join([section, field, *loc[1:]])
+        parts.append(f"{variable} ({where}): {message} (got {value})")
+    return "; ".join(parts)

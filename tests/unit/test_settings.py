@@ -243,3 +243,43 @@ def test_the_edge_search_pool_size_is_unset_by_default_and_read_when_set(
     assert Settings.from_env().qdrant.edge_search_threads is None
     monkeypatch.setenv("RAGSIFT_QDRANT_EDGE_SEARCH_THREADS", "256")
     assert Settings.from_env().qdrant.edge_search_threads == 256
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        (
+            "RAGSIFT_CONFIDENCE_NEAR_MISS",
+            "maybe",
+            "RAGSIFT_CONFIDENCE_NEAR_MISS (confidence.near_miss): Input should be 'auto' or"
+            " 'off' (got 'maybe')",
+        ),
+        (  # set by its seed-A alias: both names it is read from are given
+            "RAG_MIN_RESULTS",
+            "x",
+            "RAGSIFT_CONFIDENCE_MIN_RESULTS or RAG_MIN_RESULTS (confidence.min_results):",
+        ),
+        (
+            "RAGSIFT_KAFKA_SECURITY_PROTOCOL",
+            "TLS",
+            "RAGSIFT_KAFKA_SECURITY_PROTOCOL (kafka.security_protocol):",
+        ),
+        (  # a check across concerns names its variables itself; no dump of every concern
+            "RAGSIFT_LLM_DEADLINE_S",
+            "999",
+            "RAGSIFT_LLM_DEADLINE_S (999) must be below RAGSIFT_LIMITS_HANDLER_DEADLINE_S",
+        ),
+    ],
+)
+def test_a_bad_variable_is_one_line_naming_it_as_it_is_set(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, says: str
+) -> None:
+    # It was pydantic's report: the model and field names, an input line and a URL.
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigurationError) as err:
+        Settings.from_env()
+    message = str(err.value)
+    assert message.startswith(f"invalid ragsift settings: {says}"), message
+    assert "\n" not in message
+    assert "errors.pydantic.dev" not in message
+    assert "KafkaSettings(" not in message
