@@ -30,6 +30,7 @@ from ragsift.cli.probing import (
     store_artifact,
 )
 from ragsift.cli.render import fmt_number as _fmt
+from ragsift.schemas import MAX_K
 
 __all__ = ["calibrate"]
 
@@ -53,7 +54,7 @@ def calibrate(
     alpha: Annotated[
         float, typer.Option(help="Target risk: answered-without-relevant-context rate.")
     ] = 0.1,
-    k: Annotated[int, typer.Option(help="Hits retrieved per question.")] = 8,
+    k: Annotated[int, typer.Option(help="Hits retrieved per question.", min=1, max=MAX_K)] = 8,
     collection: Annotated[
         str | None,
         typer.Option(

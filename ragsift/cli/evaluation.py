@@ -27,6 +27,7 @@ from ragsift.cli.labelled import (
 )
 from ragsift.cli.render import eval_table
 from ragsift.errors import RagsiftError
+from ragsift.schemas import MAX_K
 from ragsift.settings import Settings
 
 __all__ = ["SQUAD_DIR", "evaluate"]
@@ -126,7 +127,7 @@ def evaluate(
             metavar="auto|bundled|none|FILE",
         ),
     ] = "auto",
-    k: Annotated[int, typer.Option(help="Hits retrieved per question.")] = 8,
+    k: Annotated[int, typer.Option(help="Hits retrieved per question.", min=1, max=MAX_K)] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Measure the confidence scores on a labelled dataset: ranking, calibration, answer

@@ -29,7 +29,8 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 
 def api(
     port: Annotated[
-        int | None, typer.Option(help="Query API port (default: RAGSIFT_API_PORT or 8080).")
+        int | None,
+        typer.Option(help="Query API port (default: RAGSIFT_API_PORT or 8080).", min=1, max=65_535),
     ] = None,
     host: Annotated[
         str | None,
@@ -40,7 +41,9 @@ def api(
     ] = None,
     metrics_port: Annotated[
         int | None,
-        typer.Option(help="Port of /metrics, /healthz, /readyz (default: 9464)."),
+        typer.Option(
+            help="Port of /metrics, /healthz, /readyz (default: 9464).", min=1, max=65_535
+        ),
     ] = None,
     metrics_host: Annotated[
         str | None,
@@ -130,7 +133,9 @@ def serve_console(
             help="Interface to listen on; off loopback, the API's keys or JWTs are required."
         ),
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port of the console.")] = CONSOLE_DEFAULT_PORT,
+    port: Annotated[
+        int, typer.Option(help="Port of the console.", min=1, max=65_535)
+    ] = CONSOLE_DEFAULT_PORT,
 ) -> None:
     """Serve the web console on the embedded runtime: ask, and watch results live."""
     import signal

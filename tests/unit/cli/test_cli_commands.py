@@ -129,3 +129,23 @@ def test_submit_names_each_rejected_line_and_exits_2_without_a_broker(
     ]
     assert "sent 0 events" in result.stdout
     assert "Kafka" not in result.stderr  # nothing valid to send: no broker needed
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["console", "--port", "99999"],  # was an OverflowError traceback from bind()
+        ["api", "--port", "0"],
+        ["api", "--metrics-port", "70000"],
+        ["eval", "--dataset", "squad2", "--k", "0"],  # was "limit must be > 0" in a traceback
+        ["calibrate", "--dataset", "squad2", "--k", "51", "--out", "x.json"],
+    ],
+    ids=lambda args: " ".join(args[:1] + args[-2:]),
+)
+def test_an_out_of_range_port_or_k_is_refused_before_anything_starts(
+    cli: Invoke, args: list[str]
+) -> None:
+    result = cli(args)
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
