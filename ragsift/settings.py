@@ -809,8 +809,12 @@ def _describe_settings_error(exc: ValidationError, concerns: Iterable[type[BaseS
             variable = " or ".join(str(c) for c in alias.choices)
         else:
             variable = f"{prefix}{field}".upper()
-        value = repr(err.get("input"))
-        value = value if len(value) <= 80 else value[:77] + "..."
+        info = model.model_fields.get(field)
+        if info is not None and "SecretStr" in str(info.annotation):
+            value = "a value not shown"  # a secret, even a malformed one, stays out of logs
+        else:
+            value = repr(_mask_strings(err.get("input")))  # URL credentials masked
+            value = value if len(value) <= 80 else value[:77] + "..."
         message = err["msg"].removeprefix("Value error, ")
         where = ".".join([section, field, *loc[1:]])
         parts.append(f"{variable} ({where}): {message} (got {value})")

@@ -283,3 +283,23 @@ def test_a_bad_variable_is_one_line_naming_it_as_it_is_set(
     assert "\n" not in message
     assert "errors.pydantic.dev" not in message
     assert "KafkaSettings(" not in message
+
+
+def test_a_bad_value_is_echoed_without_its_credentials() -> None:
+    from pydantic import Field, SecretStr, ValidationError
+    from pydantic_settings import BaseSettings, SettingsConfigDict
+
+    from ragsift.settings import _describe_settings_error
+
+    class Probe(BaseSettings):
+        model_config = SettingsConfigDict(env_prefix="RAGSIFT_PROBE_")
+        port: int = 1
+        token: SecretStr = Field(default=SecretStr("long enough"), min_length=8)
+
+    with pytest.raises(ValidationError) as err:
+        Probe(port="redis://:hunter2@cache:6379", token="hunter3")
+    message = _describe_settings_error(err.value, [Probe])
+    assert "RAGSIFT_PROBE_PORT (probe.port)" in message
+    assert "RAGSIFT_PROBE_TOKEN (probe.token)" in message
+    assert "hunter2" not in message  # a URL's password is masked
+    assert "hunter3" not in message  # a secret is never echoed, even a malformed one
