@@ -101,7 +101,12 @@ def schemas_export(
     """Write the JSON Schema of every event contract."""
     from ragsift.schemas.registry import JSON_DIR, export_json_schemas
 
-    for path in export_json_schemas(out or JSON_DIR):
+    try:
+        written = export_json_schemas(out or JSON_DIR)
+    except OSError as exc:
+        print_error(f"cannot write the schemas to {out or JSON_DIR}: {exc.strerror or exc}")
+        raise typer.Exit(1) from exc
+    for path in written:
         console.print(f"wrote {path}")
 
 

@@ -125,6 +125,9 @@ def calibrate(
     calibrations are --dataset squad2 --holes 0.1: a tenth of each article's
     paragraphs left out, their questions fitted as on topic and unanswered (ADR 020).
     """
+    if not 0 < alpha < 1:  # before any data is read
+        print_error(f"--alpha must be in (0, 1), got {alpha:g}")
+        raise typer.Exit(2)
     if collection is not None:
         if method not in ("probes", "pseudo-queries"):
             print_error(f"--method must be probes or pseudo-queries, got {method!r}")

@@ -160,6 +160,12 @@ def evaluate(
         except RagsiftError as exc:
             print_error(str(exc))
             raise typer.Exit(2) from exc
+    if per_query is not None:
+        try:  # refused now, not after the whole run
+            per_query.open("a", encoding="utf-8").close()
+        except OSError as exc:
+            print_error(f"--per-query: cannot write {per_query}: {exc.strerror or exc}")
+            raise typer.Exit(2) from exc
     settings = _settings()
     artifact = None
     if artifact_path is not None:

@@ -155,7 +155,10 @@ def feedback(
     """
     import uuid
 
+    from pydantic import ValidationError
+
     from ragsift.embedded import embedded_feedback_loop
+    from ragsift.errors import describe_validation_error
     from ragsift.observability.metrics import Metrics
     from ragsift.schemas import FeedbackEvent
     from ragsift.wiring import build_embedder
@@ -183,6 +186,9 @@ def feedback(
             relevant=relevant,
         )
         version = loop.apply(event)
+    except ValidationError as exc:  # a query id or tenant no event may carry
+        print_error(describe_validation_error(exc))
+        raise typer.Exit(2) from exc
     except (FeedbackRefused, ValueError) as exc:
         print_error(str(exc))
         raise typer.Exit(1) from exc

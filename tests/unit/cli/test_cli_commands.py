@@ -149,3 +149,34 @@ def test_an_out_of_range_port_or_k_is_refused_before_anything_starts(
     assert result.exit_code == 2, result.output
     assert "Invalid value for '--" in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        # each was a traceback: FileNotFoundError (the --per-query one after the whole
+        # run), ConfidenceError after reading the dataset, pydantic's report with a URL
+        (["schemas", "export", "--out", "/proc/nope"], 1, "cannot write the schemas to /proc/nope"),
+        (
+            ["eval", "--dataset", "squad2", "--per-query", "/proc/nope.jsonl"],
+            2,
+            "--per-query: cannot write /proc/nope.jsonl",
+        ),
+        (
+            ["calibrate", "--dataset", "squad2", "--alpha", "1.5", "--out", "x.json"],
+            2,
+            "--alpha must be in (0, 1), got 1.5",
+        ),
+        (["feedback", "", "--relevant"], 2, "query_id: id must match"),
+    ],
+    ids=["schemas export", "eval --per-query", "calibrate --alpha", "feedback ''"],
+)
+def test_an_unwritable_path_or_bad_value_is_one_line_before_the_work(
+    cli: Invoke, args: list[str], code: int, says: str
+) -> None:
+    result = cli(args)
+    assert result.exit_code == code, result.output
+    lines = error_lines(result)
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith(f"error: {says}"), result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
