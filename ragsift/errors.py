@@ -16,6 +16,7 @@ __all__ = [
     "RetrievalFailedError",
     "ServiceUnavailableError",
     "describe_validation_error",
+    "shown_value",
 ]
 
 
@@ -110,17 +111,17 @@ def describe_validation_error(exc: ValidationError, *, whole: str = "<event>") -
     parts = []
     for err in exc.errors(include_url=False):
         loc = ".".join(str(p) for p in err["loc"]) or whole
-        value = _short_repr(err.get("input"))
-        if len(value) > 80:
-            value = value[:77] + "..."
+        value = shown_value(err.get("input"))
         msg = err["msg"].removeprefix("Value error, ")
         parts.append(f"{loc}: {msg} (got {value})")
     return "; ".join(parts)
 
 
-def _short_repr(value: object) -> str:
-    """``repr`` for an error message; some inputs (deep nesting) cannot be shown."""
+def shown_value(value: object) -> str:
+    """``repr`` for an error message, cut to 80 characters; some inputs (deep nesting)
+    cannot be shown at all."""
     try:
-        return repr(value)
+        shown = repr(value)
     except (RecursionError, ValueError) as exc:  # ValueError: an int past the digit limit
         return f"<{type(value).__name__}: {type(exc).__name__}>"
+    return shown if len(shown) <= 80 else shown[:77] + "..."

@@ -30,7 +30,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ragsift.errors import ConfigurationError
+from ragsift.errors import ConfigurationError, shown_value
 from ragsift.schemas.base import MAX_K, MAX_QUERY_CHARS
 from ragsift.schemas.deadletter import DEFAULT_MAX_ORIGINAL_BYTES
 from ragsift.schemas.retrieval import CorrectiveStrategy
@@ -813,8 +813,7 @@ def _describe_settings_error(exc: ValidationError, concerns: Iterable[type[BaseS
         if info is not None and "SecretStr" in str(info.annotation):
             value = "a value not shown"  # a secret, even a malformed one, stays out of logs
         else:
-            value = repr(_mask_strings(err.get("input")))  # URL credentials masked
-            value = value if len(value) <= 80 else value[:77] + "..."
+            value = shown_value(_mask_strings(err.get("input")))  # URL credentials masked
         message = err["msg"].removeprefix("Value error, ")
         where = ".".join([section, field, *loc[1:]])
         parts.append(f"{variable} ({where}): {message} (got {value})")
