@@ -160,14 +160,20 @@ def test_feedback_drift_and_calibration_store_variables_are_read(
 
 
 @pytest.mark.parametrize(
-    "value", ["1.5", "-0.1", "0", "1", "nan", "inf", "1e309", "AUTO", "auto\x1f", "", "０.５"]
+    ("field", "value"),
+    # the unanswerable share: auto, off or a share strictly inside (0, 1)
+    [
+        ("unanswerable_share", v)
+        for v in ["1.5", "-0.1", "0", "1", "nan", "inf", "1e309", "AUTO", "auto\x1f", "", "０.５"]
+    ]
+    # the near-miss switch: auto or off (ADR 021), nothing else
+    + [("near_miss", v) for v in ["maybe", "AUTO", "on", "0.5", "", "auto\x1f", "ａｕｔｏ"]],
 )
-def test_a_bad_unanswerable_share_is_one_configuration_error(
-    monkeypatch: pytest.MonkeyPatch, value: str
+def test_a_bad_mix_setting_is_one_configuration_error(
+    monkeypatch: pytest.MonkeyPatch, field: str, value: str
 ) -> None:
-    """RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE: auto, off or a share strictly inside (0, 1)."""
-    monkeypatch.setenv("RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE", value)
-    with pytest.raises(ConfigurationError, match="unanswerable_share"):
+    monkeypatch.setenv(f"RAGSIFT_CONFIDENCE_{field.upper()}", value)
+    with pytest.raises(ConfigurationError, match=field):
         Settings.from_env()
 
 
@@ -177,16 +183,6 @@ def test_the_unanswerable_share_takes_auto_off_or_a_share(
 ) -> None:
     monkeypatch.setenv("RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE", value)
     assert Settings.from_env().confidence.unanswerable_share == expected
-
-
-@pytest.mark.parametrize("value", ["maybe", "AUTO", "on", "0.5", "", "auto\x1f", "ａｕｔｏ"])
-def test_a_bad_near_miss_switch_is_one_configuration_error(
-    monkeypatch: pytest.MonkeyPatch, value: str
-) -> None:
-    """RAGSIFT_CONFIDENCE_NEAR_MISS: auto or off (ADR 021), nothing else."""
-    monkeypatch.setenv("RAGSIFT_CONFIDENCE_NEAR_MISS", value)
-    with pytest.raises(ConfigurationError, match="near_miss"):
-        Settings.from_env()
 
 
 @pytest.mark.parametrize("value", ["auto", "off"])
