@@ -26,6 +26,7 @@ from ragsift.cli.labelled import (
     _retrieval_run,
 )
 from ragsift.cli.render import eval_table
+from ragsift.confidence.refit import MIN_REFIT_LABELS
 from ragsift.errors import RagsiftError
 from ragsift.schemas import MAX_K
 from ragsift.settings import Settings
@@ -127,6 +128,27 @@ def evaluate(
             metavar="auto|bundled|none|FILE",
         ),
     ] = "auto",
+    feedback: Annotated[
+        int | None,
+        typer.Option(
+            "--feedback",
+            help="Replay the feedback loop: label this many of the evaluated questions as"
+            " a user would (the kept context held the answer, or not), re-fit the"
+            " calibration on them as the calibration worker does (docs/feedback.md), and"
+            " score the other questions with the re-fit, beside the calibration before it.",
+            min=MIN_REFIT_LABELS,
+        ),
+    ] = None,
+    feedback_from: Annotated[
+        str,
+        typer.Option(
+            "--feedback-from",
+            help="Which questions give --feedback labels: 'all' (drawn from the traffic at"
+            " random, the sample the re-fit's guarantee assumes) or 'answered' (only"
+            " questions the calibration answered, as when users label what they were shown).",
+            metavar="all|answered",
+        ),
+    ] = "all",
     k: Annotated[int, typer.Option(help="Hits retrieved per question.", min=1, max=MAX_K)] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -140,6 +162,9 @@ def evaluate(
     from ragsift.confidence import ConfidenceError, load_calibration
     from ragsift.evaluation import evaluate_scorers, fit_from_run
 
+    if feedback_from not in ("all", "answered"):
+        print_error(f"--feedback-from must be all or answered, got {feedback_from!r}")
+        raise typer.Exit(2)
     ds = _load_dataset(
         dataset, labelled, out_of_scope, split=split, pool=pool, half=half, holes=holes
     )
@@ -204,14 +229,18 @@ def evaluate(
         evaluated[len(ds.queries) :] = False
         if probed["applied"]:
             how += f", re-certified on this corpus with {len(probes)} probes ({artifact.version})"
-    result = evaluate_scorers(
-        run,
-        artifact,
-        evaluated,
-        near_miss_negatives=near_miss_negatives,
-        unanswerable_share=settings.confidence.unanswerable_share,
-        near_miss=settings.confidence.near_miss == "auto",
-    )
+    served: dict[str, Any] = {
+        "near_miss_negatives": near_miss_negatives,
+        "unanswerable_share": settings.confidence.unanswerable_share,
+        "near_miss": settings.confidence.near_miss == "auto",
+    }
+    replayed = None
+    if feedback is not None:
+        artifact, replayed = _replay_feedback(
+            run, artifact, evaluated, feedback, feedback_from, served
+        )
+        how += f", re-fit on {feedback} feedback labels ({artifact.version})"
+    result = evaluate_scorers(run, artifact, evaluated, **served)
     if per_query is not None:
         with per_query.open("w", encoding="utf-8") as handle:
             for row in result.per_query(run):
@@ -236,6 +265,8 @@ def evaluate(
     }
     if probed is not None:
         summary["probes"] = probed
+    if replayed is not None:
+        summary["feedback"] = replayed
     if correction is not None:  # B10: RAGSIFT_CORRECTIVE_ENABLED=1
         kinds = [q.kind for q, e in zip(run.queries, evaluated, strict=True) if e]
         calibrated = result.scores["calibrated"][1]
@@ -254,6 +285,61 @@ def evaluate(
         console.print(f"recall@{run.k} of in-scope questions: {summary['recall_at_k']:.3f}")
     if correction is not None:
         console.print(f"corrective retrieval: {json.dumps(summary['corrective'])}")
+    if replayed is not None:
+        console.print(_feedback_words(replayed))
+
+
+def _replay_feedback(
+    run: Any,
+    artifact: Any,
+    evaluated: Any,
+    n_labels: int,
+    sampled_from: str,
+    served: dict[str, Any],
+) -> tuple[Any, dict[str, Any]]:
+    """``eval --feedback``: the re-fit artifact, and the figures before it on the same
+    questions. The labelled questions leave ``evaluated`` (in place)."""
+    from ragsift.confidence import ConfidenceError
+    from ragsift.evaluation import evaluate_scorers
+    from ragsift.evaluation.feedback import simulate_feedback
+
+    try:
+        simulated = simulate_feedback(
+            run,
+            artifact,
+            evaluated,
+            n_labels,
+            sampled_from="answered" if sampled_from == "answered" else "all",
+            unanswerable_share=served["unanswerable_share"],
+            near_miss=served["near_miss"],
+        )
+    except ConfidenceError as exc:
+        print_error(f"--feedback: {exc}")
+        raise typer.Exit(2) from exc
+    evaluated &= ~simulated.labelled
+    before = evaluate_scorers(run, artifact, evaluated, **served)
+    summary = simulated.to_dict(artifact)
+    summary["before"] = {
+        r.name: r.to_dict() for r in before.reports if r.name.startswith("calibrated")
+    }
+    return simulated.artifact, summary
+
+
+def _feedback_words(replayed: dict[str, Any]) -> str:
+    """One line: the labels, the thresholds, and the served figures before the re-fit."""
+    before = replayed["before"]["calibrated"]
+    risk = "nothing answered" if before["risk"] is None else f"risk {before['risk']:.3f}"
+
+    def bar(value: float | None) -> str:
+        return "none certified" if value is None else f"{value:.2f}"
+
+    return (
+        f"feedback: {replayed['labels']} labels from {replayed['sampled_from']} questions"
+        f" ({replayed['positive_rate']:.0%} relevant); answer threshold"
+        f" {bar(replayed['base_threshold'])} -> {bar(replayed['refit_threshold'])};"
+        f" before the re-fit, on the same questions: answer rate"
+        f" {before['answer_rate']:.3f}, {risk}"
+    )
 
 
 def _eval_correction(settings: Settings, artifact: Any) -> Any:

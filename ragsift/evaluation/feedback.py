@@ -1,0 +1,169 @@
+"""What feedback would do on a labelled set: ``ragsift eval --feedback N``.
+
+The service re-fits a tenant's calibration from the labels its users give
+(:mod:`ragsift.confidence.refit`, docs/feedback.md). The evaluation replays that
+on a labelled set: ``N`` of the evaluated questions are labelled as a user would
+label their results (the kept context held the answer, or not), the artifact in
+force is re-fit on them exactly as the calibration worker re-fits it, and the
+rest of the questions are scored with the re-fit, beside the artifact it came
+from. No question that gave a label is scored afterwards.
+
+Which questions get labels matters (docs/feedback.md): ``all`` draws them from
+the traffic at random, the sample the re-fit's guarantee assumes; ``answered``
+draws only from the questions the artifact answered, as when users label only
+the answers they were shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from ragsift.confidence import CalibrationArtifact, ConfidenceEngine
+from ragsift.confidence.errors import ConfidenceError
+from ragsift.confidence.mix import UnanswerableShare
+from ragsift.confidence.refit import LabelledResult, refit_calibration
+from ragsift.confidence.signals import SIGNAL_NAMES
+from ragsift.evaluation.mix import as_served
+from ragsift.evaluation.runner import RetrievalRun
+from ragsift.evaluation.scoring import answer_in_kept, hit_batch, relevance_matrix, served_config
+
+__all__ = [
+    "FEEDBACK_SEED",
+    "FeedbackFrom",
+    "SimulatedFeedback",
+    "draw_feedback",
+    "simulate_feedback",
+]
+
+FeedbackFrom = Literal["all", "answered"]
+#: Seed of which questions give labels.
+FEEDBACK_SEED: Final = 1
+#: The re-fit's recorded time: fixed, so the same labels give the same artifact version.
+_FITTED_AT: Final = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatedFeedback:
+    """A re-fit on labels from part of the evaluated questions.
+
+    Attributes:
+        artifact: the re-fit artifact.
+        labelled: (Q,) over the run's questions: True for those that gave a label.
+        positive_rate: the labels' share of "relevant".
+        sampled_from: ``all`` or ``answered``.
+    """
+
+    artifact: CalibrationArtifact
+    labelled: npt.NDArray[np.bool_]
+    positive_rate: float
+    sampled_from: FeedbackFrom
+
+    def to_dict(self, base: CalibrationArtifact) -> dict[str, object]:
+        """JSON-ready summary: the labels and both thresholds."""
+        return {
+            "labels": int(self.labelled.sum()),
+            "sampled_from": self.sampled_from,
+            "positive_rate": round(self.positive_rate, 4),
+            "base_version": base.version,
+            "base_threshold": base.conformal.threshold if base.conformal.feasible else None,
+            "refit_version": self.artifact.version,
+            "refit_threshold": self.artifact.conformal.threshold
+            if self.artifact.conformal.feasible
+            else None,
+        }
+
+
+def draw_feedback(
+    run: RetrievalRun,
+    artifact: CalibrationArtifact,
+    evaluated: npt.NDArray[np.bool_],
+    n_labels: int,
+    *,
+    sampled_from: FeedbackFrom = "all",
+    unanswerable_share: UnanswerableShare = "auto",
+    near_miss: bool = True,
+    seed: int = FEEDBACK_SEED,
+) -> tuple[list[LabelledResult], npt.NDArray[np.bool_]]:
+    """The labels ``n_labels`` of the ``evaluated`` questions would give, and which gave them.
+
+    A question's label is what a user would say of its result: the kept context
+    holds the answer (the label every figure of ``eval`` uses). ``answered`` draws
+    from the questions ``artifact`` answered as served (mix bar included).
+
+    Raises:
+        ConfidenceError: fewer questions to draw from than ``n_labels``.
+    """
+    idx = np.flatnonzero(evaluated)
+    assessed = ConfidenceEngine(served_config(artifact), calibration=artifact).assess_batch(
+        hit_batch(run, evaluated)
+    )
+    labels = answer_in_kept(assessed, relevance_matrix(run, evaluated))
+    pool = np.arange(idx.size)
+    if sampled_from == "answered":
+        served = as_served(
+            assessed.confidence,
+            assessed.docs_within >= 1,
+            artifact,
+            unanswerable_share,
+            near_miss=near_miss,
+        )
+        pool = pool[served.answered]
+    if n_labels > pool.size:
+        where = "answered questions" if sampled_from == "answered" else "evaluated questions"
+        raise ConfidenceError(f"{n_labels} labels asked for, but only {pool.size} {where}")
+    chosen = np.sort(np.random.default_rng(seed).choice(pool, size=n_labels, replace=False))
+    results = [
+        LabelledResult(
+            query_id=run.queries[idx[j]].query_id,
+            signals={
+                n: float(v)
+                for n, v in zip(SIGNAL_NAMES, assessed.signals[j], strict=True)
+                if v == v
+            },
+            kept=bool(assessed.kept_count[j] > 0),
+            relevant=bool(labels[j]),
+        )
+        for j in chosen
+    ]
+    labelled = np.zeros(len(run.queries), dtype=bool)
+    labelled[idx[chosen]] = True
+    return results, labelled
+
+
+def simulate_feedback(
+    run: RetrievalRun,
+    artifact: CalibrationArtifact,
+    evaluated: npt.NDArray[np.bool_],
+    n_labels: int,
+    *,
+    sampled_from: FeedbackFrom = "all",
+    unanswerable_share: UnanswerableShare = "auto",
+    near_miss: bool = True,
+    seed: int = FEEDBACK_SEED,
+) -> SimulatedFeedback:
+    """Re-fit ``artifact`` on the labels :func:`draw_feedback` draws, as the worker would.
+
+    Raises:
+        ConfidenceError: too few questions to draw from, or a re-fit the labels
+            cannot support (too few, all of one kind).
+    """
+    results, labelled = draw_feedback(
+        run,
+        artifact,
+        evaluated,
+        n_labels,
+        sampled_from=sampled_from,
+        unanswerable_share=unanswerable_share,
+        near_miss=near_miss,
+        seed=seed,
+    )
+    refit = refit_calibration(
+        artifact, results, scope=f"eval/{run.dataset.name}", fitted_at=_FITTED_AT
+    )
+    positive = float(np.mean([r.relevant for r in results]))
+    return SimulatedFeedback(refit, labelled, positive, sampled_from)

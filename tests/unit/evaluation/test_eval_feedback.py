@@ -1,0 +1,144 @@
+"""``ragsift eval --feedback``: the feedback loop replayed on a labelled set."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from ragsift.cli import app
+from ragsift.confidence import (
+    CalibrationArtifact,
+    ConfidenceEngine,
+    ConfidenceError,
+    load_calibration,
+)
+from ragsift.evaluation import RetrievalRun, load_squad, run_retrieval
+from ragsift.evaluation.feedback import draw_feedback, simulate_feedback
+from ragsift.evaluation.mix import as_served
+from ragsift.evaluation.scoring import hit_batch, served_config
+from ragsift.retrieval.embedders import HashingEmbedder
+from ragsift.retrieval.engines import packaged_calibration_path
+from tests.unit.evaluation.test_squad_eval import OUTSIDE, TOPICS, write_squad
+
+EMBEDDER = "ragsift-hashing-v1-384"
+
+
+def _shipped() -> CalibrationArtifact:
+    path = packaged_calibration_path(EMBEDDER)
+    assert path is not None
+    return load_calibration(path, embedder_id=EMBEDDER, metric="cosine")
+
+
+@pytest.fixture(autouse=True)
+def hashing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI embeds with the model the shipped artifact below was fit for."""
+    monkeypatch.setenv("RAGSIFT_EMBEDDER_KIND", "hashing")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    folder = tmp_path_factory.mktemp("feedback")
+    labelled = write_squad(folder / "dev.json", TOPICS, answers=True)
+    outside = write_squad(folder / "other.json", OUTSIDE, answers=False)
+    return ["--labelled", str(labelled), "--out-of-scope", str(outside)]
+
+
+@pytest.fixture(scope="module")
+def run(data: list[str]) -> RetrievalRun:
+    dataset = load_squad(Path(data[1]), Path(data[3]))
+    return asyncio.run(run_retrieval(dataset, HashingEmbedder(), k=4))
+
+
+def test_labels_come_from_the_evaluated_questions_and_the_refit_is_reproducible(
+    run: RetrievalRun,
+) -> None:
+    base = _shipped()
+    evaluated = np.ones(len(run.queries), dtype=bool)
+    evaluated[:20] = False  # not evaluated: never labelled
+    first = simulate_feedback(run, base, evaluated, 80)
+    assert first.labelled.sum() == 80
+    assert not first.labelled[:20].any()
+    assert first.artifact.version != base.version
+    assert first.artifact.data.source == f"feedback:eval/{run.dataset.name}"
+    assert first.artifact.data.n_examples == 80
+    assert 0 < first.positive_rate < 1
+    again = simulate_feedback(run, base, evaluated, 80)
+    assert again.artifact.version == first.artifact.version  # fixed seed and fit time
+    assert (again.labelled == first.labelled).all()
+    other = simulate_feedback(run, base, evaluated, 80, seed=7)
+    assert (other.labelled != first.labelled).any()
+
+
+def test_answered_feedback_is_drawn_from_answered_questions_only(run: RetrievalRun) -> None:
+    base = _shipped()
+    evaluated = np.ones(len(run.queries), dtype=bool)
+    engine = ConfidenceEngine(served_config(base), calibration=base)
+    assessed = engine.assess_batch(hit_batch(run, evaluated))
+    answered = as_served(assessed.confidence, assessed.docs_within >= 1, base, "auto").answered
+    n = int(answered.sum())
+    assert n >= 40, "the test set must give the shipped artifact enough answers"
+    results, labelled = draw_feedback(run, base, evaluated, 40, sampled_from="answered")
+    assert labelled.sum() == len(results) == 40
+    assert answered[labelled].all()
+    assert [r.query_id for r in results] == [
+        q.query_id for q, x in zip(run.queries, labelled, strict=True) if x
+    ]
+    with pytest.raises(ConfidenceError, match=f"only {n} answered questions"):
+        draw_feedback(run, base, evaluated, n + 1, sampled_from="answered")
+    with pytest.raises(ConfidenceError, match="evaluated questions"):
+        draw_feedback(run, base, evaluated, len(run.queries) + 1)
+    # Here every answer is right: a re-fit on them has nothing to re-map on, and says so.
+    with pytest.raises(ConfidenceError, match="all relevant or all not relevant"):
+        simulate_feedback(run, base, evaluated, 40, sampled_from="answered")
+
+
+def test_cli_scores_only_the_questions_that_gave_no_label(data: list[str]) -> None:
+    runner = CliRunner()
+    plain = runner.invoke(app, ["eval", *data, "--probes", "none", "--json"])
+    assert plain.exit_code == 0, plain.output
+    before = json.loads(plain.stdout.strip().splitlines()[-1])
+    path = str(packaged_calibration_path(EMBEDDER))
+    args = ["eval", *data, "--artifact", path, "--probes", "none", "--feedback", "60", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    total = sum(v for k, v in summary["counts"].items() if k != "documents")
+    assert summary["evaluated_queries"] == total - 60
+    feedback = summary["feedback"]
+    assert feedback["labels"] == 60
+    assert feedback["sampled_from"] == "all"
+    assert feedback["base_version"] == _shipped().version
+    assert summary["calibration_version"] == feedback["refit_version"] != feedback["base_version"]
+    assert "re-fit on 60 feedback labels" in summary["calibration"]
+    # The figures before the re-fit are on the same questions as after it.
+    assert set(feedback["before"]) == {"calibrated", "calibrated@certified"}
+    assert feedback["before"]["calibrated"]["n"] == summary["scorers"][0]["n"]
+    assert before["evaluated_queries"] != summary["evaluated_queries"]
+    words = runner.invoke(app, args[:-1])
+    assert words.exit_code == 0, words.output
+    assert "feedback: 60 labels from all questions" in words.output
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--feedback", "39"], "greater than or equal to 40"),
+        (["--feedback", "60", "--feedback-from", "some"], "must be all or answered, got 'some'"),
+        (["--feedback", "5000"], "--feedback: 5000 labels asked for, but only"),
+    ],
+)
+def test_cli_refuses_feedback_it_cannot_replay(
+    data: list[str], options: list[str], message: str
+) -> None:
+    path = str(packaged_calibration_path(EMBEDDER))
+    result = CliRunner().invoke(
+        app, ["eval", *data, "--artifact", path, "--probes", "none", *options]
+    )
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())
+    assert "Traceback" not in result.output
