@@ -3,17 +3,30 @@
 The base artifact's model is kept: only its *probability map* moves. With
 ``z = b + w . x`` the base model's logit for a labelled query, the re-fit learns
 ``p = sigmoid(a + t * z)`` (an intercept ``a`` and an inverse temperature
-``t >= 0``, Platt scaling on the base logit) on one half of the labels, then sets
-a new conformal threshold (:mod:`.conformal`) on the other half, which the re-map
-never saw. The result is an ordinary artifact (coefficients ``t * w``, intercept
-``a + t * b``: still monotone), so every scorer reads it unchanged.
+``t >= 0``, Platt scaling on the base logit) on every label. The result is an
+ordinary artifact (coefficients ``t * w``, intercept ``a + t * b``: still
+monotone), so every scorer reads it unchanged.
 
-Pure and deterministic: labels are split and ordered by a hash of the query id,
-so the same labels give the same artifact (and version) in any arrival order.
+**The threshold is certified on every label too** (ADR 022). With ``t > 0`` the
+re-map keeps the base's order, so a bar on the re-mapped confidence answers the
+queries whose base logit is above some point. The conformal walk
+(:mod:`.conformal`) therefore runs on the base logits' ranks among the labelled
+queries (their empirical distribution: it reads no label, and unlike the base's
+confidence it does not crowd the queries of an overconfident base into the top
+bin of the grid), over all the labels; each bar it certifies (the threshold and
+the mix table's) becomes the lowest re-mapped confidence among the queries it
+answers. Before, the labels were split in two halves, one for the re-map and
+one for the walk, so the walk saw half the evidence. With ``t = 0`` the
+re-mapped confidence is one number for every query: the walk then runs on it,
+over all the labels, and answers everything or nothing.
+
+Pure and deterministic: labels are ordered by a hash of the query id, so the
+same labels give the same artifact (and version) in any arrival order.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +34,7 @@ from datetime import datetime
 from typing import Final
 
 import numpy as np
+import numpy.typing as npt
 
 from ragsift.confidence.artifact import CalibrationArtifact, ConformalSpec, DataSummary
 from ragsift.confidence.calibration import fit_logistic, predict_logistic
@@ -102,29 +116,44 @@ def refit_calibration(
     x = feature_matrix(reported_signal_matrix([r.signals for r in ordered]), base.features)
     z = x @ base.coef_array + base.intercept
     kept = np.array([r.kept for r in ordered])
-    # Alternate halves in hash order: both halves are random samples of the labels.
-    fit_part = np.arange(len(ordered)) % 2 == 0
-    (temperature,), shift = fit_logistic(z[fit_part, None], y[fit_part], nonnegative=[True])
-    coefficients = tuple(float(c) * float(temperature) for c in base.coefficients)
-    intercept = float(shift) + float(temperature) * base.intercept
-    conf = np.round(
-        np.clip(predict_logistic(x, np.array(coefficients), intercept), 0, 1), _DECIMALS
-    )
-    conf = np.where(kept, conf, 0.0)
-    cert = conformal_threshold(conf[~fit_part], y[~fit_part], alpha=alpha, delta=delta)
-    mix = fit_mix_table(conf[~fit_part], y[~fit_part], alpha=alpha, delta=delta)
+    (temperature,), shift = fit_logistic(z[:, None], y, nonnegative=[True])
+    t, a = float(temperature), float(shift)
+    coefficients = tuple(float(c) * t for c in base.coefficients)
+    intercept = a + t * base.intercept
+    conf = _reported(predict_logistic(x, np.array(coefficients), intercept), kept)
+    scored = _ranks(z, kept) if t > 0 else conf  # t = 0: one confidence for every query
+
+    def carried(bar: float) -> float:
+        """A bar on ``scored`` as the re-mapped confidence that answers the same queries."""
+        if t == 0:
+            return bar
+        answered = conf[scored >= bar]
+        return float(answered.min()) if answered.size else 1.0
+
+    cert = conformal_threshold(scored, y, alpha=alpha, delta=delta)
+    if cert.feasible:
+        cert = dataclasses.replace(cert, threshold=carried(cert.threshold))
+    mix = fit_mix_table(scored, y, alpha=alpha, delta=delta)
+    if mix is not None:
+        # The bars carried over (1.0 there is also "none certified at this share":
+        # kept); the histograms, which the mix estimate reads the traffic's
+        # re-mapped confidences against, of the re-mapped confidences.
+        mapped = fit_mix_table(conf, y, alpha=alpha, delta=delta)
+        assert mapped is not None  # the same labels: both kinds present
+        bars = tuple(bar if bar >= 1.0 else carried(bar) for bar in mix.thresholds)
+        mix = mapped.model_copy(update={"thresholds": bars})
     spec = ConformalSpec.certified(cert, method=f"feedback-remap+{cert.method}", mix=mix)
     data = DataSummary(
         source=f"feedback:{scope}",
         n_examples=len(ordered),
         positive_rate=float(y.mean()),
-        n_fit=int(fit_part.sum()),
-        n_conformal=int((~fit_part).sum()),
+        n_fit=len(ordered),
+        n_conformal=len(ordered),
         # Provenance: what was re-fit, on how many labels, when, and the re-map found.
         notes=(
             f"re-fit of {base.version} on {len(ordered)} feedback labels at "
-            f"{fitted_at.isoformat()}; temperature {float(temperature):.6g}, "
-            f"shift {float(shift):.6g}"
+            f"{fitted_at.isoformat()}; temperature {t:.6g}, shift {a:.6g}; threshold"
+            f" certified on the base logits' ranks and carried over"
         ),
     )
     # Validated anew (not model_copy): the version is the new content's hash.
@@ -133,3 +162,18 @@ def refit_calibration(
     fields = base.model_dump(exclude={"version", "conformal", "data", "provenance", "remap"})
     fields.update(coefficients=coefficients, intercept=intercept, conformal=spec, data=data)
     return CalibrationArtifact.model_validate(fields)
+
+
+def _reported(p: npt.NDArray[np.float64], kept: npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
+    """Confidences as the engine reports them: clipped, rounded, 0 without a kept hit."""
+    return np.where(kept, np.round(np.clip(p, 0.0, 1.0), _DECIMALS), 0.0)
+
+
+def _ranks(z: npt.NDArray[np.float64], kept: npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
+    """Each kept query's share of kept queries whose logit is at most its own (ties share
+    one value), in (0, 1]; 0 without a kept hit (answered only at a bar of 0)."""
+    out = np.zeros(z.shape, dtype=np.float64)
+    held = z[kept]
+    if held.size:
+        out[kept] = np.searchsorted(np.sort(held), held, side="right") / held.size
+    return out

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from ragsift.confidence.artifact import CalibrationArtifact, load_calibration
+from ragsift.confidence.conformal import conformal_threshold
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.features import feature_matrix
+from ragsift.confidence.mix import fit_mix_table
 from ragsift.confidence.refit import MIN_REFIT_LABELS, LabelledResult, refit_calibration
 from ragsift.confidence.signals import SIGNAL_NAMES
 from ragsift.retrieval.engines import packaged_calibration_path
@@ -68,7 +70,7 @@ def test_refit_keeps_the_base_model_and_records_provenance(base: CalibrationArti
     assert new.similarity_threshold == base.similarity_threshold
     assert new.data.source == "feedback:acme/docs"
     assert new.data.n_examples == 200
-    assert new.data.n_fit == new.data.n_conformal == 100
+    assert new.data.n_fit == new.data.n_conformal == 200  # every label does both (ADR 022)
     assert base.version in new.data.notes
     assert AT.isoformat() in new.data.notes
     assert new.conformal.method.startswith("feedback-remap+")
@@ -82,7 +84,64 @@ def test_conformal_threshold_moves_with_the_tenants_labels(base: CalibrationArti
         poor.conformal.threshold,
         poor.conformal.feasible,
     )
-    assert good.conformal.n_calibration == poor.conformal.n_calibration == 200
+    assert good.conformal.n_calibration == poor.conformal.n_calibration == 400
+
+
+def reported(artifact: CalibrationArtifact, labels: list[LabelledResult]) -> np.ndarray:
+    """Confidences as the engine reports them (rounded to four decimals)."""
+    return np.round(probabilities(artifact, labels), 4)
+
+
+@pytest.mark.parametrize("share", [0.3, 0.6, 0.9])
+def test_the_carried_threshold_answers_what_the_base_certified(
+    base: CalibrationArtifact, share: float
+) -> None:
+    labels = labelled(600, relevant_share=share, seed=3)
+    new = refit_calibration(base, labels, scope="a/c", fitted_at=AT)
+    y = np.array([r.relevant for r in labels], dtype=float)
+    logits = np.log(probabilities(base, labels)) - np.log1p(-probabilities(base, labels))
+    # The walk reads each query's rank: the share of queries with a logit at most its own.
+    walked = (logits[None, :] <= logits[:, None]).mean(axis=1)
+    walk = conformal_threshold(walked, y)
+    assert new.conformal.feasible == walk.feasible
+    assert new.conformal.n_calibration == 600
+    conf = reported(new, labels)
+
+    def same_answers(base_bar: float, bar: float) -> None:
+        differ = (walked >= base_bar) != (conf >= bar)
+        # Only a tie at the reported fourth decimal may add a query, at the bar itself.
+        assert (conf[differ] == bar).all()
+        assert (conf[walked >= base_bar] >= bar).all()  # never one fewer
+
+    if walk.feasible:
+        same_answers(walk.threshold, new.conformal.threshold)
+        assert new.conformal.coverage == walk.coverage
+    # Each mix bar too: the same queries as the base's bar at that share.
+    assert new.conformal.mix is not None
+    base_mix = fit_mix_table(walked, y, alpha=0.1, delta=0.1)
+    assert base_mix is not None
+    for base_bar, bar in zip(base_mix.thresholds, new.conformal.mix.thresholds, strict=True):
+        if base_bar >= 1.0:
+            assert bar == 1.0  # none certified at that share
+        else:
+            same_answers(base_bar, bar)
+
+
+def test_a_flat_remap_certifies_all_or_nothing(base: CalibrationArtifact) -> None:
+    """Relevance falling with the score: the re-map's slope is clipped to 0, so every
+    query gets one confidence, and the threshold answers all of them or none."""
+    rng = random.Random(5)
+    labels = []
+    for i in range(400):
+        top = rng.uniform(0.3, 0.9)
+        relevant = rng.random() < 0.99 - 0.05 * (top - 0.3)
+        signals = {"top_score": top, "support": top * 0.8, "consensus": 0.5, "agreement": top}
+        labels.append(LabelledResult(f"q-{i}", signals, True, relevant))
+    new = refit_calibration(base, labels, scope="a/c", fitted_at=AT)
+    conf = reported(new, labels)
+    assert conf.min() == conf.max()
+    answered = conf >= new.conformal.threshold
+    assert answered.all() if new.conformal.feasible else not answered.any()
 
 
 def test_same_labels_in_any_order_give_the_same_version(base: CalibrationArtifact) -> None:
