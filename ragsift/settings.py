@@ -593,7 +593,7 @@ class FeedbackSettings(BaseSettings):
 
     model_config = _config("RAGSIFT_FEEDBACK_")
 
-    #: Labels a scope needs before its first re-fit (each half of them fits/certifies).
+    #: Labels a scope needs before its first re-fit (all of them re-map and certify).
     min_labels: int = Field(default=200, ge=40, le=1_000_000)
     #: Seconds between two re-fits of one scope (checked when feedback arrives).
     refit_interval_s: float = Field(default=300.0, ge=0, le=30 * 86_400)

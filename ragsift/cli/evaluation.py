@@ -310,6 +310,7 @@ def _replay_feedback(
             evaluated,
             n_labels,
             sampled_from="answered" if sampled_from == "answered" else "all",
+            near_miss_negatives=served["near_miss_negatives"],
             unanswerable_share=served["unanswerable_share"],
             near_miss=served["near_miss"],
         )

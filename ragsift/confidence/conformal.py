@@ -14,9 +14,14 @@ fixed-sequence testing:
   Binomial(n_t, R(t)); we reject "R(t) > alpha" when the exact one-sided
   Clopper-Pearson upper bound U(t) at level delta is <= alpha;
 * the walk starts at the highest t with at least ``min(100, n)`` answered
-  queries (a start that depends on confidences only, never on labels, so the
-  labels stay independent Binomial draws given it) and stops at the first t
-  it cannot reject; the answer is the last rejected t.
+  queries (a start that depends on confidences only, so the labels stay
+  independent Binomial draws given it) and stops at the first t it cannot
+  reject; the answer is the last rejected t. One exception reads the labels:
+  a sample with fewer than 100 positives starts where at most that many are
+  answered (``fixed_sequence_walk``), since a start past them always fails.
+  That uses one number of the sample, its count of positives, and only in
+  small samples (a small collection's self-calibration, a feedback re-fit on
+  a few hundred labels).
 
 Testing in a fixed order needs no multiplicity correction, so with probability
 >= 1 - delta over the calibration sample, the chosen t has true risk <= alpha.

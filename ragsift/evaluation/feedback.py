@@ -11,7 +11,9 @@ from. No question that gave a label is scored afterwards.
 Which questions get labels matters (docs/feedback.md): ``all`` draws them from
 the traffic at random, the sample the re-fit's guarantee assumes; ``answered``
 draws only from the questions the artifact answered, as when users label only
-the answers they were shown.
+the answers they were shown. Labels come from the questions the figures score:
+where near-miss questions are scored apart (SQuAD's, written to trick a reader,
+which a user's traffic does not do), they give no label either.
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ def draw_feedback(
     n_labels: int,
     *,
     sampled_from: FeedbackFrom = "all",
+    near_miss_negatives: bool = False,
     unanswerable_share: UnanswerableShare = "auto",
     near_miss: bool = True,
     seed: int = FEEDBACK_SEED,
@@ -93,7 +96,8 @@ def draw_feedback(
 
     A question's label is what a user would say of its result: the kept context
     holds the answer (the label every figure of ``eval`` uses). ``answered`` draws
-    from the questions ``artifact`` answered as served (mix bar included).
+    from the questions ``artifact`` answered as served (mix bar included). Near-miss
+    questions give labels only with ``near_miss_negatives``, as they are scored.
 
     Raises:
         ConfidenceError: fewer questions to draw from than ``n_labels``.
@@ -104,6 +108,8 @@ def draw_feedback(
     )
     labels = answer_in_kept(assessed, relevance_matrix(run, evaluated))
     pool = np.arange(idx.size)
+    if not near_miss_negatives:
+        pool = pool[[run.queries[i].kind != "near_miss" for i in idx]]
     if sampled_from == "answered":
         served = as_served(
             assessed.confidence,
@@ -112,9 +118,9 @@ def draw_feedback(
             unanswerable_share,
             near_miss=near_miss,
         )
-        pool = pool[served.answered]
+        pool = pool[served.answered[pool]]
     if n_labels > pool.size:
-        where = "answered questions" if sampled_from == "answered" else "evaluated questions"
+        where = "answered questions" if sampled_from == "answered" else "scored questions"
         raise ConfidenceError(f"{n_labels} labels asked for, but only {pool.size} {where}")
     chosen = np.sort(np.random.default_rng(seed).choice(pool, size=n_labels, replace=False))
     results = [
@@ -142,6 +148,7 @@ def simulate_feedback(
     n_labels: int,
     *,
     sampled_from: FeedbackFrom = "all",
+    near_miss_negatives: bool = False,
     unanswerable_share: UnanswerableShare = "auto",
     near_miss: bool = True,
     seed: int = FEEDBACK_SEED,
@@ -158,6 +165,7 @@ def simulate_feedback(
         evaluated,
         n_labels,
         sampled_from=sampled_from,
+        near_miss_negatives=near_miss_negatives,
         unanswerable_share=unanswerable_share,
         near_miss=near_miss,
         seed=seed,

@@ -74,6 +74,19 @@ def test_labels_come_from_the_evaluated_questions_and_the_refit_is_reproducible(
     assert (other.labelled != first.labelled).any()
 
 
+def test_near_misses_give_labels_only_where_they_are_scored(run: RetrievalRun) -> None:
+    base = _shipped()
+    evaluated = np.ones(len(run.queries), dtype=bool)
+    near = np.array([q.kind == "near_miss" for q in run.queries])
+    assert near.any()
+    scored = int((~near).sum())
+    _, apart = draw_feedback(run, base, evaluated, scored)  # every scored question
+    assert not apart[near].any()
+    assert apart[~near].all()
+    _, negatives = draw_feedback(run, base, evaluated, scored, near_miss_negatives=True)
+    assert negatives[near].any()
+
+
 def test_answered_feedback_is_drawn_from_answered_questions_only(run: RetrievalRun) -> None:
     base = _shipped()
     evaluated = np.ones(len(run.queries), dtype=bool)
@@ -90,7 +103,7 @@ def test_answered_feedback_is_drawn_from_answered_questions_only(run: RetrievalR
     ]
     with pytest.raises(ConfidenceError, match=f"only {n} answered questions"):
         draw_feedback(run, base, evaluated, n + 1, sampled_from="answered")
-    with pytest.raises(ConfidenceError, match="evaluated questions"):
+    with pytest.raises(ConfidenceError, match="scored questions"):
         draw_feedback(run, base, evaluated, len(run.queries) + 1)
     # Here every answer is right: a re-fit on them has nothing to re-map on, and says so.
     with pytest.raises(ConfidenceError, match="all relevant or all not relevant"):
