@@ -20,6 +20,15 @@ one for the walk, so the walk saw half the evidence. With ``t = 0`` the
 re-mapped confidence is one number for every query: the walk then runs on it,
 over all the labels, and answers everything or nothing.
 
+**Labels on answered results only** (ADR 022). When every label says its result
+was answered, the labels cover only the top of the ranking, as when users rate
+the answers they were shown: a re-map fit on them is biased, and no bar below
+the one they were answered at has any evidence. Such a re-fit keeps the base's
+probability map and only *raises* its bar: the walk runs on the base's own
+confidences over the labels (a random sample of answered results is one of the
+traffic above the bar), and the new threshold is the higher of that and the
+base's. A mix of answered and refused results gets the full re-fit above.
+
 Pure and deterministic: labels are ordered by a hash of the query id, so the
 same labels give the same artifact (and version) in any arrival order.
 """
@@ -42,6 +51,7 @@ from ragsift.confidence.conformal import DEFAULT_ALPHA, DEFAULT_DELTA, conformal
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.features import feature_matrix
 from ragsift.confidence.mix import fit_mix_table
+from ragsift.confidence.scorers import CalibratedScorer
 from ragsift.confidence.signals import reported_signal_matrix
 
 __all__ = ["MIN_REFIT_LABELS", "LabelledResult", "refit_calibration"]
@@ -63,12 +73,14 @@ class LabelledResult:
         signals: the result's confidence signals (``breakdown.signals``; missing = NaN).
         kept: whether the result kept any hit (no kept hit: confidence 0, as scored).
         relevant: the label: the kept context held the answer.
+        answered: whether the result was answered (D1), None where not known.
     """
 
     query_id: str
     signals: Mapping[str, float]
     kept: bool
     relevant: bool
+    answered: bool | None = None
 
     @property
     def top_score(self) -> float:
@@ -101,7 +113,8 @@ def refit_calibration(
 
     Raises:
         ConfidenceError: fewer than :data:`MIN_REFIT_LABELS` labels, duplicated query
-            ids, or labels all of one kind (nothing to re-map on).
+            ids, or labels all of one kind where some result was refused (nothing
+            to re-map on).
     """
     if len(labels) < MIN_REFIT_LABELS:
         raise ConfidenceError(
@@ -111,6 +124,11 @@ def refit_calibration(
         raise ConfidenceError("labels must have one entry per query id")
     ordered = sorted(labels, key=lambda r: _order(r.query_id))
     y = np.array([1.0 if r.relevant else 0.0 for r in ordered])
+    if all(r.answered for r in ordered):  # nothing is re-mapped: one kind of label will do
+        served = CalibratedScorer(base).score_reported(
+            [r.signals for r in ordered], [int(r.kept) for r in ordered]
+        )
+        return _raise_only(base, served, y, scope, fitted_at, alpha, delta)
     if y.min() == y.max():
         raise ConfidenceError("labels are all relevant or all not relevant: nothing to re-map on")
     x = feature_matrix(reported_signal_matrix([r.signals for r in ordered]), base.features)
@@ -161,6 +179,45 @@ def refit_calibration(
     # Nor its probe re-map (ADR 015), which was fit to its coefficients, not these.
     fields = base.model_dump(exclude={"version", "conformal", "data", "provenance", "remap"})
     fields.update(coefficients=coefficients, intercept=intercept, conformal=spec, data=data)
+    return CalibrationArtifact.model_validate(fields)
+
+
+def _raise_only(
+    base: CalibrationArtifact,
+    conf: npt.NDArray[np.float64],
+    y: npt.NDArray[np.float64],
+    scope: str,
+    fitted_at: datetime,
+    alpha: float,
+    delta: float,
+) -> CalibrationArtifact:
+    """The re-fit of labels on answered results only: the base's map (``conf``, the
+    labelled results' confidences as the base serves them), a bar only raised."""
+    cert = conformal_threshold(conf, y, alpha=alpha, delta=delta)
+    floor = base.conformal.threshold if base.conformal.feasible else 1.0
+    if cert.feasible:
+        bar = max(cert.threshold, floor)
+        cert = dataclasses.replace(cert, threshold=bar, coverage=float((conf >= bar).mean()))
+    mix = base.conformal.mix
+    if mix is not None and cert.feasible:  # a declared share reads the table alone
+        mix = mix.model_copy(
+            update={"thresholds": tuple(max(t, cert.threshold) for t in mix.thresholds)}
+        )
+    spec = ConformalSpec.certified(cert, method=f"feedback-raise+{cert.method}", mix=mix)
+    data = DataSummary(
+        source=f"feedback:{scope}",
+        n_examples=len(y),
+        positive_rate=float(y.mean()),
+        n_fit=0,
+        n_conformal=len(y),
+        notes=(
+            f"re-fit of {base.version} on {len(y)} feedback labels at "
+            f"{fitted_at.isoformat()}, every one on an answered result: the base's map"
+            f" kept, its bar {floor:.2f} raised to no less than certified"
+        ),
+    )
+    fields = base.model_dump(exclude={"version", "conformal", "data", "provenance"})
+    fields.update(conformal=spec, data=data)
     return CalibrationArtifact.model_validate(fields)
 
 

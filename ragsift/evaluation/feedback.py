@@ -107,18 +107,18 @@ def draw_feedback(
         hit_batch(run, evaluated)
     )
     labels = answer_in_kept(assessed, relevance_matrix(run, evaluated))
+    answered = as_served(
+        assessed.confidence,
+        assessed.docs_within >= 1,
+        artifact,
+        unanswerable_share,
+        near_miss=near_miss,
+    ).answered
     pool = np.arange(idx.size)
     if not near_miss_negatives:
         pool = pool[[run.queries[i].kind != "near_miss" for i in idx]]
     if sampled_from == "answered":
-        served = as_served(
-            assessed.confidence,
-            assessed.docs_within >= 1,
-            artifact,
-            unanswerable_share,
-            near_miss=near_miss,
-        )
-        pool = pool[served.answered[pool]]
+        pool = pool[answered[pool]]
     if n_labels > pool.size:
         where = "answered questions" if sampled_from == "answered" else "scored questions"
         raise ConfidenceError(f"{n_labels} labels asked for, but only {pool.size} {where}")
@@ -133,6 +133,7 @@ def draw_feedback(
             },
             kept=bool(assessed.kept_count[j] > 0),
             relevant=bool(labels[j]),
+            answered=bool(answered[j]),
         )
         for j in chosen
     ]

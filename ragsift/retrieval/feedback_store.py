@@ -47,6 +47,8 @@ class ScoredRecord(BaseModel):
     calibration_version: str | None = None
     kept: bool
     signals: dict[str, float]
+    #: Whether the result was answered (D1); None in records kept before it was.
+    answered: bool | None = None
 
 
 class StoredLabel(BaseModel):

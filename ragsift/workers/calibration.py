@@ -57,7 +57,8 @@ class FeedbackRefused(InvalidEventError):
 
 
 def record_of(result: RetrievalResult) -> ScoredRecord:
-    """What a label needs from a result: its scope, calibration version and signals."""
+    """What a label needs from a result: its scope, calibration version, signals, and
+    whether it was answered."""
     return ScoredRecord(
         query_id=result.query_id,
         tenant_id=result.tenant_id,
@@ -65,6 +66,7 @@ def record_of(result: RetrievalResult) -> ScoredRecord:
         calibration_version=result.breakdown.calibration_version,
         kept=result.match_count > 0,
         signals=dict(result.breakdown.signals),
+        answered=result.answerable,
     )
 
 
@@ -160,7 +162,13 @@ class FeedbackLoop:
             artifact = refit_calibration(
                 base,
                 [
-                    LabelledResult(s.record.query_id, s.record.signals, s.record.kept, s.relevant)
+                    LabelledResult(
+                        s.record.query_id,
+                        s.record.signals,
+                        s.record.kept,
+                        s.relevant,
+                        s.record.answered,
+                    )
                     for s in labels
                 ],
                 scope=str(scope),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from datetime import UTC, datetime
 
@@ -142,6 +143,52 @@ def test_a_flat_remap_certifies_all_or_nothing(base: CalibrationArtifact) -> Non
     assert conf.min() == conf.max()
     answered = conf >= new.conformal.threshold
     assert answered.all() if new.conformal.feasible else not answered.any()
+
+
+def on_answers(labels: list[LabelledResult]) -> list[LabelledResult]:
+    """The same labels, each on a result that was answered."""
+    return [dataclasses.replace(r, answered=True) for r in labels]
+
+
+@pytest.mark.parametrize("right", ["all", "above 0.4", "some"])
+def test_labels_on_answers_only_keep_the_map_and_only_raise_the_bar(
+    base: CalibrationArtifact, right: str
+) -> None:
+    labels = on_answers(labelled(400, relevant_share=0.3, seed=4))
+    if right != "some":  # every answer right, or those above a top score of 0.4
+        labels = [
+            dataclasses.replace(r, relevant=right == "all" or r.signals["top_score"] > 0.4)
+            for r in labels
+        ]
+    new = refit_calibration(base, labels, scope="a/c", fitted_at=AT)
+    assert new.coefficients == base.coefficients  # the base's map: no re-map on the top
+    assert new.intercept == base.intercept
+    assert new.remap == base.remap
+    assert new.conformal.method.startswith("feedback-raise+")
+    assert new.data.n_fit == 0
+    assert new.data.n_conformal == 400
+    y = np.array([r.relevant for r in labels], dtype=float)
+    walk = conformal_threshold(reported(base, labels), y)
+    assert new.conformal.feasible == walk.feasible == (right != "some")
+    if walk.feasible:
+        assert new.conformal.threshold == max(walk.threshold, base.conformal.threshold)
+        assert new.conformal.mix is not None
+        assert min(new.conformal.mix.thresholds) >= new.conformal.threshold
+    if right == "all":  # nothing to raise it for
+        assert new.conformal.threshold == base.conformal.threshold
+    if right == "above 0.4":  # wrong answers above the base's bar: raised past them
+        assert new.conformal.threshold > base.conformal.threshold
+
+
+def test_one_refused_or_unknown_result_among_the_labels_is_a_full_refit(
+    base: CalibrationArtifact,
+) -> None:
+    answers = on_answers(labelled(300, relevant_share=0.6, seed=2))
+    for odd in (False, None):
+        labels = [*answers[:-1], dataclasses.replace(answers[-1], answered=odd)]
+        new = refit_calibration(base, labels, scope="a/c", fitted_at=AT)
+        assert new.conformal.method.startswith("feedback-remap+")
+        assert new.data.n_fit == 300
 
 
 def test_same_labels_in_any_order_give_the_same_version(base: CalibrationArtifact) -> None:

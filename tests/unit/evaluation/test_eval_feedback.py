@@ -105,9 +105,13 @@ def test_answered_feedback_is_drawn_from_answered_questions_only(run: RetrievalR
         draw_feedback(run, base, evaluated, n + 1, sampled_from="answered")
     with pytest.raises(ConfidenceError, match="scored questions"):
         draw_feedback(run, base, evaluated, len(run.queries) + 1)
-    # Here every answer is right: a re-fit on them has nothing to re-map on, and says so.
-    with pytest.raises(ConfidenceError, match="all relevant or all not relevant"):
-        simulate_feedback(run, base, evaluated, 40, sampled_from="answered")
+    assert all(r.answered for r in results)
+    # Labels on answers only: the re-fit keeps the map and only raises the bar (ADR 022).
+    raised = simulate_feedback(run, base, evaluated, 40, sampled_from="answered")
+    assert raised.artifact.conformal.method.startswith("feedback-raise+")
+    assert raised.artifact.coefficients == base.coefficients
+    mixed, _ = draw_feedback(run, base, evaluated, 100)
+    assert {r.answered for r in mixed} == {True, False}  # drawn from the traffic
 
 
 def test_cli_scores_only_the_questions_that_gave_no_label(data: list[str]) -> None:

@@ -15,7 +15,7 @@ from ragsift.confidence.registry import (
 )
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.engines import packaged_calibration_path
-from ragsift.retrieval.feedback_store import SqliteFeedbackStore
+from ragsift.retrieval.feedback_store import ScoredRecord, SqliteFeedbackStore
 from ragsift.retrieval.results import error_result
 from ragsift.schemas import (
     ConfidenceBreakdown,
@@ -233,3 +233,25 @@ def test_a_corrupt_collection_calibration_falls_back_to_the_default(
     path.write_text('{"kind": "ragsift.confidence.calibration", "coefficients": [1e999', "utf-8")
     refit_all(loop, traffic(200))
     assert loop.registry.default.version in loop.registry.resolve("acme", "docs").data.notes
+
+
+def test_labels_on_answered_results_only_keep_the_map(loop: FeedbackLoop) -> None:
+    """Users who rate only the answers they were shown: the re-fit keeps the base's
+    probability map and can only raise its bar (ADR 022)."""
+    labelled = [(r.model_copy(update={"answerable": True}), y) for r, y in traffic(200)]
+    loop.remember([r for r, _ in labelled])
+    versions = [loop.apply(feedback(r.query_id, y)) for r, y in labelled]
+    assert versions[-1] is not None
+    tuned = loop.registry.resolve("acme", "docs")
+    default = loop.registry.default
+    assert tuned.version == versions[-1] != default.version
+    assert tuned.conformal.method.startswith("feedback-raise+")
+    assert tuned.coefficients == default.coefficients
+    assert not tuned.conformal.feasible or (
+        tuned.conformal.threshold >= default.conformal.threshold
+    )
+
+
+def test_a_result_remembered_before_answered_was_kept_still_reads() -> None:
+    old = '{"query_id": "q", "tenant_id": "t", "collection": "c", "kept": true, "signals": {}}'
+    assert ScoredRecord.model_validate_json(old).answered is None
