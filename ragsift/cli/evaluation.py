@@ -301,19 +301,17 @@ def _replay_feedback(
     questions. The labelled questions leave ``evaluated`` (in place)."""
     from ragsift.confidence import ConfidenceError
     from ragsift.evaluation import evaluate_scorers
-    from ragsift.evaluation.feedback import simulate_feedback
+    from ragsift.evaluation.feedback import FeedbackDraw, simulate_feedback
 
     try:
-        simulated = simulate_feedback(
-            run,
-            artifact,
-            evaluated,
+        draw = FeedbackDraw(
             n_labels,
             sampled_from="answered" if sampled_from == "answered" else "all",
             near_miss_negatives=served["near_miss_negatives"],
             unanswerable_share=served["unanswerable_share"],
             near_miss=served["near_miss"],
         )
+        simulated = simulate_feedback(run, artifact, evaluated, draw)
     except ConfidenceError as exc:
         print_error(f"--feedback: {exc}")
         raise typer.Exit(2) from exc

@@ -36,6 +36,7 @@ from ragsift.evaluation.scoring import answer_in_kept, hit_batch, relevance_matr
 
 __all__ = [
     "FEEDBACK_SEED",
+    "FeedbackDraw",
     "FeedbackFrom",
     "SimulatedFeedback",
     "draw_feedback",
@@ -47,6 +48,26 @@ FeedbackFrom = Literal["all", "answered"]
 FEEDBACK_SEED: Final = 1
 #: The re-fit's recorded time: fixed, so the same labels give the same artifact version.
 _FITTED_AT: Final = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class FeedbackDraw:
+    """Which questions give labels (see module doc).
+
+    Attributes:
+        n_labels: how many.
+        sampled_from: ``all`` or ``answered``.
+        near_miss_negatives: near-miss questions are scored, so they give labels too.
+        unanswerable_share, near_miss: how ``answered`` is served (the mix bars).
+        seed: which questions, for a given pool.
+    """
+
+    n_labels: int
+    sampled_from: FeedbackFrom = "all"
+    near_miss_negatives: bool = False
+    unanswerable_share: UnanswerableShare = "auto"
+    near_miss: bool = True
+    seed: int = FEEDBACK_SEED
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,20 +105,16 @@ def draw_feedback(
     run: RetrievalRun,
     artifact: CalibrationArtifact,
     evaluated: npt.NDArray[np.bool_],
-    n_labels: int,
-    *,
-    sampled_from: FeedbackFrom = "all",
-    near_miss_negatives: bool = False,
-    unanswerable_share: UnanswerableShare = "auto",
-    near_miss: bool = True,
-    seed: int = FEEDBACK_SEED,
+    draw: FeedbackDraw,
 ) -> tuple[list[LabelledResult], npt.NDArray[np.bool_]]:
-    """The labels ``n_labels`` of the ``evaluated`` questions would give, and which gave them.
+    """The labels ``draw.n_labels`` of the ``evaluated`` questions would give, and which
+    gave them.
 
     A question's label is what a user would say of its result: the kept context
-    holds the answer (the label every figure of ``eval`` uses). ``answered`` draws
-    from the questions ``artifact`` answered as served (mix bar included). Near-miss
-    questions give labels only with ``near_miss_negatives``, as they are scored.
+    holds the answer (the label every figure of ``eval`` uses); each label says
+    whether its result was answered as served (mix bars included). ``answered``
+    draws from those. Near-miss questions give labels only with
+    ``near_miss_negatives``, as they are scored.
 
     Raises:
         ConfidenceError: fewer questions to draw from than ``n_labels``.
@@ -111,18 +128,19 @@ def draw_feedback(
         assessed.confidence,
         assessed.docs_within >= 1,
         artifact,
-        unanswerable_share,
-        near_miss=near_miss,
+        draw.unanswerable_share,
+        near_miss=draw.near_miss,
     ).answered
     pool = np.arange(idx.size)
-    if not near_miss_negatives:
+    if not draw.near_miss_negatives:
         pool = pool[[run.queries[i].kind != "near_miss" for i in idx]]
-    if sampled_from == "answered":
+    if draw.sampled_from == "answered":
         pool = pool[answered[pool]]
-    if n_labels > pool.size:
-        where = "answered questions" if sampled_from == "answered" else "scored questions"
-        raise ConfidenceError(f"{n_labels} labels asked for, but only {pool.size} {where}")
-    chosen = np.sort(np.random.default_rng(seed).choice(pool, size=n_labels, replace=False))
+    if draw.n_labels > pool.size:
+        where = "answered questions" if draw.sampled_from == "answered" else "scored questions"
+        raise ConfidenceError(f"{draw.n_labels} labels asked for, but only {pool.size} {where}")
+    rng = np.random.default_rng(draw.seed)
+    chosen = np.sort(rng.choice(pool, size=draw.n_labels, replace=False))
     results = [
         LabelledResult(
             query_id=run.queries[idx[j]].query_id,
@@ -146,13 +164,7 @@ def simulate_feedback(
     run: RetrievalRun,
     artifact: CalibrationArtifact,
     evaluated: npt.NDArray[np.bool_],
-    n_labels: int,
-    *,
-    sampled_from: FeedbackFrom = "all",
-    near_miss_negatives: bool = False,
-    unanswerable_share: UnanswerableShare = "auto",
-    near_miss: bool = True,
-    seed: int = FEEDBACK_SEED,
+    draw: FeedbackDraw,
 ) -> SimulatedFeedback:
     """Re-fit ``artifact`` on the labels :func:`draw_feedback` draws, as the worker would.
 
@@ -160,19 +172,9 @@ def simulate_feedback(
         ConfidenceError: too few questions to draw from, or a re-fit the labels
             cannot support (too few, all of one kind).
     """
-    results, labelled = draw_feedback(
-        run,
-        artifact,
-        evaluated,
-        n_labels,
-        sampled_from=sampled_from,
-        near_miss_negatives=near_miss_negatives,
-        unanswerable_share=unanswerable_share,
-        near_miss=near_miss,
-        seed=seed,
-    )
+    results, labelled = draw_feedback(run, artifact, evaluated, draw)
     refit = refit_calibration(
         artifact, results, scope=f"eval/{run.dataset.name}", fitted_at=_FITTED_AT
     )
     positive = float(np.mean([r.relevant for r in results]))
-    return SimulatedFeedback(refit, labelled, positive, sampled_from)
+    return SimulatedFeedback(refit, labelled, positive, draw.sampled_from)

@@ -18,7 +18,7 @@ from ragsift.confidence import (
     load_calibration,
 )
 from ragsift.evaluation import RetrievalRun, load_squad, run_retrieval
-from ragsift.evaluation.feedback import draw_feedback, simulate_feedback
+from ragsift.evaluation.feedback import FeedbackDraw, draw_feedback, simulate_feedback
 from ragsift.evaluation.mix import as_served
 from ragsift.evaluation.scoring import hit_batch, served_config
 from ragsift.retrieval.embedders import HashingEmbedder
@@ -60,17 +60,17 @@ def test_labels_come_from_the_evaluated_questions_and_the_refit_is_reproducible(
     base = _shipped()
     evaluated = np.ones(len(run.queries), dtype=bool)
     evaluated[:20] = False  # not evaluated: never labelled
-    first = simulate_feedback(run, base, evaluated, 80)
+    first = simulate_feedback(run, base, evaluated, FeedbackDraw(80))
     assert first.labelled.sum() == 80
     assert not first.labelled[:20].any()
     assert first.artifact.version != base.version
     assert first.artifact.data.source == f"feedback:eval/{run.dataset.name}"
     assert first.artifact.data.n_examples == 80
     assert 0 < first.positive_rate < 1
-    again = simulate_feedback(run, base, evaluated, 80)
+    again = simulate_feedback(run, base, evaluated, FeedbackDraw(80))
     assert again.artifact.version == first.artifact.version  # fixed seed and fit time
     assert (again.labelled == first.labelled).all()
-    other = simulate_feedback(run, base, evaluated, 80, seed=7)
+    other = simulate_feedback(run, base, evaluated, FeedbackDraw(80, seed=7))
     assert (other.labelled != first.labelled).any()
 
 
@@ -80,10 +80,12 @@ def test_near_misses_give_labels_only_where_they_are_scored(run: RetrievalRun) -
     near = np.array([q.kind == "near_miss" for q in run.queries])
     assert near.any()
     scored = int((~near).sum())
-    _, apart = draw_feedback(run, base, evaluated, scored)  # every scored question
+    _, apart = draw_feedback(run, base, evaluated, FeedbackDraw(scored))  # every scored question
     assert not apart[near].any()
     assert apart[~near].all()
-    _, negatives = draw_feedback(run, base, evaluated, scored, near_miss_negatives=True)
+    _, negatives = draw_feedback(
+        run, base, evaluated, FeedbackDraw(scored, near_miss_negatives=True)
+    )
     assert negatives[near].any()
 
 
@@ -95,22 +97,24 @@ def test_answered_feedback_is_drawn_from_answered_questions_only(run: RetrievalR
     answered = as_served(assessed.confidence, assessed.docs_within >= 1, base, "auto").answered
     n = int(answered.sum())
     assert n >= 40, "the test set must give the shipped artifact enough answers"
-    results, labelled = draw_feedback(run, base, evaluated, 40, sampled_from="answered")
+    results, labelled = draw_feedback(
+        run, base, evaluated, FeedbackDraw(40, sampled_from="answered")
+    )
     assert labelled.sum() == len(results) == 40
     assert answered[labelled].all()
     assert [r.query_id for r in results] == [
         q.query_id for q, x in zip(run.queries, labelled, strict=True) if x
     ]
     with pytest.raises(ConfidenceError, match=f"only {n} answered questions"):
-        draw_feedback(run, base, evaluated, n + 1, sampled_from="answered")
+        draw_feedback(run, base, evaluated, FeedbackDraw(n + 1, sampled_from="answered"))
     with pytest.raises(ConfidenceError, match="scored questions"):
-        draw_feedback(run, base, evaluated, len(run.queries) + 1)
+        draw_feedback(run, base, evaluated, FeedbackDraw(len(run.queries) + 1))
     assert all(r.answered for r in results)
     # Labels on answers only: the re-fit keeps the map and only raises the bar (ADR 022).
-    raised = simulate_feedback(run, base, evaluated, 40, sampled_from="answered")
+    raised = simulate_feedback(run, base, evaluated, FeedbackDraw(40, sampled_from="answered"))
     assert raised.artifact.conformal.method.startswith("feedback-raise+")
     assert raised.artifact.coefficients == base.coefficients
-    mixed, _ = draw_feedback(run, base, evaluated, 100)
+    mixed, _ = draw_feedback(run, base, evaluated, FeedbackDraw(100))
     assert {r.answered for r in mixed} == {True, False}  # drawn from the traffic
 
 
