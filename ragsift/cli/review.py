@@ -157,6 +157,7 @@ def feedback(
 
     from pydantic import ValidationError
 
+    from ragsift.confidence.refit import describe_refit
     from ragsift.embedded import embedded_feedback_loop
     from ragsift.errors import describe_validation_error
     from ragsift.observability.metrics import Metrics
@@ -178,6 +179,7 @@ def feedback(
         print_error("feedback re-fits need RAGSIFT_CONFIDENCE_SCORER=calibrated")
         raise typer.Exit(2)
     record = loop.store.recall(query_id)
+    before = loop.registry.resolve(record.tenant_id, record.collection) if record else None
     try:
         event = FeedbackEvent(
             event_id=f"cli-{uuid.uuid4().hex[:12]}",
@@ -200,4 +202,9 @@ def feedback(
         f" ({scope}: {labels} labels)"
     )
     if version is not None:
-        console.print(f"re-fit the calibration of {scope}: {version}")
+        after = loop.registry.resolve(record.tenant_id, record.collection)
+        assert before is not None
+        console.print(
+            f"re-fit the calibration of {scope}: {version}; {describe_refit(before, after)}",
+            markup=False,
+        )

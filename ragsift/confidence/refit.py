@@ -54,7 +54,7 @@ from ragsift.confidence.mix import fit_mix_table
 from ragsift.confidence.scorers import CalibratedScorer
 from ragsift.confidence.signals import reported_signal_matrix
 
-__all__ = ["MIN_REFIT_LABELS", "LabelledResult", "refit_calibration"]
+__all__ = ["MIN_REFIT_LABELS", "LabelledResult", "describe_refit", "refit_calibration"]
 
 # Each half needs enough labels for a two-parameter fit and a conformal walk
 # (conformal.py starts where >= min(100, n) queries are answered): below 40
@@ -180,6 +180,22 @@ def refit_calibration(
     fields = base.model_dump(exclude={"version", "conformal", "data", "provenance", "remap"})
     fields.update(coefficients=coefficients, intercept=intercept, conformal=spec, data=data)
     return CalibrationArtifact.model_validate(fields)
+
+
+def describe_refit(before: CalibrationArtifact, after: CalibrationArtifact) -> str:
+    """What a re-fit did, in words: the answer threshold before and after, and why."""
+    labels = after.data.n_examples
+    if not after.conformal.feasible:
+        return (
+            f"no answer threshold is certified on {labels} labels (too many wrong answers"
+            " at the top of the ranking, or too few labels): the scope's queries are refused"
+            " until more labels certify one"
+        )
+    was = f"{before.conformal.threshold:.2f}" if before.conformal.feasible else "none"
+    said = f"answer threshold {was} -> {after.conformal.threshold:.2f} on {labels} labels"
+    if after.conformal.method.startswith("feedback-raise+"):
+        return f"{said} (every label on an answered result: the bar can only rise)"
+    return said
 
 
 def _raise_only(

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel
 
 from ragsift.confidence.errors import ConfidenceError
-from ragsift.confidence.refit import LabelledResult, refit_calibration
+from ragsift.confidence.refit import LabelledResult, describe_refit, refit_calibration
 from ragsift.confidence.registry import CalibrationRegistry, CalibrationScope
 from ragsift.errors import InvalidEventError
 from ragsift.observability.metrics import Metrics
@@ -158,6 +158,7 @@ class FeedbackLoop:
         # The collection's calibration (else the default), never the tenant's last re-fit:
         # re-fits do not compound. The registry skips a stored artifact it cannot use.
         base = self.registry.resolve(None, scope.collection)
+        previous = self.registry.resolve(scope.tenant, scope.collection)
         try:
             artifact = refit_calibration(
                 base,
@@ -180,7 +181,13 @@ class FeedbackLoop:
         self.registry.put(scope, artifact)
         self.store.mark_refit(scope, digest, now)
         self.metrics.calibration_refits.inc()
-        log.info("calibration of %s re-fit on %d labels: %s", scope, len(labels), artifact.version)
+        log.log(
+            logging.INFO if artifact.conformal.feasible else logging.WARNING,
+            "calibration of %s re-fit: %s; %s",
+            scope,
+            artifact.version,
+            describe_refit(previous, artifact),
+        )
         return artifact.version
 
 

@@ -14,7 +14,12 @@ from ragsift.confidence.conformal import conformal_threshold
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.features import feature_matrix
 from ragsift.confidence.mix import fit_mix_table
-from ragsift.confidence.refit import MIN_REFIT_LABELS, LabelledResult, refit_calibration
+from ragsift.confidence.refit import (
+    MIN_REFIT_LABELS,
+    LabelledResult,
+    describe_refit,
+    refit_calibration,
+)
 from ragsift.confidence.signals import SIGNAL_NAMES
 from ragsift.retrieval.engines import packaged_calibration_path
 
@@ -227,3 +232,23 @@ def test_hostile_signals_do_not_break_the_fit(base: CalibrationArtifact) -> None
     new = refit_calibration(base, labels + odd, scope="a/c", fitted_at=AT)
     assert all(np.isfinite(new.coefficients))
     assert np.isfinite(new.intercept)
+
+
+def test_a_refit_says_what_it_did_to_the_bar(base: CalibrationArtifact) -> None:
+    full = refit_calibration(base, labelled(400, relevant_share=0.9), scope="a/c", fitted_at=AT)
+    assert full.conformal.feasible
+    assert describe_refit(base, full) == (
+        f"answer threshold {base.conformal.threshold:.2f} ->"
+        f" {full.conformal.threshold:.2f} on 400 labels"
+    )
+    right = [
+        dataclasses.replace(r, relevant=True) for r in on_answers(labelled(200, relevant_share=1))
+    ]
+    kept = refit_calibration(base, right, scope="a/c", fitted_at=AT)
+    assert describe_refit(base, kept).endswith(
+        "on 200 labels (every label on an answered result: the bar can only rise)"
+    )
+    wrong = on_answers(labelled(200, relevant_share=0.3))
+    none = refit_calibration(base, wrong, scope="a/c", fitted_at=AT)
+    assert describe_refit(base, none).startswith("no answer threshold is certified on 200 labels")
+    assert "refused until more labels" in describe_refit(base, none)

@@ -66,6 +66,9 @@ def test_labels_refit_the_tenants_calibration_once_enough_exist(
         assert out.exit_code == 0, out.output
         outputs.append(out.output)
     assert "re-fit the calibration of acme/default" in outputs[-1]
+    said = " ".join(outputs[-1].split())
+    assert f"on {MIN_LABELS} labels" in said  # and what it did to the bar
+    assert "answer threshold" in said
     assert not any("re-fit" in o for o in outputs[:-1])
     tuned = store.get(scope)
     assert tuned is not None
