@@ -273,7 +273,9 @@ class Metrics:
         )
         self.calibration_refits = Counter(
             "ragsift_calibration_refits_total",
-            "Calibrations re-fit from feedback and published.",
+            "Calibrations re-fit from feedback and published, by outcome: certified, or"
+            " uncertified (no answer threshold certified: the scope refuses its queries).",
+            ["outcome"],
             registry=r,
         )
         self.calibration_reprobes = Counter(

@@ -180,7 +180,8 @@ class FeedbackLoop:
             return None
         self.registry.put(scope, artifact)
         self.store.mark_refit(scope, digest, now)
-        self.metrics.calibration_refits.inc()
+        outcome = "certified" if artifact.conformal.feasible else "uncertified"
+        self.metrics.calibration_refits.labels(outcome=outcome).inc()
         log.log(
             logging.INFO if artifact.conformal.feasible else logging.WARNING,
             "calibration of %s re-fit: %s; %s",

@@ -255,3 +255,24 @@ def test_labels_on_answered_results_only_keep_the_map(loop: FeedbackLoop) -> Non
 def test_a_result_remembered_before_answered_was_kept_still_reads() -> None:
     old = '{"query_id": "q", "tenant_id": "t", "collection": "c", "kept": true, "signals": {}}'
     assert ScoredRecord.model_validate_json(old).answered is None
+
+
+def test_a_refit_that_certifies_nothing_is_counted_and_warned(
+    loop: FeedbackLoop, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every shown answer labelled wrong: no bar holds, the scope refuses its queries,
+    and the operator is told (the alert RagsiftFeedbackRefitUncertified reads the count)."""
+    labelled = [(r.model_copy(update={"answerable": True}), False) for r, _ in traffic(200)]
+    loop.remember([r for r, _ in labelled])
+    with caplog.at_level("INFO", logger="ragsift.workers.calibration"):
+        for r, y in labelled:
+            loop.apply(feedback(r.query_id, y))
+    assert not loop.registry.resolve("acme", "docs").conformal.feasible
+    registry = loop.metrics.registry
+    total = "ragsift_calibration_refits_total"
+    assert registry.get_sample_value(total, {"outcome": "uncertified"}) == 1
+    assert registry.get_sample_value(total, {"outcome": "certified"}) is None
+    warned = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1
+    assert "acme/docs" in warned[0].getMessage()
+    assert "no answer threshold is certified on 200 labels" in warned[0].getMessage()
