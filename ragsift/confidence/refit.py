@@ -47,7 +47,12 @@ import numpy.typing as npt
 
 from ragsift.confidence.artifact import CalibrationArtifact, ConformalSpec, DataSummary
 from ragsift.confidence.calibration import fit_logistic, predict_logistic
-from ragsift.confidence.conformal import DEFAULT_ALPHA, DEFAULT_DELTA, conformal_threshold
+from ragsift.confidence.conformal import (
+    DEFAULT_ALPHA,
+    DEFAULT_DELTA,
+    conformal_threshold,
+    risk_upper_bounds,
+)
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.features import feature_matrix
 from ragsift.confidence.mix import fit_mix_table
@@ -56,9 +61,8 @@ from ragsift.confidence.signals import reported_signal_matrix
 
 __all__ = ["MIN_REFIT_LABELS", "LabelledResult", "describe_refit", "refit_calibration"]
 
-# Each half needs enough labels for a two-parameter fit and a conformal walk
-# (conformal.py starts where >= min(100, n) queries are answered): below 40
-# labels in all, a re-fit is noise.
+# Enough labels for a two-parameter fit and a conformal walk (conformal.py starts
+# where >= min(100, positives) queries are answered): below 40, a re-fit is noise.
 MIN_REFIT_LABELS: Final = 40
 # Confidence is reported to this many decimals (scorers.py); the re-fit matches it.
 _DECIMALS: Final = 4
@@ -211,9 +215,16 @@ def _raise_only(
     labelled results' confidences as the base serves them), a bar only raised."""
     cert = conformal_threshold(conf, y, alpha=alpha, delta=delta)
     floor = base.conformal.threshold if base.conformal.feasible else 1.0
-    if cert.feasible:
-        bar = max(cert.threshold, floor)
-        cert = dataclasses.replace(cert, threshold=bar, coverage=float((conf >= bar).mean()))
+    if cert.feasible and cert.threshold < floor:
+        # The walk passed the base's bar if it started above it; either way the labels'
+        # own bound there is what they say of it (the base's certificate still stands).
+        upper, _, _ = risk_upper_bounds(conf, (y == 0).astype(np.int64), None, delta)
+        cert = dataclasses.replace(
+            cert,
+            threshold=floor,
+            coverage=float((conf >= floor).mean()),
+            risk_upper_bound=float(upper[round(floor * 100)]),
+        )
     mix = base.conformal.mix
     if mix is not None and cert.feasible:  # a declared share reads the table alone
         mix = mix.model_copy(

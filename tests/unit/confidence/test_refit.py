@@ -181,6 +181,10 @@ def test_labels_on_answers_only_keep_the_map_and_only_raise_the_bar(
         assert min(new.conformal.mix.thresholds) >= new.conformal.threshold
     if right == "all":  # nothing to raise it for
         assert new.conformal.threshold == base.conformal.threshold
+        # ... and what is said of the kept bar is what the labels say there.
+        answered = reported(base, labels) >= base.conformal.threshold
+        assert new.conformal.coverage == pytest.approx(answered.mean())
+        assert new.conformal.risk_upper_bound < 0.1  # no wrong answer among them
     if right == "above 0.4":  # wrong answers above the base's bar: raised past them
         assert new.conformal.threshold > base.conformal.threshold
 
