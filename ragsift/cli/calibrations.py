@@ -67,9 +67,15 @@ def _registry(data_dir: Path | None) -> Any:
 
 def _made_by(artifact: Any) -> str:
     provenance = artifact.provenance
-    if provenance is None:
-        return f"fit on {artifact.data.source}"
-    return provenance.method
+    if provenance is not None:
+        return str(provenance.method)
+    method = artifact.conformal.method
+    labels = artifact.data.n_examples
+    if method.startswith("feedback-raise+"):  # ADR 022
+        return f"feedback: {labels} labels, all on answered results (the bar only raised)"
+    if method.startswith("feedback-remap+"):
+        return f"feedback: {labels} labels (re-mapped and re-certified)"
+    return f"fit on {artifact.data.source}"
 
 
 def _row(scope: Any, artifact: Any, reason: str | None, why: str | None) -> dict[str, Any]:
@@ -78,6 +84,8 @@ def _row(scope: Any, artifact: Any, reason: str | None, why: str | None) -> dict
     uncertified = provenance.uncertified if provenance is not None else None
     if reason is not None:
         state = f"not used ({reason}): {why}"
+    elif artifact is not None and not artifact.conformal.feasible:
+        state = "in use, no answer threshold certified: every query is refused"
     elif uncertified is not None:
         state = f"in use, bar not certified here: {uncertified}"
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from typer.testing import CliRunner
 from ragsift.cli import app
 from ragsift.confidence import CalibrationArtifact
 from ragsift.confidence.artifact import MissingAnswerEstimate, Provenance
+from ragsift.confidence.refit import LabelledResult, refit_calibration
 from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
 from ragsift.confidence.selfcal import mark_uncertified
 from ragsift.retrieval.embedders import HashingEmbedder
@@ -332,3 +334,42 @@ def test_reprobe_refuses_a_data_dir_nothing_was_ingested_into(tmp_path: Path) ->
     )
     assert result.exit_code == 2, result.output
     assert "nothing has been indexed there" in " ".join(result.output.split())
+
+
+def test_list_says_what_a_feedback_refit_is_and_when_it_refuses_everything(
+    tmp_path: Path,
+) -> None:
+    """ADR 022: a re-fit on a tenant's labels, one on answered results only, and one
+    that certified no answer threshold (its scope refuses every query)."""
+
+    def labels(relevant: Any, answered: bool | None) -> list[LabelledResult]:
+        return [
+            LabelledResult(f"q{i}", {"top_score": i / 300}, True, relevant(i), answered)
+            for i in range(300)
+        ]
+
+    at = datetime(2026, 11, 25, tzinfo=UTC)
+    remapped = refit_calibration(
+        DEFAULT, labels(lambda i: i > 150, None), scope="docs/acme", fitted_at=at
+    )
+    raised = refit_calibration(
+        DEFAULT, labels(lambda i: True, True), scope="docs/beta", fitted_at=at
+    )
+    refused = refit_calibration(
+        DEFAULT, labels(lambda i: False, True), scope="docs/gamma", fitted_at=at
+    )
+    assert remapped.conformal.feasible
+    assert raised.conformal.feasible
+    assert not refused.conformal.feasible
+    data = tmp_path / "data"
+    store = DirectoryCalibrationStore(data / "calibrations")
+    for tenant, artifact in (("acme", remapped), ("beta", raised), ("gamma", refused)):
+        store.put(CalibrationScope("docs", tenant), artifact)
+    rows = {row["tenant"]: row for row in listed(CliRunner(), data)["scopes"]}
+    assert rows["acme"]["made_by"] == "feedback: 300 labels (re-mapped and re-certified)"
+    assert rows["acme"]["state"] == "in use"
+    assert rows["beta"]["made_by"] == (
+        "feedback: 300 labels, all on answered results (the bar only raised)"
+    )
+    assert rows["gamma"]["state"] == "in use, no answer threshold certified: every query is refused"
+    assert rows["gamma"]["answer_threshold"] is None
