@@ -179,7 +179,7 @@ def feedback(
         print_error("feedback re-fits need RAGSIFT_CONFIDENCE_SCORER=calibrated")
         raise typer.Exit(2)
     record = loop.store.recall(query_id)
-    before = loop.registry.resolve(record.tenant_id, record.collection) if record else None
+    before = loop.in_force(loop.scope_of(record)) if record else None
     try:
         event = FeedbackEvent(
             event_id=f"cli-{uuid.uuid4().hex[:12]}",
@@ -202,7 +202,7 @@ def feedback(
         f" ({scope}: {labels} labels)"
     )
     if version is not None:
-        after = loop.registry.resolve(record.tenant_id, record.collection)
+        after = loop.in_force(loop.scope_of(record))
         assert before is not None
         console.print(
             f"re-fit the calibration of {scope}: {version}; {describe_refit(before, after)}",

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel
 
+from ragsift.confidence.artifact import CalibrationArtifact
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.refit import LabelledResult, describe_refit, refit_calibration
 from ragsift.confidence.registry import CalibrationRegistry, CalibrationScope
@@ -143,6 +144,17 @@ class FeedbackLoop:
         """The calibration a label of ``record`` re-fits: its tenant in its collection."""
         return CalibrationScope(record.collection, record.tenant_id)
 
+    def in_force(
+        self, scope: CalibrationScope, base: CalibrationArtifact | None = None
+    ) -> CalibrationArtifact:
+        """The calibration ``scope``'s queries are scored with: its own if usable, else
+        ``base`` (default: the collection's, else the shipped one). Read afresh, and
+        not counted as a query's fallback."""
+        held, reason, _ = self.registry.examine(scope)
+        if held is not None and reason is None:
+            return held
+        return base if base is not None else self.registry.resolve(None, scope.collection)
+
     def maybe_refit(self, scope: CalibrationScope) -> str | None:
         """Re-fit ``scope`` if it has enough labels, they changed, and the interval passed."""
         labels = self.store.labels(scope)[-self.settings.window :]
@@ -158,7 +170,7 @@ class FeedbackLoop:
         # The collection's calibration (else the default), never the tenant's last re-fit:
         # re-fits do not compound. The registry skips a stored artifact it cannot use.
         base = self.registry.resolve(None, scope.collection)
-        previous = self.registry.resolve(scope.tenant, scope.collection)
+        previous = self.in_force(scope, base)
         try:
             artifact = refit_calibration(
                 base,

@@ -276,3 +276,19 @@ def test_a_refit_that_certifies_nothing_is_counted_and_warned(
     assert len(warned) == 1
     assert "acme/docs" in warned[0].getMessage()
     assert "no answer threshold is certified on 200 labels" in warned[0].getMessage()
+
+
+def test_in_force_is_the_scopes_own_usable_calibration_else_the_broader_one(
+    loop: FeedbackLoop, tmp_path: Path
+) -> None:
+    default = loop.registry.default
+    assert loop.in_force(SCOPE) == default  # nothing stored for the tenant
+    labelled = traffic(200)
+    loop.remember([r for r, _ in labelled])
+    versions = [loop.apply(feedback(r.query_id, y)) for r, y in labelled]
+    assert loop.in_force(SCOPE).version == versions[-1] != default.version
+    # A stored calibration the query path would skip (made for another model) is not
+    # the one in force: the broader one is, as for queries.
+    other = loop.in_force(SCOPE).model_copy(update={"embedder_id": "another-model"})
+    DirectoryCalibrationStore(tmp_path / "calibrations").put(SCOPE, other)
+    assert loop.in_force(SCOPE) == default
