@@ -69,11 +69,12 @@ def _made_by(artifact: Any) -> str:
     provenance = artifact.provenance
     if provenance is not None:
         return str(provenance.method)
-    method = artifact.conformal.method
-    labels = artifact.data.n_examples
-    if method.startswith("feedback-raise+"):  # ADR 022
+    from ragsift.confidence.refit import refit_kind
+
+    kind, labels = refit_kind(artifact), artifact.data.n_examples
+    if kind == "feedback-raise":  # ADR 022
         return f"feedback: {labels} labels, all on answered results (the bar only raised)"
-    if method.startswith("feedback-remap+"):
+    if kind == "feedback-remap":
         return f"feedback: {labels} labels (re-mapped and re-certified)"
     return f"fit on {artifact.data.source}"
 

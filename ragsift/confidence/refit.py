@@ -40,7 +40,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Final, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -59,13 +59,25 @@ from ragsift.confidence.mix import fit_mix_table
 from ragsift.confidence.scorers import CalibratedScorer
 from ragsift.confidence.signals import reported_signal_matrix
 
-__all__ = ["MIN_REFIT_LABELS", "LabelledResult", "describe_refit", "refit_calibration"]
+__all__ = [
+    "MIN_REFIT_LABELS",
+    "LabelledResult",
+    "RefitKind",
+    "describe_refit",
+    "refit_calibration",
+    "refit_kind",
+]
 
 # Enough labels for a two-parameter fit and a conformal walk (conformal.py starts
 # where >= min(100, positives) queries are answered): below 40, a re-fit is noise.
 MIN_REFIT_LABELS: Final = 40
+#: How a feedback re-fit was made (the prefix of its conformal method): a re-map and
+#: a new threshold, or (every label on an answered result) the base's map, bar raised.
+RefitKind = Literal["feedback-remap", "feedback-raise"]
 # Confidence is reported to this many decimals (scorers.py); the re-fit matches it.
 _DECIMALS: Final = 4
+_REMAP: Final[RefitKind] = "feedback-remap"
+_RAISE: Final[RefitKind] = "feedback-raise"
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +176,7 @@ def refit_calibration(
         assert mapped is not None  # the same labels: both kinds present
         bars = tuple(bar if bar >= 1.0 else carried(bar) for bar in mix.thresholds)
         mix = mapped.model_copy(update={"thresholds": bars})
-    spec = ConformalSpec.certified(cert, method=f"feedback-remap+{cert.method}", mix=mix)
+    spec = ConformalSpec.certified(cert, method=f"{_REMAP}+{cert.method}", mix=mix)
     data = DataSummary(
         source=f"feedback:{scope}",
         n_examples=len(ordered),
@@ -197,9 +209,15 @@ def describe_refit(before: CalibrationArtifact, after: CalibrationArtifact) -> s
         )
     was = f"{before.conformal.threshold:.2f}" if before.conformal.feasible else "none"
     said = f"answer threshold {was} -> {after.conformal.threshold:.2f} on {labels} labels"
-    if after.conformal.method.startswith("feedback-raise+"):
+    if refit_kind(after) == _RAISE:
         return f"{said} (every label on an answered result: the bar can only rise)"
     return said
+
+
+def refit_kind(artifact: CalibrationArtifact) -> RefitKind | None:
+    """How ``artifact`` was re-fit from feedback, or None when it was not."""
+    prefix = artifact.conformal.method.partition("+")[0]
+    return _REMAP if prefix == _REMAP else _RAISE if prefix == _RAISE else None
 
 
 def _raise_only(
@@ -230,7 +248,7 @@ def _raise_only(
         mix = mix.model_copy(
             update={"thresholds": tuple(max(t, cert.threshold) for t in mix.thresholds)}
         )
-    spec = ConformalSpec.certified(cert, method=f"feedback-raise+{cert.method}", mix=mix)
+    spec = ConformalSpec.certified(cert, method=f"{_RAISE}+{cert.method}", mix=mix)
     data = DataSummary(
         source=f"feedback:{scope}",
         n_examples=len(y),

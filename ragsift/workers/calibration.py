@@ -170,7 +170,6 @@ class FeedbackLoop:
         # The collection's calibration (else the default), never the tenant's last re-fit:
         # re-fits do not compound. The registry skips a stored artifact it cannot use.
         base = self.registry.resolve(None, scope.collection)
-        previous = self.in_force(scope, base)
         try:
             artifact = refit_calibration(
                 base,
@@ -190,6 +189,7 @@ class FeedbackLoop:
         except ConfidenceError as exc:  # e.g. every label the same: wait for more
             log.info("calibration re-fit of %s postponed: %s", scope, exc)
             return None
+        previous = self.in_force(scope, base)  # what the new one replaces, for the log
         self.registry.put(scope, artifact)
         self.store.mark_refit(scope, digest, now)
         outcome = "certified" if artifact.conformal.feasible else "uncertified"

@@ -19,6 +19,7 @@ from ragsift.confidence.refit import (
     LabelledResult,
     describe_refit,
     refit_calibration,
+    refit_kind,
 )
 from ragsift.confidence.signals import SIGNAL_NAMES
 from ragsift.retrieval.engines import packaged_calibration_path
@@ -251,6 +252,11 @@ def test_a_refit_says_what_it_did_to_the_bar(base: CalibrationArtifact) -> None:
     kept = refit_calibration(base, right, scope="a/c", fitted_at=AT)
     assert describe_refit(base, kept).endswith(
         "on 200 labels (every label on an answered result: the bar can only rise)"
+    )
+    assert (refit_kind(full), refit_kind(kept), refit_kind(base)) == (
+        "feedback-remap",
+        "feedback-raise",
+        None,
     )
     wrong = on_answers(labelled(200, relevant_share=0.3))
     none = refit_calibration(base, wrong, scope="a/c", fitted_at=AT)
