@@ -151,6 +151,8 @@ def test_cli_scores_only_the_questions_that_gave_no_label(data: list[str]) -> No
         (["--feedback", "39"], "greater than or equal to 40"),
         (["--feedback", "60", "--feedback-from", "some"], "must be all or answered, got 'some'"),
         (["--feedback", "5000"], "--feedback: 5000 labels asked for, but only"),
+        (["--feedback", str(10**20)], f"--feedback: {10**20} labels asked for, but only"),
+        (["--feedback", "60", "--feedback-from", "名前\x01"], "must be all or answered"),
     ],
 )
 def test_cli_refuses_feedback_it_cannot_replay(
