@@ -149,6 +149,19 @@ def evaluate(
             metavar="all|answered",
         ),
     ] = "all",
+    feedback_bias: Annotated[
+        float,
+        typer.Option(
+            "--feedback-bias",
+            help="With --feedback: a question whose kept context lacks the answer is this"
+            " many times as likely to give a label (users who report what went wrong)."
+            " 1 is a random draw. The worker keeps such labels out of re-fits when they"
+            " come as reported (docs/feedback.md); the replay re-fits on them anyway, to"
+            " show what they would do.",
+            min=1.0,
+            max=1e6,
+        ),
+    ] = 1.0,
     k: Annotated[int, typer.Option(help="Hits retrieved per question.", min=1, max=MAX_K)] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -164,6 +177,9 @@ def evaluate(
 
     if feedback_from not in ("all", "answered"):
         print_error(f"--feedback-from must be all or answered, got {feedback_from!r}")
+        raise typer.Exit(2)
+    if feedback is None and feedback_bias != 1.0:
+        print_error("--feedback-bias needs --feedback N (the labels it biases)")
         raise typer.Exit(2)
     ds = _load_dataset(
         dataset, labelled, out_of_scope, split=split, pool=pool, half=half, holes=holes
@@ -237,7 +253,7 @@ def evaluate(
     replayed = None
     if feedback is not None:
         artifact, replayed = _replay_feedback(
-            run, artifact, evaluated, feedback, feedback_from, served
+            run, artifact, evaluated, feedback, feedback_from, served, feedback_bias
         )
         how += f", re-fit on {feedback} feedback labels ({artifact.version})"
     result = evaluate_scorers(run, artifact, evaluated, **served)
@@ -296,6 +312,7 @@ def _replay_feedback(
     n_labels: int,
     sampled_from: str,
     served: dict[str, Any],
+    bias: float = 1.0,
 ) -> tuple[Any, dict[str, Any]]:
     """``eval --feedback``: the re-fit artifact, and the figures before it on the same
     questions. The labelled questions leave ``evaluated`` (in place)."""
@@ -310,6 +327,7 @@ def _replay_feedback(
             near_miss_negatives=served["near_miss_negatives"],
             unanswerable_share=served["unanswerable_share"],
             near_miss=served["near_miss"],
+            bias=bias,
         )
         simulated = simulate_feedback(run, artifact, evaluated, draw)
     except ConfidenceError as exc:
@@ -332,8 +350,12 @@ def _feedback_words(replayed: dict[str, Any]) -> str:
     def bar(value: float | None) -> str:
         return "none certified" if value is None else f"{value:.2f}"
 
+    bias = replayed["bias"]
+    biased = "" if bias == 1.0 else f", the wrong ones {bias:g}x as likely to be labelled"
+
     return (
         f"feedback: {replayed['labels']} labels from {replayed['sampled_from']} questions"
+        f"{biased}"
         f" ({replayed['positive_rate']:.0%} relevant); answer threshold"
         f" {bar(replayed['base_threshold'])} -> {bar(replayed['refit_threshold'])};"
         f" before the re-fit, on the same questions: answer rate"

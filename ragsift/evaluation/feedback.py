@@ -18,6 +18,7 @@ which a user's traffic does not do), they give no label either.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal
@@ -60,6 +61,11 @@ class FeedbackDraw:
         near_miss_negatives: near-miss questions are scored, so they give labels too.
         unanswerable_share, near_miss: how ``answered`` is served (the mix bars).
         seed: which questions, for a given pool.
+        bias: how much likelier a question whose kept context lacks the answer is to
+            give a label than one whose context holds it. 1 is a random draw; above 1,
+            labels users chose to give (what went wrong gets reported), which the worker
+            keeps out of re-fits when they come as reported (ADR 023): the replay
+            re-fits on them anyway, to show what they would do.
     """
 
     n_labels: int
@@ -68,6 +74,11 @@ class FeedbackDraw:
     unanswerable_share: UnanswerableShare = "auto"
     near_miss: bool = True
     seed: int = FEEDBACK_SEED
+    bias: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.bias) and self.bias >= 1.0):
+            raise ConfidenceError(f"the feedback bias must be a number >= 1, got {self.bias}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +96,14 @@ class SimulatedFeedback:
     labelled: npt.NDArray[np.bool_]
     positive_rate: float
     sampled_from: FeedbackFrom
+    bias: float = 1.0
 
     def to_dict(self, base: CalibrationArtifact) -> dict[str, object]:
         """JSON-ready summary: the labels and both thresholds."""
         return {
             "labels": int(self.labelled.sum()),
             "sampled_from": self.sampled_from,
+            "bias": self.bias,
             "positive_rate": round(self.positive_rate, 4),
             "base_version": base.version,
             "base_threshold": base.conformal.threshold if base.conformal.feasible else None,
@@ -140,7 +153,13 @@ def draw_feedback(
         where = "answered questions" if draw.sampled_from == "answered" else "scored questions"
         raise ConfidenceError(f"{draw.n_labels} labels asked for, but only {pool.size} {where}")
     rng = np.random.default_rng(draw.seed)
-    chosen = np.sort(rng.choice(pool, size=draw.n_labels, replace=False))
+    if draw.bias == 1.0:  # the draw every figure of ADR 022 was made with
+        chosen = np.sort(rng.choice(pool, size=draw.n_labels, replace=False))
+    else:
+        weight = np.where(labels[pool], 1.0, draw.bias)
+        chosen = np.sort(
+            rng.choice(pool, size=draw.n_labels, replace=False, p=weight / weight.sum())
+        )
     results = [
         LabelledResult(
             query_id=run.queries[idx[j]].query_id,
@@ -177,4 +196,4 @@ def simulate_feedback(
         artifact, results, scope=f"eval/{run.dataset.name}", fitted_at=_FITTED_AT
     )
     positive = float(np.mean([r.relevant for r in results]))
-    return SimulatedFeedback(refit, labelled, positive, draw.sampled_from)
+    return SimulatedFeedback(refit, labelled, positive, draw.sampled_from, draw.bias)

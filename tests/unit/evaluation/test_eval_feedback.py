@@ -89,6 +89,23 @@ def test_near_misses_give_labels_only_where_they_are_scored(run: RetrievalRun) -
     assert negatives[near].any()
 
 
+def test_a_biased_draw_labels_more_of_what_went_wrong(run: RetrievalRun) -> None:
+    """Users who report what went wrong: at bias 5 the labels hold fewer relevant
+    results than a random draw of as many; the same seed gives the same draw."""
+    base = _shipped()
+    evaluated = np.ones(len(run.queries), dtype=bool)
+    fair, _ = draw_feedback(run, base, evaluated, FeedbackDraw(60))
+    biased, where = draw_feedback(run, base, evaluated, FeedbackDraw(60, bias=5.0))
+    again, where_again = draw_feedback(run, base, evaluated, FeedbackDraw(60, bias=5.0))
+    share = np.mean([r.relevant for r in fair])
+    assert np.mean([r.relevant for r in biased]) < share
+    assert (where == where_again).all()
+    assert [r.relevant for r in again] == [r.relevant for r in biased]
+    for bad in (0.5, float("nan"), float("inf")):
+        with pytest.raises(ConfidenceError, match="bias must be a number >= 1"):
+            FeedbackDraw(60, bias=bad)
+
+
 def test_answered_feedback_is_drawn_from_answered_questions_only(run: RetrievalRun) -> None:
     base = _shipped()
     evaluated = np.ones(len(run.queries), dtype=bool)
@@ -153,6 +170,10 @@ def test_cli_scores_only_the_questions_that_gave_no_label(data: list[str]) -> No
         (["--feedback", "5000"], "--feedback: 5000 labels asked for, but only"),
         (["--feedback", str(10**20)], f"--feedback: {10**20} labels asked for, but only"),
         (["--feedback", "60", "--feedback-from", "名前\x01"], "must be all or answered"),
+        (["--feedback-bias", "3"], "--feedback-bias needs --feedback N"),
+        (["--feedback", "60", "--feedback-bias", "0.5"], "greater than or equal to 1"),
+        (["--feedback", "60", "--feedback-bias", "nan"], "less than or equal to 1000000"),
+        (["--feedback", "60", "--feedback-bias", "1e300"], "less than or equal to 1000000"),
     ],
 )
 def test_cli_refuses_feedback_it_cannot_replay(
@@ -163,5 +184,5 @@ def test_cli_refuses_feedback_it_cannot_replay(
         app, ["eval", *data, "--artifact", path, "--probes", "none", *options]
     )
     assert result.exit_code == 2
-    assert message in " ".join(result.output.split())
+    assert message in " ".join(result.output.replace("│", " ").split())  # rich's box, unwrapped
     assert "Traceback" not in result.output
