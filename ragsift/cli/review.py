@@ -145,13 +145,23 @@ def feedback(
     tenant: Annotated[
         str | None, typer.Option("--tenant", "-t", help="Tenant (default: the query's).")
     ] = None,
+    reported: Annotated[
+        bool,
+        typer.Option(
+            "--reported",
+            help="A user chose to give this label (a thumbs-down, a complaint): keep it,"
+            " but never re-fit on it (docs/feedback.md).",
+        ),
+    ] = False,
     data_dir: DataDir = None,
 ) -> None:
     """Label a past embedded result; re-fit the tenant's calibration once enough labels exist.
 
     The label is kept under the data dir, keyed by query id (labelling again replaces
-    it). With RAGSIFT_FEEDBACK_MIN_LABELS labels for the tenant and collection, a new
-    calibration is fit and stored under <data dir>/calibrations.
+    it). With RAGSIFT_FEEDBACK_MIN_LABELS sampled labels for the tenant and collection
+    (results picked for labelling without looking at how they turned out), a new
+    calibration is fit and stored under <data dir>/calibrations. --reported labels
+    are kept and counted, never fit on.
     """
     import uuid
 
@@ -186,6 +196,7 @@ def feedback(
             query_id=query_id,
             tenant_id=tenant or (record.tenant_id if record else "unknown"),
             relevant=relevant,
+            sampled=not reported,
         )
         version = loop.apply(event)
     except ValidationError as exc:  # a query id or tenant no event may carry
@@ -196,10 +207,13 @@ def feedback(
         raise typer.Exit(1) from exc
     assert record is not None  # apply refuses an unknown query
     scope = f"{record.tenant_id}/{record.collection}"
-    labels = len(loop.store.labels(loop.scope_of(record)))
+    held = loop.store.labels(loop.scope_of(record))
+    count = f"{len(held)} labels"
+    if unsampled := sum(not s.sampled for s in held):
+        count += f", {unsampled} of them reported (never fit on)"
     console.print(
         f"labelled {query_id} {'relevant' if relevant else 'not relevant'}"
-        f" ({scope}: {labels} labels)"
+        f"{' (reported)' if reported else ''} ({scope}: {count})"
     )
     if version is not None:
         after = loop.in_force(loop.scope_of(record))

@@ -205,7 +205,9 @@ def describe_refit(before: CalibrationArtifact, after: CalibrationArtifact) -> s
         return (
             f"no answer threshold is certified on {labels} labels (too many wrong answers"
             " at the top of the ranking, or too few labels): the scope's queries are refused"
-            " until more labels certify one"
+            " until more labels certify one. Labels users chose to give (thumbs-downs,"
+            " complaints) read as more risk than there is: send them as reported"
+            " (sampled: false), which keeps them out of re-fits"
         )
     was = f"{before.conformal.threshold:.2f}" if before.conformal.feasible else "none"
     said = f"answer threshold {was} -> {after.conformal.threshold:.2f} on {labels} labels"

@@ -267,7 +267,8 @@ class Metrics:
         # go through the bounded labelers.
         self.feedback = Counter(
             "ragsift_feedback_total",
-            "Feedback events by result: labelled, unchanged (duplicate/replay), or why refused.",
+            "Feedback events by result: labelled, reported (a user's own label: kept, never"
+            " re-fits), unchanged (duplicate/replay), or why refused.",
             ["result"],
             registry=r,
         )

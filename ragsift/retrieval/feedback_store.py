@@ -59,6 +59,9 @@ class StoredLabel(BaseModel):
     record: ScoredRecord
     relevant: bool
     at: float
+    #: False: a user chose to give it (``FeedbackEvent.sampled``); it never re-fits.
+    #: Labels stored before the field existed were all used, and read as sampled.
+    sampled: bool = True
 
 
 class FeedbackStore(Protocol):
@@ -101,7 +104,11 @@ def _changed(old: Any, label: StoredLabel) -> bool:
     if old is None:
         return True
     previous = StoredLabel.model_validate_json(old)
-    return (previous.relevant, previous.record) != (label.relevant, label.record)
+    return (previous.relevant, previous.sampled, previous.record) != (
+        label.relevant,
+        label.sampled,
+        label.record,
+    )
 
 
 class SqliteFeedbackStore:

@@ -57,6 +57,16 @@ class FeedbackEvent(EventModel):
     query_id: EventId
     tenant_id: TenantId
     relevant: bool = Field(description="True when the kept context contained the answer.")
+    sampled: bool = Field(
+        default=True,
+        description=(
+            "True when the result was picked for labelling without looking at how it"
+            " turned out (every result, or a random share of them): such labels re-fit"
+            " the calibration. False when a user chose to give it (a thumbs-down, a"
+            " 'report a problem' button): those are chosen by their outcome, so they"
+            " are kept and counted but never re-fit (docs/feedback.md)."
+        ),
+    )
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     signals: dict[str, float] = Field(default_factory=dict)
     embedder_id: str | None = None

@@ -134,10 +134,17 @@ class FeedbackLoop:
                 query_id=event.query_id,
             )
         scope = self.scope_of(record)
-        label = StoredLabel(record=record, relevant=event.relevant, at=self._clock())
+        label = StoredLabel(
+            record=record, relevant=event.relevant, at=self._clock(), sampled=event.sampled
+        )
         changed = self.store.put_label(scope, label)
-        self.metrics.feedback.labels("labelled" if changed else "unchanged").inc()
-        return self.maybe_refit(scope) if changed else None
+        if not changed:
+            self.metrics.feedback.labels("unchanged").inc()
+            return None
+        self.metrics.feedback.labels("labelled" if event.sampled else "reported").inc()
+        # A reported label cannot start a re-fit, but it can end one's use of a label
+        # that was sampled before and is now reported (the set of sampled labels changed).
+        return self.maybe_refit(scope)
 
     @staticmethod
     def scope_of(record: ScoredRecord) -> CalibrationScope:
@@ -157,7 +164,9 @@ class FeedbackLoop:
 
     def maybe_refit(self, scope: CalibrationScope) -> str | None:
         """Re-fit ``scope`` if it has enough labels, they changed, and the interval passed."""
-        labels = self.store.labels(scope)[-self.settings.window :]
+        # Reported labels are chosen by their outcome: on them a re-fit would read the
+        # users' reporting habit as the scope's risk (ADR 023). They are kept, not used.
+        labels = [s for s in self.store.labels(scope) if s.sampled][-self.settings.window :]
         if len(labels) < self.settings.min_labels:
             return None
         digest = _digest(labels)

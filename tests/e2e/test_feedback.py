@@ -165,4 +165,22 @@ async def test_200_labels_move_the_tenants_threshold_and_a_replay_changes_nothin
     assert worker.metric("ragsift_calibration_refits_total") == 1
     assert worker.metric("ragsift_feedback_total", {"result": "labelled"}) == N_LABELS
     assert worker.metric("ragsift_feedback_total", {"result": "unknown_query"}) == 1
+
+    # Thumbs-downs users chose to give, on results nobody labelled yet, sent as
+    # reported: kept and counted, never fit on (ADR 023), so nothing is re-fit.
+    rest = [q.query_id for q in sent if every[q.query_id].outcome == "ok"][N_LABELS:]
+    assert rest
+    reports = [
+        FeedbackEvent(
+            event_id=f"report-{qid}", query_id=qid, tenant_id=TENANT, relevant=False, sampled=False
+        )
+        for qid in rest
+    ]
+    await produce(stack, "feedback", reports, key="tenant_id")
+    wait_for(
+        lambda: worker.metric("ragsift_feedback_total", {"result": "reported"}) >= len(rest),
+        "the reported labels",
+    )
+    assert store.generation() == generation
+    assert worker.metric("ragsift_calibration_refits_total") == 1
     store.close()

@@ -91,3 +91,27 @@ def test_unknown_query_and_another_tenant_are_refused(
     assert "names tenant 'mallory'" in other.output
     hostile = label(tmp_path, "q\x00" + "x" * 5_000, True)
     assert hostile.exit_code == 2  # an id no event may carry: bad input, as for `ask`
+
+
+def test_reported_labels_are_kept_and_said_so_but_never_re_fit(
+    tmp_path: Path, answered: list[RetrievalResult]
+) -> None:
+    """Thumbs-downs a user chose to give (`--reported`): as many as a re-fit needs, and
+    none happens; the output says how many labels are reports."""
+    outputs = []
+    for result in answered[:MIN_LABELS]:
+        out = label(tmp_path, result.query_id, False, "--reported")
+        assert out.exit_code == 0, out.output
+        outputs.append(" ".join(out.output.split()))
+    assert not any("re-fit" in o for o in outputs)
+    assert (
+        f"not relevant (reported) (acme/default: {MIN_LABELS} labels, {MIN_LABELS} of"
+        in (outputs[-1])
+    )
+    assert "reported (never fit on)" in outputs[-1]
+    assert (
+        DirectoryCalibrationStore(tmp_path / "calibrations").get(
+            CalibrationScope("default", "acme")
+        )
+        is None
+    )

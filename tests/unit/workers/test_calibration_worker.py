@@ -6,6 +6,7 @@ import random
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from ragsift.confidence.artifact import CalibrationArtifact, load_calibration
 from ragsift.confidence.registry import (
@@ -15,7 +16,7 @@ from ragsift.confidence.registry import (
 )
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.engines import packaged_calibration_path
-from ragsift.retrieval.feedback_store import ScoredRecord, SqliteFeedbackStore
+from ragsift.retrieval.feedback_store import ScoredRecord, SqliteFeedbackStore, StoredLabel
 from ragsift.retrieval.results import error_result
 from ragsift.schemas import (
     ConfidenceBreakdown,
@@ -79,9 +80,15 @@ def traffic(n: int, seed: int = 0) -> list[tuple[RetrievalResult, bool]]:
     return out
 
 
-def feedback(query_id: str, relevant: bool, tenant: str = "acme", n: int = 0) -> FeedbackEvent:
+def feedback(
+    query_id: str, relevant: bool, tenant: str = "acme", n: int = 0, *, sampled: bool = True
+) -> FeedbackEvent:
     return FeedbackEvent(
-        event_id=f"fb-{query_id}-{n}", query_id=query_id, tenant_id=tenant, relevant=relevant
+        event_id=f"fb-{query_id}-{n}",
+        query_id=query_id,
+        tenant_id=tenant,
+        relevant=relevant,
+        sampled=sampled,
     )
 
 
@@ -276,6 +283,78 @@ def test_a_refit_that_certifies_nothing_is_counted_and_warned(
     assert len(warned) == 1
     assert "acme/docs" in warned[0].getMessage()
     assert "no answer threshold is certified on 200 labels" in warned[0].getMessage()
+
+
+def test_reported_labels_are_kept_and_counted_but_never_re_fit(loop: FeedbackLoop) -> None:
+    """The 200 thumbs-downs above, sent as users' own reports: the scope keeps its
+    calibration (they are chosen by their outcome: ADR 023), and every one is held."""
+    labelled = [(r.model_copy(update={"answerable": True}), False) for r, _ in traffic(200)]
+    loop.remember([r for r, _ in labelled])
+    versions = [loop.apply(feedback(r.query_id, y, sampled=False)) for r, y in labelled]
+    assert versions == [None] * 200
+    assert loop.registry.resolve("acme", "docs").version == loop.registry.default.version
+    assert count(loop, "reported") == 200
+    assert count(loop, "labelled") == 0
+    held = loop.store.labels(SCOPE)
+    assert len(held) == 200
+    assert not any(s.sampled for s in held)
+    registry = loop.metrics.registry
+    assert (
+        registry.get_sample_value("ragsift_calibration_refits_total", {"outcome": "uncertified"})
+        is None
+    )
+
+
+def test_only_the_sampled_labels_re_fit_and_a_label_can_change_kind(loop: FeedbackLoop) -> None:
+    """Sampled and reported labels in one scope: the re-fit reads the 200 sampled ones
+    alone, and a sampled label re-sent as reported leaves the next re-fit."""
+    labelled = traffic(260)
+    loop.remember([r for r, _ in labelled])
+    for r, y in labelled[200:]:  # 60 reports first: not enough (and not usable) to re-fit
+        assert loop.apply(feedback(r.query_id, y, sampled=False)) is None
+    versions = [loop.apply(feedback(r.query_id, y)) for r, y in labelled[:200]]
+    assert versions[:-1] == [None] * 199
+    first = versions[-1]
+    assert first is not None
+    tuned = loop.registry.resolve("acme", "docs")
+    assert tuned.data.n_examples == 200
+    # The same label as a report: the sampled set changed (199 left, under the minimum).
+    r, y = labelled[0]
+    assert loop.apply(feedback(r.query_id, y, n=1, sampled=False)) is None
+    assert count(loop, "reported") == 61
+    assert len(loop.store.labels(SCOPE)) == 260
+    assert sum(s.sampled for s in loop.store.labels(SCOPE)) == 199
+    # Sampled again: the 200 are back, with the same digest as the first re-fit's.
+    assert loop.apply(feedback(r.query_id, y, n=2)) is None
+    assert loop.registry.resolve("acme", "docs").version == first
+
+
+def test_feedback_sampled_defaults_to_true_and_takes_only_a_boolean() -> None:
+    event = FeedbackEvent.model_validate(
+        {"event_id": "e", "query_id": "q", "tenant_id": "t", "relevant": False}
+    )
+    assert event.sampled is True
+    assert (
+        FeedbackEvent.model_validate_json(
+            '{"event_id": "e", "query_id": "q", "tenant_id": "t", "relevant": false,'
+            ' "sampled": false}'
+        ).sampled
+        is False
+    )
+    for bad in ('"reported"', "2", "null", '"\u0000"'):
+        with pytest.raises(ValidationError, match="sampled"):
+            FeedbackEvent.model_validate_json(
+                '{"event_id": "e", "query_id": "q", "tenant_id": "t", "relevant": false,'
+                f' "sampled": {bad}}}'
+            )
+
+
+def test_a_label_stored_before_sampled_existed_reads_as_sampled() -> None:
+    old = (
+        '{"record": {"query_id": "q", "tenant_id": "t", "collection": "c", "kept": true,'
+        ' "signals": {}}, "relevant": true, "at": 1.0}'
+    )
+    assert StoredLabel.model_validate_json(old).sampled is True
 
 
 def test_in_force_is_the_scopes_own_usable_calibration_else_the_broader_one(
