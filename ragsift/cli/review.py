@@ -208,7 +208,7 @@ def feedback(
     assert record is not None  # apply refuses an unknown query
     scope = f"{record.tenant_id}/{record.collection}"
     held = loop.store.labels(loop.scope_of(record))
-    count = f"{len(held)} labels"
+    count = f"{len(held)} label{'' if len(held) == 1 else 's'}"
     if unsampled := sum(not s.sampled for s in held):
         count += f", {unsampled} of them reported (never fit on)"
     console.print(
