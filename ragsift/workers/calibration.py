@@ -10,7 +10,10 @@ Two handlers share one :class:`FeedbackLoop`:
   it in the registry's store, where every worker picks it up.
 
 Labels are keyed by query id, so a duplicated or replayed event rewrites the
-same label and a re-fit only happens when the set of labels changed. Feedback
+same label and a re-fit only happens when the set of labels changed. Labels a
+user chose to give (``sampled: false``: a thumbs-down) are kept and counted but
+never fit on: chosen by their outcome, they read as more risk than there is
+(ADR 023). Feedback
 for an unknown (or expired) query id or another tenant's query is refused: the
 runtime dead-letters it (stage ``feedback``) and it is counted by reason.
 The embedded runtime and ``ragsift feedback`` use the same loop.
