@@ -28,6 +28,7 @@ REQUIRED_PANELS = {
     "re-probes": "ragsift_calibration_reprobes_total",
     "fallbacks": "ragsift_calibration_fallbacks_total",
     "answer is missing": "ragsift_calibration_missing_answer_share",
+    "feedback labels": "ragsift_feedback_total",
 }
 
 
