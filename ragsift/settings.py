@@ -593,11 +593,12 @@ class FeedbackSettings(BaseSettings):
 
     model_config = _config("RAGSIFT_FEEDBACK_")
 
-    #: Labels a scope needs before its first re-fit (all of them re-map and certify).
+    #: Sampled labels a scope needs before its first re-fit (all of them re-map and
+    #: certify); reported ones (a user's own, ADR 023) never count.
     min_labels: int = Field(default=200, ge=40, le=1_000_000)
     #: Seconds between two re-fits of one scope (checked when feedback arrives).
     refit_interval_s: float = Field(default=300.0, ge=0, le=30 * 86_400)
-    #: Only the most recent this-many labels of a scope are fit on.
+    #: Only the most recent this-many sampled labels of a scope are fit on.
     window: int = Field(default=5_000, ge=40, le=1_000_000)
     #: How long a scored result can still be labelled (its signals are kept this long).
     join_ttl_s: int = Field(default=7 * 86_400, ge=60, le=365 * 86_400)

@@ -329,6 +329,18 @@ def test_only_the_sampled_labels_re_fit_and_a_label_can_change_kind(loop: Feedba
     assert loop.registry.resolve("acme", "docs").version == first
 
 
+def test_a_report_on_another_tenants_query_is_refused_and_stores_nothing(
+    loop: FeedbackLoop,
+) -> None:
+    loop.remember([result("q-acme", 0.8)])
+    with pytest.raises(FeedbackRefused, match="another tenant's"):
+        loop.apply(feedback("q-acme", False, tenant="mallory", sampled=False))
+    assert loop.store.labels(SCOPE) == []
+    assert loop.store.labels(CalibrationScope("docs", "mallory")) == []
+    assert count(loop, "tenant_mismatch") == 1
+    assert count(loop, "reported") == 0
+
+
 def test_feedback_sampled_defaults_to_true_and_takes_only_a_boolean() -> None:
     event = FeedbackEvent.model_validate(
         {"event_id": "e", "query_id": "q", "tenant_id": "t", "relevant": False}
