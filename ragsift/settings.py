@@ -238,6 +238,12 @@ class ConfidenceSettings(BaseSettings):
     #: same traffic and raises the bar where they show (ADR 021,
     #: ragsift/confidence/near_miss.py); "off" leaves the bar to the mix alone.
     near_miss: Literal["auto", "off"] = "auto"
+    #: "auto": a collection's probes also align its score levels to the calibration
+    #: corpus's (ADR 024, ragsift/confidence/alignment.py) when the calibration
+    #: measured its own; "off": scores are read on the calibration's scale as found.
+    #: Applies when a collection is probed (ingest, `calibrate --collection`,
+    #: `calibrations reprobe`, `eval --probes`).
+    alignment: Literal["auto", "off"] = "auto"
 
     @field_validator("unanswerable_share")
     @classmethod

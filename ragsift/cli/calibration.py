@@ -146,15 +146,19 @@ def calibrate(
     if out is None:
         print_error("give --out FILE (or --collection to self-calibrate)")
         raise typer.Exit(2)
+    from ragsift.cli.probing import level_probes, split_probe_rows, with_probe_rows
     from ragsift.confidence import save_calibration
     from ragsift.evaluation import fit_from_run
+    from ragsift.evaluation.probes import with_levels
     from ragsift.evaluation.scoring import FIT_FRACTION
 
     ds = _load_dataset(
         dataset, labelled, out_of_scope, split=split, pool=pool, half=half, holes=holes
     )
     features = _fit_features(_settings())
-    run = _retrieval_run(ds, k, "hybrid", _reads(features))
+    bank = level_probes(ds)
+    run = _retrieval_run(with_probe_rows(ds, bank), k, "hybrid", _reads(features))
+    run, probe_run = split_probe_rows(run, len(bank))
     artifact, _ = fit_from_run(
         run,
         alpha=alpha,
@@ -163,6 +167,16 @@ def calibrate(
         # the holes are on-topic questions the corpus cannot answer: fit as unanswered
         near_miss_negatives=holes > 0,
     )
+    if bank:
+        # Where off-topic questions score on this corpus: the zero every collection's
+        # scores are aligned to when it is probed (ADR 024).
+        artifact = with_levels(
+            artifact,
+            probe_run.hits,
+            [p.group for p in bank],
+            reader=probe_run.reader,
+            queries=[p.text for p in bank],
+        )
     save_calibration(artifact, out)
     conformal = artifact.conformal
     console.print(

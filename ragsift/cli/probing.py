@@ -34,9 +34,11 @@ STRAY_SHARE = 0.01
 __all__ = [
     "base_calibration",
     "eval_probes",
+    "level_probes",
     "probe_calibrate_collection",
     "probe_certified",
     "run_collection_job",
+    "split_probe_rows",
     "store_artifact",
     "with_probe_rows",
 ]
@@ -112,6 +114,38 @@ def _load_probes(source: str) -> Any:
         raise typer.Exit(2) from exc
 
 
+def level_probes(ds: Any) -> list[Any]:
+    """The bundled probes that measure a fit corpus's probe levels (ADR 024): the bank
+    less the articles ``ds``'s corpus holds (others it answers are left out by their
+    scores, as a collection's are). Questions ``ds`` also asks stay: they are read
+    for where they score, not fitted or certified on."""
+    from ragsift.evaluation.probes import bundled_probes
+
+    held = set(ds.doc_groups.values())
+    return [p for p in bundled_probes() if p.group not in held]
+
+
+def split_probe_rows(run: Any, n: int) -> tuple[Any, Any]:
+    """A run of :func:`with_probe_rows`'s set as (the set's own rows, the probes' rows)."""
+    import dataclasses
+
+    if not n:
+        return run, None
+    cut = len(run.hits) - n
+    reader = run.reader
+
+    def part(rows: slice, queries: list[Any]) -> Any:
+        return dataclasses.replace(
+            run,
+            dataset=dataclasses.replace(run.dataset, queries=queries),
+            hits=run.hits[rows],
+            reader=None if reader is None else reader[rows],
+        )
+
+    queries = run.queries
+    return part(slice(None, cut), queries[:cut]), part(slice(cut, None), queries[cut:])
+
+
 def with_probe_rows(ds: Any, probes: Any) -> Any:
     """``ds`` with the probes appended as its last questions (``ds`` itself without)."""
     from ragsift.evaluation.probes import with_probe_queries
@@ -125,20 +159,22 @@ def probe_certified(run: Any, artifact: Any, probes: Any, source: str) -> tuple[
 
     from ragsift.confidence import ConfidenceError, Provenance
     from ragsift.confidence.selfcal import left_out_of, with_probes
-    from ragsift.evaluation.probes import probe_confidence
+    from ragsift.evaluation.probes import aligned_on_probes, alignment_on
 
     n = len(probes)
     reader = run.reader[-n:] if run.reader is not None else None
-    confidence = probe_confidence(
+    aligned, confidence = aligned_on_probes(
         artifact,
         run.hits[-n:],
+        [p.group for p in probes],
         mode=run.mode,
         reader=reader,
         queries=[q.text for q in run.queries[-n:]],
+        enabled=alignment_on(),
     )
     try:
         probed = with_probes(
-            artifact,
+            aligned,
             confidence,
             [p.group for p in probes],
             provenance=Provenance(
@@ -167,6 +203,8 @@ def probe_certified(run: Any, artifact: Any, probes: Any, source: str) -> tuple[
         "risk_upper_bound": after.risk_upper_bound,
         "probe_confidence_p90": round(float(np.quantile(confidence, 0.9)), 4),
         "left_out": left_out_of(probed),
+        # The collection's score alignment (ADR 024): None where none was made.
+        "alignment": None if probed.alignment is None else probed.alignment.model_dump(),
         # What the re-map (ADR 015) makes of a few shipped confidences.
         "remapped": None
         if probed.remap is None

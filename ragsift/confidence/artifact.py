@@ -19,12 +19,13 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ragsift.confidence.alignment import ProbeLevels, ScoreAlignment, aligned_params
 from ragsift.confidence.conformal import ConformalResult
 from ragsift.confidence.errors import CalibrationMismatchError, ConfidenceError
 from ragsift.confidence.features import SCORE_MONOTONE_FEATURES, validate_features
 from ragsift.confidence.mix import MixTable
 from ragsift.confidence.near_miss import NearMissTable
-from ragsift.confidence.normalize import Metric
+from ragsift.confidence.normalize import Metric, NormalizationParams
 from ragsift.confidence.probes import InScopeSample, ProbeRemap
 from ragsift.errors import describe_validation_error
 
@@ -200,6 +201,8 @@ class Provenance(BaseModel):
     missing_answers: MissingAnswerEstimate | None = None
 
 
+#: Parts left out of the JSON and the version when unset (artifacts written before them).
+_OPTIONAL_PARTS: Final = ("remap", "probe_levels", "alignment")
 #: Provenance fields left out of the JSON when unset (artifacts written before them).
 _OPTIONAL_PROVENANCE: Final = ("uncertified", "missing_answers")
 
@@ -231,6 +234,12 @@ class CalibrationArtifact(BaseModel):
     #: A collection's re-map of the probability, from its probes (ADR 015); applied
     #: after the logistic model. None: the model's probability as it is.
     remap: ProbeRemap | None = None
+    #: Where the bundled probes score on the corpus this artifact was fit on (ADR
+    #: 024): the zero a collection's scores are aligned to. None: not measured.
+    probe_levels: ProbeLevels | None = None
+    #: A collection's move of its scores onto the fit corpus's scale, from its
+    #: probes (ADR 024); applied before any score is read. None: scores as found.
+    alignment: ScoreAlignment | None = None
 
     @model_validator(mode="after")
     def _check(self) -> CalibrationArtifact:
@@ -260,8 +269,9 @@ class CalibrationArtifact(BaseModel):
             skip.add("similarity_threshold")
         if self.provenance is None:
             skip.add("provenance")
-        if self.remap is None:
-            skip.add("remap")
+        for optional in _OPTIONAL_PARTS:
+            if getattr(self, optional) is None:
+                skip.add(optional)
         payload = self.model_dump(mode="json", exclude=skip)
         # ... and unset group counts of the conformal bound (every per-question one).
         for key in _OPTIONAL_CONFORMAL:
@@ -273,6 +283,10 @@ class CalibrationArtifact(BaseModel):
             payload["provenance"].pop("missing_answers", None)  # an observation, never a part
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         return f"cal-{digest[:12]}"
+
+    def normalization(self, params: NormalizationParams) -> NormalizationParams:
+        """``params`` as this artifact reads scores: with its collection's alignment."""
+        return aligned_params(params, self.alignment)
 
     @property
     def coef_array(self) -> npt.NDArray[np.float64]:
@@ -302,8 +316,9 @@ class CalibrationArtifact(BaseModel):
             unset = {k for k in _OPTIONAL_PROVENANCE if getattr(self.provenance, k) is None}
             if unset:
                 skip["provenance"] = unset
-        if self.remap is None:
-            skip["remap"] = True
+        for optional in _OPTIONAL_PARTS:
+            if getattr(self, optional) is None:
+                skip[optional] = True
         unset = {k for k in _OPTIONAL_CONFORMAL if getattr(self.conformal, k) is None}
         if unset:
             skip["conformal"] = unset

@@ -24,6 +24,11 @@ into [0, 1]:
 * ``reranker`` cross-encoder logit: ``1 / (1 + exp(-s))``; if the reranker
   already emits probabilities (``reranker_logits=False``): ``clip(s, 0, 1)``.
 
+A collection's score alignment (ADR 024) moves two of these: ``dense_offset``
+is added to a dense channel's value before the clip, and ``bm25_half`` is
+divided by its BM25 scale, so each collection's off-topic questions score where
+they did on the calibration corpus.
+
 NaN inputs (padding) stay NaN.
 """
 
@@ -77,6 +82,8 @@ class NormalizationParams:
         rrf_k: the RRF constant used by the fusion step.
         rrf_lists: how many ranked lists were fused.
         reranker_logits: True if reranker scores are logits, False if probabilities.
+        dense_offset: added to a dense channel's score before its clip (a
+            collection's alignment, ADR 024); 0 leaves the formulas as above.
     """
 
     dot_scale: float = DEFAULT_DOT_SCALE
@@ -84,8 +91,11 @@ class NormalizationParams:
     rrf_k: float = DEFAULT_RRF_K
     rrf_lists: int = DEFAULT_RRF_LISTS
     reranker_logits: bool = True
+    dense_offset: float = 0.0
 
     def __post_init__(self) -> None:
+        if not -1.0 <= self.dense_offset <= 1.0:  # NaN fails too
+            raise ConfidenceError(f"dense_offset must be in [-1, 1], got {self.dense_offset}")
         if not self.dot_scale > 0:
             raise ConfidenceError(f"dot_scale must be > 0, got {self.dot_scale}")
         if not self.bm25_half > 0:
@@ -118,14 +128,15 @@ def normalize_scores(
         ConfidenceError: unknown metric, or a negative euclidean distance/BM25 score.
     """
     s = np.asarray(scores, dtype=np.float64)
+    shift = params.dense_offset
     if metric == "cosine":
-        out = s.clip(0.0, 1.0)
+        out = (s + shift if shift else s).clip(0.0, 1.0)
     elif metric == "dot":
-        out = (s / params.dot_scale).clip(0.0, 1.0)
+        out = (s / params.dot_scale + shift).clip(0.0, 1.0)
     elif metric == "euclid":
         if (s < 0).any():
             raise ConfidenceError(f"euclidean distances must be >= 0, got min {np.nanmin(s)}")
-        out = (1.0 - 0.5 * s * s).clip(0.0, 1.0)
+        out = (1.0 - 0.5 * s * s + shift).clip(0.0, 1.0)
     elif metric == "bm25":
         if (s < 0).any():
             raise ConfidenceError(f"BM25 scores must be >= 0, got min {np.nanmin(s)}")

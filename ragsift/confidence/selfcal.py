@@ -257,7 +257,7 @@ def unprobed_because(base: CalibrationArtifact) -> str | None:
             f"calibration {base.version} keeps no in-scope sample to re-certify with;"
             " refit it with `ragsift calibrate --dataset ...`"
         )
-    if base.remap is not None:
+    if base.remap is not None or base.alignment is not None:
         return (
             f"calibration {base.version} was re-certified on probes already; probe with the"
             f" calibration it was made from ({_made_from(base)})"

@@ -32,7 +32,9 @@ from ragsift.confidence import (
     HitBatch,
     Provenance,
 )
+from ragsift.confidence.alignment import ProbeLevels, align, probe_levels
 from ragsift.confidence.errors import ConfidenceError
+from ragsift.confidence.probes import MIN_PROBES, covered_groups
 from ragsift.confidence.selfcal import unprobed_because, with_probes
 from ragsift.errors import InvalidEventError
 from ragsift.evaluation.dataset import EvalQuery, LabelledSet
@@ -47,11 +49,15 @@ from ragsift.retrieval.reader import ChunkTerms, ReaderScores
 __all__ = [
     "BUNDLED",
     "Probe",
+    "aligned_on_probes",
+    "alignment_on",
     "bundled_probes",
     "load_probes",
     "method_of",
     "probe_calibrate",
     "probe_confidence",
+    "probe_levels_of",
+    "with_levels",
     "with_probe_queries",
 ]
 
@@ -159,6 +165,96 @@ def probe_confidence(
     return np.nan_to_num(np.asarray(assessed.confidence, dtype=np.float64), nan=0.0)
 
 
+def alignment_on() -> bool:
+    """Whether probing aligns a collection's scores (``RAGSIFT_CONFIDENCE_ALIGNMENT``)."""
+    from ragsift.settings import ConfidenceSettings
+
+    return ConfidenceSettings().alignment == "auto"
+
+
+def probe_levels_of(hits: Sequence[Sequence[SearchHit]]) -> ProbeLevels:
+    """Where these probes scored: the medians of each one's best cosine and BM25."""
+    return probe_levels(
+        [
+            max((h.dense_score for h in found if h.dense_score is not None), default=None)
+            for found in hits
+        ],
+        [
+            max((h.sparse_score for h in found if h.sparse_score is not None), default=None)
+            for found in hits
+        ],
+    )
+
+
+def _off_topic(
+    artifact: CalibrationArtifact,
+    hits: Sequence[Sequence[SearchHit]],
+    groups: Sequence[str],
+    confidence: npt.NDArray[np.float64],
+) -> list[Sequence[SearchHit]]:
+    """The probes' hits outside the groups the corpus answers (judged as
+    :func:`with_probes` judges them, at ``artifact``'s bar)."""
+    own = artifact.conformal
+    covered = set(covered_groups(confidence, groups, own.threshold if own.feasible else 1.0))
+    return [found for found, g in zip(hits, groups, strict=True) if str(g) not in covered]
+
+
+def aligned_on_probes(
+    base: CalibrationArtifact,
+    hits: Sequence[Sequence[SearchHit]],
+    groups: Sequence[str],
+    *,
+    mode: str = "hybrid",
+    reader: Sequence[ReaderScores] | None = None,
+    queries: Sequence[str] | None = None,
+    enabled: bool = True,
+) -> tuple[CalibrationArtifact, npt.NDArray[np.float64]]:
+    """``base`` with the collection's score alignment (ADR 024), and the probes'
+    confidence under it: :func:`with_probes` then re-maps and re-certifies on those.
+
+    The collection's levels are read from the probes outside the groups it answers
+    (judged with ``base`` as it is, as :func:`with_probes` judges them). ``base``
+    unchanged when it measured no levels of its own, when ``enabled`` is False, or
+    when fewer than MIN_PROBES probes are left.
+    """
+    confidence = probe_confidence(base, hits, mode=mode, reader=reader, queries=queries)
+    if not enabled or base.probe_levels is None:
+        return base, confidence
+    kept = _off_topic(base, hits, groups, confidence)
+    if len(kept) < MIN_PROBES:
+        return base, confidence
+    alignment = align(base.probe_levels, probe_levels_of(kept))
+    aligned = CalibrationArtifact.model_validate(
+        {**base.model_dump(mode="json"), "version": "", "alignment": alignment.model_dump()}
+    )
+    return aligned, probe_confidence(aligned, hits, mode=mode, reader=reader, queries=queries)
+
+
+def with_levels(
+    artifact: CalibrationArtifact,
+    hits: Sequence[Sequence[SearchHit]],
+    groups: Sequence[str],
+    *,
+    mode: str = "hybrid",
+    reader: Sequence[ReaderScores] | None = None,
+    queries: Sequence[str] | None = None,
+) -> CalibrationArtifact:
+    """A freshly fit ``artifact`` with the probe levels of its own corpus (ADR 024),
+    the zero a collection's scores are aligned to; as it is with too few probes left
+    outside the groups its corpus answers."""
+    confidence = probe_confidence(artifact, hits, mode=mode, reader=reader, queries=queries)
+    kept = _off_topic(artifact, hits, groups, confidence)
+    if len(kept) < MIN_PROBES:
+        return artifact
+    return CalibrationArtifact.model_validate(
+        {
+            **artifact.model_dump(mode="json"),
+            "version": "",
+            "probe_levels": probe_levels_of(kept).model_dump(),
+        }
+    )
+
+
 def method_of(source: str) -> str:
     """The provenance method of a calibration re-certified on the probes of ``source``."""
     return f"probes ({source})"
@@ -176,13 +272,15 @@ async def probe_calibrate(
     alpha: float | None = None,
     source: str = BUNDLED,
     progress: Callable[[str, int, int], None] | None = None,
+    align_scores: bool | None = None,
 ) -> CalibrationArtifact:
     """``base`` re-certified on ``collection``'s (or one tenant's) scores for ``probes``.
 
     Each probe is searched as one of the collection's tenants (spread over them)
-    and scored with ``base``. The certificate is at ``alpha`` (``base``'s when
-    None). The result's ``conformal.feasible`` is False when no threshold is
-    certified on this collection.
+    and scored with ``base``, after the collection's score alignment (ADR 024;
+    ``align_scores`` None: as ``RAGSIFT_CONFIDENCE_ALIGNMENT`` says). The
+    certificate is at ``alpha`` (``base``'s when None). The result's
+    ``conformal.feasible`` is False when no threshold is certified on this collection.
 
     Raises:
         InvalidEventError: the collection (or tenant) has fewer than MIN_CHUNKS chunks.
@@ -204,10 +302,18 @@ async def probe_calibrate(
         k,
         progress=progress,
     )
-    return with_probes(
+    groups = [p.group for p in probes]
+    aligned, confidence = aligned_on_probes(
         base,
-        probe_confidence(base, hits, queries=[p.text for p in probes]),
-        [p.group for p in probes],
+        hits,
+        groups,
+        queries=[p.text for p in probes],
+        enabled=alignment_on() if align_scores is None else align_scores,
+    )
+    return with_probes(
+        aligned,
+        confidence,
+        groups,
         alpha=alpha,
         provenance=Provenance(
             method=(

@@ -85,7 +85,8 @@ def answer_in_kept(assessed: BatchAssessment, relevant: np.ndarray) -> np.ndarra
 def served_config(artifact: CalibrationArtifact) -> ConfidenceConfig:
     """The calibrated scorer's configuration as the pipeline runs it
     (:class:`~ragsift.retrieval.engines.EngineSet`): the artifact's hit threshold
-    (the default where it has none), one document enough."""
+    (the default where it has none), its collection's score alignment, one document
+    enough."""
     config = ConfidenceConfig(embedder_id=artifact.embedder_id)
     fitted = artifact.similarity_threshold
     return dataclasses.replace(
@@ -93,6 +94,7 @@ def served_config(artifact: CalibrationArtifact) -> ConfidenceConfig:
         scorer="calibrated",
         similarity_threshold=config.similarity_threshold if fitted is None else fitted,
         min_documents=1,
+        normalization=artifact.normalization(config.normalization),
     )
 
 

@@ -152,6 +152,11 @@ class EngineSet:
             config = dataclasses.replace(
                 config, similarity_threshold=calibration.similarity_threshold
             )
+        if calibration is not None and calibration.alignment is not None:
+            # A collection's scores are read on the fit corpus's scale (ADR 024).
+            config = dataclasses.replace(
+                config, normalization=calibration.normalization(config.normalization)
+            )
         # The calibrated confidence already is P(the kept context holds the answer),
         # with a certified answer threshold; seed D's two-document rule would refuse
         # answers that one passage settles.
