@@ -9,6 +9,7 @@ from typing import Any
 from ragsift.confidence import CalibrationArtifact
 from ragsift.confidence.artifact import ConformalSpec, DataSummary
 from ragsift.ingest.loaders import SourceDocument
+from ragsift.retrieval.records import SearchHit
 from ragsift.settings import ConfidenceSettings, EmbedderSettings, LimitSettings, Settings
 
 
@@ -78,4 +79,23 @@ def top_score_artifact(conformal: ConformalSpec) -> CalibrationArtifact:
         intercept=0.0,
         conformal=conformal,
         data=DataSummary(source="test", n_examples=conformal.n_calibration),
+    )
+
+
+def search_hit(
+    rank: int, dense: float | None, sparse: float | None, text: str = "text"
+) -> SearchHit:
+    """A hybrid hit at ``rank`` with these channel scores (RRF from the rank)."""
+    return SearchHit(
+        chunk_id=f"c{rank}",
+        doc_id=f"d{rank}",
+        tenant_id="t",
+        text=text,
+        source="s",
+        source_type="doc",
+        score=1.0 / rank,
+        rank=rank,
+        dense_score=dense,
+        sparse_score=sparse,
+        fused_score=1.0 / rank,
     )

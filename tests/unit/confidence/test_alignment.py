@@ -27,6 +27,7 @@ from ragsift.evaluation.scoring import served_config
 from ragsift.retrieval.engines import packaged_calibration_path
 from ragsift.retrieval.hit_scores import hit_scores
 from ragsift.retrieval.records import SearchHit
+from tests.factories import search_hit
 
 SQUAD = ProbeLevels(dense=0.284, bm25=9.65, probes=1800)
 HANDBOOK = ProbeLevels(dense=0.105, bm25=2.51, probes=3480)
@@ -39,19 +40,7 @@ def _shipped() -> CalibrationArtifact:
 
 
 def _hit(rank: int, dense: float, sparse: float) -> SearchHit:
-    return SearchHit(
-        chunk_id=f"c{rank}",
-        doc_id=f"d{rank}",
-        tenant_id="t",
-        text="refunds are paid within five days",
-        source="s",
-        source_type="doc",
-        score=1.0 / (60 + rank),
-        rank=rank,
-        dense_score=dense,
-        sparse_score=sparse,
-        fused_score=1.0 / (60 + rank),
-    )
+    return search_hit(rank, dense, sparse, text="refunds are paid within five days")
 
 
 def test_a_collection_whose_probes_score_lower_is_raised_to_the_reference() -> None:

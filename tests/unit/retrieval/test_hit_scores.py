@@ -9,25 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ragsift.retrieval.hit_scores import hit_scores
-from ragsift.retrieval.records import SearchHit
+from tests.factories import search_hit
 
 _score = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False) | st.none()
 
 
-def _hit(rank: int, dense: float | None, sparse: float | None) -> SearchHit:
-    return SearchHit(
-        chunk_id=f"c{rank}",
-        doc_id=f"d{rank}",
-        tenant_id="t",
-        text="text",
-        source="s",
-        source_type="doc",
-        score=1.0 / rank,
-        rank=rank,
-        dense_score=dense,
-        sparse_score=sparse,
-        fused_score=1.0 / rank,
-    )
+_hit = search_hit
 
 
 @given(st.lists(st.tuples(_score, _score), min_size=1, max_size=12))
