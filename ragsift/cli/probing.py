@@ -333,8 +333,8 @@ def _uncertified_outcome(
 
 
 def _remap_words(artifact: Any) -> str:
-    """What the probe re-map (ADR 015) does to a few confidences, in words."""
-    return "confidence as shipped" if artifact.remap is None else artifact.remap.describe()
+    """What the probes' alignment (ADR 024) and re-map (ADR 015) did, in words."""
+    return artifact.probe_moves() or "confidence as shipped"
 
 
 def store_artifact(runtime: Any, scope: Any, artifact: Any, out: Path | None) -> str:

@@ -284,6 +284,12 @@ class CalibrationArtifact(BaseModel):
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         return f"cal-{digest[:12]}"
 
+    def probe_moves(self) -> str:
+        """What a collection's probes did to its scores and confidence, in words
+        ("" when they did nothing: the calibration as it was fit)."""
+        parts = [p.describe() for p in (self.alignment, self.remap) if p is not None]
+        return "; ".join(parts)
+
     def normalization(self, params: NormalizationParams) -> NormalizationParams:
         """``params`` as this artifact reads scores: with its collection's alignment."""
         return aligned_params(params, self.alignment)

@@ -193,6 +193,8 @@ def refit_calibration(
     # Validated anew (not model_copy): the version is the new content's hash.
     # Not the base's provenance either: this one was made from labels (data says how).
     # Nor its probe re-map (ADR 015), which was fit to its coefficients, not these.
+    # Its score alignment (ADR 024) stays: the labelled results' signals were read
+    # on the aligned scale, and so must the scope's next queries be.
     fields = base.model_dump(exclude={"version", "conformal", "data", "provenance", "remap"})
     fields.update(coefficients=coefficients, intercept=intercept, conformal=spec, data=data)
     return CalibrationArtifact.model_validate(fields)

@@ -73,7 +73,8 @@ class Reprobe:
     threshold: float | None = None
     version: str | None = None
     remap: str = ""
-    """What the stored calibration's probability re-map does, in words (stored only)."""
+    """What the stored calibration's score alignment and probability re-map do, in
+    words (stored only)."""
     artifact: CalibrationArtifact | None = None
     """The calibration put in the store (stored and infeasible only), so nothing that
     acts on it reads the store again."""
@@ -191,7 +192,6 @@ async def reprobe_after_ingest(
     if holes is not None:
         artifact = with_missing_answers(artifact, holes)
     store.put(scope, artifact)
-    remap = artifact.remap
     dropped = left_out_of(artifact)
     if dropped:
         why = f"{why}; probes {dropped}"
@@ -203,7 +203,7 @@ async def reprobe_after_ingest(
         threshold_before=before,
         threshold=artifact.conformal.threshold,
         version=artifact.version,
-        remap="" if remap is None else remap.describe(),
+        remap=artifact.probe_moves(),
         artifact=artifact,
         holes=holes,
     )

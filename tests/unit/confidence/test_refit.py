@@ -262,3 +262,22 @@ def test_a_refit_says_what_it_did_to_the_bar(base: CalibrationArtifact) -> None:
     none = refit_calibration(base, wrong, scope="a/c", fitted_at=AT)
     assert describe_refit(base, none).startswith("no answer threshold is certified on 200 labels")
     assert "refused until more labels" in describe_refit(base, none)
+
+
+def test_a_refit_keeps_the_scopes_score_alignment(base: CalibrationArtifact) -> None:
+    from ragsift.confidence.alignment import ProbeLevels, ScoreAlignment
+
+    levels = ProbeLevels(dense=0.1, bm25=2.5, probes=3480)
+    aligned = CalibrationArtifact.model_validate(
+        {
+            **base.model_dump(mode="json"),
+            "version": "",
+            "alignment": ScoreAlignment(
+                dense_offset=0.15, bm25_scale=3.0, levels=levels
+            ).model_dump(),
+        }
+    )
+    new = refit_calibration(aligned, labelled(400, relevant_share=0.5), scope="a/c", fitted_at=AT)
+    # the labels' signals were read on the aligned scale: the re-fit reads on it too
+    assert new.alignment == aligned.alignment
+    assert new.probe_moves().startswith("scores aligned on the probes: cosine +0.150")
