@@ -132,6 +132,25 @@ def _parse(text: str, name: str, *, jsonl: bool) -> list[Probe]:
     return probes
 
 
+def read_probes(
+    base: CalibrationArtifact,
+    hits: Sequence[Sequence[SearchHit]],
+    reader: Sequence[ReaderScores] | None,
+    queries: Sequence[str] | None,
+) -> Sequence[ReaderScores] | None:
+    """``reader``, or the term coverage ``base`` needs read from the ``queries``' texts.
+
+    Raises:
+        ConfidenceError: ``base`` uses term coverage and neither is given.
+    """
+    if reader is not None or "term_coverage" not in base.features:
+        return reader
+    if queries is None or len(queries) != len(hits):
+        raise ConfidenceError("term coverage needs each searched query's text")
+    terms = ChunkTerms(Bm25Encoder())
+    return [terms.read(q, [h.text for h in found]) for q, found in zip(queries, hits, strict=True)]
+
+
 def probe_confidence(
     base: CalibrationArtifact,
     hits: Sequence[Sequence[SearchHit]],
@@ -148,13 +167,7 @@ def probe_confidence(
     Raises:
         ConfidenceError: ``base`` uses term coverage and neither is given.
     """
-    if reader is None and "term_coverage" in base.features:
-        if queries is None or len(queries) != len(hits):
-            raise ConfidenceError("term coverage needs each searched query's text")
-        terms = ChunkTerms(Bm25Encoder())
-        reader = [
-            terms.read(q, [h.text for h in found]) for q, found in zip(queries, hits, strict=True)
-        ]
+    reader = read_probes(base, hits, reader, queries)
     scores = [
         hit_scores(list(found), mode, (), reader[i] if reader is not None else None)
         for i, found in enumerate(hits)
@@ -217,6 +230,7 @@ def aligned_on_probes(
     unchanged when it measured no levels of its own, when ``enabled`` is False, or
     when fewer than MIN_PROBES probes are left.
     """
+    reader = read_probes(base, hits, reader, queries)  # once, for both scorings
     confidence = probe_confidence(base, hits, mode=mode, reader=reader, queries=queries)
     if not enabled or base.probe_levels is None:
         return base, confidence
