@@ -105,8 +105,10 @@ def calibrate(
     With --collection, ragsift adapts its shipped calibration to your documents
     without labels. By default (--method probes) it searches your collection with
     questions it cannot answer, re-maps the confidence to how high they score there
-    (short chunks give them closer matches) and re-certifies the answer threshold;
-    it only ever lowers the confidence and raises the shipped threshold. The result
+    (short chunks give them closer matches) and re-certifies the answer threshold,
+    never under the shipped one. Where they score much lower than on the
+    calibration corpus (few or short pages), it first raises the collection's
+    score levels to match (ADR 024; RAGSIFT_CONFIDENCE_ALIGNMENT=off: not). The result
     is stored under the data dir (calibrations/) and used for that collection's
     queries (that tenant's, with --tenant) from then on. `ragsift ingest` does this
     for the tenant it indexes (bundled probes); run it here for a collection-wide

@@ -115,8 +115,9 @@ class ProbeRemap(BaseModel):
     between its blocks, and never above the shipped probability. Where
     questions the collection cannot answer score higher than on the
     calibration corpus (short chunks), their confidence comes down with them;
-    where they score lower, nothing rises: probes are about other subjects and
-    cannot vouch for questions near the collection's own. Non-decreasing in
+    where they score lower, the re-map raises nothing: the collection's score
+    alignment (ADR 024, :mod:`.alignment`) does that before it, on the same probes,
+    and only past what corpus size alone moves. Non-decreasing in
     ``p``, so the confidence stays monotone in every hit score.
     """
 

@@ -171,7 +171,8 @@ def with_probes(
     """``base`` with its answer threshold re-certified on a collection's probe scores.
 
     The model and the hit threshold are kept. Its probability gets the
-    collection's re-map (:class:`~.probes.ProbeRemap`: only ever lowered), and the
+    collection's re-map (:class:`~.probes.ProbeRemap`: only ever lowered, after any
+    score alignment ``base`` carries, ADR 024), and the
     conformal threshold and the mix table are certified in those terms on
     ``base``'s in-scope calibration rows with the probes as the out-of-scope class
     (:mod:`.probes`), never under ``base``'s own. The result may be infeasible
