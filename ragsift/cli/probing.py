@@ -133,7 +133,7 @@ def level_probes(ds: Any) -> list[Any]:
     for p in bundled_probes():
         if p.group not in held:
             groups.setdefault(p.group, []).append(p)
-    chosen = []
+    chosen: list[Any] = []
     for members in groups.values():
         # evenly spaced through the article: its questions follow its paragraphs
         step = max(len(members) / LEVEL_PROBES_PER_GROUP, 1.0)

@@ -227,8 +227,9 @@ def aligned_on_probes(
 
     The collection's levels are read from the probes outside the groups it answers
     (judged with ``base`` as it is, as :func:`with_probes` judges them). ``base``
-    unchanged when it measured no levels of its own, when ``enabled`` is False, or
-    when fewer than MIN_PROBES probes are left.
+    unchanged when it measured no levels of its own, when ``enabled`` is False,
+    when fewer than MIN_PROBES probes are left, or when the collection's levels are
+    inside the dead zones (nothing would move).
     """
     reader = read_probes(base, hits, reader, queries)  # once, for both scorings
     confidence = probe_confidence(base, hits, mode=mode, reader=reader, queries=queries)
@@ -238,6 +239,8 @@ def aligned_on_probes(
     if len(kept) < MIN_PROBES:
         return base, confidence
     alignment = align(base.probe_levels, probe_levels_of(kept))
+    if alignment.dense_offset == 0.0 and alignment.bm25_scale == 1.0:
+        return base, confidence  # inside the dead zones: nothing moves, nothing stored
     aligned = CalibrationArtifact.model_validate(
         {**base.model_dump(mode="json"), "version": "", "alignment": alignment.model_dump()}
     )

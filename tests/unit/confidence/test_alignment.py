@@ -212,6 +212,9 @@ def test_probing_aligns_a_collection_to_the_levels_its_calibration_measured() ->
     assert (aligned_conf >= conf - 1e-12).all()  # raised, never lowered
     off, _ = aligned_on_probes(based, hits, groups, queries=queries, enabled=False)
     assert off is based
+    # Levels inside the dead zones: nothing moves, so nothing is stored.
+    near, _ = aligned_on_probes(based, _probe_hits(0.27, 9.0, 400), groups, queries=queries)
+    assert near is based
     # Too few probes outside the groups the collection answers: no alignment.
     few, _ = aligned_on_probes(based, hits[:50], groups[:50], queries=queries[:50])
     assert few is based
