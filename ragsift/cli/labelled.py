@@ -4,14 +4,13 @@ features a fit uses and what a run must read for them."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from ragsift.cli.common import _settings, _stage_progress, err_console, print_error
+from ragsift.cli.common import _run, _settings, _stage_progress, err_console, print_error
 from ragsift.errors import RagsiftError
 
 __all__ = ["SQUAD_DIR"]
@@ -110,7 +109,7 @@ def _retrieval_run(
         f" embedder {embedder.embedder_id}"
     )
     with _stage_progress() as tick:
-        return asyncio.run(
+        return _run(
             run_retrieval(
                 ds, embedder, k=k, mode=mode, progress=tick, reader=reader, corrective=correction
             )

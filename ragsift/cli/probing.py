@@ -4,7 +4,6 @@ threshold there (docs/adr/014-certify-on-the-collections-own-probes.md)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -13,6 +12,7 @@ import typer
 from rich.text import Text
 
 from ragsift.cli.common import (
+    _run,
     _runtime,
     _stage_progress,
     console,
@@ -381,7 +381,7 @@ def run_collection_job(
                 return await job(tick)
 
     try:
-        return asyncio.run(run())
+        return _run(run())
     except CollectionNotFoundError as exc:
         print_error(f"no collection {collection!r} in this data dir: {exc}")
         raise typer.Exit(2) from exc

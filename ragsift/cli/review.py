@@ -3,7 +3,6 @@ label it with ``feedback``."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,6 +12,7 @@ from rich.text import Text
 from ragsift.cli.common import (
     Collection,
     DataDir,
+    _run,
     _runtime,
     _settings,
     console,
@@ -104,7 +104,7 @@ def _assess_chunks(
             return await runtime.assess_chunks(event, ids)
 
     try:
-        assessed = asyncio.run(run())
+        assessed = _run(run())
     except RagsiftError as exc:
         print_error(str(exc))
         raise typer.Exit(1) from exc
