@@ -1,6 +1,9 @@
 # ragsift — everyday targets. `make help` lists them.
 SHELL := /bin/bash
 PY := .venv/bin/python
+# Tests and benches start many Python processes: let them keep bytecode (a shell with
+# PYTHONDONTWRITEBYTECODE set made each one compile scipy, pydantic and ragsift again)
+unexport PYTHONDONTWRITEBYTECODE
 
 .DEFAULT_GOAL := help
 .PHONY: help install demo test unit e2e-faults lint format bench bench-quick bench-scale bench-plots services-up services-down services-status deploy-tools schemas clean
