@@ -474,6 +474,11 @@ class CalibrationSettings(BaseSettings):
     #: for this many seconds (a bulk load is probed once, when it settles). It needs a
     #: store the retrieval workers read (``RAGSIFT_CALIBRATION_STORE``/``_STORE_DIR``).
     reprobe_quiet_s: float = Field(default=30.0, ge=0, le=86_400)
+    #: Where the bundled probe bank's vectors are kept, one file per embedder, so
+    #: that probing does not embed the same 3,480 questions on every run (18 s with
+    #: the default ONNX embedder on two cores); "" or "off": this process only.
+    #: Only the bank's texts are kept; a file is checked against its embedder first.
+    probe_vectors_dir: str = "~/.cache/ragsift/probe-vectors"
 
 
 class WorkerSettings(BaseSettings):

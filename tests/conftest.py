@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,25 @@ if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
 os.environ.pop("COLUMNS", None)
 
 _TIERS = ("unit", "integration", "e2e", "browser")
+_PROBE_VECTORS = "RAGSIFT_CALIBRATION_PROBE_VECTORS_DIR"
+_OWN_PROBE_VECTORS = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One folder of kept probe-bank vectors per run (ragsift/evaluation/probe_vectors.py),
+    shared by the xdist workers and every process the tests start: the bank is embedded
+    once per embedder in a run, never taken from an earlier run or the home cache."""
+    if hasattr(config, "workerinput") or _PROBE_VECTORS in os.environ:
+        return  # a worker inherits its controller's; a folder set by hand is kept
+    folder = tempfile.mkdtemp(prefix="ragsift-probe-vectors-")
+    os.environ[_PROBE_VECTORS] = folder
+    config.stash[_OWN_PROBE_VECTORS] = folder
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_OWN_PROBE_VECTORS, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

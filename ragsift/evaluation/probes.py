@@ -38,6 +38,7 @@ from ragsift.confidence.probes import MIN_PROBES, covered_groups
 from ragsift.confidence.selfcal import unprobed_because, with_probes
 from ragsift.errors import InvalidEventError
 from ragsift.evaluation.dataset import EvalQuery, LabelledSet
+from ragsift.evaluation.probe_vectors import with_bank_vectors
 from ragsift.evaluation.scoring import served_config
 from ragsift.evaluation.selfcal import chunks_per_tenant, search_as_pipeline
 from ragsift.retrieval.bm25 import Bm25Encoder
@@ -313,7 +314,7 @@ async def probe_calibrate(
     owners = sorted(counts)
     hits = await search_as_pipeline(
         index,
-        embedder,
+        with_bank_vectors(embedder),  # the bundled bank's vectors are embedded once
         collection,
         [(owners[i % len(owners)], p.text, None) for i, p in enumerate(probes)],
         k,

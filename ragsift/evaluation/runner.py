@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragsift.evaluation.dataset import EvalQuery, LabelledSet
+from ragsift.evaluation.probe_vectors import with_bank_vectors
 from ragsift.ingest.indexer import Indexer
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import Embedder
@@ -78,6 +79,7 @@ async def run_retrieval(
     and the winning hits are the query's.
     ``progress(stage, done, total)`` reports the ``index`` and ``query`` stages.
     """
+    asker = with_bank_vectors(embedder)  # probes among the queries: embedded once, kept
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         index = EdgeIndex(Path(tmp))
         try:
@@ -96,7 +98,7 @@ async def run_retrieval(
             queries = dataset.queries
             for start in range(0, len(queries), QUERY_BATCH):
                 part = queries[start : start + QUERY_BATCH]
-                vectors = await embedder.embed([q.text for q in part])
+                vectors = await asker.embed([q.text for q in part])
                 requests = [
                     SearchRequest(
                         tenant_id=EVAL_TENANT,
