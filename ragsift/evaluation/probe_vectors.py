@@ -101,6 +101,12 @@ class BankVectors:
             self._save(kept)
         return np.stack([kept[t] if t in kept else by_text[t] for t in texts])
 
+    async def keep(self, texts: Sequence[str]) -> None:
+        """Embed the bank's texts among ``texts`` that are not kept yet, in one call, and
+        write the file once (a run then embeds in batches without rewriting it each time)."""
+        kept = await self._loaded()
+        await self.embed(sorted({t for t in texts if t in self._bank and t not in kept}))
+
     async def embed_one(self, text: str) -> npt.NDArray[np.float32]:
         vectors: npt.NDArray[np.float32] = (await self.embed([text]))[0]
         return vectors
@@ -112,9 +118,11 @@ class BankVectors:
 
     async def _read(self) -> dict[str, npt.NDArray[np.float32]]:
         path = self.path
-        if path is None or not path.is_file():
+        if path is None:
             return {}
         try:
+            if not path.is_file():  # a name too long for the file system raises here
+                return {}
             with np.load(path, allow_pickle=False) as data:
                 texts = [str(t) for t in data["texts"]]
                 vectors = np.asarray(data["vectors"], dtype=np.float32)
@@ -160,7 +168,7 @@ class BankVectors:
             log.warning("cannot keep probe vectors in %s (%s): this process only", path, exc)
 
 
-def with_bank_vectors(embedder: Embedder, directory: Path | str | None = "settings") -> Embedder:
+def with_bank_vectors(embedder: Embedder, directory: Path | str | None = "settings") -> BankVectors:
     """``embedder`` with the bank's vectors kept (``directory``: where; ``"settings"``:
     ``RAGSIFT_CALIBRATION_PROBE_VECTORS_DIR``; None: this process only)."""
     if isinstance(embedder, BankVectors):

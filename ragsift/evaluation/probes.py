@@ -312,9 +312,11 @@ async def probe_calibrate(
     info, counts = await chunks_per_tenant(index, collection, tenant)
     total = sum(counts.values())
     owners = sorted(counts)
+    asker = with_bank_vectors(embedder)  # the bundled bank's vectors are embedded once
+    await asker.keep([p.text for p in probes])
     hits = await search_as_pipeline(
         index,
-        with_bank_vectors(embedder),  # the bundled bank's vectors are embedded once
+        asker,
         collection,
         [(owners[i % len(owners)], p.text, None) for i, p in enumerate(probes)],
         k,

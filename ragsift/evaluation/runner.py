@@ -80,6 +80,7 @@ async def run_retrieval(
     ``progress(stage, done, total)`` reports the ``index`` and ``query`` stages.
     """
     asker = with_bank_vectors(embedder)  # probes among the queries: embedded once, kept
+    await asker.keep([q.text for q in dataset.queries])
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         index = EdgeIndex(Path(tmp))
         try:

@@ -126,3 +126,29 @@ def test_the_setting_off_keeps_nothing_on_disk(
 
 def test_an_empty_batch_is_an_empty_matrix(tmp_path: Path) -> None:
     assert _embed(BankVectors(HashingEmbedder(), tmp_path), []).shape[0] == 0
+
+
+def test_keep_embeds_a_runs_bank_texts_in_one_call_and_writes_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedder = CountingEmbedder()
+    bank = BankVectors(embedder, tmp_path)
+    writes: list[int] = []
+    save = bank._save
+    monkeypatch.setattr(bank, "_save", lambda kept: (writes.append(len(kept)), save(kept)))
+    asyncio.run(bank.keep([USER, *BANK]))
+    assert embedder.texts == sorted(BANK)  # the user's text is not embedded ahead
+    for start in range(0, len(BANK), 7):  # then the run's batches: nothing new
+        _embed(bank, [*BANK[start : start + 7], USER])
+    assert writes == [len(BANK)]
+    assert embedder.texts.count(USER) == len(range(0, len(BANK), 7))
+
+
+@pytest.mark.parametrize("name", ["n" * 5_000, "ünïcödé-探针-\u202e"])
+def test_a_hostile_folder_name_costs_only_the_embedding(
+    tmp_path: Path, name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    embedder = CountingEmbedder()
+    with caplog.at_level(logging.WARNING):
+        vectors = _embed(BankVectors(embedder, tmp_path / name), BANK[:4])
+    np.testing.assert_array_equal(vectors, asyncio.run(HashingEmbedder().embed(BANK[:4])))
