@@ -38,10 +38,14 @@ COPY --from=build /opt/venv /opt/venv
 # HEALTHCHECK_URL accordingly. Outside a container ragsift binds loopback by
 # default; inside one the container's network is the boundary, so the image
 # binds every interface (the API still refuses to start without credentials).
+# The probe bank's vectors are kept under the data dir, which k8s and compose mount
+# writable (the root file system is read-only in k8s): not under a HOME that a
+# runtime may leave unset.
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     RAGSIFT_DATA_DIR=/var/lib/ragsift \
+    RAGSIFT_CALIBRATION_PROBE_VECTORS_DIR=/var/lib/ragsift/cache/probe-vectors \
     RAGSIFT_API_HOST=0.0.0.0 \
     RAGSIFT_API_METRICS_HOST=0.0.0.0 \
     RAGSIFT_WORKER_WEB_HOST=0.0.0.0 \

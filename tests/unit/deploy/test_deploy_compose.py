@@ -153,6 +153,19 @@ def test_the_image_serves_on_every_interface_and_checks_the_api_admin_port() -> 
     assert {"8080", "9464", "6066"} <= exposed
 
 
+def test_the_probe_vector_cache_is_kept_where_the_deployments_can_write() -> None:
+    # Under a read-only root, a cache the indexer cannot write costs it 18 s of
+    # embedding per process; it must sit in the data dir the manifests mount.
+    text = (REPO / "Dockerfile").read_text(encoding="utf-8")
+    data = re.search(r"\bRAGSIFT_DATA_DIR=(\S+)", text)
+    cache = re.search(r"\bRAGSIFT_CALIBRATION_PROBE_VECTORS_DIR=(\S+)", text)
+    assert data and cache
+    assert cache.group(1).startswith(data.group(1).rstrip("/") + "/")
+    pods = (REPO / "k8s" / "base" / "patches" / "pod-defaults.yaml").read_text(encoding="utf-8")
+    assert f"mountPath: {data.group(1)}" in pods
+    assert f"- {data.group(1)}" in (REPO / "docker-compose.yml").read_text(encoding="utf-8")
+
+
 def test_dockerignore_keeps_the_build_context_small() -> None:
     rules = [
         line.strip()
