@@ -82,7 +82,9 @@ class EvalCorrection:
                     found,
                     mode,
                     (),
-                    None if terms is None else terms.read(q, [h.text for h in found]),
+                    None
+                    if terms is None
+                    else terms.read(q, [h.text for h in found], [h.indexed_terms() for h in found]),
                 )
                 for q, found in zip(queries, hits, strict=True)
             ]

@@ -374,7 +374,8 @@ def score_pseudo_labels(
     else:
         terms = ChunkTerms(Bm25Encoder())
         reads = [
-            terms.read(q, [h.text for h in found]) for q, found in zip(queries, hits, strict=True)
+            terms.read(q, [h.text for h in found], [h.indexed_terms() for h in found])
+            for q, found in zip(queries, hits, strict=True)
         ]
     batch = HitBatch.from_hits(
         [

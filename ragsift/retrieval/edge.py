@@ -44,7 +44,6 @@ from ragsift.retrieval.records import (
     SearchRequest,
     StoredCollection,
     point_id,
-    record_payload,
     validate_collection_name,
 )
 from ragsift.retrieval.search_plan import (
@@ -299,14 +298,11 @@ class EdgeIndex:
         qdrant_common.check_records(collection, records)
         for batch in qdrant_common.record_batches(records):
             points = [
-                qe.Point(
-                    id=point_id(record),
-                    vector=qdrant_common.point_vectors(
-                        record, opened.stored.dim, self.bm25, _sparse
-                    ),
-                    payload=record_payload(record),
-                )
+                qe.Point(id=point_id(record), vector=vector, payload=payload)
                 for record in batch
+                for vector, payload in [
+                    qdrant_common.point_parts(record, opened.stored.dim, self.bm25, _sparse)
+                ]
             ]
             with opened.write_lock:
                 opened.shard.update(qe.UpdateOperation.upsert_points(points))

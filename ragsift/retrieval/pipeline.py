@@ -506,7 +506,12 @@ class RetrievalPipeline:
         if self.reader is None or not todo:
             return
         t0 = time.perf_counter()
-        items = [ReaderItem(p.query.query, p.vector, [h.text for h in hits]) for p, hits in todo]
+        items = [
+            ReaderItem(
+                p.query.query, p.vector, [h.text for h in hits], [h.indexed_terms() for h in hits]
+            )
+            for p, hits in todo
+        ]
         try:
             scores = await self.reader.score(items)
         except _TRANSIENT:

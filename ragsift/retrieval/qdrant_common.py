@@ -22,6 +22,7 @@ from ragsift.retrieval.records import (
     StoredCollection,
     check_embedder,
     dense_for_upsert,
+    record_payload,
     require_tenant,
     validate_collection_name,
 )
@@ -44,7 +45,7 @@ __all__ = [
     "check_records",
     "check_stored_embedder",
     "plan_for",
-    "point_vectors",
+    "point_parts",
     "rank_batch",
     "record_batches",
     "tenant_counts",
@@ -126,22 +127,24 @@ def record_batches(records: Sequence[ChunkRecord]) -> Iterator[Sequence[ChunkRec
         yield records[start : start + UPSERT_BATCH]
 
 
-def point_vectors(
+def point_parts(
     record: ChunkRecord,
     dim: int,
     bm25: Bm25Encoder,
     sparse_vector: Callable[[SparseEncoding], Any],
-) -> dict[str, Any]:
-    """A chunk's named vectors: the checked dense one, and its BM25 one unless it is empty.
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A chunk's named vectors and payload, its text BM25-encoded once.
 
-    ``sparse_vector`` turns a BM25 encoding into the client library's sparse vector;
-    the value type is ``Any`` because each library types its point's vectors its own way.
+    The vectors are the checked dense one and the BM25 one unless it is empty; the
+    payload carries the BM25 term ids too (``TERMS_FIELD``). ``sparse_vector`` turns a
+    BM25 encoding into the client library's sparse vector; the value type is ``Any``
+    because each library types its point's vectors its own way.
     """
     vectors: dict[str, Any] = {DENSE_VECTOR: dense_for_upsert(record, dim)}
     sparse = bm25.encode_document(record.text)
     if not sparse.is_empty:
         vectors[SPARSE_VECTOR] = sparse_vector(sparse)
-    return vectors
+    return vectors, record_payload(record, sparse.indices)
 
 
 def plan_for(

@@ -142,26 +142,45 @@ class ChunkTerms:
             self._known.popitem(last=False)
         return terms
 
-    def coverage(self, query: str, hits: Sequence[str]) -> FloatArray:
-        """Per hit, its term coverage of ``query`` (:func:`term_coverage`)."""
-        return term_coverage(
-            self.encoder.encode_query(query).indices, [self.of(text) for text in hits]
-        )
+    def coverage(
+        self, query: str, hits: Sequence[str], known: Sequence[frozenset[int] | None] = ()
+    ) -> FloatArray:
+        """Per hit, its term coverage of ``query`` (:func:`term_coverage`).
 
-    def read(self, query: str, hits: Sequence[str]) -> ReaderScores:
+        ``known``: empty, or each hit's term set where the index stored it
+        (:meth:`~ragsift.retrieval.records.SearchHit.indexed_terms`), None where it
+        did not; a hit without one is tokenized here.
+
+        Raises:
+            ValueError: ``known`` is neither empty nor one entry per hit.
+        """
+        if known and len(known) != len(hits):
+            raise ValueError(f"known term sets: {len(known)} for {len(hits)} hits")
+        stored = known or [None] * len(hits)
+        sets = [
+            terms if terms is not None else self.of(text)
+            for text, terms in zip(hits, stored, strict=True)
+        ]
+        return term_coverage(self.encoder.encode_query(query).indices, sets)
+
+    def read(
+        self, query: str, hits: Sequence[str], known: Sequence[frozenset[int] | None] = ()
+    ) -> ReaderScores:
         """Reader scores with term coverage alone (no sentence match)."""
         return ReaderScores(
-            sentence=np.full(len(hits), np.nan), coverage=self.coverage(query, hits)
+            sentence=np.full(len(hits), np.nan), coverage=self.coverage(query, hits, known)
         )
 
 
 @dataclass(frozen=True, slots=True)
 class ReaderItem:
-    """One query to read: its text, its vector (None: no sentence match) and its hit texts."""
+    """One query to read: its text, its vector (None: no sentence match), its hit texts
+    and, where the index stored them, its hits' BM25 term sets (``ChunkTerms.coverage``)."""
 
     query: str
     vector: npt.ArrayLike | None
     hits: Sequence[str]
+    terms: Sequence[frozenset[int] | None] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +250,7 @@ class Reader:
     def _coverage(self, item: ReaderItem) -> FloatArray:
         if self._terms is None:
             return np.full(len(item.hits), np.nan)
-        return self._terms.coverage(item.query, item.hits)
+        return self._terms.coverage(item.query, item.hits, item.terms)
 
     async def _sentence_match(self, items: Sequence[ReaderItem]) -> list[FloatArray]:
         split: list[list[list[str]]] = []

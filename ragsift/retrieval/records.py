@@ -18,6 +18,12 @@ two tenants' chunks never share a point even when their document ids are the
 same (chunk ids are ``<doc_id>:<n>`` and tenants choose their doc ids).
 Before issue 12 the id was UUIDv5 of the chunk id alone; see ADR 004 for what
 that means for shards written then.
+
+**Why one module.** It is the index layer's vocabulary: every type here is
+data plus the checks that keep it valid, and both adapters, the search plan
+and the pipeline read all of it. Split by type, the payload layout (its field
+names, the reserved keys, what :meth:`SearchHit.indexed_terms` reads back) would
+sit in one file and the records that write it in another.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ __all__ = [
     "RESERVED_FIELDS",
     "SPARSE_VECTOR",
     "TENANT_FIELD",
+    "TERMS_FIELD",
     "ChunkRecord",
     "CollectionInfo",
     "DenseCut",
@@ -75,9 +82,15 @@ DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "bm25"
 TENANT_FIELD = "tenant_id"
 DOC_FIELD = "doc_id"
+#: The chunk's distinct BM25 term ids, as its sparse vector indexes them: term coverage
+#: (ADR 020) reads them from the payload instead of tokenizing the text at query time.
+TERMS_FIELD = "bm25_terms"
 #: Payload keys the index writes itself; a record's metadata cannot shadow them.
 RESERVED_FIELDS = frozenset(
-    {"chunk_id", TENANT_FIELD, "collection", DOC_FIELD, "text", "source", "source_type"}
+    {
+        *("chunk_id", TENANT_FIELD, "collection", DOC_FIELD, "text", "source", "source_type"),
+        TERMS_FIELD,
+    }
 )
 DEFAULT_LIMIT = 10
 #: Candidates per channel before fusion; 5x the default limit, as in Qdrant's hybrid examples.
@@ -190,9 +203,11 @@ class ChunkRecord:
                 raise ValueError(f"metadata may not use reserved payload keys: {sorted(clash)}")
 
 
-def record_payload(record: ChunkRecord) -> dict[str, Any]:
-    """The payload stored with a chunk's point."""
+def record_payload(record: ChunkRecord, terms: Sequence[int] = ()) -> dict[str, Any]:
+    """The payload stored with a chunk's point; ``terms``: its BM25 term ids, if any."""
     payload: dict[str, Any] = dict(record.metadata or {})
+    if terms:
+        payload[TERMS_FIELD] = list(terms)
     payload.update(
         chunk_id=record.chunk_id,
         tenant_id=record.tenant_id,
@@ -340,6 +355,18 @@ class SearchHit:
     payload: Mapping[str, Any] = field(default_factory=dict)
     rerank_score: float | None = None
     collection: str | None = None
+
+    def indexed_terms(self) -> frozenset[int] | None:
+        """The chunk's BM25 term ids as ingested (:data:`TERMS_FIELD`); None when the
+        point was written without them (before they were stored) or not as a list of ints.
+
+        Only the first id's type is checked: ragsift writes the field (metadata cannot
+        shadow it), and a per-id check cost twice the set itself on every hit.
+        """
+        terms = self.payload.get(TERMS_FIELD)
+        if not isinstance(terms, list) or (terms and type(terms[0]) is not int):
+            return None
+        return frozenset(terms)
 
 
 @dataclass(frozen=True, slots=True)

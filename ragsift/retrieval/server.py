@@ -40,7 +40,6 @@ from ragsift.retrieval.records import (
     SearchRequest,
     StoredCollection,
     point_id,
-    record_payload,
     validate_collection_name,
 )
 from ragsift.retrieval.search_plan import (
@@ -260,12 +259,11 @@ class QdrantServerIndex:
         qdrant_common.check_records(collection, records)
         for batch in qdrant_common.record_batches(records):
             points = [
-                models.PointStruct(
-                    id=point_id(record),
-                    vector=qdrant_common.point_vectors(record, stored.dim, self.bm25, _sparse),
-                    payload=record_payload(record),
-                )
+                models.PointStruct(id=point_id(record), vector=vector, payload=payload)
                 for record in batch
+                for vector, payload in [
+                    qdrant_common.point_parts(record, stored.dim, self.bm25, _sparse)
+                ]
             ]
             async with _qdrant_errors(collection):
                 await self.client.upsert(collection, points=points, wait=True)

@@ -159,7 +159,8 @@ def test_the_probe_vector_cache_is_kept_where_the_deployments_can_write() -> Non
     text = (REPO / "Dockerfile").read_text(encoding="utf-8")
     data = re.search(r"\bRAGSIFT_DATA_DIR=(\S+)", text)
     cache = re.search(r"\bRAGSIFT_CALIBRATION_PROBE_VECTORS_DIR=(\S+)", text)
-    assert data and cache
+    assert data
+    assert cache
     assert cache.group(1).startswith(data.group(1).rstrip("/") + "/")
     pods = (REPO / "k8s" / "base" / "patches" / "pod-defaults.yaml").read_text(encoding="utf-8")
     assert f"mountPath: {data.group(1)}" in pods

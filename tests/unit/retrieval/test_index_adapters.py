@@ -18,6 +18,7 @@ from retrieval_corpus import (
     make_record,
 )
 
+from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.edge import EdgeIndex, _uuid_text
 from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.errors import (
@@ -27,6 +28,8 @@ from ragsift.retrieval.errors import (
     MissingTenantError,
 )
 from ragsift.retrieval.index import (
+    RESERVED_FIELDS,
+    TERMS_FIELD,
     RawPoint,
     SearchHit,
     SearchMode,
@@ -131,6 +134,17 @@ async def test_hybrid_hits_carry_each_channels_raw_scores(index: VectorIndex) ->
         expected = sum(1.0 / (2 + r - 1) for r in (hit.dense_rank, hit.sparse_rank) if r)
         assert hit.fused_score == pytest.approx(expected)
     assert any(h.sparse_score is None for h in hits)  # dense-only hits keep sparse_score None
+
+
+async def test_hits_carry_the_bm25_term_ids_their_text_was_indexed_with(
+    index: VectorIndex,
+) -> None:
+    # Term coverage reads them instead of tokenizing every new chunk at query time.
+    for mode in ("hybrid", "dense", "keyword"):
+        hits = await index.search(COLLECTION, request("acme", "refund policy", mode, limit=8))
+        assert hits
+        for hit in hits:
+            assert hit.indexed_terms() == Bm25Encoder().terms(hit.text)
 
 
 @pytest.mark.parametrize("which", ["edge", "server"])
@@ -391,3 +405,27 @@ def test_edge_fetches_payloads_by_uuid_text_of_the_integer_key() -> None:
     pid = uuid.uuid4()
     assert uuid.UUID(_uuid_text(pid.int)) == pid
     assert _uuid_text(1) == "0" * 31 + "1"  # zero-padded: small ids are still 128-bit UUIDs
+
+
+@pytest.mark.parametrize(
+    ("stored", "expected"),
+    [
+        ([3, 1, 2], frozenset({1, 2, 3})),
+        ([], frozenset()),
+        (None, None),  # a point written before the ids were stored
+        ("1 2 3", None),
+        (["1", "2"], None),
+        ({"1": 2}, None),
+    ],
+)
+def test_indexed_terms_are_read_only_from_a_list_of_ids(stored: object, expected: object) -> None:
+    payload = {} if stored is None else {TERMS_FIELD: stored}
+    hit = SearchHit("c", "d", "t", "text", "s", "web", 1.0, 1, payload=payload)
+    assert hit.indexed_terms() == expected
+
+
+@pytest.mark.parametrize("key", sorted(RESERVED_FIELDS))
+def test_metadata_cannot_shadow_a_field_the_index_writes(key: str) -> None:
+    # A user's "bm25_terms" would otherwise be read as the chunk's term ids.
+    with pytest.raises(ValueError, match="reserved payload keys"):
+        make_record("t1", 0, "text", metadata={key: [1, 2]})

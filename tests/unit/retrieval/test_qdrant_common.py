@@ -18,10 +18,10 @@ from ragsift.retrieval.bm25 import Bm25Encoder, SparseEncoding
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.errors import DimensionMismatchError
-from ragsift.retrieval.index import DENSE_VECTOR, SPARSE_VECTOR, VectorIndex
+from ragsift.retrieval.index import DENSE_VECTOR, SPARSE_VECTOR, TERMS_FIELD, VectorIndex
 from ragsift.retrieval.qdrant_common import (
     UPSERT_BATCH,
-    point_vectors,
+    point_parts,
     record_batches,
     tenant_counts,
 )
@@ -88,18 +88,21 @@ def _indices(encoding: SparseEncoding) -> list[int]:
     return list(encoding.indices)
 
 
-def test_point_vectors_leave_out_an_empty_keyword_vector() -> None:
+def test_point_parts_leave_out_an_empty_keyword_vector() -> None:
     bm25 = Bm25Encoder()
-    worded = point_vectors(make_record("t1", 0, "reset the router"), DIM, bm25, _indices)
-    stopwords = point_vectors(make_record("t1", 1, "the of and"), DIM, bm25, _indices)
+    worded, payload = point_parts(make_record("t1", 0, "reset the router"), DIM, bm25, _indices)
+    stopwords, bare = point_parts(make_record("t1", 1, "the of and"), DIM, bm25, _indices)
     assert set(worded) == {DENSE_VECTOR, SPARSE_VECTOR}
     assert set(stopwords) == {DENSE_VECTOR}
     assert len(worded[DENSE_VECTOR]) == DIM
+    # The payload names the same term ids the sparse vector indexes, once each.
+    assert payload[TERMS_FIELD] == worded[SPARSE_VECTOR]
+    assert TERMS_FIELD not in bare
 
 
-def test_point_vectors_check_the_dense_dimension() -> None:
+def test_point_parts_check_the_dense_dimension() -> None:
     with pytest.raises(DimensionMismatchError, match=f"expected {DIM + 1}"):
-        point_vectors(make_record("t1", 0, "text"), DIM + 1, Bm25Encoder(), _indices)
+        point_parts(make_record("t1", 0, "text"), DIM + 1, Bm25Encoder(), _indices)
 
 
 def test_record_batches_keep_order_and_size() -> None:

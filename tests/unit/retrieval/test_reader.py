@@ -261,3 +261,26 @@ def test_chunk_terms_tokenize_each_text_once_and_forget_the_oldest() -> None:
     read = terms.read("how are refunds paid", hits)
     assert np.isnan(read.sentence).all()
     np.testing.assert_array_equal(read.coverage, first)
+
+
+def test_coverage_reads_stored_term_sets_and_tokenizes_only_the_rest() -> None:
+    calls: list[str] = []
+
+    class Counting(Bm25Encoder):
+        def terms(self, text: str) -> frozenset[int]:
+            calls.append(text)
+            return super().terms(text)
+
+    encoder = Counting()
+    hits = ["Refunds are paid in fourteen days.", "Shipping takes three days."]
+    tokenized = ChunkTerms(encoder).coverage("how are refunds paid", hits)
+    calls.clear()
+    stored = [Bm25Encoder().terms(hits[0]), None]
+    mixed = ChunkTerms(encoder).coverage("how are refunds paid", hits, stored)
+    assert calls == [hits[1]]  # only the hit without a stored set was tokenized
+    assert mixed.tolist() == tokenized.tolist()
+    # The stored set is what is read, not the text.
+    other = ChunkTerms(encoder).coverage("how are refunds paid", hits, [frozenset(), None])
+    assert other[0] == 0.0
+    with pytest.raises(ValueError, match="known term sets: 1 for 2 hits"):
+        ChunkTerms(encoder).coverage("refunds", hits, [None])

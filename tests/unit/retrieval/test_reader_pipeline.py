@@ -20,6 +20,7 @@ from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.engines import READER_SUFFIX, EngineSet, packaged_calibration_path
+from ragsift.retrieval.index import SearchHit
 from ragsift.retrieval.pipeline import PipelineOutput
 from ragsift.schemas import QueryEvent
 from ragsift.settings import ConfidenceSettings, Settings
@@ -135,8 +136,9 @@ async def test_a_failing_reader_leaves_the_query_scored_and_counted(
 
 
 async def test_term_coverage_is_read_with_the_switch_off(tmp_path: Path, index: EdgeIndex) -> None:
-    """Term coverage costs a tokenization per chunk (cached): an artifact that uses it
-    is read whatever the switch says; only sentence match waits for "on" (ADR 020)."""
+    """An artifact that uses term coverage is read whatever the switch says; only
+    sentence match waits for "on" (ADR 020). The chunks' term sets come from the
+    index, stored at ingest: no chunk is tokenized at query time."""
     path = artifact_file(tmp_path, ("top_score", "term_coverage"))
     pipe = build_pipeline(
         settings(tmp_path, path, "off"), index=index, embedder=EMBEDDER, metrics=Metrics()
@@ -146,10 +148,29 @@ async def test_term_coverage_is_read_with_the_switch_off(tmp_path: Path, index: 
     first = ok((await pipe.process([q()]))[0]).result.breakdown.signals
     assert 0.0 < first["term_coverage"] <= 1.0
     assert "sentence_match" not in first
+    assert len(pipe.reader._terms) == 0
+
+
+async def test_chunks_indexed_without_term_ids_are_tokenized_once_to_the_same_coverage(
+    tmp_path: Path, index: EdgeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Points written before the term ids were stored: the reader tokenizes their text
+    (cached for the next query) and reads the same coverage."""
+    path = artifact_file(tmp_path, ("top_score", "term_coverage"))
+
+    def pipeline() -> Any:
+        return build_pipeline(
+            settings(tmp_path, path, "off"), index=index, embedder=EMBEDDER, metrics=Metrics()
+        )
+
+    stored = ok((await pipeline().process([q()]))[0]).result.breakdown.signals
+    monkeypatch.setattr(SearchHit, "indexed_terms", lambda self: None)
+    pipe = pipeline()
+    tokenized = ok((await pipe.process([q()]))[0]).result.breakdown.signals
+    assert tokenized["term_coverage"] == stored["term_coverage"]
     cached = len(pipe.reader._terms)
-    assert cached > 0  # the chunks' term sets are kept for the next query
-    again = ok((await pipe.process([q("q2", "refunds by bank transfer")]))[0]).result
-    assert 0.0 < again.breakdown.signals["term_coverage"] <= 1.0
+    assert cached > 0
+    ok((await pipe.process([q("q2", "refunds by bank transfer")]))[0])
     assert len(pipe.reader._terms) == cached  # the same two chunks: nothing new to read
 
 
