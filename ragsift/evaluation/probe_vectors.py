@@ -112,6 +112,8 @@ class BankVectors:
         return vectors
 
     async def _loaded(self) -> dict[str, npt.NDArray[np.float32]]:
+        if self._kept is None:  # another wrapper of this process may have read it since
+            self._kept = _KEPT.get(self._key)
         if self._kept is None:
             self._kept = _KEPT[self._key] = await self._read()
         return self._kept

@@ -152,3 +152,17 @@ def test_a_hostile_folder_name_costs_only_the_embedding(
     with caplog.at_level(logging.WARNING):
         vectors = _embed(BankVectors(embedder, tmp_path / name), BANK[:4])
     np.testing.assert_array_equal(vectors, asyncio.run(HashingEmbedder().embed(BANK[:4])))
+
+
+def test_wrappers_made_before_the_file_was_read_share_what_one_of_them_read(
+    tmp_path: Path,
+) -> None:
+    _embed(BankVectors(CountingEmbedder(), tmp_path), BANK)
+    probe_vectors._KEPT.clear()  # a fresh process, with two wrappers made up front
+    inner = CountingEmbedder()
+    first, second = BankVectors(inner, tmp_path), BankVectors(inner, tmp_path)
+    _embed(first, BANK)
+    checked = len(inner.texts)
+    assert checked == probe_vectors.CHECKED_ROWS  # the file was read and checked once
+    _embed(second, BANK)
+    assert len(inner.texts) == checked  # the second neither re-read nor re-checked it
