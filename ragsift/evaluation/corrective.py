@@ -82,9 +82,7 @@ class EvalCorrection:
                     found,
                     mode,
                     (),
-                    None
-                    if terms is None
-                    else terms.read(q, [h.text for h in found], [h.indexed_terms() for h in found]),
+                    None if terms is None else terms.read(q, found),
                 )
                 for q, found in zip(queries, hits, strict=True)
             ]

@@ -149,10 +149,7 @@ def read_probes(
     if queries is None or len(queries) != len(hits):
         raise ConfidenceError("term coverage needs each searched query's text")
     terms = ChunkTerms(Bm25Encoder())
-    return [
-        terms.read(q, [h.text for h in found], [h.indexed_terms() for h in found])
-        for q, found in zip(queries, hits, strict=True)
-    ]
+    return [terms.read(q, found) for q, found in zip(queries, hits, strict=True)]
 
 
 def probe_confidence(

@@ -373,10 +373,7 @@ def score_pseudo_labels(
         reads: list[ReaderScores | None] = [None] * len(hits)
     else:
         terms = ChunkTerms(Bm25Encoder())
-        reads = [
-            terms.read(q, [h.text for h in found], [h.indexed_terms() for h in found])
-            for q, found in zip(queries, hits, strict=True)
-        ]
+        reads = [terms.read(q, found) for q, found in zip(queries, hits, strict=True)]
     batch = HitBatch.from_hits(
         [
             hit_scores(list(found), "hybrid", (), read)

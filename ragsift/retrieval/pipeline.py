@@ -506,9 +506,13 @@ class RetrievalPipeline:
         if self.reader is None or not todo:
             return
         t0 = time.perf_counter()
+        covers = self.reader.encoder is not None  # term sets are read only for coverage
         items = [
             ReaderItem(
-                p.query.query, p.vector, [h.text for h in hits], [h.indexed_terms() for h in hits]
+                p.query.query,
+                p.vector,
+                [h.text for h in hits],
+                [h.indexed_terms() for h in hits] if covers else (),
             )
             for p, hits in todo
         ]

@@ -32,6 +32,7 @@ import numpy.typing as npt
 
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.embedders import Embedder
+from ragsift.retrieval.records import SearchHit
 
 __all__ = [
     "DEFAULT_MAX_SENTENCES",
@@ -163,13 +164,11 @@ class ChunkTerms:
         ]
         return term_coverage(self.encoder.encode_query(query).indices, sets)
 
-    def read(
-        self, query: str, hits: Sequence[str], known: Sequence[frozenset[int] | None] = ()
-    ) -> ReaderScores:
-        """Reader scores with term coverage alone (no sentence match)."""
-        return ReaderScores(
-            sentence=np.full(len(hits), np.nan), coverage=self.coverage(query, hits, known)
-        )
+    def read(self, query: str, hits: Sequence[SearchHit]) -> ReaderScores:
+        """Reader scores with term coverage alone (no sentence match), each hit's term
+        set taken from the index where it was stored (:meth:`SearchHit.indexed_terms`)."""
+        coverage = self.coverage(query, [h.text for h in hits], [h.indexed_terms() for h in hits])
+        return ReaderScores(sentence=np.full(len(hits), np.nan), coverage=coverage)
 
 
 @dataclass(frozen=True, slots=True)

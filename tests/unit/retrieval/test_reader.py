@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.embedders import l2_normalize
+from ragsift.retrieval.index import SearchHit
 from ragsift.retrieval.reader import (
     _SENTENCE_END,
     ChunkTerms,
@@ -258,7 +259,10 @@ def test_chunk_terms_tokenize_each_text_once_and_forget_the_oldest() -> None:
     assert len(terms) == 2  # the least recently used text went
     terms.of(hits[0])
     assert calls[-1] == hits[0]  # it had been evicted, so it was tokenized again
-    read = terms.read("how are refunds paid", hits)
+    read = terms.read(
+        "how are refunds paid",
+        [SearchHit(f"c{i}", "d", "t", text, "s", "web", 1.0, i + 1) for i, text in enumerate(hits)],
+    )
     assert np.isnan(read.sentence).all()
     np.testing.assert_array_equal(read.coverage, first)
 
