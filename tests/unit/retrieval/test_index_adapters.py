@@ -416,6 +416,9 @@ def test_edge_fetches_payloads_by_uuid_text_of_the_integer_key() -> None:
         ("1 2 3", None),
         (["1", "2"], None),
         ({"1": 2}, None),
+        ([[1, 2], [3]], None),  # nested
+        ([True, False], None),  # bools are not term ids
+        ([2**80, 7], frozenset({2**80, 7})),  # no BM25 id, so it matches no query term
     ],
 )
 def test_indexed_terms_are_read_only_from_a_list_of_ids(stored: object, expected: object) -> None:
