@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ragsift.confidence import CalibrationArtifact
@@ -11,6 +14,23 @@ from ragsift.confidence.artifact import ConformalSpec, DataSummary
 from ragsift.ingest.loaders import SourceDocument
 from ragsift.retrieval.records import SearchHit
 from ragsift.settings import ConfidenceSettings, EmbedderSettings, LimitSettings, Settings
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def load_script(name: str) -> ModuleType:
+    """``scripts/NAME.py`` imported as a module (the scripts folder is not a package).
+
+    Registered in ``sys.modules`` first, as an import would: dataclasses and
+    pickling look their module up there.
+    """
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def low_bar_confidence() -> ConfidenceSettings:

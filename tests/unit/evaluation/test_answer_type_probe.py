@@ -3,7 +3,6 @@ hold, and a planted answer-type signal found where word coverage sees none."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -12,16 +11,13 @@ from types import ModuleType
 
 import pytest
 
+from tests.factories import load_script
+
 SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "answer_type_probe.py"
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("answer_type_probe", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("answer_type_probe")
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,6 @@ files that lack a kind."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -13,16 +12,13 @@ from types import ModuleType
 import numpy as np
 import pytest
 
+from tests.factories import load_script
+
 SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "near_miss_share.py"
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("near_miss_share", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("near_miss_share")
 
 
 def test_the_mixture_recovers_the_shares_it_was_drawn_with() -> None:

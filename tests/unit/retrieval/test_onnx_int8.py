@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ from ragsift.retrieval.embedders.onnx import (
 from ragsift.retrieval.engines import packaged_calibration_path
 from ragsift.settings import EmbedderSettings
 from ragsift.wiring import build_embedder
+from tests.factories import load_script
 
 pytestmark = pytest.mark.unit
 
@@ -38,7 +37,6 @@ TEXTS = [
     "Temperature data is kept for 30 days and then deleted. " * 4,
     "Qu'est-ce que la garantie couvre ? 保修期是多久？",
 ]
-ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -154,14 +152,7 @@ def test_the_reader_signals_have_an_int8_calibration_too() -> None:
 
 def test_the_script_writes_the_shipped_bytes(tmp_path: Path) -> None:
     """scripts/quantize_minilm.py reproduces the shipped model (same onnxruntime)."""
-    spec = importlib.util.spec_from_file_location(
-        "quantize_minilm", ROOT / "scripts" / "quantize_minilm.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["quantize_minilm"] = module
-    spec.loader.exec_module(module)
+    module = load_script("quantize_minilm")
     source = find_packaged_onnx_minilm()
     assert source is not None
     assert module.quantize(source, tmp_path / "out.onnx") == INT8_MODEL_SHA256
