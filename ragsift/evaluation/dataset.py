@@ -159,7 +159,9 @@ def select_half(dataset: LabelledSet, half: Literal[1, 2], seed: int = 0) -> Lab
 def _read(path: Path) -> list[dict[str, Any]]:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except RecursionError as exc:
+        raise InvalidEventError(f"{path}: cannot read a SQuAD file (nested too deep)") from exc
+    except (OSError, ValueError) as exc:  # not JSON or UTF-8, or an int past the digit limit
         raise InvalidEventError(f"{path}: cannot read a SQuAD file ({exc})") from exc
     data = raw.get("data") if isinstance(raw, dict) else None
     if not isinstance(data, list) or not all(isinstance(a, dict) for a in data):

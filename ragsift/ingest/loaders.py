@@ -158,6 +158,8 @@ def jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
                     raise InvalidEventError(f"{path}:{lineno}: not JSON ({exc.msg})") from exc
                 except RecursionError as exc:
                     raise InvalidEventError(f"{path}:{lineno}: not JSON (nested too deep)") from exc
+                except ValueError as exc:  # an int past Python's digit limit
+                    raise InvalidEventError(f"{path}:{lineno}: not JSON ({exc})") from exc
                 yield lineno, row
     except UnicodeDecodeError as exc:
         raise InvalidEventError(f"{path}: not UTF-8 text ({exc.reason})") from exc

@@ -86,10 +86,20 @@ def test_loader_labels_and_kinds(tmp_path: Path) -> None:
     assert all(not q.relevant for q in ds.queries if q.kind != "in_scope")
 
 
-def test_loader_rejects_non_squad(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"rows": []}', "not SQuAD format"),
+        ("[" * 100_000 + "]" * 100_000, r"cannot read a SQuAD file \(nested too deep\)"),
+        ('{"data": [], "n": ' + "9" * 5000 + "}", "cannot read a SQuAD file"),
+        ('{"data": [\u0000]}', "cannot read a SQuAD file"),
+    ],
+    ids=["not squad", "nested", "huge int", "control character"],
+)
+def test_loader_rejects_non_squad(tmp_path: Path, content: str, message: str) -> None:
     bad = tmp_path / "bad.json"
-    bad.write_text('{"rows": []}', encoding="utf-8")
-    with pytest.raises(InvalidEventError, match="not SQuAD format"):
+    bad.write_text(content, encoding="utf-8")
+    with pytest.raises(InvalidEventError, match=message):
         load_squad(bad)
 
 

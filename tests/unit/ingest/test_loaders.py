@@ -84,6 +84,7 @@ def test_sample_corpus_round_trips_through_the_loader(tmp_path: Path) -> None:
     [
         ('{"text": "ok"}\n' + "[" * 100_000 + "]" * 100_000 + "\n", "deep.jsonl:2: not JSON"),
         (b'{"text": "caf\xe9"}\n', "not UTF-8 text"),
+        ('{"text": "ok", "n": ' + "9" * 5000 + "}\n", "deep.jsonl:1: not JSON"),
     ],
 )
 def test_hostile_jsonl_is_one_clear_error(
