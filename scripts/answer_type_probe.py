@@ -37,6 +37,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import cross_val_predict
 
+from ragsift.errors import InvalidEventError
+from ragsift.evaluation.dataset import LabelledSet, load_squad
 from ragsift.retrieval.reader import split_sentences
 from ragsift.retrieval.terms import content_terms
 
@@ -77,47 +79,40 @@ def has_candidate(kind: str, sentence: str, question: str) -> bool:
     return any(m.group(0).casefold() not in asked for m in _CANDIDATES[kind].finditer(sentence))
 
 
-def features(question: str, paragraph: str) -> list[float] | None:
-    """``FEATURES`` of one (question, paragraph) pair; None for a question without content words."""
-    terms = content_terms(question)
-    if not terms:
-        return None
+def features(question: str, terms: set[str], paragraph: str, held: set[str]) -> list[float]:
+    """``FEATURES`` of one pair: the question, its content words, a paragraph and the
+    paragraph's content words (``terms`` not empty)."""
     scored = [(len(terms & content_terms(s)) / len(terms), s) for s in split_sentences(paragraph)]
-    best, sentence = max(scored, key=lambda pair: pair[0])
+    best, sentence = max(scored, key=lambda pair: pair[0], default=(0.0, ""))
     kind = expected_type(question)
     typed = kind is not None and has_candidate(kind, sentence, question)
-    return [len(terms & content_terms(paragraph)) / len(terms), best, float(typed)]
+    return [len(terms & held) / len(terms), best, float(typed)]
 
 
-def pairs(data: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
+def pairs(dataset: LabelledSet) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
     """Features, labels and expected types: each answerable question's own paragraph
     and the article's other paragraph that shares the most of its words."""
+    text = {d.doc_id: d.text for d in dataset.documents}
+    held = {doc_id: content_terms(t) for doc_id, t in text.items()}  # once per paragraph
+    articles: dict[str, list[str]] = {}
+    for doc_id, group in dataset.doc_groups.items():
+        articles.setdefault(group, []).append(doc_id)
     rows: list[list[float]] = []
     labels: list[int] = []
     kinds: list[str | None] = []
-    for article in data:
-        paragraphs = [p["context"] for p in article["paragraphs"]]
-        if len(paragraphs) < 2:
+    for query in dataset.queries:
+        terms = content_terms(query.text)
+        if query.kind != "in_scope" or not terms:
             continue
-        for own, paragraph in enumerate(article["paragraphs"]):
-            for qa in paragraph["qas"]:
-                if qa.get("is_impossible"):
-                    continue
-                question = qa["question"]
-                terms = content_terms(question)
-                others = [
-                    (len(terms & content_terms(text)), j)
-                    for j, text in enumerate(paragraphs)
-                    if j != own
-                ]
-                closest = paragraphs[max(others)[1]]
-                answering = features(question, paragraphs[own])
-                on_topic = features(question, closest)
-                if answering is None or on_topic is None:
-                    continue
-                rows += [answering, on_topic]
-                labels += [1, 0]
-                kinds += [expected_type(question)] * 2
+        (own,) = query.relevant
+        others = [d for d in articles[query.group] if d != own]
+        if not others:
+            continue
+        closest = max(others, key=lambda d: len(terms & held[d]))
+        for doc_id, label in ((own, 1), (closest, 0)):
+            rows.append(features(query.text, terms, text[doc_id], held[doc_id]))
+            labels.append(label)
+            kinds.append(expected_type(query.text))
     return np.array(rows), np.array(labels), kinds
 
 
@@ -149,8 +144,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("squad", type=Path, help="a SQuAD 2.0-format file")
     args = parser.parse_args()
-    data = json.loads(args.squad.read_text(encoding="utf-8"))["data"]
-    print(json.dumps(report(*pairs(data))))
+    try:
+        dataset = load_squad(args.squad)
+    except InvalidEventError as exc:
+        parser.exit(2, f"answer_type_probe: {exc}\n")
+    x, y, kinds = pairs(dataset)
+    if len(y) < 10:  # 5 folds of both labels
+        parser.exit(2, f"answer_type_probe: {args.squad}: {len(y) // 2} pairs, need 5\n")
+    print(json.dumps(report(x, y, kinds)))
 
 
 if __name__ == "__main__":

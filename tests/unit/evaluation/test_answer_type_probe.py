@@ -11,9 +11,9 @@ from types import ModuleType
 
 import pytest
 
-from tests.factories import load_script
+from tests.factories import SCRIPTS, load_script
 
-SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "answer_type_probe.py"
+SCRIPT = SCRIPTS / "answer_type_probe.py"
 
 
 def _script() -> ModuleType:
@@ -88,3 +88,28 @@ def test_a_planted_answer_type_signal_is_found_where_coverage_sees_none(tmp_path
         "answering": 1.0,
         "on_topic": 0.0,
     }
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ('{"data": "x"}', "not SQuAD format"),
+        ("[" * 100_000, "cannot read a SQuAD file"),
+        ('{"data": [{"title": "T", "paragraphs": [{"context": "", "qas": []}]}]}', "no paragraphs"),
+        (
+            r'{"data": [{"title": "T\u202e", "paragraphs": [{"context": "\u0000", "qas": '
+            '[{"id": "1", "question": "When?", "answers": [{"text": "x"}]}]}]}]}',
+            "0 pairs, need 5",
+        ),
+    ],
+)
+def test_a_file_it_cannot_use_gets_one_clear_error(tmp_path: Path, content: str, says: str) -> None:
+    source = tmp_path / "bad.json"
+    source.write_text(content, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(source)], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert says in done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
