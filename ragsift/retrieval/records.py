@@ -361,12 +361,17 @@ class SearchHit:
         point was written without them (before they were stored) or not as a list of ints.
 
         Only the first id's type is checked: ragsift writes the field (metadata cannot
-        shadow it), and a per-id check cost twice the set itself on every hit.
+        shadow it), and a per-id check cost twice the set itself on every hit. A later
+        element of another type matches no query term; one that cannot be hashed (a
+        point written by another tool) reads as None rather than failing the query.
         """
         terms = self.payload.get(TERMS_FIELD)
         if not isinstance(terms, list) or (terms and type(terms[0]) is not int):
             return None
-        return frozenset(terms)
+        try:
+            return frozenset(terms)
+        except TypeError:  # an unhashable element past the first: free to catch when absent
+            return None
 
 
 @dataclass(frozen=True, slots=True)

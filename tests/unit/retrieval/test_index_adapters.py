@@ -417,6 +417,7 @@ def test_edge_fetches_payloads_by_uuid_text_of_the_integer_key() -> None:
         (["1", "2"], None),
         ({"1": 2}, None),
         ([[1, 2], [3]], None),  # nested
+        ([1, [2], {"3": 4}], None),  # unhashable past the first id
         ([True, False], None),  # bools are not term ids
         ([2**80, 7], frozenset({2**80, 7})),  # no BM25 id, so it matches no query term
     ],
