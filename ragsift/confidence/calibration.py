@@ -6,6 +6,11 @@ first part fits p = sigmoid(b + w . x) by L2-regularized maximum likelihood
 falls when a hit improves); the second part, unseen by the fit, sets the
 conformal threshold (:mod:`.conformal`). Scoring with the result is pure numpy
 (:class:`~.scorers.CalibratedScorer`). See docs/adr/002-calibrated-confidence.md.
+
+With ``cross_fit=True`` (ADR 025) each part is also scored by a model fit on the
+other, the threshold is certified on every query's out-of-fold confidence, and the
+model served is fit on all of them: the bar no longer rests on which half of the
+queries the seed happened to put on which side.
 """
 
 from __future__ import annotations
@@ -33,7 +38,13 @@ from ragsift.confidence.normalize import METRICS, Metric
 from ragsift.confidence.probes import in_scope_sample
 from ragsift.confidence.signals import SIGNAL_NAMES
 
-__all__ = ["fit_calibration", "fit_logistic", "fit_similarity_threshold", "predict_logistic"]
+__all__ = [
+    "CROSS_FIT",
+    "fit_calibration",
+    "fit_logistic",
+    "fit_similarity_threshold",
+    "predict_logistic",
+]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -44,6 +55,8 @@ DEFAULT_L2 = 1e-3
 DEFAULT_CONFORMAL_FRACTION = 0.5
 # Fewer than this many examples in either part cannot support a calibration.
 _MIN_EXAMPLES = 20
+#: The conformal method's prefix when both parts certify (``cross_fit=True``, ADR 025).
+CROSS_FIT = "cross-fit"
 
 
 def _sigmoid(z: FloatArray) -> FloatArray:
@@ -118,6 +131,7 @@ def fit_calibration(
     notes: str = "",
     groups: Sequence[str] | None = None,
     in_scope: Sequence[bool] | None = None,
+    cross_fit: bool = False,
 ) -> CalibrationArtifact:
     """Fit a calibration artifact from a signal matrix and relevance labels.
 
@@ -139,6 +153,9 @@ def fit_calibration(
         in_scope: which queries are in scope (the rest: questions the corpus cannot
             answer); the artifact then keeps the conformal sample's in-scope rows,
             to re-certify on another collection (:mod:`.probes`).
+        cross_fit: certify on both parts (ADR 025): each part's confidences come
+            from the model fit on the other part, and the artifact's model is fit
+            on every example. By default one part fits and the other certifies.
 
     Raises:
         ConfidenceError: bad shapes, labels or parameters; too few examples.
@@ -165,14 +182,28 @@ def fit_calibration(
     perm = np.random.default_rng(seed).permutation(n)
     fit_idx, conf_idx = perm[n_conf:], perm[:n_conf]
     x = feature_matrix(s, feats)
-    coef, intercept = fit_logistic(
-        x[fit_idx], y[fit_idx], nonnegative=[f in SCORE_MONOTONE_FEATURES for f in feats], l2=l2
-    )
-    conf_probs = predict_logistic(x[conf_idx], coef, intercept)
+    nonnegative = [f in SCORE_MONOTONE_FEATURES for f in feats]
+    coef, intercept = fit_logistic(x[fit_idx], y[fit_idx], nonnegative=nonnegative, l2=l2)
+    method: str | None = None
+    if cross_fit:
+        # The other part's model scores the fit part; the certified sample is every
+        # example, each scored by a model that did not see it, and the served model
+        # sees them all (its confidences stay close to either part's: ADR 025).
+        other, other_b = fit_logistic(x[conf_idx], y[conf_idx], nonnegative=nonnegative, l2=l2)
+        out_of_fold = np.empty(n)
+        out_of_fold[conf_idx] = predict_logistic(x[conf_idx], coef, intercept)
+        out_of_fold[fit_idx] = predict_logistic(x[fit_idx], other, other_b)
+        coef, intercept = fit_logistic(x, y, nonnegative=nonnegative, l2=l2)
+        conf_idx = np.arange(n)
+        conf_probs = out_of_fold
+    else:
+        conf_probs = predict_logistic(x[conf_idx], coef, intercept)
     if groups is not None and len(groups) != n:
         raise ConfidenceError(f"groups must have one entry per example, got {len(groups)} for {n}")
     conf_groups = None if groups is None else np.asarray(groups, dtype=object)[conf_idx]
     cr = conformal_threshold(conf_probs, y[conf_idx], alpha=alpha, delta=delta, groups=conf_groups)
+    if cross_fit:
+        method = f"{CROSS_FIT}+{cr.method}"
     mix = fit_mix_table(conf_probs, y[conf_idx], alpha=alpha, delta=delta, groups=conf_groups)
     if in_scope is not None and len(in_scope) != n:
         raise ConfidenceError(f"in_scope must have one entry per example, got {len(in_scope)}")
@@ -207,12 +238,14 @@ def fit_calibration(
         ),
         intercept=float(intercept),
         levels=LevelSpec(high=lv.high, medium=lv.medium, low=lv.low),
-        conformal=ConformalSpec.certified(cr, mix=mix, in_scope=rows, near_miss=near),
+        conformal=ConformalSpec.certified(
+            cr, method=method, mix=mix, in_scope=rows, near_miss=near
+        ),
         data=DataSummary(
             source=source,
             n_examples=n,
             positive_rate=float(y.mean()),
-            n_fit=int(fit_idx.size),
+            n_fit=n if cross_fit else int(fit_idx.size),
             n_conformal=int(conf_idx.size),
             notes=notes,
         ),

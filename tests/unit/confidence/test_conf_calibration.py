@@ -25,6 +25,8 @@ from ragsift.confidence import (
     load_default_calibration,
     save_calibration,
 )
+from ragsift.confidence.calibration import CROSS_FIT, fit_logistic, predict_logistic
+from ragsift.confidence.features import DEFAULT_FEATURES, feature_matrix
 from ragsift.confidence.signals import SIGNAL_INDEX
 
 FloatArray = npt.NDArray[np.float64]
@@ -314,3 +316,90 @@ def test_a_grouped_fit_records_its_groups_and_a_plain_one_keeps_its_layout() -> 
     assert CalibrationArtifact.from_json(grouped.to_json()) == grouped
     with pytest.raises(ConfidenceError, match="one entry per example"):
         fit_calibration(signals, labels, embedder_id="offline", metric="cosine", groups=["a"])
+
+
+# -- cross-fitting (ADR 025) -----------------------------------------------------
+
+
+def test_a_cross_fit_certifies_every_example_on_out_of_fold_confidences() -> None:
+    """Each half is scored by the model fit on the other half, the certificate is
+    taken on all of them, and the served model is fit on every example."""
+    signals, _, labels = _synthetic(4_000, seed=3)
+    groups = [f"article-{i % 40}" for i in range(labels.size)]
+    fitted = fit_calibration(
+        signals,
+        labels,
+        embedder_id="offline",
+        metric="cosine",
+        groups=groups,
+        seed=5,
+        cross_fit=True,
+    )
+    assert fitted.conformal.method == f"{CROSS_FIT}+ltt-fixed-sequence-clopper-pearson-clustered"
+    assert fitted.conformal.n_calibration == 4_000
+    assert (fitted.data.n_fit, fitted.data.n_conformal) == (4_000, 4_000)
+    # The same arithmetic by hand: the seed's split, each half's model, the pooled walk.
+    x = feature_matrix(signals, DEFAULT_FEATURES)
+    nonnegative = [True] * len(DEFAULT_FEATURES)
+    perm = np.random.default_rng(5).permutation(4_000)
+    first, second = perm[2_000:], perm[:2_000]
+    out_of_fold = np.empty(4_000)
+    for fit_on, score in ((first, second), (second, first)):
+        coef, b = fit_logistic(x[fit_on], labels[fit_on], nonnegative=nonnegative, l2=1e-3)
+        out_of_fold[score] = predict_logistic(x[score], coef, b)
+    by_hand = conformal_threshold(out_of_fold, labels, groups=groups)
+    assert fitted.conformal.threshold == by_hand.threshold
+    assert fitted.conformal.risk_upper_bound == pytest.approx(by_hand.risk_upper_bound)
+    served, served_b = fit_logistic(x, labels, nonnegative=nonnegative, l2=1e-3)
+    assert fitted.coefficients == pytest.approx(tuple(served))
+    assert fitted.intercept == pytest.approx(served_b)
+
+
+def test_a_cross_fit_bar_moves_less_with_the_split_seed() -> None:
+    """One split's bar rests on which queries the seed put on which side; pooling
+    both sides' out-of-fold confidences steadies it (on SQuAD: 0.65-0.86 -> 0.73-0.76)."""
+    signals, _, labels = _synthetic(3_000, seed=11)
+    groups = [f"article-{i % 30}" for i in range(labels.size)]
+
+    def bars(cross_fit: bool) -> list[float]:
+        return [
+            fit_calibration(
+                signals,
+                labels,
+                embedder_id="offline",
+                metric="cosine",
+                groups=groups,
+                seed=seed,
+                cross_fit=cross_fit,
+            ).conformal.threshold
+            for seed in range(10)
+        ]
+
+    split, cross = bars(False), bars(True)
+    assert max(cross) - min(cross) < 0.5 * (max(split) - min(split))
+
+
+def test_a_cross_fit_holds_the_risk_in_repeated_draws() -> None:
+    """As the split fit above: the risk at a cross-fit bar, on 18,000 held-out
+    queries measured with their true probabilities, holds alpha in >= 90% of draws."""
+    passed = feasible = 0
+    draws = 40
+    for seed in range(draws):
+        signals, true_p, labels = _synthetic(24_000, seed=500 + seed)
+        artifact = fit_calibration(
+            signals[:6_000],
+            labels[:6_000],
+            embedder_id="offline",
+            metric="cosine",
+            alpha=ALPHA,
+            delta=DELTA,
+            seed=seed,
+            cross_fit=True,
+        )
+        feasible += artifact.conformal.feasible
+        conf = _confidence(artifact, signals[6_000:])
+        answered = (conf >= artifact.conformal.threshold) & artifact.conformal.feasible
+        risk = float(np.mean(1.0 - true_p[6_000:][answered])) if answered.any() else 0.0
+        passed += risk <= ALPHA
+    assert passed >= 0.9 * draws
+    assert feasible >= 0.9 * draws
