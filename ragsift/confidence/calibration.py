@@ -179,12 +179,16 @@ def fit_calibration(
         raise ConfidenceError(
             f"need at least {_MIN_EXAMPLES} examples to fit and to certify, got {n} in total"
         )
+    # Checked before any fitting: a bad call fails at once, whichever way it fits.
+    if groups is not None and len(groups) != n:
+        raise ConfidenceError(f"groups must have one entry per example, got {len(groups)} for {n}")
+    if in_scope is not None and len(in_scope) != n:
+        raise ConfidenceError(f"in_scope must have one entry per example, got {len(in_scope)}")
     perm = np.random.default_rng(seed).permutation(n)
     fit_idx, conf_idx = perm[n_conf:], perm[:n_conf]
     x = feature_matrix(s, feats)
     nonnegative = [f in SCORE_MONOTONE_FEATURES for f in feats]
     coef, intercept = fit_logistic(x[fit_idx], y[fit_idx], nonnegative=nonnegative, l2=l2)
-    method: str | None = None
     if cross_fit:
         # The other part's model scores the fit part; the certified sample is every
         # example, each scored by a model that did not see it, and the served model
@@ -198,15 +202,9 @@ def fit_calibration(
         conf_probs = out_of_fold
     else:
         conf_probs = predict_logistic(x[conf_idx], coef, intercept)
-    if groups is not None and len(groups) != n:
-        raise ConfidenceError(f"groups must have one entry per example, got {len(groups)} for {n}")
     conf_groups = None if groups is None else np.asarray(groups, dtype=object)[conf_idx]
     cr = conformal_threshold(conf_probs, y[conf_idx], alpha=alpha, delta=delta, groups=conf_groups)
-    if cross_fit:
-        method = f"{CROSS_FIT}+{cr.method}"
     mix = fit_mix_table(conf_probs, y[conf_idx], alpha=alpha, delta=delta, groups=conf_groups)
-    if in_scope is not None and len(in_scope) != n:
-        raise ConfidenceError(f"in_scope must have one entry per example, got {len(in_scope)}")
     rows = (
         None
         if in_scope is None
@@ -239,7 +237,11 @@ def fit_calibration(
         intercept=float(intercept),
         levels=LevelSpec(high=lv.high, medium=lv.medium, low=lv.low),
         conformal=ConformalSpec.certified(
-            cr, method=method, mix=mix, in_scope=rows, near_miss=near
+            cr,
+            method=f"{CROSS_FIT}+{cr.method}" if cross_fit else None,
+            mix=mix,
+            in_scope=rows,
+            near_miss=near,
         ),
         data=DataSummary(
             source=source,
