@@ -22,6 +22,8 @@ from ragsift.evaluation import (
     select_half,
 )
 from ragsift.evaluation.dataset import limit_questions
+from ragsift.evaluation.runner import RetrievalRun
+from ragsift.evaluation.scoring import split_mask
 from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.engines import EngineSet, packaged_calibration_path
 from ragsift.settings import ConfidenceSettings
@@ -216,6 +218,29 @@ async def test_report_never_shows_a_precision_for_nothing_answered(tmp_path: Pat
     # Near misses as negatives join every figure.
     with_near = evaluate_scorers(run, artifact, everything, near_miss_negatives=True).reports[0]
     assert with_near.n == len(run.queries) > result.reports[0].n
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_the_fit_side_of_a_whole_set_is_half_one(tmp_path: Path, seed: int) -> None:
+    """`calibrate` without --half fits on exactly the questions `eval --half 2` leaves out.
+
+    One seeded draw over labelled and out-of-scope groups together put 3 of half 2's
+    8 SQuAD articles into the shipped fits (ADR 025): the two splits must be one.
+    """
+    labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
+    outside = write_squad(tmp_path / "other.json", OUTSIDE, answers=False)
+    ds = load_squad(labelled, outside)
+    run = RetrievalRun(ds, "ragsift-hashing-v1-384", 4, "hybrid", [[] for _ in ds.queries])
+    fit = split_mask(run, seed=seed)
+    one, two = select_half(ds, 1, seed=seed), select_half(ds, 2, seed=seed)
+    assert [q.query_id for q, f in zip(ds.queries, fit, strict=True) if f] == [
+        q.query_id for q in one.queries
+    ]
+    assert {q.group for q, f in zip(ds.queries, fit, strict=True) if f}.isdisjoint(
+        {q.group for q in two.queries}
+    )
+    kinds = {q.kind for q in one.queries}
+    assert kinds == {"in_scope", "near_miss", "out_of_scope"}  # each kind is split, not lumped
 
 
 def test_cli_calibrates_on_one_half_and_applies_the_artifact_to_the_other(
