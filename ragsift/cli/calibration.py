@@ -121,11 +121,12 @@ def calibrate(
     answered (docs/confidence.md, section 12).
 
     With --dataset/--labelled it fits from labelled questions: without --half on
-    half the articles (the other half is what `ragsift eval` reports on); with
-    --half on every article of that half. The model fits term coverage too,
-    and sentence match with RAGSIFT_CONFIDENCE_READER_SIGNALS=on. The shipped
-    calibrations are --dataset squad2 --holes 0.1: a tenth of each article's
-    paragraphs left out, their questions fitted as on topic and unanswered (ADR 020).
+    the questions of half 1's articles (the ones `ragsift eval --half 2` leaves
+    out, ADR 026); with --half on every article of that half. The model fits term
+    coverage too, and sentence match with RAGSIFT_CONFIDENCE_READER_SIGNALS=on. The
+    shipped calibrations are --dataset squad2 --holes 0.15: about one in seven of
+    each article's paragraphs left out, their questions fitted as on topic and
+    unanswered (ADR 020, ADR 026).
     """
     if not 0 < alpha < 1:  # before any data is read
         print_error(f"--alpha must be in (0, 1), got {alpha:g}")
