@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from ragsift.cli.common import _settings, console, print_error
+from ragsift.cli.common import _settings, console, print_error, print_warning
 from ragsift.cli.labelled import (
     SQUAD_DIR,
     Dataset,
@@ -26,6 +26,7 @@ from ragsift.cli.labelled import (
     _retrieval_run,
 )
 from ragsift.cli.render import eval_table
+from ragsift.confidence.fit_groups import in_sample_count
 from ragsift.confidence.refit import MIN_REFIT_LABELS
 from ragsift.errors import RagsiftError
 from ragsift.schemas import MAX_K
@@ -209,6 +210,7 @@ def evaluate(
             raise typer.Exit(2) from exc
     settings = _settings()
     artifact = None
+    in_sample: int | None = None
     if artifact_path is not None:
         from ragsift.wiring import build_embedder
 
@@ -239,6 +241,12 @@ def evaluate(
         how = (
             f"applied artifact {artifact_path} ({artifact.version}, fit on {artifact.data.source})"
         )
+        in_sample = in_sample_count(artifact.data.fit_groups, (q.group for q in ds.queries))
+        if in_sample:  # ADR 026: the shipped fits once held 3 of --half 2's 8 articles
+            print_warning(
+                f"{in_sample} of {len(ds.queries)} questions come from articles this artifact"
+                " was fit on: their figures are in sample, not a measure of transfer"
+            )
     probed = None
     if probes:
         artifact, probed = probe_certified(run, artifact, probes, probes_source)
@@ -279,6 +287,8 @@ def evaluate(
         "scorers": [r.to_dict() for r in result.reports],
         "mix": result.mix.to_dict(),
     }
+    if artifact_path is not None:
+        summary["in_sample_questions"] = in_sample
     if probed is not None:
         summary["probes"] = probed
     if replayed is not None:

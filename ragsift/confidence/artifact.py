@@ -13,7 +13,7 @@ import hashlib
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +23,7 @@ from ragsift.confidence.alignment import ProbeLevels, ScoreAlignment, aligned_pa
 from ragsift.confidence.conformal import ConformalResult
 from ragsift.confidence.errors import CalibrationMismatchError, ConfidenceError
 from ragsift.confidence.features import SCORE_MONOTONE_FEATURES, validate_features
+from ragsift.confidence.fit_groups import MAX_FIT_GROUPS
 from ragsift.confidence.mix import MixTable
 from ragsift.confidence.near_miss import NearMissTable
 from ragsift.confidence.normalize import Metric, NormalizationParams
@@ -149,6 +150,11 @@ class DataSummary(BaseModel):
     n_fit: int = Field(0, ge=0)
     n_conformal: int = Field(0, ge=0)
     notes: str = ""
+    fit_groups: list[Annotated[str, Field(pattern=r"^[0-9a-f]{12}$")]] | None = Field(
+        None, max_length=MAX_FIT_GROUPS
+    )
+    """The fit's groups (articles) as keys (:mod:`ragsift.confidence.fit_groups`, ADR
+    026); None for fits made before the record, or with too many groups."""
 
 
 class MissingAnswerEstimate(BaseModel):
@@ -277,6 +283,8 @@ class CalibrationArtifact(BaseModel):
         for key in _OPTIONAL_CONFORMAL:
             if payload["conformal"].get(key) is None:
                 payload["conformal"].pop(key, None)
+        if self.data.fit_groups is None:  # fits made before the record existed
+            payload["data"].pop("fit_groups", None)
         if self.provenance is not None:
             if self.provenance.uncertified is None:
                 payload["provenance"].pop("uncertified", None)
@@ -328,6 +336,8 @@ class CalibrationArtifact(BaseModel):
         unset = {k for k in _OPTIONAL_CONFORMAL if getattr(self.conformal, k) is None}
         if unset:
             skip["conformal"] = unset
+        if self.data.fit_groups is None:
+            skip["data"] = {"fit_groups"}
         return self.model_dump_json(indent=2, exclude=skip or None) + "\n"
 
     @classmethod

@@ -24,6 +24,7 @@ from ragsift.confidence import (
     fit_similarity_threshold,
 )
 from ragsift.confidence.features import DEFAULT_FEATURES
+from ragsift.confidence.fit_groups import fit_group_keys
 from ragsift.confidence.signals import prepare_batch
 from ragsift.evaluation.dataset import first_side
 from ragsift.evaluation.runner import RetrievalRun
@@ -173,4 +174,6 @@ def fit_from_run(
     )
     data = fitted.model_dump(mode="json")
     data.update(similarity_threshold=threshold, version="")
+    # Which articles it saw, so `eval --artifact` can say what it scores in sample.
+    data["data"]["fit_groups"] = fit_group_keys(run.queries[i].group for i in np.flatnonzero(fit))
     return CalibrationArtifact.model_validate(data), fit

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,12 @@ from ragsift.confidence import (
 )
 from ragsift.confidence.calibration import CROSS_FIT, fit_logistic, predict_logistic
 from ragsift.confidence.features import DEFAULT_FEATURES, feature_matrix
+from ragsift.confidence.fit_groups import (
+    MAX_FIT_GROUPS,
+    fit_group_keys,
+    group_key,
+    in_sample_count,
+)
 from ragsift.confidence.signals import SIGNAL_INDEX
 
 FloatArray = npt.NDArray[np.float64]
@@ -323,6 +330,32 @@ def test_a_grouped_fit_records_its_groups_and_a_plain_one_keeps_its_layout() -> 
     assert CalibrationArtifact.from_json(grouped.to_json()) == grouped
     with pytest.raises(ConfidenceError, match="one entry per example"):
         fit_calibration(signals, labels, embedder_id="offline", metric="cosine", groups=["a"])
+
+
+def test_an_artifact_records_the_groups_it_saw_as_keys_and_old_ones_keep_their_version() -> None:
+    signals, _, labels = _synthetic(2_000, seed=4)
+    plain = fit_calibration(signals, labels, embedder_id="offline", metric="cosine")
+    assert plain.data.fit_groups is None
+    assert "fit_groups" not in plain.to_json()  # written before the record: same JSON
+    keys = fit_group_keys(["Normans", "Warsaw", "Normans"])
+    assert keys == sorted({group_key("Normans"), group_key("Warsaw")})
+    assert all(len(k) == 12 for k in keys)
+    assert "Normans" not in "".join(keys)  # hashes, not a user's titles
+    data = plain.model_dump(mode="json")
+    data["data"]["fit_groups"] = keys
+    data["version"] = ""
+    recorded = CalibrationArtifact.model_validate(data)
+    recorded = recorded.model_copy(update={"version": recorded.content_hash()})
+    assert recorded.version != plain.version  # the record is part of the identity
+    assert CalibrationArtifact.from_json(recorded.to_json()) == recorded
+    assert CalibrationArtifact.from_json(plain.to_json()).version == plain.version
+    assert in_sample_count(keys, ["Warsaw", "Warsaw", "Steam_engine"]) == 2
+    assert in_sample_count(None, ["Warsaw"]) is None  # an older artifact: unknown, not 0
+    # Too many groups (one per question) is no record; a key that is not one is refused.
+    assert fit_group_keys(str(i) for i in range(MAX_FIT_GROUPS + 1)) is None
+    data["data"]["fit_groups"] = ["Normans"]
+    with pytest.raises(ConfidenceError, match="fit_groups"):
+        CalibrationArtifact.from_json(json.dumps(data))
 
 
 # -- cross-fitting (ADR 025) -----------------------------------------------------

@@ -262,6 +262,9 @@ def test_cli_calibrates_on_one_half_and_applies_the_artifact_to_the_other(
     assert summary["calibration_version"] == load_calibration(artifact).version
     half2 = select_half(load_squad(labelled, outside), 2)
     assert summary["evaluated_queries"] == len(half2.queries)
+    # It says whether the artifact saw these questions: fit on half 1, none of half 2...
+    assert summary["in_sample_questions"] == 0
+    assert "in sample" not in applied.stderr
     names = [s["name"] for s in summary["scorers"]]
     assert names[:4] == ["calibrated", "calibrated@certified", "seed-A", "seed-A@fit"]
     # What the mix did is said: the calibration's share, the estimate, the final bar.
@@ -273,6 +276,17 @@ def test_cli_calibrates_on_one_half_and_applies_the_artifact_to_the_other(
     assert [r["query_id"] for r in rows] == [q.query_id for q in half2.queries]
     assert set(rows[0]["scorers"]) == set(names)
     assert {"label", "kind", "hit_rank"} <= set(rows[0])
+    # ... and every one of half 1, with a warning that they measure no transfer.
+    seen = runner.invoke(
+        app,
+        ["eval", *data, "--half", "1", "--artifact", str(artifact), "--probes", "none", "--json"],
+    )
+    assert seen.exit_code == 0, seen.output
+    half1 = select_half(load_squad(labelled, outside), 1)
+    assert json.loads(seen.stdout.strip().splitlines()[-1])["in_sample_questions"] == len(
+        half1.queries
+    )
+    assert f"warning: {len(half1.queries)} of {len(half1.queries)} questions" in seen.stderr
     refit = runner.invoke(app, ["eval", *data, "--json"])
     assert refit.exit_code == 0, refit.output
     assert json.loads(refit.stdout.strip().splitlines()[-1])["calibration"].startswith(
