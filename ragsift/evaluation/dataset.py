@@ -88,7 +88,7 @@ def first_side(groups: Iterable[str], fraction: float = 0.5, seed: int = 0) -> s
     getting ``fraction`` of each. ``select_half`` (``--half 1``) and the fit of
     ``ragsift calibrate`` without ``--half`` take this side, so ``ragsift eval --half 2``
     reports on questions the fit never saw. (A single draw over both kinds put 3 of
-    half 2's 8 SQuAD articles into the shipped fits until 2026-11-28: ADR 025.)
+    half 2's 8 SQuAD articles into the shipped fits until 2026-11-28: ADR 026.)
     """
     every = set(groups)
     outside = {g for g in every if g.startswith(OUT_OF_SCOPE_GROUP)}

@@ -358,6 +358,32 @@ def test_an_artifact_records_the_groups_it_saw_as_keys_and_old_ones_keep_their_v
         CalibrationArtifact.from_json(json.dumps(data))
 
 
+@pytest.mark.parametrize(
+    "fit_groups",
+    [
+        ["0123456789ab"] * (MAX_FIT_GROUPS + 1),  # oversized: past the bound
+        ["0123456789ab\n"],  # a trailing control character
+        ["0123456789ab\u0000"],
+        ["０１２３４５６７８９ａｂ"],  # full-width digits: not the record's hex
+        ["0123456789AB"],  # upper case: not what group_key writes
+        ["9" * 5000],  # a huge "number"
+        [123456789012],  # not a string
+        [["0123456789ab"]],  # nested
+        "0123456789ab",  # not a list
+    ],
+    ids=["oversized", "newline", "nul", "full-width", "upper", "huge", "int", "nested", "str"],
+)
+def test_a_hostile_fit_groups_record_is_one_clear_error(fit_groups: object) -> None:
+    signals, _, labels = _synthetic(2_000, seed=4)
+    data = fit_calibration(signals, labels, embedder_id="offline", metric="cosine").model_dump(
+        mode="json"
+    )
+    data["data"]["fit_groups"] = fit_groups
+    with pytest.raises(ConfidenceError, match=r"invalid calibration artifact: .*fit_groups") as exc:
+        CalibrationArtifact.from_json(json.dumps(data))
+    assert "\n" not in str(exc.value)  # one line
+
+
 # -- cross-fitting (ADR 025) -----------------------------------------------------
 
 
