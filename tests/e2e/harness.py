@@ -212,10 +212,16 @@ def services(*args: str) -> None:
 
 
 def audit_rows(data_dir: Path) -> list[dict[str, object]]:
-    """Every row the audit sink wrote under ``data_dir/audit``."""
+    """Every complete row the audit sink wrote under ``data_dir/audit``.
+
+    A running worker may be mid-write: a last line without its newline is not a
+    row yet (callers poll), so it is left for the next read.
+    """
     rows: list[dict[str, object]] = []
     for file in sorted((data_dir / "audit").glob("audit*.jsonl")):
-        rows.extend(json.loads(line) for line in file.read_text().splitlines() if line.strip())
+        text = file.read_text()
+        complete = text[: text.rfind("\n") + 1]
+        rows.extend(json.loads(line) for line in complete.splitlines() if line.strip())
     return rows
 
 
