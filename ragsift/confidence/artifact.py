@@ -33,6 +33,7 @@ from ragsift.errors import describe_validation_error
 __all__ = [
     "ARTIFACT_KIND",
     "ARTIFACT_SCHEMA_VERSION",
+    "MAX_ARTIFACT_BYTES",
     "CalibrationArtifact",
     "ConformalSpec",
     "DataSummary",
@@ -49,6 +50,8 @@ ARTIFACT_KIND: Final = "ragsift.confidence.calibration"
 ARTIFACT_SCHEMA_VERSION: Final = 1
 """The artifact layout version this code reads and writes."""
 _DEFAULT_RESOURCE = "default.json"
+MAX_ARTIFACT_BYTES: Final = 8 * 1024 * 1024
+"""A shipped artifact is ~65 KB; past this a file is refused before it is parsed."""
 #: Conformal fields added after artifacts were first shipped: left out of the
 #: identity (and of the JSON) when unset, so older artifacts keep their version.
 _OPTIONAL_CONFORMAL = ("n_groups", "design_effect", "mix", "in_scope", "near_miss")
@@ -112,11 +115,9 @@ class ConformalSpec(BaseModel):
     ) -> ConformalSpec:
         """The spec of a :func:`~ragsift.confidence.conformal.conformal_threshold` result.
 
-        ``method`` names how the confidences it certified were made, when that is
-        not the plain fit (a re-map on feedback or on pseudo-labels). ``mix`` is
-        :func:`~ragsift.confidence.mix.fit_mix_table` on the same sample, and
-        ``in_scope`` its in-scope rows (:func:`~ragsift.confidence.probes.in_scope_sample`),
-        ``near_miss`` :func:`~ragsift.confidence.near_miss.fit_near_miss_table` on it.
+        ``method`` names how the certified confidences were made when not by the plain
+        fit (a re-map on feedback or pseudo-labels); ``mix``, ``in_scope`` and
+        ``near_miss`` are :mod:`.mix`, :mod:`.probes` and :mod:`.near_miss`'s fits on it.
         """
         return cls(
             alpha=result.alpha,
@@ -267,9 +268,7 @@ class CalibrationArtifact(BaseModel):
 
     def content_hash(self) -> str:
         """A short hash of everything but ``version``: the artifact's identity."""
-        # An unset hit threshold is left out so artifacts written before the field
-        # existed keep their identity.
-        # Likewise an unset provenance (every artifact written before it existed).
+        # Unset later fields are left out, so artifacts written before them keep their identity.
         skip = {"version"}
         if self.similarity_threshold is None:
             skip.add("similarity_threshold")
@@ -308,11 +307,7 @@ class CalibrationArtifact(BaseModel):
         return np.asarray(self.coefficients, dtype=np.float64)
 
     def check_compatible(self, embedder_id: str, metric: str) -> None:
-        """Raise unless the artifact was fit for this embedder and metric.
-
-        Raises:
-            CalibrationMismatchError: embedder or metric differ.
-        """
+        """Raise :class:`CalibrationMismatchError` unless fit for this embedder and metric."""
         if embedder_id != self.embedder_id or metric != self.metric:
             raise CalibrationMismatchError(
                 expected_embedder=embedder_id,
@@ -347,6 +342,10 @@ class CalibrationArtifact(BaseModel):
         Raises:
             ConfidenceError: not a valid calibration artifact (the message says why).
         """
+        if len(text) > MAX_ARTIFACT_BYTES:
+            raise ConfidenceError(
+                f"invalid calibration artifact: over {MAX_ARTIFACT_BYTES:,} bytes (a fit is ~65 KB)"
+            )
         try:
             artifact = cls.model_validate_json(text)
         except ValidationError as exc:
@@ -373,13 +372,19 @@ def load_calibration(
         ConfidenceError: the file is not a valid artifact.
         CalibrationMismatchError: it was fit for another embedder or metric.
     """
-    artifact = CalibrationArtifact.from_json(Path(path).read_bytes())
+    artifact = CalibrationArtifact.from_json(read_bounded(Path(path)))
     if embedder_id is not None or metric is not None:
         artifact.check_compatible(
             embedder_id if embedder_id is not None else artifact.embedder_id,
             metric if metric is not None else artifact.metric,
         )
     return artifact
+
+
+def read_bounded(path: Path) -> bytes:
+    """At most one byte past :data:`MAX_ARTIFACT_BYTES` of ``path`` (enough to refuse it)."""
+    with path.open("rb") as handle:
+        return handle.read(MAX_ARTIFACT_BYTES + 1)
 
 
 def save_calibration(artifact: CalibrationArtifact, path: str | Path) -> Path:

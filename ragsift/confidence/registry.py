@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol, runtime_checkable
 
-from ragsift.confidence.artifact import CalibrationArtifact
+from ragsift.confidence.artifact import CalibrationArtifact, read_bounded
 from ragsift.confidence.errors import CalibrationMismatchError, ConfidenceError
 
 __all__ = [
@@ -126,7 +126,7 @@ class DirectoryCalibrationStore:
         """The artifact for exactly ``scope``, or None (see :class:`CalibrationStore`)."""
         path = self._path(scope)
         try:
-            text = path.read_bytes()
+            text = read_bounded(path)
         except FileNotFoundError:
             return None
         return CalibrationArtifact.from_json(text)

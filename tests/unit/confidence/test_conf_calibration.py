@@ -26,6 +26,7 @@ from ragsift.confidence import (
     load_default_calibration,
     save_calibration,
 )
+from ragsift.confidence.artifact import MAX_ARTIFACT_BYTES
 from ragsift.confidence.calibration import CROSS_FIT, fit_logistic, predict_logistic
 from ragsift.confidence.features import DEFAULT_FEATURES, feature_matrix
 from ragsift.confidence.fit_groups import (
@@ -34,6 +35,7 @@ from ragsift.confidence.fit_groups import (
     group_key,
     in_sample_count,
 )
+from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
 from ragsift.confidence.signals import SIGNAL_INDEX
 
 FloatArray = npt.NDArray[np.float64]
@@ -382,6 +384,26 @@ def test_a_hostile_fit_groups_record_is_one_clear_error(fit_groups: object) -> N
     with pytest.raises(ConfidenceError, match=r"invalid calibration artifact: .*fit_groups") as exc:
         CalibrationArtifact.from_json(json.dumps(data))
     assert "\n" not in str(exc.value)  # one line
+
+
+def test_an_oversized_artifact_file_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    """A valid artifact padded past the bound (trailing spaces: still valid JSON) is
+    refused by the file loader and the directory store, with the bound named."""
+    signals, _, labels = _synthetic(2_000, seed=4)
+    artifact = fit_calibration(signals, labels, embedder_id="offline", metric="cosine")
+    padded = artifact.to_json() + " " * MAX_ARTIFACT_BYTES
+    path = tmp_path / "cal.json"
+    path.write_text(padded, encoding="utf-8")
+    assert CalibrationArtifact.model_validate_json(padded).version == artifact.version
+    with pytest.raises(ConfidenceError, match=r"invalid calibration artifact: over 8,388,608"):
+        load_calibration(path)
+    store = DirectoryCalibrationStore(tmp_path / "store")
+    scope = CalibrationScope("docs")
+    store.put(scope, artifact)
+    assert store.get(scope) == artifact
+    next(p for p in (tmp_path / "store").rglob("*.json")).write_text(padded, encoding="utf-8")
+    with pytest.raises(ConfidenceError, match="over 8,388,608 bytes"):
+        store.get(scope)
 
 
 # -- cross-fitting (ADR 025) -----------------------------------------------------
