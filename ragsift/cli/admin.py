@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -35,6 +36,14 @@ audit_app = typer.Typer(help="The audit trail: check its hash chain.", no_args_i
 keys_app = typer.Typer(
     help="API keys for `ragsift api`: create (shown once), list, revoke.", no_args_is_help=True
 )
+
+
+#: How long ``audit verify`` waits before reading a torn-looking last line again.
+TORN_SETTLE_S = 0.5
+
+
+def _settle() -> None:
+    time.sleep(TORN_SETTLE_S)
 
 
 def version() -> None:
@@ -214,14 +223,21 @@ def audit_verify(
 ) -> None:
     """Walk the hash chain; name the first broken row and exit 1, or print a summary."""
     from ragsift.audit import GENESIS, AuditFileSink, verify_chain
-    from ragsift.audit.verify import describe
+    from ragsift.audit.verify import ChainReport, describe
 
-    files: list[Path] = []
-    for path in paths:
-        files.extend(AuditFileSink.chain_files(path) if path.is_dir() else [path])
+    def walk() -> tuple[list[Path], ChainReport]:
+        files: list[Path] = []
+        for path in paths:
+            files.extend(AuditFileSink.chain_files(path) if path.is_dir() else [path])
+        return files, verify_chain(files, key=key, anchor=anchor, from_genesis=from_genesis)
+
     secret = os.environ.get(key_env)
     key = secret.encode() if secret else None
-    report = verify_chain(files, key=key, anchor=anchor, from_genesis=from_genesis)
+    files, report = walk()
+    if report.problem is not None and report.problem.kind == "torn":
+        # A running sink may be mid-write: read once more before calling the line torn.
+        _settle()
+        files, report = walk()
     if as_json:
         console.print_json(json.dumps(describe(report)))
     elif report.problem is not None:

@@ -165,3 +165,26 @@ def test_cli_exit_codes_and_key_env(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     gap = runner.invoke(app, ["audit", "verify", str(path), "--from-genesis", "--json"])
     assert gap.exit_code == 1
     assert json.loads(gap.output)["break"]["line"] == 1
+
+
+def test_cli_reads_a_live_sinks_unfinished_last_line_again_before_calling_it_torn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sink mid-write shows a last line without its newline; ``verify`` looks once
+    more after a pause. A line the pause completes is intact; one it does not is torn."""
+    import ragsift.cli.admin as admin
+
+    path = trail(tmp_path)
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-40])  # the last row's end not yet on disk
+    monkeypatch.setattr(admin, "_settle", lambda: path.write_bytes(whole))
+    monkeypatch.setenv("MY_AUDIT_KEY", KEY.decode())
+    runner = CliRunner()
+    live = runner.invoke(app, ["audit", "verify", str(tmp_path), "--key-env", "MY_AUDIT_KEY"])
+    assert live.exit_code == 0, live.output
+    assert "chain intact: 5 rows" in live.output
+    path.write_bytes(whole[:-40])
+    monkeypatch.setattr(admin, "_settle", lambda: None)  # a crash: nothing completes it
+    torn = runner.invoke(app, ["audit", "verify", str(tmp_path), "--json"])
+    assert torn.exit_code == 1
+    assert json.loads(torn.output)["break"]["kind"] == "torn"
