@@ -56,6 +56,21 @@ app.add_typer(audit_app, name="audit")
 app.add_typer(keys_app, name="keys")
 
 
+def _one_line_summaries(typer_app: typer.Typer) -> None:
+    """A command list shows each docstring's first paragraph as one flowing line
+    (Typer keeps the source's line breaks there, mid-sentence)."""
+    for info in typer_app.registered_commands:
+        doc = info.help or (info.callback.__doc__ if info.callback else None)
+        if info.short_help is None and doc:
+            info.short_help = " ".join(doc.strip().split("\n\n")[0].split())
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _one_line_summaries(group.typer_instance)
+
+
+_one_line_summaries(app)
+
+
 def main() -> None:
     """Entry point of the ``ragsift`` console script."""
     app()

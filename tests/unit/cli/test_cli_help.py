@@ -63,6 +63,22 @@ def test_help_renders_without_feature_ids(command: tuple[str, ...]) -> None:
     assert FEATURE_ID.findall(_shown(result.stdout)) == [], result.stdout
 
 
+GROUPS = [(), *(c for c in COMMANDS if len(c) == 1 and c[0] in {"audit", "calibrations", "keys"})]
+
+
+@pytest.mark.parametrize("group", GROUPS, ids=lambda c: " ".join(c) or "ragsift")
+def test_a_command_lists_summary_flows_as_one_line(group: tuple[str, ...]) -> None:
+    """Wide enough, each listed command's summary is one row: the docstring's line
+    breaks do not cut it mid-sentence (``settings`` was cut after "values a")."""
+    result = run_cli([*group, "--help"], env={"COLUMNS": "400"})
+    box = result.stdout.split("Commands")[1]
+    rows = [line.strip("│ ") for line in box.splitlines()[1:] if line.startswith("│")]
+    assert rows, result.stdout
+    assert all(not row[:1].isspace() and "  " in row for row in rows), rows
+    if not group:
+        assert any("confidence values a calibration sets" in row for row in rows), rows
+
+
 def test_worker_help_names_every_worker() -> None:
     result = run_cli(["worker", "--help"])
     for name in WORKER_NAMES:
