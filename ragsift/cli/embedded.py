@@ -164,7 +164,7 @@ def ingest(
         print_error(str(exc))
         raise typer.Exit(2) from exc
     if not docs:
-        print_error(f"no .txt/.md/.jsonl documents under {path}")
+        print_error(f"nothing to index under {path}: no .txt/.md/.jsonl document with text in it")
         raise typer.Exit(2)
     settings, runtime = _runtime(data_dir)
     probing = settings.calibration.reprobe_after_ingest if probe is None else probe

@@ -141,10 +141,14 @@ def test_ingest_then_ask_a_new_tenant(cli: Invoke, tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["ingest", "missing-folder", "--tenant", "acme"], "missing-folder"),
-        (["ingest", ".", "--tenant", "acme"], "no .txt/.md/.jsonl documents"),
+        (["ingest", ".", "--tenant", "acme"], "no .txt/.md/.jsonl document with text"),
+        (["ingest", "empty.txt", "--tenant", "acme"], "nothing to index under empty.txt"),
     ],
 )
-def test_ingest_without_documents_exits_2(cli: Invoke, args: list[str], message: str) -> None:
+def test_ingest_without_documents_exits_2(
+    cli: Invoke, tmp_path: Path, args: list[str], message: str
+) -> None:
+    (tmp_path / "empty.txt").write_text(" \n")
     result = cli(args)
     assert result.exit_code == 2
     assert message in result.stderr
