@@ -8,6 +8,8 @@ commands. They are registered here, in the order ``ragsift --help`` lists them.
 
 from __future__ import annotations
 
+import inspect
+
 import typer
 
 from ragsift.cli.admin import (
@@ -56,19 +58,26 @@ app.add_typer(audit_app, name="audit")
 app.add_typer(keys_app, name="keys")
 
 
-def _one_line_summaries(typer_app: typer.Typer) -> None:
-    """A command list shows each docstring's first paragraph as one flowing line
-    (Typer keeps the source's line breaks there, mid-sentence)."""
+def _flowing_help(typer_app: typer.Typer) -> None:
+    """Each command's help as flowing paragraphs, its summary as one line.
+
+    Typer keeps a docstring's line breaks: mid-sentence in the command list (where
+    ``settings`` broke after "values a") and ragged in ``--help``'s body.
+    """
     for info in typer_app.registered_commands:
         doc = info.help or (info.callback.__doc__ if info.callback else None)
-        if info.short_help is None and doc:
-            info.short_help = " ".join(doc.strip().split("\n\n")[0].split())
+        if not doc:
+            continue
+        paragraphs = [" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n")]
+        info.help = "\n\n".join(paragraphs)
+        if info.short_help is None:
+            info.short_help = paragraphs[0]
     for group in typer_app.registered_groups:
         if group.typer_instance is not None:
-            _one_line_summaries(group.typer_instance)
+            _flowing_help(group.typer_instance)
 
 
-_one_line_summaries(app)
+_flowing_help(app)
 
 
 def main() -> None:

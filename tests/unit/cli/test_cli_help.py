@@ -79,6 +79,24 @@ def test_a_command_lists_summary_flows_as_one_line(group: tuple[str, ...]) -> No
         assert any("confidence values a calibration sets" in row for row in rows), rows
 
 
+def test_a_help_body_flows_in_paragraphs() -> None:
+    """``--help`` reflows each paragraph of the docstring; the breaks between
+    paragraphs stay (``feedback``'s body broke after "replaces")."""
+    result = run_cli(["feedback", "--help"], env={"COLUMNS": "400"})
+    assert "(labelling again replaces it). With RAGSIFT_FEEDBACK_MIN_LABELS" in result.stdout
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    assert (
+        lines[
+            lines.index(
+                "Label a past embedded result; re-fit the tenant's calibration"
+                " once enough labels exist."
+            )
+            + 1
+        ]
+        == ""
+    )  # a paragraph of its own
+
+
 def test_worker_help_names_every_worker() -> None:
     result = run_cli(["worker", "--help"])
     for name in WORKER_NAMES:
