@@ -283,7 +283,9 @@ def fit_similarity_threshold(
         raise ConfidenceError(f"recall must be in (0, 1], got {recall}")
     positives = s[y & np.isfinite(s)]
     if positives.size == 0:
-        raise ConfidenceError("relevant must mark at least one hit")
+        raise ConfidenceError(
+            "no retrieved hit is a relevant one: the hit threshold has nothing to fit on"
+        )
     # The largest t with at least `recall` of the positives at or above it.
     ranked = np.sort(positives)[::-1]
     needed = int(np.ceil(recall * ranked.size))

@@ -22,6 +22,7 @@ from ragsift.confidence import (
     conformal_threshold,
     expected_calibration_error,
     fit_calibration,
+    fit_similarity_threshold,
     load_calibration,
     load_default_calibration,
     save_calibration,
@@ -465,3 +466,10 @@ def test_a_cross_fit_bar_moves_less_with_the_split_seed() -> None:
 
     split, cross = bars(False), bars(True)
     assert max(cross) - min(cross) < 0.5 * (max(split) - min(split))
+
+
+def test_the_hit_threshold_fit_says_when_no_hit_is_relevant() -> None:
+    scores = np.array([[0.9, 0.5], [0.7, 0.2]])
+    assert fit_similarity_threshold(scores, scores > 0.6, recall=1.0) == 0.7
+    with pytest.raises(ConfidenceError, match="no retrieved hit is a relevant one"):
+        fit_similarity_threshold(scores, np.zeros_like(scores, dtype=bool))
