@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal
+from typing import Final, Literal
 
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.normalize import DENSE_METRICS, DenseMetric, NormalizationParams
@@ -17,6 +17,7 @@ from ragsift.confidence.normalize import DENSE_METRICS, DenseMetric, Normalizati
 __all__ = [
     "DEFAULT_EMBEDDER_ID",
     "RESPONSE_QUALITY_POINTS",
+    "SIGNAL_DEPTH",
     "SOURCE_TYPE_POINTS",
     "AdaptiveParams",
     "AdvisoryThresholds",
@@ -57,6 +58,9 @@ DEFAULT_CONSENSUS_THRESHOLD = 0.75
 DEFAULT_CONSENSUS_FULL_AT = 5
 # Depth of the support signal: seed A's minimum of 3 results.
 DEFAULT_SUPPORT_DEPTH = 3
+#: Hits the confidence signals read per query, whatever k a query asks for: the k the
+#: packaged calibrations were fit at (``ragsift.confidence.signals``, ADR 027).
+SIGNAL_DEPTH: Final = 8
 # Seed E (E1): similarity floor, confidence threshold, k range, similarity/coverage weights.
 DEFAULT_SIMILARITY_FLOOR = 0.2
 DEFAULT_ADAPTIVE_THRESHOLD = 0.7

@@ -9,7 +9,7 @@ normalized yet; :mod:`ragsift.confidence.normalize` does that.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -258,6 +258,30 @@ class HitBatch:
     def primary_metric(self) -> Metric:
         """The metric of :attr:`primary_channel`."""
         return channel_metric(self.primary_channel, self.metric)
+
+    def head(self, depth: int) -> HitBatch:
+        """Each query's first ``depth`` hits in the retriever's own order (re-ranker,
+        else fused, else primary score, best first; ties and NaN scores in input order),
+        kept in input order; the batch itself when no query has more."""
+        if self.width <= depth or not self.n_queries:
+            return self
+        own = next(
+            c for c in ("rerank", "fused", self.primary_channel) if getattr(self, c) is not None
+        )
+        scores = getattr(self, own)
+        real = np.arange(self.width)[None, :] < self.lengths[:, None]
+        # Real hits first, best first; a NaN score after every real score, padding last.
+        key = np.where(real, np.where(np.isnan(scores), np.inf, -scores), np.nan)
+        cols = key.argsort(axis=1, kind="stable")[:, :depth]
+        cols.sort(axis=1)  # the kept hits in their input order: the same sums, to the bit
+        rows = np.arange(self.n_queries)[:, None]
+        taken: dict[str, object] = {
+            name: None if (arr := getattr(self, name)) is None else arr[rows, cols]
+            for name in (*_PRIMARY_ORDER, *READER_FIELDS, "doc_codes", "source_type_codes")
+        }
+        if self.entity_matrix is not None:
+            taken["entity_matrix"] = self.entity_matrix[rows, cols]
+        return replace(self, lengths=np.minimum(self.lengths, depth), **taken)  # type: ignore[arg-type]  # arrays of the fields' own types
 
     @classmethod
     def from_hits(cls, hits: Sequence[HitScores]) -> HitBatch:

@@ -22,11 +22,17 @@ Per query, with ``s`` the primary normalized scores sorted best first and
 * ``document_diversity`` = distinct documents / n (B1).
 * ``entity_coverage`` = share of the query's entities mentioned by any hit (E1).
 * ``source_quality`` = mean C1 source-type quality of the hits, in [0, 1].
-* ``n_hits``     = n.
+* ``n_hits``     = every hit of the query, past the depth below too.
 * ``sentence_match`` = max over read hits of clip(best query-sentence cosine, 0, 1)
   (reader signal; NaN when no hit was read).
 * ``term_coverage`` = max over hits of the IDF-weighted share of query terms the
   hit holds (reader signal; NaN when not available).
+
+Every signal but ``n_hits`` reads the query's first :data:`SIGNAL_DEPTH` (8) hits
+in the retriever's order (the re-ranker's, else the fused, else the primary score):
+the depth the shipped calibrations were fit at. A query asking for 32 hits would
+otherwise count more agreeing hits, and better covering ones, than any fit saw, and
+answer questions whose answer its corpus lacks more often (ADR 027).
 
 None of these depends on the order the hits arrive in.
 """
@@ -42,7 +48,7 @@ import numpy.typing as npt
 
 from ragsift.confidence._rows import row_sums
 from ragsift.confidence._scipy import rankdata_rows
-from ragsift.confidence.config import ConfidenceConfig
+from ragsift.confidence.config import SIGNAL_DEPTH, ConfidenceConfig
 from ragsift.confidence.hits import HitBatch, HitScores
 from ragsift.confidence.normalize import NormalizationParams, normalize_scores
 
@@ -171,7 +177,14 @@ def compute_signal_matrix(
     config: ConfidenceConfig,
     prepared: PreparedBatch | None = None,
 ) -> FloatArray:
-    """All signals of every query in ``batch``: a (Q, len(SIGNAL_NAMES)) matrix, NaN = missing."""
+    """All signals of every query in ``batch``: a (Q, len(SIGNAL_NAMES)) matrix, NaN = missing.
+
+    They read each query's first :data:`SIGNAL_DEPTH` hits in the retriever's order
+    (``n_hits`` counts them all): asking for more hits does not lift the confidence.
+    """
+    n_all = batch.lengths
+    if batch.width > SIGNAL_DEPTH:
+        batch, prepared = batch.head(SIGNAL_DEPTH), None
     p = prepared if prepared is not None else prepare_batch(batch, config.normalization)
     q, k = p.mask.shape
     n = p.lengths.astype(np.float64)
@@ -238,7 +251,7 @@ def compute_signal_matrix(
         total = row_sums(np.where(p.mask, quality, 0.0))
         not_given = (p.mask & (codes < 0)).any(1)  # code -1: this query gave no source types
         out[:, 11] = np.where(has & ~not_given, total / denom_n, np.nan)
-    out[:, 12] = n
+    out[:, 12] = n_all
     for column, name in ((13, "sentence_scores"), (14, "term_coverage")):
         reader = getattr(batch, name)
         if reader is not None:

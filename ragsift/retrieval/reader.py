@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ragsift.confidence.config import SIGNAL_DEPTH
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.records import SearchHit
@@ -101,17 +102,19 @@ def split_sentences(text: str, max_sentences: int = DEFAULT_MAX_SENTENCES) -> li
 
 
 def term_coverage(query_terms: Sequence[int], hit_terms: Sequence[AbstractSet[int]]) -> FloatArray:
-    """Per hit, the share of the query's IDF mass (IDF over these hits) whose terms it holds.
+    """Per hit, the share of the query's IDF mass whose terms it holds; the IDF is over
+    the first :data:`~ragsift.confidence.config.SIGNAL_DEPTH` hits (the retriever's order),
+    as the confidence signals read them.
 
     NaN for every hit when the query has no indexable term (only stopwords).
     """
     terms = sorted(set(query_terms))
-    n = len(hit_terms)
-    if not terms or not n:
-        return np.full(n, np.nan)
+    if not terms or not hit_terms:
+        return np.full(len(hit_terms), np.nan)
     held = np.array([[t in hit for t in terms] for hit in hit_terms], dtype=bool)
-    df = held.sum(axis=0)
-    idf = np.log1p((n - df + 0.5) / (df + 0.5))
+    read = held[:SIGNAL_DEPTH]
+    df = read.sum(axis=0)
+    idf = np.log1p((len(read) - df + 0.5) / (df + 0.5))
     return np.asarray(held @ idf / idf.sum(), dtype=np.float64)
 
 

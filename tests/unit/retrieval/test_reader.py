@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ragsift.confidence.config import SIGNAL_DEPTH
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.embedders import l2_normalize
 from ragsift.retrieval.index import SearchHit
@@ -156,6 +157,16 @@ def test_coverage_weighs_a_term_every_hit_shares_less() -> None:
     idf2 = math.log1p((2 - 1 + 0.5) / (1 + 0.5))
     cov = term_coverage([1, 2, 2], [{1}, {1, 2}])
     np.testing.assert_allclose(cov, [idf1 / (idf1 + idf2), 1.0])
+
+
+def test_coverage_weighs_terms_by_the_first_signal_depth_hits_only() -> None:
+    """Hits past SIGNAL_DEPTH are covered by the IDF of the first ones, as a query
+    asking for SIGNAL_DEPTH hits would see it: 24 more hits holding term 1 do not make
+    it the common term."""
+    first = [{1}, {1, 2}] + [set()] * (SIGNAL_DEPTH - 2)
+    asked_for_more = term_coverage([1, 2], first + [{1}] * 24)
+    np.testing.assert_allclose(asked_for_more[:SIGNAL_DEPTH], term_coverage([1, 2], first))
+    assert asked_for_more[SIGNAL_DEPTH] == asked_for_more[0]
 
 
 def test_coverage_without_query_terms_or_hits() -> None:
