@@ -1,9 +1,10 @@
 """Retrieval signals (B1, plus E1 entity coverage and C1 source quality), vectorized over queries.
 
-Every signal is computed on normalized scores (see :mod:`.normalize`), over all
-retrieved hits of a query, for a whole :class:`~.hits.HitBatch` at once. The
-result is a (queries x signals) float matrix whose columns are
-:data:`SIGNAL_NAMES`; NaN means "not available" (e.g. no BM25 channel).
+Every signal is computed on normalized scores (see :mod:`.normalize`), over a
+query's first :data:`SIGNAL_DEPTH` hits (below), for a whole
+:class:`~.hits.HitBatch` at once. The result is a (queries x signals) float
+matrix whose columns are :data:`SIGNAL_NAMES`; NaN means "not available" (e.g.
+no BM25 channel).
 
 Per query, with ``s`` the primary normalized scores sorted best first and
 ``n`` the number of hits:
@@ -34,7 +35,8 @@ the depth the shipped calibrations were fit at. A query asking for 32 hits would
 otherwise count more agreeing hits, and better covering ones, than any fit saw, and
 answer questions whose answer its corpus lacks more often (ADR 027).
 
-None of these depends on the order the hits arrive in.
+Apart from which of several hits tied at the cut is read, none of these depends on
+the order the hits arrive in.
 """
 
 from __future__ import annotations
