@@ -21,9 +21,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ragsift.confidence.alignment import ProbeLevels, ScoreAlignment, aligned_params
 from ragsift.confidence.conformal import ConformalResult
+from ragsift.confidence.dense_only import DenseOnlyFit
 from ragsift.confidence.errors import CalibrationMismatchError, ConfidenceError
 from ragsift.confidence.features import SCORE_MONOTONE_FEATURES, validate_features
 from ragsift.confidence.fit_groups import MAX_FIT_GROUPS
+from ragsift.confidence.missing_answers import MissingAnswerEstimate
 from ragsift.confidence.mix import MixTable
 from ragsift.confidence.near_miss import NearMissTable
 from ragsift.confidence.normalize import Metric, NormalizationParams
@@ -158,31 +160,6 @@ class DataSummary(BaseModel):
     026); None for fits made before the record, or with too many groups."""
 
 
-class MissingAnswerEstimate(BaseModel):
-    """Of ``asked`` questions on the scope's subjects whose answer it does not hold,
-    how many the calibration answered (docs/confidence.md, section 12).
-
-    Measured once, when the calibration was made, with it. An observation about the
-    artifact, not part of what it computes: left out of its version.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    asked: int = Field(ge=1)
-    answered: int = Field(ge=0)
-
-    @model_validator(mode="after")
-    def _at_most_asked(self) -> MissingAnswerEstimate:
-        if self.answered > self.asked:
-            raise ValueError(f"answered ({self.answered}) exceeds asked ({self.asked})")
-        return self
-
-    @property
-    def share(self) -> float:
-        """The share answered."""
-        return self.answered / self.asked
-
-
 class Provenance(BaseModel):
     """Where a derived calibration came from (recorded in the artifact, part of its version
     but for ``missing_answers``)."""
@@ -209,7 +186,7 @@ class Provenance(BaseModel):
 
 
 #: Parts left out of the JSON and the version when unset (artifacts written before them).
-_OPTIONAL_PARTS: Final = ("remap", "probe_levels", "alignment")
+_OPTIONAL_PARTS: Final = ("remap", "probe_levels", "alignment", "dense_only")
 #: Provenance fields left out of the JSON when unset (artifacts written before them).
 _OPTIONAL_PROVENANCE: Final = ("uncertified", "missing_answers")
 
@@ -247,6 +224,9 @@ class CalibrationArtifact(BaseModel):
     #: A collection's move of its scores onto the fit corpus's scale, from its
     #: probes (ADR 024); applied before any score is read. None: scores as found.
     alignment: ScoreAlignment | None = None
+    #: The agreement a dense-only query (no BM25 channel) is imputed (ADR 028); None:
+    #: the top score, as for any missing agreement.
+    dense_only: DenseOnlyFit | None = None
 
     @model_validator(mode="after")
     def _check(self) -> CalibrationArtifact:

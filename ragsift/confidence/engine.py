@@ -225,7 +225,11 @@ class ConfidenceEngine:
         pos = np.arange(prepared.ranked.shape[1])[None, :]
         kept_sum = row_sums(np.where(pos < kept[:, None], prepared.ranked, 0.0))
         kept_mean = kept_sum / np.maximum(kept, 1)
-        confidence = self.scorer.score(ScoringInputs(signals, kept_mean, kept, t, rq))
+        # One set of channels per batch: with no BM25 channel, every query is dense-only.
+        dense_only = batch.dense is not None and batch.sparse is None
+        confidence = self.scorer.score(
+            ScoringInputs(signals, kept_mean, kept, t, rq, dense_only=dense_only)
+        )
         codes = level_codes(confidence, cfg.levels, kept)
         docs = documents_within(prepared.ranked, kept, t)
         answerable = (docs >= cfg.min_documents) & (confidence >= self.answer_threshold)

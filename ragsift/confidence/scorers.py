@@ -45,6 +45,7 @@ from ragsift.confidence.config import (
     ScorerName,
     WeightedWeights,
 )
+from ragsift.confidence.dense_only import fill_dense_only
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.features import feature_matrix
 from ragsift.confidence.signals import SIGNAL_INDEX, reported_signal_matrix
@@ -72,6 +73,9 @@ class ScoringInputs:
         kept_count: (Q,) number of kept hits.
         response_quality: (Q,) C1 response quality in [0, 1], NaN = unknown; or None.
         threshold: (Q,) similarity threshold each query was filtered at.
+        dense_only: which queries were searched dense-only (no BM25 channel): one
+            value for the batch, or (Q,); the calibrated scorer imputes their
+            agreement as its artifact says (ADR 028).
     """
 
     signals: FloatArray
@@ -79,6 +83,7 @@ class ScoringInputs:
     kept_count: npt.NDArray[np.int64]
     threshold: FloatArray
     response_quality: FloatArray | None = None
+    dense_only: npt.NDArray[np.bool_] | bool = False
 
 
 # Sums of decimal weights land a hair off the decimal they stand for
@@ -197,6 +202,7 @@ class CalibratedScorer:
         self._intercept = artifact.intercept
         self._features = artifact.features
         self._remap = artifact.remap
+        self._dense_only = artifact.dense_only
 
     @property
     def name(self) -> ScorerName:
@@ -204,23 +210,28 @@ class CalibratedScorer:
         return "calibrated"
 
     def score_reported(
-        self, reports: Sequence[Mapping[str, float]], kept: Sequence[int]
+        self,
+        reports: Sequence[Mapping[str, float]],
+        kept: Sequence[int],
+        dense_only: Sequence[bool] | None = None,
     ) -> FloatArray:
         """The probabilities :meth:`score` gave queries, from the signals their results
-        report (``breakdown.signals``; :func:`reported_signal_matrix`) and their
-        numbers of kept hits."""
+        report (``breakdown.signals``; :func:`reported_signal_matrix`), their numbers
+        of kept hits and which were searched dense-only (None: none was)."""
         none = np.zeros(len(reports))  # the model reads neither the kept hits' mean nor the bar
         inputs = ScoringInputs(
             signals=reported_signal_matrix(reports),
             kept_mean=none,
             kept_count=np.asarray(kept, dtype=np.int64),
             threshold=none,
+            dense_only=False if dense_only is None else np.asarray(dense_only, dtype=bool),
         )
         return self.score(inputs)
 
     def score(self, inputs: ScoringInputs) -> FloatArray:
         """Probability that the kept hits hold the relevant context."""
-        x = feature_matrix(inputs.signals, self._features)
+        signals = fill_dense_only(inputs.signals, inputs.dense_only, self._dense_only)
+        x = feature_matrix(signals, self._features)
         probs = predict_logistic(x, self._coef, self._intercept)
         if self._remap is not None:
             probs = self._remap.apply(probs)
