@@ -21,7 +21,7 @@ from ragsift.cli.labelled import (
     _fit_features,
     _load_dataset,
     _reads,
-    _retrieval_run,
+    _retrieval_runs,
 )
 from ragsift.cli.probing import (
     base_calibration,
@@ -153,23 +153,27 @@ def calibrate(
     from ragsift.confidence import save_calibration
     from ragsift.evaluation import fit_from_run
     from ragsift.evaluation.probes import with_levels
-    from ragsift.evaluation.scoring import FIT_FRACTION
+    from ragsift.evaluation.scoring import FIT_FRACTION, with_dense_only
 
     ds = _load_dataset(
         dataset, labelled, out_of_scope, split=split, pool=pool, half=half, holes=holes
     )
     features = _fit_features(_settings())
     bank = level_probes(ds)
-    run = _retrieval_run(with_probe_rows(ds, bank), k, "hybrid", _reads(features))
-    run, probe_run = split_probe_rows(run, len(bank))
-    artifact, _ = fit_from_run(
+    # The same questions searched dense-only too: what `mode: dense` queries are
+    # imputed for the BM25 agreement they lack is fit on them (ADR 028).
+    runs = _retrieval_runs(with_probe_rows(ds, bank), k, ("hybrid", "dense"), _reads(features))
+    run, probe_run = split_probe_rows(runs["hybrid"], len(bank))
+    dense_run, _ = split_probe_rows(runs["dense"], len(bank))
+    # the holes are on-topic questions the corpus cannot answer: fit as unanswered
+    artifact, fit = fit_from_run(
         run,
         alpha=alpha,
         fit_fraction=1.0 if half else FIT_FRACTION,
         features=features,
-        # the holes are on-topic questions the corpus cannot answer: fit as unanswered
         near_miss_negatives=holes > 0,
     )
+    artifact = with_dense_only(artifact, dense_run, fit, near_miss_negatives=holes > 0)
     if bank:
         # Where off-topic questions score on this corpus: the zero every collection's
         # scores are aligned to when it is probed (ADR 024).
@@ -188,6 +192,8 @@ def calibrate(
         f" (upper bound {conformal.risk_upper_bound}, coverage {conformal.coverage},"
         f" feasible {conformal.feasible})"
     )
+    if artifact.dense_only is not None:
+        console.print(artifact.dense_only.describe())
 
 
 def _self_calibrate(

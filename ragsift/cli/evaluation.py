@@ -19,6 +19,7 @@ from ragsift.cli.labelled import (
     Labelled,
     OutOfScope,
     PoolOption,
+    SearchModeOption,
     Split,
     _fit_features,
     _load_dataset,
@@ -164,6 +165,7 @@ def evaluate(
         ),
     ] = 1.0,
     k: Annotated[int, typer.Option(help="Hits retrieved per question.", min=1, max=MAX_K)] = 8,
+    mode: SearchModeOption = "hybrid",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Measure the confidence scores on a labelled dataset: ranking, calibration, answer
@@ -227,7 +229,7 @@ def evaluate(
     reads = _reads(features)
     probes, probes_source = eval_probes(probes_source, artifact, ds.queries)
     correction = _eval_correction(settings, artifact)
-    run = _retrieval_run(with_probe_rows(ds, probes), k, "hybrid", reads, correction)
+    run = _retrieval_run(with_probe_rows(ds, probes), k, mode, reads, correction)
     if artifact is None:
         try:
             artifact, fit = fit_from_run(run, features=features, near_miss_negatives=holes > 0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -82,8 +82,19 @@ def _retrieval_run(
 ) -> Any:
     """Retrieve every question; with ``reads`` (reader features), read the hits too;
     with ``correction`` (B10), retry the weak or split ones once."""
+    return _retrieval_runs(ds, k, (mode,), reads, correction)[mode]
 
-    from ragsift.evaluation import run_retrieval
+
+def _retrieval_runs(
+    ds: Any,
+    k: int,
+    modes: tuple[str, ...],
+    reads: frozenset[str] = frozenset(),
+    correction: Any = None,
+) -> dict[str, Any]:
+    """:func:`_retrieval_run` in each of ``modes``, embedding everything once."""
+
+    from ragsift.evaluation.runner import run_retrievals
     from ragsift.retrieval.bm25 import Bm25Encoder
     from ragsift.retrieval.reader import Reader
     from ragsift.wiring import build_embedder
@@ -110,8 +121,8 @@ def _retrieval_run(
     )
     with _stage_progress() as tick:
         return _run(
-            run_retrieval(
-                ds, embedder, k=k, mode=mode, progress=tick, reader=reader, corrective=correction
+            run_retrievals(
+                ds, embedder, k=k, modes=modes, progress=tick, reader=reader, corrective=correction
             )
         )
 
@@ -177,5 +188,13 @@ Holes = Annotated[
         " corpus; their answerable questions become near misses (on topic, answer"
         " missing) and the set's own near misses leave. calibrate fits them as"
         " unanswered (docs/evaluation.md).",
+    ),
+]
+SearchModeOption = Annotated[
+    Literal["hybrid", "dense", "keyword"],
+    typer.Option(
+        "--mode",
+        help="How every question is searched, as a query event's mode says: hybrid (BM25"
+        " and dense, the default), dense or keyword.",
     ),
 ]

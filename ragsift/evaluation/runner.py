@@ -28,7 +28,7 @@ from ragsift.retrieval.reader import Reader, ReaderItem, ReaderScores
 if TYPE_CHECKING:  # the corrective step imports the pipeline's engines; typing only here
     from ragsift.evaluation.corrective import EvalCorrection
 
-__all__ = ["EVAL_TENANT", "RetrievalRun", "run_retrieval"]
+__all__ = ["EVAL_TENANT", "RetrievalRun", "run_retrieval", "run_retrievals"]
 
 EVAL_TENANT = "eval"
 EVAL_COLLECTION = "eval"
@@ -79,8 +79,39 @@ async def run_retrieval(
     and the winning hits are the query's.
     ``progress(stage, done, total)`` reports the ``index`` and ``query`` stages.
     """
+    runs = await run_retrievals(
+        dataset,
+        embedder,
+        k=k,
+        modes=(mode,),
+        workdir=workdir,
+        progress=progress,
+        reader=reader,
+        corrective=corrective,
+    )
+    return runs[mode]
+
+
+async def run_retrievals(
+    dataset: LabelledSet,
+    embedder: Embedder,
+    *,
+    k: int = 8,
+    modes: Sequence[str] = ("hybrid",),
+    workdir: Path | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+    reader: Reader | None = None,
+    corrective: EvalCorrection | None = None,
+) -> dict[str, RetrievalRun]:
+    """:func:`run_retrieval` in each of ``modes``, on one index and one embedding of
+    the corpus and the queries (``calibrate`` fits the dense-only imputation on the
+    dense run, ADR 028)."""
+    if not modes or len(set(modes)) != len(modes):
+        raise ValueError(f"modes must name at least one mode, each once, got {list(modes)}")
     asker = with_bank_vectors(embedder)  # probes among the queries: embedded once, kept
     await asker.keep([q.text for q in dataset.queries])
+    hits: dict[str, list[list[SearchHit]]] = {m: [] for m in modes}
+    read: dict[str, list[ReaderScores]] = {m: [] for m in modes}
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         index = EdgeIndex(Path(tmp))
         try:
@@ -94,38 +125,42 @@ async def run_retrieval(
             )
             # No optimize(): without an HNSW graph the shard searches exactly, so a
             # labelled run (and the calibration fit on it) is reproducible bit for bit.
-            hits: list[list[SearchHit]] = []
-            read: list[ReaderScores] = []
             queries = dataset.queries
             for start in range(0, len(queries), QUERY_BATCH):
                 part = queries[start : start + QUERY_BATCH]
                 vectors = await asker.embed([q.text for q in part])
-                requests = [
-                    SearchRequest(
-                        tenant_id=EVAL_TENANT,
-                        query=q.text,
-                        dense_vector=v.tolist(),
-                        mode=mode,  # type: ignore[arg-type]  # validated by SearchRequest
-                        limit=k,
-                        prefetch_limit=prefetch_limit(k),  # as the pipeline searches
-                        embedder_id=embedder.embedder_id,
-                        filter=None if q.candidates is None else {DOC_FIELD: list(q.candidates)},
-                    )
-                    for q, v in zip(part, vectors, strict=True)
-                ]
-                found = list(await index.search_batch(EVAL_COLLECTION, requests))
-                if corrective is not None:
-                    found = await corrective.apply(index, EVAL_COLLECTION, requests, found)
-                hits.extend(found)
-                if reader is not None:
-                    read.extend(await reader.score(reader_items(part, vectors, found)))
+                for mode in modes:
+                    requests = [
+                        SearchRequest(
+                            tenant_id=EVAL_TENANT,
+                            query=q.text,
+                            dense_vector=v.tolist(),
+                            mode=mode,  # type: ignore[arg-type]  # validated by SearchRequest
+                            limit=k,
+                            prefetch_limit=prefetch_limit(k),  # as the pipeline searches
+                            embedder_id=embedder.embedder_id,
+                            filter=None
+                            if q.candidates is None
+                            else {DOC_FIELD: list(q.candidates)},
+                        )
+                        for q, v in zip(part, vectors, strict=True)
+                    ]
+                    found = list(await index.search_batch(EVAL_COLLECTION, requests))
+                    if corrective is not None:
+                        found = await corrective.apply(index, EVAL_COLLECTION, requests, found)
+                    hits[mode].extend(found)
+                    if reader is not None:
+                        read[mode].extend(await reader.score(reader_items(part, vectors, found)))
                 if progress:
                     progress("query", min(start + QUERY_BATCH, len(queries)), len(queries))
         finally:
             await index.close()
-    return RetrievalRun(
-        dataset, embedder.embedder_id, k, mode, hits, read if reader is not None else None
-    )
+    return {
+        m: RetrievalRun(
+            dataset, embedder.embedder_id, k, m, hits[m], read[m] if reader is not None else None
+        )
+        for m in modes
+    }
 
 
 def reader_items(

@@ -23,9 +23,10 @@ from ragsift.confidence import (
     fit_calibration,
     fit_similarity_threshold,
 )
-from ragsift.confidence.features import DEFAULT_FEATURES
+from ragsift.confidence.dense_only import fit_dense_only
+from ragsift.confidence.features import DEFAULT_FEATURES, feature_matrix
 from ragsift.confidence.fit_groups import fit_group_keys
-from ragsift.confidence.signals import prepare_batch
+from ragsift.confidence.signals import SIGNAL_INDEX, prepare_batch
 from ragsift.evaluation.dataset import first_side
 from ragsift.evaluation.runner import RetrievalRun
 from ragsift.retrieval.hit_scores import hit_scores
@@ -40,6 +41,7 @@ __all__ = [
     "hit_batch",
     "relevance_matrix",
     "split_mask",
+    "with_dense_only",
 ]
 
 FIT_FRACTION = 0.5  # half the articles fit the calibration, the other half report
@@ -177,3 +179,44 @@ def fit_from_run(
     # Which articles it saw, so `eval --artifact` can say what it scores in sample.
     data["data"]["fit_groups"] = fit_group_keys(run.queries[i].group for i in np.flatnonzero(fit))
     return CalibrationArtifact.model_validate(data), fit
+
+
+def with_dense_only(
+    artifact: CalibrationArtifact,
+    run: RetrievalRun,
+    fit: np.ndarray,
+    *,
+    near_miss_negatives: bool = False,
+) -> CalibrationArtifact:
+    """``artifact`` with the agreement its dense-only queries are imputed (ADR 028),
+    fit on ``run``: the same questions as its fit (``fit`` = its split mask), searched
+    dense-only, labelled as the pipeline would serve them with it."""
+    if run.mode != "dense":
+        raise ValueError(f"the dense-only imputation is fit on a dense run, got {run.mode!r}")
+    if "agreement" not in artifact.features:
+        return artifact  # the model never reads agreement: nothing to impute
+    mask = fit & np.array([near_miss_negatives or q.kind != "near_miss" for q in run.queries])
+    batch = hit_batch(run, mask)
+    relevant = relevance_matrix(run, mask)
+    config = dataclasses.replace(served_config(artifact), scorer="weighted")
+    assessed = ConfidenceEngine(config).assess_batch(batch)
+    where = artifact.features.index("agreement")
+    x = feature_matrix(assessed.signals, artifact.features)
+    x[:, where] = 0.0
+    coef = artifact.coef_array
+    conformal = artifact.conformal
+    dense = fit_dense_only(
+        x @ coef + artifact.intercept,
+        float(coef[where]),
+        assessed.signals[:, SIGNAL_INDEX["top_score"]],
+        answer_in_kept(assessed, relevant),
+        assessed.selection.kept_count,
+        threshold=conformal.threshold,
+        alpha=conformal.alpha,
+        delta=conformal.delta,
+        groups=[run.queries[i].group for i in np.flatnonzero(mask)],
+    )
+    # Validated anew: the version is the new content's hash.
+    return CalibrationArtifact.model_validate(
+        {**artifact.model_dump(mode="json"), "version": "", "dense_only": dense.model_dump()}
+    )
