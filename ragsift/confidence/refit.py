@@ -53,6 +53,7 @@ from ragsift.confidence.conformal import (
     conformal_threshold,
     risk_upper_bounds,
 )
+from ragsift.confidence.dense_only import fill_dense_only
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.features import feature_matrix
 from ragsift.confidence.mix import fit_mix_table
@@ -90,6 +91,8 @@ class LabelledResult:
         kept: whether the result kept any hit (no kept hit: confidence 0, as scored).
         relevant: the label: the kept context held the answer.
         answered: whether the result was answered (D1), None where not known.
+        dense_only: whether its query was searched dense-only: its missing agreement is
+            imputed as the base's dense-only fit says (ADR 028).
     """
 
     query_id: str
@@ -97,6 +100,7 @@ class LabelledResult:
     kept: bool
     relevant: bool
     answered: bool | None = None
+    dense_only: bool = False
 
     @property
     def top_score(self) -> float:
@@ -142,12 +146,16 @@ def refit_calibration(
     y = np.array([1.0 if r.relevant else 0.0 for r in ordered])
     if all(r.answered for r in ordered):  # nothing is re-mapped: one kind of label will do
         served = CalibratedScorer(base).score_reported(
-            [r.signals for r in ordered], [int(r.kept) for r in ordered]
+            [r.signals for r in ordered],
+            [int(r.kept) for r in ordered],
+            [r.dense_only for r in ordered],
         )
         return _raise_only(base, served, y, scope, fitted_at, alpha, delta)
     if y.min() == y.max():
         raise ConfidenceError("labels are all relevant or all not relevant: nothing to re-map on")
-    x = feature_matrix(reported_signal_matrix([r.signals for r in ordered]), base.features)
+    reported = reported_signal_matrix([r.signals for r in ordered])
+    dense = np.array([r.dense_only for r in ordered])
+    x = feature_matrix(fill_dense_only(reported, dense, base.dense_only), base.features)
     z = x @ base.coef_array + base.intercept
     kept = np.array([r.kept for r in ordered])
     (temperature,), shift = fit_logistic(z[:, None], y, nonnegative=[True])

@@ -31,7 +31,7 @@ from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.mix import UnanswerableShare
 from ragsift.confidence.refit import LabelledResult, refit_calibration
 from ragsift.confidence.signals import SIGNAL_NAMES
-from ragsift.evaluation.mix import as_served
+from ragsift.evaluation.mix import as_served, monitored
 from ragsift.evaluation.runner import RetrievalRun
 from ragsift.evaluation.scoring import answer_in_kept, hit_batch, relevance_matrix, served_config
 
@@ -143,6 +143,7 @@ def draw_feedback(
         artifact,
         draw.unanswerable_share,
         near_miss=draw.near_miss,
+        observed=monitored(artifact, assessed, run.mode == "dense"),
     ).answered
     pool = np.arange(idx.size)
     if not draw.near_miss_negatives:
@@ -171,6 +172,7 @@ def draw_feedback(
             kept=bool(assessed.kept_count[j] > 0),
             relevant=bool(labels[j]),
             answered=bool(answered[j]),
+            dense_only=run.mode == "dense",
         )
         for j in chosen
     ]

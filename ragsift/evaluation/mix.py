@@ -10,6 +10,8 @@ it arrived (the estimate covers the questions before it and itself; the first
 only as far as the lower bound of its share allows), and raised where near
 misses show (ADR 021). Where the out-of-scope mix moved its bar, its confidence
 is the one the service reports, at the share that moved it (ADR 016).
+A dense-only run's scope reads each question as the hybrid model would score it
+(:func:`~ragsift.retrieval.mix_watch.monitored_confidence`, ADR 028).
 No label is read.
 """
 
@@ -21,13 +23,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ragsift.confidence import CalibrationArtifact
+from ragsift.confidence import BatchAssessment, CalibrationArtifact
 from ragsift.confidence.mix import MixReading, UnanswerableShare
 from ragsift.confidence.mix_monitor import MixMonitor
 from ragsift.confidence.near_miss import served_bar
+from ragsift.confidence.scorers import CalibratedScorer, ScoringInputs
 from ragsift.retrieval.mix_watch import moved_by, reported_prior
 
-__all__ = ["ServedMix", "as_served"]
+__all__ = ["ServedMix", "as_served", "monitored"]
 
 #: Seed of the arrival order of the evaluated questions.
 ARRIVAL_SEED = 0
@@ -88,6 +91,7 @@ def as_served(
     *,
     near_miss: bool = True,
     seed: int = ARRIVAL_SEED,
+    observed: npt.NDArray[np.float64] | None = None,
 ) -> ServedMix:
     """Each question's answer under its scope's mix bar on arrival (see module doc).
 
@@ -98,6 +102,8 @@ def as_served(
         mode: ``RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE``.
         near_miss: read near misses too (``RAGSIFT_CONFIDENCE_NEAR_MISS=auto``).
         seed: the arrival order's seed.
+        observed: the confidence the scope's mix reads per question, where it is not
+            ``confidence`` (dense-only questions, ADR 028).
     """
     certified = artifact.conformal
     base = certified.threshold if certified.feasible else 1.0
@@ -106,14 +112,13 @@ def as_served(
     bars = np.full(confidence.shape, base)
     reported = np.array(confidence, dtype=np.float64, copy=True)
     estimate: MixReading | None = None
+    seen = confidence if observed is None else observed
     bar = base
     if table is not None and mode != "off":
         monitor = MixMonitor()
         for i in np.random.default_rng(seed).permutation(confidence.size):
             if mode == "auto":
-                estimate = monitor.observe(
-                    "eval", "eval", artifact.version, table, confidence[i], near
-                )
+                estimate = monitor.observe("eval", "eval", artifact.version, table, seen[i], near)
             bar, mixed = served_bar(base, table, near, mode, estimate)
             bars[i] = bar
             if mixed != base:  # reported as the service reports it
@@ -134,3 +139,16 @@ def as_served(
         near_miss_lower=None if near_reading is None else near_reading.lower,
         calibration_near_miss=None if near is None else near.near_miss_share,
     )
+
+
+def monitored(
+    artifact: CalibrationArtifact, assessed: BatchAssessment, dense_only: bool
+) -> npt.NDArray[np.float64] | None:
+    """The confidences a scope's mix reads, where they are not the served ones: a
+    dense-only run's as the hybrid model scores them
+    (:func:`~ragsift.retrieval.mix_watch.monitored_confidence`); None otherwise."""
+    if not dense_only or artifact.dense_only is None:
+        return None
+    none = np.zeros(assessed.confidence.shape)
+    inputs = ScoringInputs(assessed.signals, none, assessed.selection.kept_count, none)
+    return CalibratedScorer(artifact).score(inputs)

@@ -36,7 +36,7 @@ from ragsift.confidence import (
 )
 from ragsift.confidence._scipy import beta_ppf
 from ragsift.confidence.mix import UnanswerableShare
-from ragsift.evaluation.mix import ServedMix, as_served
+from ragsift.evaluation.mix import ServedMix, as_served, monitored
 from ragsift.evaluation.runner import RetrievalRun
 from ragsift.evaluation.scoring import (
     answer_in_kept,
@@ -275,7 +275,12 @@ def evaluate_scorers(
         f" {conformal.n_calibration} calibration queries"
     )
     served = as_served(
-        cal.confidence, cal.docs_within >= 1, artifact, unanswerable_share, near_miss=near_miss
+        cal.confidence,
+        cal.docs_within >= 1,
+        artifact,
+        unanswerable_share,
+        near_miss=near_miss,
+        observed=monitored(artifact, cal, run.mode == "dense"),
     )
     rows: list[tuple[str, str, FloatArray, BoolArray]] = [
         (

@@ -49,6 +49,8 @@ class ScoredRecord(BaseModel):
     signals: dict[str, float]
     #: Whether the result was answered (D1); None in records kept before it was.
     answered: bool | None = None
+    #: Whether the query was searched dense-only (ADR 028); False in older records.
+    dense_only: bool = False
 
 
 class StoredLabel(BaseModel):

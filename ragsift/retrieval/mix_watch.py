@@ -35,6 +35,7 @@ __all__ = [
     "MixBar",
     "mix_policy",
     "mix_refusal",
+    "monitored_confidence",
     "moved_by",
     "near_miss_table",
     "observe_reused",
@@ -100,9 +101,8 @@ def mix_policy(
         if counted:
             estimate = monitor.reading(tenant, collection, calibration.version)
         else:
-            estimate = monitor.observe(
-                tenant, collection, calibration.version, table, assessment.confidence, near
-            )
+            seen = monitored_confidence(calibration, assessment, query.mode == "dense")
+            estimate = monitor.observe(tenant, collection, calibration.version, table, seen, near)
             _export(metrics, tenant, collection, estimate)
     bar, mixed = served_bar(base, table, near, mode, estimate)
     if bar == base:
@@ -117,6 +117,26 @@ def mix_policy(
         # A declared share replaces the certified bar, up or down; a tenant's own stays.
         return dataclasses.replace(policy, answer_threshold=bar, prior=prior), why
     return dataclasses.replace(policy, answer_floor=max(policy.answer_floor, bar), prior=prior), why
+
+
+def monitored_confidence(
+    calibration: CalibrationArtifact, assessment: Assessment, dense_only: bool
+) -> float:
+    """The confidence a scope's mix reads for a query: the one it was given, but for a
+    dense-only query (ADR 028) the one the hybrid model gives its signals.
+
+    The mix and near-miss tables are histograms of hybrid searches' confidences. A
+    dense-only query's own confidence imputes less agreement than those had, so its
+    answerable questions fall where near misses lie and the scope read as near
+    misses that it was not (0.14 for 0.085 on SQuAD's half 2 with a quarter of the
+    paragraphs left out: the bar rose to 0.92). With the top score as the agreement,
+    as the hybrid model reads a missing one, the scope read 0.08.
+    """
+    if not dense_only or calibration.dense_only is None:
+        return assessment.confidence
+    signals = {k: v for k, v in assessment.signals.to_dict().items() if v is not None}
+    plain = CalibratedScorer(calibration).score_reported([signals], [assessment.match_count])
+    return float(plain[0])
 
 
 def near_miss_table(calibration: CalibrationArtifact | None, enabled: bool) -> NearMissTable | None:
@@ -157,7 +177,10 @@ def observe_reused(
         table = calibration.conformal.mix
         assert table is not None  # grouped above only with one
         confidences = CalibratedScorer(calibration).score_reported(
-            [r.breakdown.signals for _, r in items], [len(r.hits) for _, r in items]
+            # not told which were dense-only: the mix reads them as the hybrid model
+            # scores them, as when they were first served (monitored_confidence)
+            [r.breakdown.signals for _, r in items],
+            [len(r.hits) for _, r in items],
         )
         for (query, _), confidence in zip(items, confidences.tolist(), strict=True):
             tenant, collection = query.tenant_id, query.collection

@@ -33,6 +33,7 @@ __all__ = [
     "evidence_for",
     "result_id",
     "scored_result",
+    "searched_dense_only",
     "uncertified_advice",
 ]
 
@@ -148,6 +149,13 @@ def scored_result(
             "traceparent": query.traceparent,
         }
     )
+
+
+def searched_dense_only(result: RetrievalResult) -> bool:
+    """Whether ``result``'s hits came from a dense-only search (no BM25 channel), so
+    that its calibration imputed their agreement as fit for those (ADR 028)."""
+    won = result.corrective.won if result.corrective is not None else "first"
+    return result.mode == "dense" and won != "keyword"
 
 
 def collections_of(query: QueryEvent) -> list[str]:

@@ -37,6 +37,7 @@ from ragsift.confidence.registry import CalibrationRegistry, CalibrationScope
 from ragsift.errors import InvalidEventError
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.feedback_store import FeedbackStore, ScoredRecord, StoredLabel
+from ragsift.retrieval.results import searched_dense_only
 from ragsift.schemas import FeedbackEvent, RetrievalResult
 from ragsift.settings import FeedbackSettings
 from ragsift.workers.base import Outcome
@@ -71,6 +72,7 @@ def record_of(result: RetrievalResult) -> ScoredRecord:
         kept=result.match_count > 0,
         signals=dict(result.breakdown.signals),
         answered=result.answerable,
+        dense_only=searched_dense_only(result),
     )
 
 
@@ -192,6 +194,7 @@ class FeedbackLoop:
                         s.record.kept,
                         s.relevant,
                         s.record.answered,
+                        s.record.dense_only,
                     )
                     for s in labels
                 ],

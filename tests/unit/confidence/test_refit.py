@@ -281,3 +281,38 @@ def test_a_refit_keeps_the_scopes_score_alignment(base: CalibrationArtifact) -> 
     # the labels' signals were read on the aligned scale: the re-fit reads on it too
     assert new.alignment == aligned.alignment
     assert new.probe_moves().startswith("scores aligned on the probes: cosine +0.150")
+
+
+def test_dense_only_labels_are_refit_as_they_were_scored(base: CalibrationArtifact) -> None:
+    """ADR 028: a label on a dense-only result has no agreement; the re-fit imputes it as
+    the base's dense-only fit did when the result was scored, and keeps that fit."""
+    fit = {"intercept": 0.0, "slope": 0.5, "n_examples": 1, "risk_upper_bound": 0.1, "coverage": 0}
+    with_fit = CalibrationArtifact.model_validate(
+        {**base.model_dump(mode="json"), "version": "", "dense_only": fit}
+    )
+
+    def dense(labels: list[LabelledResult]) -> list[LabelledResult]:
+        return [
+            dataclasses.replace(
+                r, signals={k: v for k, v in r.signals.items() if k != "agreement"}, dense_only=True
+            )
+            for r in labels
+        ]
+
+    labels = dense(labelled(400, relevant_share=0.5))
+    new = refit_calibration(with_fit, labels, scope="a/c", fitted_at=AT)
+    assert new.dense_only == with_fit.dense_only
+    # The same labels as the plain imputation reads them (agreement = top score) are
+    # another fit: the dense-only rows were not read as hybrid ones.
+    plain = [dataclasses.replace(r, dense_only=False) for r in labels]
+    other = refit_calibration(with_fit, plain, scope="a/c", fitted_at=AT)
+    assert other.coefficients != new.coefficients
+    # ... and with half the agreement they had, the re-fit read them as scored.
+    halved = [
+        dataclasses.replace(
+            r, signals={**r.signals, "agreement": 0.5 * r.top_score}, dense_only=False
+        )
+        for r in labels
+    ]
+    same = refit_calibration(with_fit, halved, scope="a/c", fitted_at=AT)
+    assert same.coefficients == pytest.approx(new.coefficients)

@@ -17,13 +17,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragsift.confidence import load_default_calibration, save_calibration
+from ragsift.confidence import CalibrationArtifact, load_default_calibration, save_calibration
 from ragsift.confidence.mix_state import FileMixState
 from ragsift.confidence.scorers import CalibratedScorer
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.mix_watch import MIX_ADVICE_CODE
 from ragsift.retrieval.pipeline import PipelineOutput, RetrievalPipeline
+from ragsift.retrieval.results import searched_dense_only
 from ragsift.schemas import QueryEvent, RetrievalResult
 from ragsift.settings import CacheSettings, ConfidenceSettings, CorrectiveSettings, Settings
 from ragsift.wiring import MIX_STATE_FILE, build_pipeline, restore_mix, save_mix
@@ -164,6 +165,51 @@ async def test_a_reported_result_scores_again_to_the_confidence_it_was_given(
     for r, confidence in zip(results, again.tolist(), strict=True):
         assert confidence == pytest.approx(r.confidence, abs=5e-7)  # results carry 6 decimals
     assert len({r.confidence for r in results}) > 1  # not one constant
+
+
+async def test_a_dense_only_result_scores_again_to_the_confidence_it_was_given(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    """ADR 028: a ``mode: dense`` query's agreement is imputed as its calibration fit it;
+    scored again from its result (a feedback re-fit does), it is imputed so again when
+    told it was dense-only."""
+    shipped = build_pipeline(
+        Settings(data_dir=tmp_path / "shipped"), index=index, embedder=EMBEDDER, metrics=Metrics()
+    ).engines.calibration
+    assert shipped is not None
+    assert "agreement" in shipped.features
+    fit = {"intercept": 0.1, "slope": 0.3, "n_examples": 1, "risk_upper_bound": 0.1, "coverage": 0}
+    fitted = CalibrationArtifact.model_validate(
+        {**shipped.model_dump(mode="json"), "version": "", "dense_only": fit}
+    )
+    settings = Settings(
+        data_dir=tmp_path,
+        confidence=ConfidenceSettings(
+            calibration_path=save_calibration(fitted, tmp_path / "cal.json"),
+            unanswerable_share="off",
+        ),
+        cache=CacheSettings(enabled=False),
+    )
+    pipe = build_pipeline(settings, index=index, embedder=EMBEDDER, metrics=Metrics())
+    texts = ["How are refunds paid?", "Who signs the lease?"]
+    events = [
+        QueryEvent(query_id=f"d-{i}", tenant_id="alpha", query=t, mode=mode)
+        for i, t in enumerate(texts)
+        for mode in ("dense", "hybrid")
+    ]
+    outs = await pipe.process(events)
+    results = [o.result for o in outs]  # type: ignore[union-attr]
+    scorer = CalibratedScorer(fitted)
+    dense = [searched_dense_only(r) for r in results]
+    assert dense == [True, False, True, False]
+    signals, kept = [r.breakdown.signals for r in results], [len(r.hits) for r in results]
+    again = scorer.score_reported(signals, kept, dense)
+    for r, confidence in zip(results, again.tolist(), strict=True):
+        assert confidence == pytest.approx(r.confidence, abs=5e-7)
+    plain = scorer.score_reported(signals, kept)  # as if no query were dense-only
+    assert kept[0] > 0
+    assert plain[0] > again[0]
+    assert (plain[1], plain[3]) == (again[1], again[3])
 
 
 def test_hostile_reported_signals_score_as_missing_or_clipped() -> None:
