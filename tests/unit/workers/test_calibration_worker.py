@@ -262,6 +262,21 @@ def test_labels_on_answered_results_only_keep_the_map(loop: FeedbackLoop) -> Non
 def test_a_result_remembered_before_answered_was_kept_still_reads() -> None:
     old = '{"query_id": "q", "tenant_id": "t", "collection": "c", "kept": true, "signals": {}}'
     assert ScoredRecord.model_validate_json(old).answered is None
+    assert ScoredRecord.model_validate_json(old).dense_only is False  # as were they all
+
+
+def test_a_dense_only_result_is_remembered_as_one_unless_a_keyword_retry_won() -> None:
+    """ADR 028: its label is re-fit with the agreement it was scored with."""
+    from ragsift.schemas import CorrectiveInfo
+    from ragsift.workers.calibration import record_of
+
+    dense = result("q", 0.7).model_copy(update={"mode": "dense"})
+    assert record_of(dense).dense_only
+    assert not record_of(result("q", 0.7)).dense_only
+    won = CorrectiveInfo(
+        trigger="low_confidence", tried=["keyword"], won="keyword", first_confidence=0.1, reason="t"
+    )
+    assert not record_of(dense.model_copy(update={"corrective": won})).dense_only
 
 
 def test_a_refit_that_certifies_nothing_is_counted_and_warned(
