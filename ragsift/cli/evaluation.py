@@ -24,7 +24,7 @@ from ragsift.cli.labelled import (
     _fit_features,
     _load_dataset,
     _reads,
-    _retrieval_run,
+    _retrieval_runs,
 )
 from ragsift.cli.render import eval_table
 from ragsift.confidence.fit_groups import in_sample_count
@@ -229,7 +229,10 @@ def evaluate(
     reads = _reads(features)
     probes, probes_source = eval_probes(probes_source, artifact, ds.queries)
     correction = _eval_correction(settings, artifact)
-    run = _retrieval_run(with_probe_rows(ds, probes), k, mode, reads, correction)
+    # The service probes a collection with hybrid searches, whatever its queries' mode.
+    modes = (mode,) if mode == "hybrid" or not probes else (mode, "hybrid")
+    runs = _retrieval_runs(with_probe_rows(ds, probes), k, modes, reads, correction)
+    run, probe_run = runs[mode], runs["hybrid" if probes else mode]
     if artifact is None:
         try:
             artifact, fit = fit_from_run(run, features=features, near_miss_negatives=holes > 0)
@@ -251,7 +254,7 @@ def evaluate(
             )
     probed = None
     if probes:
-        artifact, probed = probe_certified(run, artifact, probes, probes_source)
+        artifact, probed = probe_certified(probe_run, artifact, probes, probes_source)
         evaluated[len(ds.queries) :] = False
         if probed["applied"]:
             how += f", re-certified on this corpus with {len(probes)} probes ({artifact.version})"

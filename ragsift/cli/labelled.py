@@ -77,14 +77,6 @@ def _load_dataset(
         raise typer.Exit(2) from exc
 
 
-def _retrieval_run(
-    ds: Any, k: int, mode: str, reads: frozenset[str] = frozenset(), correction: Any = None
-) -> Any:
-    """Retrieve every question; with ``reads`` (reader features), read the hits too;
-    with ``correction`` (B10), retry the weak or split ones once."""
-    return _retrieval_runs(ds, k, (mode,), reads, correction)[mode]
-
-
 def _retrieval_runs(
     ds: Any,
     k: int,
@@ -92,7 +84,9 @@ def _retrieval_runs(
     reads: frozenset[str] = frozenset(),
     correction: Any = None,
 ) -> dict[str, Any]:
-    """:func:`_retrieval_run` in each of ``modes``, embedding everything once."""
+    """Retrieve every question in each of ``modes``, embedding everything once; with
+    ``reads`` (reader features), read the hits too; with ``correction`` (B10), retry
+    the weak or split ones once."""
 
     from ragsift.evaluation.runner import run_retrievals
     from ragsift.retrieval.bm25 import Bm25Encoder

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
+import ragsift.cli.probing as probing
 from ragsift.cli import app
 from ragsift.confidence import load_calibration
 from ragsift.evaluation import load_squad, run_retrieval
@@ -34,7 +37,7 @@ async def test_one_pass_in_two_modes_is_two_passes(tmp_path: Path) -> None:
 
 
 def test_calibrate_fits_the_dense_only_imputation_and_eval_measures_dense(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
     outside = write_squad(tmp_path / "other.json", OUTSIDE, answers=False)
@@ -58,3 +61,18 @@ def test_calibrate_fits_the_dense_only_imputation_and_eval_measures_dense(
     assert runs["dense"]["mode"] == "dense"
     assert runs["hybrid"]["mode"] == "hybrid"
     assert runs["dense"]["scorers"] != runs["hybrid"]["scorers"]
+    # The service probes a collection with hybrid searches whatever its queries' mode:
+    # a dense eval's probes are certified on hybrid searches too.
+    probed: list[str] = []
+    real = probing.probe_certified
+
+    def spy(run: Any, *args: Any) -> Any:
+        probed.append(run.mode)
+        return real(run, *args)
+
+    monkeypatch.setattr(probing, "probe_certified", spy)
+    args = [*data, "--half", "2", "--artifact", str(out), "--probes", "bundled"]
+    got = runner.invoke(app, ["eval", *args, "--mode", "dense", "--json"])
+    assert got.exit_code == 0, got.output
+    assert probed == ["hybrid"]
+    assert json.loads(got.stdout.strip().splitlines()[-1])["mode"] == "dense"
