@@ -6,7 +6,7 @@ missing; the model's plain imputation (:mod:`.features`) takes the top score for
 it: one retriever, nothing to disagree with. That is the best agreement a hit can
 show, and the model weighs agreement most: measured on SQuAD 2.0's half 2 with a
 quarter of each article's paragraphs left out, dense-only queries scored by the
-hybrid-fit model were answered without their answer 14.3% of the time at a
+hybrid-fit model were answered without their answer 14.1% of the time at a
 threshold certified for 10% (docs/evaluation.md).
 
 An artifact fit with ``ragsift calibrate`` therefore carries a :class:`DenseOnlyFit`:

@@ -169,3 +169,26 @@ def test_the_mix_reads_a_dense_only_query_as_the_hybrid_model_scores_it() -> Non
     assert seen == pytest.approx(plain.confidence, abs=1e-9)
     assert monitored_confidence(artifact(FIT), with_fit, dense_only=False) == with_fit.confidence
     assert monitored_confidence(artifact(None), plain, dense_only=True) == plain.confidence
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"intercept": float("nan")},
+        {"slope": -0.1},
+        {"slope": 1e308},
+        {"intercept": 1e308},
+        {"coverage": 2.0},
+        {"n_examples": -1},
+        {"risk_upper_bound": "x"},
+        {"extra": 1},
+        {"intercept": {"deep": [[[[1]]]]}},
+    ],
+)
+def test_a_hostile_dense_only_part_is_one_clear_artifact_error(part: dict[str, object]) -> None:
+    import json
+
+    data = json.loads(artifact(FIT).to_json())
+    data["dense_only"] = {**data["dense_only"], **part}
+    with pytest.raises(ConfidenceError, match=r"invalid calibration artifact: .*dense_only"):
+        CalibrationArtifact.from_json(json.dumps(data))
