@@ -153,27 +153,38 @@ def calibrate(
     from ragsift.confidence import save_calibration
     from ragsift.evaluation import fit_from_run
     from ragsift.evaluation.probes import with_levels
-    from ragsift.evaluation.scoring import FIT_FRACTION, with_dense_only
+    from ragsift.evaluation.scoring import FIT_FRACTION, with_dense_only, with_keyword
 
     ds = _load_dataset(
         dataset, labelled, out_of_scope, split=split, pool=pool, half=half, holes=holes
     )
     features = _fit_features(_settings())
     bank = level_probes(ds)
-    # The same questions searched dense-only too: what `mode: dense` queries are
-    # imputed for the BM25 agreement they lack is fit on them (ADR 028).
-    runs = _retrieval_runs(with_probe_rows(ds, bank), k, ("hybrid", "dense"), _reads(features))
+    # The same questions searched dense-only and keyword-only too: what `mode: dense`
+    # queries are imputed for the BM25 agreement they lack (ADR 028), and the model
+    # `mode: keyword` queries are scored with (ADR 029), are fit on them.
+    modes = ("hybrid", "dense", "keyword")
+    runs = _retrieval_runs(with_probe_rows(ds, bank), k, modes, _reads(features))
     run, probe_run = split_probe_rows(runs["hybrid"], len(bank))
     dense_run, _ = split_probe_rows(runs["dense"], len(bank))
+    keyword_run, _ = split_probe_rows(runs["keyword"], len(bank))
+    fit_fraction = 1.0 if half else FIT_FRACTION
     # the holes are on-topic questions the corpus cannot answer: fit as unanswered
     artifact, fit = fit_from_run(
         run,
         alpha=alpha,
-        fit_fraction=1.0 if half else FIT_FRACTION,
+        fit_fraction=fit_fraction,
         features=features,
         near_miss_negatives=holes > 0,
     )
     artifact = with_dense_only(artifact, dense_run, fit, near_miss_negatives=holes > 0)
+    artifact = with_keyword(
+        artifact,
+        keyword_run,
+        alpha=alpha,
+        fit_fraction=fit_fraction,
+        near_miss_negatives=holes > 0,
+    )
     if bank:
         # Where off-topic questions score on this corpus: the zero every collection's
         # scores are aligned to when it is probed (ADR 024).
@@ -192,8 +203,9 @@ def calibrate(
         f" (upper bound {conformal.risk_upper_bound}, coverage {conformal.coverage},"
         f" feasible {conformal.feasible})"
     )
-    if artifact.dense_only is not None:
-        console.print(artifact.dense_only.describe())
+    for part in (artifact.dense_only, artifact.keyword):
+        if part is not None:
+            console.print(part.describe())
 
 
 def _self_calibrate(

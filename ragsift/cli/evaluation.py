@@ -27,6 +27,7 @@ from ragsift.cli.labelled import (
     _retrieval_runs,
 )
 from ragsift.cli.render import eval_table
+from ragsift.cli.replay import feedback_words, replay_feedback
 from ragsift.confidence.fit_groups import in_sample_count
 from ragsift.confidence.refit import MIN_REFIT_LABELS
 from ragsift.errors import RagsiftError
@@ -177,12 +178,19 @@ def evaluate(
     from ragsift.cli.probing import eval_probes, probe_certified, with_probe_rows
     from ragsift.confidence import ConfidenceError, load_calibration
     from ragsift.evaluation import evaluate_scorers, fit_from_run
+    from ragsift.evaluation.scoring import KEYWORD_UNREAD
 
     if feedback_from not in ("all", "answered"):
         print_error(f"--feedback-from must be all or answered, got {feedback_from!r}")
         raise typer.Exit(2)
     if feedback is None and feedback_bias != 1.0:
         print_error("--feedback-bias needs --feedback N (the labels it biases)")
+        raise typer.Exit(2)
+    if feedback is not None and mode == "keyword":
+        print_error(
+            "--feedback replays the re-fit of the hybrid model, which keyword-only labels"
+            " never feed (ADR 029): use --mode hybrid or dense"
+        )
         raise typer.Exit(2)
     ds = _load_dataset(
         dataset, labelled, out_of_scope, split=split, pool=pool, half=half, holes=holes
@@ -234,6 +242,8 @@ def evaluate(
     runs = _retrieval_runs(with_probe_rows(ds, probes), k, modes, reads, correction)
     run, probe_run = runs[mode], runs["hybrid" if probes else mode]
     if artifact is None:
+        if mode == "keyword":  # what a keyword-only query can read (ADR 029)
+            features = tuple(f for f in features if f not in KEYWORD_UNREAD)
         try:
             artifact, fit = fit_from_run(run, features=features, near_miss_negatives=holes > 0)
         except ConfidenceError as exc:  # too few questions, one kind only: the data's fault
@@ -242,6 +252,12 @@ def evaluate(
         evaluated = ~fit
         how = "refit on half (fit on half the articles, reported on the other half)"
     else:
+        if mode == "keyword" and artifact.keyword is None:
+            print_error(
+                f"{artifact_path}: fit before keyword-only queries had a model of their own"
+                " (ADR 029); refit it with `ragsift calibrate`"
+            )
+            raise typer.Exit(2)
         evaluated = np.ones(len(run.queries), dtype=bool)
         how = (
             f"applied artifact {artifact_path} ({artifact.version}, fit on {artifact.data.source})"
@@ -265,10 +281,15 @@ def evaluate(
     }
     replayed = None
     if feedback is not None:
-        artifact, replayed = _replay_feedback(
+        artifact, replayed = replay_feedback(
             run, artifact, evaluated, feedback, feedback_from, served, feedback_bias
         )
         how += f", re-fit on {feedback} feedback labels ({artifact.version})"
+    keyword = artifact.keyword_model() if mode == "keyword" else None
+    if keyword is not None:
+        # Served as the pipeline serves a keyword-only query: the artifact's keyword
+        # model, with the collection's alignment (the probes' re-map is the hybrid one's).
+        artifact = keyword
     result = evaluate_scorers(run, artifact, evaluated, **served)
     if per_query is not None:
         with per_query.open("w", encoding="utf-8") as handle:
@@ -317,65 +338,7 @@ def evaluate(
     if correction is not None:
         console.print(f"corrective retrieval: {json.dumps(summary['corrective'])}")
     if replayed is not None:
-        console.print(_feedback_words(replayed))
-
-
-def _replay_feedback(
-    run: Any,
-    artifact: Any,
-    evaluated: Any,
-    n_labels: int,
-    sampled_from: str,
-    served: dict[str, Any],
-    bias: float = 1.0,
-) -> tuple[Any, dict[str, Any]]:
-    """``eval --feedback``: the re-fit artifact, and the figures before it on the same
-    questions. The labelled questions leave ``evaluated`` (in place)."""
-    from ragsift.confidence import ConfidenceError
-    from ragsift.evaluation import evaluate_scorers
-    from ragsift.evaluation.feedback import FeedbackDraw, simulate_feedback
-
-    try:
-        draw = FeedbackDraw(
-            n_labels,
-            sampled_from="answered" if sampled_from == "answered" else "all",
-            near_miss_negatives=served["near_miss_negatives"],
-            unanswerable_share=served["unanswerable_share"],
-            near_miss=served["near_miss"],
-            bias=bias,
-        )
-        simulated = simulate_feedback(run, artifact, evaluated, draw)
-    except ConfidenceError as exc:
-        print_error(f"--feedback: {exc}")
-        raise typer.Exit(2) from exc
-    evaluated &= ~simulated.labelled
-    before = evaluate_scorers(run, artifact, evaluated, **served)
-    summary = simulated.to_dict(artifact)
-    summary["before"] = {
-        r.name: r.to_dict() for r in before.reports if r.name.startswith("calibrated")
-    }
-    return simulated.artifact, summary
-
-
-def _feedback_words(replayed: dict[str, Any]) -> str:
-    """One line: the labels, the thresholds, and the served figures before the re-fit."""
-    before = replayed["before"]["calibrated"]
-    risk = "nothing answered" if before["risk"] is None else f"risk {before['risk']:.3f}"
-
-    def bar(value: float | None) -> str:
-        return "none certified" if value is None else f"{value:.2f}"
-
-    bias = replayed["bias"]
-    biased = "" if bias == 1.0 else f", the wrong ones {bias:g}x as likely to be labelled"
-
-    return (
-        f"feedback: {replayed['labels']} labels from {replayed['sampled_from']} questions"
-        f"{biased}"
-        f" ({replayed['positive_rate']:.0%} relevant); answer threshold"
-        f" {bar(replayed['base_threshold'])} -> {bar(replayed['refit_threshold'])};"
-        f" before the re-fit, on the same questions: answer rate"
-        f" {before['answer_rate']:.3f}, {risk}"
-    )
+        console.print(feedback_words(replayed))
 
 
 def _eval_correction(settings: Settings, artifact: Any) -> Any:

@@ -185,11 +185,11 @@ Holes = Annotated[
     ),
 ]
 SearchModeOption = Annotated[
-    Literal["hybrid", "dense"],
+    Literal["hybrid", "dense", "keyword"],
     typer.Option(
         "--mode",
         help="How every question is searched, as a query event's mode says: hybrid (BM25"
-        " and dense, the default) or dense. Keyword-only queries are scored by the"
-        " weighted rule, which no calibration certifies: nothing to measure here.",
+        " and dense, the default), dense, or keyword (scored with the artifact's"
+        " keyword model, ADR 029).",
     ),
 ]

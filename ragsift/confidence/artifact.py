@@ -20,16 +20,15 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ragsift.confidence.alignment import ProbeLevels, ScoreAlignment, aligned_params
-from ragsift.confidence.conformal import ConformalResult
+from ragsift.confidence.conformal_spec import ConformalSpec
 from ragsift.confidence.dense_only import DenseOnlyFit
 from ragsift.confidence.errors import CalibrationMismatchError, ConfidenceError
 from ragsift.confidence.features import SCORE_MONOTONE_FEATURES, validate_features
 from ragsift.confidence.fit_groups import MAX_FIT_GROUPS
+from ragsift.confidence.keyword import KeywordFit
 from ragsift.confidence.missing_answers import MissingAnswerEstimate
-from ragsift.confidence.mix import MixTable
-from ragsift.confidence.near_miss import NearMissTable
 from ragsift.confidence.normalize import Metric, NormalizationParams
-from ragsift.confidence.probes import InScopeSample, ProbeRemap
+from ragsift.confidence.probes import ProbeRemap
 from ragsift.errors import describe_validation_error
 
 __all__ = [
@@ -70,76 +69,6 @@ class LevelSpec(BaseModel):
     high: float = Field(0.85, ge=0, le=1)
     medium: float = Field(0.70, ge=0, le=1)
     low: float = Field(0.50, ge=0, le=1)
-
-
-class ConformalSpec(BaseModel):
-    """A confidence threshold whose selective risk is <= alpha with probability >= 1 - delta.
-
-    Risk = the share of answered queries (confidence >= threshold) whose kept
-    hits lack the relevant context. ``feasible`` is False when no threshold
-    met the bound on the calibration data: then nothing should be answered.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    alpha: float = Field(gt=0, lt=1)
-    delta: float = Field(gt=0, lt=1)
-    threshold: float = Field(ge=0, le=1)
-    feasible: bool
-    method: str
-    n_calibration: int = Field(ge=0)
-    risk_upper_bound: float | None = None
-    coverage: float | None = None
-    #: Articles/documents the calibration questions were drawn in, when the bound
-    #: counted them (``conformal_threshold(groups=...)``); None: per-question bound.
-    n_groups: int | None = Field(default=None, ge=0)
-    #: The design effect at the threshold (variance over the binomial one), with groups.
-    design_effect: float | None = Field(default=None, ge=1.0)
-    #: The threshold certified at other mixes of answerable and unanswerable
-    #: queries, and the class histograms that estimate a scope's mix (:mod:`.mix`).
-    mix: MixTable | None = None
-    #: The sample's in-scope rows, to re-certify on a collection's own out-of-scope
-    #: scores (:mod:`.probes`); None where the fit did not know which rows those were.
-    in_scope: InScopeSample | None = None
-    #: The threshold certified at other shares of near misses (on-topic queries whose
-    #: hits lack the answer) and the three kinds' histograms (:mod:`.near_miss`).
-    near_miss: NearMissTable | None = None
-
-    @classmethod
-    def certified(
-        cls,
-        result: ConformalResult,
-        *,
-        method: str | None = None,
-        mix: MixTable | None = None,
-        in_scope: InScopeSample | None = None,
-        near_miss: NearMissTable | None = None,
-    ) -> ConformalSpec:
-        """The spec of a :func:`~ragsift.confidence.conformal.conformal_threshold` result.
-
-        ``method`` names how the certified confidences were made when not by the plain
-        fit (a re-map on feedback or pseudo-labels); ``mix``, ``in_scope`` and
-        ``near_miss`` are :mod:`.mix`, :mod:`.probes` and :mod:`.near_miss`'s fits on it.
-        """
-        return cls(
-            alpha=result.alpha,
-            delta=result.delta,
-            threshold=result.threshold,
-            feasible=result.feasible,
-            method=method or result.method,
-            n_calibration=result.n_calibration,
-            risk_upper_bound=result.risk_upper_bound,
-            coverage=result.coverage,
-            n_groups=result.n_groups,
-            design_effect=result.design_effect,
-            mix=mix,
-            in_scope=in_scope,
-            near_miss=near_miss,
-        )
-
-    def answers(self, confidence: float) -> bool:
-        """Whether a query with this confidence should be answered under the risk bound."""
-        return self.feasible and confidence >= self.threshold
 
 
 class DataSummary(BaseModel):
@@ -186,7 +115,7 @@ class Provenance(BaseModel):
 
 
 #: Parts left out of the JSON and the version when unset (artifacts written before them).
-_OPTIONAL_PARTS: Final = ("remap", "probe_levels", "alignment", "dense_only")
+_OPTIONAL_PARTS: Final = ("remap", "probe_levels", "alignment", "dense_only", "keyword")
 #: Provenance fields left out of the JSON when unset (artifacts written before them).
 _OPTIONAL_PROVENANCE: Final = ("uncertified", "missing_answers")
 
@@ -227,6 +156,9 @@ class CalibrationArtifact(BaseModel):
     #: The agreement a dense-only query (no BM25 channel) is imputed (ADR 028); None:
     #: the top score, as for any missing agreement.
     dense_only: DenseOnlyFit | None = None
+    #: The model of keyword-only queries, which rank by BM25 (ADR 029); None: they are
+    #: scored by the uncalibrated ``weighted`` rule.
+    keyword: KeywordFit | None = None
 
     @model_validator(mode="after")
     def _check(self) -> CalibrationArtifact:
@@ -276,6 +208,33 @@ class CalibrationArtifact(BaseModel):
         ("" when they did nothing: the calibration as it was fit)."""
         parts = [p.describe() for p in (self.alignment, self.remap) if p is not None]
         return "; ".join(parts)
+
+    def keyword_model(self) -> CalibrationArtifact | None:
+        """This artifact as keyword-only queries are scored with it (ADR 029), or None
+        without a keyword part.
+
+        The keyword part's model, hit bar and conformal threshold, on the BM25 metric;
+        the embedder, version, provenance and the collection's score alignment stay
+        (a result names the artifact it was scored with). A collection's re-map is
+        of the hybrid model's probability and is left out.
+        """
+        part = self.keyword
+        if part is None:
+            return None
+        return self.model_copy(
+            update={
+                "metric": "bm25",
+                "features": part.features,
+                "coefficients": part.coefficients,
+                "intercept": part.intercept,
+                "similarity_threshold": part.similarity_threshold,
+                "conformal": part.conformal,
+                "remap": None,
+                "probe_levels": None,
+                "dense_only": None,
+                "keyword": None,
+            }
+        )
 
     def normalization(self, params: NormalizationParams) -> NormalizationParams:
         """``params`` as this artifact reads scores: with its collection's alignment."""

@@ -26,6 +26,7 @@ from ragsift.confidence.errors import CalibrationMismatchError, ConfidenceError
 from ragsift.confidence.filtering import Selection, select_threshold, select_top_k
 from ragsift.confidence.hits import HitBatch, HitScores
 from ragsift.confidence.levels import advisory_codes, level_codes
+from ragsift.confidence.normalize import DENSE_METRICS
 from ragsift.confidence.scorers import Scorer, ScoringInputs, make_scorer
 from ragsift.confidence.signals import PreparedBatch, compute_signal_matrix, prepare_batch
 from ragsift.confidence.strategies import strategy_for
@@ -80,7 +81,12 @@ class ConfidenceEngine:
         if calibration is None and cfg.scorer == "calibrated":
             calibration = load_default_calibration()
         if calibration is not None:
-            calibration.check_compatible(cfg.embedder_id, cfg.metric)
+            # A keyword model (metric bm25, ADR 029) reads no dense score: each batch's
+            # primary metric is checked against it instead (_check_metric).
+            dense = calibration.metric in DENSE_METRICS
+            calibration.check_compatible(
+                cfg.embedder_id, cfg.metric if dense else calibration.metric
+            )
         self.calibration = calibration
         self.scorer: Scorer = make_scorer(cfg.scorer, cfg, calibration)
         self._calibration_version = (

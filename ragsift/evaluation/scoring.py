@@ -26,6 +26,7 @@ from ragsift.confidence import (
 from ragsift.confidence.dense_only import fit_dense_only
 from ragsift.confidence.features import DEFAULT_FEATURES, feature_matrix
 from ragsift.confidence.fit_groups import fit_group_keys
+from ragsift.confidence.keyword import KeywordFit
 from ragsift.confidence.signals import SIGNAL_INDEX, prepare_batch
 from ragsift.evaluation.dataset import first_side
 from ragsift.evaluation.runner import RetrievalRun
@@ -42,6 +43,7 @@ __all__ = [
     "relevance_matrix",
     "split_mask",
     "with_dense_only",
+    "with_keyword",
 ]
 
 FIT_FRACTION = 0.5  # half the articles fit the calibration, the other half report
@@ -59,6 +61,10 @@ SHIPPED_FEATURES: tuple[str, ...] = (*DEFAULT_FEATURES, "term_coverage")
 # the smallest share whose fit holds a corpus missing a quarter of its paragraphs at
 # risk <= alpha + 0.03 on the articles it did not see, both ways round (ADR 026).
 SHIPPED_HOLES = 0.15
+# What a keyword-only query cannot read: no BM25-dense agreement (one retriever; the
+# plain imputation copies the top score), and no sentence match (its query is never
+# embedded). The keyword model fits the artifact's other features (ADR 029).
+KEYWORD_UNREAD: frozenset[str] = frozenset({"agreement", "sentence_match"})
 
 
 def split_mask(run: RetrievalRun, fit_fraction: float = FIT_FRACTION, seed: int = 0) -> np.ndarray:
@@ -150,7 +156,8 @@ def fit_from_run(
         assessed.signals,
         labels,
         embedder_id=run.embedder_id,
-        metric="cosine",
+        # Keyword-only searches rank by BM25, which is then the primary score.
+        metric="bm25" if run.mode == "keyword" else "cosine",
         alpha=alpha,
         seed=seed,
         features=features,
@@ -219,4 +226,40 @@ def with_dense_only(
     # Validated anew: the version is the new content's hash.
     return CalibrationArtifact.model_validate(
         {**artifact.model_dump(mode="json"), "version": "", "dense_only": dense.model_dump()}
+    )
+
+
+def with_keyword(
+    artifact: CalibrationArtifact,
+    run: RetrievalRun,
+    *,
+    alpha: float = 0.1,
+    fit_fraction: float = FIT_FRACTION,
+    near_miss_negatives: bool = False,
+) -> CalibrationArtifact:
+    """``artifact`` with the model its keyword-only queries are scored with (ADR 029),
+    fit on ``run``: the same questions as its own fit, searched keyword-only, with the
+    same split, target and near-miss rule, and the artifact's features but those a
+    keyword query cannot read (:data:`KEYWORD_UNREAD`)."""
+    if run.mode != "keyword":
+        raise ValueError(f"the keyword model is fit on a keyword run, got {run.mode!r}")
+    features = [f for f in artifact.features if f not in KEYWORD_UNREAD]
+    fitted, _ = fit_from_run(
+        run,
+        alpha=alpha,
+        fit_fraction=fit_fraction,
+        features=features,
+        near_miss_negatives=near_miss_negatives,
+    )
+    assert fitted.similarity_threshold is not None  # fit_from_run always fits one
+    part = KeywordFit(
+        features=fitted.features,
+        coefficients=fitted.coefficients,
+        intercept=fitted.intercept,
+        similarity_threshold=fitted.similarity_threshold,
+        # The probes re-certify on hybrid searches: the in-scope sample is not kept.
+        conformal=fitted.conformal.model_copy(update={"in_scope": None}),
+    )
+    return CalibrationArtifact.model_validate(
+        {**artifact.model_dump(mode="json"), "version": "", "keyword": part.model_dump()}
     )

@@ -2,8 +2,9 @@
 
 A calibration artifact is fit for one embedder and one score metric. Dense and
 hybrid retrieval rank by the dense channel (cosine), so they use it; keyword-only
-retrieval ranks by BM25, which the artifact does not cover, so those queries
-use the weighted scorer and say so in the result's breakdown. Reranked queries
+retrieval ranks by BM25, so those queries use the artifact's keyword model (ADR
+029), or, with an artifact fit before it, the weighted scorer, and say so in the
+result's breakdown. Reranked queries
 rank by the cross-encoder's score; an artifact fit on cosines does not cover
 it either, so they too use the weighted scorer, with the reranker's own hit bar
 (``RAGSIFT_RERANKER_THRESHOLD``) instead of the cosine one.
@@ -185,6 +186,15 @@ class EngineSet:
             return self.calibration
         return artifact
 
+    def scored_with(
+        self, calibration: CalibrationArtifact | None, mode: SearchMode
+    ) -> CalibrationArtifact | None:
+        """The model a query of ``mode`` under ``calibration`` is scored with: its
+        keyword model for a keyword-only query (ADR 029; None without one)."""
+        if mode != "keyword" or calibration is None:
+            return calibration
+        return calibration.keyword_model()
+
     @property
     def calibration_version(self) -> str:
         """Version of the calibration in use ("none" for uncalibrated scorers)."""
@@ -243,10 +253,14 @@ class EngineSet:
         key = (version, selection, keyword, reranked)
         engine = self._engines.get(key)
         if engine is None:
+            # Keyword-only queries have a model of their own where the artifact fits one
+            # (ADR 029); re-ranked ones have none (their primary score is the reranker's).
+            if keyword and not reranked and artifact is not None:
+                artifact = artifact.keyword_model()
             config = dataclasses.replace(self._config_for(artifact), selection=selection)
             if reranked:
                 config = dataclasses.replace(config, similarity_threshold=self.rerank_threshold)
-            if (keyword or reranked) and config.scorer == "calibrated":
+            if (artifact is None or reranked) and config.scorer == "calibrated":
                 config = dataclasses.replace(config, scorer="weighted")
             used = artifact if config.scorer == "calibrated" else None
             engine = ConfidenceEngine(config, calibration=used)

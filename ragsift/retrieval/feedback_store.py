@@ -51,6 +51,8 @@ class ScoredRecord(BaseModel):
     answered: bool | None = None
     #: Whether the query was searched dense-only (ADR 028); False in older records.
     dense_only: bool = False
+    #: Whether it was scored by the keyword model (ADR 029); False in older records.
+    keyword: bool = False
 
 
 class StoredLabel(BaseModel):

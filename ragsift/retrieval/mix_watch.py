@@ -27,6 +27,7 @@ from ragsift.confidence.near_miss import NearMissTable, served_bar
 from ragsift.confidence.policy import AnswerPolicy, PriorShift
 from ragsift.confidence.scorers import CalibratedScorer
 from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.results import searched_keyword
 from ragsift.schemas import Advice, QueryEvent, RetrievalResult
 
 __all__ = [
@@ -170,6 +171,7 @@ def observe_reused(
             or result.outcome != "ok"
             or breakdown.scorer != "calibrated"
             or breakdown.calibration_version != calibration.version
+            or searched_keyword(result)  # the keyword model's, not the hybrid one's (ADR 029)
         ):
             continue
         groups.setdefault(calibration.version, (calibration, []))[1].append((query, result))

@@ -734,16 +734,21 @@ class RetrievalPipeline:
     def _mix_policy(
         self, policy: AnswerPolicy, assessment: Assessment, p: Pending
     ) -> tuple[AnswerPolicy, MixBar | None]:
-        """``policy`` with the bar of the query's scope at its mix (ragsift/confidence/mix.py)."""
+        """``policy`` with the bar of the query's scope at its mix (ragsift/confidence/mix.py).
+
+        A keyword-only query is read at its scope's mix with its own model's tables but
+        never counted in it: the scope's histogram holds the hybrid model's confidences
+        (ADR 029)."""
+        keyword = p.query.mode == "keyword"
         return mix_policy(
             policy,
             assessment,
             p.query,
-            self._calibration_of(p),
+            self.engines.scored_with(self._calibration_of(p), p.query.mode),
             mode=self.settings.confidence.unanswerable_share,
             monitor=self.mix,
             metrics=self.metrics,
-            counted=p.retry,
+            counted=p.retry or keyword,
             near_miss=self.settings.confidence.near_miss == "auto",
         )
 

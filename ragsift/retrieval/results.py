@@ -34,6 +34,7 @@ __all__ = [
     "result_id",
     "scored_result",
     "searched_dense_only",
+    "searched_keyword",
     "uncertified_advice",
 ]
 
@@ -156,6 +157,13 @@ def searched_dense_only(result: RetrievalResult) -> bool:
     that its calibration imputed their agreement as fit for those (ADR 028)."""
     won = result.corrective.won if result.corrective is not None else "first"
     return result.mode == "dense" and won != "keyword"
+
+
+def searched_keyword(result: RetrievalResult) -> bool:
+    """Whether ``result``'s hits came from a keyword-only search (its own or a corrective
+    retry's), so that it was scored with the calibration's keyword model (ADR 029)."""
+    won = result.corrective.won if result.corrective is not None else "first"
+    return result.mode == "keyword" or won == "keyword"
 
 
 def collections_of(query: QueryEvent) -> list[str]:

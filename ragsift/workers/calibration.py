@@ -37,7 +37,7 @@ from ragsift.confidence.registry import CalibrationRegistry, CalibrationScope
 from ragsift.errors import InvalidEventError
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.feedback_store import FeedbackStore, ScoredRecord, StoredLabel
-from ragsift.retrieval.results import searched_dense_only
+from ragsift.retrieval.results import searched_dense_only, searched_keyword
 from ragsift.schemas import FeedbackEvent, RetrievalResult
 from ragsift.settings import FeedbackSettings
 from ragsift.workers.base import Outcome
@@ -73,6 +73,7 @@ def record_of(result: RetrievalResult) -> ScoredRecord:
         signals=dict(result.breakdown.signals),
         answered=result.answerable,
         dense_only=searched_dense_only(result),
+        keyword=searched_keyword(result),
     )
 
 
@@ -171,7 +172,10 @@ class FeedbackLoop:
         """Re-fit ``scope`` if it has enough labels, they changed, and the interval passed."""
         # Reported labels are chosen by their outcome: on them a re-fit would read the
         # users' reporting habit as the scope's risk (ADR 023). They are kept, not used.
-        labels = [s for s in self.store.labels(scope) if s.sampled][-self.settings.window :]
+        # Labels of keyword-only results judge the keyword model (ADR 029), which a
+        # re-fit of the scope's hybrid model does not re-map: they are kept, not used.
+        usable = [s for s in self.store.labels(scope) if s.sampled and not s.record.keyword]
+        labels = usable[-self.settings.window :]
         if len(labels) < self.settings.min_labels:
             return None
         digest = _digest(labels)

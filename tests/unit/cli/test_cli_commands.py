@@ -139,7 +139,6 @@ def test_submit_names_each_rejected_line_and_exits_2_without_a_broker(
         ["api", "--metrics-port", "70000"],
         ["eval", "--dataset", "squad2", "--k", "0"],  # was "limit must be > 0" in a traceback
         ["eval", "--dataset", "squad2", "--mode", "sparse"],
-        ["eval", "--dataset", "squad2", "--mode", "keyword"],  # not calibrated: a traceback
         ["calibrate", "--dataset", "squad2", "--k", "51", "--out", "x.json"],
     ],
     ids=lambda args: " ".join(args[:1] + args[-2:]),

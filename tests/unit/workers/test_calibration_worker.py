@@ -279,6 +279,30 @@ def test_a_dense_only_result_is_remembered_as_one_unless_a_keyword_retry_won() -
     assert not record_of(dense.model_copy(update={"corrective": won})).dense_only
 
 
+def test_keyword_labels_are_kept_and_counted_but_never_re_fit_the_hybrid_model(
+    loop: FeedbackLoop,
+) -> None:
+    """ADR 029: a keyword-only result was scored by the artifact's keyword model; its
+    label says nothing about the hybrid model a re-fit re-maps. The 200 labels that
+    re-fit the tenant above, on keyword results, are held and re-fit nothing."""
+    from ragsift.schemas import CorrectiveInfo
+    from ragsift.workers.calibration import record_of
+
+    labelled = [(r.model_copy(update={"mode": "keyword"}), y) for r, y in traffic(200)]
+    assert all(record_of(r).keyword for r, _ in labelled)
+    loop.remember([r for r, _ in labelled])
+    versions = [loop.apply(feedback(r.query_id, y)) for r, y in labelled]
+    assert versions == [None] * 200
+    assert loop.registry.resolve("acme", "docs").version == loop.registry.default.version
+    assert count(loop, "labelled") == 200
+    # A hybrid query whose keyword retry won was scored by the keyword model too.
+    won = CorrectiveInfo(
+        trigger="low_confidence", tried=["keyword"], won="keyword", first_confidence=0.1, reason="t"
+    )
+    assert record_of(result("q", 0.7).model_copy(update={"corrective": won})).keyword
+    assert not record_of(result("q", 0.7)).keyword
+
+
 def test_a_refit_that_certifies_nothing_is_counted_and_warned(
     loop: FeedbackLoop, caplog: pytest.LogCaptureFixture
 ) -> None:
