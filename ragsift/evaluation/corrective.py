@@ -18,7 +18,7 @@ import numpy.typing as npt
 from ragsift.confidence import CalibrationArtifact
 from ragsift.errors import ConfigurationError
 from ragsift.retrieval.bm25 import Bm25Encoder
-from ragsift.retrieval.corrective import Corrector, Retry, Scored
+from ragsift.retrieval.corrective import Corrector, Retry, Scored, scored_by
 from ragsift.retrieval.engines import EngineSet
 from ragsift.retrieval.hit_scores import hit_scores, prefetch_limit
 from ragsift.retrieval.index import SearchHit, SearchRequest, VectorIndex
@@ -88,7 +88,8 @@ class EvalCorrection:
             ]
         )
         return [
-            Scored(float(a.confidence), a.answerability.is_answerable, a.scorer) for a in assessed
+            Scored(float(a.confidence), a.answerability.is_answerable, scored_by(a.scorer, mode))
+            for a in assessed
         ]
 
     async def apply(

@@ -18,9 +18,12 @@ The rules, shared by the pipeline (both runtimes) and ``ragsift eval``:
 * **Winner.** The retry is kept only when its *own* confidence clears its own
   answer threshold (``answerable``) and ``win_confidence`` when set, and is
   higher than the first try's, and both
-  were scored by the same scorer (a keyword retry is scored by the weighted
-  scorer, not the calibrated one: its number is not comparable, so it never
-  wins under the calibrated scorer). Otherwise the first try's result, hits and
+  were scored by the same model. Under the calibrated scorer a keyword retry never
+  wins (``not_comparable``): it is scored by the artifact's keyword model (ADR 029;
+  by the weighted rule with an artifact fit before it), and keeping the higher of
+  two models' probabilities is a selection neither certificate covers and
+  ``ragsift eval`` does not replay (it scores the winner's hits in the run's
+  mode). Otherwise the first try's result, hits and
   confidence stand unchanged, so a retry can only turn a refusal into an answer
   (or a weaker answer into a stronger one); docs/corrective.md measures what
   that does to the risk the conformal threshold certified.
@@ -44,12 +47,14 @@ from ragsift.schemas import (
 from ragsift.settings import CorrectiveSettings
 
 __all__ = [
+    "KEYWORD_MODEL",
     "MAX_TERM_CHARS",
     "Corrector",
     "Retry",
     "Scored",
     "channels_disagree",
     "expansion_terms",
+    "scored_by",
 ]
 
 
@@ -58,9 +63,21 @@ __all__ = [
 MAX_TERM_CHARS = 32
 
 
+#: What :func:`scored_by` calls the calibration's keyword model (ADR 029).
+KEYWORD_MODEL = "calibrated:keyword"
+
+
+def scored_by(scorer: str, mode: SearchMode) -> str:
+    """The model that scored a path: its scorer, told apart for a keyword-only search
+    scored by the calibration's keyword model (ADR 029), whose probabilities the winner
+    rule does not compare with the hybrid model's (module docstring)."""
+    return KEYWORD_MODEL if scorer == "calibrated" and mode == "keyword" else scorer
+
+
 @dataclass(frozen=True, slots=True)
 class Scored:
-    """What the winner rule reads of one path: its confidence, answerability and scorer."""
+    """What the winner rule reads of one path: its confidence, answerability and the
+    model that scored it (:func:`scored_by`)."""
 
     confidence: float
     answerable: bool
@@ -69,7 +86,8 @@ class Scored:
     @classmethod
     def of(cls, result: RetrievalResult) -> Scored:
         """The path a scored result took."""
-        return cls(result.confidence, result.answerable, result.breakdown.scorer)
+        scorer = scored_by(result.breakdown.scorer, result.mode)
+        return cls(result.confidence, result.answerable, scorer)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from ragsift.retrieval.mix_watch import MIX_ADVICE_CODE
 from ragsift.retrieval.pipeline import PipelineOutput, RetrievalPipeline
 from ragsift.retrieval.results import searched_dense_only, searched_keyword
 from ragsift.schemas import QueryEvent, RetrievalResult
-from ragsift.settings import CacheSettings, ConfidenceSettings, Settings
+from ragsift.settings import CacheSettings, ConfidenceSettings, CorrectiveSettings, Settings
 from ragsift.wiring import build_pipeline
 from tests.unit.confidence.test_scoped_calibration_pipeline import EMBEDDER
 from tests.unit.retrieval.test_mix_pipeline import _artifact, index
@@ -50,7 +50,9 @@ def _with_keyword(base: CalibrationArtifact) -> CalibrationArtifact:
     )
 
 
-def _pipeline(tmp_path: Path, index: EdgeIndex, *, cache: bool = False) -> RetrievalPipeline:
+def _pipeline(
+    tmp_path: Path, index: EdgeIndex, *, cache: bool = False, retry: bool = False
+) -> RetrievalPipeline:
     artifact = _with_keyword(_artifact(0.4))
     settings = Settings(
         data_dir=tmp_path,
@@ -59,6 +61,11 @@ def _pipeline(tmp_path: Path, index: EdgeIndex, *, cache: bool = False) -> Retri
             unanswerable_share="auto",
         ),
         cache=CacheSettings(enabled=cache),
+        # Every hybrid query (0.599) is retried keyword-only, and its retry (0.881)
+        # would win on confidence alone.
+        corrective=CorrectiveSettings(
+            enabled=retry, strategy="keyword", trigger_confidence=0.99, win_confidence=0.0
+        ),
     )
     return build_pipeline(settings, index=index, embedder=EMBEDDER, metrics=Metrics())
 
@@ -132,3 +139,18 @@ async def test_a_cached_keyword_result_is_not_counted_in_the_mix_again(
     assert all(r.answerable and r.breakdown.scorer == "calibrated" for r in served)
     assert pipe.mix is not None
     assert pipe.mix.export() == []
+
+
+async def test_a_keyword_retry_never_wins_against_the_hybrid_model(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    """Two models' probabilities: keeping the higher is a selection neither certificate
+    covers, and eval cannot replay it (ragsift/retrieval/corrective.py)."""
+    pipe = _pipeline(tmp_path, index, retry=True)
+    results = await _ask(pipe, 4, "hybrid", "h")
+    for r in results:
+        assert r.corrective is not None
+        assert (r.corrective.won, r.corrective.reason) == ("first", "not_comparable")
+        assert r.corrective.retry_confidence == pytest.approx(KEYWORD_CONFIDENCE, abs=1e-4)
+        assert r.confidence < KEYWORD_CONFIDENCE
+        assert not searched_keyword(r)
