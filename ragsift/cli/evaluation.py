@@ -178,6 +178,7 @@ def evaluate(
     from ragsift.cli.probing import eval_probes, probe_certified, with_probe_rows
     from ragsift.confidence import ConfidenceError, load_calibration
     from ragsift.evaluation import evaluate_scorers, fit_from_run
+    from ragsift.evaluation.mix import hybrid_reads
     from ragsift.evaluation.scoring import KEYWORD_UNREAD
 
     if feedback_from not in ("all", "answered"):
@@ -237,8 +238,10 @@ def evaluate(
     reads = _reads(features)
     probes, probes_source = eval_probes(probes_source, artifact, ds.queries)
     correction = _eval_correction(settings, artifact)
-    # The service probes a collection with hybrid searches, whatever its queries' mode.
-    modes = (mode,) if mode == "hybrid" or not probes else (mode, "hybrid")
+    # The service probes a collection with hybrid searches, whatever its queries' mode;
+    # a keyword query is held to the mix its scope's hybrid traffic shows (ADR 029).
+    hybrid_too = probes or (mode == "keyword" and artifact is not None)
+    modes = (mode,) if mode == "hybrid" or not hybrid_too else (mode, "hybrid")
     runs = _retrieval_runs(with_probe_rows(ds, probes), k, modes, reads, correction)
     run, probe_run = runs[mode], runs["hybrid" if probes else mode]
     if artifact is None:
@@ -286,11 +289,14 @@ def evaluate(
         )
         how += f", re-fit on {feedback} feedback labels ({artifact.version})"
     keyword = artifact.keyword_model() if mode == "keyword" else None
+    watched = None
     if keyword is not None:
         # Served as the pipeline serves a keyword-only query: the artifact's keyword
-        # model, with the collection's alignment (the probes' re-map is the hybrid one's).
+        # model, with the collection's alignment (the probes' re-map is the hybrid one's),
+        # at the mix the same questions show searched hybrid.
+        watched = (artifact, hybrid_reads(runs["hybrid"], artifact, evaluated))
         artifact = keyword
-    result = evaluate_scorers(run, artifact, evaluated, **served)
+    result = evaluate_scorers(run, artifact, evaluated, **served, watched=watched)
     if per_query is not None:
         with per_query.open("w", encoding="utf-8") as handle:
             for row in result.per_query(run):

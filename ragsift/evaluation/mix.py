@@ -11,7 +11,10 @@ only as far as the lower bound of its share allows), and raised where near
 misses show (ADR 021). Where the out-of-scope mix moved its bar, its confidence
 is the one the service reports, at the share that moved it (ADR 016).
 A dense-only run's scope reads each question as the hybrid model would score it
-(:func:`~ragsift.retrieval.mix_watch.monitored_confidence`, ADR 028).
+(:func:`~ragsift.retrieval.mix_watch.monitored_confidence`, ADR 028). A keyword-only
+run's questions are never counted in their scope (ADR 029): its mix is read from the
+same questions searched hybrid, as the scope's hybrid traffic sets it, and each is held
+to the bar the keyword model's own tables certify at that mix.
 No label is read.
 """
 
@@ -30,7 +33,7 @@ from ragsift.confidence.near_miss import served_bar
 from ragsift.confidence.scorers import CalibratedScorer, ScoringInputs
 from ragsift.retrieval.mix_watch import moved_by, reported_prior
 
-__all__ = ["ServedMix", "as_served", "monitored"]
+__all__ = ["ServedMix", "as_served", "hybrid_reads", "monitored"]
 
 #: Seed of the arrival order of the evaluated questions.
 ARRIVAL_SEED = 0
@@ -92,6 +95,7 @@ def as_served(
     near_miss: bool = True,
     seed: int = ARRIVAL_SEED,
     observed: npt.NDArray[np.float64] | None = None,
+    watched: CalibrationArtifact | None = None,
 ) -> ServedMix:
     """Each question's answer under its scope's mix bar on arrival (see module doc).
 
@@ -103,12 +107,17 @@ def as_served(
         near_miss: read near misses too (``RAGSIFT_CONFIDENCE_NEAR_MISS=auto``).
         seed: the arrival order's seed.
         observed: the confidence the scope's mix reads per question, where it is not
-            ``confidence`` (dense-only questions, ADR 028).
+            ``confidence`` (dense-only questions, ADR 028; keyword-only ones, ADR 029).
+        watched: the calibration whose tables read ``observed``, where it is not
+            ``artifact`` (keyword-only questions: the hybrid model's, ADR 029).
     """
     certified = artifact.conformal
     base = certified.threshold if certified.feasible else 1.0
     table = certified.mix
     near = certified.near_miss if near_miss else None
+    watch = artifact if watched is None else watched
+    read_table = watch.conformal.mix
+    read_near = watch.conformal.near_miss if near_miss else None
     bars = np.full(confidence.shape, base)
     reported = np.array(confidence, dtype=np.float64, copy=True)
     estimate: MixReading | None = None
@@ -117,8 +126,10 @@ def as_served(
     if table is not None and mode != "off":
         monitor = MixMonitor()
         for i in np.random.default_rng(seed).permutation(confidence.size):
-            if mode == "auto":
-                estimate = monitor.observe("eval", "eval", artifact.version, table, seen[i], near)
+            if mode == "auto" and read_table is not None:
+                estimate = monitor.observe(
+                    "eval", "eval", watch.version, read_table, seen[i], read_near
+                )
             bar, mixed = served_bar(base, table, near, mode, estimate)
             bars[i] = bar
             if mixed != base:  # reported as the service reports it
@@ -152,3 +163,18 @@ def monitored(
     none = np.zeros(assessed.confidence.shape)
     inputs = ScoringInputs(assessed.signals, none, assessed.selection.kept_count, none)
     return CalibratedScorer(artifact).score(inputs)
+
+
+def hybrid_reads(
+    run: Any, artifact: CalibrationArtifact, evaluated: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.float64]:
+    """What a scope's mix reads of ``run``'s ``evaluated`` questions (a hybrid run):
+    their hybrid confidences under ``artifact``, for keyword-only questions, which the
+    scope never counts (ADR 029)."""
+    from ragsift.confidence import ConfidenceEngine
+    from ragsift.evaluation.scoring import hit_batch, served_config
+
+    if run.mode != "hybrid":
+        raise ValueError(f"a scope's mix is read from hybrid searches, got {run.mode!r}")
+    engine = ConfidenceEngine(served_config(artifact), calibration=artifact)
+    return engine.assess_batch(hit_batch(run, evaluated)).confidence

@@ -244,6 +244,7 @@ def evaluate_scorers(
     near_miss_negatives: bool = False,
     unanswerable_share: UnanswerableShare = "auto",
     near_miss: bool = True,
+    watched: tuple[CalibrationArtifact, FloatArray] | None = None,
 ) -> Evaluation:
     """The calibrated scorer and the seed rules A–E on the ``evaluated`` queries.
 
@@ -252,6 +253,9 @@ def evaluate_scorers(
     ``calibrated`` row answers as the service would at ``unanswerable_share``
     (:func:`~ragsift.evaluation.mix.as_served`), reading near misses with
     ``near_miss``; ``calibrated@certified`` at the certified threshold alone.
+    ``watched``: the calibration and confidences the scope's mix reads the questions
+    at, where not ``artifact``'s (a keyword-only run: the same questions' hybrid
+    confidences, :func:`~ragsift.evaluation.mix.hybrid_reads`, ADR 029).
     """
     batch = hit_batch(run, evaluated)
     kinds = np.array([q.kind for q in run.queries])[evaluated]
@@ -280,7 +284,8 @@ def evaluate_scorers(
         artifact,
         unanswerable_share,
         near_miss=near_miss,
-        observed=monitored(artifact, cal, run.mode == "dense"),
+        observed=monitored(artifact, cal, run.mode == "dense") if watched is None else watched[1],
+        watched=None if watched is None else watched[0],
     )
     rows: list[tuple[str, str, FloatArray, BoolArray]] = [
         (

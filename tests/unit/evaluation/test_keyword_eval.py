@@ -59,6 +59,11 @@ def test_eval_measures_keyword_queries_with_the_keyword_model(
     bar = load_calibration(out).keyword.conformal.threshold  # type: ignore[union-attr]
     assert f"conformal answer threshold {bar:.2f}" in rule
     assert runs["keyword"]["scorers"] != runs["hybrid"]["scorers"]
+    # Keyword queries are never counted in their scope's mix: it is read from the same
+    # questions searched hybrid, as the scope's hybrid traffic sets it in the service.
+    keyword_mix, hybrid_mix = runs["keyword"]["mix"], runs["hybrid"]["mix"]
+    assert keyword_mix["estimated_share"] == hybrid_mix["estimated_share"]
+    assert keyword_mix["estimated_share"] is not None
 
 
 def test_eval_refuses_keyword_mode_where_there_is_nothing_to_measure(
