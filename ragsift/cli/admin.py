@@ -81,7 +81,7 @@ def _applied_confidence(settings: Settings) -> dict[str, Any]:
     threshold: Any = base.similarity_threshold
     if base.similarity_threshold != settings.confidence.similarity_threshold:
         threshold = {"value": threshold, "from": source}
-    return {
+    applied: dict[str, Any] = {
         "similarity_threshold": threshold,
         "min_documents": {"value": base.min_documents, "from": "calibrated scorer"},
         "answer_threshold": {
@@ -90,6 +90,14 @@ def _applied_confidence(settings: Settings) -> dict[str, Any]:
         },
         "calibration_version": calibration.version,
     }
+    keyword = engines.engine("threshold", "keyword")
+    if keyword.scorer.name == "calibrated":  # the artifact's keyword model (ADR 029)
+        applied["keyword_only"] = {
+            "similarity_threshold": keyword.config.similarity_threshold,
+            "answer_threshold": keyword.answer_threshold,
+            "from": f"{source}, its keyword model",
+        }
+    return applied
 
 
 def show_settings() -> None:

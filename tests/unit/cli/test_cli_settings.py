@@ -37,6 +37,13 @@ def test_the_calibrations_hit_threshold_is_shown_as_applied_and_marked() -> None
     assert shown["answer_threshold"]["value"] == artifact.conformal.threshold
     assert shown["answer_threshold"]["from"].startswith(f"calibration {artifact.version}")
     assert shown["calibration_version"] == artifact.version
+    # Keyword-only queries are judged by the artifact's keyword model (ADR 029).
+    assert artifact.keyword is not None
+    assert shown["keyword_only"] == {
+        "similarity_threshold": artifact.keyword.similarity_threshold,
+        "answer_threshold": artifact.keyword.conformal.threshold,
+        "from": f"calibration {artifact.version} ({artifact.embedder_id}), its keyword model",
+    }
 
 
 def test_a_threshold_the_operator_set_is_shown_plain() -> None:
@@ -50,6 +57,7 @@ def test_an_uncalibrated_scorer_shows_the_seed_rules() -> None:
     assert shown["min_documents"] == 2
     assert shown["answer_threshold"] == shown["low_threshold"]
     assert "calibration_version" not in shown
+    assert "keyword_only" not in shown
 
 
 def test_secrets_stay_masked() -> None:
