@@ -23,7 +23,7 @@ from ragsift.confidence.alignment import ProbeLevels, ScoreAlignment, aligned_pa
 from ragsift.confidence.conformal_spec import ConformalSpec
 from ragsift.confidence.dense_only import DenseOnlyFit
 from ragsift.confidence.errors import CalibrationMismatchError, ConfidenceError
-from ragsift.confidence.features import SCORE_MONOTONE_FEATURES, validate_features
+from ragsift.confidence.features import check_model
 from ragsift.confidence.fit_groups import MAX_FIT_GROUPS
 from ragsift.confidence.keyword import KeywordFit
 from ragsift.confidence.missing_answers import MissingAnswerEstimate
@@ -162,18 +162,7 @@ class CalibrationArtifact(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> CalibrationArtifact:
-        try:
-            validate_features(self.features)
-        except ConfidenceError as exc:
-            raise ValueError(str(exc)) from exc
-        if len(self.coefficients) != len(self.features):
-            raise ValueError(
-                f"coefficients must match features: {len(self.coefficients)} vs "
-                f"{len(self.features)}"
-            )
-        for name, coef in zip(self.features, self.coefficients, strict=True):
-            if name in SCORE_MONOTONE_FEATURES and coef < 0:
-                raise ValueError(f"coefficient of {name!r} must be >= 0 (monotone), got {coef}")
+        check_model(self.features, self.coefficients)
         if not self.version:
             object.__setattr__(self, "version", self.content_hash())
         return self

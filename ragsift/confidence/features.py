@@ -43,6 +43,7 @@ __all__ = [
     "READER_FEATURES",
     "SCORE_MONOTONE_FEATURES",
     "SWITCHED_FEATURES",
+    "check_model",
     "feature_matrix",
     "validate_features",
 ]
@@ -113,6 +114,26 @@ def validate_features(features: Sequence[str]) -> tuple[str, ...]:
     if len(set(feats)) != len(feats):
         raise ConfidenceError(f"features must not repeat, got {list(feats)}")
     return feats
+
+
+def check_model(features: Sequence[str], coefficients: Sequence[float]) -> None:
+    """Check a logistic model's features and coefficients as a model validator does.
+
+    Raises:
+        ValueError: an unknown, repeated or missing feature, one coefficient per feature
+            not given, or a score-monotone feature's coefficient below 0.
+    """
+    try:
+        validate_features(features)
+    except ConfidenceError as exc:
+        raise ValueError(str(exc)) from exc
+    if len(coefficients) != len(features):
+        raise ValueError(
+            f"coefficients must match features: {len(coefficients)} vs {len(features)}"
+        )
+    for name, coef in zip(features, coefficients, strict=True):
+        if name in SCORE_MONOTONE_FEATURES and coef < 0:
+            raise ValueError(f"coefficient of {name!r} must be >= 0 (monotone), got {coef}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,8 +24,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragsift.confidence.conformal_spec import ConformalSpec
-from ragsift.confidence.errors import ConfidenceError
-from ragsift.confidence.features import SCORE_MONOTONE_FEATURES, validate_features
+from ragsift.confidence.features import check_model
 
 __all__ = ["KeywordFit"]
 
@@ -44,18 +43,7 @@ class KeywordFit(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> KeywordFit:
-        try:
-            validate_features(self.features)
-        except ConfidenceError as exc:
-            raise ValueError(str(exc)) from exc
-        if len(self.coefficients) != len(self.features):
-            raise ValueError(
-                f"coefficients must match features: {len(self.coefficients)} vs "
-                f"{len(self.features)}"
-            )
-        for name, coef in zip(self.features, self.coefficients, strict=True):
-            if name in SCORE_MONOTONE_FEATURES and coef < 0:
-                raise ValueError(f"coefficient of {name!r} must be >= 0 (monotone), got {coef}")
+        check_model(self.features, self.coefficients)
         if self.conformal.in_scope is not None:
             raise ValueError("the keyword part holds no in-scope sample (probes search hybrid)")
         return self
