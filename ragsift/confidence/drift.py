@@ -161,6 +161,14 @@ class DriftMonitor:
         self._scopes: dict[tuple[str, str], _Scope] = {}
         self._lock = threading.Lock()
 
+    def state(self, tenant: str, collection: str, version: str) -> DriftReading:
+        """A scope's state without adding a query (for one whose top score is on another
+        scale): shifted or not, never tripped here, no PSI."""
+        with self._lock:
+            scope = self._scopes.get((tenant, collection))
+            shifted = scope is not None and scope.version == version and scope.shifted
+        return DriftReading(None, shifted, False)
+
     def observe(self, tenant: str, collection: str, version: str, top_score: float) -> DriftReading:
         """Add one query's top-hit score to its scope; return the scope's state."""
         key = (tenant, collection)

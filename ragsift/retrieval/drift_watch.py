@@ -3,13 +3,15 @@
 A result of a shifted scope gets ``calibration_shift = True``; the result that
 trips the alarm also brings a ``RAG_CALIBRATION_SHIFT`` evidence event (once per
 trip). The scope's PSI is exported as ``ragsift_calibration_drift_psi``.
+Keyword-only results (ADR 029) carry their scope's flag but are not counted in
+it: their top score is BM25's.
 """
 
 from __future__ import annotations
 
 from ragsift.confidence.drift import DriftMonitor
 from ragsift.observability.metrics import Metrics
-from ragsift.retrieval.results import evidence_about
+from ragsift.retrieval.results import evidence_about, searched_keyword
 from ragsift.schemas import EvidenceEvent, EvidenceType, RetrievalResult
 
 __all__ = ["watch_drift"]
@@ -21,7 +23,13 @@ def watch_drift(
     """The result (flagged if its scope has shifted) and the trip's evidence, if it tripped."""
     version = result.breakdown.calibration_version or "none"
     top = result.breakdown.signals.get("top_score", 0.0)
-    reading = monitor.observe(result.tenant_id, result.collection, version, top)
+    if searched_keyword(result):
+        # A keyword search's top score is BM25's, on another scale than the cosines the
+        # scope's sketch holds: counted, a change in the share of keyword queries would
+        # read as drift (ADR 029). It carries the scope's flag all the same.
+        reading = monitor.state(result.tenant_id, result.collection, version)
+    else:
+        reading = monitor.observe(result.tenant_id, result.collection, version, top)
     tenant, collection = metrics.tenant(result.tenant_id), metrics.collection(result.collection)
     if reading.psi is not None:
         metrics.drift_psi.labels(tenant, collection).set(reading.psi)
