@@ -150,7 +150,7 @@ def calibrate(
         print_error("give --out FILE (or --collection to self-calibrate)")
         raise typer.Exit(2)
     from ragsift.cli.probing import level_probes, split_probe_rows, with_probe_rows
-    from ragsift.confidence import save_calibration
+    from ragsift.confidence import ConfidenceError, save_calibration
     from ragsift.evaluation import fit_from_run
     from ragsift.evaluation.probes import with_levels
     from ragsift.evaluation.scoring import FIT_FRACTION, with_dense_only, with_keyword
@@ -169,22 +169,26 @@ def calibrate(
     dense_run, _ = split_probe_rows(runs["dense"], len(bank))
     keyword_run, _ = split_probe_rows(runs["keyword"], len(bank))
     fit_fraction = 1.0 if half else FIT_FRACTION
-    # the holes are on-topic questions the corpus cannot answer: fit as unanswered
-    artifact, fit = fit_from_run(
-        run,
-        alpha=alpha,
-        fit_fraction=fit_fraction,
-        features=features,
-        near_miss_negatives=holes > 0,
-    )
-    artifact = with_dense_only(artifact, dense_run, fit, near_miss_negatives=holes > 0)
-    artifact = with_keyword(
-        artifact,
-        keyword_run,
-        alpha=alpha,
-        fit_fraction=fit_fraction,
-        near_miss_negatives=holes > 0,
-    )
+    try:
+        # the holes are on-topic questions the corpus cannot answer: fit as unanswered
+        artifact, fit = fit_from_run(
+            run,
+            alpha=alpha,
+            fit_fraction=fit_fraction,
+            features=features,
+            near_miss_negatives=holes > 0,
+        )
+        artifact = with_dense_only(artifact, dense_run, fit, near_miss_negatives=holes > 0)
+        artifact = with_keyword(
+            artifact,
+            keyword_run,
+            alpha=alpha,
+            fit_fraction=fit_fraction,
+            near_miss_negatives=holes > 0,
+        )
+    except ConfidenceError as exc:  # too few questions, one kind only: the data's fault
+        print_error(f"cannot fit on {run.dataset.name}: {exc}")
+        raise typer.Exit(2) from exc
     if bank:
         # Where off-topic questions score on this corpus: the zero every collection's
         # scores are aligned to when it is probed (ADR 024).

@@ -84,3 +84,19 @@ def test_eval_refuses_keyword_mode_where_there_is_nothing_to_measure(
     got = CliRunner().invoke(app, ["eval", *args, "--artifact", str(out), "--feedback", "50"])
     assert got.exit_code == 2
     assert "keyword-only labels never feed" in " ".join(got.output.split())
+
+
+def test_calibrate_on_too_few_questions_is_one_clear_error(tmp_path: Path) -> None:
+    """It was a ConfidenceError traceback from inside the fit."""
+    from tests.unit.evaluation.test_squad_eval import make_topics
+
+    labelled = write_squad(tmp_path / "dev.json", make_topics(2, 2, seed=3), answers=True)
+    outside = write_squad(tmp_path / "other.json", make_topics(1, 2, seed=4), answers=False)
+    data = ["--labelled", str(labelled), "--out-of-scope", str(outside)]
+    out = tmp_path / "cal.json"
+    got = CliRunner().invoke(app, ["calibrate", *data, "--out", str(out)])
+    assert got.exit_code == 2, got.output
+    assert "cannot fit on" in got.output
+    assert "need at least" in got.output
+    assert "Traceback" not in got.output
+    assert not out.exists()
