@@ -223,7 +223,9 @@ def build_assessment(
         advisory_flag=ADVISORY_FLAGS[advisory_code],
         advisory_only=confidence < cfg.advisory.advisory,
         disclaimer=disclaimer_for(status, confidence),
-        recommendations=recommendations_for(status, signals, cfg.levels.high),
+        recommendations=recommendations_for(
+            status, signals, cfg.levels.high, keyword_only=primary_metric == "bm25"
+        ),
         signals=signals,
         kept_indices=kept_indices,
         kept_scores=kept_scores,

@@ -79,12 +79,13 @@ def disclaimer_for(status: Status, confidence: float) -> Disclaimer:
 
 
 def recommendations_for(
-    status: Status, signals: Signals, high_threshold: float
+    status: Status, signals: Signals, high_threshold: float, *, keyword_only: bool = False
 ) -> tuple[Recommendation, ...]:
     """B5 recommendations for a result that is not high-confidence (none otherwise).
 
     * ``expand_query``: the best hit is below the high bar or fewer than two hits agree;
-    * ``exact_keyword_search``: BM25 and dense disagree, or no keyword search ran;
+    * ``exact_keyword_search``: BM25 and dense disagree, or no keyword search ran (never
+      for a ``keyword_only`` search: that is what it was);
     * ``multi_hop``: the hits miss some query entities, or entities were not checked.
     """
     if status == "high_confidence":
@@ -98,7 +99,7 @@ def recommendations_for(
             )
         )
     corr = signals.bm25_dense_correlation
-    if corr is None or corr < _AGREEMENT_MIN_CORRELATION:
+    if not keyword_only and (corr is None or corr < _AGREEMENT_MIN_CORRELATION):
         out.append(
             Recommendation(
                 "exact_keyword_search",

@@ -147,3 +147,16 @@ def test_a_keyword_part_with_an_in_scope_sample_is_refused() -> None:
     data["keyword"]["conformal"]["in_scope"] = {**sample, "n_out_of_scope": 3}
     with pytest.raises(ConfidenceError, match="keyword part holds no in-scope sample"):
         CalibrationArtifact.from_json(json.dumps(data))
+
+
+def test_a_weak_keyword_search_is_not_told_to_try_a_keyword_search() -> None:
+    engines = EngineSet(ConfidenceSettings(), EMBEDDER, calibration=artifact(PART))
+    weak = engines.engine("threshold", "keyword").assess(bm25_hits(9.0, 2.0))
+    codes = [r.code for r in weak.recommendations]
+    assert weak.status != "high_confidence"
+    assert "expand_query" in codes
+    assert "exact_keyword_search" not in codes
+    dense = engines.engine("threshold", "dense").assess(
+        HitScores(dense=np.array([0.4, 0.3]), doc_ids=["a", "b"])
+    )
+    assert "exact_keyword_search" in [r.code for r in dense.recommendations]
