@@ -178,6 +178,7 @@ def evaluate(
     from ragsift.cli.probing import eval_probes, probe_certified, with_probe_rows
     from ragsift.confidence import ConfidenceError, load_calibration
     from ragsift.evaluation import evaluate_scorers, fit_from_run
+    from ragsift.evaluation.keyword_probes import keyword_probed
     from ragsift.evaluation.mix import hybrid_reads
     from ragsift.evaluation.scoring import KEYWORD_UNREAD
 
@@ -277,6 +278,8 @@ def evaluate(
         evaluated[len(ds.queries) :] = False
         if probed["applied"]:
             how += f", re-certified on this corpus with {len(probes)} probes ({artifact.version})"
+        if probed["applied"] and mode == "keyword":  # the probes searched keyword-only too
+            artifact, probed["keyword"] = keyword_probed(run, artifact, probes)
     served: dict[str, Any] = {
         "near_miss_negatives": near_miss_negatives,
         "unanswerable_share": settings.confidence.unanswerable_share,

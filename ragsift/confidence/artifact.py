@@ -52,7 +52,7 @@ ARTIFACT_SCHEMA_VERSION: Final = 1
 """The artifact layout version this code reads and writes."""
 _DEFAULT_RESOURCE = "default.json"
 MAX_ARTIFACT_BYTES: Final = 8 * 1024 * 1024
-"""A shipped artifact is ~65 KB; past this a file is refused before it is parsed."""
+"""A shipped artifact is ~140 KB; past this a file is refused before it is parsed."""
 #: Conformal fields added after artifacts were first shipped: left out of the
 #: identity (and of the JSON) when unset, so older artifacts keep their version.
 _OPTIONAL_CONFORMAL = ("n_groups", "design_effect", "mix", "in_scope", "near_miss")
@@ -202,10 +202,10 @@ class CalibrationArtifact(BaseModel):
         """This artifact as keyword-only queries are scored with it (ADR 029), or None
         without a keyword part.
 
-        The keyword part's model, hit bar and conformal threshold, on the BM25 metric;
-        the embedder, version, provenance and the collection's score alignment stay
-        (a result names the artifact it was scored with). A collection's re-map is
-        of the hybrid model's probability and is left out.
+        The keyword part's model, hit bar, conformal threshold and (probed) re-map,
+        on the BM25 metric; the embedder, version, provenance and the collection's
+        score alignment stay (a result names the artifact it was scored with). The
+        artifact's own re-map is of the hybrid model's probability and is left out.
         """
         part = self.keyword
         if part is None:
@@ -218,7 +218,7 @@ class CalibrationArtifact(BaseModel):
                 "intercept": part.intercept,
                 "similarity_threshold": part.similarity_threshold,
                 "conformal": part.conformal,
-                "remap": None,
+                "remap": part.remap,
                 "probe_levels": None,
                 "dense_only": None,
                 "keyword": None,
@@ -272,7 +272,8 @@ class CalibrationArtifact(BaseModel):
         """
         if len(text) > MAX_ARTIFACT_BYTES:
             raise ConfidenceError(
-                f"invalid calibration artifact: over {MAX_ARTIFACT_BYTES:,} bytes (a fit is ~65 KB)"
+                f"invalid calibration artifact: over {MAX_ARTIFACT_BYTES:,} bytes"
+                " (a fit is ~140 KB)"
             )
         try:
             artifact = cls.model_validate_json(text)

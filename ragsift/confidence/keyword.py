@@ -14,9 +14,9 @@ own logistic model and its own certified answer threshold with the mix and
 near-miss tables that move it (ADR 013, ADR 021). It is served through
 :meth:`~ragsift.confidence.artifact.CalibrationArtifact.keyword_model`, a view of
 the artifact that keeps everything else (embedder, version, provenance, the
-collection's score alignment) and reads the keyword part's model. The part holds
-no in-scope sample: a collection's probes search hybrid and re-certify the hybrid
-model only; a probed collection's keyword queries keep the shipped keyword bar.
+collection's score alignment) and reads the keyword part's model. A collection's
+probes, searched keyword-only too, re-map and re-certify the part as they do the
+hybrid model (its ``remap`` and ``conformal``), on the part's own in-scope sample.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragsift.confidence.conformal_spec import ConformalSpec
 from ragsift.confidence.features import check_model
+from ragsift.confidence.probes import ProbeRemap
 
 __all__ = ["KeywordFit"]
 
@@ -40,12 +41,13 @@ class KeywordFit(BaseModel):
     #: The A1 hit bar on the normalized BM25 score, fit as the cosine one is.
     similarity_threshold: float = Field(ge=0.0, le=1.0)
     conformal: ConformalSpec
+    #: A collection's re-map of the keyword probability, from its probes searched
+    #: keyword-only (:func:`with_keyword_probes`); None: the model's probability.
+    remap: ProbeRemap | None = None
 
     @model_validator(mode="after")
     def _check(self) -> KeywordFit:
         check_model(self.features, self.coefficients)
-        if self.conformal.in_scope is not None:
-            raise ValueError("the keyword part holds no in-scope sample (probes search hybrid)")
         return self
 
     def describe(self) -> str:

@@ -299,6 +299,9 @@ async def probe_calibrate(
     ``align_scores`` None: as ``RAGSIFT_CONFIDENCE_ALIGNMENT`` says). The
     certificate is at ``alpha`` (``base``'s when None). The result's
     ``conformal.feasible`` is False when no threshold is certified on this collection.
+    Where it is, the probes are searched keyword-only too and re-certify ``base``'s
+    keyword model (ADR 029); where they certify none, it stays as shipped and the
+    provenance says why.
 
     Raises:
         InvalidEventError: the collection (or tenant) has fewer than MIN_CHUNKS chunks.
@@ -314,14 +317,8 @@ async def probe_calibrate(
     owners = sorted(counts)
     asker = with_bank_vectors(embedder)  # the bundled bank's vectors are embedded once
     await asker.keep([p.text for p in probes])
-    hits = await search_as_pipeline(
-        index,
-        asker,
-        collection,
-        [(owners[i % len(owners)], p.text, None) for i, p in enumerate(probes)],
-        k,
-        progress=progress,
-    )
+    owned = [(owners[i % len(owners)], p.text, None) for i, p in enumerate(probes)]
+    hits = await search_as_pipeline(index, asker, collection, owned, k, progress=progress)
     groups = [p.group for p in probes]
     aligned, confidence = aligned_on_probes(
         base,
@@ -330,7 +327,7 @@ async def probe_calibrate(
         queries=[p.text for p in probes],
         enabled=alignment_on() if align_scores is None else align_scores,
     )
-    return with_probes(
+    probed = with_probes(
         aligned,
         confidence,
         groups,
@@ -348,6 +345,21 @@ async def probe_calibrate(
             chunks=total,
         ),
     )
+    if not probed.conformal.feasible or probed.keyword is None:
+        return probed
+    # The same probes searched keyword-only re-certify the keyword model (ADR 029).
+    from ragsift.evaluation.keyword_probes import with_keyword_probes
+
+    found = await search_as_pipeline(index, asker, collection, owned, k, mode="keyword")
+    keyword, why = with_keyword_probes(probed, found, groups, queries=[p.text for p in probes])
+    if why is None:
+        return keyword
+    made = probed.provenance
+    assert made is not None  # set above
+    note = f"{made.method}; keyword-only queries keep the shipped keyword bar: {why}"
+    data = {**probed.model_dump(mode="json"), "version": ""}
+    data["provenance"] = {**made.model_dump(mode="json"), "method": note}
+    return CalibrationArtifact.model_validate(data)
 
 
 #: Group prefix of a probe appended to a labelled set (``ragsift eval --probes``).

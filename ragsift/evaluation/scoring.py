@@ -257,8 +257,8 @@ def with_keyword(
         coefficients=fitted.coefficients,
         intercept=fitted.intercept,
         similarity_threshold=fitted.similarity_threshold,
-        # The probes re-certify on hybrid searches: the in-scope sample is not kept.
-        conformal=fitted.conformal.model_copy(update={"in_scope": None}),
+        # with its in-scope sample: a collection's probes re-certify it as the hybrid one
+        conformal=fitted.conformal,
     )
     return CalibrationArtifact.model_validate(
         {**artifact.model_dump(mode="json"), "version": "", "keyword": part.model_dump()}

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Final
+from typing import Final, Literal
 
 import numpy as np
 
@@ -197,22 +197,29 @@ async def search_as_pipeline(
     k: int,
     *,
     progress: Callable[[str, int, int], None] | None = None,
+    mode: Literal["hybrid", "keyword"] = "hybrid",
 ) -> list[list[SearchHit]]:
-    """Hybrid top-k hits of (tenant, text, doc pool) queries, searched as the pipeline does.
+    """Hybrid (or keyword-only) top-k hits of (tenant, text, doc pool) queries, searched
+    as the pipeline does.
 
     A pool (doc ids) restricts the search to those documents; None: all of the tenant's.
-    ``progress("search", done, total)`` follows the batches.
+    ``progress("search", done, total)`` follows the batches. A keyword-only search
+    embeds nothing, as the pipeline does not.
     """
     out: list[list[SearchHit]] = []
     for start in range(0, len(items), _QUERY_BATCH):
         part = items[start : start + _QUERY_BATCH]
-        vectors = await embedder.embed([text for _, text, _ in part])
+        vectors: list[list[float] | None] = (
+            [None] * len(part)
+            if mode == "keyword"
+            else [v.tolist() for v in await embedder.embed([text for _, text, _ in part])]
+        )
         requests = [
             SearchRequest(
                 tenant_id=tenant,
                 query=text,
-                dense_vector=v.tolist(),
-                mode="hybrid",
+                dense_vector=v,
+                mode=mode,
                 limit=k,
                 prefetch_limit=prefetch_limit(k),
                 embedder_id=embedder.embedder_id,

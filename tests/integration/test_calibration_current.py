@@ -90,6 +90,7 @@ FITTED = (
     "keyword.conformal.mix.thresholds",
     "keyword.conformal.mix.answerable",
     "keyword.conformal.mix.unanswerable",
+    "keyword.conformal.in_scope.confidence",
     "keyword.conformal.near_miss.thresholds",
     "keyword.conformal.near_miss.answerable",
     "keyword.conformal.near_miss.near_miss",

@@ -130,6 +130,8 @@ def test_a_keyword_view_refuses_cosine_hits() -> None:
         {"conformal": "x"},
         {"extra": 1},
         {"intercept": {"deep": [[[[1]]]]}},
+        {"remap": {"x": [0.5, 0.1], "y": [0.0, 1.0]}},
+        {"remap": {"x": [0.1, 0.5], "y": [0.0, 2.0]}},
     ],
 )
 def test_a_hostile_keyword_part_is_one_clear_artifact_error(part: dict[str, object]) -> None:
@@ -139,14 +141,22 @@ def test_a_hostile_keyword_part_is_one_clear_artifact_error(part: dict[str, obje
         CalibrationArtifact.from_json(json.dumps(data))
 
 
-def test_a_keyword_part_with_an_in_scope_sample_is_refused() -> None:
-    """The sample re-certifies on a collection's probes, which search hybrid: a keyword
-    part holding one would claim a re-certification that never happens."""
-    data = json.loads(artifact(PART).to_json())
-    sample = {"confidence": [0.9, 0.2], "relevant": [True, False], "groups": [0, 1]}
-    data["keyword"]["conformal"]["in_scope"] = {**sample, "n_out_of_scope": 3}
-    with pytest.raises(ConfidenceError, match="keyword part holds no in-scope sample"):
-        CalibrationArtifact.from_json(json.dumps(data))
+def test_the_keyword_view_applies_the_parts_own_probe_remap_not_the_artifacts() -> None:
+    from ragsift.confidence.probes import ProbeRemap
+
+    lowered = ProbeRemap(x=(0.0, 1.0), y=(0.0, 0.5))
+    hybrid = ProbeRemap(x=(0.0, 1.0), y=(0.0, 0.9))
+    probed = artifact(PART.model_copy(update={"remap": lowered}), remap=hybrid)
+    view = probed.keyword_model()
+    assert view is not None
+    assert view.remap == lowered
+    assert artifact(PART, remap=hybrid).keyword_model().remap is None  # type: ignore[union-attr]
+    engines = EngineSet(ConfidenceSettings(), EMBEDDER, calibration=probed)
+    plain = EngineSet(ConfidenceSettings(), EMBEDDER, calibration=artifact(PART))
+    hits = bm25_hits(40.0, 25.0)
+    got = engines.engine("threshold", "keyword").assess(hits).confidence
+    was = plain.engine("threshold", "keyword").assess(hits).confidence
+    assert got == pytest.approx(min(was, 0.5 * was), abs=1e-6)
 
 
 def test_a_weak_keyword_search_is_not_told_to_try_a_keyword_search() -> None:

@@ -38,7 +38,7 @@ def test_calibrate_fits_a_keyword_model_on_the_bm25_scale(
     assert not KEYWORD_UNREAD.intersection(part.features)
     assert set(part.features) < set(artifact.features)
     assert part.conformal.n_calibration > 0
-    assert part.conformal.in_scope is None
+    assert part.conformal.in_scope is not None  # what a collection's probes re-certify on
     assert part.conformal.mix is not None  # the bar moves with the scope's mix
     assert "keyword-only queries (ADR 029): own model" in " ".join(stdout.split())
 
@@ -100,3 +100,19 @@ def test_calibrate_on_too_few_questions_is_one_clear_error(tmp_path: Path) -> No
     assert "need at least" in got.output
     assert "Traceback" not in got.output
     assert not out.exists()
+
+
+def test_eval_recertifies_the_keyword_model_on_the_probes_searched_keyword_only(
+    fitted: tuple[list[str], Path, str],
+) -> None:
+    data, out, _ = fitted
+    args = [*data, "--half", "2", "--artifact", str(out), "--probes", "bundled", "--json"]
+    got = CliRunner().invoke(app, ["eval", *args, "--mode", "keyword"])
+    assert got.exit_code == 0, got.output
+    probed = json.loads(got.stdout.strip().splitlines()[-1])["probes"]
+    assert probed["applied"]
+    keyword = probed["keyword"]
+    assert keyword["applied"], keyword["why_not"]
+    assert keyword["threshold"] >= keyword["threshold_before"]
+    hybrid = CliRunner().invoke(app, ["eval", *args, "--mode", "hybrid"])
+    assert "keyword" not in json.loads(hybrid.stdout.strip().splitlines()[-1])["probes"]

@@ -385,3 +385,43 @@ def test_cli_calibrate_collection_marks_a_scope_it_cannot_certify(tmp_path: Path
     assert "no answer threshold keeps risk <= 0.1" in marked.provenance.uncertified
     assert marked.provenance.method.startswith("probes")
     assert marked.version in said
+
+
+def _with_keyword(base: CalibrationArtifact, *, sample: bool) -> CalibrationArtifact:
+    """``base`` with a keyword model (ADR 029), with or without its in-scope sample."""
+    conformal = base.conformal.model_dump() | {"in_scope": None}
+    if sample:
+        conformal["in_scope"] = _sample().model_dump()
+    part = {
+        "features": ["top_score"],
+        "coefficients": [6.0],
+        "intercept": -3.0,
+        "similarity_threshold": 0.05,
+        "conformal": conformal,
+    }
+    return CalibrationArtifact.model_validate(base.model_dump() | {"version": "", "keyword": part})
+
+
+async def test_the_probes_searched_keyword_only_recertify_the_keyword_model(
+    index: EdgeIndex,
+) -> None:
+    base = _with_keyword(BASE, sample=True)
+    artifact = await probe_calibrate(index, EMBEDDER, base, PROBES, collection="docs")
+    assert artifact.conformal.feasible
+    part, before = artifact.keyword, base.keyword
+    assert part is not None
+    assert before is not None
+    assert part.conformal != before.conformal
+    assert part.conformal.method.endswith("on the collection's probes")
+    assert part.conformal.feasible
+    assert part.conformal.threshold >= before.conformal.threshold  # never under the fit's
+    assert (part.features, part.coefficients) == (before.features, before.coefficients)
+    assert artifact.provenance is not None
+    assert "keyword" not in artifact.provenance.method
+    # Without an in-scope sample the part stays as it is, and the provenance says why.
+    bare = _with_keyword(BASE, sample=False)
+    kept = await probe_calibrate(index, EMBEDDER, bare, PROBES, collection="docs")
+    assert kept.keyword == bare.keyword
+    assert kept.provenance is not None
+    assert "keyword-only queries keep the shipped keyword bar" in kept.provenance.method
+    assert "keeps no in-scope sample" in kept.provenance.method
