@@ -30,10 +30,12 @@ def with_keyword_probes(
     *,
     queries: Sequence[str],
     reader: Sequence[ReaderScores] | None = None,
+    alpha: float | None = None,
 ) -> tuple[CalibrationArtifact, str | None]:
     """``probed`` (a collection's re-certified calibration) with its keyword part
-    re-mapped and re-certified on the probes searched keyword-only (``hits``), and
-    why not where it was left as it was (None: re-certified).
+    re-mapped and re-certified on the probes searched keyword-only (``hits``), at
+    ``alpha`` (the part's own when None), and why not where it was left as it was
+    (None: re-certified).
 
     ``probed`` unchanged, with the reason, when it has no keyword part, the part keeps
     no in-scope sample (an artifact fit before it did), or the probes certify no bar.
@@ -44,15 +46,17 @@ def with_keyword_probes(
     if view.conformal.in_scope is None:
         return probed, "its keyword model keeps no in-scope sample (refit it)"
     confidence = probe_confidence(view, hits, mode="keyword", reader=reader, queries=queries)
-    made = probed.provenance
+    # Only the certificate and the re-map are kept: the provenance stays probed's.
+    made = probed.provenance or Provenance(
+        method="probes", base_version=probed.version, collection=probed.data.source
+    )
     try:
         certified = with_probes(
             view.model_copy(update={"remap": None}),
             confidence,
             groups,
-            provenance=made
-            if made is not None
-            else Provenance(method="probes", base_version=probed.version, collection="?"),
+            provenance=made,
+            alpha=alpha,
         )
     except ConfidenceError as exc:
         return probed, str(exc)

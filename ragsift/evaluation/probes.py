@@ -351,7 +351,9 @@ async def probe_calibrate(
     from ragsift.evaluation.keyword_probes import with_keyword_probes
 
     found = await search_as_pipeline(index, asker, collection, owned, k, mode="keyword")
-    keyword, why = with_keyword_probes(probed, found, groups, queries=[p.text for p in probes])
+    keyword, why = with_keyword_probes(
+        probed, found, groups, queries=[p.text for p in probes], alpha=alpha
+    )
     if why is None:
         return keyword
     made = probed.provenance

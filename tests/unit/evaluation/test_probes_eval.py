@@ -418,6 +418,10 @@ async def test_the_probes_searched_keyword_only_recertify_the_keyword_model(
     assert (part.features, part.coefficients) == (before.features, before.coefficients)
     assert artifact.provenance is not None
     assert "keyword" not in artifact.provenance.method
+    # `calibrate --collection --alpha` certifies both models at that alpha.
+    other = await probe_calibrate(index, EMBEDDER, base, PROBES, collection="docs", alpha=0.2)
+    assert other.keyword is not None
+    assert (other.conformal.alpha, other.keyword.conformal.alpha) == (0.2, 0.2)
     # Without an in-scope sample the part stays as it is, and the provenance says why.
     bare = _with_keyword(BASE, sample=False)
     kept = await probe_calibrate(index, EMBEDDER, bare, PROBES, collection="docs")
