@@ -21,6 +21,7 @@ from ragsift.schemas import (
     EvidenceType,
     QueryEvent,
     RetrievalResult,
+    SearchMode,
     Selection,
     derive_query_id,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "scored_result",
     "searched_dense_only",
     "searched_keyword",
+    "searched_mode",
     "uncertified_advice",
 ]
 
@@ -152,18 +154,23 @@ def scored_result(
     )
 
 
+def searched_mode(result: RetrievalResult) -> SearchMode:
+    """The mode ``result``'s hits were searched in: its query's, or ``keyword`` where a
+    corrective keyword retry won. It says which model scored them (ADR 028, 029)."""
+    won = result.corrective.won if result.corrective is not None else "first"
+    return "keyword" if won == "keyword" else result.mode
+
+
 def searched_dense_only(result: RetrievalResult) -> bool:
     """Whether ``result``'s hits came from a dense-only search (no BM25 channel), so
     that its calibration imputed their agreement as fit for those (ADR 028)."""
-    won = result.corrective.won if result.corrective is not None else "first"
-    return result.mode == "dense" and won != "keyword"
+    return searched_mode(result) == "dense"
 
 
 def searched_keyword(result: RetrievalResult) -> bool:
     """Whether ``result``'s hits came from a keyword-only search (its own or a corrective
     retry's), so that it was scored with the calibration's keyword model (ADR 029)."""
-    won = result.corrective.won if result.corrective is not None else "first"
-    return result.mode == "keyword" or won == "keyword"
+    return searched_mode(result) == "keyword"
 
 
 def collections_of(query: QueryEvent) -> list[str]:
