@@ -26,11 +26,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ragsift.confidence import BatchAssessment, CalibrationArtifact
+from ragsift.confidence import BatchAssessment, CalibrationArtifact, ConfidenceEngine
 from ragsift.confidence.mix import MixReading, UnanswerableShare
 from ragsift.confidence.mix_monitor import MixMonitor
 from ragsift.confidence.near_miss import served_bar
 from ragsift.confidence.scorers import CalibratedScorer, ScoringInputs
+from ragsift.evaluation.runner import RetrievalRun
+from ragsift.evaluation.scoring import hit_batch, served_config
 from ragsift.retrieval.mix_watch import moved_by, reported_prior
 
 __all__ = ["ServedMix", "as_served", "hybrid_reads", "monitored"]
@@ -166,14 +168,11 @@ def monitored(
 
 
 def hybrid_reads(
-    run: Any, artifact: CalibrationArtifact, evaluated: npt.NDArray[np.bool_]
+    run: RetrievalRun, artifact: CalibrationArtifact, evaluated: npt.NDArray[np.bool_]
 ) -> npt.NDArray[np.float64]:
     """What a scope's mix reads of ``run``'s ``evaluated`` questions (a hybrid run):
     their hybrid confidences under ``artifact``, for keyword-only questions, which the
     scope never counts (ADR 029)."""
-    from ragsift.confidence import ConfidenceEngine
-    from ragsift.evaluation.scoring import hit_batch, served_config
-
     if run.mode != "hybrid":
         raise ValueError(f"a scope's mix is read from hybrid searches, got {run.mode!r}")
     engine = ConfidenceEngine(served_config(artifact), calibration=artifact)
