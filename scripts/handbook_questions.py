@@ -129,6 +129,6 @@ def main(target: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):  # --help is not a folder
         raise SystemExit(__doc__)
     main(Path(sys.argv[1]))

@@ -55,4 +55,6 @@ def main(squad_dir: Path) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2 or any(a.startswith("-") for a in sys.argv[1:]):
+        raise SystemExit(__doc__)
     main(Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/data/squad2"))

@@ -336,6 +336,6 @@ def main(mode: str, source: Path, target: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
+    if len(sys.argv) != 4 or any(a.startswith("-") for a in sys.argv[1:]):
         raise SystemExit(__doc__)
     main(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]))
