@@ -31,21 +31,24 @@ to one (docs/evaluation.md). Two things fix that here:
   one-sided 95% lower bound. :class:`~.mix_monitor.MixMonitor` keeps a decayed histogram
   per (tenant, collection) and reads both once it holds ``min_samples``.
 
-:func:`mix_threshold` decides. ``auto`` (the default) only ever raises the bar,
-and only on evidence: when the share's *lower bound* exceeds the calibration's
+:func:`mix_threshold` decides how far ``auto`` (the default) raises the bar,
+and it does only on evidence: when the share's *lower bound* exceeds the calibration's
 share by more than :data:`DEAD_BAND`, the answer threshold becomes the one
 certified at the next tabulated share above the estimate, if that is higher. A
 young scope's wide interval keeps its bar where the calibration put it unless
 its first queries already show a lopsided mix (thirty queries that all look
 unanswerable do); the estimate, not the bound, sets how far it rises, because
-the bound's bar fell short on SQuAD at 1 : 10 (risk 0.134 against 0.1). It
-never lowers the bar on an estimate, because the estimate assumes that the confidence of
-answerable and of unanswerable queries is distributed as in the calibration
-sample, and the way that fails on a new corpus (unanswerable queries scoring
-like answerable ones) makes the estimated share too low, never too high. An
-operator who knows the share can declare it (``RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE``):
-then its tabulated threshold is used, lower or higher. What this measured on
-data the fit did not see is in docs/evaluation.md.
+the bound's bar fell short on SQuAD at 1 : 10 (risk 0.134 against 0.1). The
+estimate assumes that the confidence of answerable and of unanswerable queries
+is distributed as in the calibration sample, and the way that fails on a new
+corpus (unanswerable queries scoring like answerable ones) makes the estimated
+share too low, never too high. So the estimate alone never lowers the bar: that
+takes its *upper* bound under the calibration's share by more than the band and
+a three-kind reading that shows no more near misses than the sample held
+(:func:`~ragsift.confidence.near_miss.lowered_to`, ADR 030). An operator who
+knows the share can declare it (``RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE``): then
+its tabulated threshold is used, lower or higher. What this measured on data the
+fit did not see is in docs/evaluation.md.
 
 Where the bar moves, the confidence is reported at the same share
 (:func:`at_share`: Bayes' rule for a change of prior; ADR 016).
@@ -273,10 +276,16 @@ def _log_mixture(table: MixTable) -> FloatArray:
 def _estimate(log_mixture: FloatArray, histogram: FloatArray) -> MixReading:
     loglik = log_mixture @ histogram
     best = int(np.argmax(loglik))
-    # The log-likelihood is concave in the share: the bound is its first grid point
-    # within the interval's drop of the maximum.
-    lower = int(np.argmax(loglik >= loglik[best] - _LOWER_BOUND_DROP))
-    return MixReading(float(_ESTIMATE_GRID[best]), float(_ESTIMATE_GRID[lower]))
+    # The log-likelihood is concave in the share: the bounds are its first and last
+    # grid points within the interval's drop of the maximum.
+    plausible = loglik >= loglik[best] - _LOWER_BOUND_DROP
+    lower = int(np.argmax(plausible))
+    upper = plausible.size - 1 - int(np.argmax(plausible[::-1]))
+    return MixReading(
+        float(_ESTIMATE_GRID[best]),
+        float(_ESTIMATE_GRID[lower]),
+        upper=float(_ESTIMATE_GRID[upper]),
+    )
 
 
 def _smoothed(shares: tuple[float, ...], n: int) -> FloatArray:
@@ -313,3 +322,5 @@ class MixReading:
     share: float
     lower: float
     near_miss: NearMissReading | None = None
+    #: The one-sided 95% upper bound (ADR 030); 1.0 where none was read.
+    upper: float = 1.0

@@ -126,6 +126,7 @@ def test_the_share_is_estimated_from_confidences_alone(share: float) -> None:
     reading = estimate_unanswerable_share(counts, table)
     assert reading.share == pytest.approx(share, abs=0.04)
     assert share - 0.06 < reading.lower < reading.share  # a 95% bound on 3,000 queries
+    assert reading.share < reading.upper < share + 0.06  # and from above (ADR 030)
 
 
 def test_a_few_queries_give_a_wide_bound_many_a_narrow_one() -> None:
@@ -136,6 +137,7 @@ def test_a_few_queries_give_a_wide_bound_many_a_narrow_one() -> None:
     wide, narrow = (estimate_unanswerable_share(h, table) for h in (few, many))
     assert wide.share == pytest.approx(narrow.share, abs=0.01)
     assert wide.share - wide.lower > 3 * (narrow.share - narrow.lower)
+    assert wide.upper - wide.share > 3 * (narrow.upper - narrow.share)
 
 
 def test_a_bad_histogram_is_refused() -> None:
