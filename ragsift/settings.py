@@ -229,15 +229,20 @@ class ConfidenceSettings(BaseSettings):
     reader_top_n: int = Field(default=3, ge=1, le=MAX_K)
     #: The share of queries that cannot be answered from the collection, which the
     #: certified answer threshold is re-certified at (ragsift/confidence/mix.py):
-    #: "auto" estimates it per tenant and collection from recent traffic and only
-    #: ever raises the bar; a number in (0, 1) declares it; "off" keeps the
-    #: calibration sample's mix.
+    #: "auto" estimates it per tenant and collection from recent traffic and raises
+    #: the bar on it (lowers it only as ``mix_lower`` says); a number in (0, 1)
+    #: declares it; "off" keeps the calibration sample's mix.
     unanswerable_share: float | Literal["auto", "off"] = "auto"
     #: Near misses (on-topic queries the collection's documents do not answer): with
     #: ``unanswerable_share=auto``, "auto" estimates their share per scope from the
     #: same traffic and raises the bar where they show (ADR 021,
     #: ragsift/confidence/near_miss.py); "off" leaves the bar to the mix alone.
     near_miss: Literal["auto", "off"] = "auto"
+    #: With ``unanswerable_share=auto`` and ``near_miss=auto``: "auto" lowers a scope's
+    #: bar to the one certified at its traffic's share, and reports the confidence at
+    #: that share, where the share's upper bound is clearly under the calibration
+    #: sample's and near misses do not show (ADR 030); "off" only ever raises the bar.
+    mix_lower: Literal["auto", "off"] = "auto"
     #: "auto": a collection's probes also align its score levels to the calibration
     #: corpus's (ADR 024, ragsift/confidence/alignment.py) when the calibration
     #: measured its own; "off": scores are read on the calibration's scale as found.

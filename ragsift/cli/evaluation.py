@@ -284,6 +284,7 @@ def evaluate(
         "near_miss_negatives": near_miss_negatives,
         "unanswerable_share": settings.confidence.unanswerable_share,
         "near_miss": settings.confidence.near_miss == "auto",
+        "mix_lower": settings.confidence.mix_lower == "auto",
     }
     replayed = None
     if feedback is not None:

@@ -33,6 +33,7 @@ def replay_feedback(
             near_miss_negatives=served["near_miss_negatives"],
             unanswerable_share=served["unanswerable_share"],
             near_miss=served["near_miss"],
+            mix_lower=served["mix_lower"],
             bias=bias,
         )
         simulated = simulate_feedback(run, artifact, evaluated, draw)

@@ -48,6 +48,7 @@ from ragsift.confidence.conformal import _GRID, _group_index, fixed_sequence_wal
 from ragsift.confidence.mix import (
     _LOWER_BOUND_DROP,
     _MAX_CLASS_SIZE,
+    DEAD_BAND,
     MixReading,
     MixTable,
     UnanswerableShare,
@@ -66,8 +67,10 @@ __all__ = [
     "OUT_OF_SCOPE_SHARES",
     "NearMissReading",
     "NearMissTable",
+    "ServedBar",
     "estimate_near_miss",
     "fit_near_miss_table",
+    "lowered_to",
     "near_miss_log_mixture",
     "near_miss_threshold",
     "served_bar",
@@ -285,23 +288,62 @@ def near_miss_threshold(table: NearMissTable, reading: NearMissReading | None) -
     return table.threshold_at(reading.share, reading.out_of_scope)
 
 
+@dataclass(frozen=True, slots=True)
+class ServedBar:
+    """A scope's answer threshold (``bar``), the part of it the out-of-scope mix set
+    (``mixed``), and the share of unanswerable queries its confidence is reported
+    at (``reported_at``; None: the calibration's own)."""
+
+    bar: float
+    mixed: float
+    reported_at: float | None = None
+
+
 def served_bar(
     base: float,
     table: MixTable,
     near: NearMissTable | None,
     mode: UnanswerableShare,
     estimate: MixReading | None,
-) -> tuple[float, float]:
-    """A scope's answer threshold, and the part of it the out-of-scope mix set.
+    *,
+    lower: bool = True,
+) -> ServedBar:
+    """A scope's answer threshold, and the share its confidence is reported at.
 
-    The first is :func:`~ragsift.confidence.mix.mix_threshold`, raised to the
+    The bar is :func:`~ragsift.confidence.mix.mix_threshold`, raised to the
     near-miss bar where the reading calls for one (``auto`` only: a declared
-    share declares the out-of-scope mix alone). The second says whether the
-    confidence is reported at another share (ADR 016): only the out-of-scope mix
-    moves it.
+    share declares the out-of-scope mix alone). Only the out-of-scope mix moves
+    the share the confidence is reported at (ADR 016). With ``lower``, a scope
+    whose traffic is clearly more answerable than the sample's (:func:`lowered_to`)
+    gets the bar certified at that share and is reported at it (ADR 030).
     """
     mixed = mix_threshold(base, table, mode, estimate)
+    moved: float | None = None
+    if mixed != base:  # by a declared share, or by an estimate ("auto")
+        moved = mode if not isinstance(mode, str) else (estimate.share if estimate else None)
     if near is None or mode != "auto" or estimate is None:
-        return mixed, mixed
+        return ServedBar(mixed, mixed, moved)
     raised = near_miss_threshold(near, estimate.near_miss)
-    return (mixed if raised is None else max(mixed, raised)), mixed
+    if raised is not None or mixed != base:
+        return ServedBar(mixed if raised is None else max(mixed, raised), mixed, moved)
+    share = lowered_to(table, near, estimate) if lower else None
+    if share is None:
+        return ServedBar(base, base)
+    bar = min(base, table.threshold_at(share))
+    return ServedBar(bar, bar, share)
+
+
+def lowered_to(table: MixTable, near: NearMissTable, estimate: MixReading) -> float | None:
+    """The share a scope's bar is lowered to and its confidence reported at (ADR 030):
+    the estimate's upper bound, where that is more than :data:`~.mix.DEAD_BAND` under
+    the sample's share and the three-kind reading shows no more near misses than the
+    sample held (within :data:`NEAR_MISS_BAND`). None otherwise.
+
+    Near misses score like answers and pull the two-kind estimate down; the upper
+    bound, not the estimate, is the least the traffic's evidence allows."""
+    reading = estimate.near_miss
+    if reading is None or estimate.upper >= table.unanswerable_share - DEAD_BAND:
+        return None
+    if reading.share > near.near_miss_share + NEAR_MISS_BAND:
+        return None
+    return estimate.upper

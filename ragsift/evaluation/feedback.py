@@ -59,7 +59,8 @@ class FeedbackDraw:
         n_labels: how many.
         sampled_from: ``all`` or ``answered``.
         near_miss_negatives: near-miss questions are scored, so they give labels too.
-        unanswerable_share, near_miss: how ``answered`` is served (the mix bars).
+        unanswerable_share, near_miss, mix_lower: how ``answered`` is served (the mix
+            bars).
         seed: which questions, for a given pool.
         bias: how much likelier a question whose kept context lacks the answer is to
             give a label than one whose context holds it. 1 is a random draw; above 1,
@@ -73,6 +74,7 @@ class FeedbackDraw:
     near_miss_negatives: bool = False
     unanswerable_share: UnanswerableShare = "auto"
     near_miss: bool = True
+    mix_lower: bool = True
     seed: int = FEEDBACK_SEED
     bias: float = 1.0
 
@@ -143,6 +145,7 @@ def draw_feedback(
         artifact,
         draw.unanswerable_share,
         near_miss=draw.near_miss,
+        lower=draw.mix_lower,
         observed=monitored(artifact, assessed, run.mode == "dense"),
     ).answered
     pool = np.arange(idx.size)

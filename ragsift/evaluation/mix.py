@@ -33,7 +33,7 @@ from ragsift.confidence.near_miss import served_bar
 from ragsift.confidence.scorers import CalibratedScorer, ScoringInputs
 from ragsift.evaluation.runner import RetrievalRun
 from ragsift.evaluation.scoring import hit_batch, served_config
-from ragsift.retrieval.mix_watch import moved_by, reported_prior
+from ragsift.retrieval.mix_watch import reported_prior
 
 __all__ = ["ServedMix", "as_served", "hybrid_reads", "monitored"]
 
@@ -55,6 +55,9 @@ class ServedMix:
         lower_bound: its one-sided 95% lower bound, which sets the bar.
         bar: the bar after the last question.
         raised: questions decided at a bar other than the certified one.
+        upper_bound: the estimate's one-sided 95% upper bound, which sets a lowered
+            bar (ADR 030).
+        lowered: questions decided at a bar under the certified one.
         near_miss_share, near_miss_lower: the three-kind estimate of near misses
             after the last question and its lower bound (None: no near-miss table,
             too few questions, or not auto; ADR 021).
@@ -72,6 +75,8 @@ class ServedMix:
     near_miss_share: float | None = None
     near_miss_lower: float | None = None
     calibration_near_miss: float | None = None
+    upper_bound: float | None = None
+    lowered: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (without the per-question decisions)."""
@@ -80,8 +85,10 @@ class ServedMix:
             "calibration_share": self.calibration_share,
             "estimated_share": self.estimated_share,
             "lower_bound": self.lower_bound,
+            "upper_bound": self.upper_bound,
             "bar": self.bar,
             "questions_at_another_bar": self.raised,
+            "questions_at_a_lower_bar": self.lowered,
             "calibration_near_miss_share": self.calibration_near_miss,
             "estimated_near_miss_share": self.near_miss_share,
             "near_miss_lower_bound": self.near_miss_lower,
@@ -95,6 +102,7 @@ def as_served(
     mode: UnanswerableShare,
     *,
     near_miss: bool = True,
+    lower: bool = True,
     seed: int = ARRIVAL_SEED,
     observed: npt.NDArray[np.float64] | None = None,
     watched: CalibrationArtifact | None = None,
@@ -107,6 +115,8 @@ def as_served(
         artifact: the calibration (its certified threshold and mix table).
         mode: ``RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE``.
         near_miss: read near misses too (``RAGSIFT_CONFIDENCE_NEAR_MISS=auto``).
+        lower: lower the bar where the traffic is clearly more answerable
+            (``RAGSIFT_CONFIDENCE_MIX_LOWER=auto``, ADR 030).
         seed: the arrival order's seed.
         observed: the confidence the scope's mix reads per question, where it is not
             ``confidence`` (dense-only questions, ADR 028; keyword-only ones, ADR 029).
@@ -132,10 +142,10 @@ def as_served(
                 estimate = monitor.observe(
                     "eval", "eval", watch.version, read_table, seen[i], read_near
                 )
-            bar, mixed = served_bar(base, table, near, mode, estimate)
-            bars[i] = bar
-            if mixed != base:  # reported as the service reports it
-                prior = reported_prior(table.unanswerable_share, moved_by(mode, estimate))
+            served = served_bar(base, table, near, mode, estimate, lower=lower)
+            bar = bars[i] = served.bar
+            if served.reported_at is not None:  # reported as the service reports it
+                prior = reported_prior(table.unanswerable_share, served.reported_at)
                 if prior is not None:
                     reported[i] = prior.apply(float(confidence[i]))
     near_reading = None if estimate is None else estimate.near_miss
@@ -148,6 +158,8 @@ def as_served(
         lower_bound=None if estimate is None else estimate.lower,
         bar=bar,
         raised=int((bars != base).sum()),
+        upper_bound=None if estimate is None else estimate.upper,
+        lowered=int((bars < base).sum()),
         near_miss_share=None if near_reading is None else near_reading.share,
         near_miss_lower=None if near_reading is None else near_reading.lower,
         calibration_near_miss=None if near is None else near.near_miss_share,

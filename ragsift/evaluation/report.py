@@ -244,6 +244,7 @@ def evaluate_scorers(
     near_miss_negatives: bool = False,
     unanswerable_share: UnanswerableShare = "auto",
     near_miss: bool = True,
+    mix_lower: bool = True,
     watched: tuple[CalibrationArtifact, FloatArray] | None = None,
 ) -> Evaluation:
     """The calibrated scorer and the seed rules A–E on the ``evaluated`` queries.
@@ -252,7 +253,8 @@ def evaluate_scorers(
     ``near_miss_negatives``: then they join every figure as negatives. The
     ``calibrated`` row answers as the service would at ``unanswerable_share``
     (:func:`~ragsift.evaluation.mix.as_served`), reading near misses with
-    ``near_miss``; ``calibrated@certified`` at the certified threshold alone.
+    ``near_miss`` and lowering the bar with ``mix_lower`` (ADR 030);
+    ``calibrated@certified`` at the certified threshold alone.
     ``watched``: the calibration and confidences the scope's mix reads the questions
     at, where not ``artifact``'s (a keyword-only run: the same questions' hybrid
     confidences, :func:`~ragsift.evaluation.mix.hybrid_reads`, ADR 029).
@@ -284,6 +286,7 @@ def evaluate_scorers(
         artifact,
         unanswerable_share,
         near_miss=near_miss,
+        lower=mix_lower,
         observed=monitored(artifact, cal, run.mode == "dense") if watched is None else watched[1],
         watched=None if watched is None else watched[0],
     )
@@ -350,7 +353,9 @@ def _mix_words(served: ServedMix) -> str:
             f", {served.near_miss_share:.2f} near misses (>= {served.near_miss_lower:.2f})"
             f" vs {served.calibration_near_miss:.2f}"
         )
+    lowered = f"; {served.lowered} at a lower bar" if served.lowered else ""
     return (
-        f"estimated {served.estimated_share:.2f} unanswerable (>= {served.lower_bound:.2f})"
-        f" vs {served.calibration_share:.2f} calibrated{near}; final bar {served.bar:.2f}"
+        f"estimated {served.estimated_share:.2f} unanswerable ({served.lower_bound:.2f}"
+        f"-{served.upper_bound:.2f}) vs {served.calibration_share:.2f} calibrated{near};"
+        f" final bar {served.bar:.2f}{lowered}"
     )

@@ -11,7 +11,11 @@ and a query refused only because of it is told why (``unanswerable_mix``
 advice): a refusal is never silent. Where the scope's calibration has a
 near-miss table, the bar also rises where near misses show (ADR 021,
 ``near_miss_mix`` advice, ``ragsift_near_miss_share``); that does not change
-the share the confidence is reported at.
+the share the confidence is reported at. Where the traffic is clearly more
+answerable than the sample and shows no near misses, the bar falls to the one
+certified at the share's upper bound and the confidence is reported there (ADR
+030, ``RAGSIFT_CONFIDENCE_MIX_LOWER``); a tenant's own bar and a collection's
+floor stay.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ def mix_policy(
     metrics: Metrics,
     counted: bool = False,
     near_miss: bool = True,
+    lower: bool = True,
 ) -> tuple[AnswerPolicy, MixBar | None]:
     """``policy`` with the scope's mix bar, and why it moved (None: it did not).
 
@@ -81,6 +86,8 @@ def mix_policy(
     of it), so the scope's reading is used without counting it again.
     ``near_miss``: read the scope's near misses too, where the calibration has a
     near-miss table (``RAGSIFT_CONFIDENCE_NEAR_MISS``, ADR 021).
+    ``lower``: lower the bar where the traffic is clearly more answerable than the
+    sample (``RAGSIFT_CONFIDENCE_MIX_LOWER``, ADR 030).
     """
     table = calibration.conformal.mix if calibration is not None else None
     near = near_miss_table(calibration, near_miss)
@@ -105,19 +112,28 @@ def mix_policy(
             seen = monitored_confidence(calibration, assessment, query.mode == "dense")
             estimate = monitor.observe(tenant, collection, calibration.version, table, seen, near)
             _export(metrics, tenant, collection, estimate)
-    bar, mixed = served_bar(base, table, near, mode, estimate)
-    if bar == base:
+    served = served_bar(base, table, near, mode, estimate, lower=lower)
+    if served.bar == base and served.reported_at is None:
         return policy, None
-    share = moved_by(mode, estimate)
+    share = moved_by(mode, estimate) if served.reported_at is None else served.reported_at
     raised_by = None
-    if bar != mixed and estimate is not None and estimate.near_miss is not None:
+    if served.bar != served.mixed and estimate is not None and estimate.near_miss is not None:
         raised_by = estimate.near_miss.share
     why = MixBar(share, not isinstance(mode, str), certified.alpha, raised_by)
-    prior = None if mixed == base else reported_prior(table.unanswerable_share, share)
+    prior = None
+    if served.reported_at is not None:
+        prior = reported_prior(table.unanswerable_share, served.reported_at)
+    if served.bar < base:
+        # ADR 030: lowered where the traffic is clearly more answerable; a tenant's
+        # own bar, and a collection's floor, stay.
+        if policy.answer_threshold is None:
+            policy = dataclasses.replace(policy, answer_threshold=served.bar)
+        return dataclasses.replace(policy, prior=prior), why
     if why.declared and policy.answer_threshold is None:
         # A declared share replaces the certified bar, up or down; a tenant's own stays.
-        return dataclasses.replace(policy, answer_threshold=bar, prior=prior), why
-    return dataclasses.replace(policy, answer_floor=max(policy.answer_floor, bar), prior=prior), why
+        return dataclasses.replace(policy, answer_threshold=served.bar, prior=prior), why
+    floor = max(policy.answer_floor, served.bar)
+    return dataclasses.replace(policy, answer_floor=floor, prior=prior), why
 
 
 def monitored_confidence(

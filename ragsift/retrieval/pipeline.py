@@ -750,6 +750,7 @@ class RetrievalPipeline:
             metrics=self.metrics,
             counted=p.retry or keyword,
             near_miss=self.settings.confidence.near_miss == "auto",
+            lower=self.settings.confidence.mix_lower == "auto",
         )
 
     def _count_reused(self, reused: list[tuple[Pending, RetrievalResult]]) -> None:

@@ -193,6 +193,15 @@ def test_the_near_miss_switch_takes_auto_or_off(
     assert Settings.from_env().confidence.near_miss == value
 
 
+@pytest.mark.parametrize("value", ["auto", "off"])
+def test_the_mix_lower_switch_takes_auto_or_off(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    assert Settings.from_env().confidence.mix_lower == "auto"
+    monkeypatch.setenv("RAGSIFT_CONFIDENCE_MIX_LOWER", value)
+    assert Settings.from_env().confidence.mix_lower == value
+
+
 def test_reprobe_settings_are_read_and_hostile_values_refused_by_name(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -249,6 +258,12 @@ def test_the_edge_search_pool_size_is_unset_by_default_and_read_when_set(
             "maybe",
             "RAGSIFT_CONFIDENCE_NEAR_MISS (confidence.near_miss): Input should be 'auto' or"
             " 'off' (got 'maybe')",
+        ),
+        (
+            "RAGSIFT_CONFIDENCE_MIX_LOWER",
+            "lower",
+            "RAGSIFT_CONFIDENCE_MIX_LOWER (confidence.mix_lower): Input should be 'auto' or"
+            " 'off' (got 'lower')",
         ),
         (  # set by its seed-A alias: both names it is read from are given
             "RAG_MIN_RESULTS",

@@ -18,15 +18,23 @@ import pytest
 from ragsift.confidence import CalibrationArtifact, ConfidenceError
 from ragsift.confidence.artifact import ConformalSpec
 from ragsift.confidence.conformal import _group_index, risk_upper_bounds
-from ragsift.confidence.mix import HISTOGRAM_BINS, MixReading, _histogram, fit_mix_table
+from ragsift.confidence.mix import (
+    DEAD_BAND,
+    HISTOGRAM_BINS,
+    MixReading,
+    _histogram,
+    fit_mix_table,
+)
 from ragsift.confidence.mix_monitor import MixMonitor
 from ragsift.confidence.near_miss import (
     MIN_NEAR_MISSES,
     NEAR_MISS_BAND,
     NearMissReading,
     NearMissTable,
+    ServedBar,
     estimate_near_miss,
     fit_near_miss_table,
+    lowered_to,
     near_miss_log_mixture,
     near_miss_threshold,
     served_bar,
@@ -128,7 +136,7 @@ def test_the_bar_moves_only_when_the_lower_bound_clears_the_band() -> None:
     assert moved == table.threshold_at(0.3, 0.5)
 
 
-def test_the_served_bar_never_falls_and_only_auto_reads_near_misses() -> None:
+def test_the_served_bar_rises_where_near_misses_show_and_only_auto_reads_them() -> None:
     conf, labels, inside = _sample(np.random.default_rng(7), (800, 120, 1_600))
     table = fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA)
     mix = fit_mix_table(conf, labels, alpha=ALPHA, delta=DELTA)
@@ -137,13 +145,42 @@ def test_the_served_bar_never_falls_and_only_auto_reads_near_misses() -> None:
     many = MixReading(0.6, 0.55, NearMissReading(0.3, 0.25, 0.5))
     none = MixReading(0.6, 0.55, NearMissReading(0.0, 0.0, 0.6))
     base = 0.5
-    bar, mixed = served_bar(base, mix, table, "auto", many)
-    assert bar == max(base, table.threshold_at(0.3, 0.5)) > mixed == base
-    assert served_bar(base, mix, table, "auto", none) == (base, base)
-    assert served_bar(base, mix, None, "auto", many) == (base, base)
-    assert served_bar(base, mix, table, "off", many) == (base, base)
+    served = served_bar(base, mix, table, "auto", many)
+    assert served.bar == max(base, table.threshold_at(0.3, 0.5)) > served.mixed == base
+    assert served.reported_at is None  # the near-miss bar changes no prior
+    assert served_bar(base, mix, table, "auto", none) == ServedBar(base, base)
+    assert served_bar(base, mix, None, "auto", many) == ServedBar(base, base)
+    assert served_bar(base, mix, table, "off", many) == ServedBar(base, base)
     declared = served_bar(base, mix, table, 0.5, many)
-    assert declared[0] == declared[1] == mix.threshold_at(0.5)
+    assert declared == ServedBar(mix.threshold_at(0.5), mix.threshold_at(0.5), 0.5)
+
+
+def test_the_served_bar_falls_only_where_the_traffic_is_clearly_more_answerable() -> None:
+    conf, labels, inside = _sample(np.random.default_rng(9), (800, 120, 1_600))
+    table = fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA)
+    mix = fit_mix_table(conf, labels, alpha=ALPHA, delta=DELTA)
+    assert table is not None
+    assert mix is not None
+    base, cal = 0.95, mix.unanswerable_share
+    quiet = NearMissReading(table.near_miss_share, 0.0, 0.05)
+    clear = MixReading(0.05, 0.03, quiet, upper=0.08)
+    served = served_bar(base, mix, table, "auto", clear)
+    assert served == ServedBar(mix.threshold_at(0.08), mix.threshold_at(0.08), 0.08)
+    assert served.bar < base
+    assert lowered_to(mix, table, clear) == 0.08
+    # The upper bound within the dead band of the sample's share: no evidence.
+    edge = MixReading(0.05, 0.03, quiet, upper=cal - DEAD_BAND)
+    assert served_bar(base, mix, table, "auto", edge) == ServedBar(base, base)
+    # More near misses than the sample held: they pull the two-kind estimate down.
+    loud = NearMissReading(table.near_miss_share + NEAR_MISS_BAND + 0.01, 0.0, 0.05)
+    assert lowered_to(mix, table, MixReading(0.05, 0.03, loud, upper=0.08)) is None
+    # No three-kind reading, no near-miss table, a declared share, or lowering off.
+    assert lowered_to(mix, table, MixReading(0.05, 0.03, None, upper=0.08)) is None
+    assert served_bar(base, mix, None, "auto", clear) == ServedBar(base, base)
+    assert served_bar(base, mix, table, "auto", clear, lower=False) == ServedBar(base, base)
+    assert served_bar(base, mix, table, 0.08, clear).reported_at == 0.08
+    # Never above the certified bar, whatever the table says at that share.
+    assert served_bar(0.05, mix, table, "auto", clear).bar <= 0.05
 
 
 def test_the_monitor_reads_near_misses_when_the_calibration_has_a_table() -> None:

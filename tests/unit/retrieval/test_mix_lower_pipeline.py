@@ -1,0 +1,128 @@
+"""The pipeline lowers a scope's bar where its traffic is clearly more answerable (ADR 030).
+
+The artifact certifies 0.70 on a sample that was half unanswerable, and 0.50
+where at most a quarter is. Every query here scores 0.60, where only the
+sample's answerable queries did, and nowhere near its near misses: the scope
+reads as almost all answerable. Its queries are then answered at the bar
+certified at that share, and their confidence and bar are reported at it;
+``RAGSIFT_CONFIDENCE_MIX_LOWER=off`` keeps the certified bar and the
+calibrated confidence, as does a scope whose traffic shows near misses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from ragsift.confidence import CalibrationArtifact, save_calibration
+from ragsift.confidence.mix import MIX_SHARES, MixTable, at_share
+from ragsift.confidence.near_miss import NEAR_MISS_SHARES, OUT_OF_SCOPE_SHARES, NearMissTable
+from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.edge import EdgeIndex
+from ragsift.retrieval.mix_watch import MIX_ADVICE_CODE, NEAR_MISS_ADVICE_CODE
+from ragsift.retrieval.pipeline import RetrievalPipeline
+from ragsift.settings import CacheSettings, ConfidenceSettings, Settings
+from ragsift.wiring import build_pipeline
+from tests.unit.confidence.test_scoped_calibration_pipeline import EMBEDDER, index
+from tests.unit.retrieval.test_mix_pipeline import CALIBRATED, _artifact, _ask, _histogram
+
+__all__ = ["index"]
+
+CERTIFIED = 0.70
+LOWERED = 0.50
+
+
+def _answerable_looking(near_miss_bins: set[int]) -> CalibrationArtifact:
+    base = _artifact(0.4)  # every query's confidence is sigmoid(0.4) = 0.599
+    assert base.conformal.mix is not None
+    table = MixTable.model_validate(
+        {
+            **base.conformal.mix.model_dump(),
+            "unanswerable_share": 0.5,
+            "thresholds": tuple(LOWERED if s <= 0.25 else CERTIFIED for s in MIX_SHARES),
+            "answerable": _histogram({11, 19}),
+            "unanswerable": _histogram({1, 2}),
+        }
+    )
+    near = NearMissTable(
+        near_miss_share=0.05,
+        out_of_scope_share=0.45,
+        near_miss_shares=NEAR_MISS_SHARES,
+        out_of_scope_shares=OUT_OF_SCOPE_SHARES,
+        thresholds=tuple((CERTIFIED,) * len(OUT_OF_SCOPE_SHARES) for _ in NEAR_MISS_SHARES),
+        answerable=_histogram({11, 19}),
+        near_miss=_histogram(near_miss_bins),
+        out_of_scope=_histogram({1, 2}),
+        n_answerable=500,
+        n_near_miss=50,
+        n_out_of_scope=450,
+    )
+    conformal = base.conformal.model_copy(
+        update={"threshold": CERTIFIED, "mix": table, "near_miss": near}
+    )
+    data = base.model_dump()
+    data.update(version="", conformal=conformal.model_dump())
+    return CalibrationArtifact.model_validate(data)
+
+
+def _pipeline(
+    tmp_path: Path,
+    index: EdgeIndex,
+    lower: Literal["auto", "off"],
+    near_miss_bins: set[int] = frozenset({5, 6}),  # type: ignore[assignment]
+) -> RetrievalPipeline:
+    artifact = _answerable_looking(set(near_miss_bins))
+    settings = Settings(
+        data_dir=tmp_path,
+        confidence=ConfidenceSettings(
+            calibration_path=save_calibration(artifact, tmp_path / "cal.json"),
+            mix_lower=lower,
+        ),
+        cache=CacheSettings(enabled=False),
+    )
+    return build_pipeline(settings, index=index, embedder=EMBEDDER, metrics=Metrics())
+
+
+async def test_a_mostly_answerable_scope_is_answered_at_the_bar_of_its_mix(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    results = await _ask(_pipeline(tmp_path, index, "auto"), "alpha", 260)
+    first, last = results[0], results[-1]
+    assert not first.answerable  # too few queries yet: the certified bar
+    assert first.confidence == pytest.approx(CALIBRATED, abs=1e-4)
+    assert last.answerable
+    # Reported at the share's upper bound: a confidence of 0.60 among half
+    # unanswerable queries means more where nearly none are.
+    assert last.confidence > CALIBRATED + 0.2
+    assert 0.0 < _share_behind(last.confidence) <= 0.25  # where the table certifies 0.50
+    assert not any(
+        a.code in (MIX_ADVICE_CODE, NEAR_MISS_ADVICE_CODE)
+        for r in results
+        for a in r.recommendations
+    )
+
+
+def _share_behind(reported: float) -> float:
+    """The share ``CALIBRATED`` was reported at, from what it became."""
+    shares = [s / 1000 for s in range(1, 1000)]
+    return min(shares, key=lambda s: abs(at_share(CALIBRATED, 0.5, s) - reported))
+
+
+async def test_off_keeps_the_certified_bar_and_the_calibrated_confidence(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    results = await _ask(_pipeline(tmp_path, index, "off"), "alpha", 260)
+    assert not any(r.answerable for r in results)
+    assert results[-1].confidence == pytest.approx(CALIBRATED, abs=1e-4)
+
+
+async def test_traffic_that_looks_like_near_misses_keeps_the_certified_bar(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    # The sample's near misses scored where this traffic does: the two-kind reading
+    # sees answerable queries, the three-kind one near misses, and the bar stays.
+    results = await _ask(_pipeline(tmp_path, index, "auto", {11}), "alpha", 260)
+    assert not any(r.answerable for r in results)
+    assert results[-1].confidence == pytest.approx(CALIBRATED, abs=1e-4)
