@@ -322,6 +322,15 @@ class Metrics:
             ["tenant", "collection"],
             registry=r,
         )
+        self.answer_threshold = Gauge(
+            "ragsift_answer_threshold",
+            "The answer threshold a scope's recent queries were held to, in its"
+            " calibration's terms: the certified one, raised by the scope's mix or near"
+            " misses (ADR 013, 021) or lowered where its traffic is clearly more"
+            " answerable (ADR 030).",
+            ["tenant", "collection"],
+            registry=r,
+        )
         self.calibration_shifts = Counter(
             "ragsift_calibration_shift_total",
             "Times a scope's drift PSI crossed the threshold (once per trip).",

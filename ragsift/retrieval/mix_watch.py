@@ -113,6 +113,9 @@ def mix_policy(
             estimate = monitor.observe(tenant, collection, calibration.version, table, seen, near)
             _export(metrics, tenant, collection, estimate)
     served = served_bar(base, table, near, mode, estimate, lower=lower)
+    if not counted:  # a keyword query's bar is its own model's; a retry's was set
+        labels = (metrics.tenant(query.tenant_id), metrics.collection(query.collection))
+        metrics.answer_threshold.labels(*labels).set(served.bar)
     if served.bar == base and served.reported_at is None:
         return policy, None
     share = moved_by(mode, estimate) if served.reported_at is None else served.reported_at

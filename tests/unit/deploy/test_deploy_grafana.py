@@ -25,6 +25,7 @@ REQUIRED_PANELS = {
     "drift psi": "ragsift_calibration_drift_psi",
     "unanswerable share": "ragsift_unanswerable_share",
     "near misses": "ragsift_near_miss_share",
+    "answer threshold": "ragsift_answer_threshold",
     "re-probes": "ragsift_calibration_reprobes_total",
     "fallbacks": "ragsift_calibration_fallbacks_total",
     "answer is missing": "ragsift_calibration_missing_answer_share",

@@ -72,6 +72,7 @@ def _pipeline(
     index: EdgeIndex,
     lower: Literal["auto", "off"],
     near_miss_bins: set[int] = frozenset({5, 6}),  # type: ignore[assignment]
+    metrics: Metrics | None = None,
 ) -> RetrievalPipeline:
     artifact = _answerable_looking(set(near_miss_bins))
     settings = Settings(
@@ -82,13 +83,19 @@ def _pipeline(
         ),
         cache=CacheSettings(enabled=False),
     )
-    return build_pipeline(settings, index=index, embedder=EMBEDDER, metrics=Metrics())
+    return build_pipeline(settings, index=index, embedder=EMBEDDER, metrics=metrics or Metrics())
+
+
+def _bar(metrics: Metrics) -> float | None:
+    labels = {"tenant": "alpha", "collection": "default"}
+    return metrics.registry.get_sample_value("ragsift_answer_threshold", labels)
 
 
 async def test_a_mostly_answerable_scope_is_answered_at_the_bar_of_its_mix(
     tmp_path: Path, index: EdgeIndex
 ) -> None:
-    results = await _ask(_pipeline(tmp_path, index, "auto"), "alpha", 260)
+    metrics = Metrics()
+    results = await _ask(_pipeline(tmp_path, index, "auto", metrics=metrics), "alpha", 260)
     first, last = results[0], results[-1]
     assert not first.answerable  # too few queries yet: the certified bar
     assert first.confidence == pytest.approx(CALIBRATED, abs=1e-4)
@@ -97,11 +104,9 @@ async def test_a_mostly_answerable_scope_is_answered_at_the_bar_of_its_mix(
     # unanswerable queries means more where nearly none are.
     assert last.confidence > CALIBRATED + 0.2
     assert 0.0 < _share_behind(last.confidence) <= 0.25  # where the table certifies 0.50
-    assert not any(
-        a.code in (MIX_ADVICE_CODE, NEAR_MISS_ADVICE_CODE)
-        for r in results
-        for a in r.recommendations
-    )
+    assert _bar(metrics) == LOWERED  # exported in the calibration's terms
+    codes = {a.code for r in results for a in r.recommendations}
+    assert not codes & {MIX_ADVICE_CODE, NEAR_MISS_ADVICE_CODE}
 
 
 def _share_behind(reported: float) -> float:
@@ -113,8 +118,10 @@ def _share_behind(reported: float) -> float:
 async def test_off_keeps_the_certified_bar_and_the_calibrated_confidence(
     tmp_path: Path, index: EdgeIndex
 ) -> None:
-    results = await _ask(_pipeline(tmp_path, index, "off"), "alpha", 260)
+    metrics = Metrics()
+    results = await _ask(_pipeline(tmp_path, index, "off", metrics=metrics), "alpha", 260)
     assert not any(r.answerable for r in results)
+    assert _bar(metrics) == CERTIFIED
     assert results[-1].confidence == pytest.approx(CALIBRATED, abs=1e-4)
 
 
