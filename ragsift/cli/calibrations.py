@@ -102,6 +102,7 @@ def _row(scope: Any, artifact: Any, reason: str | None, why: str | None) -> dict
         "answer_threshold": conformal.threshold
         if conformal is not None and conformal.feasible
         else None,
+        "keyword_answer_threshold": _keyword_bar(artifact),
         "used": reason is None,
         "ignored_reason": reason,
         "uncertified": uncertified,
@@ -140,6 +141,7 @@ def calibrations_list(
         "version": default.version,
         "made_by": _made_by(default),
         "answer_threshold": default.conformal.threshold if default.conformal.feasible else None,
+        "keyword_answer_threshold": _keyword_bar(default),
     }
     if as_json:
         print(json.dumps({"default": shipped, "scopes": rows}, ensure_ascii=False))
@@ -207,9 +209,19 @@ def _check_names(collection: str | None, tenant: str | None) -> None:
             _fail(f"{option}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}")
 
 
+def _keyword_bar(artifact: Any) -> float | None:
+    """The answer threshold keyword-only queries are held to (ADR 029); None without a
+    keyword model or where it certified none."""
+    part = artifact.keyword if artifact is not None else None
+    if part is None or not part.conformal.feasible:
+        return None
+    return float(part.conformal.threshold)
+
+
 def _bar(row: dict[str, Any]) -> str:
-    bar = row["answer_threshold"]
-    return "none certified" if bar is None else f"{bar:.2f}"
+    bar, keyword = row["answer_threshold"], row["keyword_answer_threshold"]
+    shown = "none certified" if bar is None else f"{bar:.2f}"
+    return shown if keyword is None else f"{shown} (keyword-only {keyword:.2f})"
 
 
 @calibrations_app.command("remove")

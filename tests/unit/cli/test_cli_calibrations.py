@@ -51,12 +51,18 @@ def test_a_fresh_data_dir_has_only_the_default_and_is_not_created(tmp_path: Path
             "version": DEFAULT.version,
             "made_by": f"fit on {DEFAULT.data.source}",
             "answer_threshold": DEFAULT.conformal.threshold,
+            "keyword_answer_threshold": DEFAULT.keyword.conformal.threshold,
         },
         "scopes": [],
     }
     table = runner.invoke(app, ["calibrations", "list", "--data-dir", str(data)], env=ENV)
     assert table.exit_code == 0, table.output
     assert "every query uses the default" in " ".join(table.output.split())
+    # Keyword-only queries are held to their own model's bar (ADR 029): shown beside it.
+    wide = runner.invoke(
+        app, ["calibrations", "list", "--data-dir", str(data)], env={**ENV, "COLUMNS": "200"}
+    )
+    assert f"(keyword-only {DEFAULT.keyword.conformal.threshold:.2f})" in wide.output
     assert not data.exists()
 
 
