@@ -315,7 +315,8 @@ def served_bar(
     share declares the out-of-scope mix alone). Only the out-of-scope mix moves
     the share the confidence is reported at (ADR 016). With ``lower``, a scope
     whose traffic is clearly more answerable than the sample's (:func:`lowered_to`)
-    gets the bar certified at that share and is reported at it (ADR 030).
+    has its bar lowered by what the table certifies that share moves it, and is
+    reported at that share (ADR 030).
     """
     mixed = mix_threshold(base, table, mode, estimate)
     moved: float | None = None
@@ -329,7 +330,11 @@ def served_bar(
     share = lowered_to(table, near, estimate) if lower else None
     if share is None:
         return ServedBar(base, base)
-    bar = min(base, table.threshold_at(share))
+    # Lowered by as much as the table says the mix moves the bar, never more: where
+    # the certified bar is stricter than the table at the sample's share (a
+    # collection's probes re-certified it), that margin stays.
+    drop = table.threshold_at(table.unanswerable_share) - table.threshold_at(share)
+    bar = max(0.0, base - max(drop, 0.0))
     return ServedBar(bar, bar, share)
 
 
