@@ -332,9 +332,11 @@ def served_bar(
         return ServedBar(base, base)
     # Lowered by as much as the table says the mix moves the bar, never more: where
     # the certified bar is stricter than the table at the sample's share (a
-    # collection's probes re-certified it), that margin stays.
-    drop = table.threshold_at(table.unanswerable_share) - table.threshold_at(share)
-    bar = max(0.0, base - max(drop, 0.0))
+    # collection's probes re-certified it), that margin stays. The table reads a
+    # share at the next tabulated one up, so its bar there may be above the
+    # certified one: the drop is measured from the lower of the two.
+    at_sample = min(base, table.threshold_at(table.unanswerable_share))
+    bar = base - max(at_sample - table.threshold_at(share), 0.0)
     return ServedBar(bar, bar, share)
 
 
