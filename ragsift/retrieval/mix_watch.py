@@ -12,10 +12,10 @@ advice): a refusal is never silent. Where the scope's calibration has a
 near-miss table, the bar also rises where near misses show (ADR 021,
 ``near_miss_mix`` advice, ``ragsift_near_miss_share``); that does not change
 the share the confidence is reported at. Where the traffic is clearly more
-answerable than the sample and shows no near misses, the bar falls to the one
-certified at the share's upper bound and the confidence is reported there (ADR
-030, ``RAGSIFT_CONFIDENCE_MIX_LOWER``); a tenant's own bar and a collection's
-floor stay.
+answerable than the sample and shows no near misses, the bar falls by what
+the mix table certifies the share's upper bound moves it, and the confidence is
+reported at that share (ADR 030, ``RAGSIFT_CONFIDENCE_MIX_LOWER``); a tenant's
+own bar and a collection's floor stay.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def mix_policy(
     prior = None
     if served.reported_at is not None:
         prior = reported_prior(table.unanswerable_share, served.reported_at)
-    if served.bar < base:
+    if served.bar < base and not why.declared:
         # ADR 030: lowered where the traffic is clearly more answerable; a tenant's
         # own bar, and a collection's floor, stay.
         if policy.answer_threshold is None:

@@ -23,7 +23,7 @@ from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.mix_watch import MIX_ADVICE_CODE, NEAR_MISS_ADVICE_CODE
 from ragsift.retrieval.pipeline import RetrievalPipeline
-from ragsift.settings import CacheSettings, ConfidenceSettings, Settings
+from ragsift.settings import CacheSettings, ConfidenceSettings, GuardrailSettings, Settings
 from ragsift.wiring import build_pipeline
 from tests.unit.confidence.test_scoped_calibration_pipeline import EMBEDDER, index
 from tests.unit.retrieval.test_mix_pipeline import CALIBRATED, _artifact, _ask, _histogram
@@ -73,6 +73,7 @@ def _pipeline(
     lower: Literal["auto", "off"],
     near_miss_bins: set[int] = frozenset({5, 6}),  # type: ignore[assignment]
     metrics: Metrics | None = None,
+    guardrails: GuardrailSettings | None = None,
 ) -> RetrievalPipeline:
     artifact = _answerable_looking(set(near_miss_bins))
     settings = Settings(
@@ -82,6 +83,7 @@ def _pipeline(
             mix_lower=lower,
         ),
         cache=CacheSettings(enabled=False),
+        guardrails=guardrails or GuardrailSettings(),
     )
     return build_pipeline(settings, index=index, embedder=EMBEDDER, metrics=metrics or Metrics())
 
@@ -133,3 +135,16 @@ async def test_traffic_that_looks_like_near_misses_keeps_the_certified_bar(
     results = await _ask(_pipeline(tmp_path, index, "auto", {11}), "alpha", 260)
     assert not any(r.answerable for r in results)
     assert results[-1].confidence == pytest.approx(CALIBRATED, abs=1e-4)
+
+
+async def test_a_tenants_own_answer_threshold_is_not_lowered(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    path = tmp_path / "tenants.yaml"
+    path.write_text("tenants:\n  alpha: {answer_threshold: 0.65}\n")  # above 0.60
+    guard = GuardrailSettings(tenant_thresholds_path=path)
+    results = await _ask(_pipeline(tmp_path, index, "auto", guardrails=guard), "alpha", 260)
+    assert not any(r.answerable for r in results)
+    # Still reported at the scope's mix, its bar with it: the tenant's 0.65 is in
+    # the calibration's terms, as the confidence it is compared with.
+    assert results[-1].confidence > CALIBRATED + 0.2
