@@ -33,6 +33,10 @@ This module lets the bar follow the share that shows:
   that score like answers) make the estimate low, and a low estimate must not
   lower the bar. The confidence itself is reported as before; a query refused
   only by this bar is told why (``near_miss_mix`` advice).
+* **Lower only where no near misses show** (:func:`lowered_to`, ADR 030): a scope
+  whose traffic is clearly more answerable than the sample has its bar lowered by
+  the mix table and is reported at that share, but only while this reading
+  estimates no more near misses than the sample held.
 """
 
 from __future__ import annotations
