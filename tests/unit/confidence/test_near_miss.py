@@ -22,6 +22,7 @@ from ragsift.confidence.mix import (
     DEAD_BAND,
     HISTOGRAM_BINS,
     MixReading,
+    MixTable,
     _histogram,
     fit_mix_table,
 )
@@ -136,12 +137,18 @@ def test_the_bar_moves_only_when_the_lower_bound_clears_the_band() -> None:
     assert moved == table.threshold_at(0.3, 0.5)
 
 
-def test_the_served_bar_rises_where_near_misses_show_and_only_auto_reads_them() -> None:
-    conf, labels, inside = _sample(np.random.default_rng(7), (800, 120, 1_600))
+def _tables(seed: int) -> tuple[NearMissTable, MixTable]:
+    """Both tables of one sample (800 answerable, 120 near misses, 1,600 out of scope)."""
+    conf, labels, inside = _sample(np.random.default_rng(seed), (800, 120, 1_600))
     table = fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA)
     mix = fit_mix_table(conf, labels, alpha=ALPHA, delta=DELTA)
     assert table is not None
     assert mix is not None
+    return table, mix
+
+
+def test_the_served_bar_rises_where_near_misses_show_and_only_auto_reads_them() -> None:
+    table, mix = _tables(7)
     many = MixReading(0.6, 0.55, NearMissReading(0.3, 0.25, 0.5))
     none = MixReading(0.6, 0.55, NearMissReading(0.0, 0.0, 0.6))
     base = 0.5
@@ -156,11 +163,7 @@ def test_the_served_bar_rises_where_near_misses_show_and_only_auto_reads_them() 
 
 
 def test_the_served_bar_falls_only_where_the_traffic_is_clearly_more_answerable() -> None:
-    conf, labels, inside = _sample(np.random.default_rng(9), (800, 120, 1_600))
-    table = fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA)
-    mix = fit_mix_table(conf, labels, alpha=ALPHA, delta=DELTA)
-    assert table is not None
-    assert mix is not None
+    table, mix = _tables(9)
     base, cal = 0.95, mix.unanswerable_share
     quiet = NearMissReading(table.near_miss_share, 0.0, 0.05)
     clear = MixReading(0.05, 0.03, quiet, upper=0.08)
