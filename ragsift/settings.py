@@ -239,9 +239,10 @@ class ConfidenceSettings(BaseSettings):
     #: ragsift/confidence/near_miss.py); "off" leaves the bar to the mix alone.
     near_miss: Literal["auto", "off"] = "auto"
     #: With ``unanswerable_share=auto`` and ``near_miss=auto``: "auto" lowers a scope's
-    #: bar to the one certified at its traffic's share, and reports the confidence at
-    #: that share, where the share's upper bound is clearly under the calibration
-    #: sample's and near misses do not show (ADR 030); "off" only ever raises the bar.
+    #: bar by what the mix table certifies its traffic's share moves it, and reports
+    #: the confidence at that share, where the share's upper bound is clearly under the
+    #: calibration sample's and near misses do not show (ADR 030); "off" only ever
+    #: raises the bar.
     mix_lower: Literal["auto", "off"] = "auto"
     #: "auto": a collection's probes also align its score levels to the calibration
     #: corpus's (ADR 024, ragsift/confidence/alignment.py) when the calibration
