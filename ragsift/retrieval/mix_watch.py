@@ -41,7 +41,6 @@ __all__ = [
     "mix_policy",
     "mix_refusal",
     "monitored_confidence",
-    "moved_by",
     "near_miss_table",
     "observe_reused",
     "reported_prior",
@@ -118,7 +117,10 @@ def mix_policy(
         metrics.answer_threshold.labels(*labels).set(served.bar)
     if served.bar == base and served.reported_at is None:
         return policy, None
-    share = moved_by(mode, estimate) if served.reported_at is None else served.reported_at
+    share = served.reported_at
+    if share is None:  # only near misses moved it, and only on a reading ("auto")
+        assert estimate is not None
+        share = estimate.share
     raised_by = None
     if served.bar != served.mixed and estimate is not None and estimate.near_miss is not None:
         raised_by = estimate.near_miss.share
@@ -224,14 +226,6 @@ def _export(metrics: Metrics, tenant: str, collection: str, estimate: MixReading
     metrics.unanswerable_share.labels(*labels).set(estimate.share)
     if estimate.near_miss is not None:
         metrics.near_miss_share.labels(*labels).set(estimate.near_miss.share)
-
-
-def moved_by(mode: UnanswerableShare, estimate: MixReading | None) -> float:
-    """The share that moved a scope's bar: the declared one, else the estimate."""
-    if isinstance(mode, str):
-        assert estimate is not None  # auto moves the bar on a reading only
-        return estimate.share
-    return mode
 
 
 def reported_prior(calibration_share: float, share: float) -> PriorShift | None:
