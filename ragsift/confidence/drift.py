@@ -11,6 +11,15 @@ re-embedded corpus), the top-hit scores move first. Per (tenant, collection) a
 * a **rolling sketch**: the later scores in the same fixed bins, with counts
   decayed by half every ``half_life`` queries, so it follows recent traffic;
 
+one pair per calibration version the scope's results carry. Results of one scope
+can carry two at once: a reranked query is scored without the calibration
+(``none``) and, when the reranker fails, the same scope's next query with it. A
+pair per version keeps each on its own scale, where one pair restarted at every
+switch never held a reference. A version not seen in the scope's last
+``2 * min_samples`` queries (one a re-fit replaced) is dropped, its PSI with it, and
+at most :data:`MAX_VERSIONS` are kept per scope. The scope's PSI (the gauge) is the
+highest of its versions'.
+
 and compares them with the population stability index
 
     PSI = sum_b (cur_b - ref_b) * ln(cur_b / ref_b)
@@ -38,6 +47,7 @@ __all__ = [
     "DEFAULT_HALF_LIFE",
     "DEFAULT_MIN_SAMPLES",
     "DEFAULT_PSI_THRESHOLD",
+    "MAX_VERSIONS",
     "DriftMonitor",
     "DriftReading",
     "decay_per_query",
@@ -61,6 +71,9 @@ BINS: Final = 10
 _FLOOR: Final = 1e-4
 # Scopes monitored at once; later scopes are not monitored (bounded memory).
 MAX_SCOPES: Final = 10_000
+#: Calibration versions sketched at once per scope: past it, the least recently seen
+#: one is dropped.
+MAX_VERSIONS: Final = 4
 
 
 def _bin(score: float) -> int:
@@ -116,22 +129,55 @@ class DriftReading:
     """What one observation says about its scope.
 
     Attributes:
-        psi: the current PSI, or None while the reference or the sketch is too small.
-        shifted: PSI is above the threshold now.
+        psi: the current PSI of the observation's calibration version, or None while
+            its reference or sketch is too small.
+        shifted: that PSI is above the threshold now.
         tripped: this observation is the one that crossed the threshold (report once).
+        scope_psi: the highest current PSI over the scope's versions (what the gauge
+            shows), or None while none has one.
     """
 
     psi: float | None
     shifted: bool
     tripped: bool
+    scope_psi: float | None = None
+
+
+@dataclass(slots=True)
+class _Sketch:
+    """One calibration version's reference and rolling sketch."""
+
+    last_seen: int
+    reference: FloatArray = field(default_factory=lambda: np.zeros(BINS))
+    sketch: FloatArray = field(default_factory=lambda: np.zeros(BINS))
+    shifted: bool = False
+    psi: float | None = None
 
 
 @dataclass(slots=True)
 class _Scope:
-    version: str
-    reference: FloatArray = field(default_factory=lambda: np.zeros(BINS))
-    sketch: FloatArray = field(default_factory=lambda: np.zeros(BINS))
-    shifted: bool = False
+    seen: int = 0
+    versions: dict[str, _Sketch] = field(default_factory=dict)
+
+    def sketch_of(self, version: str, stale_after: int) -> _Sketch:
+        """The version's sketch (a new one if none), after dropping the versions not
+        seen in the last ``stale_after`` queries."""
+        self.seen += 1
+        stale = [v for v, k in self.versions.items() if self.seen - k.last_seen > stale_after]
+        for v in stale:
+            del self.versions[v]
+        got = self.versions.get(version)
+        if got is None:
+            if len(self.versions) >= MAX_VERSIONS:
+                oldest = min(self.versions, key=lambda v: self.versions[v].last_seen)
+                del self.versions[oldest]
+            got = self.versions[version] = _Sketch(self.seen)
+        got.last_seen = self.seen
+        return got
+
+    def highest_psi(self) -> float | None:
+        values = [k.psi for k in self.versions.values() if k.psi is not None]
+        return max(values) if values else None
 
 
 class DriftMonitor:
@@ -162,32 +208,35 @@ class DriftMonitor:
         self._lock = threading.Lock()
 
     def state(self, tenant: str, collection: str, version: str) -> DriftReading:
-        """A scope's state without adding a query (for one whose top score is on another
-        scale): shifted or not, never tripped here, no PSI."""
+        """A version's state in its scope without adding a query (for one whose top
+        score is on another scale): shifted or not, never tripped here, no PSI."""
         with self._lock:
             scope = self._scopes.get((tenant, collection))
-            shifted = scope is not None and scope.version == version and scope.shifted
+            sketch = None if scope is None else scope.versions.get(version)
+            shifted = sketch is not None and sketch.shifted
         return DriftReading(None, shifted, False)
 
     def observe(self, tenant: str, collection: str, version: str, top_score: float) -> DriftReading:
-        """Add one query's top-hit score to its scope; return the scope's state."""
+        """Add one query's top-hit score to its scope's sketch of ``version``; return
+        that version's state."""
         key = (tenant, collection)
         b = _bin(top_score)
         with self._lock:
-            state = self._scopes.get(key)
-            if state is None or state.version != version:
-                if state is None and len(self._scopes) >= MAX_SCOPES:
+            scope = self._scopes.get(key)
+            if scope is None:
+                if len(self._scopes) >= MAX_SCOPES:
                     return DriftReading(None, False, False)
-                state = self._scopes[key] = _Scope(version)
+                scope = self._scopes[key] = _Scope()
+            state = scope.sketch_of(version, 2 * self.min_samples)
             if state.reference.sum() < self.min_samples:
                 state.reference[b] += 1.0
-                return DriftReading(None, False, False)
+                return DriftReading(None, False, False, scope.highest_psi())
             state.sketch *= self._decay
             state.sketch[b] += 1.0
             if state.sketch.sum() < self.min_samples:
-                return DriftReading(None, False, False)
-            value = psi(state.reference, state.sketch)
+                return DriftReading(None, False, False, scope.highest_psi())
+            value = state.psi = psi(state.reference, state.sketch)
             shifted = value > self.threshold
             tripped = shifted and not state.shifted
             state.shifted = shifted
-            return DriftReading(value, shifted, tripped)
+            return DriftReading(value, shifted, tripped, scope.highest_psi())

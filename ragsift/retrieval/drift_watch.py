@@ -31,8 +31,8 @@ def watch_drift(
     else:
         reading = monitor.observe(result.tenant_id, result.collection, version, top)
     tenant, collection = metrics.tenant(result.tenant_id), metrics.collection(result.collection)
-    if reading.psi is not None:
-        metrics.drift_psi.labels(tenant, collection).set(reading.psi)
+    if reading.scope_psi is not None:  # the highest over the scope's versions
+        metrics.drift_psi.labels(tenant, collection).set(reading.scope_psi)
     # Set either way: a cached result carries the flag of the time it was stored.
     flagged = result
     if result.calibration_shift != reading.shifted:

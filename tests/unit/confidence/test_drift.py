@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from ragsift.confidence.drift import DriftMonitor, DriftReading, psi
+from ragsift.confidence.drift import MAX_VERSIONS, DriftMonitor, DriftReading, psi
 from ragsift.confidence.errors import ConfidenceError
 
 
@@ -81,6 +81,55 @@ def test_a_new_calibration_version_starts_a_new_reference() -> None:
     feed(monitor, out_of_domain(300))
     after = feed(monitor, out_of_domain(400, seed=5), version="v2")
     assert not any(r.shifted for r in after)  # v2's reference is today's traffic
+
+
+def test_a_second_version_in_the_same_scope_does_not_restart_the_first() -> None:
+    """Reranked results carry no calibration ("none") and, when the reranker fails, the
+    scope's next result carries its calibration: each version keeps its own sketch,
+    where one sketch restarted at every switch never held a reference."""
+    monitor = DriftMonitor(min_samples=100, half_life=200)
+    reranked = in_domain(1_000, seed=6)
+
+    def interleaved(scores: list[float]) -> list[DriftReading]:
+        out = []
+        for i, s in enumerate(scores):
+            out.append(monitor.observe("acme", "docs", "v1", s))
+            for r in reranked[2 * i : 2 * i + 2]:
+                assert not monitor.observe("acme", "docs", "none", r).shifted
+        return out
+
+    interleaved(in_domain(200))
+    readings = interleaved(out_of_domain(300))
+    assert sum(r.tripped for r in readings) == 1
+    assert readings[-1].shifted
+    assert monitor.state("acme", "docs", "v1").shifted
+    assert not monitor.state("acme", "docs", "none").shifted
+    # The scope's PSI (the gauge) is the higher of the two versions'.
+    assert readings[-1].scope_psi == readings[-1].psi
+
+
+def test_a_replaced_version_leaves_the_scope_and_its_psi_with_it() -> None:
+    monitor = DriftMonitor(min_samples=100, half_life=200)
+    feed(monitor, in_domain(300))
+    shifted = feed(monitor, out_of_domain(300))[-1]
+    assert shifted.shifted
+    assert shifted.psi is not None
+    assert shifted.scope_psi == shifted.psi
+    # A re-fit: v2 from now on. Until v1 is dropped the scope's PSI is v1's...
+    after = feed(monitor, out_of_domain(400, seed=5), version="v2")
+    assert after[0].scope_psi == shifted.psi
+    # ... and once v1 was not seen in 2 x min_samples queries, v2's alone.
+    assert after[-1].psi is not None
+    assert after[-1].scope_psi == after[-1].psi < monitor.threshold
+    assert not monitor.state("acme", "docs", "v1").shifted
+
+
+def test_a_scope_keeps_a_bounded_number_of_versions() -> None:
+    monitor = DriftMonitor(min_samples=5, half_life=20)
+    for n in range(3 * MAX_VERSIONS):
+        feed(monitor, in_domain(12, seed=n), version=f"v{n}")
+    scope = monitor._scopes[("acme", "docs")]
+    assert len(scope.versions) <= MAX_VERSIONS
 
 
 def test_scopes_are_independent() -> None:
