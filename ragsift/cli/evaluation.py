@@ -291,7 +291,10 @@ def evaluate(
         artifact, replayed = replay_feedback(
             run, artifact, evaluated, feedback, feedback_from, served, feedback_bias
         )
-        how += f", re-fit on {feedback} feedback labels ({artifact.version})"
+        if replayed["withheld"] is None:
+            how += f", re-fit on {feedback} feedback labels ({artifact.version})"
+        else:  # ADR 031
+            how += f", its re-fit on {feedback} feedback labels withheld (too few labels)"
     keyword = artifact.keyword_model() if mode == "keyword" else None
     watched = None
     if keyword is not None:

@@ -46,7 +46,7 @@ def replay_feedback(
     summary["before"] = {
         r.name: r.to_dict() for r in before.reports if r.name.startswith("calibrated")
     }
-    return simulated.artifact, summary
+    return simulated.in_force(artifact), summary
 
 
 def feedback_words(replayed: dict[str, Any]) -> str:
@@ -59,12 +59,14 @@ def feedback_words(replayed: dict[str, Any]) -> str:
 
     bias = replayed["bias"]
     biased = "" if bias == 1.0 else f", the wrong ones {bias:g}x as likely to be labelled"
+    withheld = "" if replayed["withheld"] is None else " (withheld: the base stays in force)"
 
     return (
         f"feedback: {replayed['labels']} labels from {replayed['sampled_from']} questions"
         f"{biased}"
         f" ({replayed['positive_rate']:.0%} relevant); answer threshold"
-        f" {bar(replayed['base_threshold'])} -> {bar(replayed['refit_threshold'])};"
+        f" {bar(replayed['base_threshold'])} -> {bar(replayed['refit_threshold'])}"
+        f"{withheld};"
         f" before the re-fit, on the same questions: answer rate"
         f" {before['answer_rate']:.3f}, {risk}"
     )

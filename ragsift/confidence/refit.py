@@ -67,6 +67,7 @@ __all__ = [
     "describe_refit",
     "refit_calibration",
     "refit_kind",
+    "withheld_because",
 ]
 
 # Enough labels for a two-parameter fit and a conformal walk (conformal.py starts
@@ -213,8 +214,8 @@ def describe_refit(before: CalibrationArtifact, after: CalibrationArtifact) -> s
     labels = after.data.n_examples
     if not after.conformal.feasible:
         return (
-            f"no answer threshold is certified on {labels} labels (too many wrong answers"
-            " at the top of the ranking, or too few labels): the scope's queries are refused"
+            f"no answer threshold is certified on {labels} labels, and the answered results"
+            " among them were wrong more often than alpha allows: the scope's queries are refused"
             " until more labels certify one. Labels users chose to give (thumbs-downs,"
             " complaints) read as more risk than there is: send them as reported"
             " (sampled: false), which keeps them out of re-fits"
@@ -224,6 +225,30 @@ def describe_refit(before: CalibrationArtifact, after: CalibrationArtifact) -> s
     if refit_kind(after) == _RAISE:
         return f"{said} (every label on an answered result: the bar can only rise)"
     return said
+
+
+def withheld_because(refit: CalibrationArtifact, labels: Sequence[LabelledResult]) -> str | None:
+    """Why ``refit`` is not put in force (ADR 031), or None: it is.
+
+    A re-fit that certifies a threshold is put in force. One that certifies none would
+    refuse every query of its scope. That is the honest answer when the labels show
+    the answers the scope was served are wrong more often than alpha; when they do
+    not, the labels are merely too few to certify a bar (a few hundred labels on
+    traffic that is mostly unanswerable hold a few dozen answers), and the
+    calibration in force stays until more arrive."""
+    if refit.conformal.feasible:
+        return None
+    judged = [r for r in labels if r.answered]
+    wrong = sum(not r.relevant for r in judged)
+    alpha = refit.conformal.alpha
+    if judged and wrong > alpha * len(judged):
+        return None
+    return (
+        f"{len(labels)} labels certify no answer threshold at risk <= {alpha:g}, and the"
+        f" answered results among them were wrong {wrong} of {len(judged)} times, within"
+        " it: too few labels, not too many wrong answers; the calibration in force stays"
+        " until more labels certify a threshold"
+    )
 
 
 def refit_kind(artifact: CalibrationArtifact) -> RefitKind | None:

@@ -29,7 +29,7 @@ import numpy.typing as npt
 from ragsift.confidence import CalibrationArtifact, ConfidenceEngine
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.mix import UnanswerableShare
-from ragsift.confidence.refit import LabelledResult, refit_calibration
+from ragsift.confidence.refit import LabelledResult, refit_calibration, withheld_because
 from ragsift.confidence.signals import SIGNAL_NAMES
 from ragsift.evaluation.mix import as_served, monitored
 from ragsift.evaluation.runner import RetrievalRun
@@ -99,6 +99,12 @@ class SimulatedFeedback:
     positive_rate: float
     sampled_from: FeedbackFrom
     bias: float = 1.0
+    withheld: str | None = None
+
+    def in_force(self, base: CalibrationArtifact) -> CalibrationArtifact:
+        """What the scope is scored with after the re-fit: the re-fit, or ``base`` where
+        the worker would withhold it (ADR 031)."""
+        return base if self.withheld is not None else self.artifact
 
     def to_dict(self, base: CalibrationArtifact) -> dict[str, object]:
         """JSON-ready summary: the labels and both thresholds."""
@@ -113,6 +119,7 @@ class SimulatedFeedback:
             "refit_threshold": self.artifact.conformal.threshold
             if self.artifact.conformal.feasible
             else None,
+            "withheld": self.withheld,
         }
 
 
@@ -190,7 +197,8 @@ def simulate_feedback(
     evaluated: npt.NDArray[np.bool_],
     draw: FeedbackDraw,
 ) -> SimulatedFeedback:
-    """Re-fit ``artifact`` on the labels :func:`draw_feedback` draws, as the worker would.
+    """Re-fit ``artifact`` on the labels :func:`draw_feedback` draws, as the worker would
+    (withheld where it would withhold it: :meth:`SimulatedFeedback.in_force`).
 
     Raises:
         ConfidenceError: too few questions to draw from, or a re-fit the labels
@@ -201,4 +209,6 @@ def simulate_feedback(
         artifact, results, scope=f"eval/{run.dataset.name}", fitted_at=_FITTED_AT
     )
     positive = float(np.mean([r.relevant for r in results]))
-    return SimulatedFeedback(refit, labelled, positive, draw.sampled_from, draw.bias)
+    return SimulatedFeedback(
+        refit, labelled, positive, draw.sampled_from, draw.bias, withheld_because(refit, results)
+    )

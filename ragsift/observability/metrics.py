@@ -274,8 +274,10 @@ class Metrics:
         )
         self.calibration_refits = Counter(
             "ragsift_calibration_refits_total",
-            "Calibrations re-fit from feedback and published, by outcome: certified, or"
-            " uncertified (no answer threshold certified: the scope refuses its queries).",
+            "Calibrations re-fit from feedback, by outcome: certified or uncertified"
+            " (published; uncertified: the labels' answers were wrong more often than alpha,"
+            " the scope refuses its queries), or withheld (no threshold certified on too"
+            " few labels: not published, the calibration in force stays).",
             ["outcome"],
             registry=r,
         )

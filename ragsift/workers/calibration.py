@@ -32,7 +32,12 @@ from pydantic import BaseModel
 
 from ragsift.confidence.artifact import CalibrationArtifact
 from ragsift.confidence.errors import ConfidenceError
-from ragsift.confidence.refit import LabelledResult, describe_refit, refit_calibration
+from ragsift.confidence.refit import (
+    LabelledResult,
+    describe_refit,
+    refit_calibration,
+    withheld_because,
+)
 from ragsift.confidence.registry import CalibrationRegistry, CalibrationScope
 from ragsift.errors import InvalidEventError
 from ragsift.observability.metrics import Metrics
@@ -110,6 +115,9 @@ class FeedbackLoop:
         self.settings = settings
         self.metrics = metrics
         self._clock = clock
+        #: Per scope, why its last re-fit was withheld (ADR 031); gone once one is put
+        #: in force.
+        self.withheld: dict[CalibrationScope, str] = {}
 
     def remember(self, results: Sequence[RetrievalResult]) -> None:
         """Keep the scored results' signals for the join window (errors and bypasses: none)."""
@@ -188,29 +196,37 @@ class FeedbackLoop:
         # The collection's calibration (else the default), never the tenant's last re-fit:
         # re-fits do not compound. The registry skips a stored artifact it cannot use.
         base = self.registry.resolve(None, scope.collection)
+        fitted = [
+            LabelledResult(
+                s.record.query_id,
+                s.record.signals,
+                s.record.kept,
+                s.relevant,
+                s.record.answered,
+                s.record.dense_only,
+            )
+            for s in labels
+        ]
         try:
             artifact = refit_calibration(
                 base,
-                [
-                    LabelledResult(
-                        s.record.query_id,
-                        s.record.signals,
-                        s.record.kept,
-                        s.relevant,
-                        s.record.answered,
-                        s.record.dense_only,
-                    )
-                    for s in labels
-                ],
+                fitted,
                 scope=str(scope),
                 fitted_at=datetime.fromtimestamp(now, UTC),
             )
         except ConfidenceError as exc:  # e.g. every label the same: wait for more
             log.info("calibration re-fit of %s postponed: %s", scope, exc)
             return None
+        withheld = withheld_because(artifact, fitted)
+        self.store.mark_refit(scope, digest, now)
+        if withheld is not None:  # ADR 031: too few labels, not too many wrong answers
+            self.withheld[scope] = withheld
+            self.metrics.calibration_refits.labels(outcome="withheld").inc()
+            log.info("calibration re-fit of %s withheld: %s", scope, withheld)
+            return None
+        self.withheld.pop(scope, None)
         previous = self.in_force(scope, base)  # what the new one replaces, for the log
         self.registry.put(scope, artifact)
-        self.store.mark_refit(scope, digest, now)
         outcome = "certified" if artifact.conformal.feasible else "uncertified"
         self.metrics.calibration_refits.labels(outcome=outcome).inc()
         log.log(

@@ -20,6 +20,7 @@ from ragsift.confidence.refit import (
     describe_refit,
     refit_calibration,
     refit_kind,
+    withheld_because,
 )
 from ragsift.confidence.signals import SIGNAL_NAMES
 from ragsift.retrieval.engines import packaged_calibration_path
@@ -316,3 +317,50 @@ def test_dense_only_labels_are_refit_as_they_were_scored(base: CalibrationArtifa
     ]
     same = refit_calibration(with_fit, halved, scope="a/c", fitted_at=AT)
     assert same.coefficients == pytest.approx(new.coefficients)
+
+
+def mostly_unanswerable(n: int, answered: int, wrong: int) -> list[LabelledResult]:
+    """``n`` labels of a scope whose traffic is mostly unanswerable: the ``answered``
+    best-scoring results were served as answers, ``wrong`` of them without the answer;
+    of the refused rest, one in ten held it."""
+    out = []
+    for i in range(n):
+        top = 0.9 - 0.6 * i / n
+        served = i < answered
+        relevant = (i >= wrong) if served else i % 10 == 0
+        signals = {"top_score": top, "support": top * 0.8, "consensus": 0.5, "agreement": top}
+        out.append(LabelledResult(f"q-{i}", signals, True, relevant, served))
+    return out
+
+
+def test_a_refit_too_few_labels_certify_is_withheld_not_a_refusal(
+    base: CalibrationArtifact,
+) -> None:
+    # ADR 031: 200 labels hold 20 answers, one of them wrong: no bar certifies at
+    # alpha = 0.1 on 20 answers, but nothing says the served answers fail it.
+    labels = mostly_unanswerable(200, answered=20, wrong=1)
+    new = refit_calibration(base, labels, scope="acme/docs", fitted_at=AT)
+    assert not new.conformal.feasible
+    why = withheld_because(new, labels)
+    assert why is not None
+    assert "wrong 1 of 20 times" in why
+    assert "stays" in why
+    # No answer among the labels: nothing to judge, nothing refused on it either.
+    blind = [dataclasses.replace(r, answered=None) for r in labels]
+    assert withheld_because(refit_calibration(base, blind, scope="s", fitted_at=AT), blind)
+
+
+def test_a_refit_whose_labels_show_wrong_answers_is_put_in_force(
+    base: CalibrationArtifact,
+) -> None:
+    # 3 of 20 served answers wrong (0.15 > alpha): refusing is the honest answer.
+    labels = mostly_unanswerable(200, answered=20, wrong=3)
+    new = refit_calibration(base, labels, scope="acme/docs", fitted_at=AT)
+    assert not new.conformal.feasible
+    assert withheld_because(new, labels) is None
+    assert "wrong more often than alpha" in describe_refit(base, new)
+    # A certified re-fit is always put in force.
+    good = labelled(400, relevant_share=0.9)
+    certified = refit_calibration(base, good, scope="acme/docs", fitted_at=AT)
+    assert certified.conformal.feasible
+    assert withheld_because(certified, good) is None

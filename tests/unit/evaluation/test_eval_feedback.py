@@ -11,14 +11,21 @@ import pytest
 from typer.testing import CliRunner
 
 from ragsift.cli import app
+from ragsift.cli.replay import feedback_words
 from ragsift.confidence import (
     CalibrationArtifact,
     ConfidenceEngine,
     ConfidenceError,
     load_calibration,
 )
+from ragsift.confidence.refit import withheld_because
 from ragsift.evaluation import RetrievalRun, load_squad, run_retrieval
-from ragsift.evaluation.feedback import FeedbackDraw, draw_feedback, simulate_feedback
+from ragsift.evaluation.feedback import (
+    FeedbackDraw,
+    SimulatedFeedback,
+    draw_feedback,
+    simulate_feedback,
+)
 from ragsift.evaluation.mix import as_served
 from ragsift.evaluation.scoring import hit_batch, served_config
 from ragsift.retrieval.embedders import HashingEmbedder
@@ -160,6 +167,24 @@ def test_cli_scores_only_the_questions_that_gave_no_label(data: list[str]) -> No
     words = runner.invoke(app, args[:-1])
     assert words.exit_code == 0, words.output
     assert "feedback: 60 labels from all questions" in words.output
+
+
+def test_the_replay_withholds_a_refit_as_the_worker_would(run: RetrievalRun) -> None:
+    """ADR 031: the replay scores with what the worker would put in force."""
+    base = _shipped()
+    evaluated = np.ones(len(run.queries), dtype=bool)
+    replayed = simulate_feedback(run, base, evaluated, FeedbackDraw(60))
+    labels, _ = draw_feedback(run, base, evaluated, FeedbackDraw(60))
+    assert replayed.withheld == withheld_because(replayed.artifact, labels)
+    withheld = SimulatedFeedback(
+        replayed.artifact, replayed.labelled, 0.3, "all", withheld="too few labels"
+    )
+    assert withheld.in_force(base) is base
+    assert replayed.in_force(base) is (base if replayed.withheld else replayed.artifact)
+    summary = withheld.to_dict(base)
+    assert summary["withheld"] == "too few labels"
+    summary["before"] = {"calibrated": {"answer_rate": 0.2, "risk": 0.02}}
+    assert "(withheld: the base stays in force)" in feedback_words(summary)
 
 
 @pytest.mark.parametrize(

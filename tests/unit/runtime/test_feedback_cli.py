@@ -61,8 +61,9 @@ def test_labels_refit_the_tenants_calibration_once_enough_exist(
     scope = CalibrationScope("default", "acme")
     outputs = []
     for i, result in enumerate(answered[:MIN_LABELS]):
-        # In scope (the first four questions of each cycle) is what this user found useful.
-        out = label(tmp_path, result.query_id, i % len(QUESTIONS) < 3)
+        # The first two questions of each cycle are what this user found useful; the
+        # third is answered too, and this user says wrongly: a third of the answers.
+        out = label(tmp_path, result.query_id, i % len(QUESTIONS) < 2)
         assert out.exit_code == 0, out.output
         outputs.append(out.output)
     assert "re-fit the calibration of acme/default" in outputs[-1]
@@ -78,6 +79,28 @@ def test_labels_refit_the_tenants_calibration_once_enough_exist(
     assert again.exit_code == 0
     assert "re-fit" not in again.output
     assert store.get(scope) == tuned
+
+
+def test_a_refit_too_few_labels_certify_is_withheld_and_said_so(
+    tmp_path: Path, answered: list[RetrievalResult]
+) -> None:
+    """ADR 031: every answer labelled right, but 40 labels hold 21 answers, too few to
+    certify a bar: the re-fit is withheld, and the scope keeps its calibration."""
+    outputs = []
+    for i, result in enumerate(answered[:MIN_LABELS]):
+        out = label(tmp_path, result.query_id, i % len(QUESTIONS) < 3)
+        assert out.exit_code == 0, out.output
+        outputs.append(" ".join(out.output.split()))
+    assert "re-fit of acme/default withheld" in outputs[-1]
+    assert f"{MIN_LABELS} labels certify no answer threshold" in outputs[-1]
+    assert "answered results among them were wrong 0 of" in outputs[-1]
+    assert not any("re-fit" in o for o in outputs[:-1])
+    assert (
+        DirectoryCalibrationStore(tmp_path / "calibrations").get(
+            CalibrationScope("default", "acme")
+        )
+        is None
+    )
 
 
 def test_unknown_query_and_another_tenant_are_refused(

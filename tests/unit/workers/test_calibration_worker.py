@@ -52,7 +52,8 @@ def base_artifact() -> CalibrationArtifact:
 
 
 def result(query_id: str, top: float, tenant: str = "acme") -> RetrievalResult:
-    """A scored result with the given top score (the rest of its fields do not matter here)."""
+    """A scored result with the given top score, answered from 0.6 up (the rest of its
+    fields do not matter here)."""
     failed = error_result(
         QueryEvent(query_id=query_id, tenant_id=tenant, query="q?", collection="docs"),
         stage="search",
@@ -66,7 +67,13 @@ def result(query_id: str, top: float, tenant: str = "acme") -> RetrievalResult:
         scorer="calibrated", calibration_version="base", signals=signals
     )
     return failed.model_copy(
-        update={"outcome": "ok", "match_count": 1, "error": None, "breakdown": breakdown}
+        update={
+            "outcome": "ok",
+            "match_count": 1,
+            "error": None,
+            "breakdown": breakdown,
+            "answerable": top >= 0.6,
+        }
     )
 
 
@@ -322,6 +329,34 @@ def test_a_refit_that_certifies_nothing_is_counted_and_warned(
     assert len(warned) == 1
     assert "acme/docs" in warned[0].getMessage()
     assert "no answer threshold is certified on 200 labels" in warned[0].getMessage()
+
+
+def test_a_refit_too_few_labels_certify_is_withheld_and_the_scope_keeps_answering(
+    loop: FeedbackLoop, caplog: pytest.LogCaptureFixture
+) -> None:
+    """ADR 031: mostly unanswerable traffic, its few served answers right. 200 labels
+    hold 20 answers, too few to certify a bar: the re-fit is counted as withheld and
+    logged, not published (the scope is not switched to refusing everything), and the
+    same labels again do not re-fit."""
+    rng = random.Random(7)
+    labelled = [(result(f"a{i}", 0.85), i != 0) for i in range(20)]
+    labelled += [(result(f"r{i}", rng.uniform(0.3, 0.55)), i % 10 == 0) for i in range(180)]
+    loop.remember([r for r, _ in labelled])
+    with caplog.at_level("INFO", logger="ragsift.workers.calibration"):
+        versions = [loop.apply(feedback(r.query_id, y)) for r, y in labelled]
+    assert versions == [None] * 200
+    assert loop.registry.resolve("acme", "docs").version == loop.registry.default.version
+    registry = loop.metrics.registry
+    total = "ragsift_calibration_refits_total"
+    assert registry.get_sample_value(total, {"outcome": "withheld"}) == 1
+    assert registry.get_sample_value(total, {"outcome": "uncertified"}) is None
+    assert "wrong 1 of 20 times" in loop.withheld[SCOPE]
+    (said,) = [r.getMessage() for r in caplog.records if "withheld" in r.getMessage()]
+    assert "acme/docs" in said
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    again = [loop.apply(feedback(r.query_id, y, n=1)) for r, y in labelled]
+    assert again == [None] * 200
+    assert registry.get_sample_value(total, {"outcome": "withheld"}) == 1
 
 
 def test_reported_labels_are_kept_and_counted_but_never_re_fit(loop: FeedbackLoop) -> None:
