@@ -241,8 +241,8 @@ class ConfidenceSettings(BaseSettings):
     #: With ``unanswerable_share=auto`` and ``near_miss=auto``: "auto" lowers a scope's
     #: bar by what the mix table certifies its traffic's share moves it, and reports
     #: the confidence at that share, where the share's upper bound is clearly under the
-    #: calibration sample's and near misses do not show (ADR 030); "off" only ever
-    #: raises the bar.
+    #: calibration sample's (ADR 030), never under the near-miss table's bar at the near
+    #: misses read (ADR 032); "off" only ever raises the bar.
     mix_lower: Literal["auto", "off"] = "auto"
     #: "auto": a collection's probes also align its score levels to the calibration
     #: corpus's (ADR 024, ragsift/confidence/alignment.py) when the calibration

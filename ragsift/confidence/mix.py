@@ -43,9 +43,9 @@ estimate assumes that the confidence of answerable and of unanswerable queries
 is distributed as in the calibration sample, and the way that fails on a new
 corpus (unanswerable queries scoring like answerable ones) makes the estimated
 share too low, never too high. So the estimate alone never lowers the bar: that
-takes its *upper* bound under the calibration's share by more than the band and
-a three-kind reading that shows no more near misses than the sample held
-(:func:`~ragsift.confidence.near_miss.lowered_to`, ADR 030). An operator who
+takes its *upper* bound under the calibration's share by more than the band, and
+the bar falls no further than the near-miss table's at the three-kind reading
+(:func:`~ragsift.confidence.near_miss.served_bar`, ADR 030, ADR 032). An operator who
 knows the share can declare it (``RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE``): then
 its tabulated threshold is used, lower or higher. What this measured on data the
 fit did not see is in docs/evaluation.md.

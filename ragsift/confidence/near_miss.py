@@ -33,10 +33,10 @@ This module lets the bar follow the share that shows:
   that score like answers) make the estimate low, and a low estimate must not
   lower the bar. The confidence itself is reported as before; a query refused
   only by this bar is told why (``near_miss_mix`` advice).
-* **Lower only where no near misses show** (:func:`lowered_to`, ADR 030): a scope
-  whose traffic is clearly more answerable than the sample has its bar lowered by
-  the mix table and is reported at that share, but only while this reading
-  estimates no more near misses than the sample held.
+* **Lower, never under the near misses that show** (:func:`lowered_to`, ADR 030,
+  ADR 032): a scope whose traffic is clearly more answerable than the sample has
+  its bar lowered by the mix table and is reported at that share, but never under
+  this table's bar at the near-miss and out-of-scope shares this reading estimates.
 """
 
 from __future__ import annotations
@@ -319,8 +319,9 @@ def served_bar(
     share declares the out-of-scope mix alone). Only the out-of-scope mix moves
     the share the confidence is reported at (ADR 016). With ``lower``, a scope
     whose traffic is clearly more answerable than the sample's (:func:`lowered_to`)
-    has its bar lowered by what the table certifies that share moves it, and is
-    reported at that share (ADR 030).
+    has its bar lowered by what the table certifies that share moves it, never under
+    the near-miss table's bar at the reading's shares (ADR 032), and is reported at
+    that share (ADR 030).
     """
     mixed = mix_threshold(base, table, mode, estimate)
     moved: float | None = None
@@ -331,7 +332,7 @@ def served_bar(
     raised = near_miss_threshold(near, estimate.near_miss)
     if raised is not None or mixed != base:
         return ServedBar(mixed if raised is None else max(mixed, raised), mixed, moved)
-    share = lowered_to(table, near, estimate) if lower else None
+    share = lowered_to(table, estimate) if lower else None
     if share is None:
         return ServedBar(base, base)
     # Lowered by as much as the table says the mix moves the bar, never more: where
@@ -341,20 +342,24 @@ def served_bar(
     # certified one: the drop is measured from the lower of the two.
     at_sample = min(base, table.threshold_at(table.unanswerable_share))
     bar = base - max(at_sample - table.threshold_at(share), 0.0)
+    # The two-kind table counts near misses as answerable: never under the bar the
+    # three-kind one certifies at the near misses (and off-topic queries) read (ADR 032).
+    reading = estimate.near_miss
+    assert reading is not None  # lowered_to lowers only with one
+    bar = max(bar, near.threshold_at(reading.share, reading.out_of_scope))
+    if bar >= base:
+        return ServedBar(base, base)
     return ServedBar(bar, bar, share)
 
 
-def lowered_to(table: MixTable, near: NearMissTable, estimate: MixReading) -> float | None:
+def lowered_to(table: MixTable, estimate: MixReading) -> float | None:
     """The share a scope's bar is lowered to and its confidence reported at (ADR 030):
     the estimate's upper bound, where that is more than :data:`~.mix.DEAD_BAND` under
-    the sample's share and the three-kind reading shows no more near misses than the
-    sample held (within :data:`NEAR_MISS_BAND`). None otherwise.
+    the sample's share and a three-kind reading exists. None otherwise.
 
     Near misses score like answers and pull the two-kind estimate down; the upper
-    bound, not the estimate, is the least the traffic's evidence allows."""
-    reading = estimate.near_miss
-    if reading is None or estimate.upper >= table.unanswerable_share - DEAD_BAND:
-        return None
-    if reading.share > near.near_miss_share + NEAR_MISS_BAND:
+    bound, not the estimate, is the least the traffic's evidence allows, and
+    :func:`served_bar` keeps the bar at or over the near-miss table's at the reading."""
+    if estimate.near_miss is None or estimate.upper >= table.unanswerable_share - DEAD_BAND:
         return None
     return estimate.upper

@@ -173,19 +173,31 @@ def test_the_served_bar_falls_only_where_the_traffic_is_clearly_more_answerable(
     assert drop > 0
     assert base > mix.threshold_at(cal)
     assert served == ServedBar(base - drop, base - drop, 0.08)
-    # One at or under it falls to the table's bar at the new share, and no further.
+    # One at or under it falls to the table's bar at the new share, and no further:
+    # nor under the near-miss table's at the shares read (ADR 032).
+    floor = table.threshold_at(quiet.share, quiet.out_of_scope)
+    assert floor > mix.threshold_at(0.08)  # it binds here
     for certified in (mix.threshold_at(cal), mix.threshold_at(cal) - 0.01):
         lowered = served_bar(certified, mix, table, "auto", clear).bar
-        assert lowered == pytest.approx(min(certified, mix.threshold_at(0.08)))
-    assert lowered_to(mix, table, clear) == 0.08
+        assert lowered == pytest.approx(max(min(certified, mix.threshold_at(0.08)), floor))
+    assert lowered_to(mix, clear) == 0.08
     # The upper bound within the dead band of the sample's share: no evidence.
     edge = MixReading(0.05, 0.03, quiet, upper=cal - DEAD_BAND)
     assert served_bar(base, mix, table, "auto", edge) == ServedBar(base, base)
-    # More near misses than the sample held: they pull the two-kind estimate down.
-    loud = NearMissReading(table.near_miss_share + NEAR_MISS_BAND + 0.01, 0.0, 0.05)
-    assert lowered_to(mix, table, MixReading(0.05, 0.03, loud, upper=0.08)) is None
+    # More near misses than the sample held pull the two-kind estimate down: the bar
+    # never falls under the three-kind table's at the shares read (ADR 032).
+    for near in (0.06, 0.1, 0.2, 0.3):
+        loud = MixReading(0.05, 0.03, NearMissReading(near, 0.0, 0.05), upper=0.08)
+        assert lowered_to(mix, loud) == 0.08
+        floor = table.threshold_at(near, 0.05)
+        got = served_bar(base, mix, table, "auto", loud)
+        if floor >= base:
+            assert got == ServedBar(base, base)
+        else:
+            assert got == ServedBar(max(base - drop, floor), max(base - drop, floor), 0.08)
+    assert table.threshold_at(0.3, 0.05) > base - drop  # the floor binds somewhere
     # No three-kind reading, no near-miss table, a declared share, or lowering off.
-    assert lowered_to(mix, table, MixReading(0.05, 0.03, None, upper=0.08)) is None
+    assert lowered_to(mix, MixReading(0.05, 0.03, None, upper=0.08)) is None
     assert served_bar(base, mix, None, "auto", clear) == ServedBar(base, base)
     assert served_bar(base, mix, table, "auto", clear, lower=False) == ServedBar(base, base)
     assert served_bar(base, mix, table, 0.08, clear).reported_at == 0.08

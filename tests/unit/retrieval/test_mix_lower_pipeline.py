@@ -6,7 +6,8 @@ sample's answerable queries did, and nowhere near its near misses: the scope
 reads as almost all answerable. Its queries are then answered at the bar
 certified at that share, and their confidence and bar are reported at it;
 ``RAGSIFT_CONFIDENCE_MIX_LOWER=off`` keeps the certified bar and the
-calibrated confidence, as does a scope whose traffic shows near misses.
+calibrated confidence, as does a scope whose traffic shows near misses: the
+near-miss table certifies nothing under 0.70 where they are many (ADR 032).
 """
 
 from __future__ import annotations
@@ -51,7 +52,11 @@ def _answerable_looking(near_miss_bins: set[int]) -> CalibrationArtifact:
         out_of_scope_share=0.45,
         near_miss_shares=NEAR_MISS_SHARES,
         out_of_scope_shares=OUT_OF_SCOPE_SHARES,
-        thresholds=tuple((CERTIFIED,) * len(OUT_OF_SCOPE_SHARES) for _ in NEAR_MISS_SHARES),
+        # Certified at 0.50 where near misses and off-topic queries are few (ADR 032).
+        thresholds=tuple(
+            tuple(LOWERED if n <= 0.06 and o <= 0.25 else CERTIFIED for o in OUT_OF_SCOPE_SHARES)
+            for n in NEAR_MISS_SHARES
+        ),
         answerable=_histogram({11, 19}),
         near_miss=_histogram(near_miss_bins),
         out_of_scope=_histogram({1, 2}),
