@@ -25,10 +25,10 @@ This module lets the bar follow the share that shows:
 * **The shares from the traffic** (:func:`estimate_near_miss`): the
   maximum-likelihood mixture of the three histograms behind a scope's decayed
   histogram (the same one :class:`~.mix_monitor.MixMonitor` keeps), with the
-  near-miss share's one-sided 95% profile-likelihood lower bound.
+  near-miss share's one-sided 99% profile-likelihood lower bound.
 * **Raise only, on evidence** (:func:`near_miss_threshold`): when the lower
-  bound exceeds the sample's own near-miss share by :data:`NEAR_MISS_BAND`, the
-  bar becomes the one certified at the estimated shares, if that is higher. It
+  bound exceeds the sample's own near-miss share (ADR 033), the bar becomes the
+  one certified at the estimated shares, if that is higher. It
   never falls below the calibration's: near misses unlike the sample's (ones
   that score like answers) make the estimate low, and a low estimate must not
   lower the bar. The confidence itself is reported as before; a query refused
@@ -50,7 +50,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragsift.confidence.conformal import _GRID, _group_index, fixed_sequence_walk
 from ragsift.confidence.mix import (
-    _LOWER_BOUND_DROP,
     _MAX_CLASS_SIZE,
     DEAD_BAND,
     MixReading,
@@ -66,7 +65,7 @@ from ragsift.confidence.reweight import KindCounts
 
 __all__ = [
     "MIN_NEAR_MISSES",
-    "NEAR_MISS_BAND",
+    "NEAR_MISS_LOWER_DROP",
     "NEAR_MISS_SHARES",
     "OUT_OF_SCOPE_SHARES",
     "NearMissReading",
@@ -87,9 +86,13 @@ FloatArray = npt.NDArray[np.float64]
 NEAR_MISS_SHARES: Final = tuple(round(0.02 * i, 2) for i in range(1, 21))
 #: Tabulated shares of out-of-scope queries: 0 ... 0.95.
 OUT_OF_SCOPE_SHARES: Final = tuple(round(0.05 * i, 2) for i in range(20))
-#: The bar moves once the near-miss share's lower bound is this far over the
-#: sample's: a stream like the sample reads within about +-0.03 of it.
-NEAR_MISS_BAND: Final = 0.03
+#: The near-miss share's lower bound is one-sided 99% (half the chi-square(1)
+#: quantile at 0.98): the bar moves once it is over the sample's share (ADR 033).
+#: Readings are refreshed as a scope's queries come, from its 30th on; at 95% with
+#: a 0.03 band over the sample's share, a corpus missing a third of its answers
+#: was raised late (risk 0.158); at 95% without one, streams like the sample were
+#: raised by chance.
+NEAR_MISS_LOWER_DROP: Final = 5.4119 / 2
 #: In-scope queries without relevant context a sample needs for a table: fewer
 #: tell nothing about how near misses score.
 MIN_NEAR_MISSES: Final = 20
@@ -175,7 +178,7 @@ class NearMissTable(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class NearMissReading:
-    """A scope's estimated near-miss share, its one-sided 95% lower bound, and the
+    """A scope's estimated near-miss share, its one-sided 99% lower bound, and the
     out-of-scope share estimated with it."""
 
     share: float
@@ -272,11 +275,12 @@ def estimate_near_miss(log_mixture: FloatArray, histogram: FloatArray) -> NearMi
     """The maximum-likelihood shares behind ``histogram`` (counts in the table's bins).
 
     The lower bound is the least near-miss share whose profile likelihood (the
-    best over out-of-scope shares) is within the one-sided 95% drop of the maximum.
+    best over out-of-scope shares) is within :data:`NEAR_MISS_LOWER_DROP` (one-sided
+    99%) of the maximum.
     """
     loglik = log_mixture @ histogram
     best = int(np.argmax(loglik))
-    plausible = loglik >= loglik[best] - _LOWER_BOUND_DROP
+    plausible = loglik >= loglik[best] - NEAR_MISS_LOWER_DROP
     return NearMissReading(
         share=float(_CANDIDATES[best, 1]),
         lower=float(_CANDIDATES[plausible, 1].min()),
@@ -286,8 +290,8 @@ def estimate_near_miss(log_mixture: FloatArray, histogram: FloatArray) -> NearMi
 
 def near_miss_threshold(table: NearMissTable, reading: NearMissReading | None) -> float | None:
     """The bar the reading calls for, or None while it shows no more near misses than
-    the sample held (its lower bound within :data:`NEAR_MISS_BAND` of the sample's share)."""
-    if reading is None or reading.lower <= table.near_miss_share + NEAR_MISS_BAND:
+    the sample held (its one-sided 99% lower bound at or under the sample's share)."""
+    if reading is None or reading.lower <= table.near_miss_share:
         return None
     return table.threshold_at(reading.share, reading.out_of_scope)
 
