@@ -18,8 +18,7 @@ from typing import Literal
 import pytest
 
 from ragsift.confidence import CalibrationArtifact, save_calibration
-from ragsift.confidence.mix import MIX_SHARES, MixTable, at_share
-from ragsift.confidence.near_miss import NEAR_MISS_SHARES, OUT_OF_SCOPE_SHARES, NearMissTable
+from ragsift.confidence.mix import MIX_SHARES, at_share
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.mix_watch import MIX_ADVICE_CODE, NEAR_MISS_ADVICE_CODE
@@ -27,7 +26,13 @@ from ragsift.retrieval.pipeline import RetrievalPipeline
 from ragsift.settings import CacheSettings, ConfidenceSettings, GuardrailSettings, Settings
 from ragsift.wiring import build_pipeline
 from tests.unit.confidence.test_scoped_calibration_pipeline import EMBEDDER, index
-from tests.unit.retrieval.test_mix_pipeline import CALIBRATED, _artifact, _ask, _histogram
+from tests.unit.retrieval.test_mix_pipeline import (
+    CALIBRATED,
+    _ask,
+    _histogram,
+    _near_table,
+    _with_tables,
+)
 
 __all__ = ["index"]
 
@@ -36,40 +41,21 @@ LOWERED = 0.50
 
 
 def _answerable_looking(near_miss_bins: set[int]) -> CalibrationArtifact:
-    base = _artifact(0.4)  # every query's confidence is sigmoid(0.4) = 0.599
-    assert base.conformal.mix is not None
-    table = MixTable.model_validate(
-        {
-            **base.conformal.mix.model_dump(),
-            "unanswerable_share": 0.5,
-            "thresholds": tuple(LOWERED if s <= 0.25 else CERTIFIED for s in MIX_SHARES),
-            "answerable": _histogram({11, 19}),
-            "unanswerable": _histogram({1, 2}),
-        }
+    # Every query's confidence is 0.599, where only the sample's answerable ones scored.
+    table = {
+        "unanswerable_share": 0.5,
+        "thresholds": tuple(LOWERED if s <= 0.25 else CERTIFIED for s in MIX_SHARES),
+        "answerable": _histogram({11, 19}),
+        "unanswerable": _histogram({1, 2}),
+    }
+    # Certified at 0.50 where near misses and off-topic queries are few (ADR 032).
+    near = _near_table(
+        lambda n, o: LOWERED if n <= 0.06 and o <= 0.25 else CERTIFIED,
+        {11, 19},
+        near_miss_bins,
+        500,
     )
-    near = NearMissTable(
-        near_miss_share=0.05,
-        out_of_scope_share=0.45,
-        near_miss_shares=NEAR_MISS_SHARES,
-        out_of_scope_shares=OUT_OF_SCOPE_SHARES,
-        # Certified at 0.50 where near misses and off-topic queries are few (ADR 032).
-        thresholds=tuple(
-            tuple(LOWERED if n <= 0.06 and o <= 0.25 else CERTIFIED for o in OUT_OF_SCOPE_SHARES)
-            for n in NEAR_MISS_SHARES
-        ),
-        answerable=_histogram({11, 19}),
-        near_miss=_histogram(near_miss_bins),
-        out_of_scope=_histogram({1, 2}),
-        n_answerable=500,
-        n_near_miss=50,
-        n_out_of_scope=450,
-    )
-    conformal = base.conformal.model_copy(
-        update={"threshold": CERTIFIED, "mix": table, "near_miss": near}
-    )
-    data = base.model_dump()
-    data.update(version="", conformal=conformal.model_dump())
-    return CalibrationArtifact.model_validate(data)
+    return _with_tables(table, near, CERTIFIED)
 
 
 def _pipeline(

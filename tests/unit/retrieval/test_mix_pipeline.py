@@ -11,6 +11,7 @@ is exported, and another tenant is untouched.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ import pytest
 from ragsift.confidence import CalibrationArtifact, save_calibration
 from ragsift.confidence.artifact import ConformalSpec, DataSummary
 from ragsift.confidence.mix import HISTOGRAM_BINS, MIX_SHARES, MixTable, at_share
+from ragsift.confidence.near_miss import NEAR_MISS_SHARES, OUT_OF_SCOPE_SHARES, NearMissTable
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.mix_watch import MIX_ADVICE_CODE
@@ -67,6 +69,47 @@ def _artifact(intercept: float) -> CalibrationArtifact:
         ),
         data=DataSummary(source="test", n_examples=1_000),
     )
+
+
+def _near_table(
+    bar: Callable[[float, float], float],
+    answerable: set[int],
+    near_miss: set[int],
+    n_answerable: int,
+) -> NearMissTable:
+    """A near-miss table of a 1,000-query sample: 50 near misses (5%) scoring in the
+    ``near_miss`` bins, ``n_answerable`` answerable ones, the rest off-topic (bins 1,
+    2); certified ``bar(near-miss share, off-topic share)`` at each tabulated pair."""
+    n_out = 1_000 - 50 - n_answerable
+    return NearMissTable(
+        near_miss_share=0.05,
+        out_of_scope_share=n_out / 1_000,
+        near_miss_shares=NEAR_MISS_SHARES,
+        out_of_scope_shares=OUT_OF_SCOPE_SHARES,
+        thresholds=tuple(tuple(bar(n, o) for o in OUT_OF_SCOPE_SHARES) for n in NEAR_MISS_SHARES),
+        answerable=_histogram(answerable),
+        near_miss=_histogram(near_miss),
+        out_of_scope=_histogram({1, 2}),
+        n_answerable=n_answerable,
+        n_near_miss=50,
+        n_out_of_scope=n_out,
+    )
+
+
+def _with_tables(
+    mix: Mapping[str, object], near: NearMissTable, threshold: float = CERTIFIED
+) -> CalibrationArtifact:
+    """``_artifact(0.4)`` (every query's confidence sigmoid(0.4) = 0.599) certified at
+    ``threshold``, with these fields of its mix table replaced and this near-miss table."""
+    base = _artifact(0.4)
+    assert base.conformal.mix is not None
+    table = MixTable.model_validate({**base.conformal.mix.model_dump(), **mix})
+    conformal = base.conformal.model_copy(
+        update={"threshold": threshold, "mix": table, "near_miss": near}
+    )
+    data = base.model_dump()
+    data.update(version="", conformal=conformal.model_dump())
+    return CalibrationArtifact.model_validate(data)
 
 
 def _pipeline(

@@ -17,8 +17,7 @@ from typing import Literal
 import pytest
 
 from ragsift.confidence import CalibrationArtifact, save_calibration
-from ragsift.confidence.mix import MIX_SHARES, MixTable
-from ragsift.confidence.near_miss import NEAR_MISS_SHARES, OUT_OF_SCOPE_SHARES, NearMissTable
+from ragsift.confidence.mix import MIX_SHARES
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.mix_watch import MIX_ADVICE_CODE, NEAR_MISS_ADVICE_CODE
@@ -29,45 +28,24 @@ from tests.unit.confidence.test_scoped_calibration_pipeline import EMBEDDER, ind
 from tests.unit.retrieval.test_mix_pipeline import (
     CALIBRATED,
     CERTIFIED,
-    _artifact,
     _ask,
     _histogram,
+    _near_table,
+    _with_tables,
 )
 
 __all__ = ["index"]
 
 
 def _with_near_misses() -> CalibrationArtifact:
-    base = _artifact(0.4)  # every query's confidence is sigmoid(0.4) = 0.599
-    assert base.conformal.mix is not None
     # The two-kind view counts near misses as answerable, as it does on real traffic.
-    flat = MixTable.model_validate(
-        {
-            **base.conformal.mix.model_dump(),
-            "thresholds": (CERTIFIED,) * len(MIX_SHARES),
-            "answerable": _histogram({11, 12, 19}),
-            "unanswerable": _histogram({1, 2}),
-        }
-    )
-    near = NearMissTable(
-        near_miss_share=0.05,
-        out_of_scope_share=0.5,
-        near_miss_shares=NEAR_MISS_SHARES,
-        out_of_scope_shares=OUT_OF_SCOPE_SHARES,
-        thresholds=tuple(
-            (CERTIFIED if s <= 0.1 else 1.0,) * len(OUT_OF_SCOPE_SHARES) for s in NEAR_MISS_SHARES
-        ),
-        answerable=_histogram({19}),
-        near_miss=_histogram({11, 12}),
-        out_of_scope=_histogram({1, 2}),
-        n_answerable=450,
-        n_near_miss=50,
-        n_out_of_scope=500,
-    )
-    conformal = base.conformal.model_copy(update={"mix": flat, "near_miss": near})
-    data = base.model_dump()
-    data.update(version="", conformal=conformal.model_dump())
-    return CalibrationArtifact.model_validate(data)
+    flat = {
+        "thresholds": (CERTIFIED,) * len(MIX_SHARES),
+        "answerable": _histogram({11, 12, 19}),
+        "unanswerable": _histogram({1, 2}),
+    }
+    near = _near_table(lambda n, _: CERTIFIED if n <= 0.1 else 1.0, {19}, {11, 12}, 450)
+    return _with_tables(flat, near)
 
 
 def _pipeline(
