@@ -27,7 +27,13 @@ from ragsift.cli.labelled import (
     _retrieval_runs,
 )
 from ragsift.cli.render import eval_table
-from ragsift.cli.replay import feedback_words, replay_feedback
+from ragsift.cli.replay import (
+    MAX_FEEDBACK_DRAWS,
+    draws_words,
+    feedback_words,
+    repeat_draws,
+    replay_feedback,
+)
 from ragsift.confidence.fit_groups import in_sample_count
 from ragsift.confidence.refit import MIN_REFIT_LABELS
 from ragsift.errors import RagsiftError
@@ -165,6 +171,19 @@ def evaluate(
             max=1e6,
         ),
     ] = 1.0,
+    feedback_draws: Annotated[
+        int,
+        typer.Option(
+            "--feedback-draws",
+            help="With --feedback: replay this many draws of the labels (the first is the"
+            " one the figures use) and report how often the re-fit was put in force,"
+            " withheld or refused everything, and the spread of the answer rate and risk"
+            " served after it (JSON: feedback.draws). One draw of a few hundred labels is"
+            " one sample.",
+            min=1,
+            max=MAX_FEEDBACK_DRAWS,
+        ),
+    ] = 1,
     k: Annotated[int, typer.Option(help="Hits retrieved per question.", min=1, max=MAX_K)] = 8,
     mode: SearchModeOption = "hybrid",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -187,6 +206,9 @@ def evaluate(
         raise typer.Exit(2)
     if feedback is None and feedback_bias != 1.0:
         print_error("--feedback-bias needs --feedback N (the labels it biases)")
+        raise typer.Exit(2)
+    if feedback is None and feedback_draws != 1:
+        print_error("--feedback-draws needs --feedback N (the labels it draws)")
         raise typer.Exit(2)
     if feedback is not None and mode == "keyword":
         print_error(
@@ -288,9 +310,22 @@ def evaluate(
     }
     replayed = None
     if feedback is not None:
+        before_labels = evaluated.copy()  # the replay takes the labelled questions out
+        base = artifact
         artifact, replayed = replay_feedback(
-            run, artifact, evaluated, feedback, feedback_from, served, feedback_bias
+            run, base, evaluated, feedback, feedback_from, served, feedback_bias
         )
+        if feedback_draws > 1:
+            replayed["draws"] = repeat_draws(
+                run,
+                base,
+                before_labels,
+                feedback,
+                feedback_from,
+                served,
+                feedback_bias,
+                feedback_draws,
+            )
         if replayed["withheld"] is None:
             how += f", re-fit on {feedback} feedback labels ({artifact.version})"
         else:  # ADR 031
@@ -352,6 +387,8 @@ def evaluate(
         console.print(f"corrective retrieval: {json.dumps(summary['corrective'])}")
     if replayed is not None:
         console.print(feedback_words(replayed))
+        if "draws" in replayed:
+            console.print(draws_words(replayed["draws"]))
 
 
 def _eval_correction(settings: Settings, artifact: Any) -> Any:

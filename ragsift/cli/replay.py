@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import typer
 
 from ragsift.cli.common import print_error
 
-__all__ = ["feedback_words", "replay_feedback"]
+__all__ = ["MAX_FEEDBACK_DRAWS", "draws_words", "feedback_words", "repeat_draws", "replay_feedback"]
+
+#: Most draws ``eval --feedback-draws`` replays: each re-fits and serves every question
+#: again (about a second a draw on SQuAD dev half 2).
+MAX_FEEDBACK_DRAWS: Final = 1000
 
 
 def replay_feedback(
@@ -24,19 +28,12 @@ def replay_feedback(
     questions. The labelled questions leave ``evaluated`` (in place)."""
     from ragsift.confidence import ConfidenceError
     from ragsift.evaluation import evaluate_scorers
-    from ragsift.evaluation.feedback import FeedbackDraw, simulate_feedback
+    from ragsift.evaluation.feedback import simulate_feedback
 
     try:
-        draw = FeedbackDraw(
-            n_labels,
-            sampled_from="answered" if sampled_from == "answered" else "all",
-            near_miss_negatives=served["near_miss_negatives"],
-            unanswerable_share=served["unanswerable_share"],
-            near_miss=served["near_miss"],
-            mix_lower=served["mix_lower"],
-            bias=bias,
+        simulated = simulate_feedback(
+            run, artifact, evaluated, _draw(n_labels, sampled_from, served, bias)
         )
-        simulated = simulate_feedback(run, artifact, evaluated, draw)
     except ConfidenceError as exc:
         print_error(f"--feedback: {exc}")
         raise typer.Exit(2) from exc
@@ -47,6 +44,48 @@ def replay_feedback(
         r.name: r.to_dict() for r in before.reports if r.name.startswith("calibrated")
     }
     return simulated.in_force(artifact), summary
+
+
+def repeat_draws(
+    run: Any,
+    artifact: Any,
+    evaluated: Any,
+    n_labels: int,
+    sampled_from: str,
+    served: dict[str, Any],
+    bias: float,
+    draws: int,
+) -> dict[str, Any]:
+    """``eval --feedback-draws``: ``draws`` draws of the labels, each re-fit and served
+    as the worker would (``evaluated``: before any question gave a label)."""
+    from ragsift.confidence import ConfidenceError
+    from ragsift.evaluation.feedback import repeat_feedback
+
+    try:
+        repeated = repeat_feedback(
+            run, artifact, evaluated, _draw(n_labels, sampled_from, served, bias), draws
+        )
+    except ConfidenceError as exc:
+        print_error(f"--feedback-draws: {exc}")
+        raise typer.Exit(2) from exc
+    return repeated.to_dict()
+
+
+def draws_words(draws: dict[str, Any]) -> str:
+    """One line: what became of the draws' re-fits and what was served after them."""
+    rate, risk = draws["answer_rate"], draws["risk"]
+    risked = (
+        "nothing answered in any draw"
+        if risk is None
+        else f"risk median {risk['p50']:.3f}, 90th percentile {risk['p90']:.3f}"
+    )
+    return (
+        f"feedback over {draws['draws']} draws: re-fit in force {draws['in_force']},"
+        f" refusing everything {draws['refuses']}, withheld {draws['withheld']},"
+        f" postponed {draws['postponed']}; answer rate after it median {rate['p50']:.3f}"
+        f" ({rate['p10']:.3f}-{rate['p90']:.3f}), {risked}; risk over alpha in"
+        f" {draws['risk_over_alpha']:.0%} of draws"
+    )
 
 
 def feedback_words(replayed: dict[str, Any]) -> str:
@@ -69,4 +108,23 @@ def feedback_words(replayed: dict[str, Any]) -> str:
         f"{withheld};"
         f" before the re-fit, on the same questions: answer rate"
         f" {before['answer_rate']:.3f}, {risk}"
+    )
+
+
+def _draw(n_labels: int, sampled_from: str, served: dict[str, Any], bias: float) -> Any:
+    """The labels ``eval --feedback`` draws, served as the evaluation serves.
+
+    Raises:
+        ConfidenceError: a bias under 1 (the CLI's bounds keep it out).
+    """
+    from ragsift.evaluation.feedback import FeedbackDraw
+
+    return FeedbackDraw(
+        n_labels,
+        sampled_from="answered" if sampled_from == "answered" else "all",
+        near_miss_negatives=served["near_miss_negatives"],
+        unanswerable_share=served["unanswerable_share"],
+        near_miss=served["near_miss"],
+        mix_lower=served["mix_lower"],
+        bias=bias,
     )

@@ -8,6 +8,11 @@ force is re-fit on them exactly as the calibration worker re-fits it, and the
 rest of the questions are scored with the re-fit, beside the artifact it came
 from. No question that gave a label is scored afterwards.
 
+One draw of labels is one sample: whether a few hundred labels certify a bar, and
+what it then risks, varies from draw to draw. :func:`repeat_feedback` (``eval
+--feedback-draws K``) replays K draws and reports how often the re-fit was put in
+force, withheld or refused everything, and the spread of what was served after it.
+
 Which questions get labels matters (docs/feedback.md): ``all`` draws them from
 the traffic at random, the sample the re-fit's guarantee assumes; ``answered``
 draws only from the questions the artifact answered, as when users label only
@@ -18,6 +23,7 @@ which a user's traffic does not do), they give no label either.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,7 +32,7 @@ from typing import Final, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ragsift.confidence import CalibrationArtifact, ConfidenceEngine
+from ragsift.confidence import BatchAssessment, CalibrationArtifact, ConfidenceEngine
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.mix import UnanswerableShare
 from ragsift.confidence.refit import LabelledResult, refit_calibration, withheld_because
@@ -39,8 +45,10 @@ __all__ = [
     "FEEDBACK_SEED",
     "FeedbackDraw",
     "FeedbackFrom",
+    "RepeatedFeedback",
     "SimulatedFeedback",
     "draw_feedback",
+    "repeat_feedback",
     "simulate_feedback",
 ]
 
@@ -49,6 +57,10 @@ FeedbackFrom = Literal["all", "answered"]
 FEEDBACK_SEED: Final = 1
 #: The re-fit's recorded time: fixed, so the same labels give the same artifact version.
 _FITTED_AT: Final = datetime(2026, 1, 1, tzinfo=UTC)
+#: What became of one draw's re-fit: put in force with a bar; put in force with none
+#: (the labels show wrong answers: the scope refuses); withheld (ADR 031); or not
+#: made (the labels are all of one kind: the worker postpones it).
+DrawOutcome = Literal["in_force", "refuses", "withheld", "postponed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,11 +153,34 @@ def draw_feedback(
     Raises:
         ConfidenceError: fewer questions to draw from than ``n_labels``.
     """
-    idx = np.flatnonzero(evaluated)
+    return _labelled(run, evaluated, _serve(run, artifact, evaluated, draw), draw)
+
+
+@dataclass(frozen=True, slots=True)
+class _Served:
+    """The ``evaluated`` questions as an artifact serves them: one row each."""
+
+    assessed: BatchAssessment
+    labels: npt.NDArray[np.bool_]
+    answered: npt.NDArray[np.bool_]
+    scored: npt.NDArray[np.bool_]
+
+    def rates(self) -> tuple[float, float | None]:
+        """Answer rate and risk over the scored questions (None: nothing answered)."""
+        answered, labels = self.answered[self.scored], self.labels[self.scored]
+        rate = float(answered.mean()) if answered.size else 0.0
+        return rate, float(1.0 - labels[answered].mean()) if answered.any() else None
+
+
+def _serve(
+    run: RetrievalRun,
+    artifact: CalibrationArtifact,
+    evaluated: npt.NDArray[np.bool_],
+    draw: FeedbackDraw,
+) -> _Served:
     assessed = ConfidenceEngine(served_config(artifact), calibration=artifact).assess_batch(
         hit_batch(run, evaluated)
     )
-    labels = answer_in_kept(assessed, relevance_matrix(run, evaluated))
     answered = as_served(
         assessed.confidence,
         assessed.docs_within >= 1,
@@ -155,9 +190,25 @@ def draw_feedback(
         lower=draw.mix_lower,
         observed=monitored(artifact, assessed, run.mode == "dense"),
     ).answered
-    pool = np.arange(idx.size)
-    if not draw.near_miss_negatives:
-        pool = pool[[run.queries[i].kind != "near_miss" for i in idx]]
+    kinds = np.array([q.kind for q in run.queries])[evaluated]
+    return _Served(
+        assessed,
+        answer_in_kept(assessed, relevance_matrix(run, evaluated)),
+        answered,
+        np.ones(kinds.size, dtype=bool) if draw.near_miss_negatives else kinds != "near_miss",
+    )
+
+
+def _labelled(
+    run: RetrievalRun,
+    evaluated: npt.NDArray[np.bool_],
+    served: _Served,
+    draw: FeedbackDraw,
+) -> tuple[list[LabelledResult], npt.NDArray[np.bool_]]:
+    """:func:`draw_feedback`'s draw from questions already served."""
+    idx = np.flatnonzero(evaluated)
+    assessed, labels, answered = served.assessed, served.labels, served.answered
+    pool = np.flatnonzero(served.scored)
     if draw.sampled_from == "answered":
         pool = pool[answered[pool]]
     if draw.n_labels > pool.size:
@@ -212,3 +263,91 @@ def simulate_feedback(
     return SimulatedFeedback(
         refit, labelled, positive, draw.sampled_from, draw.bias, withheld_because(refit, results)
     )
+
+
+@dataclass(frozen=True, slots=True)
+class DrawResult:
+    """One draw of :func:`repeat_feedback`: its seed, what became of its re-fit, the bar
+    put in force (None: none), and the answer rate and risk then served on the
+    questions that gave no label (risk None: nothing answered)."""
+
+    seed: int
+    outcome: DrawOutcome
+    threshold: float | None
+    answer_rate: float
+    risk: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatedFeedback:
+    """Many draws of one :class:`FeedbackDraw` (seeds ``seed``, ``seed + 1``, ...)."""
+
+    draws: tuple[DrawResult, ...]
+    alpha: float
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready: how often each outcome, the spread of what was served after the
+        re-fit, the share of draws whose risk exceeded alpha, and every draw."""
+        rates = np.array([d.answer_rate for d in self.draws])
+        risks = np.array([d.risk for d in self.draws if d.risk is not None])
+        outcomes: tuple[DrawOutcome, ...] = ("in_force", "refuses", "withheld", "postponed")
+
+        def spread(values: npt.NDArray[np.float64], qs: tuple[float, ...]) -> dict[str, float]:
+            return {f"p{round(q * 100)}": round(float(np.quantile(values, q)), 4) for q in qs}
+
+        return {
+            "draws": len(self.draws),
+            **{o: sum(d.outcome == o for d in self.draws) for o in outcomes},
+            "answer_rate": spread(rates, (0.1, 0.5, 0.9)),
+            "risk": spread(risks, (0.5, 0.9, 1.0)) if risks.size else None,
+            "risk_over_alpha": round(
+                float(np.mean([(d.risk or 0.0) > self.alpha for d in self.draws])), 4
+            ),
+            "per_draw": [
+                [
+                    d.seed,
+                    d.outcome,
+                    d.threshold,
+                    round(d.answer_rate, 4),
+                    None if d.risk is None else round(d.risk, 4),
+                ]
+                for d in self.draws
+            ],
+        }
+
+
+def repeat_feedback(
+    run: RetrievalRun,
+    artifact: CalibrationArtifact,
+    evaluated: npt.NDArray[np.bool_],
+    draw: FeedbackDraw,
+    draws: int,
+) -> RepeatedFeedback:
+    """``draws`` draws of ``draw`` (seeds ``draw.seed`` on), each re-fit as the worker
+    re-fits it and put in force, withheld or postponed as the worker would, then the
+    questions that gave no label scored with what is in force, as served.
+
+    Raises:
+        ConfidenceError: ``draws`` under 1, or too few questions to draw from.
+    """
+    if draws < 1:
+        raise ConfidenceError(f"draws must be at least 1, got {draws}")
+    base = _serve(run, artifact, evaluated, draw)
+    results = []
+    for seed in range(draw.seed, draw.seed + draws):
+        labels, labelled = _labelled(run, evaluated, base, dataclasses.replace(draw, seed=seed))
+        outcome: DrawOutcome
+        try:
+            refit = refit_calibration(artifact, labels, scope="eval/draws", fitted_at=_FITTED_AT)
+        except ConfidenceError:  # all of one kind: the worker postpones the re-fit
+            in_force, outcome = artifact, "postponed"
+        else:
+            withheld = withheld_because(refit, labels) is not None
+            in_force = artifact if withheld else refit
+            outcome = (
+                "withheld" if withheld else "in_force" if refit.conformal.feasible else "refuses"
+            )
+        answer_rate, risk = _serve(run, in_force, evaluated & ~labelled, draw).rates()
+        bar = in_force.conformal.threshold if in_force.conformal.feasible else None
+        results.append(DrawResult(seed, outcome, bar, answer_rate, risk))
+    return RepeatedFeedback(tuple(results), artifact.conformal.alpha)

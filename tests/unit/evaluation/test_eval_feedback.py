@@ -24,6 +24,7 @@ from ragsift.evaluation.feedback import (
     FeedbackDraw,
     SimulatedFeedback,
     draw_feedback,
+    repeat_feedback,
     simulate_feedback,
 )
 from ragsift.evaluation.mix import as_served
@@ -199,6 +200,11 @@ def test_the_replay_withholds_a_refit_as_the_worker_would(run: RetrievalRun) -> 
         (["--feedback", "60", "--feedback-bias", "0.5"], "greater than or equal to 1"),
         (["--feedback", "60", "--feedback-bias", "nan"], "less than or equal to 1000000"),
         (["--feedback", "60", "--feedback-bias", "1e300"], "less than or equal to 1000000"),
+        (["--feedback-draws", "3"], "--feedback-draws needs --feedback N"),
+        (["--feedback", "60", "--feedback-draws", "0"], "greater than or equal to 1"),
+        (["--feedback", "60", "--feedback-draws", "1001"], "less than or equal to 1000"),
+        (["--feedback", "60", "--feedback-draws", "x"], "unable to parse string as an integer"),
+        (["--feedback", "5000", "--feedback-draws", "2"], "5000 labels asked for, but only"),
     ],
 )
 def test_cli_refuses_feedback_it_cannot_replay(
@@ -211,3 +217,60 @@ def test_cli_refuses_feedback_it_cannot_replay(
     assert result.exit_code == 2
     assert message in " ".join(result.output.replace("│", " ").split())  # rich's box, unwrapped
     assert "Traceback" not in result.output
+
+
+def test_repeated_draws_are_the_single_replay_drawn_again(run: RetrievalRun) -> None:
+    """``eval --feedback-draws``: draw k is the replay at seed + k, its re-fit put in
+    force, withheld or postponed as the worker would, and served on the rest."""
+    base = _shipped()
+    evaluated = np.ones(len(run.queries), dtype=bool)
+    draw = FeedbackDraw(60)
+    repeated = repeat_feedback(run, base, evaluated, draw, 4)
+    assert [d.seed for d in repeated.draws] == [draw.seed + k for k in range(4)]
+    for d in repeated.draws:
+        one = simulate_feedback(run, base, evaluated, FeedbackDraw(60, seed=d.seed))
+        in_force = one.in_force(base)
+        expected = (
+            "withheld"
+            if one.withheld
+            else "in_force"
+            if one.artifact.conformal.feasible
+            else "refuses"
+        )
+        assert d.outcome == expected
+        bar = in_force.conformal.threshold if in_force.conformal.feasible else None
+        assert d.threshold == bar
+        assert 0.0 <= d.answer_rate <= 1.0
+        assert (d.risk is None) == (d.answer_rate == 0.0)
+    summary = repeated.to_dict()
+    outcomes = ("in_force", "refuses", "withheld", "postponed")
+    assert sum(summary[o] for o in outcomes) == summary["draws"] == 4
+    assert len(summary["per_draw"]) == 4
+    over = sum((d.risk or 0.0) > base.conformal.alpha for d in repeated.draws)
+    assert summary["risk_over_alpha"] == over / 4
+    with pytest.raises(ConfidenceError, match="at least 1"):
+        repeat_feedback(run, base, evaluated, draw, 0)
+
+
+def test_cli_reports_the_draws_beside_the_first(data: list[str]) -> None:
+    path = str(packaged_calibration_path(EMBEDDER))
+    args = ["eval", *data, "--artifact", path, "--probes", "none", "--feedback", "60"]
+    runner = CliRunner()
+    once = runner.invoke(app, [*args, "--json"])
+    assert once.exit_code == 0, once.output
+    single = json.loads(once.stdout.strip().splitlines()[-1])
+    assert "draws" not in single["feedback"]
+    result = runner.invoke(app, [*args, "--feedback-draws", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    draws = summary["feedback"].pop("draws")
+    assert summary == single  # the figures are the first draw's, as without draws
+    assert draws["draws"] == 3
+    first = draws["per_draw"][0]
+    assert first[0] == 1  # FEEDBACK_SEED: the draw the figures use
+    in_force = "withheld" if single["feedback"]["withheld"] else "in_force"
+    assert first[1] in (in_force, "refuses")
+    assert first[3] == round(single["scorers"][0]["answer_rate"], 4)
+    words = runner.invoke(app, [*args, "--feedback-draws", "3"])
+    assert words.exit_code == 0, words.output
+    assert "feedback over 3 draws" in " ".join(words.output.split())
