@@ -29,6 +29,7 @@ from ragsift.cli.labelled import (
 from ragsift.cli.render import eval_table
 from ragsift.cli.replay import (
     MAX_FEEDBACK_DRAWS,
+    check_feedback_options,
     draws_words,
     feedback_words,
     repeat_draws,
@@ -201,21 +202,7 @@ def evaluate(
     from ragsift.evaluation.mix import hybrid_reads
     from ragsift.evaluation.scoring import KEYWORD_UNREAD
 
-    if feedback_from not in ("all", "answered"):
-        print_error(f"--feedback-from must be all or answered, got {feedback_from!r}")
-        raise typer.Exit(2)
-    if feedback is None and feedback_bias != 1.0:
-        print_error("--feedback-bias needs --feedback N (the labels it biases)")
-        raise typer.Exit(2)
-    if feedback is None and feedback_draws != 1:
-        print_error("--feedback-draws needs --feedback N (the labels it draws)")
-        raise typer.Exit(2)
-    if feedback is not None and mode == "keyword":
-        print_error(
-            "--feedback replays the re-fit of the hybrid model, which keyword-only labels"
-            " never feed (ADR 029): use --mode hybrid or dense"
-        )
-        raise typer.Exit(2)
+    check_feedback_options(feedback, feedback_from, feedback_bias, feedback_draws, mode)
     ds = _load_dataset(
         dataset, labelled, out_of_scope, split=split, pool=pool, half=half, holes=holes
     )

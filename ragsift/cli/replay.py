@@ -8,11 +8,39 @@ import typer
 
 from ragsift.cli.common import print_error
 
-__all__ = ["MAX_FEEDBACK_DRAWS", "draws_words", "feedback_words", "repeat_draws", "replay_feedback"]
+__all__ = [
+    "MAX_FEEDBACK_DRAWS",
+    "check_feedback_options",
+    "draws_words",
+    "feedback_words",
+    "repeat_draws",
+    "replay_feedback",
+]
 
 #: Most draws ``eval --feedback-draws`` replays: each re-fits and serves every question
 #: again (about a second a draw on SQuAD dev half 2).
 MAX_FEEDBACK_DRAWS: Final = 1000
+
+
+def check_feedback_options(
+    feedback: int | None, sampled_from: str, bias: float, draws: int, mode: str
+) -> None:
+    """Refuse (exit 2, with the reason) ``eval`` feedback options that cannot replay."""
+    if sampled_from not in ("all", "answered"):
+        print_error(f"--feedback-from must be all or answered, got {sampled_from!r}")
+        raise typer.Exit(2)
+    if feedback is None and bias != 1.0:
+        print_error("--feedback-bias needs --feedback N (the labels it biases)")
+        raise typer.Exit(2)
+    if feedback is None and draws != 1:
+        print_error("--feedback-draws needs --feedback N (the labels it draws)")
+        raise typer.Exit(2)
+    if feedback is not None and mode == "keyword":
+        print_error(
+            "--feedback replays the re-fit of the hybrid model, which keyword-only labels"
+            " never feed (ADR 029): use --mode hybrid or dense"
+        )
+        raise typer.Exit(2)
 
 
 def replay_feedback(
