@@ -17,11 +17,13 @@ fixed-sequence testing:
   queries (a start that depends on confidences only, so the labels stay
   independent Binomial draws given it) and stops at the first t it cannot
   reject; the answer is the last rejected t. One exception reads the labels:
-  a sample with fewer than 100 positives starts where at most that many are
-  answered (``fixed_sequence_walk``), since a start past them always fails.
-  That uses one number of the sample, its count of positives, and only in
-  small samples (a small collection's self-calibration, a feedback re-fit on
-  a few hundred labels).
+  a sample with fewer than 200 positives starts where at most half that many
+  are answered (``fixed_sequence_walk``): a start past its positives always
+  fails, and one at all of them fails unless the ranking is perfect (ADR 034).
+  Never under the fewest answers that certify alpha with none wrong (22 at
+  alpha = delta = 0.1), nor past the positives. That uses one number of the
+  sample, its count of positives, and only in small samples (a small
+  collection's self-calibration, a feedback re-fit on a few hundred labels).
 
 Testing in a fixed order needs no multiplicity correction, so with probability
 >= 1 - delta over the calibration sample, the chosen t has true risk <= alpha.
@@ -158,7 +160,7 @@ def conformal_threshold(
     group_index = _group_index(groups, conf.shape)
     wrong = (y == 0).astype(np.int64)
     upper, n_answered, deff = risk_upper_bounds(conf, wrong, group_index, delta)
-    chosen = fixed_sequence_walk(upper, n_answered, int((y != 0).sum()), alpha)
+    chosen = fixed_sequence_walk(upper, n_answered, int((y != 0).sum()), alpha, delta=delta)
     n_groups = None if group_index is None else int(group_index.max(initial=-1) + 1)
     if chosen < 0:
         return ConformalResult(
@@ -244,6 +246,7 @@ def fixed_sequence_walk(
     positives: int,
     alpha: float,
     *,
+    delta: float,
     down_weight: float = 1.0,
 ) -> int:
     """The grid index the fixed-sequence test stops at (see module doc), or -1 for none.
@@ -252,13 +255,20 @@ def fixed_sequence_walk(
     calibration sample (w_wrong / w_right of a re-weighted mix): the start then
     needs :data:`_START_MIN_EFFECTIVE` queries' worth at that weight, if that is
     more than the usual start. It depends on the weights only, never on labels.
+    ``delta`` sets the least start of a small sample: the fewest answers that
+    certify ``alpha`` when none is wrong.
     """
-    # A small sample (a small collection's self-calibration) may hold fewer positives
-    # than the start needs; starting past them would always fail. Start where at
-    # most that many are answered instead (unchanged for every larger sample).
+    # A small sample (a small collection's self-calibration, a feedback re-fit) may
+    # hold too few positives for the start: past them it always fails, and at all of
+    # them it answers as many as are right, which only a perfect ranking passes
+    # (ADR 034: 200 feedback labels at SQuAD's mix hold ~50). Start where at most
+    # half of them are answered instead, but never under the fewest answers that can
+    # certify alpha at all (22 at alpha = delta = 0.1), where a start always fails.
+    # Unchanged for every sample of 200 positives or more.
     total = int(n_answered.max(initial=0))
     needed = max(_START_MIN_ANSWERED, math.ceil(_START_MIN_EFFECTIVE * down_weight))
-    start = min(needed, max(positives, 1), total)
+    fewest = math.ceil(math.log(delta) / math.log1p(-alpha)) if 0 < alpha < 1 else 1
+    start = min(needed, max(math.ceil(positives / 2), min(positives, fewest), 1), total)
     if total == 0:
         return -1
     enough = np.flatnonzero(n_answered >= start)

@@ -227,7 +227,9 @@ def fit_near_miss_table(
             weights = tuple(s / c for s, c in zip((answerable, near, out), sample, strict=True))
             upper, n_answered = counts.bounds(weights, delta)
             down = max(weights[1], weights[2]) / weights[0]
-            g = fixed_sequence_walk(upper, n_answered, sizes[0], alpha, down_weight=down)
+            g = fixed_sequence_walk(
+                upper, n_answered, sizes[0], alpha, delta=delta, down_weight=down
+            )
             row.append(float(_GRID[g]) if g >= 0 else 1.0)
         rows.append(row)
     # A higher share of either kind can only need a higher bar.

@@ -71,7 +71,8 @@ __all__ = [
 ]
 
 # Enough labels for a two-parameter fit and a conformal walk (conformal.py starts
-# where >= min(100, positives) queries are answered): below 40, a re-fit is noise.
+# where half the positives are answered, and no fewer than 22 at alpha = delta = 0.1):
+# below 40, a re-fit is noise.
 MIN_REFIT_LABELS: Final = 40
 #: How a feedback re-fit was made (the prefix of its conformal method): a re-map and
 #: a new threshold, or (every label on an answered result) the base's map, bar raised.

@@ -102,7 +102,9 @@ def walk_at_share(
     weights = _share_weights(wrong, share)
     upper, n_answered, deff = risk_upper_bounds(conf, wrong, group_index, delta, weights=weights)
     n_right = int(wrong.size - wrong.sum())
-    g = fixed_sequence_walk(upper, n_answered, n_right, alpha, down_weight=weights[0] / weights[1])
+    g = fixed_sequence_walk(
+        upper, n_answered, n_right, alpha, delta=delta, down_weight=weights[0] / weights[1]
+    )
     return g, upper, n_answered, deff
 
 

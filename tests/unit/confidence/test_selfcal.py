@@ -114,3 +114,30 @@ def test_a_small_sample_with_few_positives_can_still_be_certified() -> None:
     assert 0.02 < result.threshold <= 0.95
     assert result.risk_upper_bound is not None
     assert result.risk_upper_bound <= 0.1
+
+
+def test_a_few_hundred_labels_certify_without_a_perfect_ranking() -> None:
+    # ADR 034: 200 feedback labels at SQuAD's mix hold ~50 right answers. A walk that
+    # starts where as many are answered as are right needs them all ranked first;
+    # three wrong ones among them (AUROC 0.99) left nothing certified.
+    from ragsift.confidence.conformal import conformal_threshold
+
+    conf = np.r_[np.full(25, 0.95), np.full(3, 0.90), np.full(25, 0.85), np.full(147, 0.10)]
+    labels = np.r_[np.ones(25), np.zeros(3), np.ones(25), np.zeros(147)]
+    result = conformal_threshold(conf, labels, alpha=0.1, delta=0.1)
+    assert result.feasible
+    assert 0.90 < result.threshold <= 0.95  # the 25 ranked first, none of the three
+    assert result.risk_upper_bound is not None
+    assert result.risk_upper_bound <= 0.1
+
+
+def test_a_small_sample_never_starts_where_no_answer_could_certify() -> None:
+    # 30 right answers: half of them (15) could not certify alpha = 0.1 even with no
+    # wrong one (that takes 22 at delta = 0.1), so the walk starts at 22.
+    from ragsift.confidence.conformal import conformal_threshold
+
+    conf = np.r_[np.linspace(0.99, 0.70, 30), np.full(100, 0.05)]
+    labels = np.r_[np.ones(30), np.zeros(100)]
+    result = conformal_threshold(conf, labels, alpha=0.1, delta=0.1)
+    assert result.feasible
+    assert result.coverage * conf.size >= 22
