@@ -64,6 +64,7 @@ __all__ = [
     "DEFAULT_DELTA",
     "ConformalResult",
     "conformal_threshold",
+    "fewest_to_certify",
     "fixed_sequence_walk",
     "risk_upper_bounds",
 ]
@@ -240,6 +241,15 @@ def _beta_upper(
     return upper
 
 
+def fewest_to_certify(alpha: float, delta: float) -> int:
+    """The fewest answered queries whose Clopper-Pearson bound can certify ``alpha`` at
+    level ``delta``: all of them right, ``1 - delta ** (1 / n) <= alpha`` (22 at
+    alpha = delta = 0.1). Fewer say nothing about alpha either way."""
+    if not (0 < alpha < 1 and 0 < delta < 1):
+        return 1
+    return math.ceil(math.log(delta) / math.log1p(-alpha))
+
+
 def fixed_sequence_walk(
     upper: npt.NDArray[np.float64],
     n_answered: npt.NDArray[np.int64],
@@ -267,7 +277,7 @@ def fixed_sequence_walk(
     # Unchanged for every sample of 200 positives or more.
     total = int(n_answered.max(initial=0))
     needed = max(_START_MIN_ANSWERED, math.ceil(_START_MIN_EFFECTIVE * down_weight))
-    fewest = math.ceil(math.log(delta) / math.log1p(-alpha)) if 0 < alpha < 1 else 1
+    fewest = fewest_to_certify(alpha, delta)
     start = min(needed, max(math.ceil(positives / 2), min(positives, fewest), 1), total)
     if total == 0:
         return -1

@@ -45,12 +45,14 @@ from typing import Final, Literal
 import numpy as np
 import numpy.typing as npt
 
+from ragsift.confidence._scipy import beta_ppf
 from ragsift.confidence.artifact import CalibrationArtifact, ConformalSpec, DataSummary
 from ragsift.confidence.calibration import fit_logistic, predict_logistic
 from ragsift.confidence.conformal import (
     DEFAULT_ALPHA,
     DEFAULT_DELTA,
     conformal_threshold,
+    fewest_to_certify,
     risk_upper_bounds,
 )
 from ragsift.confidence.dense_only import fill_dense_only
@@ -65,6 +67,7 @@ __all__ = [
     "LabelledResult",
     "RefitKind",
     "describe_refit",
+    "labels_show_wrong_answers",
     "refit_calibration",
     "refit_kind",
     "withheld_because",
@@ -236,20 +239,45 @@ def withheld_because(refit: CalibrationArtifact, labels: Sequence[LabelledResult
     the answers the scope was served are wrong more often than alpha; when they do
     not, the labels are merely too few to certify a bar (a few hundred labels on
     traffic that is mostly unanswerable hold a few dozen answers), and the
-    calibration in force stays until more arrive."""
+    calibration in force stays until more arrive. Whether the labels show wrong
+    answers is :func:`labels_show_wrong_answers` (ADR 035)."""
     if refit.conformal.feasible:
         return None
     judged = [r for r in labels if r.answered]
     wrong = sum(not r.relevant for r in judged)
-    alpha = refit.conformal.alpha
-    if judged and wrong > alpha * len(judged):
+    alpha, delta = refit.conformal.alpha, refit.conformal.delta
+    if labels_show_wrong_answers(wrong, len(judged), alpha, delta):
         return None
+    if len(judged) < fewest_to_certify(alpha, delta) and wrong > alpha * len(judged):
+        seen = (
+            f" and {wrong} of the {len(judged)} answered results among them were wrong:"
+            f" too few answers to show them wrong more often than {alpha:g} (ADR 035)"
+        )
+    else:
+        seen = (
+            f" and the answered results among them were wrong {wrong} of {len(judged)}"
+            " times, within it"
+        )
     return (
-        f"{len(labels)} labels certify no answer threshold at risk <= {alpha:g}, and the"
-        f" answered results among them were wrong {wrong} of {len(judged)} times, within"
-        " it: too few labels, not too many wrong answers; the calibration in force stays"
+        f"{len(labels)} labels certify no answer threshold at risk <= {alpha:g},{seen}:"
+        " too few labels, not too many wrong answers; the calibration in force stays"
         " until more labels certify a threshold"
     )
+
+
+def labels_show_wrong_answers(wrong: int, answered: int, alpha: float, delta: float) -> bool:
+    """Whether ``answered`` labelled answers, ``wrong`` of them wrong, show a scope's
+    answers wrong more often than ``alpha`` (ADR 035): more than alpha of them were,
+    and either they are as many as could certify alpha
+    (:func:`~.conformal.fewest_to_certify`, 22 at alpha = delta = 0.1) or, fewer, their
+    one-sided ``1 - delta`` Clopper-Pearson lower bound is over alpha. One wrong answer
+    among two is over alpha, and shows nothing."""
+    if answered == 0 or wrong <= alpha * answered:
+        return False
+    if answered >= fewest_to_certify(alpha, delta):
+        return True
+    lower = beta_ppf(delta, np.array([float(wrong)]), np.array([float(answered - wrong + 1)]))
+    return float(lower[0]) > alpha
 
 
 def refit_kind(artifact: CalibrationArtifact) -> RefitKind | None:

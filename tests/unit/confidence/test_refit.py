@@ -18,6 +18,7 @@ from ragsift.confidence.refit import (
     MIN_REFIT_LABELS,
     LabelledResult,
     describe_refit,
+    labels_show_wrong_answers,
     refit_calibration,
     refit_kind,
     withheld_because,
@@ -343,7 +344,7 @@ def test_a_refit_too_few_labels_certify_is_withheld_not_a_refusal(
     assert not new.conformal.feasible
     why = withheld_because(new, labels)
     assert why is not None
-    assert "wrong 1 of 20 times" in why
+    assert "wrong 1 of 20 times, within it" in why
     assert "stays" in why
     # No answer among the labels: nothing to judge, nothing refused on it either.
     blind = [dataclasses.replace(r, answered=None) for r in labels]
@@ -353,14 +354,47 @@ def test_a_refit_too_few_labels_certify_is_withheld_not_a_refusal(
 def test_a_refit_whose_labels_show_wrong_answers_is_put_in_force(
     base: CalibrationArtifact,
 ) -> None:
-    # 3 of 20 served answers wrong (0.15 > alpha): refusing is the honest answer.
-    labels = mostly_unanswerable(200, answered=20, wrong=3)
+    # 5 of 30 served answers wrong (0.17 > alpha): refusing is the honest answer.
+    labels = mostly_unanswerable(200, answered=30, wrong=5)
     new = refit_calibration(base, labels, scope="acme/docs", fitted_at=AT)
     assert not new.conformal.feasible
     assert withheld_because(new, labels) is None
     assert "wrong more often than alpha" in describe_refit(base, new)
+    # ADR 035: 1 of 2 answers wrong is over alpha too, but two answers show nothing
+    # (refusing on them switched scopes serving risk 0.03 off in 1 draw in 10) ...
+    few = mostly_unanswerable(200, answered=2, wrong=1)
+    unsure = refit_calibration(base, few, scope="acme/docs", fitted_at=AT)
+    assert not unsure.conformal.feasible
+    assert "1 of the 2 answered results among them were wrong: too few answers" in (
+        withheld_because(unsure, few) or ""
+    )
+    # ... while 8 of 12 do, with the certificate's confidence.
+    bad = mostly_unanswerable(200, answered=12, wrong=8)
+    refused = refit_calibration(base, bad, scope="acme/docs", fitted_at=AT)
+    assert not refused.conformal.feasible
+    assert withheld_because(refused, bad) is None
     # A certified re-fit is always put in force.
     good = labelled(400, relevant_share=0.9)
     certified = refit_calibration(base, good, scope="acme/docs", fitted_at=AT)
     assert certified.conformal.feasible
     assert withheld_because(certified, good) is None
+
+
+@pytest.mark.parametrize(
+    ("wrong", "answered", "shown"),
+    [
+        (0, 0, False),  # nothing answered, nothing shown
+        (1, 1, False),  # its 90% lower bound is 0.10: not over alpha
+        (1, 2, False),
+        (2, 5, True),  # lower bound 0.11
+        (4, 20, False),  # 0.20 observed, lower bound 0.086, too few to judge on the rate
+        (5, 20, True),  # lower bound 0.12
+        (2, 25, False),  # 0.08: within alpha
+        (3, 25, True),  # 0.12 on 25 >= 22 answers: judged on the rate
+        (14, 105, True),  # a quarter of SQuAD's paragraphs left out, 500 labels (ADR 031)
+    ],
+)
+def test_labels_show_wrong_answers_on_enough_answers_or_with_confidence(
+    wrong: int, answered: int, shown: bool
+) -> None:
+    assert labels_show_wrong_answers(wrong, answered, alpha=0.1, delta=0.1) is shown
