@@ -32,7 +32,6 @@ from ragsift.cli.replay import (
     check_feedback_options,
     draws_words,
     feedback_words,
-    repeat_draws,
     replay_feedback,
 )
 from ragsift.confidence.fit_groups import in_sample_count
@@ -297,22 +296,16 @@ def evaluate(
     }
     replayed = None
     if feedback is not None:
-        before_labels = evaluated.copy()  # the replay takes the labelled questions out
-        base = artifact
         artifact, replayed = replay_feedback(
-            run, base, evaluated, feedback, feedback_from, served, feedback_bias
+            run,
+            artifact,
+            evaluated,
+            feedback,
+            feedback_from,
+            served,
+            feedback_bias,
+            feedback_draws,
         )
-        if feedback_draws > 1:
-            replayed["draws"] = repeat_draws(
-                run,
-                base,
-                before_labels,
-                feedback,
-                feedback_from,
-                served,
-                feedback_bias,
-                feedback_draws,
-            )
         if replayed["withheld"] is None:
             how += f", re-fit on {feedback} feedback labels ({artifact.version})"
         else:  # ADR 031

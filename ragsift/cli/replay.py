@@ -13,7 +13,6 @@ __all__ = [
     "check_feedback_options",
     "draws_words",
     "feedback_words",
-    "repeat_draws",
     "replay_feedback",
 ]
 
@@ -51,17 +50,22 @@ def replay_feedback(
     sampled_from: str,
     served: dict[str, Any],
     bias: float = 1.0,
+    draws: int = 1,
 ) -> tuple[Any, dict[str, Any]]:
     """``eval --feedback``: the re-fit artifact, and the figures before it on the same
-    questions. The labelled questions leave ``evaluated`` (in place)."""
+    questions. The labelled questions leave ``evaluated`` (in place). With ``draws``
+    over 1 (``--feedback-draws``), the summary's ``draws`` holds that many draws of the
+    labels, each re-fit and served as the worker would."""
     from ragsift.confidence import ConfidenceError
     from ragsift.evaluation import evaluate_scorers
-    from ragsift.evaluation.feedback import simulate_feedback
+    from ragsift.evaluation.feedback import repeat_feedback, simulate_feedback
 
+    draw = _draw(n_labels, sampled_from, served, bias)
+    repeated = None
     try:
-        simulated = simulate_feedback(
-            run, artifact, evaluated, _draw(n_labels, sampled_from, served, bias)
-        )
+        if draws > 1:  # from every evaluated question, before the first draw's leave
+            repeated = repeat_feedback(run, artifact, evaluated, draw, draws)
+        simulated = simulate_feedback(run, artifact, evaluated, draw)
     except ConfidenceError as exc:
         print_error(f"--feedback: {exc}")
         raise typer.Exit(2) from exc
@@ -71,32 +75,9 @@ def replay_feedback(
     summary["before"] = {
         r.name: r.to_dict() for r in before.reports if r.name.startswith("calibrated")
     }
+    if repeated is not None:
+        summary["draws"] = repeated.to_dict()
     return simulated.in_force(artifact), summary
-
-
-def repeat_draws(
-    run: Any,
-    artifact: Any,
-    evaluated: Any,
-    n_labels: int,
-    sampled_from: str,
-    served: dict[str, Any],
-    bias: float,
-    draws: int,
-) -> dict[str, Any]:
-    """``eval --feedback-draws``: ``draws`` draws of the labels, each re-fit and served
-    as the worker would (``evaluated``: before any question gave a label)."""
-    from ragsift.confidence import ConfidenceError
-    from ragsift.evaluation.feedback import repeat_feedback
-
-    try:
-        repeated = repeat_feedback(
-            run, artifact, evaluated, _draw(n_labels, sampled_from, served, bias), draws
-        )
-    except ConfidenceError as exc:
-        print_error(f"--feedback-draws: {exc}")
-        raise typer.Exit(2) from exc
-    return repeated.to_dict()
 
 
 def draws_words(draws: dict[str, Any]) -> str:
