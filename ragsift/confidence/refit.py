@@ -250,7 +250,7 @@ def withheld_because(refit: CalibrationArtifact, labels: Sequence[LabelledResult
         return None
     if len(judged) < fewest_to_certify(alpha, delta) and wrong > alpha * len(judged):
         seen = (
-            f" and {wrong} of the {len(judged)} answered results among them were wrong:"
+            f" and {wrong} of the {len(judged)} answered results among them were wrong,"
             f" too few answers to show them wrong more often than {alpha:g} (ADR 035)"
         )
     else:

@@ -365,7 +365,7 @@ def test_a_refit_whose_labels_show_wrong_answers_is_put_in_force(
     few = mostly_unanswerable(200, answered=2, wrong=1)
     unsure = refit_calibration(base, few, scope="acme/docs", fitted_at=AT)
     assert not unsure.conformal.feasible
-    assert "1 of the 2 answered results among them were wrong: too few answers" in (
+    assert "1 of the 2 answered results among them were wrong, too few answers" in (
         withheld_because(unsure, few) or ""
     )
     # ... while 8 of 12 do, with the certificate's confidence.
