@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from ragsift.cli.common import _settings, console, print_error, print_warning
+from ragsift.cli.eval_inputs import eval_correction, with_pseudo_queries
 from ragsift.cli.labelled import (
     SQUAD_DIR,
     Dataset,
@@ -38,25 +39,8 @@ from ragsift.confidence.fit_groups import in_sample_count
 from ragsift.confidence.refit import MIN_REFIT_LABELS
 from ragsift.errors import RagsiftError
 from ragsift.schemas import MAX_K
-from ragsift.settings import Settings
 
 __all__ = ["SQUAD_DIR", "evaluate"]
-
-
-def _with_pseudo_queries(ds: Any, pseudo_queries: Path | None, corpus: Path | None) -> Any:
-    """``eval --pseudo-queries/--corpus``: a collection's held-out test questions as in-scope."""
-    from ragsift.evaluation.dataset import with_pseudo_queries
-    from ragsift.ingest.loaders import iter_documents
-
-    if pseudo_queries is None:
-        print_error("--corpus needs --pseudo-queries")
-        raise typer.Exit(2)
-    try:
-        extra = list(iter_documents(corpus)) if corpus is not None else []
-        return with_pseudo_queries(ds, pseudo_queries, extra)
-    except RagsiftError as exc:
-        print_error(str(exc))
-        raise typer.Exit(2) from exc
 
 
 def evaluate(
@@ -206,7 +190,7 @@ def evaluate(
         dataset, labelled, out_of_scope, split=split, pool=pool, half=half, holes=holes
     )
     if pseudo_queries is not None or corpus is not None:
-        ds = _with_pseudo_queries(ds, pseudo_queries, corpus)
+        ds = with_pseudo_queries(ds, pseudo_queries, corpus)
     from ragsift.evaluation.dataset import limit_questions
 
     limits = (
@@ -246,7 +230,7 @@ def evaluate(
     features = _fit_features(settings) if artifact is None else artifact.features
     reads = _reads(features)
     probes, probes_source = eval_probes(probes_source, artifact, ds.queries)
-    correction = _eval_correction(settings, artifact)
+    correction = eval_correction(settings, artifact)
     # The service probes a collection with hybrid searches, whatever its queries' mode;
     # a keyword query is held to the mix its scope's hybrid traffic shows (ADR 029).
     hybrid_too = probes or (mode == "keyword" and artifact is not None)
@@ -369,25 +353,3 @@ def evaluate(
         console.print(feedback_words(replayed))
         if "draws" in replayed:
             console.print(draws_words(replayed["draws"]))
-
-
-def _eval_correction(settings: Settings, artifact: Any) -> Any:
-    """B10 in eval when RAGSIFT_CORRECTIVE_ENABLED is set; it needs the artifact it is
-    judged by, so only with --artifact."""
-    if not settings.corrective.enabled:
-        return None
-    if artifact is None:
-        print_error(
-            "RAGSIFT_CORRECTIVE_ENABLED=1 in eval needs --artifact: the"
-            " retry is kept or not by that artifact's confidence"
-        )
-        raise typer.Exit(2)
-    from ragsift.evaluation.corrective import EvalCorrection
-
-    try:
-        return EvalCorrection(
-            settings.corrective, artifact, artifact.embedder_id, max_k=settings.limits.max_k
-        )
-    except RagsiftError as exc:
-        print_error(str(exc))
-        raise typer.Exit(2) from exc
