@@ -27,7 +27,7 @@ from ragsift.cli.labelled import (
     _reads,
     _retrieval_runs,
 )
-from ragsift.cli.render import eval_table
+from ragsift.cli.render import eval_table, orders_words
 from ragsift.cli.replay import (
     MAX_FEEDBACK_DRAWS,
     check_feedback_options,
@@ -41,6 +41,10 @@ from ragsift.errors import RagsiftError
 from ragsift.schemas import MAX_K
 
 __all__ = ["SQUAD_DIR", "evaluate"]
+
+#: Most arrival orders ``eval --arrival-orders`` replays (each replays every question's
+#: mix reading: a fraction of a second on SQuAD dev half 2).
+MAX_ARRIVAL_ORDERS = 1000
 
 
 def evaluate(
@@ -166,6 +170,18 @@ def evaluate(
             " one sample.",
             min=1,
             max=MAX_FEEDBACK_DRAWS,
+        ),
+    ] = 1,
+    arrival_orders: Annotated[
+        int,
+        typer.Option(
+            "--arrival-orders",
+            help="Replay the calibrated answers as served in this many arrival orders of"
+            " the questions (the first is the one the figures use) and report the spread"
+            " of the answer rate and risk (JSON: mix.orders): the order moves when the"
+            " scope's readings start and how soon its bar moves.",
+            min=1,
+            max=MAX_ARRIVAL_ORDERS,
         ),
     ] = 1,
     k: Annotated[int, typer.Option(help="Hits retrieved per question.", min=1, max=MAX_K)] = 8,
@@ -302,7 +318,9 @@ def evaluate(
         # at the mix the same questions show searched hybrid.
         watched = (artifact, hybrid_reads(runs["hybrid"], artifact, evaluated))
         artifact = keyword
-    result = evaluate_scorers(run, artifact, evaluated, **served, watched=watched)
+    result = evaluate_scorers(
+        run, artifact, evaluated, **served, watched=watched, orders=arrival_orders
+    )
     if per_query is not None:
         with per_query.open("w", encoding="utf-8") as handle:
             for row in result.per_query(run):
@@ -325,6 +343,8 @@ def evaluate(
         "scorers": [r.to_dict() for r in result.reports],
         "mix": result.mix.to_dict(),
     }
+    if result.orders is not None:
+        summary["mix"]["orders"] = result.orders.to_dict()
     if artifact_path is not None:
         summary["in_sample_questions"] = in_sample
     if probed is not None:
@@ -349,6 +369,8 @@ def evaluate(
         console.print(f"recall@{run.k} of in-scope questions: {summary['recall_at_k']:.3f}")
     if correction is not None:
         console.print(f"corrective retrieval: {json.dumps(summary['corrective'])}")
+    if result.orders is not None:
+        console.print(orders_words(summary["mix"]["orders"]))
     if replayed is not None:
         console.print(feedback_words(replayed))
         if "draws" in replayed:

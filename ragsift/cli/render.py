@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.panel import Panel
@@ -24,6 +24,7 @@ __all__ = [
     "demo_table",
     "eval_table",
     "fmt_number",
+    "orders_words",
     "print_answer_extras",
     "print_assessment",
     "print_decision",
@@ -260,3 +261,20 @@ def eval_table(reports: Sequence[ScorerReport], alpha: float, title: str) -> Tab
             r.rule,
         )
     return table
+
+
+def orders_words(orders: dict[str, Any]) -> str:
+    """``eval --arrival-orders``: the calibrated answers as served over the orders."""
+    rate, risk = orders["answer_rate"], orders["risk"]
+    risked = (
+        "nothing answered in any order"
+        if risk is None
+        else f"risk median {risk['p50']:.3f} ({risk['p10']:.3f}-{risk['p90']:.3f},"
+        f" largest {risk['p100']:.3f})"
+    )
+    return (
+        f"as served over {orders['orders']} arrival orders: answer rate median"
+        f" {rate['p50']:.3f} ({rate['p10']:.3f}-{rate['p90']:.3f}), {risked}; risk over"
+        f" alpha in {orders['risk_over_alpha']:.0%} of orders, over alpha + 0.03 in"
+        f" {orders['risk_over_target']:.0%}"
+    )

@@ -35,7 +35,7 @@ from ragsift.evaluation.runner import RetrievalRun
 from ragsift.evaluation.scoring import hit_batch, served_config
 from ragsift.retrieval.mix_watch import reported_prior
 
-__all__ = ["ServedMix", "as_served", "hybrid_reads", "monitored"]
+__all__ = ["OrderSpread", "ServedMix", "as_served", "hybrid_reads", "monitored", "over_orders"]
 
 #: Seed of the arrival order of the evaluated questions.
 ARRIVAL_SEED = 0
@@ -189,3 +189,65 @@ def hybrid_reads(
         raise ValueError(f"a scope's mix is read from hybrid searches, got {run.mode!r}")
     engine = ConfidenceEngine(served_config(artifact), calibration=artifact)
     return engine.assess_batch(hit_batch(run, evaluated)).confidence
+
+
+@dataclass(frozen=True, slots=True)
+class OrderSpread:
+    """The calibrated answers as served in several arrival orders (``eval
+    --arrival-orders``): the order moves when each reading starts and how soon a bar
+    moves, so one order is one sample of a scope's early traffic.
+
+    Attributes:
+        answer_rate, risk: per order, over the scored questions (risk NaN: none answered).
+        alpha: the artifact's risk target.
+    """
+
+    answer_rate: npt.NDArray[np.float64]
+    risk: npt.NDArray[np.float64]
+    alpha: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the spread of both, and the share of orders whose risk is over
+        alpha and over alpha + 0.03 (``risk_over_target``: issue 14's target)."""
+        risk = self.risk[~np.isnan(self.risk)]
+
+        def spread(values: npt.NDArray[np.float64], qs: tuple[float, ...]) -> dict[str, float]:
+            return {f"p{round(q * 100)}": round(float(np.quantile(values, q)), 4) for q in qs}
+
+        return {
+            "orders": int(self.answer_rate.size),
+            "answer_rate": spread(self.answer_rate, (0.1, 0.5, 0.9)),
+            "risk": spread(risk, (0.1, 0.5, 0.9, 1.0)) if risk.size else None,
+            "risk_over_alpha": round(float(np.mean(np.nan_to_num(self.risk) > self.alpha)), 4),
+            "risk_over_target": round(
+                float(np.mean(np.nan_to_num(self.risk) > self.alpha + 0.03)), 4
+            ),
+        }
+
+
+def over_orders(
+    orders: int,
+    labels: npt.NDArray[np.float64],
+    scored: npt.NDArray[np.bool_],
+    confidence: npt.NDArray[np.float64],
+    enough_documents: npt.NDArray[np.bool_],
+    artifact: CalibrationArtifact,
+    mode: UnanswerableShare,
+    **served: Any,
+) -> OrderSpread:
+    """:func:`as_served` in ``orders`` arrival orders (seeds :data:`ARRIVAL_SEED` on; the
+    first is the one every figure uses), each scored on the ``scored`` questions.
+
+    Raises:
+        ValueError: ``orders`` under 1.
+    """
+    if orders < 1:
+        raise ValueError(f"orders must be at least 1, got {orders}")
+    y, rates, risks = labels[scored] != 0, [], []
+    for seed in range(ARRIVAL_SEED, ARRIVAL_SEED + orders):
+        answered = as_served(
+            confidence, enough_documents, artifact, mode, seed=seed, **served
+        ).answered[scored]
+        rates.append(float(answered.mean()) if answered.size else 0.0)
+        risks.append(float(1.0 - y[answered].mean()) if answered.any() else float("nan"))
+    return OrderSpread(np.array(rates), np.array(risks), artifact.conformal.alpha)

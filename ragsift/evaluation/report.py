@@ -36,7 +36,7 @@ from ragsift.confidence import (
 )
 from ragsift.confidence._scipy import beta_ppf
 from ragsift.confidence.mix import UnanswerableShare
-from ragsift.evaluation.mix import ServedMix, as_served, monitored
+from ragsift.evaluation.mix import OrderSpread, ServedMix, as_served, monitored, over_orders
 from ragsift.evaluation.runner import RetrievalRun
 from ragsift.evaluation.scoring import (
     answer_in_kept,
@@ -117,6 +117,8 @@ class Evaluation:
     scores: dict[str, tuple[FloatArray, BoolArray]]
     mix: ServedMix
     """What re-certifying at the evaluated questions' mix did to the calibrated answers."""
+    orders: OrderSpread | None = None
+    """The calibrated answers as served in several arrival orders (``orders`` > 1)."""
 
     def per_query(self, run: RetrievalRun) -> Iterator[dict[str, Any]]:
         """One JSON-ready row per evaluated query: id, kind, label, hit rank, each scorer."""
@@ -246,6 +248,7 @@ def evaluate_scorers(
     near_miss: bool = True,
     mix_lower: bool = True,
     watched: tuple[CalibrationArtifact, FloatArray] | None = None,
+    orders: int = 1,
 ) -> Evaluation:
     """The calibrated scorer and the seed rules A–E on the ``evaluated`` queries.
 
@@ -258,6 +261,8 @@ def evaluate_scorers(
     ``watched``: the calibration and confidences the scope's mix reads the questions
     at, where not ``artifact``'s (a keyword-only run: the same questions' hybrid
     confidences, :func:`~ragsift.evaluation.mix.hybrid_reads`, ADR 029).
+    ``orders``: over 1, the ``calibrated`` row is also replayed in that many arrival
+    orders (:func:`~ragsift.evaluation.mix.over_orders`, ``Evaluation.orders``).
     """
     batch = hit_batch(run, evaluated)
     kinds = np.array([q.kind for q in run.queries])[evaluated]
@@ -280,15 +285,28 @@ def evaluate_scorers(
         else f"no threshold certified risk <= {conformal.alpha} on"
         f" {conformal.n_calibration} calibration queries"
     )
-    served = as_served(
-        cal.confidence,
-        cal.docs_within >= 1,
-        artifact,
-        unanswerable_share,
-        near_miss=near_miss,
-        lower=mix_lower,
-        observed=monitored(artifact, cal, run.mode == "dense") if watched is None else watched[1],
-        watched=None if watched is None else watched[0],
+    reads: dict[str, Any] = {
+        "near_miss": near_miss,
+        "lower": mix_lower,
+        "observed": monitored(artifact, cal, run.mode == "dense")
+        if watched is None
+        else watched[1],
+        "watched": None if watched is None else watched[0],
+    }
+    served = as_served(cal.confidence, cal.docs_within >= 1, artifact, unanswerable_share, **reads)
+    spread = (
+        None
+        if orders <= 1
+        else over_orders(
+            orders,
+            labels,
+            scored,
+            cal.confidence,
+            cal.docs_within >= 1,
+            artifact,
+            unanswerable_share,
+            **reads,
+        )
     )
     rows: list[tuple[str, str, FloatArray, BoolArray]] = [
         (
@@ -334,7 +352,7 @@ def evaluate_scorers(
         name: (np.asarray(conf, dtype=np.float64), np.asarray(answered, dtype=bool))
         for name, _, conf, answered in rows
     }
-    return Evaluation(reports, np.flatnonzero(evaluated), labels, scores, served)
+    return Evaluation(reports, np.flatnonzero(evaluated), labels, scores, served, spread)
 
 
 def _mix_words(served: ServedMix) -> str:

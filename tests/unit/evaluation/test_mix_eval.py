@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 from ragsift.confidence import CalibrationArtifact
 from ragsift.confidence.artifact import ConformalSpec
 from ragsift.confidence.conformal import conformal_threshold
 from ragsift.confidence.mix import fit_mix_table
 from ragsift.confidence.near_miss import fit_near_miss_table
-from ragsift.evaluation.mix import as_served
+from ragsift.evaluation.mix import ARRIVAL_SEED, OrderSpread, as_served, over_orders
 from tests.factories import top_score_artifact
 
 FloatArray = npt.NDArray[np.float64]
@@ -112,3 +113,38 @@ def test_near_misses_in_the_stream_raise_the_bar_and_the_switch_turns_that_off()
     assert off.near_miss_share is None
     assert off.bar == certified.threshold
     assert read.to_dict()["estimated_near_miss_share"] == read.near_miss_share
+
+
+def test_arrival_orders_replay_the_stream_and_the_first_is_the_figures_order() -> None:
+    """``eval --arrival-orders``: each order is the stream served in another seeded
+    order; where the bar moves with the order, so do answers and risk."""
+    rng = np.random.default_rng(1)
+    artifact = _artifact(rng)
+    conf, labels = _draw(rng, 200, 4_000)
+    docs = np.ones(conf.size, dtype=bool)
+    scored = np.ones(conf.size, dtype=bool)
+    spread = over_orders(5, labels, scored, conf, docs, artifact, "auto")
+    assert spread.answer_rate.size == spread.risk.size == 5
+    first = as_served(conf, docs, artifact, "auto").answered
+    assert spread.answer_rate[0] == first.mean()
+    assert spread.risk[0] == 1.0 - labels[first].mean()
+    again = as_served(conf, docs, artifact, "auto", seed=ARRIVAL_SEED + 3).answered
+    assert spread.answer_rate[3] == again.mean()
+    assert len(set(spread.answer_rate.tolist())) > 1  # the order moves the early bars
+    summary = spread.to_dict()
+    assert summary["orders"] == 5
+    assert summary["answer_rate"]["p10"] <= summary["answer_rate"]["p50"]
+    assert summary["risk"]["p100"] == round(float(spread.risk.max()), 4)
+    assert summary["risk_over_alpha"] == float(np.mean(spread.risk > artifact.conformal.alpha))
+    # Scored questions only: the risk of the in-scope ones alone is 0.
+    inside = labels == 1
+    assert np.nanmax(over_orders(2, labels, inside, conf, docs, artifact, "auto").risk) == 0.0
+    with pytest.raises(ValueError, match="at least 1"):
+        over_orders(0, labels, scored, conf, docs, artifact, "auto")
+
+
+def test_orders_that_answer_nothing_have_no_risk() -> None:
+    spread = OrderSpread(np.zeros(3), np.full(3, np.nan), alpha=0.1)
+    summary = spread.to_dict()
+    assert summary["risk"] is None
+    assert summary["risk_over_alpha"] == summary["risk_over_target"] == 0.0

@@ -339,3 +339,32 @@ def test_cli_eval_too_small_to_fit_is_one_clear_error(tmp_path: Path) -> None:
     assert "cannot fit on" in result.output
     assert "need at least 20 examples" in result.output
     assert "Traceback" not in result.output
+
+
+def test_cli_replays_the_served_answers_in_several_arrival_orders(tmp_path: Path) -> None:
+    labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
+    outside = write_squad(tmp_path / "other.json", OUTSIDE, answers=False)
+    path = str(packaged_calibration_path("ragsift-hashing-v1-384"))
+    args = ["eval", "--labelled", str(labelled), "--out-of-scope", str(outside)]
+    args += ["--artifact", path, "--probes", "none"]
+    env = {"RAGSIFT_EMBEDDER_KIND": "hashing"}
+    runner = CliRunner()
+    once = runner.invoke(app, [*args, "--json"], env=env)
+    assert once.exit_code == 0, once.output
+    single = json.loads(once.stdout.strip().splitlines()[-1])
+    assert "orders" not in single["mix"]
+    many = runner.invoke(app, [*args, "--arrival-orders", "4", "--json"], env=env)
+    assert many.exit_code == 0, many.output
+    summary = json.loads(many.stdout.strip().splitlines()[-1])
+    orders = summary["mix"].pop("orders")
+    assert summary == single  # the figures are the first order's, as without orders
+    assert orders["orders"] == 4
+    assert set(orders["answer_rate"]) == {"p10", "p50", "p90"}
+    assert 0.0 <= orders["answer_rate"]["p10"] <= orders["answer_rate"]["p90"] <= 1.0
+    words = runner.invoke(app, [*args, "--arrival-orders", "4"], env=env)
+    assert words.exit_code == 0, words.output
+    assert "as served over 4 arrival orders" in " ".join(words.output.split())
+    for bad in ("0", "1001", "x", "-3"):
+        refused = runner.invoke(app, [*args, "--arrival-orders", bad], env=env)
+        assert refused.exit_code == 2
+        assert "--arrival-orders" in refused.output
