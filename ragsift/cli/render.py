@@ -30,6 +30,7 @@ __all__ = [
     "print_decision",
     "print_report",
     "print_result",
+    "spread_words",
 ]
 
 #: C6 badge colours, in Rich's names
@@ -263,18 +264,26 @@ def eval_table(reports: Sequence[ScorerReport], alpha: float, title: str) -> Tab
     return table
 
 
-def orders_words(orders: dict[str, Any]) -> str:
-    """``eval --arrival-orders``: the calibrated answers as served over the orders."""
-    rate, risk = orders["answer_rate"], orders["risk"]
+def spread_words(spread: dict[str, Any], over: str) -> str:
+    """What was served over many draws or orders (``eval --feedback-draws``,
+    ``--arrival-orders``): the answer rate's and the risk's median and 10th-90th
+    percentiles, the largest risk, and how often it was over alpha."""
+    rate, risk = spread["answer_rate"], spread["risk"]
     risked = (
-        "nothing answered in any order"
+        f"nothing answered in any of the {over}"
         if risk is None
         else f"risk median {risk['p50']:.3f} ({risk['p10']:.3f}-{risk['p90']:.3f},"
         f" largest {risk['p100']:.3f})"
     )
     return (
-        f"as served over {orders['orders']} arrival orders: answer rate median"
-        f" {rate['p50']:.3f} ({rate['p10']:.3f}-{rate['p90']:.3f}), {risked}; risk over"
-        f" alpha in {orders['risk_over_alpha']:.0%} of orders, over alpha + 0.03 in"
-        f" {orders['risk_over_target']:.0%}"
+        f"answer rate median {rate['p50']:.3f} ({rate['p10']:.3f}-{rate['p90']:.3f}),"
+        f" {risked}; risk over alpha in {spread['risk_over_alpha']:.0%} of the {over}"
+    )
+
+
+def orders_words(orders: dict[str, Any]) -> str:
+    """``eval --arrival-orders``: the calibrated answers as served over the orders."""
+    return (
+        f"as served over {orders['orders']} arrival orders: {spread_words(orders, 'orders')},"
+        f" over alpha + 0.03 in {orders['risk_over_target']:.0%}"
     )

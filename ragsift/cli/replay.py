@@ -7,6 +7,7 @@ from typing import Any, Final
 import typer
 
 from ragsift.cli.common import print_error
+from ragsift.cli.render import spread_words
 
 __all__ = [
     "MAX_FEEDBACK_DRAWS",
@@ -82,18 +83,10 @@ def replay_feedback(
 
 def draws_words(draws: dict[str, Any]) -> str:
     """One line: what became of the draws' re-fits and what was served after them."""
-    rate, risk = draws["answer_rate"], draws["risk"]
-    risked = (
-        "nothing answered in any draw"
-        if risk is None
-        else f"risk median {risk['p50']:.3f}, 90th percentile {risk['p90']:.3f}"
-    )
     return (
         f"feedback over {draws['draws']} draws: re-fit in force {draws['in_force']},"
         f" refusing everything {draws['refuses']}, withheld {draws['withheld']},"
-        f" postponed {draws['postponed']}; answer rate after it median {rate['p50']:.3f}"
-        f" ({rate['p10']:.3f}-{rate['p90']:.3f}), {risked}; risk over alpha in"
-        f" {draws['risk_over_alpha']:.0%} of draws"
+        f" postponed {draws['postponed']}; after it, {spread_words(draws, 'draws')}"
     )
 
 

@@ -37,7 +37,7 @@ from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.mix import UnanswerableShare
 from ragsift.confidence.refit import LabelledResult, refit_calibration, withheld_because
 from ragsift.confidence.signals import SIGNAL_NAMES
-from ragsift.evaluation.mix import as_served, monitored
+from ragsift.evaluation.mix import as_served, monitored, percentiles
 from ragsift.evaluation.runner import RetrievalRun
 from ragsift.evaluation.scoring import answer_in_kept, hit_batch, relevance_matrix, served_config
 
@@ -292,14 +292,11 @@ class RepeatedFeedback:
         risks = np.array([d.risk for d in self.draws if d.risk is not None])
         outcomes: tuple[DrawOutcome, ...] = ("in_force", "refuses", "withheld", "postponed")
 
-        def spread(values: npt.NDArray[np.float64], qs: tuple[float, ...]) -> dict[str, float]:
-            return {f"p{round(q * 100)}": round(float(np.quantile(values, q)), 4) for q in qs}
-
         return {
             "draws": len(self.draws),
             **{o: sum(d.outcome == o for d in self.draws) for o in outcomes},
-            "answer_rate": spread(rates, (0.1, 0.5, 0.9)),
-            "risk": spread(risks, (0.5, 0.9, 1.0)) if risks.size else None,
+            "answer_rate": percentiles(rates, (0.1, 0.5, 0.9)),
+            "risk": percentiles(risks, (0.1, 0.5, 0.9, 1.0)) if risks.size else None,
             "risk_over_alpha": round(
                 float(np.mean([(d.risk or 0.0) > self.alpha for d in self.draws])), 4
             ),

@@ -35,7 +35,15 @@ from ragsift.evaluation.runner import RetrievalRun
 from ragsift.evaluation.scoring import hit_batch, served_config
 from ragsift.retrieval.mix_watch import reported_prior
 
-__all__ = ["OrderSpread", "ServedMix", "as_served", "hybrid_reads", "monitored", "over_orders"]
+__all__ = [
+    "OrderSpread",
+    "ServedMix",
+    "as_served",
+    "hybrid_reads",
+    "monitored",
+    "over_orders",
+    "percentiles",
+]
 
 #: Seed of the arrival order of the evaluated questions.
 ARRIVAL_SEED = 0
@@ -191,6 +199,11 @@ def hybrid_reads(
     return engine.assess_batch(hit_batch(run, evaluated)).confidence
 
 
+def percentiles(values: npt.NDArray[np.float64], qs: tuple[float, ...]) -> dict[str, float]:
+    """``{"p10": ..., "p50": ...}``: the ``qs`` quantiles of ``values``, to 4 decimals."""
+    return {f"p{round(q * 100)}": round(float(np.quantile(values, q)), 4) for q in qs}
+
+
 @dataclass(frozen=True, slots=True)
 class OrderSpread:
     """The calibrated answers as served in several arrival orders (``eval
@@ -210,14 +223,10 @@ class OrderSpread:
         """JSON-ready: the spread of both, and the share of orders whose risk is over
         alpha and over alpha + 0.03 (``risk_over_target``: issue 14's target)."""
         risk = self.risk[~np.isnan(self.risk)]
-
-        def spread(values: npt.NDArray[np.float64], qs: tuple[float, ...]) -> dict[str, float]:
-            return {f"p{round(q * 100)}": round(float(np.quantile(values, q)), 4) for q in qs}
-
         return {
             "orders": int(self.answer_rate.size),
-            "answer_rate": spread(self.answer_rate, (0.1, 0.5, 0.9)),
-            "risk": spread(risk, (0.1, 0.5, 0.9, 1.0)) if risk.size else None,
+            "answer_rate": percentiles(self.answer_rate, (0.1, 0.5, 0.9)),
+            "risk": percentiles(risk, (0.1, 0.5, 0.9, 1.0)) if risk.size else None,
             "risk_over_alpha": round(float(np.mean(np.nan_to_num(self.risk) > self.alpha)), 4),
             "risk_over_target": round(
                 float(np.mean(np.nan_to_num(self.risk) > self.alpha + 0.03)), 4
