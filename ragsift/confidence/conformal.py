@@ -17,9 +17,10 @@ fixed-sequence testing:
   queries (a start that depends on confidences only, so the labels stay
   independent Binomial draws given it) and stops at the first t it cannot
   reject; the answer is the last rejected t. One exception reads the labels:
-  a sample with fewer than 200 positives starts where at most half that many
-  are answered (``fixed_sequence_walk``): a start past its positives always
-  fails, and one at all of them fails unless the ranking is perfect (ADR 034).
+  a sample with fewer than twice the start's positives (200) starts where at
+  most half that many are answered (``fixed_sequence_walk``): a start past its
+  positives always fails, and one at all of them fails unless the ranking is
+  perfect (ADR 034).
   Never under the fewest answers that certify alpha with none wrong (22 at
   alpha = delta = 0.1), nor past the positives. That uses one number of the
   sample, its count of positives, and only in small samples (a small
@@ -274,7 +275,8 @@ def fixed_sequence_walk(
     # (ADR 034: 200 feedback labels at SQuAD's mix hold ~50). Start where at most
     # half of them are answered instead, but never under the fewest answers that can
     # certify alpha at all (22 at alpha = delta = 0.1), where a start always fails.
-    # Unchanged for every sample of 200 positives or more.
+    # The plain walk (start 100) is unchanged at 200 positives or more; a re-weighted
+    # one may start lower at extreme mixes (the shipped tables did not move).
     total = int(n_answered.max(initial=0))
     needed = max(_START_MIN_ANSWERED, math.ceil(_START_MIN_EFFECTIVE * down_weight))
     fewest = fewest_to_certify(alpha, delta)
