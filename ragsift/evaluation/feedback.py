@@ -37,7 +37,7 @@ from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.mix import UnanswerableShare
 from ragsift.confidence.refit import LabelledResult, refit_calibration, withheld_because
 from ragsift.confidence.signals import SIGNAL_NAMES
-from ragsift.evaluation.mix import as_served, monitored, percentiles
+from ragsift.evaluation.mix import answer_rate_and_risk, as_served, monitored, percentiles
 from ragsift.evaluation.runner import RetrievalRun
 from ragsift.evaluation.scoring import answer_in_kept, hit_batch, relevance_matrix, served_config
 
@@ -167,9 +167,7 @@ class _Served:
 
     def rates(self) -> tuple[float, float | None]:
         """Answer rate and risk over the scored questions (None: nothing answered)."""
-        answered, labels = self.answered[self.scored], self.labels[self.scored]
-        rate = float(answered.mean()) if answered.size else 0.0
-        return rate, float(1.0 - labels[answered].mean()) if answered.any() else None
+        return answer_rate_and_risk(self.answered[self.scored], self.labels[self.scored])
 
 
 def _serve(

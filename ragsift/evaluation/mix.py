@@ -38,6 +38,7 @@ from ragsift.retrieval.mix_watch import reported_prior
 __all__ = [
     "OrderSpread",
     "ServedMix",
+    "answer_rate_and_risk",
     "as_served",
     "hybrid_reads",
     "monitored",
@@ -199,6 +200,15 @@ def hybrid_reads(
     return engine.assess_batch(hit_batch(run, evaluated)).confidence
 
 
+def answer_rate_and_risk(
+    answered: npt.NDArray[np.bool_], right: npt.NDArray[np.bool_]
+) -> tuple[float, float | None]:
+    """Share answered, and share of the answers without the relevant context (None:
+    nothing answered), over questions already cut to those scored."""
+    rate = float(answered.mean()) if answered.size else 0.0
+    return rate, float(1.0 - right[answered].mean()) if answered.any() else None
+
+
 def percentiles(values: npt.NDArray[np.float64], qs: tuple[float, ...]) -> dict[str, float]:
     """``{"p10": ..., "p50": ...}``: the ``qs`` quantiles of ``values``, to 4 decimals."""
     return {f"p{round(q * 100)}": round(float(np.quantile(values, q)), 4) for q in qs}
@@ -252,11 +262,12 @@ def over_orders(
     """
     if orders < 1:
         raise ValueError(f"orders must be at least 1, got {orders}")
-    y, rates, risks = labels[scored] != 0, [], []
+    right, rates, risks = labels[scored] != 0, [], []
     for seed in range(ARRIVAL_SEED, ARRIVAL_SEED + orders):
         answered = as_served(
             confidence, enough_documents, artifact, mode, seed=seed, **served
         ).answered[scored]
-        rates.append(float(answered.mean()) if answered.size else 0.0)
-        risks.append(float(1.0 - y[answered].mean()) if answered.any() else float("nan"))
+        rate, risk = answer_rate_and_risk(answered, right)
+        rates.append(rate)
+        risks.append(float("nan") if risk is None else risk)
     return OrderSpread(np.array(rates), np.array(risks), artifact.conformal.alpha)
