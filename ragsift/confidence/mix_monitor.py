@@ -28,6 +28,7 @@ from ragsift.confidence.mix import (
 )
 from ragsift.confidence.mix_state import ScopeState
 from ragsift.confidence.near_miss import (
+    YOUNG_WEIGHT,
     NearMissTable,
     estimate_near_miss,
     near_miss_log_mixture,
@@ -43,10 +44,9 @@ __all__ = [
 ]
 
 #: Queries a scope's histogram needs before its share is estimated (the lower bound,
-#: not this count, keeps a young scope's noise from moving its bar).
+#: not this count, keeps a young scope's noise from moving its mix bar; its near-miss
+#: bar rises on the estimate until it weighs YOUNG_WEIGHT, ADR 037).
 DEFAULT_MIN_SAMPLES: Final = 30
-#: Until a scope holds this much weight its estimate is refreshed on every query.
-_YOUNG: Final = 200.0
 #: A scope's running weight is brought back to 1 past this (well inside float range).
 _RESCALE_AT: Final = 1e100
 #: Queries after which an observation's weight halves: the estimate follows the
@@ -114,7 +114,8 @@ class MixMonitor:
             weight = scope.add(b, self._decay)
             if weight < self.min_samples:
                 return None
-            if scope.estimate is None or scope.since >= (REFRESH_EVERY if weight > _YOUNG else 1):
+            every = REFRESH_EVERY if weight > YOUNG_WEIGHT else 1  # a young scope: every query
+            if scope.estimate is None or scope.since >= every:
                 counts = scope.decayed(self._decay)
                 scope.estimate = _estimate(scope.log_mixture, counts)
                 if scope.near_log_mixture is not None:

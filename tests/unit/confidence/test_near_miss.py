@@ -31,6 +31,7 @@ from ragsift.confidence.near_miss import (
     _CANDIDATES,
     MIN_NEAR_MISSES,
     NEAR_MISS_LOWER_DROP,
+    YOUNG_WEIGHT,
     NearMissReading,
     NearMissTable,
     ServedBar,
@@ -136,6 +137,45 @@ def test_the_bar_moves_only_when_the_lower_bound_clears_the_samples_share() -> N
     assert near_miss_threshold(table, NearMissReading(0.3, edge, 0.5)) is None
     moved = near_miss_threshold(table, NearMissReading(0.3, edge + 0.01, 0.5))
     assert moved == table.threshold_at(0.3, 0.5)
+
+
+def test_a_young_reading_raises_the_bar_on_its_estimate() -> None:
+    """ADR 037: under YOUNG_WEIGHT queries the bound is too wide to clear in time, so
+    the estimate must exceed the sample's share; a settled reading needs its bound."""
+    conf, labels, inside = _sample(np.random.default_rng(6), (800, 120, 1_600))
+    table = fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA)
+    assert table is not None
+    edge = table.near_miss_share
+    wide = NearMissReading(0.3, 0.0, 0.5, young=True)
+    assert near_miss_threshold(table, wide) == table.threshold_at(0.3, 0.5)
+    assert near_miss_threshold(table, NearMissReading(0.3, 0.0, 0.5)) is None
+    assert near_miss_threshold(table, NearMissReading(edge, 0.0, 0.5, young=True)) is None
+
+
+def test_a_reading_is_young_until_its_histogram_weighs_young_weight() -> None:
+    rng = np.random.default_rng(12)
+    conf, labels, inside = _sample(rng, (800, 120, 1_600))
+    table = fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA)
+    mix = fit_mix_table(conf, labels, alpha=ALPHA, delta=DELTA)
+    assert table is not None
+    assert mix is not None
+    logmix = near_miss_log_mixture(table)
+    traffic, _, _ = _sample(rng, (50, 50, 50))
+    histogram = _histogram(traffic)
+    assert histogram.sum() < YOUNG_WEIGHT
+    assert estimate_near_miss(logmix, histogram).young
+    assert not estimate_near_miss(logmix, histogram * 2).young
+    monitor = MixMonitor()
+    young = []
+    for c in rng.permutation(np.concatenate([traffic, traffic])):
+        reading = monitor.observe("t", "c", "v1", mix, float(c), table)
+        if reading is not None:
+            assert reading.near_miss is not None
+            young.append(reading.near_miss.young)
+    # Young from the first reading (30 queries) until the decayed weight reaches 200.
+    assert young[0]
+    assert not young[-1]
+    assert young == sorted(young, reverse=True)
 
 
 def test_a_stream_like_the_sample_rarely_reads_more_near_misses() -> None:
