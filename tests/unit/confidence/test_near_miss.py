@@ -153,12 +153,8 @@ def test_a_young_reading_raises_the_bar_on_its_estimate() -> None:
 
 
 def test_a_reading_is_young_until_its_histogram_weighs_young_weight() -> None:
-    rng = np.random.default_rng(12)
-    conf, labels, inside = _sample(rng, (800, 120, 1_600))
-    table = fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA)
-    mix = fit_mix_table(conf, labels, alpha=ALPHA, delta=DELTA)
-    assert table is not None
-    assert mix is not None
+    table, mix = _tables(12)
+    rng = np.random.default_rng(13)
     logmix = near_miss_log_mixture(table)
     traffic, _, _ = _sample(rng, (50, 50, 50))
     histogram = _histogram(traffic)
@@ -271,12 +267,8 @@ def test_the_served_bar_falls_only_where_the_traffic_is_clearly_more_answerable(
 
 
 def test_the_monitor_reads_near_misses_when_the_calibration_has_a_table() -> None:
-    rng = np.random.default_rng(8)
-    conf, labels, inside = _sample(rng, (800, 120, 1_600))
-    table = fit_near_miss_table(conf, labels, inside, alpha=ALPHA, delta=DELTA)
-    mix = fit_mix_table(conf, labels, alpha=ALPHA, delta=DELTA)
-    assert table is not None
-    assert mix is not None
+    table, mix = _tables(8)
+    rng = np.random.default_rng(9)
     traffic, _, _ = _sample(rng, (300, 300, 400))
     monitor = MixMonitor()
     plain = MixMonitor()
