@@ -27,7 +27,10 @@ the one they were answered at has any evidence. Such a re-fit keeps the base's
 probability map and only *raises* its bar: the walk runs on the base's own
 confidences over the labels (a random sample of answered results is one of the
 traffic above the bar), and the new threshold is the higher of that and the
-base's. A mix of answered and refused results gets the full re-fit above.
+base's. Its mix and near-miss tables are the base's, floored at that threshold
+(ADR 038). A mix of answered and refused results gets the full re-fit above,
+which has no near-miss table: its re-map moves the confidence off that table's
+scale.
 
 Pure and deterministic: labels are ordered by a hash of the query id, so the
 same labels give the same artifact (and version) in any arrival order.
@@ -314,7 +317,14 @@ def _raise_only(
         mix = mix.model_copy(
             update={"thresholds": tuple(max(t, cert.threshold) for t in mix.thresholds)}
         )
-    spec = ConformalSpec.certified(cert, method=f"{_RAISE}+{cert.method}", mix=mix)
+    # The base's map is kept, so its near-miss table still reads this scope's
+    # confidences: kept, never under the new bar, the scope's bar still rises where
+    # near misses show (ADR 021). Floored, it can lower nothing under the new bar.
+    near = base.conformal.near_miss
+    if near is not None and cert.feasible:
+        rows = tuple(tuple(max(t, cert.threshold) for t in row) for row in near.thresholds)
+        near = near.model_copy(update={"thresholds": rows})
+    spec = ConformalSpec.certified(cert, method=f"{_RAISE}+{cert.method}", mix=mix, near_miss=near)
     data = DataSummary(
         source=f"feedback:{scope}",
         n_examples=len(y),

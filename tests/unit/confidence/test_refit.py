@@ -182,6 +182,14 @@ def test_labels_on_answers_only_keep_the_map_and_only_raise_the_bar(
         assert new.conformal.threshold == max(walk.threshold, base.conformal.threshold)
         assert new.conformal.mix is not None
         assert min(new.conformal.mix.thresholds) >= new.conformal.threshold
+        # The near-miss table reads the same confidences: kept, floored at the new bar.
+        near, was = new.conformal.near_miss, base.conformal.near_miss
+        assert near is not None
+        assert was is not None
+        assert near.near_miss == was.near_miss
+        assert near.near_miss_share == was.near_miss_share
+        floored = [[max(t, new.conformal.threshold) for t in row] for row in was.thresholds]
+        assert [list(row) for row in near.thresholds] == floored
     if right == "all":  # nothing to raise it for
         assert new.conformal.threshold == base.conformal.threshold
         # ... and what is said of the kept bar is what the labels say there.
