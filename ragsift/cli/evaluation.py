@@ -141,9 +141,13 @@ def evaluate(
         typer.Option(
             "--feedback-from",
             help="Which questions give --feedback labels: 'all' (drawn from the traffic at"
-            " random, the sample the re-fit's guarantee assumes) or 'answered' (only"
-            " questions the calibration answered, as when users label what they were shown).",
-            metavar="all|answered",
+            " random, the sample the re-fit's guarantee assumes), 'answered' (only"
+            " questions the calibration answered, as when users label what they were shown)"
+            " or 'no-near-misses' (every question but the near misses, as when a scope was"
+            " labelled before it lost the documents that make them near misses: with"
+            " --holes F --near-miss-negatives, the re-fit is then served on traffic that"
+            " has them).",
+            metavar="all|answered|no-near-misses",
         ),
     ] = "all",
     feedback_bias: Annotated[

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import typer
 
@@ -26,8 +26,10 @@ def check_feedback_options(
     feedback: int | None, sampled_from: str, bias: float, draws: int, mode: str
 ) -> None:
     """Refuse (exit 2, with the reason) ``eval`` feedback options that cannot replay."""
-    if sampled_from not in ("all", "answered"):
-        print_error(f"--feedback-from must be all or answered, got {sampled_from!r}")
+    if sampled_from not in ("all", "answered", "no-near-misses"):
+        print_error(
+            f"--feedback-from must be all, answered or no-near-misses, got {sampled_from!r}"
+        )
         raise typer.Exit(2)
     if feedback is None and bias != 1.0:
         print_error("--feedback-bias needs --feedback N (the labels it biases)")
@@ -119,11 +121,11 @@ def _draw(n_labels: int, sampled_from: str, served: dict[str, Any], bias: float)
     Raises:
         ConfidenceError: a bias under 1 (the CLI's bounds keep it out).
     """
-    from ragsift.evaluation.feedback import FeedbackDraw
+    from ragsift.evaluation.feedback import FeedbackDraw, FeedbackFrom
 
     return FeedbackDraw(
         n_labels,
-        sampled_from="answered" if sampled_from == "answered" else "all",
+        sampled_from=cast(FeedbackFrom, sampled_from),
         near_miss_negatives=served["near_miss_negatives"],
         unanswerable_share=served["unanswerable_share"],
         near_miss=served["near_miss"],

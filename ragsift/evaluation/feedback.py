@@ -16,9 +16,12 @@ force, withheld or refused everything, and the spread of what was served after i
 Which questions get labels matters (docs/feedback.md): ``all`` draws them from
 the traffic at random, the sample the re-fit's guarantee assumes; ``answered``
 draws only from the questions the artifact answered, as when users label only
-the answers they were shown. Labels come from the questions the figures score:
-where near-miss questions are scored apart (SQuAD's, written to trick a reader,
-which a user's traffic does not do), they give no label either.
+the answers they were shown; ``no-near-misses`` draws from every question but
+the near misses, as when a scope was labelled before it lost the documents that
+make them near misses, and is served after (ADR 039). Labels come from the
+questions the figures score: where near-miss questions are scored apart (SQuAD's,
+written to trick a reader, which a user's traffic does not do), they give no
+label either.
 """
 
 from __future__ import annotations
@@ -52,7 +55,13 @@ __all__ = [
     "simulate_feedback",
 ]
 
-FeedbackFrom = Literal["all", "answered"]
+FeedbackFrom = Literal["all", "answered", "no-near-misses"]
+#: What ``sampled_from`` draws from, in words.
+_POOLS: Final[dict[str, str]] = {
+    "all": "scored questions",
+    "answered": "answered questions",
+    "no-near-misses": "scored questions that are not near misses",
+}
 #: Seed of which questions give labels.
 FEEDBACK_SEED: Final = 1
 #: The re-fit's recorded time: fixed, so the same labels give the same artifact version.
@@ -69,7 +78,7 @@ class FeedbackDraw:
 
     Attributes:
         n_labels: how many.
-        sampled_from: ``all`` or ``answered``.
+        sampled_from: ``all``, ``answered`` or ``no-near-misses``.
         near_miss_negatives: near-miss questions are scored, so they give labels too.
         unanswerable_share, near_miss, mix_lower: how ``answered`` is served (the mix
             bars).
@@ -103,7 +112,7 @@ class SimulatedFeedback:
         artifact: the re-fit artifact.
         labelled: (Q,) over the run's questions: True for those that gave a label.
         positive_rate: the labels' share of "relevant".
-        sampled_from: ``all`` or ``answered``.
+        sampled_from: ``all``, ``answered`` or ``no-near-misses``.
     """
 
     artifact: CalibrationArtifact
@@ -164,6 +173,7 @@ class _Served:
     labels: npt.NDArray[np.bool_]
     answered: npt.NDArray[np.bool_]
     scored: npt.NDArray[np.bool_]
+    kinds: npt.NDArray[np.str_]
 
     def rates(self) -> tuple[float, float | None]:
         """Answer rate and risk over the scored questions (None: nothing answered)."""
@@ -194,6 +204,7 @@ def _serve(
         answer_in_kept(assessed, relevance_matrix(run, evaluated)),
         answered,
         np.ones(kinds.size, dtype=bool) if draw.near_miss_negatives else kinds != "near_miss",
+        kinds,
     )
 
 
@@ -209,8 +220,10 @@ def _labelled(
     pool = np.flatnonzero(served.scored)
     if draw.sampled_from == "answered":
         pool = pool[answered[pool]]
+    elif draw.sampled_from == "no-near-misses":
+        pool = pool[served.kinds[pool] != "near_miss"]
     if draw.n_labels > pool.size:
-        where = "answered questions" if draw.sampled_from == "answered" else "scored questions"
+        where = _POOLS[draw.sampled_from]
         raise ConfidenceError(f"{draw.n_labels} labels asked for, but only {pool.size} {where}")
     rng = np.random.default_rng(draw.seed)
     if draw.bias == 1.0:  # the draw every figure of ADR 022 was made with

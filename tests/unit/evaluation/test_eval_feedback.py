@@ -97,6 +97,22 @@ def test_near_misses_give_labels_only_where_they_are_scored(run: RetrievalRun) -
     assert negatives[near].any()
 
 
+def test_no_near_misses_labels_every_scored_question_but_the_near_misses(
+    run: RetrievalRun,
+) -> None:
+    """Labels given before the corpus lost what near misses ask for (ADR 039)."""
+    base = _shipped()
+    evaluated = np.ones(len(run.queries), dtype=bool)
+    near = np.array([q.kind == "near_miss" for q in run.queries])
+    clear = int((~near).sum())
+    draw = FeedbackDraw(clear, sampled_from="no-near-misses", near_miss_negatives=True)
+    _, labelled = draw_feedback(run, base, evaluated, draw)
+    assert labelled[~near].all()
+    assert not labelled[near].any()  # scored, yet never labelled
+    with pytest.raises(ConfidenceError, match=f"only {clear} scored questions that are not"):
+        draw_feedback(run, base, evaluated, FeedbackDraw(clear + 1, sampled_from="no-near-misses"))
+
+
 def test_a_biased_draw_labels_more_of_what_went_wrong(run: RetrievalRun) -> None:
     """Users who report what went wrong: at bias 5 the labels hold fewer relevant
     results than a random draw of as many; the same seed gives the same draw."""
@@ -192,10 +208,13 @@ def test_the_replay_withholds_a_refit_as_the_worker_would(run: RetrievalRun) -> 
     ("options", "message"),
     [
         (["--feedback", "39"], "greater than or equal to 40"),
-        (["--feedback", "60", "--feedback-from", "some"], "must be all or answered, got 'some'"),
+        (
+            ["--feedback", "60", "--feedback-from", "some"],
+            "must be all, answered or no-near-misses, got 'some'",
+        ),
         (["--feedback", "5000"], "--feedback: 5000 labels asked for, but only"),
         (["--feedback", str(10**20)], f"--feedback: {10**20} labels asked for, but only"),
-        (["--feedback", "60", "--feedback-from", "名前\x01"], "must be all or answered"),
+        (["--feedback", "60", "--feedback-from", "名前\x01"], "must be all, answered or no-"),
         (["--feedback-bias", "3"], "--feedback-bias needs --feedback N"),
         (["--feedback", "60", "--feedback-bias", "0.5"], "greater than or equal to 1"),
         (["--feedback", "60", "--feedback-bias", "nan"], "less than or equal to 1000000"),
