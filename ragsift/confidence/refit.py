@@ -28,9 +28,9 @@ probability map and only *raises* its bar: the walk runs on the base's own
 confidences over the labels (a random sample of answered results is one of the
 traffic above the bar), and the new threshold is the higher of that and the
 base's. Its mix and near-miss tables are the base's, floored at that threshold
-(ADR 038). A mix of answered and refused results gets the full re-fit above,
-which has no near-miss table: its re-map moves the confidence off that table's
-scale.
+(ADR 038). A mix of answered and refused results gets the full re-fit above;
+its re-map moves the confidence off the base's near-miss table's scale, so the
+table is carried onto the new one (:mod:`.refit_near_miss`, ADR 039).
 
 Pure and deterministic: labels are ordered by a hash of the query id, so the
 same labels give the same artifact (and version) in any arrival order.
@@ -62,6 +62,7 @@ from ragsift.confidence.dense_only import fill_dense_only
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.features import feature_matrix
 from ragsift.confidence.mix import fit_mix_table
+from ragsift.confidence.refit_near_miss import carried_near_miss
 from ragsift.confidence.scorers import CalibratedScorer
 from ragsift.confidence.signals import reported_signal_matrix
 
@@ -192,7 +193,14 @@ def refit_calibration(
         assert mapped is not None  # the same labels: both kinds present
         bars = tuple(bar if bar >= 1.0 else carried(bar) for bar in mix.thresholds)
         mix = mapped.model_copy(update={"thresholds": bars})
-    spec = ConformalSpec.certified(cert, method=f"{_REMAP}+{cert.method}", mix=mix)
+    # The base's near-miss table on the re-map's scale, raising past the near misses
+    # the labelled traffic held (ADR 039).
+    near = (
+        carried_near_miss(base.conformal.near_miss, base.remap, t, a, cert.threshold, conf)
+        if cert.feasible
+        else None
+    )
+    spec = ConformalSpec.certified(cert, method=f"{_REMAP}+{cert.method}", mix=mix, near_miss=near)
     data = DataSummary(
         source=f"feedback:{scope}",
         n_examples=len(ordered),

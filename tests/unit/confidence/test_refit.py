@@ -211,6 +211,39 @@ def test_one_refused_or_unknown_result_among_the_labels_is_a_full_refit(
         assert new.data.n_fit == 300
 
 
+@pytest.mark.parametrize("share", [0.3, 0.9])
+def test_a_full_refit_carries_the_near_miss_table_onto_its_scale(
+    base: CalibrationArtifact, share: float
+) -> None:
+    """The re-map moves the confidence; the base's near-miss table moves with it, so
+    the scope's bar still rises where near misses show (ADR 039)."""
+    labels = labelled(400, relevant_share=share, seed=5)
+    new = refit_calibration(base, labels, scope="a/c", fitted_at=AT)
+    was, near = base.conformal.near_miss, new.conformal.near_miss
+    assert was is not None
+    if not new.conformal.feasible:  # refuses everything: nothing to raise
+        assert near is None
+        return
+    assert near is not None
+    assert near.thresholds != was.thresholds  # on the re-fit's scale, not the base's
+    assert min(min(row) for row in near.thresholds) >= new.conformal.threshold
+    assert 0.01 <= near.near_miss_share <= 0.6  # what the labelled traffic held
+    assert (near.n_answerable, near.n_near_miss) == (was.n_answerable, was.n_near_miss)
+    # Each carried bar answers what the base's answered: a base bar of p is the base
+    # logit logit(p), which the re-fit serves as sigmoid(t * logit(p) + a).
+    assert base.remap is None
+    k = next(i for i, c in enumerate(base.coefficients) if c)
+    t = new.coefficients[k] / base.coefficients[k]
+    a = new.intercept - t * base.intercept
+    for row_was, row_now in zip(was.thresholds, near.thresholds, strict=True):
+        for p, now in zip(row_was, row_now, strict=True):
+            if p >= 1.0 or p <= 0.0:
+                continue
+            exact = 1 / (1 + np.exp(-(t * np.log(p / (1 - p)) + a)))
+            assert now == max(np.ceil(exact * 100 - 1e-4) / 100, new.conformal.threshold)
+    assert CalibrationArtifact.from_json(new.to_json()) == new
+
+
 def test_same_labels_in_any_order_give_the_same_version(base: CalibrationArtifact) -> None:
     labels = labelled(200, relevant_share=0.5)
     shuffled = list(labels)

@@ -1,0 +1,120 @@
+"""The base's near-miss table carried onto a feedback re-map's scale (ADR 039)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ragsift.confidence.artifact import load_calibration
+from ragsift.confidence.mix import HISTOGRAM_BINS
+from ragsift.confidence.near_miss import NearMissReading, NearMissTable, near_miss_threshold
+from ragsift.confidence.probes import ProbeRemap
+from ragsift.confidence.refit_near_miss import carried_near_miss
+from ragsift.retrieval.engines import packaged_calibration_path
+
+
+@pytest.fixture(scope="module")
+def table() -> NearMissTable:
+    path = packaged_calibration_path("onnx-all-MiniLM-L6-v2-int8-384")
+    assert path is not None
+    near = load_calibration(path).conformal.near_miss
+    assert near is not None
+    return near
+
+
+def drawn(shares: tuple[float, ...], n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` confidences from a histogram: a bin by its share, then evenly within it."""
+    bins = rng.choice(HISTOGRAM_BINS, size=n, p=np.asarray(shares) / sum(shares))
+    return (bins + rng.random(n)) / HISTOGRAM_BINS
+
+
+def sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+def logit(p: float) -> float:
+    return math.log(p) - math.log1p(-p)
+
+
+def test_the_identity_map_carries_the_table_unchanged(table: NearMissTable) -> None:
+    answers = drawn(table.answerable, 500, np.random.default_rng(0))
+    same = carried_near_miss(table, None, 1.0, 0.0, 0.0, answers)
+    assert same is not None
+    assert same.thresholds == table.thresholds
+    for kind in ("answerable", "near_miss", "out_of_scope"):
+        assert np.allclose(getattr(same, kind), getattr(table, kind), atol=2e-4)
+    # Labels on answerable traffic held few near misses: the bar rises past a few.
+    assert 0.01 <= same.near_miss_share <= 0.05
+
+
+@pytest.mark.parametrize(("t", "a"), [(0.5, -1.0), (1.7, 0.8), (3.0, -2.5)])
+@pytest.mark.parametrize("remapped", [False, True])
+def test_each_bar_answers_the_queries_the_base_bar_answered(
+    table: NearMissTable, t: float, a: float, remapped: bool
+) -> None:
+    # A probe re-map with a flat stretch (0.6 ... 0.8 all serve 0.55).
+    remap = ProbeRemap(x=(0.0, 0.6, 0.8, 1.0), y=(0.0, 0.55, 0.55, 1.0)) if remapped else None
+    carried = carried_near_miss(table, remap, t, a, 0.4, np.full(100, 0.9))
+    assert carried is not None
+    logits = np.linspace(-30, 30, 600_001)
+    base = 1 / (1 + np.exp(-logits))
+    if remap is not None:
+        base = remap.apply(base)
+    refit = 1 / (1 + np.exp(-(a + t * logits)))
+    grid = np.asarray(carried.thresholds)
+    assert (np.diff(grid, axis=0) >= 0).all()
+    assert (np.diff(grid, axis=1) >= 0).all()
+    for was, now in zip(np.ravel(table.thresholds), np.ravel(carried.thresholds), strict=True):
+        assert now >= 0.4  # never under the re-fit's own bar
+        answered = base >= was
+        if was >= 1.0 or not answered.any():
+            assert now == 1.0  # none certified there (or none reachable): still none
+            continue
+        # The least re-fit confidence among the queries the base bar answered, rounded
+        # up to the grid (within the logits' step), or the re-fit's bar if higher.
+        least = refit[answered].min()
+        assert max(least - 0.0006, 0.4) <= now <= max(least + 0.01, 0.4) + 1e-9
+
+
+def test_the_histograms_move_with_the_map(table: NearMissTable) -> None:
+    sharper = carried_near_miss(table, None, 2.0, 0.0, 0.0, np.full(50, 0.9))
+    assert sharper is not None
+    centres = (np.arange(HISTOGRAM_BINS) + 0.5) / HISTOGRAM_BINS
+    for kind in ("answerable", "near_miss", "out_of_scope"):
+        was, now = np.asarray(getattr(table, kind)), np.asarray(getattr(sharper, kind))
+        assert now.sum() == pytest.approx(1.0, abs=1e-3)
+        # A steeper map pushes mass away from 0.5: the mean distance from it grows.
+        assert (now * abs(centres - 0.5)).sum() > (was * abs(centres - 0.5)).sum()
+    # A bar of 0.8 at t = 1 is 0.9412 at t = 2 (logit doubled), rounded up to 0.95.
+    assert sigmoid(2 * logit(0.8)) == pytest.approx(0.9412, abs=1e-4)
+
+
+def test_the_bar_rises_past_the_near_misses_the_labelled_traffic_held(
+    table: NearMissTable,
+) -> None:
+    rng = np.random.default_rng(1)
+    # Labelled traffic with a quarter near misses, against the sample's 0.066.
+    traffic = np.concatenate(
+        [
+            drawn(table.answerable, 150, rng),
+            drawn(table.near_miss, 250, rng),
+            drawn(table.out_of_scope, 600, rng),
+        ]
+    )
+    carried = carried_near_miss(table, None, 1.0, 0.0, 0.3, traffic)
+    assert carried is not None
+    assert 0.25 <= carried.near_miss_share <= 0.35  # the labels' share, bounded above
+    # The same share again raises nothing; a clearly larger one does.
+    same = NearMissReading(carried.near_miss_share, carried.near_miss_share - 0.05, 0.6)
+    assert near_miss_threshold(carried, same) is None
+    more = NearMissReading(0.4, 0.36, 0.4)
+    assert near_miss_threshold(carried, more) == carried.threshold_at(0.4, 0.4)
+
+
+def test_nothing_is_carried_without_a_table_or_through_a_flat_map(
+    table: NearMissTable,
+) -> None:
+    assert carried_near_miss(None, None, 1.0, 0.0, 0.5, np.full(10, 0.5)) is None
+    assert carried_near_miss(table, None, 0.0, 0.3, 0.5, np.full(10, 0.5)) is None
