@@ -56,6 +56,7 @@ Where the bar moves, the confidence is reported at the same share
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Final, Literal
 
@@ -149,6 +150,21 @@ class MixTable(BaseModel):
         """The threshold certified at the first tabulated share >= ``share`` (1.0 past them)."""
         i = int(np.searchsorted(np.asarray(self.shares), share - 1e-9, side="left"))
         return self.thresholds[i] if i < len(self.thresholds) else 1.0
+
+
+def check_edges(edges: tuple[float, ...] | None) -> None:
+    """``edges`` (None: equal bins) are a histogram's bins on the served confidence:
+    :data:`HISTOGRAM_BINS` + 1 of them, rising from 0 to 1 (ADR 039).
+
+    Raises:
+        ValueError: they are not.
+    """
+    if edges is not None and (
+        len(edges) != HISTOGRAM_BINS + 1
+        or (edges[0], edges[-1]) != (0.0, 1.0)
+        or any(b < a for a, b in itertools.pairwise(edges))
+    ):
+        raise ValueError(f"edges must be {HISTOGRAM_BINS + 1} values rising from 0 to 1")
 
 
 def check_histograms(table: BaseModel, names: tuple[str, ...]) -> None:

@@ -96,7 +96,9 @@ class MixMonitor:
         """Add one query's confidence to its scope; its reading (None while too few).
 
         With the calibration's ``near_miss`` table the reading carries the three-kind
-        estimate too (:func:`~ragsift.confidence.near_miss.estimate_near_miss`)."""
+        estimate too (:func:`~ragsift.confidence.near_miss.estimate_near_miss`). A
+        table with ``edges`` (ADR 039) reads a histogram of its own, binned at them;
+        it starts afresh after a restart (only the equal-bin histogram is saved)."""
         key = (tenant, collection)
         if confidence != confidence:  # NaN: no hit, no confidence
             confidence = 0.0
@@ -108,18 +110,22 @@ class MixMonitor:
                     return None
                 near = None if near_miss is None else self._near_mixture(version, near_miss)
                 scope = self._scopes[key] = _MixScope(version, _log_mixture(table), near)
+                if near_miss is not None and near_miss.edges is not None:
+                    scope.near_edges = np.asarray(near_miss.edges[1:-1], dtype=np.float64)
+                    scope.near_counts = [0.0] * HISTOGRAM_BINS
                 saved = self._restored.pop(key, None)
                 if saved is not None and saved.version == version:
                     scope.resume(saved.counts, self._decay)
-            weight = scope.add(b, self._decay)
+            weight = scope.add(b, self._decay, confidence)
             if weight < self.min_samples:
                 return None
             every = REFRESH_EVERY if weight > YOUNG_WEIGHT else 1  # a young scope: every query
             if scope.estimate is None or scope.since >= every:
                 counts = scope.decayed(self._decay)
                 scope.estimate = _estimate(scope.log_mixture, counts)
-                if scope.near_log_mixture is not None:
-                    near_reading = estimate_near_miss(scope.near_log_mixture, counts)
+                near_counts = scope.decayed_near(self._decay)
+                if scope.near_log_mixture is not None and near_counts.sum() >= self.min_samples:
+                    near_reading = estimate_near_miss(scope.near_log_mixture, near_counts)
                     scope.estimate = dataclasses.replace(scope.estimate, near_miss=near_reading)
                 scope.since = 0
             return scope.estimate
@@ -188,16 +194,26 @@ class _MixScope:
     increment: float = 1.0
     estimate: MixReading | None = None
     since: int = 0
+    #: The near-miss table's inner bin edges, and its histogram at them (ADR 039).
+    near_edges: FloatArray | None = None
+    near_counts: list[float] | None = None
 
-    def add(self, b: int, decay: float) -> float:
-        """Count a query in bin ``b``; the scope's decayed weight after it."""
+    def add(self, b: int, decay: float, confidence: float = 0.0) -> float:
+        """Count a query in bin ``b`` (and ``confidence`` at the near-miss table's
+        edges, where it has its own); the scope's decayed weight after it."""
         self.counts[b] += self.increment
+        if self.near_counts is not None and self.near_edges is not None:
+            self.near_counts[int(np.searchsorted(self.near_edges, confidence, "right"))] += (
+                self.increment
+            )
         self.total += self.increment
         weight = self.total / self.increment
         self.since += 1
         self.increment /= decay
         if self.increment > _RESCALE_AT:
             self.counts = [c / self.increment for c in self.counts]
+            if self.near_counts is not None:
+                self.near_counts = [c / self.increment for c in self.near_counts]
             self.total /= self.increment
             self.increment = 1.0
         return weight
@@ -212,3 +228,9 @@ class _MixScope:
         """The histogram with every query at its decayed weight (the newest at 1)."""
         # The newest query was added at increment * decay (add() has moved on since).
         return np.asarray(self.counts, dtype=np.float64) / (self.increment * decay)
+
+    def decayed_near(self, decay: float) -> FloatArray:
+        """The histogram the near-miss table reads: its own where it has edges."""
+        if self.near_counts is None:
+            return self.decayed(decay)
+        return np.asarray(self.near_counts, dtype=np.float64) / (self.increment * decay)

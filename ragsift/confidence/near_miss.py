@@ -27,14 +27,13 @@ This module lets the bar follow the share that shows:
   histogram (the same one :class:`~.mix_monitor.MixMonitor` keeps), with the
   near-miss share's one-sided 97.5% profile-likelihood lower bound.
 * **Raise only, on evidence** (:func:`near_miss_threshold`): when the lower
-  bound exceeds the sample's own near-miss share (ADR 033), the bar becomes the
-  one certified at the estimated shares, if that is higher. A scope's first
-  :data:`YOUNG_WEIGHT` queries cannot narrow the bound in time, so there the
-  estimate itself must exceed the sample's share (ADR 037). It
-  never falls below the calibration's: near misses unlike the sample's (ones
-  that score like answers) make the estimate low, and a low estimate must not
-  lower the bar. The confidence itself is reported as before; a query refused
-  only by this bar is told why (``near_miss_mix`` advice).
+  bound exceeds the sample's own near-miss share (ADR 033; in a scope's first
+  :data:`YOUNG_WEIGHT` queries, the estimate: ADR 037), the bar becomes the one
+  certified at the estimated shares, if higher. Never lower: near misses that
+  score like answers make the estimate low, and a low estimate must not lower it.
+  The confidence is reported as before; a query refused only by this bar is told
+  why (``near_miss_mix`` advice). With ``edges`` (a feedback re-fit's carried
+  table, ADR 039) the reading bins the served confidence at them.
 * **Lower, never under the near misses that show** (:func:`lowered_to`, ADR 030,
   ADR 032): a scope whose traffic is clearly more answerable than the sample has
   its bar lowered by the mix table and is reported at that share, but never under
@@ -44,11 +43,12 @@ This module lets the bar follow the share that shows:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+from pydantic import SerializerFunctionWrapHandler as Dumper
 
 from ragsift.confidence.conformal import _GRID, _group_index, fixed_sequence_walk
 from ragsift.confidence.mix import (
@@ -60,6 +60,7 @@ from ragsift.confidence.mix import (
     _histogram,
     _shares,
     _smoothed,
+    check_edges,
     check_histograms,
     mix_threshold,
 )
@@ -123,6 +124,8 @@ class NearMissTable(BaseModel):
         answerable, near_miss, out_of_scope: each kind's confidence histogram
             (:data:`~.mix.HISTOGRAM_BINS` bins over [0, 1]), as shares of the kind.
         n_answerable, n_near_miss, n_out_of_scope: the kinds' sizes.
+        edges: where the histograms' bins start and end on the served confidence
+            (ADR 039: a feedback re-map's images of the base's); None: equal bins.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -142,9 +145,11 @@ class NearMissTable(BaseModel):
     n_answerable: _Size
     n_near_miss: _Size
     n_out_of_scope: _Size
+    edges: tuple[_Unit, ...] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> NearMissTable:
+        check_edges(self.edges)
         for name in ("near_miss_shares", "out_of_scope_shares"):
             shares = getattr(self, name)
             if not shares or (np.diff(shares) <= 0).any():
@@ -160,6 +165,13 @@ class NearMissTable(BaseModel):
             raise ValueError("thresholds must not decrease with either share")
         check_histograms(self, ("answerable", "near_miss", "out_of_scope"))
         return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Dumper) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if out.get("edges") is None:  # equal bins: written (and hashed) as before ADR 039
+            out.pop("edges", None)
+        return out
 
     def threshold_at(self, near_miss: float, out_of_scope: float) -> float:
         """The threshold at the first tabulated shares >= these (1.0 past the near-miss ones)."""
