@@ -156,3 +156,17 @@ def test_the_scope_reads_the_carried_table_on_its_bins(table: NearMissTable) -> 
     assert now.near_miss.share == pytest.approx(was.near_miss.share, abs=0.011)
     assert now.near_miss.lower == pytest.approx(was.near_miss.lower, abs=0.011)
     assert was.near_miss.share >= 0.1  # the stream's 15% near misses show
+
+
+@pytest.mark.parametrize(
+    "edges",
+    [
+        (0.0, 1.0),  # too few
+        tuple(np.linspace(0, 1, HISTOGRAM_BINS + 1)[::-1]),  # falling
+        (0.1, *np.linspace(0, 1, HISTOGRAM_BINS + 1)[1:]),  # not from 0
+        (*np.linspace(0, 1, HISTOGRAM_BINS + 1)[:-1], 0.9),  # not to 1
+    ],
+)
+def test_a_table_with_bad_edges_is_refused(table: NearMissTable, edges: tuple[float, ...]) -> None:
+    with pytest.raises(ValueError, match="edges must be 21 values rising from 0 to 1"):
+        NearMissTable.model_validate({**table.model_dump(), "edges": edges})
