@@ -109,7 +109,7 @@ def test_the_bar_rises_past_the_near_misses_the_labelled_traffic_held(
     )
     carried = carried_near_miss(table, None, 1.0, 0.0, 0.3, traffic)
     assert carried is not None
-    assert 0.2 <= carried.near_miss_share <= 0.3  # the share the labels held
+    assert 0.25 <= carried.near_miss_share <= 0.35  # the labels' share, bounded above
     # The same share again raises nothing; a clearly larger one does.
     same = NearMissReading(carried.near_miss_share, carried.near_miss_share - 0.05, 0.6)
     assert near_miss_threshold(carried, same) is None
