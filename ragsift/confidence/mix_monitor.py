@@ -97,8 +97,8 @@ class MixMonitor:
 
         With the calibration's ``near_miss`` table the reading carries the three-kind
         estimate too (:func:`~ragsift.confidence.near_miss.estimate_near_miss`). A
-        table with ``edges`` (ADR 039) reads a histogram of its own, binned at them;
-        it starts afresh after a restart (only the equal-bin histogram is saved)."""
+        table with ``edges`` (ADR 039) reads a histogram of its own, binned at them,
+        saved and restored with the other."""
         key = (tenant, collection)
         if confidence != confidence:  # NaN: no hit, no confidence
             confidence = 0.0
@@ -115,7 +115,7 @@ class MixMonitor:
                     scope.near_counts = [0.0] * HISTOGRAM_BINS
                 saved = self._restored.pop(key, None)
                 if saved is not None and saved.version == version:
-                    scope.resume(saved.counts, self._decay)
+                    scope.resume(saved.counts, self._decay, saved.near_counts)
             weight = scope.add(b, self._decay, confidence)
             if weight < self.min_samples:
                 return None
@@ -149,6 +149,9 @@ class MixMonitor:
                     collection=collection,
                     version=scope.version,
                     counts=tuple(float(c) for c in scope.decayed(self._decay)),
+                    near_counts=None
+                    if scope.near_counts is None
+                    else tuple(float(c) for c in scope.decayed_near(self._decay)),
                 )
                 for (tenant, collection), scope in self._scopes.items()
             ]
@@ -218,9 +221,14 @@ class _MixScope:
             self.increment = 1.0
         return weight
 
-    def resume(self, counts: tuple[float, ...], decay: float) -> None:
-        """Start from a saved decayed histogram (its newest query at weight 1)."""
+    def resume(
+        self, counts: tuple[float, ...], decay: float, near: tuple[float, ...] | None = None
+    ) -> None:
+        """Start from a saved decayed histogram (its newest query at weight 1), and the
+        near-miss one where this scope keeps one and it was saved."""
         self.counts = list(counts)
+        if near is not None and self.near_counts is not None:
+            self.near_counts = list(near)
         self.total = float(sum(counts))
         self.increment = 1.0 / decay  # decayed() divides by increment * decay
 

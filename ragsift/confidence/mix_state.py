@@ -51,7 +51,9 @@ _Name = Annotated[str, Field(min_length=1, max_length=4096)]
 
 
 class ScopeState(BaseModel):
-    """One scope's decayed confidence histogram (its newest query at weight 1)."""
+    """One scope's decayed confidence histogram (its newest query at weight 1), and
+    its near-miss histogram where its calibration's near-miss table has bins of its
+    own (``near_counts``, ADR 039; left out of the JSON when None)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -59,6 +61,7 @@ class ScopeState(BaseModel):
     collection: _Name
     version: _Name
     counts: tuple[_Weight, ...] = Field(min_length=_BINS, max_length=_BINS)
+    near_counts: tuple[_Weight, ...] | None = Field(None, min_length=_BINS, max_length=_BINS)
     saved_at: float = Field(default_factory=time.time, allow_inf_nan=False)
 
 
@@ -76,7 +79,7 @@ class MixStateStore(Protocol):
 
 def encode_states(states: list[ScopeState]) -> str:
     """One JSON document of ``states``."""
-    return json.dumps({"scopes": [s.model_dump(mode="json") for s in states]})
+    return json.dumps({"scopes": [s.model_dump(mode="json", exclude_none=True) for s in states]})
 
 
 def decode_states(text: str | bytes, *, now: float | None = None) -> tuple[list[ScopeState], int]:

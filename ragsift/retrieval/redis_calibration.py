@@ -150,7 +150,9 @@ class RedisMixState:
         """Write ``states``, one field per scope."""
         if not states:
             return
-        fields = {f"{s.tenant}{_SEP}{s.collection}": s.model_dump_json() for s in states}
+        fields = {
+            f"{s.tenant}{_SEP}{s.collection}": s.model_dump_json(exclude_none=True) for s in states
+        }
         try:
             self.client.hset(self.key, mapping=fields)  # type: ignore[arg-type]
         except RedisError as exc:

@@ -10,6 +10,7 @@ import pytest
 from ragsift.confidence.artifact import load_calibration
 from ragsift.confidence.mix import HISTOGRAM_BINS
 from ragsift.confidence.mix_monitor import MixMonitor
+from ragsift.confidence.mix_state import decode_states, encode_states
 from ragsift.confidence.near_miss import NearMissReading, NearMissTable, near_miss_threshold
 from ragsift.confidence.probes import ProbeRemap
 from ragsift.confidence.refit_near_miss import carried_near_miss
@@ -170,3 +171,37 @@ def test_the_scope_reads_the_carried_table_on_its_bins(table: NearMissTable) -> 
 def test_a_table_with_bad_edges_is_refused(table: NearMissTable, edges: tuple[float, ...]) -> None:
     with pytest.raises(ValueError, match="edges must be 21 values rising from 0 to 1"):
         NearMissTable.model_validate({**table.model_dump(), "edges": edges})
+
+
+def test_the_scopes_own_bins_outlive_a_restart(table: NearMissTable) -> None:
+    """A re-fit scope's near-miss histogram is saved and restored with the other, so
+    a restarted process reads what the last one had seen (ADR 039)."""
+    rng = np.random.default_rng(3)
+    carried = carried_near_miss(table, None, 1.2, 0.5, 0.3, np.full(100, 0.5))
+    assert carried is not None
+    path = packaged_calibration_path("onnx-all-MiniLM-L6-v2-int8-384")
+    assert path is not None
+    mix = load_calibration(path).conformal.mix
+    assert mix is not None
+    traffic = np.concatenate(
+        [drawn(table.near_miss, 150, rng), drawn(table.out_of_scope, 250, rng)]
+    )
+    first = MixMonitor()
+    for c in traffic:
+        first.observe("t", "c", "refit", mix, float(c), carried)
+    (state,) = first.export()
+    assert state.near_counts is not None
+    assert sum(state.near_counts) == pytest.approx(sum(state.counts))
+    assert decode_states(encode_states([state]))[0] == [state]
+    plain = first.export()[0].model_copy(update={"near_counts": None})
+    assert "near_counts" not in encode_states([plain])  # written as before ADR 039
+    restarted, cold = MixMonitor(), MixMonitor()
+    restarted.restore([state])
+    cold.restore([plain])
+    after = restarted.observe("t", "c", "refit", mix, 0.5, carried)
+    before_any = cold.observe("t", "c", "refit", mix, 0.5, carried)
+    assert after is not None
+    assert after.near_miss is not None  # read at once, from the saved histogram
+    assert after.near_miss.share >= 0.2
+    assert before_any is not None
+    assert before_any.near_miss is None  # without it: afresh, from the 30th query
