@@ -210,9 +210,13 @@ def reported_share(calibration_share: float, share: float) -> float | None:
     return None if share == calibration_share else share
 
 
-def _histogram(confidence: FloatArray) -> FloatArray:
-    """Counts of ``confidence`` in :data:`HISTOGRAM_BINS` equal bins over [0, 1]."""
-    bins = np.clip((np.nan_to_num(confidence) * HISTOGRAM_BINS).astype(np.int64), 0, None)
+def _histogram(confidence: FloatArray, edges: tuple[float, ...] | None = None) -> FloatArray:
+    """Counts of ``confidence`` in :data:`HISTOGRAM_BINS` equal bins over [0, 1], or in
+    the bins between ``edges`` (:func:`check_edges`)."""
+    if edges is None:
+        bins = np.clip((np.nan_to_num(confidence) * HISTOGRAM_BINS).astype(np.int64), 0, None)
+    else:
+        bins = np.searchsorted(np.asarray(edges[1:-1]), np.nan_to_num(confidence), "right")
     return np.bincount(np.minimum(bins, HISTOGRAM_BINS - 1), minlength=HISTOGRAM_BINS).astype(
         np.float64
     )

@@ -123,7 +123,9 @@ class MixMonitor:
             if scope.estimate is None or scope.since >= every:
                 counts = scope.decayed(self._decay)
                 scope.estimate = _estimate(scope.log_mixture, counts)
-                near_counts = scope.decayed_near(self._decay)
+                near_counts = (
+                    counts if scope.near_counts is None else scope.decayed_near(self._decay)
+                )
                 if scope.near_log_mixture is not None and near_counts.sum() >= self.min_samples:
                     near_reading = estimate_near_miss(scope.near_log_mixture, near_counts)
                     scope.estimate = dataclasses.replace(scope.estimate, near_miss=near_reading)
@@ -238,7 +240,6 @@ class _MixScope:
         return np.asarray(self.counts, dtype=np.float64) / (self.increment * decay)
 
     def decayed_near(self, decay: float) -> FloatArray:
-        """The histogram the near-miss table reads: its own where it has edges."""
-        if self.near_counts is None:
-            return self.decayed(decay)
+        """The near-miss histogram at the table's edges (kept only where it has them)."""
+        assert self.near_counts is not None
         return np.asarray(self.near_counts, dtype=np.float64) / (self.increment * decay)

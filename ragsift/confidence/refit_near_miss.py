@@ -43,7 +43,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from ragsift.confidence.mix import HISTOGRAM_BINS
+from ragsift.confidence.mix import HISTOGRAM_BINS, _histogram
 from ragsift.confidence.near_miss import (
     _CANDIDATES,
     NearMissTable,
@@ -113,13 +113,10 @@ def carried_near_miss(
         out[inside] = 1.0 / (1.0 + np.exp(-(shift + temperature * z)))
         return out
 
-    def carried(threshold: float) -> float:
-        if threshold >= 1.0:
-            return 1.0
-        value = float(np.ceil(mapped([threshold])[0] * 100 - _ROUNDING) / 100)
-        return min(max(value, bar), 1.0) + 0.0  # not -0.0
-
-    rows = tuple(tuple(carried(t) for t in row) for row in table.thresholds)
+    grid = np.asarray(table.thresholds, dtype=np.float64)
+    # Up to the 0.01 grid, never under the re-fit's bar; none certified stays none.
+    up = np.clip(np.ceil(mapped(grid) * 100 - _ROUNDING) / 100, bar, 1.0) + 0.0  # not -0.0
+    rows = tuple(tuple(map(float, row)) for row in np.where(grid >= 1.0, 1.0, up))
     ends = mapped(np.linspace(0.0, 1.0, HISTOGRAM_BINS + 1))
     ends[0], ends[-1] = 0.0, 1.0
     edges = tuple(float(e) for e in ends)
@@ -132,9 +129,6 @@ def _held(table: NearMissTable, labelled: FloatArray) -> float:
     """The share of near misses the labelled results held, as the carried table reads
     their confidences on its bins, with a margin for their number: the one-sided 84%
     upper bound (:data:`HELD_UPPER_DROP`), at least 0.01."""
-    assert table.edges is not None
-    inner = np.asarray(table.edges[1:-1])
-    counts = np.bincount(np.searchsorted(inner, labelled, "right"), minlength=HISTOGRAM_BINS)
-    loglik = near_miss_log_mixture(table) @ counts.astype(np.float64)
+    loglik = near_miss_log_mixture(table) @ _histogram(labelled, table.edges)
     plausible = loglik >= loglik.max() - HELD_UPPER_DROP
     return max(float(_CANDIDATES[plausible, 1].max()), 0.01)
