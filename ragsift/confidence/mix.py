@@ -45,7 +45,7 @@ corpus (unanswerable queries scoring like answerable ones) makes the estimated
 share too low, never too high. So the estimate alone never lowers the bar: that
 takes its *upper* bound under the calibration's share by more than the band, and
 the bar falls no further than the near-miss table's at the three-kind reading
-(:func:`~ragsift.confidence.near_miss.served_bar`, ADR 030, ADR 032). An operator who
+(:func:`~ragsift.confidence.served.served_bar`, ADR 030, ADR 032). An operator who
 knows the share can declare it (``RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE``): then
 its tabulated threshold is used, lower or higher. What this measured on data the
 fit did not see is in docs/evaluation.md.

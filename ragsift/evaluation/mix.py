@@ -29,8 +29,8 @@ import numpy.typing as npt
 from ragsift.confidence import BatchAssessment, CalibrationArtifact, ConfidenceEngine
 from ragsift.confidence.mix import MixReading, UnanswerableShare
 from ragsift.confidence.mix_monitor import MixMonitor
-from ragsift.confidence.near_miss import served_bar
 from ragsift.confidence.scorers import CalibratedScorer, ScoringInputs
+from ragsift.confidence.served import served_bar
 from ragsift.evaluation.runner import RetrievalRun
 from ragsift.evaluation.scoring import hit_batch, served_config
 from ragsift.retrieval.mix_watch import reported_prior

@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from ragsift.confidence import Assessment, CalibrationArtifact
 from ragsift.confidence.mix import MixReading, UnanswerableShare, reported_share
 from ragsift.confidence.mix_monitor import MixMonitor
-from ragsift.confidence.near_miss import NearMissTable, served_bar
+from ragsift.confidence.near_miss import NearMissTable
 from ragsift.confidence.policy import AnswerPolicy, PriorShift
 from ragsift.confidence.scorers import CalibratedScorer
+from ragsift.confidence.served import served_bar
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.results import searched_keyword
 from ragsift.schemas import Advice, QueryEvent, RetrievalResult

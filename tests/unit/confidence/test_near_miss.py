@@ -34,15 +34,13 @@ from ragsift.confidence.near_miss import (
     YOUNG_WEIGHT,
     NearMissReading,
     NearMissTable,
-    ServedBar,
     estimate_near_miss,
     fit_near_miss_table,
-    lowered_to,
     near_miss_log_mixture,
     near_miss_threshold,
-    served_bar,
 )
 from ragsift.confidence.reweight import KindCounts
+from ragsift.confidence.served import ServedBar, lowered_to, served_bar
 from tests.factories import top_score_artifact
 
 ALPHA = DELTA = 0.1
