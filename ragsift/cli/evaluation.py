@@ -176,6 +176,16 @@ def evaluate(
             max=MAX_FEEDBACK_DRAWS,
         ),
     ] = 1,
+    feedback_afresh: Annotated[
+        bool,
+        typer.Option(
+            "--feedback-afresh",
+            help="With --feedback: serve what is in force after the re-fit from an empty"
+            " mix reading (as before ADR 040). By default its scope starts from what the"
+            " base's read of the labelled questions, where the scales allow, as the"
+            " service's does.",
+        ),
+    ] = False,
     arrival_orders: Annotated[
         int,
         typer.Option(
@@ -205,7 +215,9 @@ def evaluate(
     from ragsift.evaluation.mix import hybrid_reads
     from ragsift.evaluation.scoring import KEYWORD_UNREAD
 
-    check_feedback_options(feedback, feedback_from, feedback_bias, feedback_draws, mode)
+    check_feedback_options(
+        feedback, feedback_from, feedback_bias, feedback_draws, mode, afresh=feedback_afresh
+    )
     ds = _load_dataset(
         dataset, labelled, out_of_scope, split=split, pool=pool, half=half, holes=holes
     )
@@ -298,9 +310,9 @@ def evaluate(
         "near_miss": settings.confidence.near_miss == "auto",
         "mix_lower": settings.confidence.mix_lower == "auto",
     }
-    replayed = None
+    replayed = history = None
     if feedback is not None:
-        artifact, replayed = replay_feedback(
+        artifact, replayed, history = replay_feedback(
             run,
             artifact,
             evaluated,
@@ -309,6 +321,7 @@ def evaluate(
             served,
             feedback_bias,
             feedback_draws,
+            carried=not feedback_afresh,
         )
         if replayed["withheld"] is None:
             how += f", re-fit on {feedback} feedback labels ({artifact.version})"
@@ -323,7 +336,13 @@ def evaluate(
         watched = (artifact, hybrid_reads(runs["hybrid"], artifact, evaluated))
         artifact = keyword
     result = evaluate_scorers(
-        run, artifact, evaluated, **served, watched=watched, orders=arrival_orders
+        run,
+        artifact,
+        evaluated,
+        **served,
+        watched=watched,
+        orders=arrival_orders,
+        history=history,
     )
     if per_query is not None:
         with per_query.open("w", encoding="utf-8") as handle:

@@ -23,7 +23,13 @@ MAX_FEEDBACK_DRAWS: Final = 1000
 
 
 def check_feedback_options(
-    feedback: int | None, sampled_from: str, bias: float, draws: int, mode: str
+    feedback: int | None,
+    sampled_from: str,
+    bias: float,
+    draws: int,
+    mode: str,
+    *,
+    afresh: bool = False,
 ) -> None:
     """Refuse (exit 2, with the reason) ``eval`` feedback options that cannot replay."""
     if sampled_from not in ("all", "answered", "no-near-misses"):
@@ -33,6 +39,9 @@ def check_feedback_options(
         raise typer.Exit(2)
     if feedback is None and bias != 1.0:
         print_error("--feedback-bias needs --feedback N (the labels it biases)")
+        raise typer.Exit(2)
+    if feedback is None and afresh:
+        print_error("--feedback-afresh needs --feedback N (the re-fit it serves)")
         raise typer.Exit(2)
     if feedback is None and draws != 1:
         print_error("--feedback-draws needs --feedback N (the labels it draws)")
@@ -54,16 +63,19 @@ def replay_feedback(
     served: dict[str, Any],
     bias: float = 1.0,
     draws: int = 1,
-) -> tuple[Any, dict[str, Any]]:
-    """``eval --feedback``: the re-fit artifact, and the figures before it on the same
-    questions. The labelled questions leave ``evaluated`` (in place). With ``draws``
-    over 1 (``--feedback-draws``), the summary's ``draws`` holds that many draws of the
-    labels, each re-fit and served as the worker would."""
+    *,
+    carried: bool = True,
+) -> tuple[Any, dict[str, Any], Any]:
+    """``eval --feedback``: the re-fit artifact, the figures before it on the same
+    questions, and the labelled questions as the base served them (the scope's history:
+    None with ``carried`` False). The labelled questions leave ``evaluated`` (in place).
+    With ``draws`` over 1 (``--feedback-draws``), the summary's ``draws`` holds that many
+    draws of the labels, each re-fit and served as the worker would."""
     from ragsift.confidence import ConfidenceError
     from ragsift.evaluation import evaluate_scorers
     from ragsift.evaluation.feedback import repeat_feedback, simulate_feedback
 
-    draw = _draw(n_labels, sampled_from, served, bias)
+    draw = _draw(n_labels, sampled_from, served, bias, carried)
     repeated = None
     try:
         if draws > 1:  # from every evaluated question, before the first draw's leave
@@ -73,14 +85,14 @@ def replay_feedback(
         print_error(f"--feedback: {exc}")
         raise typer.Exit(2) from exc
     evaluated &= ~simulated.labelled
-    before = evaluate_scorers(run, artifact, evaluated, **served)
-    summary = simulated.to_dict(artifact)
+    before = evaluate_scorers(run, artifact, evaluated, **served, history=simulated.history)
+    summary = {**simulated.to_dict(artifact), "carried": carried}
     summary["before"] = {
         r.name: r.to_dict() for r in before.reports if r.name.startswith("calibrated")
     }
     if repeated is not None:
         summary["draws"] = repeated.to_dict()
-    return simulated.in_force(artifact), summary
+    return simulated.in_force(artifact), summary, simulated.history
 
 
 def draws_words(draws: dict[str, Any]) -> str:
@@ -115,7 +127,9 @@ def feedback_words(replayed: dict[str, Any]) -> str:
     )
 
 
-def _draw(n_labels: int, sampled_from: str, served: dict[str, Any], bias: float) -> Any:
+def _draw(
+    n_labels: int, sampled_from: str, served: dict[str, Any], bias: float, carried: bool
+) -> Any:
     """The labels ``eval --feedback`` draws, served as the evaluation serves.
 
     Raises:
@@ -131,4 +145,5 @@ def _draw(n_labels: int, sampled_from: str, served: dict[str, Any], bias: float)
         near_miss=served["near_miss"],
         mix_lower=served["mix_lower"],
         bias=bias,
+        carried=carried,
     )

@@ -344,3 +344,7 @@ class MixReading:
     near_miss: NearMissReading | None = None
     #: The one-sided 95% upper bound (ADR 030); 1.0 where none was read.
     upper: float = 1.0
+    #: False: only the near misses were read, from a histogram carried over a version
+    #: change (ADR 040); share is the calibration's and the bounds 0 and 1, so the
+    #: two-kind mix moves nothing.
+    mixed: bool = True

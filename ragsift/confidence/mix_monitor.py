@@ -67,7 +67,9 @@ class MixMonitor:
         min_samples: (decayed) queries before the share is estimated.
         half_life: queries after which an observation's weight halves.
 
-    A new calibration version starts the scope afresh. The estimate is refreshed
+    A new calibration version starts the scope afresh, but for a histogram on the
+    scale of one the scope kept (:meth:`NearMissTable.scales`: a feedback re-fit reads
+    on its base's bins, ADR 040), which carries over. The estimate is refreshed
     every :data:`REFRESH_EVERY` observations (it moves slowly; the likelihood over
     1,001 candidate shares is not worth computing per query). Thread-safe. Each
     process estimates from its own share of the traffic.
@@ -109,18 +111,23 @@ class MixMonitor:
                 if scope is None and len(self._scopes) >= MAX_SCOPES:
                     return None
                 near = None if near_miss is None else self._near_mixture(version, near_miss)
-                scope = self._scopes[key] = _MixScope(version, _log_mixture(table), near)
-                if near_miss is not None and near_miss.edges is not None:
-                    scope.near_edges = np.asarray(near_miss.edges[1:-1], dtype=np.float64)
-                    scope.near_counts = [0.0] * HISTOGRAM_BINS
+                old, scope = scope, _MixScope(version, _log_mixture(table), near, scale=version)
+                if near_miss is not None:
+                    scope.scale, scope.near_scale = near_miss.scales(version)
+                    if near_miss.edges is not None:
+                        scope.near_edges = np.asarray(near_miss.edges[1:-1], dtype=np.float64)
+                        scope.near_counts = [0.0] * HISTOGRAM_BINS
                 saved = self._restored.pop(key, None)
                 if saved is not None and saved.version == version:
                     scope.resume(saved.counts, self._decay, saved.near_counts)
+                elif old is not None:
+                    scope.carry(old, self._decay)
+                self._scopes[key] = scope
             weight = scope.add(b, self._decay, confidence)
             if weight < self.min_samples:
-                return None
+                return self._near_only(scope, table)
             every = REFRESH_EVERY if weight > YOUNG_WEIGHT else 1  # a young scope: every query
-            if scope.estimate is None or scope.since >= every:
+            if scope.estimate is None or not scope.estimate.mixed or scope.since >= every:
                 counts = scope.decayed(self._decay)
                 scope.estimate = _estimate(scope.log_mixture, counts)
                 near_counts = (
@@ -131,6 +138,19 @@ class MixMonitor:
                     scope.estimate = dataclasses.replace(scope.estimate, near_miss=near_reading)
                 scope.since = 0
             return scope.estimate
+
+    def _near_only(self, scope: _MixScope, table: MixTable) -> MixReading | None:
+        """The reading of a scope too young for the two-kind mix whose near-miss
+        histogram, carried over a version change, is not (ADR 040): the near misses
+        read, the two-kind part neutral (``mixed`` False). None otherwise."""
+        if scope.near_counts is None or scope.near_log_mixture is None:
+            return None
+        counts = scope.decayed_near(self._decay)
+        if counts.sum() < self.min_samples:
+            return None
+        reading = estimate_near_miss(scope.near_log_mixture, counts)
+        scope.estimate = MixReading(table.unanswerable_share, 0.0, reading, mixed=False)
+        return scope.estimate
 
     def _near_mixture(self, version: str, table: NearMissTable) -> FloatArray:
         """The three-kind log-mixture of a calibration, computed once for all its scopes
@@ -202,6 +222,10 @@ class _MixScope:
     #: The near-miss table's inner bin edges, and its histogram at them (ADR 039).
     near_edges: FloatArray | None = None
     near_counts: list[float] | None = None
+    #: Whose served confidence the two histograms are binned on (ADR 040): ``counts``
+    #: always; ``near_counts`` where known.
+    scale: str = ""
+    near_scale: str | None = None
 
     def add(self, b: int, decay: float, confidence: float = 0.0) -> float:
         """Count a query in bin ``b`` (and ``confidence`` at the near-miss table's
@@ -233,6 +257,25 @@ class _MixScope:
             self.near_counts = list(near)
         self.total = float(sum(counts))
         self.increment = 1.0 / decay  # decayed() divides by increment * decay
+
+    def carry(self, old: _MixScope, decay: float) -> None:
+        """Start from ``old``'s histograms that are on this scope's scales (ADR 040):
+        after a version change, a histogram on the same bins of the same confidence
+        reads the same traffic, and is kept rather than learnt again."""
+        kept = {old.scale: old.decayed(decay)}
+        if old.near_scale is not None and old.near_counts is not None:
+            kept[old.near_scale] = old.decayed_near(decay)
+        counts = kept.get(self.scale)
+        near = None
+        if self.near_scale is not None and self.near_counts is not None:
+            near = kept.get(self.near_scale)
+        if counts is None and near is None:
+            return
+        self.resume(
+            tuple(map(float, np.zeros(HISTOGRAM_BINS) if counts is None else counts)),
+            decay,
+            None if near is None else tuple(map(float, near)),
+        )
 
     def decayed(self, decay: float) -> FloatArray:
         """The histogram with every query at its decayed weight (the newest at 1)."""

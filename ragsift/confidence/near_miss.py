@@ -118,6 +118,10 @@ class NearMissTable(BaseModel):
         n_answerable, n_near_miss, n_out_of_scope: the kinds' sizes.
         edges: where the histograms' bins start and end on the served confidence
             (ADR 039: a feedback re-map's images of the base's); None: equal bins.
+        binned_on: the calibration version whose served confidence the histograms'
+            bins are equal bins of (a feedback re-fit's base, ADR 040); None: this
+            artifact's own. A scope's reading is carried across a version change
+            when the bins are on the same scale (:class:`~.mix_monitor.MixMonitor`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -138,6 +142,7 @@ class NearMissTable(BaseModel):
     n_near_miss: _Size
     n_out_of_scope: _Size
     edges: tuple[_Unit, ...] | None = None
+    binned_on: str | None = Field(default=None, pattern=r"^[\w.:-]{1,128}$")
 
     @model_validator(mode="after")
     def _check(self) -> NearMissTable:
@@ -161,9 +166,18 @@ class NearMissTable(BaseModel):
     @model_serializer(mode="wrap")
     def _dump(self, handler: Dumper) -> dict[str, Any]:
         out: dict[str, Any] = handler(self)
-        if out.get("edges") is None:  # equal bins: written (and hashed) as before ADR 039
-            out.pop("edges", None)
+        for name in ("edges", "binned_on"):  # unset: written (and hashed) as before ADR 039/040
+            if out.get(name) is None:
+                out.pop(name, None)
         return out
+
+    def scales(self, version: str) -> tuple[str, str | None]:
+        """Whose served confidence a scope's histograms are on, under calibration
+        ``version`` holding this table (ADR 040): the equal-bin one's, and the one at
+        ``edges`` (None: kept only with edges, and unknown without ``binned_on``)."""
+        if self.edges is None:
+            return self.binned_on or version, None
+        return version, self.binned_on
 
     def threshold_at(self, near_miss: float, out_of_scope: float) -> float:
         """The threshold at the first tabulated shares >= these (1.0 past the near-miss ones)."""

@@ -200,6 +200,8 @@ def refit_calibration(
         if cert.feasible
         else None
     )
+    if near is not None:  # binned on the base's scale: a scope's reading carries over (ADR 040)
+        near = near.model_copy(update={"binned_on": _base_scale(base)})
     spec = ConformalSpec.certified(cert, method=f"{_REMAP}+{cert.method}", mix=mix, near_miss=near)
     data = DataSummary(
         source=f"feedback:{scope}",
@@ -291,6 +293,13 @@ def labels_show_wrong_answers(wrong: int, answered: int, alpha: float, delta: fl
     return float(lower[0]) > alpha
 
 
+def _base_scale(base: CalibrationArtifact) -> str:
+    """The version whose served confidence ``base`` serves on (ADR 040): its own, or,
+    for a re-fit that kept its base's map, that base's."""
+    near = base.conformal.near_miss
+    return base.version if near is None else near.scales(base.version)[0]
+
+
 def refit_kind(artifact: CalibrationArtifact) -> RefitKind | None:
     """How ``artifact`` was re-fit from feedback, or None when it was not."""
     prefix = artifact.conformal.method.partition("+")[0]
@@ -328,7 +337,10 @@ def _raise_only(
     # The base's map is kept, so its near-miss table still reads this scope's
     # confidences: kept, never under the new bar, the scope's bar still rises where
     # near misses show (ADR 021). Floored, it can lower nothing under the new bar.
+    # Its bins are on the base's scale: a scope's reading carries over (ADR 040).
     near = base.conformal.near_miss
+    if near is not None:
+        near = near.model_copy(update={"binned_on": _base_scale(base)})
     if near is not None and cert.feasible:
         rows = tuple(tuple(max(t, cert.threshold) for t in row) for row in near.thresholds)
         near = near.model_copy(update={"thresholds": rows})

@@ -40,7 +40,13 @@ from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.mix import UnanswerableShare
 from ragsift.confidence.refit import LabelledResult, refit_calibration, withheld_because
 from ragsift.confidence.signals import SIGNAL_NAMES
-from ragsift.evaluation.mix import answer_rate_and_risk, as_served, monitored, percentiles
+from ragsift.evaluation.mix import (
+    History,
+    answer_rate_and_risk,
+    as_served,
+    monitored,
+    percentiles,
+)
 from ragsift.evaluation.runner import RetrievalRun
 from ragsift.evaluation.scoring import answer_in_kept, hit_batch, relevance_matrix, served_config
 
@@ -88,6 +94,9 @@ class FeedbackDraw:
             labels users chose to give (what went wrong gets reported), which the worker
             keeps out of re-fits when they come as reported (ADR 023): the replay
             re-fits on them anyway, to show what they would do.
+        carried: what is in force after the re-fit is served after the base served the
+            labelled questions, so its scope starts from what the base's read of them,
+            where the scales allow (ADR 040), as the service's does; False: afresh.
     """
 
     n_labels: int
@@ -98,6 +107,7 @@ class FeedbackDraw:
     mix_lower: bool = True
     seed: int = FEEDBACK_SEED
     bias: float = 1.0
+    carried: bool = True
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.bias) and self.bias >= 1.0):
@@ -121,6 +131,8 @@ class SimulatedFeedback:
     sampled_from: FeedbackFrom
     bias: float = 1.0
     withheld: str | None = None
+    #: The labelled questions as the base served them, read before what is in force.
+    history: History | None = None
 
     def in_force(self, base: CalibrationArtifact) -> CalibrationArtifact:
         """What the scope is scored with after the re-fit: the re-fit, or ``base`` where
@@ -162,7 +174,7 @@ def draw_feedback(
     Raises:
         ConfidenceError: fewer questions to draw from than ``n_labels``.
     """
-    return _labelled(run, evaluated, _serve(run, artifact, evaluated, draw), draw)
+    return _labelled(run, evaluated, _serve(run, artifact, evaluated, draw), draw)[:2]
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +186,8 @@ class _Served:
     answered: npt.NDArray[np.bool_]
     scored: npt.NDArray[np.bool_]
     kinds: npt.NDArray[np.str_]
+    #: What the scope's mix read of each (:func:`~ragsift.evaluation.mix.monitored`).
+    observed: npt.NDArray[np.float64]
 
     def rates(self) -> tuple[float, float | None]:
         """Answer rate and risk over the scored questions (None: nothing answered)."""
@@ -185,10 +199,13 @@ def _serve(
     artifact: CalibrationArtifact,
     evaluated: npt.NDArray[np.bool_],
     draw: FeedbackDraw,
+    history: History | None = None,
 ) -> _Served:
     assessed = ConfidenceEngine(served_config(artifact), calibration=artifact).assess_batch(
         hit_batch(run, evaluated)
     )
+    read = monitored(artifact, assessed, run.mode == "dense")
+    observed = assessed.confidence if read is None else read
     answered = as_served(
         assessed.confidence,
         assessed.docs_within >= 1,
@@ -196,7 +213,8 @@ def _serve(
         draw.unanswerable_share,
         near_miss=draw.near_miss,
         lower=draw.mix_lower,
-        observed=monitored(artifact, assessed, run.mode == "dense"),
+        observed=observed,
+        history=history,
     ).answered
     kinds = np.array([q.kind for q in run.queries])[evaluated]
     return _Served(
@@ -205,6 +223,7 @@ def _serve(
         answered,
         np.ones(kinds.size, dtype=bool) if draw.near_miss_negatives else kinds != "near_miss",
         kinds,
+        observed,
     )
 
 
@@ -213,8 +232,10 @@ def _labelled(
     evaluated: npt.NDArray[np.bool_],
     served: _Served,
     draw: FeedbackDraw,
-) -> tuple[list[LabelledResult], npt.NDArray[np.bool_]]:
-    """:func:`draw_feedback`'s draw from questions already served."""
+    artifact: CalibrationArtifact | None = None,
+) -> tuple[list[LabelledResult], npt.NDArray[np.bool_], History | None]:
+    """:func:`draw_feedback`'s draw from questions already served, and with ``artifact``
+    (what served them) and ``draw.carried``, their :class:`History` in a seeded order."""
     idx = np.flatnonzero(evaluated)
     assessed, labels, answered = served.assessed, served.labels, served.answered
     pool = np.flatnonzero(served.scored)
@@ -250,7 +271,10 @@ def _labelled(
     ]
     labelled = np.zeros(len(run.queries), dtype=bool)
     labelled[idx[chosen]] = True
-    return results, labelled
+    history = None
+    if artifact is not None and draw.carried:
+        history = History(artifact, served.observed[rng.permutation(chosen)])
+    return results, labelled, history
 
 
 def simulate_feedback(
@@ -266,13 +290,16 @@ def simulate_feedback(
         ConfidenceError: too few questions to draw from, or a re-fit the labels
             cannot support (too few, all of one kind).
     """
-    results, labelled = draw_feedback(run, artifact, evaluated, draw)
+    results, labelled, history = _labelled(
+        run, evaluated, _serve(run, artifact, evaluated, draw), draw, artifact
+    )
     refit = refit_calibration(
         artifact, results, scope=f"eval/{run.dataset.name}", fitted_at=_FITTED_AT
     )
     positive = float(np.mean([r.relevant for r in results]))
+    withheld = withheld_because(refit, results)
     return SimulatedFeedback(
-        refit, labelled, positive, draw.sampled_from, draw.bias, withheld_because(refit, results)
+        refit, labelled, positive, draw.sampled_from, draw.bias, withheld, history
     )
 
 
@@ -343,7 +370,9 @@ def repeat_feedback(
     base = _serve(run, artifact, evaluated, draw)
     results = []
     for seed in range(draw.seed, draw.seed + draws):
-        labels, labelled = _labelled(run, evaluated, base, dataclasses.replace(draw, seed=seed))
+        labels, labelled, history = _labelled(
+            run, evaluated, base, dataclasses.replace(draw, seed=seed), artifact
+        )
         outcome: DrawOutcome
         try:
             refit = refit_calibration(artifact, labels, scope="eval/draws", fitted_at=_FITTED_AT)
@@ -355,7 +384,7 @@ def repeat_feedback(
             outcome = (
                 "withheld" if withheld else "in_force" if refit.conformal.feasible else "refuses"
             )
-        answer_rate, risk = _serve(run, in_force, evaluated & ~labelled, draw).rates()
+        answer_rate, risk = _serve(run, in_force, evaluated & ~labelled, draw, history).rates()
         bar = in_force.conformal.threshold if in_force.conformal.feasible else None
         results.append(DrawResult(seed, outcome, bar, answer_rate, risk))
     return RepeatedFeedback(tuple(results), artifact.conformal.alpha)

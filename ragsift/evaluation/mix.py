@@ -36,6 +36,7 @@ from ragsift.evaluation.scoring import hit_batch, served_config
 from ragsift.retrieval.mix_watch import reported_prior
 
 __all__ = [
+    "History",
     "OrderSpread",
     "ServedMix",
     "answer_rate_and_risk",
@@ -104,6 +105,17 @@ class ServedMix:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class History:
+    """A scope's traffic before the evaluated questions: the calibration that served it
+    and what the scope's mix read of each question, in arrival order. Its histograms
+    carry over to the evaluated questions' calibration where the scales allow (ADR
+    040), as when a feedback re-fit is put in force after its base served the labels."""
+
+    artifact: CalibrationArtifact
+    observed: npt.NDArray[np.float64]
+
+
 def as_served(
     confidence: npt.NDArray[np.float64],
     enough_documents: npt.NDArray[np.bool_],
@@ -115,6 +127,7 @@ def as_served(
     seed: int = ARRIVAL_SEED,
     observed: npt.NDArray[np.float64] | None = None,
     watched: CalibrationArtifact | None = None,
+    history: History | None = None,
 ) -> ServedMix:
     """Each question's answer under its scope's mix bar on arrival (see module doc).
 
@@ -131,6 +144,7 @@ def as_served(
             ``confidence`` (dense-only questions, ADR 028; keyword-only ones, ADR 029).
         watched: the calibration whose tables read ``observed``, where it is not
             ``artifact`` (keyword-only questions: the hybrid model's, ADR 029).
+        history: the scope's traffic before these questions, read first.
     """
     certified = artifact.conformal
     base = certified.threshold if certified.feasible else 1.0
@@ -146,6 +160,8 @@ def as_served(
     bar = base
     if table is not None and mode != "off":
         monitor = MixMonitor()
+        if mode == "auto" and history is not None:
+            _read(monitor, history, near_miss)
         for i in np.random.default_rng(seed).permutation(confidence.size):
             if mode == "auto" and read_table is not None:
                 estimate = monitor.observe(
@@ -173,6 +189,17 @@ def as_served(
         near_miss_lower=None if near_reading is None else near_reading.lower,
         calibration_near_miss=None if near is None else near.near_miss_share,
     )
+
+
+def _read(monitor: MixMonitor, history: History, near_miss: bool) -> None:
+    """Count ``history``'s questions in ``monitor``'s one scope, as its calibration read them."""
+    table = history.artifact.conformal.mix
+    if table is None:
+        return
+    near = history.artifact.conformal.near_miss if near_miss else None
+    version = history.artifact.version
+    for c in history.observed.tolist():
+        monitor.observe("eval", "eval", version, table, c, near)
 
 
 def monitored(

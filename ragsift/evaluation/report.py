@@ -36,7 +36,14 @@ from ragsift.confidence import (
 )
 from ragsift.confidence._scipy import beta_ppf
 from ragsift.confidence.mix import UnanswerableShare
-from ragsift.evaluation.mix import OrderSpread, ServedMix, as_served, monitored, over_orders
+from ragsift.evaluation.mix import (
+    History,
+    OrderSpread,
+    ServedMix,
+    as_served,
+    monitored,
+    over_orders,
+)
 from ragsift.evaluation.runner import RetrievalRun
 from ragsift.evaluation.scoring import (
     answer_in_kept,
@@ -249,6 +256,7 @@ def evaluate_scorers(
     mix_lower: bool = True,
     watched: tuple[CalibrationArtifact, FloatArray] | None = None,
     orders: int = 1,
+    history: History | None = None,
 ) -> Evaluation:
     """The calibrated scorer and the seed rules A–E on the ``evaluated`` queries.
 
@@ -263,6 +271,8 @@ def evaluate_scorers(
     confidences, :func:`~ragsift.evaluation.mix.hybrid_reads`, ADR 029).
     ``orders``: over 1, the ``calibrated`` row is also replayed in that many arrival
     orders (:func:`~ragsift.evaluation.mix.over_orders`, ``Evaluation.orders``).
+    ``history``: the scope's traffic before the evaluated queries, which its mix read
+    first (``eval --feedback``: the labelled questions as the base served them).
     """
     batch = hit_batch(run, evaluated)
     kinds = np.array([q.kind for q in run.queries])[evaluated]
@@ -292,6 +302,7 @@ def evaluate_scorers(
         if watched is None
         else watched[1],
         "watched": None if watched is None else watched[0],
+        "history": history,
     }
     served = as_served(cal.confidence, cal.docs_within >= 1, artifact, unanswerable_share, **reads)
     spread = (

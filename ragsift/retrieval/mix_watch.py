@@ -224,7 +224,8 @@ def _export(metrics: Metrics, tenant: str, collection: str, estimate: MixReading
     if estimate is None:
         return
     labels = (metrics.tenant(tenant), metrics.collection(collection))
-    metrics.unanswerable_share.labels(*labels).set(estimate.share)
+    if estimate.mixed:  # not the calibration's share standing in for one (ADR 040)
+        metrics.unanswerable_share.labels(*labels).set(estimate.share)
     if estimate.near_miss is not None:
         metrics.near_miss_share.labels(*labels).set(estimate.near_miss.share)
 

@@ -188,6 +188,9 @@ def test_labels_on_answers_only_keep_the_map_and_only_raise_the_bar(
         assert was is not None
         assert near.near_miss == was.near_miss
         assert near.near_miss_share == was.near_miss_share
+        # ... on the base's scale, so a scope's reading carries over (ADR 040).
+        assert (near.binned_on, near.edges, was.binned_on) == (base.version, None, None)
+        assert near.scales(new.version) == (base.version, None)
         floored = [[max(t, new.conformal.threshold) for t in row] for row in was.thresholds]
         assert [list(row) for row in near.thresholds] == floored
     if right == "all":  # nothing to raise it for
@@ -229,6 +232,8 @@ def test_a_full_refit_carries_the_near_miss_table_onto_its_scale(
     assert min(min(row) for row in near.thresholds) >= new.conformal.threshold
     assert 0.01 <= near.near_miss_share <= 0.6  # what the labelled traffic held
     assert (near.n_answerable, near.n_near_miss) == (was.n_answerable, was.n_near_miss)
+    # Served on its own scale, read on the base's bins (ADR 040).
+    assert near.scales(new.version) == (new.version, base.version)
     # Each carried bar answers what the base's answered: a base bar of p is the base
     # logit logit(p), which the re-fit serves as sigmoid(t * logit(p) + a).
     assert base.remap is None

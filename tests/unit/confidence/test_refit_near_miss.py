@@ -8,13 +8,15 @@ import numpy as np
 import pytest
 
 from ragsift.confidence.artifact import load_calibration
-from ragsift.confidence.mix import HISTOGRAM_BINS
+from ragsift.confidence.mix import HISTOGRAM_BINS, MixReading
 from ragsift.confidence.mix_monitor import MixMonitor
 from ragsift.confidence.mix_state import decode_states, encode_states
 from ragsift.confidence.near_miss import NearMissReading, NearMissTable, near_miss_threshold
 from ragsift.confidence.probes import ProbeRemap
 from ragsift.confidence.refit_near_miss import carried_near_miss
+from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.engines import packaged_calibration_path
+from ragsift.retrieval.mix_watch import _export
 
 
 @pytest.fixture(scope="module")
@@ -205,3 +207,97 @@ def test_the_scopes_own_bins_outlive_a_restart(table: NearMissTable) -> None:
     assert after.near_miss.share >= 0.2
     assert before_any is not None
     assert before_any.near_miss is None  # without it: afresh, from the 30th query
+
+
+def served_on(base: np.ndarray, t: float, a: float) -> np.ndarray:
+    """What a re-fit ``sigmoid(a + t z)`` serves for base confidences ``sigmoid(z)``."""
+    c = base.clip(1e-6, 1 - 1e-6)
+    return np.asarray(1 / (1 + np.exp(-(a + t * np.log(c / (1 - c))))))
+
+
+def test_a_scopes_reading_carries_over_a_refit_on_its_bins(table: NearMissTable) -> None:
+    """A version change starts a scope afresh, but for the histograms on the scale of
+    one it kept (ADR 040): a re-fit reads its base's bins, so the near misses the base
+    saw raise the re-fit's bar from its first query, not its 30th; another re-fit of the
+    same base takes them on, and a re-fit that kept the base's map takes all of it."""
+    rng = np.random.default_rng(4)
+    path = packaged_calibration_path("onnx-all-MiniLM-L6-v2-int8-384")
+    assert path is not None
+    mix = load_calibration(path).conformal.mix
+    assert mix is not None
+    assert table.scales("base") == ("base", None)
+    # Labelled before any near miss showed: answers and off-topic questions.
+    clean = np.concatenate([drawn(table.answerable, 100, rng), drawn(table.out_of_scope, 200, rng)])
+    refit = carried_near_miss(table, None, 1.2, 0.5, 0.3, served_on(clean, 1.2, 0.5))
+    other = carried_near_miss(table, None, 0.8, -0.2, 0.3, served_on(clean, 0.8, -0.2))
+    assert refit is not None
+    assert other is not None
+    on_base = {"binned_on": "base"}
+    refit, other = refit.model_copy(update=on_base), other.model_copy(update=on_base)
+    kept_map = table.model_copy(update=on_base)  # an answered-only re-fit's
+    traffic = np.concatenate(
+        [
+            drawn(table.answerable, 100, rng),
+            drawn(table.near_miss, 150, rng),
+            drawn(table.out_of_scope, 250, rng),
+        ]
+    )[rng.permutation(500)]
+
+    def after_base(
+        version: str, near: NearMissTable, confidence: float
+    ) -> tuple[MixReading, MixMonitor, MixReading | None]:
+        monitor = MixMonitor()
+        for c in traffic:
+            was = monitor.observe("t", "c", "base", mix, float(c), table)
+        assert was is not None
+        assert was.near_miss is not None
+        return was, monitor, monitor.observe("t", "c", version, mix, confidence, near)
+
+    was, monitor, now = after_base("refit", refit, float(served_on(np.array([0.5]), 1.2, 0.5)[0]))
+    assert was.near_miss is not None
+    assert was.near_miss.lower > table.near_miss_share  # the base saw them
+    assert now is not None  # the first query on the re-fit: read at once
+    assert now.near_miss is not None
+    assert not now.mixed  # the two-kind part starts afresh on the new scale
+    assert (now.share, now.lower, now.upper) == (mix.unanswerable_share, 0.0, 1.0)
+    assert now.near_miss.share == pytest.approx(was.near_miss.share, abs=0.011)
+    assert not now.near_miss.young
+    assert near_miss_threshold(refit, now.near_miss) is not None  # the bar rises at once
+    for c in served_on(traffic[:40], 1.2, 0.5):
+        later = monitor.observe("t", "c", "refit", mix, float(c), refit)
+    assert later is not None
+    assert later.mixed  # 30 queries on: the two-kind mix is read again
+    # Another re-fit of the same base reads the same bins: it takes them on.
+    on_other = monitor.observe("t", "c", "refit-2", mix, 0.5, other)
+    assert on_other is not None
+    assert on_other.near_miss is not None
+    assert near_miss_threshold(other, on_other.near_miss) is not None
+    # A re-fit that kept the base's map serves the base's confidences: all carries.
+    _, _, kept = after_base("raised", kept_map, 0.5)
+    assert kept is not None
+    assert kept.mixed
+    # Without a scale in common, afresh as before.
+    unknown = carried_near_miss(table, None, 1.2, 0.5, 0.3, np.full(100, 0.5))
+    assert unknown is not None
+    assert after_base("refit", unknown, 0.5)[2] is None
+    assert after_base("another", table, 0.5)[2] is None
+
+
+def test_a_carried_reading_exports_no_unanswerable_share() -> None:
+    """The calibration's share stands in for a two-kind reading not made yet (ADR 040):
+    it is not exported as if the traffic had been read."""
+    metrics = Metrics()
+    reading = NearMissReading(share=0.2, lower=0.15, out_of_scope=0.5)
+    _export(metrics, "t", "c", MixReading(0.7, 0.0, reading, mixed=False))
+    labels = {"tenant": "t", "collection": "c"}
+    got = metrics.registry.get_sample_value
+    assert got("ragsift_unanswerable_share", labels) is None
+    assert got("ragsift_near_miss_share", labels) == pytest.approx(0.2)
+    _export(metrics, "t", "c", MixReading(0.7, 0.6, reading))
+    assert got("ragsift_unanswerable_share", labels) == pytest.approx(0.7)
+
+
+def test_a_table_with_a_bad_scale_is_refused(table: NearMissTable) -> None:
+    with pytest.raises(ValueError, match="binned_on"):
+        NearMissTable.model_validate({**table.model_dump(), "binned_on": "a b\n"})
+    assert "binned_on" not in table.model_dump_json()  # unset: written as before ADR 040

@@ -27,7 +27,7 @@ from ragsift.evaluation.feedback import (
     repeat_feedback,
     simulate_feedback,
 )
-from ragsift.evaluation.mix import as_served
+from ragsift.evaluation.mix import History, as_served
 from ragsift.evaluation.scoring import hit_batch, served_config
 from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.engines import packaged_calibration_path
@@ -186,6 +186,40 @@ def test_cli_scores_only_the_questions_that_gave_no_label(data: list[str]) -> No
     assert "feedback: 60 labels from all questions" in words.output
 
 
+def test_the_refit_is_served_after_the_base_served_the_labels(run: RetrievalRun) -> None:
+    """ADR 040: the base served the labelled questions before the re-fit was in force,
+    so the replay reads them first (the scope's history), as the service's scope does,
+    in a seeded order; ``carried`` False serves the re-fit afresh."""
+    base = _shipped()
+    evaluated = np.ones(len(run.queries), dtype=bool)
+    replayed = simulate_feedback(run, base, evaluated, FeedbackDraw(60))
+    history = replayed.history
+    assert history is not None
+    assert history.artifact is base
+    assert history.observed.size == 60
+    assessed = ConfidenceEngine(served_config(base), calibration=base).assess_batch(
+        hit_batch(run, evaluated)
+    )
+    labelled = replayed.labelled[evaluated]
+    assert sorted(history.observed) == sorted(assessed.confidence[labelled])
+    again = simulate_feedback(run, base, evaluated, FeedbackDraw(60))
+    assert again.history is not None
+    assert (again.history.observed == history.observed).all()
+    assert simulate_feedback(run, base, evaluated, FeedbackDraw(60, carried=False)).history is None
+    # Read first: on the same version, the scope's reading exists from the first
+    # question on, where afresh it waits for the 30th.
+    rest = evaluated & ~replayed.labelled
+    after = ConfidenceEngine(served_config(base), calibration=base).assess_batch(
+        hit_batch(run, rest)
+    )
+    fresh = as_served(after.confidence, after.docs_within >= 1, base, "auto")
+    off_topic = History(base, np.zeros(400))  # a scope that was asked off-topic questions
+    warm = as_served(after.confidence, after.docs_within >= 1, base, "auto", history=off_topic)
+    assert fresh.estimated_share is not None
+    assert warm.estimated_share is not None
+    assert warm.estimated_share > fresh.estimated_share  # its history is still read
+
+
 def test_the_replay_withholds_a_refit_as_the_worker_would(run: RetrievalRun) -> None:
     """ADR 031: the replay scores with what the worker would put in force."""
     base = _shipped()
@@ -220,6 +254,7 @@ def test_the_replay_withholds_a_refit_as_the_worker_would(run: RetrievalRun) -> 
         (["--feedback", "60", "--feedback-bias", "nan"], "less than or equal to 1000000"),
         (["--feedback", "60", "--feedback-bias", "1e300"], "less than or equal to 1000000"),
         (["--feedback-draws", "3"], "--feedback-draws needs --feedback N"),
+        (["--feedback-afresh"], "--feedback-afresh needs --feedback N"),
         (["--feedback", "60", "--feedback-draws", "0"], "greater than or equal to 1"),
         (["--feedback", "60", "--feedback-draws", "1001"], "less than or equal to 1000"),
         (["--feedback", "60", "--feedback-draws", "x"], "unable to parse string as an integer"),
