@@ -182,8 +182,8 @@ def evaluate(
             "--feedback-afresh",
             help="With --feedback: serve what is in force after the re-fit from an empty"
             " mix reading (as before ADR 040). By default its scope starts from what the"
-            " base's read of the labelled questions, where the scales allow, as the"
-            " service's does.",
+            " base's read of the traffic the labels came from, where the scales allow, as"
+            " the service's does.",
         ),
     ] = False,
     arrival_orders: Annotated[

@@ -67,7 +67,7 @@ def replay_feedback(
     carried: bool = True,
 ) -> tuple[Any, dict[str, Any], Any]:
     """``eval --feedback``: the re-fit artifact, the figures before it on the same
-    questions, and the labelled questions as the base served them (the scope's history:
+    questions, and the traffic the base served before the re-fit (the scope's history:
     None with ``carried`` False). The labelled questions leave ``evaluated`` (in place).
     With ``draws`` over 1 (``--feedback-draws``), the summary's ``draws`` holds that many
     draws of the labels, each re-fit and served as the worker would."""

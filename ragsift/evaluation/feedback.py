@@ -95,8 +95,10 @@ class FeedbackDraw:
             keeps out of re-fits when they come as reported (ADR 023): the replay
             re-fits on them anyway, to show what they would do.
         carried: what is in force after the re-fit is served after the base served the
-            labelled questions, so its scope starts from what the base's read of them,
-            where the scales allow (ADR 040), as the service's does; False: afresh.
+            traffic the labels came from (the labelled questions; for labels on answers
+            only or biased ones, as many drawn from that traffic), so its scope starts
+            from what the base's read, where the scales allow (ADR 040), as the
+            service's does; False: afresh.
     """
 
     n_labels: int
@@ -131,7 +133,7 @@ class SimulatedFeedback:
     sampled_from: FeedbackFrom
     bias: float = 1.0
     withheld: str | None = None
-    #: The labelled questions as the base served them, read before what is in force.
+    #: The traffic the base served before the re-fit, read before what is in force.
     history: History | None = None
 
     def in_force(self, base: CalibrationArtifact) -> CalibrationArtifact:
@@ -239,10 +241,11 @@ def _labelled(
     idx = np.flatnonzero(evaluated)
     assessed, labels, answered = served.assessed, served.labels, served.answered
     pool = np.flatnonzero(served.scored)
+    if draw.sampled_from == "no-near-misses":  # the traffic before the near misses came
+        pool = pool[served.kinds[pool] != "near_miss"]
+    traffic = pool
     if draw.sampled_from == "answered":
         pool = pool[answered[pool]]
-    elif draw.sampled_from == "no-near-misses":
-        pool = pool[served.kinds[pool] != "near_miss"]
     if draw.n_labels > pool.size:
         where = _POOLS[draw.sampled_from]
         raise ConfidenceError(f"{draw.n_labels} labels asked for, but only {pool.size} {where}")
@@ -273,7 +276,12 @@ def _labelled(
     labelled[idx[chosen]] = True
     history = None
     if artifact is not None and draw.carried:
-        history = History(artifact, served.observed[rng.permutation(chosen)])
+        # What the base served before the re-fit: the labelled questions where they
+        # are a random draw of that traffic, else as many drawn from it at random
+        # (labels on answers only, or on what went wrong, are not what it served).
+        plain = draw.sampled_from != "answered" and draw.bias == 1.0
+        before = chosen if plain else rng.choice(traffic, size=chosen.size, replace=False)
+        history = History(artifact, served.observed[rng.permutation(before)])
     return results, labelled, history
 
 

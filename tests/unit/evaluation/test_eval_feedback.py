@@ -206,6 +206,12 @@ def test_the_refit_is_served_after_the_base_served_the_labels(run: RetrievalRun)
     assert again.history is not None
     assert (again.history.observed == history.observed).all()
     assert simulate_feedback(run, base, evaluated, FeedbackDraw(60, carried=False)).history is None
+    # Labels on answers only are not the traffic the base served: its history is
+    # drawn from all of it, refusals included.
+    answers = simulate_feedback(run, base, evaluated, FeedbackDraw(40, sampled_from="answered"))
+    assert answers.history is not None
+    assert answers.history.observed.size == 40
+    assert (answers.history.observed < base.conformal.threshold).any()
     # Read first: on the same version, the scope's reading exists from the first
     # question on, where afresh it waits for the 30th.
     rest = evaluated & ~replayed.labelled
