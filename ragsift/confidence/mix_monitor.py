@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -248,7 +249,7 @@ class _MixScope:
         return weight
 
     def resume(
-        self, counts: tuple[float, ...], decay: float, near: tuple[float, ...] | None = None
+        self, counts: Sequence[float], decay: float, near: Sequence[float] | None = None
     ) -> None:
         """Start from a saved decayed histogram (its newest query at weight 1), and the
         near-miss one where this scope keeps one and it was saved."""
@@ -271,10 +272,11 @@ class _MixScope:
             near = kept.get(self.near_scale)
         if counts is None and near is None:
             return
+        empty = [0.0] * HISTOGRAM_BINS
         self.resume(
-            tuple(map(float, np.zeros(HISTOGRAM_BINS) if counts is None else counts)),
+            empty if counts is None else counts.tolist(),
             decay,
-            None if near is None else tuple(map(float, near)),
+            None if near is None else near.tolist(),
         )
 
     def decayed(self, decay: float) -> FloatArray:

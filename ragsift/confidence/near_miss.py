@@ -142,7 +142,7 @@ class NearMissTable(BaseModel):
     n_near_miss: _Size
     n_out_of_scope: _Size
     edges: tuple[_Unit, ...] | None = None
-    binned_on: str | None = Field(default=None, pattern=r"^[\w.:-]{1,128}$")
+    binned_on: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.:-]{1,128}$")
 
     @model_validator(mode="after")
     def _check(self) -> NearMissTable:

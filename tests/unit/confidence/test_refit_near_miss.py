@@ -297,7 +297,10 @@ def test_a_carried_reading_exports_no_unanswerable_share() -> None:
     assert got("ragsift_unanswerable_share", labels) == pytest.approx(0.7)
 
 
-def test_a_table_with_a_bad_scale_is_refused(table: NearMissTable) -> None:
+@pytest.mark.parametrize(
+    "scale", ["a b\n", "", "x" * 129, "名前", "cal-1\x00", "../cal-1/x", 12, {"a": [1]}]
+)
+def test_a_table_with_a_bad_scale_is_refused(table: NearMissTable, scale: object) -> None:
     with pytest.raises(ValueError, match="binned_on"):
-        NearMissTable.model_validate({**table.model_dump(), "binned_on": "a b\n"})
+        NearMissTable.model_validate({**table.model_dump(), "binned_on": scale})
     assert "binned_on" not in table.model_dump_json()  # unset: written as before ADR 040
