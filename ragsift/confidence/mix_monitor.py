@@ -70,7 +70,8 @@ class MixMonitor:
 
     A new calibration version starts the scope afresh, but for a histogram on the
     scale of one the scope kept (:meth:`NearMissTable.scales`: a feedback re-fit reads
-    on its base's bins, ADR 040), which carries over. The estimate is refreshed
+    on its base's bins, ADR 040), which carries over, in this process or from a saved
+    state (:meth:`restore`). The estimate is refreshed
     every :data:`REFRESH_EVERY` observations (it moves slowly; the likelihood over
     1,001 candidate shares is not worth computing per query). Thread-safe. Each
     process estimates from its own share of the traffic.
@@ -123,6 +124,8 @@ class MixMonitor:
                     scope.resume(saved.counts, self._decay, saved.near_counts)
                 elif old is not None:
                     scope.carry(old, self._decay)
+                elif saved is not None:  # saved under another version: what is on a scale
+                    scope.carry(_MixScope.saved(saved, self._decay), self._decay)
                 self._scopes[key] = scope
             weight = scope.add(b, self._decay, confidence)
             if weight < self.min_samples:
@@ -175,14 +178,18 @@ class MixMonitor:
                     near_counts=None
                     if scope.near_counts is None
                     else tuple(float(c) for c in scope.decayed_near(self._decay)),
+                    scale=None if scope.scale in ("", scope.version) else scope.scale,
+                    near_scale=scope.near_scale,
                 )
                 for (tenant, collection), scope in self._scopes.items()
             ]
 
     def restore(self, states: list[ScopeState]) -> int:
         """Take up saved histograms; how many. A scope this process has seen keeps its
-        own; a saved one is used once its scope's next query, of the same calibration
-        version, is observed (its table comes with that query)."""
+        own; a saved one is used once its scope's next query is observed (its table
+        comes with that query): whole under the same calibration version, and under
+        another, the histograms on a scale that version reads (ADR 040), as a running
+        process carries them."""
         taken = 0
         with self._lock:
             for state in states:
@@ -227,6 +234,20 @@ class _MixScope:
     #: always; ``near_counts`` where known.
     scale: str = ""
     near_scale: str | None = None
+
+    @classmethod
+    def saved(cls, state: ScopeState, decay: float) -> _MixScope:
+        """A scope as an earlier process left it, to carry from (:meth:`carry`)."""
+        scope = cls(
+            state.version,
+            np.empty((0, HISTOGRAM_BINS)),
+            scale=state.scale or state.version,
+            near_scale=state.near_scale,
+        )
+        if state.near_counts is not None:
+            scope.near_counts = [0.0] * HISTOGRAM_BINS
+        scope.resume(state.counts, decay, state.near_counts)
+        return scope
 
     def add(self, b: int, decay: float, confidence: float = 0.0) -> float:
         """Count a query in bin ``b`` (and ``confidence`` at the near-miss table's

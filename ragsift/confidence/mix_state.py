@@ -8,7 +8,8 @@ shown. :class:`~.mix_monitor.MixMonitor` exports each scope's decayed histogram
 as a :class:`ScopeState`; a store keeps them beside the scoped calibrations
 (``_mix.json`` in the calibrations folder, or a Redis hash every replica shares:
 ``ragsift.wiring.build_mix_state``), and the next process restores them. A state of another
-calibration version is ignored when its scope's first query comes; one older
+calibration version is ignored when its scope's first query comes, but for a
+histogram on a scale that version reads (ADR 040), which carries over; one older
 than :data:`MAX_AGE_S` is not restored; an unreadable one is skipped and
 counted, never fatal: the scope starts from nothing, as before.
 """
@@ -53,7 +54,13 @@ _Name = Annotated[str, Field(min_length=1, max_length=4096)]
 class ScopeState(BaseModel):
     """One scope's decayed confidence histogram (its newest query at weight 1), and
     its near-miss histogram where its calibration's near-miss table has bins of its
-    own (``near_counts``, ADR 039; left out of the JSON when None)."""
+    own (``near_counts``, ADR 039; left out of the JSON when None).
+
+    ``scale`` and ``near_scale`` name the calibration version whose served confidence
+    each histogram is binned on (ADR 040; None: ``version``'s own, and unknown for the
+    near-miss one), so that a process restarted after a feedback re-fit carries them
+    over as a running one does (:meth:`~.mix_monitor.MixMonitor.restore`).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -62,6 +69,8 @@ class ScopeState(BaseModel):
     version: _Name
     counts: tuple[_Weight, ...] = Field(min_length=_BINS, max_length=_BINS)
     near_counts: tuple[_Weight, ...] | None = Field(None, min_length=_BINS, max_length=_BINS)
+    scale: _Name | None = None
+    near_scale: _Name | None = None
     saved_at: float = Field(default_factory=time.time, allow_inf_nan=False)
 
 

@@ -65,6 +65,9 @@ def test_states_round_trip_and_stale_or_malformed_ones_are_skipped(tmp_path: Pat
     old = good.model_copy(update={"tenant": "old", "saved_at": good.saved_at - MAX_AGE_S - 1})
     states, skipped = decode_states(encode_states([good, old]))
     assert (states, skipped) == ([good], 1)
+    assert "scale" not in encode_states([good])  # unset: written as before ADR 040
+    scaled = good.model_copy(update={"scale": "base", "near_scale": "base"})
+    assert decode_states(encode_states([scaled]))[0] == [scaled]
     doc = json.loads(encode_states([good]))
     bad = dict(doc["scopes"][0])
     for broken in (
@@ -72,6 +75,10 @@ def test_states_round_trip_and_stale_or_malformed_ones_are_skipped(tmp_path: Pat
         {**bad, "counts": [math.nan] + [1.0] * 19},  # JSON NaN: not a weight
         {**bad, "counts": [-1.0] + [1.0] * 19},
         {**bad, "tenant": ""},
+        {**bad, "scale": ""},  # a scale names a calibration version (ADR 040)
+        {**bad, "near_scale": "x" * 4097},
+        {**bad, "scale": 7},
+        {**bad, "near_scale": ["v"]},
         {**bad, "extra": 1},
         "not a state",
     ):

@@ -10,7 +10,7 @@ import pytest
 from ragsift.confidence.artifact import load_calibration
 from ragsift.confidence.mix import HISTOGRAM_BINS, MixReading
 from ragsift.confidence.mix_monitor import MixMonitor
-from ragsift.confidence.mix_state import decode_states, encode_states
+from ragsift.confidence.mix_state import ScopeState, decode_states, encode_states
 from ragsift.confidence.near_miss import NearMissReading, NearMissTable, near_miss_threshold
 from ragsift.confidence.probes import ProbeRemap
 from ragsift.confidence.refit_near_miss import carried_near_miss
@@ -281,6 +281,63 @@ def test_a_scopes_reading_carries_over_a_refit_on_its_bins(table: NearMissTable)
     assert unknown is not None
     assert after_base("refit", unknown, 0.5)[2] is None
     assert after_base("another", table, 0.5)[2] is None
+
+
+def test_a_restarted_process_carries_a_saved_reading_over_a_refit(table: NearMissTable) -> None:
+    """A process restarted after a re-fit took over (ADR 040) takes up the histograms
+    saved under another version that are on a scale the new one reads, as a running
+    process carries them; a state saved before scales were (none recorded) does not."""
+    rng = np.random.default_rng(5)
+    path = packaged_calibration_path("onnx-all-MiniLM-L6-v2-int8-384")
+    assert path is not None
+    mix = load_calibration(path).conformal.mix
+    assert mix is not None
+    clean = np.concatenate([drawn(table.answerable, 100, rng), drawn(table.out_of_scope, 200, rng)])
+    on_base = {"binned_on": "base"}
+    refit = carried_near_miss(table, None, 1.2, 0.5, 0.3, served_on(clean, 1.2, 0.5))
+    other = carried_near_miss(table, None, 0.8, -0.2, 0.3, served_on(clean, 0.8, -0.2))
+    assert refit is not None
+    assert other is not None
+    refit, other = refit.model_copy(update=on_base), other.model_copy(update=on_base)
+    traffic = np.concatenate(
+        [
+            drawn(table.answerable, 100, rng),
+            drawn(table.near_miss, 150, rng),
+            drawn(table.out_of_scope, 250, rng),
+        ]
+    )[rng.permutation(500)]
+    running = MixMonitor()
+    for c in traffic:
+        running.observe("t", "c", "base", mix, float(c), table)
+
+    def restarted(state: ScopeState, version: str, near: NearMissTable) -> MixReading | None:
+        [saved], skipped = decode_states(encode_states([state]))
+        assert skipped == 0
+        monitor = MixMonitor()
+        assert monitor.restore([saved]) == 1
+        return monitor.observe("t", "c", version, mix, 0.5, near)
+
+    [under_base] = running.export()
+    assert (under_base.scale, under_base.near_scale) == (None, None)  # its own, no edges
+    now = restarted(under_base, "refit", refit)
+    assert now is not None  # read at once, from the saved base histogram
+    assert now.near_miss is not None
+    assert not now.mixed
+    assert near_miss_threshold(refit, now.near_miss) is not None
+    whole = restarted(under_base, "raised", table.model_copy(update=on_base))
+    assert whole is not None
+    assert whole.mixed  # an answered-only re-fit serves the base's scale: all of it
+    # Saved under the re-fit: its near-miss histogram is on the base's bins.
+    for c in served_on(traffic[:40], 1.2, 0.5):
+        running.observe("t", "c", "refit", mix, float(c), refit)
+    [under_refit] = running.export()
+    assert (under_refit.scale, under_refit.near_scale) == (None, "base")
+    again = restarted(under_refit, "refit-2", other)
+    assert again is not None
+    assert again.near_miss is not None
+    assert near_miss_threshold(other, again.near_miss) is not None
+    assert restarted(under_refit.model_copy(update={"near_scale": None}), "refit-2", other) is None
+    assert restarted(under_base, "another", table) is None  # no scale in common
 
 
 def test_a_carried_reading_exports_no_unanswerable_share() -> None:
