@@ -29,6 +29,7 @@ from ragsift.cli.labelled import (
 )
 from ragsift.cli.render import eval_table, orders_words
 from ragsift.cli.replay import (
+    MAX_ARRIVAL_ORDERS,
     MAX_FEEDBACK_DRAWS,
     check_feedback_options,
     draws_words,
@@ -41,10 +42,6 @@ from ragsift.errors import RagsiftError
 from ragsift.schemas import MAX_K
 
 __all__ = ["SQUAD_DIR", "evaluate"]
-
-#: Most arrival orders ``eval --arrival-orders`` replays (each replays every question's
-#: mix reading: a fraction of a second on SQuAD dev half 2).
-MAX_ARRIVAL_ORDERS = 1000
 
 
 def evaluate(

@@ -10,6 +10,7 @@ from ragsift.cli.common import print_error
 from ragsift.cli.render import spread_words
 
 __all__ = [
+    "MAX_ARRIVAL_ORDERS",
     "MAX_FEEDBACK_DRAWS",
     "check_feedback_options",
     "draws_words",
@@ -17,6 +18,9 @@ __all__ = [
     "replay_feedback",
 ]
 
+#: Most arrival orders ``eval --arrival-orders`` replays (each replays every question's
+#: mix reading: a fraction of a second on SQuAD dev half 2).
+MAX_ARRIVAL_ORDERS: Final = 1000
 #: Most draws ``eval --feedback-draws`` replays: each re-fits and serves every question
 #: again (about a second a draw on SQuAD dev half 2).
 MAX_FEEDBACK_DRAWS: Final = 1000
