@@ -18,6 +18,7 @@ from ragsift.cli.labelled import (
     OutOfScope,
     PoolOption,
     Split,
+    VectorCache,
     _fit_features,
     _load_dataset,
     _reads,
@@ -99,6 +100,7 @@ def calibrate(
             metavar="bundled|FILE",
         ),
     ] = "bundled",
+    vector_cache: VectorCache = None,
 ) -> None:
     """Fit the confidence calibration: from a labelled set, or from one of your collections.
 
@@ -164,7 +166,9 @@ def calibrate(
     # queries are imputed for the BM25 agreement they lack (ADR 028), and the model
     # `mode: keyword` queries are scored with (ADR 029), are fit on them.
     modes = ("hybrid", "dense", "keyword")
-    runs = _retrieval_runs(with_probe_rows(ds, bank), k, modes, _reads(features))
+    runs = _retrieval_runs(
+        with_probe_rows(ds, bank), k, modes, _reads(features), vector_cache=vector_cache
+    )
     run, probe_run = split_probe_rows(runs["hybrid"], len(bank))
     dense_run, _ = split_probe_rows(runs["dense"], len(bank))
     keyword_run, _ = split_probe_rows(runs["keyword"], len(bank))

@@ -22,6 +22,7 @@ from ragsift.cli.labelled import (
     PoolOption,
     SearchModeOption,
     Split,
+    VectorCache,
     _fit_features,
     _load_dataset,
     _reads,
@@ -197,6 +198,7 @@ def evaluate(
     ] = 1,
     k: Annotated[int, typer.Option(help="Hits retrieved per question.", min=1, max=MAX_K)] = 8,
     mode: SearchModeOption = "hybrid",
+    vector_cache: VectorCache = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Measure the confidence scores on a labelled dataset: ranking, calibration, answer
@@ -264,7 +266,7 @@ def evaluate(
     # a keyword query is held to the mix its scope's hybrid traffic shows (ADR 029).
     hybrid_too = probes or (mode == "keyword" and artifact is not None)
     modes = (mode,) if mode == "hybrid" or not hybrid_too else (mode, "hybrid")
-    runs = _retrieval_runs(with_probe_rows(ds, probes), k, modes, reads, correction)
+    runs = _retrieval_runs(with_probe_rows(ds, probes), k, modes, reads, correction, vector_cache)
     run, probe_run = runs[mode], runs["hybrid" if probes else mode]
     if artifact is None:
         if mode == "keyword":  # what a keyword-only query can read (ADR 029)

@@ -83,18 +83,21 @@ def _retrieval_runs(
     modes: tuple[str, ...],
     reads: frozenset[str] = frozenset(),
     correction: Any = None,
+    vector_cache: Path | None = None,
 ) -> dict[str, Any]:
     """Retrieve every question in each of ``modes``, embedding everything once; with
     ``reads`` (reader features), read the hits too; with ``correction`` (B10), retry
-    the weak or split ones once."""
+    the weak or split ones once; with ``vector_cache``, vectors kept there by an
+    earlier run are not embedded again."""
 
     from ragsift.evaluation.runner import run_retrievals
+    from ragsift.evaluation.vector_cache import CachedVectors, with_vector_cache
     from ragsift.retrieval.bm25 import Bm25Encoder
     from ragsift.retrieval.reader import Reader
     from ragsift.wiring import build_embedder
 
     settings = _settings()
-    embedder = build_embedder(settings.embedder)
+    embedder = with_vector_cache(build_embedder(settings.embedder), vector_cache)
     reader = (
         Reader(
             embedder,
@@ -114,11 +117,18 @@ def _retrieval_runs(
         f" embedder {embedder.embedder_id}"
     )
     with _stage_progress() as tick:
-        return _run(
+        runs = _run(
             run_retrievals(
                 ds, embedder, k=k, modes=modes, progress=tick, reader=reader, corrective=correction
             )
         )
+    if isinstance(embedder, CachedVectors):
+        embedder.close()
+        err_console.print(
+            f"vector cache {embedder.path}: {embedder.hits} texts kept from an earlier run,"
+            f" {embedder.misses} embedded now"
+        )
+    return runs
 
 
 def _fit_features(settings: Any) -> tuple[str, ...]:
@@ -158,6 +168,15 @@ OutOfScope = Annotated[
     ),
 ]
 Split = Annotated[str, typer.Option("--split", help="BEIR qrels split (qrels/SPLIT.tsv).")]
+VectorCache = Annotated[
+    Path | None,
+    typer.Option(
+        "--vector-cache",
+        help="Keep the corpus's and questions' vectors in this folder (a SQLite file per"
+        " embedder: a hash of each text and its vector, never the text), and embed only"
+        " what an earlier run did not. Off by default (docs/evaluation.md).",
+    ),
+]
 PoolOption = Annotated[
     str,
     typer.Option(

@@ -1,0 +1,190 @@
+"""A labelled set's vectors kept between runs of ``eval`` and ``calibrate`` (opt-in).
+
+Each run of ``ragsift eval`` or ``ragsift calibrate`` on a labelled set indexes its
+corpus afresh and embeds every document and question: with the default ONNX
+embedder on two cores, ~25 documents a second, so a 30,000-document BEIR folder
+spends ~18 minutes embedding before the first figure, on every run.
+``--vector-cache DIR`` keeps the vectors in ``DIR``, one SQLite file per embedder,
+and a later run embeds only what it has not seen.
+
+What is kept: per text, the SHA-256 of its UTF-8 bytes and its vector; never the
+text. Vectors of a corpus still say something about it, so nothing is kept
+unless asked for. A file is trusted only while a fixed set of
+:data:`CANARIES` embeds to the vectors stored with it (an upgraded model,
+tokenizer or pooling under the same embedder id moves them, and the file is
+emptied). A file that cannot be read or written costs the time it would have
+saved, with a warning, and no more: the run embeds as it would without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from ragsift.retrieval.embedders import Embedder
+from ragsift.retrieval.embedders.base import FloatMatrix
+
+__all__ = ["CANARIES", "CachedVectors", "with_vector_cache"]
+
+log = logging.getLogger(__name__)
+
+#: Embedded on opening a file and compared with the copies stored in it.
+CANARIES: Final = (
+    "What is the capital of France?",
+    "The warranty covers defects in materials and workmanship for two years.",
+    "Photosynthesis converts light energy into chemical energy stored in glucose.",
+    "How many days do I have to return a device?",
+)
+#: Largest difference of a canary from its stored copy (unit-norm rows; another
+#: model or pooling moves them by tenths).
+TOLERANCE: Final = 1e-4
+#: Part of the file name: a file of another layout is never read as this one.
+FORMAT: Final = "v1"
+#: Rows looked up or written per SQL statement (SQLite's variable limit is 32,766).
+_CHUNK: Final = 900
+
+
+def _key(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+class CachedVectors:
+    """``inner``, answering texts it has embedded before from ``path`` (module doc).
+
+    Not thread-safe: one run embeds one batch at a time.
+    """
+
+    def __init__(self, inner: Embedder, path: Path) -> None:
+        self.inner = inner
+        self.path = path
+        self._db: sqlite3.Connection | None = None
+        self._opened = False
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def embedder_id(self) -> str:
+        return self.inner.embedder_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    async def embed(self, texts: Sequence[str]) -> FloatMatrix:
+        db = await self._open()
+        if db is None or not texts:
+            return await self.inner.embed(texts)
+        keys = [_key(t) for t in texts]
+        found = self._lookup(db, sorted(set(keys)))
+        missing = sorted({k: t for k, t in zip(keys, texts, strict=True) if k not in found}.items())
+        if missing:
+            fresh = np.asarray(await self.inner.embed([t for _, t in missing]), dtype=np.float32)
+            new = {k: v for (k, _), v in zip(missing, fresh, strict=True)}
+            self._store(db, new)
+            found.update(new)
+        self.misses += len(missing)
+        self.hits += len(texts) - len(missing)
+        return np.stack([found[k] for k in keys])
+
+    async def embed_one(self, text: str) -> npt.NDArray[np.float32]:
+        vectors: npt.NDArray[np.float32] = (await self.embed([text]))[0]
+        return vectors
+
+    def close(self) -> None:
+        """Close the file (a later call opens it again)."""
+        if self._db is not None:
+            self._db.close()
+        self._db, self._opened = None, False
+
+    async def _open(self) -> sqlite3.Connection | None:
+        if self._opened:
+            return self._db
+        self._opened = True
+        canaries = np.asarray(await self.inner.embed(list(CANARIES)), dtype=np.float32)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=30.0)
+            db.execute("PRAGMA journal_mode=WAL")  # two runs may share a file
+            with db:
+                db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, v BLOB)")
+                db.execute("CREATE TABLE IF NOT EXISTS canaries (i INTEGER PRIMARY KEY, v BLOB)")
+            stored = db.execute("SELECT v FROM canaries ORDER BY i").fetchall()
+            if not self._matches(stored, canaries):
+                if stored:
+                    log.warning(
+                        "vector cache %s no longer matches %s: emptied", self.path, self.embedder_id
+                    )
+                with db:
+                    db.execute("DELETE FROM vectors")
+                    db.execute("DELETE FROM canaries")
+                    db.executemany(
+                        "INSERT INTO canaries (i, v) VALUES (?, ?)",
+                        [(i, v.tobytes()) for i, v in enumerate(canaries)],
+                    )
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("vector cache %s unusable (%s): embedding everything", self.path, exc)
+            return None
+        self._db = db
+        return db
+
+    def _matches(self, stored: list[tuple[bytes]], canaries: FloatMatrix) -> bool:
+        if len(stored) != len(CANARIES):
+            return False
+        rows = [row for (v,) in stored if (row := self._row(v)) is not None]
+        if len(rows) != len(CANARIES):
+            return False
+        return float(np.max(np.abs(np.stack(rows) - canaries))) <= TOLERANCE
+
+    def _row(self, blob: object) -> FloatMatrix | None:
+        """A stored vector, or None where the bytes are not one of this embedder's."""
+        if not isinstance(blob, bytes) or len(blob) != 4 * self.dim:
+            return None
+        row = np.frombuffer(blob, dtype=np.float32)
+        return row if np.isfinite(row).all() else None
+
+    def _lookup(self, db: sqlite3.Connection, keys: list[bytes]) -> dict[bytes, FloatMatrix]:
+        found: dict[bytes, FloatMatrix] = {}
+        try:
+            for start in range(0, len(keys), _CHUNK):
+                part = keys[start : start + _CHUNK]
+                marks = ",".join("?" * len(part))
+                for key, blob in db.execute(
+                    f"SELECT key, v FROM vectors WHERE key IN ({marks})",  # only ? marks
+                    part,
+                ):
+                    row = self._row(blob)
+                    if row is not None:
+                        found[bytes(key)] = row
+        except sqlite3.Error as exc:
+            self._give_up(exc)
+            return {}
+        return found
+
+    def _store(self, db: sqlite3.Connection, rows: dict[bytes, FloatMatrix]) -> None:
+        blobs = [(k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in rows.items()]
+        try:
+            with db:
+                db.executemany("INSERT OR REPLACE INTO vectors (key, v) VALUES (?, ?)", blobs)
+        except sqlite3.Error as exc:
+            self._give_up(exc)
+
+    def _give_up(self, exc: Exception) -> None:
+        log.warning("vector cache %s failed (%s): embedding everything", self.path, exc)
+        self.close()
+        self._opened = True  # stays off for this run
+
+
+def with_vector_cache(embedder: Embedder, directory: Path | None) -> Embedder:
+    """``embedder`` with its vectors kept in ``directory`` (None: as it is)."""
+    if directory is None:
+        return embedder
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", embedder.embedder_id) + f".{FORMAT}.sqlite3"
+    return CachedVectors(embedder, directory.expanduser() / name)
