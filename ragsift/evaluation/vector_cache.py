@@ -90,8 +90,10 @@ class CachedVectors:
             new = {k: v for (k, _), v in zip(missing, fresh, strict=True)}
             self._store(db, new)
             found.update(new)
-        self.misses += len(missing)
-        self.hits += len(texts) - len(missing)
+        embedded = {k for k, _ in missing}
+        now = sum(k in embedded for k in keys)  # a text asked twice counts twice
+        self.misses += now
+        self.hits += len(keys) - now
         return np.stack([found[k] for k in keys])
 
     async def embed_one(self, text: str) -> npt.NDArray[np.float32]:
@@ -109,6 +111,7 @@ class CachedVectors:
             return self._db
         self._opened = True
         canaries = np.asarray(await self.inner.embed(list(CANARIES)), dtype=np.float32)
+        db: sqlite3.Connection | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(self.path, timeout=30.0)
@@ -131,6 +134,8 @@ class CachedVectors:
                     )
         except (sqlite3.Error, OSError) as exc:
             log.warning("vector cache %s unusable (%s): embedding everything", self.path, exc)
+            if db is not None:
+                db.close()
             return None
         self._db = db
         return db
