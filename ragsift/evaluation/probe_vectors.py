@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragsift.retrieval.embedders import Embedder
-from ragsift.retrieval.embedders.base import FloatMatrix
+from ragsift.retrieval.embedders.base import FloatMatrix, WrappedEmbedder
 
 __all__ = ["BankVectors", "with_bank_vectors"]
 
@@ -60,7 +60,7 @@ def _file_name(embedder_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", embedder_id) + f".{FORMAT}.npz"
 
 
-class BankVectors:
+class BankVectors(WrappedEmbedder):
     """``inner``, with the bundled bank's texts answered from kept vectors.
 
     Any other text is embedded by ``inner`` as it would be; a batch mixing both
@@ -68,20 +68,12 @@ class BankVectors:
     """
 
     def __init__(self, inner: Embedder, directory: Path | None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.directory = directory
         self._bank = _bank_texts()
         key = (str(directory), type(inner).__qualname__, inner.embedder_id)
         self._kept = _KEPT.get(key)
         self._key = key
-
-    @property
-    def embedder_id(self) -> str:
-        return self.inner.embedder_id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     @property
     def path(self) -> Path | None:
@@ -106,10 +98,6 @@ class BankVectors:
         write the file once (a run then embeds in batches without rewriting it each time)."""
         kept = await self._loaded()
         await self.embed(sorted({t for t in texts if t in self._bank and t not in kept}))
-
-    async def embed_one(self, text: str) -> npt.NDArray[np.float32]:
-        vectors: npt.NDArray[np.float32] = (await self.embed([text]))[0]
-        return vectors
 
     async def _loaded(self) -> dict[str, npt.NDArray[np.float32]]:
         if self._kept is None:  # another wrapper of this process may have read it since

@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import Final
 
 import numpy as np
-import numpy.typing as npt
 
 from ragsift.retrieval.embedders import Embedder
-from ragsift.retrieval.embedders.base import FloatMatrix
+from ragsift.retrieval.embedders.base import FloatMatrix, WrappedEmbedder
 
 __all__ = ["CANARIES", "CachedVectors", "with_vector_cache"]
 
@@ -56,27 +55,19 @@ def _key(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
-class CachedVectors:
+class CachedVectors(WrappedEmbedder):
     """``inner``, answering texts it has embedded before from ``path`` (module doc).
 
     Not thread-safe: one run embeds one batch at a time.
     """
 
     def __init__(self, inner: Embedder, path: Path) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.path = path
         self._db: sqlite3.Connection | None = None
         self._opened = False
         self.hits = 0
         self.misses = 0
-
-    @property
-    def embedder_id(self) -> str:
-        return self.inner.embedder_id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     async def embed(self, texts: Sequence[str]) -> FloatMatrix:
         db = await self._open()
@@ -95,10 +86,6 @@ class CachedVectors:
         self.misses += now
         self.hits += len(keys) - now
         return np.stack([found[k] for k in keys])
-
-    async def embed_one(self, text: str) -> npt.NDArray[np.float32]:
-        vectors: npt.NDArray[np.float32] = (await self.embed([text]))[0]
-        return vectors
 
     def close(self) -> None:
         """Close the file (a later call opens it again)."""

@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Embedder", "FloatMatrix", "l2_normalize"]
+__all__ = ["Embedder", "FloatMatrix", "WrappedEmbedder", "l2_normalize"]
 
 FloatMatrix = npt.NDArray[np.float32]
 
@@ -45,3 +45,26 @@ def l2_normalize(matrix: npt.ArrayLike) -> FloatMatrix:
     array = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(array, axis=-1, keepdims=True)
     return np.divide(array, norms, out=np.zeros_like(array), where=norms > 0)
+
+
+class WrappedEmbedder:
+    """An embedder in front of ``inner``: its id and dimension, and one text as a batch
+    of one; a subclass answers :meth:`embed` (e.g. from kept vectors)."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+
+    @property
+    def embedder_id(self) -> str:
+        return self.inner.embedder_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    async def embed(self, texts: Sequence[str]) -> FloatMatrix:
+        return await self.inner.embed(texts)
+
+    async def embed_one(self, text: str) -> npt.NDArray[np.float32]:
+        vectors: npt.NDArray[np.float32] = (await self.embed([text]))[0]
+        return vectors

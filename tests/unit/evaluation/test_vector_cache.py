@@ -10,7 +10,6 @@ import json
 import logging
 import re
 import sqlite3
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,23 +20,10 @@ from ragsift.cli import app
 from ragsift.evaluation.vector_cache import CANARIES, CachedVectors, with_vector_cache
 from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.embedders.base import FloatMatrix
+from tests.unit.evaluation.test_probe_vectors import CountingEmbedder
 from tests.unit.evaluation.test_squad_eval import OUTSIDE, TOPICS, write_squad
 
 TEXTS = ["What is the capital of Peru?", "Lima is the capital of Peru.", "x\ud800y", ""]
-
-
-class CountingEmbedder(HashingEmbedder):
-    """The hashing embedder, counting the texts it embeds; ``shift`` makes it another
-    model under the same id."""
-
-    def __init__(self, *, shift: float = 0.0) -> None:
-        super().__init__()
-        self.texts: list[str] = []
-        self.shift = shift
-
-    async def embed(self, texts: Sequence[str]) -> FloatMatrix:
-        self.texts.extend(texts)
-        return await super().embed(texts) + np.float32(self.shift)
 
 
 def embed(cached: CachedVectors, texts: list[str]) -> FloatMatrix:
