@@ -129,3 +129,16 @@ def test_eval_and_calibrate_keep_vectors_with_the_flag_and_say_so(tmp_path: Path
     kept = re.search(r"vector cache \S+: (\d+) texts kept", fit.stderr)
     assert kept is not None
     assert int(kept[1]) > 0  # the documents and questions eval embedded
+
+
+def test_two_runs_share_a_file(tmp_path: Path) -> None:
+    one, two = cached(CountingEmbedder(), tmp_path), cached(CountingEmbedder(), tmp_path)
+    embed(one, TEXTS[:2])
+    embed(two, TEXTS[2:])  # both open at once: SQLite's write-ahead log takes turns
+    embed(one, TEXTS[2:])
+    assert (one.hits, one.misses) == (2, 2)  # what the other run wrote
+    one.close()
+    two.close()
+    third = CountingEmbedder()
+    embed(cached(third, tmp_path), TEXTS)
+    assert third.texts == list(CANARIES)
