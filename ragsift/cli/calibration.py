@@ -134,6 +134,9 @@ def calibrate(
         print_error(f"--alpha must be in (0, 1), got {alpha:g}")
         raise typer.Exit(2)
     if collection is not None:
+        if vector_cache is not None:
+            print_error("--vector-cache keeps a labelled set's vectors: not with --collection")
+            raise typer.Exit(2)
         if method not in ("probes", "pseudo-queries"):
             print_error(f"--method must be probes or pseudo-queries, got {method!r}")
             raise typer.Exit(2)

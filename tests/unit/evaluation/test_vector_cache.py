@@ -129,6 +129,9 @@ def test_eval_and_calibrate_keep_vectors_with_the_flag_and_say_so(tmp_path: Path
     kept = re.search(r"vector cache \S+: (\d+) texts kept", fit.stderr)
     assert kept is not None
     assert int(kept[1]) > 0  # the documents and questions eval embedded
+    wrong = runner.invoke(app, ["calibrate", "--collection", "docs", "--vector-cache", "v"])
+    assert wrong.exit_code == 2
+    assert "not with --collection" in wrong.output
 
 
 def test_two_runs_share_a_file(tmp_path: Path) -> None:
