@@ -125,8 +125,8 @@ def _retrieval_runs(
     if isinstance(embedder, CachedVectors):
         embedder.close()
         err_console.print(
-            f"vector cache {embedder.path}: {embedder.hits} texts kept from an earlier run,"
-            f" {embedder.misses} embedded now"
+            f"vector cache {embedder.path}: {embedder.hits} vectors read from it,"
+            f" {embedder.misses} texts embedded now"
         )
     return runs
 

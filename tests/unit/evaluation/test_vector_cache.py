@@ -119,14 +119,14 @@ def test_eval_and_calibrate_keep_vectors_with_the_flag_and_say_so(tmp_path: Path
     again = runner.invoke(app, ["eval", *data, "--json", "--vector-cache", str(folder)])
     for result in (plain, first, again):
         assert result.exit_code == 0, result.output
-    assert " 0 texts kept from an earlier run" in first.stderr
-    assert " 0 embedded now" in again.stderr
+    assert " 0 vectors read from it" in first.stderr
+    assert " 0 texts embedded now" in again.stderr
     figures = [json.loads(r.stdout)["scorers"] for r in (plain, first, again)]
     assert figures[0] == figures[1] == figures[2]
     out = ["--out", str(tmp_path / "a.json"), "--vector-cache", str(folder)]
     fit = runner.invoke(app, ["calibrate", *data, "--half", "1", *out])
     assert fit.exit_code == 0, fit.output
-    kept = re.search(r"vector cache \S+: (\d+) texts kept", fit.stderr)
+    kept = re.search(r"vector cache \S+: (\d+) vectors read", fit.stderr)
     assert kept is not None
     assert int(kept[1]) > 0  # the documents and questions eval embedded
     wrong = runner.invoke(app, ["calibrate", "--collection", "docs", "--vector-cache", "v"])
