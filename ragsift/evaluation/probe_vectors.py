@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import re
 import tempfile
 import zipfile
 from collections.abc import Sequence
@@ -31,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragsift.retrieval.embedders import Embedder
-from ragsift.retrieval.embedders.base import FloatMatrix, WrappedEmbedder
+from ragsift.retrieval.embedders.base import FloatMatrix, WrappedEmbedder, file_stem
 
 __all__ = ["BankVectors", "with_bank_vectors"]
 
@@ -57,7 +56,7 @@ def _bank_texts() -> frozenset[str]:
 
 
 def _file_name(embedder_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", embedder_id) + f".{FORMAT}.npz"
+    return file_stem(embedder_id) + f".{FORMAT}.npz"
 
 
 class BankVectors(WrappedEmbedder):

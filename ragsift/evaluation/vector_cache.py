@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Final
 import numpy as np
 
 from ragsift.retrieval.embedders import Embedder
-from ragsift.retrieval.embedders.base import FloatMatrix, WrappedEmbedder
+from ragsift.retrieval.embedders.base import FloatMatrix, WrappedEmbedder, file_stem
 
 __all__ = ["CANARIES", "CachedVectors", "with_vector_cache"]
 
@@ -128,8 +127,6 @@ class CachedVectors(WrappedEmbedder):
         return db
 
     def _matches(self, stored: list[tuple[bytes]], canaries: FloatMatrix) -> bool:
-        if len(stored) != len(CANARIES):
-            return False
         rows = [row for (v,) in stored if (row := self._row(v)) is not None]
         if len(rows) != len(CANARIES):
             return False
@@ -178,5 +175,5 @@ def with_vector_cache(embedder: Embedder, directory: Path | None) -> Embedder:
     """``embedder`` with its vectors kept in ``directory`` (None: as it is)."""
     if directory is None:
         return embedder
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", embedder.embedder_id) + f".{FORMAT}.sqlite3"
+    name = file_stem(embedder.embedder_id) + f".{FORMAT}.sqlite3"
     return CachedVectors(embedder, directory.expanduser() / name)

@@ -6,13 +6,14 @@ Every embedder returns float32 rows of unit L2 norm and names itself with an
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Embedder", "FloatMatrix", "WrappedEmbedder", "l2_normalize"]
+__all__ = ["Embedder", "FloatMatrix", "WrappedEmbedder", "file_stem", "l2_normalize"]
 
 FloatMatrix = npt.NDArray[np.float32]
 
@@ -45,6 +46,12 @@ def l2_normalize(matrix: npt.ArrayLike) -> FloatMatrix:
     array = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(array, axis=-1, keepdims=True)
     return np.divide(array, norms, out=np.zeros_like(array), where=norms > 0)
+
+
+def file_stem(embedder_id: str) -> str:
+    """``embedder_id`` as a file name's stem: anything but letters, digits, ``.``,
+    ``_`` and ``-`` becomes ``_`` (files kept per embedder are named by it)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", embedder_id)
 
 
 class WrappedEmbedder:

@@ -68,6 +68,8 @@ def test_states_round_trip_and_stale_or_malformed_ones_are_skipped(tmp_path: Pat
     assert "scale" not in encode_states([good])  # unset: written as before ADR 040
     scaled = good.model_copy(update={"scale": "base", "near_scale": "base"})
     assert decode_states(encode_states([scaled]))[0] == [scaled]
+    odd = good.model_copy(update={"scale": "版本\x00\n", "near_scale": "‮cal"})
+    assert decode_states(encode_states([odd]))[0] == [odd]  # a name, compared, never read
     doc = json.loads(encode_states([good]))
     bad = dict(doc["scopes"][0])
     for broken in (
