@@ -28,6 +28,7 @@ from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.cache import InMemoryCache, ResultCache
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import Embedder, build_embedder
+from ragsift.retrieval.embedders.base import token_source
 from ragsift.retrieval.engines import EngineSet
 from ragsift.retrieval.index import VectorIndex
 from ragsift.retrieval.pipeline import RetrievalPipeline
@@ -297,14 +298,26 @@ def build_reprober(
 
 
 def build_reader(engines: EngineSet, embedder: Embedder, top_n: int) -> Reader | None:
-    """The reader the engines' calibration needs (only the signals it uses), or None."""
+    """The reader the engines' calibration needs (only the signals it uses), or None.
+
+    Raises:
+        ConfigurationError: the calibration uses token match and the embedder gives no
+            token states (only ONNX MiniLM does).
+    """
     needs = engines.reader_features
     if not needs:
         return None
+    if "token_match" in needs and token_source(embedder) is None:
+        raise ConfigurationError(
+            f"calibration {engines.calibration_version} uses token match, which needs the"
+            f" embedder's token states; {embedder.embedder_id} gives none: use"
+            " RAGSIFT_EMBEDDER_KIND=onnx or an artifact fit without it"
+        )
     return Reader(
         embedder,
         encoder=Bm25Encoder() if "term_coverage" in needs else None,
         sentences="sentence_match" in needs,
+        tokens="token_match" in needs,
         top_n=top_n,
     )
 

@@ -103,6 +103,7 @@ def _retrieval_runs(
             embedder,
             encoder=Bm25Encoder() if "term_coverage" in reads else None,
             sentences="sentence_match" in reads,
+            tokens="token_match" in reads,
             top_n=settings.confidence.reader_top_n,
         )
         if reads
@@ -132,13 +133,16 @@ def _retrieval_runs(
 
 
 def _fit_features(settings: Any) -> tuple[str, ...]:
-    """The features a calibration fits: term coverage always, sentence match with
-    RAGSIFT_CONFIDENCE_READER_SIGNALS=on (ADR 020)."""
+    """The features a calibration fits: term coverage always; sentence match, and token
+    match with the ONNX embedder (the one that gives token states), with
+    RAGSIFT_CONFIDENCE_READER_SIGNALS=on (ADR 020, ADR 041)."""
     from ragsift.confidence.features import DEFAULT_FEATURES
     from ragsift.evaluation.scoring import READER_SIGNAL_FEATURES, SHIPPED_FEATURES
 
     if settings.confidence.reader_signals == "on":
-        return (*DEFAULT_FEATURES, *READER_SIGNAL_FEATURES)
+        tokens = settings.embedder.kind == "onnx"
+        reader = (f for f in READER_SIGNAL_FEATURES if tokens or f != "token_match")
+        return (*DEFAULT_FEATURES, *reader)
     return SHIPPED_FEATURES
 
 

@@ -6,7 +6,7 @@ only use signals that are either
 
 * *score-monotone* (never fall when a hit score rises): ``top_score``,
   ``top_logit``, ``margin``, ``support``, ``consensus``, ``agreement``, and the
-  reader signals ``sentence_match`` and ``term_coverage`` (a hit that matches or
+  reader signals ``sentence_match``, ``token_match`` and ``term_coverage`` (a hit that matches or
   covers the query better never lowers confidence) —
   their coefficients are constrained to be >= 0 when fitting; or
 * *score-free* (do not depend on scores): ``entity_coverage``,
@@ -21,7 +21,8 @@ model stays calibrated for whatever channels the pipeline provides:
 ``entity_coverage`` <- 1 (no entities asked, none missing),
 ``source_quality`` <- 1/3 (seed C's third-party quality),
 ``document_diversity`` <- 1, ``sentence_match`` <- ``top_score`` (an unread
-chunk's own cosine stands for its best sentence), ``term_coverage`` <- 1 (a
+chunk's own cosine stands for its best sentence), ``token_match`` <- ``top_score``
+(likewise for its tokens), ``term_coverage`` <- 1 (a
 query of stopwords only misses no term).
 """
 
@@ -62,6 +63,7 @@ SCORE_MONOTONE_FEATURES: frozenset[str] = frozenset(
         "agreement",
         "sentence_match",
         "term_coverage",
+        "token_match",
     }
 )
 """Features that never fall when a hit score rises: coefficients must be >= 0."""
@@ -84,13 +86,14 @@ _IMPUTE: dict[str, float] = {
     "term_coverage": 1.0,
 }
 # Imputed from top_score rather than a constant (see module docstring).
-_IMPUTE_FROM_TOP = frozenset({"agreement", "sentence_match"})
-READER_FEATURES: frozenset[str] = frozenset({"sentence_match", "term_coverage"})
+_IMPUTE_FROM_TOP = frozenset({"agreement", "sentence_match", "token_match"})
+READER_FEATURES: frozenset[str] = frozenset({"sentence_match", "term_coverage", "token_match"})
 """Features the pipeline reads from the hits' text (:mod:`ragsift.retrieval.reader`)."""
-SWITCHED_FEATURES: frozenset[str] = frozenset({"sentence_match"})
+SWITCHED_FEATURES: frozenset[str] = frozenset({"sentence_match", "token_match"})
 """Reader features read only with ``RAGSIFT_CONFIDENCE_READER_SIGNALS=on``: sentence
-match embeds the hits' sentences at query time. Term coverage costs a tokenization per
-chunk (cached) and is read whenever a calibration uses it (ADR 020)."""
+match embeds the hits' sentences at query time, token match runs the model over the top
+hit. Term coverage costs a tokenization per chunk (cached) and is read whenever a
+calibration uses it (ADR 020)."""
 # Keeps logit(top) finite: scores within 1e-4 of 0 or 1 are treated as that bound.
 _LOGIT_EPS = 1e-4
 # A hit must clear the A1 threshold by this share of the remaining range to count as margin.

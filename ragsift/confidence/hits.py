@@ -32,7 +32,7 @@ Channel = Literal["dense", "sparse", "fused", "rerank"]
 # rank-only and carries no absolute relevance.
 _PRIMARY_ORDER: tuple[Channel, ...] = ("rerank", "dense", "sparse", "fused")
 _CHANNEL_METRIC: dict[str, Metric] = {"sparse": "bm25", "fused": "rrf", "rerank": "reranker"}
-READER_FIELDS: tuple[str, ...] = ("sentence_scores", "term_coverage")
+READER_FIELDS: tuple[str, ...] = ("sentence_scores", "term_coverage", "token_scores")
 """Per-hit reader scores (:mod:`ragsift.retrieval.reader`): NaN where a hit was not read."""
 
 
@@ -60,6 +60,8 @@ class HitScores:
         entity_matrix: bool array (hits x query entities): does hit i mention entity j.
         sentence_scores: reader score per hit: the best cosine of the query against the
             hit's sentences (NaN: that hit was not read).
+        token_scores: reader score per hit: the mean over the query's content tokens of
+            their best cosine to one of the hit's tokens, in context (NaN: not read).
         term_coverage: reader score per hit: the share of the query's IDF mass whose
             terms the hit holds, in [0, 1] (NaN: not available).
 
@@ -77,6 +79,7 @@ class HitScores:
     entity_matrix: BoolArray | None = None
     sentence_scores: FloatArray | None = None
     term_coverage: FloatArray | None = None
+    token_scores: FloatArray | None = None
     n_hits: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -167,7 +170,8 @@ class HitBatch:
         source_type_vocab: the source type names the codes refer to.
         entity_matrix: bool (Q, K, M): does hit k of query q mention entity m.
         entity_counts: query entities per query, shape (Q,) (columns past it are padding).
-        sentence_scores, term_coverage: reader scores per hit, shape (Q, K), NaN where a
+        sentence_scores, term_coverage, token_scores: reader scores per hit, shape (Q, K),
+            NaN where a
             hit was not read.
     """
 
@@ -184,6 +188,7 @@ class HitBatch:
     entity_counts: IntArray | None = None
     sentence_scores: FloatArray | None = None
     term_coverage: FloatArray | None = None
+    token_scores: FloatArray | None = None
 
     def __post_init__(self) -> None:
         lengths = np.asarray(self.lengths, dtype=np.int64)

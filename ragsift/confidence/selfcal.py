@@ -248,10 +248,12 @@ def unprobed_because(base: CalibrationArtifact) -> str | None:
     One rule for ``calibrate --collection``, re-probing after an ingest and
     ``eval --probes auto``.
     """
-    if SWITCHED_FEATURES.intersection(base.features):
+    switched = sorted(SWITCHED_FEATURES.intersection(base.features))
+    if switched:
+        names = " and ".join(f.replace("_", " ") for f in switched)
         return (
-            f"calibration {base.version} uses sentence match; probing a collection with"
-            " it is not supported (use `ragsift eval --probes` on a labelled set)"
+            f"calibration {base.version} uses {names}; probing a collection with it is not"
+            " supported (use `ragsift eval --probes` on a labelled set)"
         )
     if base.conformal.in_scope is None:
         return (

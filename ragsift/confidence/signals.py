@@ -28,6 +28,9 @@ Per query, with ``s`` the primary normalized scores sorted best first and
   (reader signal; NaN when no hit was read).
 * ``term_coverage`` = max over hits of the IDF-weighted share of query terms the
   hit holds (reader signal; NaN when not available).
+* ``token_match`` = clip(the top hit's token match, 0, 1): the mean over the query's
+  content tokens of their best in-context cosine to one of the hit's tokens (reader
+  signal; NaN when not read).
 
 Every signal but ``n_hits`` reads the query's first :data:`SIGNAL_DEPTH` (8) hits
 in the retriever's order (the re-ranker's, else the fused, else the primary score):
@@ -84,6 +87,7 @@ SIGNAL_NAMES: tuple[str, ...] = (
     "n_hits",
     "sentence_match",
     "term_coverage",
+    "token_match",
 )
 """Column order of the signal matrix."""
 
@@ -254,7 +258,7 @@ def compute_signal_matrix(
         not_given = (p.mask & (codes < 0)).any(1)  # code -1: this query gave no source types
         out[:, 11] = np.where(has & ~not_given, total / denom_n, np.nan)
     out[:, 12] = n_all
-    for column, name in ((13, "sentence_scores"), (14, "term_coverage")):
+    for column, name in ((13, "sentence_scores"), (14, "term_coverage"), (15, "token_scores")):
         reader = getattr(batch, name)
         if reader is not None:
             out[:, column] = reader_max(reader, p.mask)
@@ -288,6 +292,7 @@ class Signals:
     n_hits: int
     sentence_match: float | None = None
     term_coverage: float | None = None
+    token_match: float | None = None
 
     @classmethod
     def from_row(cls, row: FloatArray) -> Signals:

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragsift.confidence import CalibrationArtifact
+from ragsift.confidence.features import SWITCHED_FEATURES
 from ragsift.errors import ConfigurationError
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.corrective import Corrector, Retry, Scored, scored_by
@@ -45,9 +46,9 @@ class EvalCorrection:
         max_k: the largest k a ``wider`` retry may search.
 
     Raises:
-        ConfigurationError: the artifact needs sentence match (the retry's sentences
-            would have to be embedded too; not supported here). Term coverage is read
-            on both tries, as the pipeline reads them.
+        ConfigurationError: the artifact needs sentence or token match (the retry's
+            hits would have to be embedded too; not supported here). Term coverage is
+            read on both tries, as the pipeline reads them.
     """
 
     def __init__(
@@ -59,10 +60,12 @@ class EvalCorrection:
         max_k: int,
     ) -> None:
         self.engines = EngineSet(ConfidenceSettings(), embedder_id, calibration=artifact)
-        if "sentence_match" in self.engines.reader_features:
+        embedded = sorted(SWITCHED_FEATURES.intersection(self.engines.reader_features))
+        if embedded:
+            names = " and ".join(f.replace("_", " ") for f in embedded)
             raise ConfigurationError(
-                "corrective retrieval in eval does not embed sentences: use an artifact"
-                " fit without sentence match"
+                "corrective retrieval in eval does not embed the retry's hits: use an"
+                f" artifact fit without {names}"
             )
         reads = "term_coverage" in self.engines.reader_features
         #: the term reader both tries are scored with (None: the artifact reads none)

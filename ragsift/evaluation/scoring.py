@@ -47,9 +47,11 @@ __all__ = [
 ]
 
 FIT_FRACTION = 0.5  # half the articles fit the calibration, the other half report
-# The reader signals a calibration with the reader on adds to DEFAULT_FEATURES; both
-# raised near-miss and out-of-scope AUROC on SQuAD 2.0 (docs/confidence.md).
-READER_SIGNAL_FEATURES: tuple[str, ...] = ("sentence_match", "term_coverage")
+# The reader signals a calibration with the reader on adds to DEFAULT_FEATURES: sentence
+# match and term coverage raised near-miss and out-of-scope AUROC on SQuAD 2.0
+# (docs/confidence.md); token match tells a hole's neighbouring paragraph from the
+# answer's (ADR 041), and is fit only where the embedder gives token states.
+READER_SIGNAL_FEATURES: tuple[str, ...] = ("sentence_match", "term_coverage", "token_match")
 # What `ragsift calibrate` fits by default: term coverage tells an on-topic hit that
 # lacks the question's rarer terms from one that holds them, for a tokenization per
 # chunk (ADR 020).
@@ -62,9 +64,9 @@ SHIPPED_FEATURES: tuple[str, ...] = (*DEFAULT_FEATURES, "term_coverage")
 # risk <= alpha + 0.03 on the articles it did not see, both ways round (ADR 026).
 SHIPPED_HOLES = 0.15
 # What a keyword-only query cannot read: no BM25-dense agreement (one retriever; the
-# plain imputation copies the top score), and no sentence match (its query is never
-# embedded). The keyword model fits the artifact's other features (ADR 029).
-KEYWORD_UNREAD: frozenset[str] = frozenset({"agreement", "sentence_match"})
+# plain imputation copies the top score), and no sentence or token match (its query is
+# never embedded). The keyword model fits the artifact's other features (ADR 029).
+KEYWORD_UNREAD: frozenset[str] = frozenset({"agreement", "sentence_match", "token_match"})
 
 
 def split_mask(run: RetrievalRun, fit_fraction: float = FIT_FRACTION, seed: int = 0) -> np.ndarray:

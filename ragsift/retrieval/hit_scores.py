@@ -72,6 +72,7 @@ def hit_scores(
         entity_matrix=entity,
         sentence_scores=reader.sentence if reader is not None else None,
         term_coverage=reader.coverage if reader is not None else None,
+        token_scores=reader.token if reader is not None else None,
     )
 
 

@@ -7,6 +7,12 @@ Two per-hit scores look closer:
 * **sentence match**: the best cosine of the query against each sentence of the
   hit (MaxSim over the hit's sentences), embedded at query time by the
   pipeline's own embedder, for the top ``top_n`` hits only (the others get NaN);
+* **token match**: the mean, over the query's content tokens, of each token's best
+  cosine to a token of the top hit, both in context (the embedder's last hidden
+  state, MaxSim as late-interaction retrievers score). A neighbouring paragraph on the
+  right subject matches the query's topic words but not the words that ask for the
+  missing fact; a whole-chunk cosine cannot tell the two apart. Read for the first
+  hit only, and only with an embedder that gives token states (ONNX MiniLM);
 * **term coverage**: the share of the query's IDF mass whose terms occur in the
   hit. Terms are Qdrant's BM25 tokens (stopwords dropped, stemmed), the same the
   index uses. The index applies IDF inside Qdrant and does not expose it, so the
@@ -33,6 +39,7 @@ import numpy.typing as npt
 from ragsift.confidence.config import SIGNAL_DEPTH
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.embedders import Embedder
+from ragsift.retrieval.embedders.base import TokenEmbedder, TokenStates, token_source
 from ragsift.retrieval.records import SearchHit
 
 __all__ = [
@@ -44,6 +51,7 @@ __all__ = [
     "ReaderScores",
     "split_sentences",
     "term_coverage",
+    "token_match",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -73,6 +81,20 @@ DEFAULT_TOP_N = 3
 # Sentence vectors kept between batches (a popular chunk is read by many queries);
 # 4096 x 384 float32 is 6 MB.
 SENTENCE_CACHE_SIZE = 4096
+# Chunk texts whose token states are kept between batches, as float16 (the form every
+# token match reads, fresh or kept): a 200-token chunk is 150 KB, so 1,024 are ~150 MB
+# at worst and ~60 MB for SQuAD-sized paragraphs.
+TOKEN_CACHE_SIZE = 1024
+# Query tokens that carry no content: a query's token match averages over the rest.
+# WordPiece pieces of a longer word ("##s") are content; punctuation is not.
+STOP_TOKENS: frozenset[str] = frozenset(
+    (  # noqa: SIM905  # a line of words reads better than a column of 42 strings
+        "the a an of in on at to for from by with and or is are was were be been what which"
+        " who whom whose when where why how did do does that this these those it its as"
+        " than into about"
+    ).split()
+)
+_WORD_START = re.compile(r"^(?:##)?\w")
 # Chunk texts whose BM25 term sets are kept between batches: tokenizing and stemming
 # a chunk costs far more than the coverage arithmetic, and chunks recur.
 TERM_CACHE_SIZE = 4096
@@ -116,6 +138,25 @@ def term_coverage(query_terms: Sequence[int], hit_terms: Sequence[AbstractSet[in
     df = read.sum(axis=0)
     idf = np.log1p((len(read) - df + 0.5) / (df + 0.5))
     return np.asarray(held @ idf / idf.sum(), dtype=np.float64)
+
+
+def token_match(query: TokenStates, hit: TokenStates) -> float:
+    """Mean over the query's content tokens of their best cosine to one of the hit's
+    tokens (MaxSim); every query token when none is content; NaN for an empty side.
+
+    Content tokens start with a letter or digit (or are a word's continuation
+    piece) and are not in :data:`STOP_TOKENS`.
+    """
+    keep = [
+        i
+        for i, token in enumerate(query.tokens)
+        if _WORD_START.match(token) and token.lower() not in STOP_TOKENS
+    ]
+    rows = query.vectors[keep] if keep else query.vectors
+    if rows.shape[0] == 0 or hit.vectors.shape[0] == 0:
+        return math.nan
+    best = (rows.astype(np.float32) @ hit.vectors.astype(np.float32).T).max(axis=1)
+    return float(best.mean())
 
 
 class ChunkTerms:
@@ -168,10 +209,11 @@ class ChunkTerms:
         return term_coverage(self.encoder.encode_query(query).indices, sets)
 
     def read(self, query: str, hits: Sequence[SearchHit]) -> ReaderScores:
-        """Reader scores with term coverage alone (no sentence match), each hit's term
-        set taken from the index where it was stored (:meth:`SearchHit.indexed_terms`)."""
+        """Reader scores with term coverage alone (no sentence or token match), each hit's
+        term set taken from the index where it was stored (:meth:`SearchHit.indexed_terms`)."""
         coverage = self.coverage(query, [h.text for h in hits], [h.indexed_terms() for h in hits])
-        return ReaderScores(sentence=np.full(len(hits), np.nan), coverage=coverage)
+        unread = np.full(len(hits), np.nan)
+        return ReaderScores(sentence=unread, coverage=coverage, token=unread.copy())
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,24 +236,31 @@ class ReaderScores:
             or when sentence match is off or the query has no vector.
         coverage: IDF-weighted query-term coverage per hit; NaN when off or the query
             has no indexable term.
+        token: token match per hit (:func:`token_match`); NaN past the first hit, or when
+            token match is off or the query has no vector.
     """
 
     sentence: FloatArray
     coverage: FloatArray
+    token: FloatArray
 
 
 class Reader:
-    """Scores hits against their query with sentence match and term coverage.
+    """Scores hits against their query with sentence match, token match and term coverage.
 
     Args:
-        embedder: the pipeline's embedder (sentences must live in the query's space).
+        embedder: the pipeline's embedder (sentences must live in the query's space;
+            token match reads the token states of the model behind it).
         encoder: the BM25 tokenizer for term coverage; None turns coverage off.
         sentences: whether to compute sentence match.
+        tokens: whether to compute token match (the first hit of each query with a
+            vector).
         top_n: hits per query whose sentences are embedded.
         max_sentences: sentences per hit at most.
 
     Raises:
-        ValueError: ``top_n`` or ``max_sentences`` < 1, or both signals off.
+        ValueError: ``top_n`` or ``max_sentences`` < 1, every signal off, or token
+            match asked of an embedder that gives no token states.
     """
 
     def __init__(
@@ -220,6 +269,7 @@ class Reader:
         *,
         encoder: Bm25Encoder | None = None,
         sentences: bool = True,
+        tokens: bool = False,
         top_n: int = DEFAULT_TOP_N,
         max_sentences: int = DEFAULT_MAX_SENTENCES,
     ):
@@ -227,8 +277,16 @@ class Reader:
             raise ValueError(f"top_n must be >= 1, got {top_n}")
         if max_sentences < 1:
             raise ValueError(f"max_sentences must be >= 1, got {max_sentences}")
-        if encoder is None and not sentences:
-            raise ValueError("a Reader needs sentence match, term coverage or both")
+        if encoder is None and not sentences and not tokens:
+            raise ValueError("a Reader needs sentence match, token match or term coverage")
+        self._token_source: TokenEmbedder | None = None
+        if tokens:
+            self._token_source = token_source(embedder)
+            if self._token_source is None:
+                raise ValueError(
+                    f"token match needs an embedder that gives token states (ONNX MiniLM);"
+                    f" {embedder.embedder_id} does not"
+                )
         self.embedder = embedder
         self.encoder = encoder
         self.sentences = sentences
@@ -236,15 +294,24 @@ class Reader:
         self.max_sentences = max_sentences
         self._cache: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
         self._terms = ChunkTerms(encoder) if encoder is not None else None
+        self._token_cache: OrderedDict[str, TokenStates] = OrderedDict()
+
+    @property
+    def tokens(self) -> bool:
+        """Whether token match is read."""
+        return self._token_source is not None
 
     async def score(self, items: Sequence[ReaderItem]) -> list[ReaderScores]:
         """Reader scores of every item; all new sentences go to the embedder in one call."""
         coverage = [self._coverage(item) for item in items]
         sentence = await self._sentence_match(items) if self.sentences else None
+        source = self._token_source
+        token = await self._token_match(items, source) if source is not None else None
         return [
             ReaderScores(
                 sentence=sentence[i] if sentence is not None else np.full(len(item.hits), np.nan),
                 coverage=coverage[i],
+                token=token[i] if token is not None else np.full(len(item.hits), np.nan),
             )
             for i, item in enumerate(items)
         ]
@@ -283,6 +350,38 @@ class Reader:
                     if sents:
                         matrix = np.stack([vectors[s] for s in sents])
                         scores[j] = float((matrix @ query).max())
+            out.append(scores)
+        return out
+
+    async def _token_match(
+        self, items: Sequence[ReaderItem], source: TokenEmbedder
+    ) -> list[FloatArray]:
+        """Token match of each item's first hit; the queries' and the uncached hits'
+        token states come from one call to ``source``."""
+        read = [item.vector is not None and len(item.hits) > 0 for item in items]
+        wanted = [item.query for item, ok in zip(items, read, strict=True) if ok]
+        hits = [item.hits[0] for item, ok in zip(items, read, strict=True) if ok]
+        todo = list(dict.fromkeys(wanted + [h for h in hits if h not in self._token_cache]))
+        states: dict[str, TokenStates] = {}
+        if todo:
+            fresh = await source.token_states(todo)
+            for text, got in zip(todo, fresh, strict=True):
+                # float16, fresh or kept: a hit's match never depends on the cache
+                states[text] = TokenStates(got.vectors.astype(np.float16), got.tokens)
+        for text in hits:
+            kept = self._token_cache.get(text)
+            if kept is not None:
+                self._token_cache.move_to_end(text)  # recently used: evicted last
+                states.setdefault(text, kept)
+            else:
+                self._token_cache[text] = states[text]
+                if len(self._token_cache) > TOKEN_CACHE_SIZE:
+                    self._token_cache.popitem(last=False)
+        out = []
+        for item, ok in zip(items, read, strict=True):
+            scores = np.full(len(item.hits), np.nan)
+            if ok:
+                scores[0] = token_match(states[item.query], states[item.hits[0]])
             out.append(scores)
         return out
 

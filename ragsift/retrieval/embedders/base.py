@@ -8,12 +8,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Embedder", "FloatMatrix", "WrappedEmbedder", "file_stem", "l2_normalize"]
+__all__ = [
+    "Embedder",
+    "FloatMatrix",
+    "TokenEmbedder",
+    "TokenStates",
+    "WrappedEmbedder",
+    "file_stem",
+    "l2_normalize",
+    "token_source",
+]
 
 FloatMatrix = npt.NDArray[np.float32]
 
@@ -39,6 +49,32 @@ class Embedder(Protocol):
     async def embed_one(self, text: str) -> npt.NDArray[np.float32]:
         """Embed one text: float32 vector of shape ``(dim,)``, unit norm."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class TokenStates:
+    """One text's contextual token vectors: a row of unit norm per model token
+    (``tokens``, as the model's tokenizer wrote them, special tokens left out)."""
+
+    vectors: FloatMatrix
+    tokens: tuple[str, ...]
+
+
+@runtime_checkable
+class TokenEmbedder(Protocol):
+    """An embedder that can also give each token's vector in context (the token match
+    reader signal, :mod:`ragsift.retrieval.reader`)."""
+
+    async def token_states(self, texts: Sequence[str]) -> list[TokenStates]:
+        """Each text's :class:`TokenStates`, in input order."""
+        ...
+
+
+def token_source(embedder: Embedder) -> TokenEmbedder | None:
+    """The embedder behind ``embedder``'s wrappers that gives token states, or None."""
+    while isinstance(embedder, WrappedEmbedder):
+        embedder = embedder.inner
+    return embedder if isinstance(embedder, TokenEmbedder) else None
 
 
 def l2_normalize(matrix: npt.ArrayLike) -> FloatMatrix:

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragsift.errors import ConfigurationError
-from ragsift.retrieval.embedders.base import FloatMatrix, l2_normalize
+from ragsift.retrieval.embedders.base import FloatMatrix, TokenStates, l2_normalize
 from ragsift.retrieval.embedders.models import (
     ONNX_MINILM_DISTRIBUTION,
     find_packaged_onnx_minilm,
@@ -261,7 +261,45 @@ class OnnxMiniLMEmbedder:
         if group:
             yield group
 
-    def _forward(self, rows: list[npt.NDArray[np.int64]]) -> FloatMatrix:
+    def token_states_sync(self, texts: Sequence[str]) -> list[TokenStates]:
+        """Each text's contextual token vectors on the calling thread: the model's last
+        hidden state per WordPiece token, [CLS] and [SEP] left out, rows of unit norm.
+
+        The vectors of one text do not depend on what it is batched with (padding is
+        masked), so a text cached from one call equals the same text in another.
+
+        Raises:
+            TypeError: ``texts`` is a single string, or an item is not a string.
+        """
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, got one str")
+        for position, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"texts[{position}] must be a str, got {type(text).__name__}")
+        encodings = self._tokenizer.encode_batch([_utf8_safe(text) for text in texts])
+        ids = [np.asarray(encoding.ids, dtype=np.int64) for encoding in encodings]
+        out: list[TokenStates | None] = [None] * len(texts)
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        for group in self._batches(order, [len(row) for row in ids]):
+            hidden, _ = self._hidden([ids[i] for i in group])
+            for r, i in enumerate(group):
+                inner = slice(1, len(ids[i]) - 1)  # [CLS] ... [SEP]
+                out[i] = TokenStates(
+                    vectors=l2_normalize(hidden[r, inner]),
+                    tokens=tuple(encodings[i].tokens[inner]),
+                )
+        return [states for states in out if states is not None]
+
+    async def token_states(self, texts: Sequence[str]) -> list[TokenStates]:
+        """:meth:`token_states_sync` in a worker thread."""
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, got one str")
+        return await asyncio.to_thread(self.token_states_sync, list(texts))
+
+    def _hidden(
+        self, rows: list[npt.NDArray[np.int64]]
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+        """The last hidden state of a padded batch of token rows, and its mask."""
         longest = max(len(row) for row in rows)
         input_ids = np.zeros((len(rows), longest), dtype=np.int64)  # [PAD] is id 0
         mask = np.zeros((len(rows), longest), dtype=np.int64)
@@ -274,6 +312,10 @@ class OnnxMiniLMEmbedder:
             "token_type_ids": np.zeros_like(input_ids),
         }
         (hidden,) = self._session.run(["last_hidden_state"], feeds)
+        return hidden, mask
+
+    def _forward(self, rows: list[npt.NDArray[np.int64]]) -> FloatMatrix:
+        hidden, mask = self._hidden(rows)
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / weights.sum(axis=1)
         return l2_normalize(pooled)

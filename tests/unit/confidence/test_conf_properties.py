@@ -67,6 +67,7 @@ def _all_features_artifact() -> CalibrationArtifact:
         "document_diversity": -1.2,
         "sentence_match": 0.9,
         "term_coverage": 0.6,
+        "token_match": 1.1,
     }
     return CalibrationArtifact(
         embedder_id="offline",

@@ -141,7 +141,7 @@ def test_old_artifacts_score_identically_with_or_without_reader_scores() -> None
     one = engine.assess(hits(reader=True)).confidence
     assert one == engine.assess(hits(reader=False)).confidence
     # The retrieval signals keep their columns and values.
-    reader = ("sentence_match", "term_coverage")
+    reader = ("sentence_match", "term_coverage", "token_match")
     before = [SIGNAL_INDEX[n] for n in SIGNAL_NAMES if n not in reader]
     assert before == list(range(13))
     np.testing.assert_array_equal(with_reader.signals[:, :13], without.signals[:, :13])

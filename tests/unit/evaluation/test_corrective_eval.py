@@ -108,5 +108,5 @@ def test_eval_correction_reads_term_coverage_and_refuses_sentence_match() -> Non
         update={"features": (*artifact.features, "sentence_match")}
         | {"coefficients": (*artifact.coefficients, 1.0), "version": "cal-s"}
     )
-    with pytest.raises(ConfigurationError, match="does not embed sentences"):
+    with pytest.raises(ConfigurationError, match=r"does not embed the retry.s hits"):
         EvalCorrection(settings, sentences, EMBEDDER.embedder_id, max_k=50)

@@ -190,11 +190,12 @@ async def test_probes_read_term_coverage_when_the_calibration_uses_it(index: Edg
         ReaderScores(
             np.full(len(found), np.nan),
             term_coverage(encoder.encode_query(t).indices, [encoder.terms(h.text) for h in found]),
+            np.full(len(found), np.nan),
         )
         for t, found in zip(texts, hits, strict=True)
     ]
     assert np.array_equal(read, probe_confidence(terms, hits, reader=expected))
-    held = [ReaderScores(r.sentence, np.ones_like(r.coverage)) for r in expected]
+    held = [ReaderScores(r.sentence, np.ones_like(r.coverage), r.token) for r in expected]
     imputed = probe_confidence(terms, hits, reader=held)
     assert (read <= imputed).all()
     assert (read < imputed).any()

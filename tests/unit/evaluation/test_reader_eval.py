@@ -45,7 +45,7 @@ async def test_a_run_with_a_reader_carries_scores_aligned_with_its_hits(tmp_path
     assert result.reports[0].near_miss_auroc == pytest.approx(expected)
 
 
-def test_cli_fits_sentence_match_only_when_on_and_reads_for_such_an_artifact(
+def test_cli_fits_sentence_and_token_match_only_when_on_and_reads_for_such_an_artifact(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
@@ -57,11 +57,13 @@ def test_cli_fits_sentence_match_only_when_on_and_reads_for_such_an_artifact(
     # Off, the fit reads term coverage (a tokenization per chunk) but no sentences.
     assert load_calibration(off).features == SHIPPED_FEATURES
     assert "sentence_match" not in SHIPPED_FEATURES
+    assert "token_match" not in SHIPPED_FEATURES
     monkeypatch.setenv("RAGSIFT_CONFIDENCE_READER_SIGNALS", "on")
     on = tmp_path / "on.json"
     fit = runner.invoke(app, ["calibrate", *data, "--half", "1", "--out", str(on)])
     assert fit.exit_code == 0, fit.output
-    assert load_calibration(on).features[-2:] == READER_SIGNAL_FEATURES
+    # ONNX MiniLM (the default embedder) gives token states: token match is fit too
+    assert load_calibration(on).features[-3:] == READER_SIGNAL_FEATURES
     monkeypatch.setenv("RAGSIFT_CONFIDENCE_READER_SIGNALS", "off")  # the artifact decides
     applied = runner.invoke(app, ["eval", *data, "--half", "2", "--artifact", str(on), "--json"])
     assert applied.exit_code == 0, applied.output
@@ -70,3 +72,21 @@ def test_cli_fits_sentence_match_only_when_on_and_reads_for_such_an_artifact(
     calibrated = summary["scorers"][0]
     assert calibrated["name"] == "calibrated"
     assert 0.0 <= calibrated["near_miss_auroc"] <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("kind", "tokens"), [("onnx", True), ("hashing", False), ("openai", False)]
+)
+def test_token_match_is_fit_only_with_an_embedder_that_gives_token_states(
+    kind: str, tokens: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragsift.cli.labelled import _fit_features
+    from ragsift.settings import Settings
+
+    monkeypatch.setenv("RAGSIFT_EMBEDDER_KIND", kind)
+    monkeypatch.setenv("RAGSIFT_CONFIDENCE_READER_SIGNALS", "on")
+    features = _fit_features(Settings())
+    assert ("token_match" in features) is tokens
+    assert "sentence_match" in features
+    monkeypatch.setenv("RAGSIFT_CONFIDENCE_READER_SIGNALS", "off")
+    assert _fit_features(Settings()) == SHIPPED_FEATURES

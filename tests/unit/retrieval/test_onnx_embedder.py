@@ -259,3 +259,32 @@ def test_settings_can_point_at_a_copy_of_the_model(tmp_path: Path) -> None:
     assert built.model_path == copy
     with pytest.raises(ModelIntegrityError, match="is missing"):
         build_embedder(EmbedderSettings(kind="onnx", model=str(tmp_path / "elsewhere.onnx")))
+
+
+async def test_token_states_are_the_tokens_in_context_without_special_tokens(
+    embedder: OnnxMiniLMEmbedder,
+) -> None:
+    states = await embedder.token_states(TEXTS)
+    assert len(states) == len(TEXTS)
+    first = states[0]
+    assert first.tokens[:4] == ("how", "do", "i", "reset")
+    assert "[CLS]" not in first.tokens
+    assert "[SEP]" not in first.tokens
+    assert first.vectors.shape == (len(first.tokens), 384)
+    np.testing.assert_allclose(np.linalg.norm(first.vectors, axis=1), 1.0, atol=1e-5)
+    assert states[3].vectors.shape == (0, 384)  # the empty text has no token
+    # a text's states do not depend on what it was batched with (padding is masked)
+    alone = embedder.token_states_sync([TEXTS[2]])[0]
+    np.testing.assert_allclose(alone.vectors, states[2].vectors, atol=1e-5)
+    assert alone.tokens == states[2].tokens
+    # in context: "bank" by a river and by money are different vectors
+    river, money = embedder.token_states_sync(["the river bank", "the bank account"])
+    cos = float(river.vectors[2] @ money.vectors[1])
+    assert cos < 0.95
+
+
+def test_token_states_refuse_a_single_string(embedder: OnnxMiniLMEmbedder) -> None:
+    with pytest.raises(TypeError, match="got one str"):
+        embedder.token_states_sync("one text")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"texts\[1\] must be a str"):
+        embedder.token_states_sync(["a", 3])  # type: ignore[list-item]

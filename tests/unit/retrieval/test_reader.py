@@ -15,14 +15,19 @@ from hypothesis import strategies as st
 from ragsift.confidence.config import SIGNAL_DEPTH
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.embedders import l2_normalize
+from ragsift.retrieval.embedders.base import WrappedEmbedder
 from ragsift.retrieval.index import SearchHit
 from ragsift.retrieval.reader import (
     _SENTENCE_END,
+    STOP_TOKENS,
+    TOKEN_CACHE_SIZE,
     ChunkTerms,
     Reader,
     ReaderItem,
+    TokenStates,
     split_sentences,
     term_coverage,
+    token_match,
 )
 
 WORDS = ("cat", "dog", "fish")
@@ -241,7 +246,8 @@ async def test_an_embedder_failure_propagates_for_the_pipeline_to_handle() -> No
     [
         ({"top_n": 0}, "top_n must be >= 1, got 0"),
         ({"max_sentences": 0}, "max_sentences must be >= 1, got 0"),
-        ({"sentences": False}, "needs sentence match, term coverage or both"),
+        ({"sentences": False}, "needs sentence match, token match or term coverage"),
+        ({"tokens": True}, "token match needs an embedder that gives token states"),
     ],
 )
 def test_reader_checks_its_arguments(kwargs: dict[str, int | bool], message: str) -> None:
@@ -299,3 +305,83 @@ def test_coverage_reads_stored_term_sets_and_tokenizes_only_the_rest() -> None:
     assert other[0] == 0.0
     with pytest.raises(ValueError, match="known term sets: 1 for 2 hits"):
         ChunkTerms(encoder).coverage("refunds", hits, [None])
+
+
+# -- token match ------------------------------------------------------------------------------
+
+
+class TokenWords(WordEmbedder):
+    """WordEmbedder that also gives token states: one token per word, each a unit vector
+    on its word's axis (other words on a fourth axis), as a contextual model would
+    give the same word the same direction."""
+
+    embedder_id = "test:token-words-4"
+    dim = 4
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.token_calls: list[list[str]] = []
+
+    async def token_states(self, texts: Sequence[str]) -> list[TokenStates]:
+        self.token_calls.append(list(texts))
+        out = []
+        for text in texts:
+            words = re.findall(r"\w+|[^\w\s]", text.lower())
+            rows = np.zeros((len(words), 4), dtype=np.float32)
+            for i, w in enumerate(words):
+                rows[i, WORDS.index(w) if w in WORDS else 3] = 1.0
+            out.append(TokenStates(rows, tuple(words)))
+        return out
+
+
+def _states(words: str, rows: list[list[float]]) -> TokenStates:
+    return TokenStates(l2_normalize(np.array(rows, dtype=np.float32)), tuple(words.split()))
+
+
+def test_token_match_averages_each_content_tokens_best_cosine() -> None:
+    query = _states("the cat dog ?", [[1, 1, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]])
+    hit = _states("a cat", [[0, 0, 1], [1, 0, 0]])
+    # "the" is a stop token and "?" not a word: cat matches 1.0, dog 0.0
+    assert token_match(query, hit) == pytest.approx(0.5)
+    only_stops = _states("the ?", [[1, 0, 0], [0, 1, 0]])
+    assert token_match(only_stops, hit) == pytest.approx(0.5)  # every token then
+    assert math.isnan(token_match(query, TokenStates(np.zeros((0, 3), np.float32), ())))
+    assert "the" in STOP_TOKENS
+
+
+async def test_token_match_reads_the_first_hit_once_and_keeps_it() -> None:
+    embedder = TokenWords()
+    reader = Reader(embedder, sentences=False, tokens=True)
+    assert reader.tokens
+    hits = ["A dog and a cat.", "A fish."]
+    items = [ReaderItem("cat dog", [1.0, 0, 0, 0], hits), ReaderItem("fish", [1.0, 0, 0, 0], hits)]
+    first = await reader.score(items)
+    assert first[0].token[0] == pytest.approx(1.0)  # both content words in the top hit
+    assert first[1].token[0] == pytest.approx(0.0)  # fish is only in the second hit
+    assert np.isnan(first[0].token[1])  # the second hit is not read
+    assert np.isnan(first[0].sentence).all()  # sentence match off
+    assert embedder.token_calls == [["cat dog", "fish", "A dog and a cat."]]
+    again = await reader.score(items)
+    assert embedder.token_calls[1] == ["cat dog", "fish"]  # the hit came from the cache
+    for a, b in zip(first, again, strict=True):
+        np.testing.assert_array_equal(a.token, b.token)
+
+
+async def test_token_match_skips_a_query_without_a_vector_or_hits() -> None:
+    embedder = TokenWords()
+    reader = Reader(embedder, sentences=False, tokens=True)
+    scores = await reader.score([ReaderItem("cat", None, ["A cat."]), ReaderItem("cat", [1.0], [])])
+    assert np.isnan(scores[0].token).all()
+    assert scores[1].token.shape == (0,)
+    assert embedder.token_calls == []
+
+
+async def test_token_match_finds_the_model_behind_a_wrapper_and_forgets_the_oldest() -> None:
+    inner = TokenWords()
+    reader = Reader(WrappedEmbedder(inner), sentences=False, tokens=True)
+    texts = [f"cat {i}" for i in range(TOKEN_CACHE_SIZE + 1)]
+    await reader.score([ReaderItem("cat", [1.0], [t]) for t in texts])
+    assert len(reader._token_cache) == TOKEN_CACHE_SIZE
+    assert texts[0] not in reader._token_cache
+    assert texts[-1] in reader._token_cache
+    assert all(s.vectors.dtype == np.float16 for s in reader._token_cache.values())

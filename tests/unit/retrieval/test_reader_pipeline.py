@@ -18,7 +18,7 @@ from ragsift.ingest.indexer import Indexer
 from ragsift.ingest.loaders import SourceDocument
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.edge import EdgeIndex
-from ragsift.retrieval.embedders import HashingEmbedder
+from ragsift.retrieval.embedders import HashingEmbedder, OnnxMiniLMEmbedder
 from ragsift.retrieval.engines import READER_SUFFIX, EngineSet, packaged_calibration_path
 from ragsift.retrieval.index import SearchHit
 from ragsift.retrieval.pipeline import PipelineOutput
@@ -43,9 +43,11 @@ class SentenceFailingEmbedder(HashingEmbedder):
         return await super().embed(texts)
 
 
-def artifact_file(tmp_path: Path, features: tuple[str, ...]) -> Path:
+def artifact_file(
+    tmp_path: Path, features: tuple[str, ...], embedder_id: str = EMBEDDER.embedder_id
+) -> Path:
     artifact = CalibrationArtifact(
-        embedder_id=EMBEDDER.embedder_id,
+        embedder_id=embedder_id,
         metric="cosine",
         features=features,
         coefficients=tuple(1.0 for _ in features),
@@ -193,7 +195,7 @@ def test_packaged_artifact_is_picked_by_embedder_and_signal_set() -> None:
     assert hashing is not None
     assert hashing.name == f"{EMBEDDER.embedder_id}.json"
     engines = EngineSet(ConfidenceSettings(reader_signals="on"), onnx)
-    assert engines.reader_features == {"sentence_match", "term_coverage"}
+    assert engines.reader_features == {"sentence_match", "term_coverage", "token_match"}
     # Off, the plain artifact reads term coverage only (ADR 020): no sentences embedded.
     assert EngineSet(ConfidenceSettings(), onnx).reader_features == {"term_coverage"}
 
@@ -213,3 +215,44 @@ async def test_keyword_queries_are_not_read(tmp_path: Path, index: EdgeIndex) ->
         "ragsift_stage_duration_seconds_count", {"stage": "read"}
     )
     assert read is None  # the weighted scorer uses no reader signal: nothing was read
+
+
+TOKEN_FEATURES = ("top_score", "term_coverage", "token_match")
+
+
+def test_token_match_with_an_embedder_without_token_states_is_refused_at_start(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    path = artifact_file(tmp_path, TOKEN_FEATURES)
+    with pytest.raises(ConfigurationError, match=r"uses token match.*RAGSIFT_EMBEDDER_KIND=onnx"):
+        build_pipeline(
+            settings(tmp_path, path, "on"), index=index, embedder=EMBEDDER, metrics=Metrics()
+        )
+
+
+async def test_token_match_reaches_the_calibrated_signals_with_onnx(tmp_path: Path) -> None:
+    onnx = OnnxMiniLMEmbedder(threads=1)
+    built = EdgeIndex(tmp_path / "onnx-edge")
+    try:
+        await Indexer(built, onnx).ingest(
+            "alpha", "default", [SourceDocument(name, text) for name, text in DOCS.items()]
+        )
+        path = artifact_file(tmp_path, TOKEN_FEATURES, onnx.embedder_id)
+        pipe = build_pipeline(
+            settings(tmp_path, path, "on"), index=built, embedder=onnx, metrics=Metrics()
+        )
+        assert pipe.reader is not None
+        assert pipe.reader.tokens
+        assert not pipe.reader.sentences
+        refunds, shipping = (
+            ok(out).result
+            for out in await pipe.process(
+                [q("q1", "How are refunds paid"), q("q2", "How long does shipping take")]
+            )
+        )
+        for result in (refunds, shipping):
+            assert 0.0 < result.breakdown.signals["token_match"] <= 1.0
+        assert refunds.breakdown.signals["token_match"] > 0.5  # "refunds" and "paid" are there
+        assert set(pipe.reader._token_cache) <= set(DOCS.values())  # top hits kept, not queries
+    finally:
+        await built.close()
