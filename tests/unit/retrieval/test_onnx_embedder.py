@@ -288,3 +288,13 @@ def test_token_states_refuse_a_single_string(embedder: OnnxMiniLMEmbedder) -> No
         embedder.token_states_sync("one text")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"texts\[1\] must be a str"):
         embedder.token_states_sync(["a", 3])  # type: ignore[list-item]
+
+
+def test_token_states_of_hostile_texts(embedder: OnnxMiniLMEmbedder) -> None:
+    texts = ["", "?!", "\ud800 lone surrogate", "\x00\x1f control", "word " * 1000, "日本語の質問"]
+    states = embedder.token_states_sync(texts)
+    assert [len(s.tokens) for s in states][:2] == [0, 2]
+    assert states[4].vectors.shape[0] == MAX_SEQ_LENGTH - 2  # truncated, [CLS]/[SEP] dropped
+    for s in states:
+        assert s.vectors.shape == (len(s.tokens), 384)
+        assert np.isfinite(s.vectors).all()
