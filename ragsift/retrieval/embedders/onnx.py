@@ -231,20 +231,32 @@ class OnnxMiniLMEmbedder:
         Raises:
             TypeError: ``texts`` is a single string, or an item is not a string.
         """
+        out = np.zeros((len(texts), ONNX_MINILM_DIM), dtype=np.float32)
+        _, ids = self._tokenize(texts)
+        for group in self._groups(ids):
+            out[group] = self._forward([ids[i] for i in group])
+        return out
+
+    def _tokenize(self, texts: Sequence[str]) -> tuple[list[Any], list[npt.NDArray[np.int64]]]:
+        """Each text's encoding and token ids, truncated; texts checked first.
+
+        Raises:
+            TypeError: ``texts`` is a single string, or an item is not a string.
+        """
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of strings, got one str")
         for position, text in enumerate(texts):
             if not isinstance(text, str):
                 raise TypeError(f"texts[{position}] must be a str, got {type(text).__name__}")
-        out = np.zeros((len(texts), ONNX_MINILM_DIM), dtype=np.float32)
         if not texts:
-            return out
+            return [], []
         encodings = self._tokenizer.encode_batch([_utf8_safe(text) for text in texts])
-        ids = [np.asarray(encoding.ids, dtype=np.int64) for encoding in encodings]
+        return encodings, [np.asarray(encoding.ids, dtype=np.int64) for encoding in encodings]
+
+    def _groups(self, ids: list[npt.NDArray[np.int64]]) -> Iterator[list[int]]:
+        """The texts' positions in forward passes, shortest first (:meth:`_batches`)."""
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        for group in self._batches(order, [len(row) for row in ids]):
-            out[group] = self._forward([ids[i] for i in group])
-        return out
+        return self._batches(order, [len(row) for row in ids])
 
     def _batches(self, order: list[int], lengths: list[int]) -> Iterator[list[int]]:
         """Consecutive runs of ``order`` (shortest first) within both batch limits."""
@@ -265,22 +277,15 @@ class OnnxMiniLMEmbedder:
         """Each text's contextual token vectors on the calling thread: the model's last
         hidden state per WordPiece token, [CLS] and [SEP] left out, rows of unit norm.
 
-        The vectors of one text do not depend on what it is batched with (padding is
-        masked), so a text cached from one call equals the same text in another.
+        The vectors of one text do not depend on what it is batched with beyond float
+        rounding (padding is masked).
 
         Raises:
             TypeError: ``texts`` is a single string, or an item is not a string.
         """
-        if isinstance(texts, str):
-            raise TypeError("texts must be a sequence of strings, got one str")
-        for position, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise TypeError(f"texts[{position}] must be a str, got {type(text).__name__}")
-        encodings = self._tokenizer.encode_batch([_utf8_safe(text) for text in texts])
-        ids = [np.asarray(encoding.ids, dtype=np.int64) for encoding in encodings]
+        encodings, ids = self._tokenize(texts)
         out: list[TokenStates | None] = [None] * len(texts)
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        for group in self._batches(order, [len(row) for row in ids]):
+        for group in self._groups(ids):
             hidden, _ = self._hidden([ids[i] for i in group])
             for r, i in enumerate(group):
                 inner = slice(1, len(ids[i]) - 1)  # [CLS] ... [SEP]
