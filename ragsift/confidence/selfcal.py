@@ -33,7 +33,7 @@ from ragsift.confidence.artifact import (
 from ragsift.confidence.calibration import fit_logistic
 from ragsift.confidence.conformal import DEFAULT_DELTA, conformal_threshold
 from ragsift.confidence.errors import ConfidenceError
-from ragsift.confidence.features import SWITCHED_FEATURES, feature_matrix
+from ragsift.confidence.features import feature_matrix
 from ragsift.confidence.mix import fit_mix_table
 from ragsift.confidence.probes import (
     MIN_PROBES,
@@ -248,13 +248,6 @@ def unprobed_because(base: CalibrationArtifact) -> str | None:
     One rule for ``calibrate --collection``, re-probing after an ingest and
     ``eval --probes auto``.
     """
-    switched = sorted(SWITCHED_FEATURES.intersection(base.features))
-    if switched:
-        names = " and ".join(f.replace("_", " ") for f in switched)
-        return (
-            f"calibration {base.version} uses {names}; probing a collection with it is not"
-            " supported (use `ragsift eval --probes` on a labelled set)"
-        )
     if base.conformal.in_scope is None:
         return (
             f"calibration {base.version} keeps no in-scope sample to re-certify with;"

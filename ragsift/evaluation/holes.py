@@ -33,6 +33,7 @@ import numpy as np
 from ragsift.confidence import CalibrationArtifact
 from ragsift.confidence.artifact import MissingAnswerEstimate
 from ragsift.evaluation.probes import probe_confidence
+from ragsift.evaluation.reads import read_embedded
 from ragsift.evaluation.report import proportion_interval
 from ragsift.evaluation.selfcal import (
     chunks_per_tenant,
@@ -163,5 +164,7 @@ async def missing_answer_rate(
         for row, (_, _, left_out) in zip(found, asked, strict=True)
     ]
     threshold = artifact.conformal.threshold
-    confidence = probe_confidence(artifact, hits, queries=[text for _, text, _ in asked])
+    texts = [text for _, text, _ in asked]
+    reader = await read_embedded(artifact, embedder, texts, hits)
+    confidence = probe_confidence(artifact, hits, reader=reader, queries=texts)
     return MissingAnswers(len(asked), int((confidence >= threshold).sum()), threshold)

@@ -39,6 +39,7 @@ from ragsift.confidence.selfcal import unprobed_because, with_probes
 from ragsift.errors import InvalidEventError
 from ragsift.evaluation.dataset import EvalQuery, LabelledSet
 from ragsift.evaluation.probe_vectors import with_bank_vectors
+from ragsift.evaluation.reads import read_embedded
 from ragsift.evaluation.scoring import served_config
 from ragsift.evaluation.selfcal import chunks_per_tenant, search_as_pipeline
 from ragsift.retrieval.bm25 import Bm25Encoder
@@ -320,11 +321,13 @@ async def probe_calibrate(
     owned = [(owners[i % len(owners)], p.text, None) for i, p in enumerate(probes)]
     hits = await search_as_pipeline(index, asker, collection, owned, k, progress=progress)
     groups = [p.group for p in probes]
+    texts = [p.text for p in probes]
     aligned, confidence = aligned_on_probes(
         base,
         hits,
         groups,
-        queries=[p.text for p in probes],
+        reader=await read_embedded(base, asker, texts, hits),
+        queries=texts,
         enabled=alignment_on() if align_scores is None else align_scores,
     )
     probed = with_probes(

@@ -34,6 +34,7 @@ from ragsift.confidence import (
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.selfcal import recalibrate
 from ragsift.errors import InvalidEventError
+from ragsift.evaluation.reads import read_embedded
 from ragsift.evaluation.scoring import answer_in_kept
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.embedders import Embedder
@@ -332,9 +333,9 @@ async def self_calibrate(
     if progress:
         progress("score", len(hits), len(hits))
     texts = [p.text for p in answerable] + [p.text for p in unanswerable] + [q for _, q in bank]
-    signals, labels = score_pseudo_labels(
-        base, hits, [p.chunk_id for p in answerable], queries=texts
-    )
+    reader = await read_embedded(base, embedder, texts, hits)
+    sources = [p.chunk_id for p in answerable]
+    signals, labels = score_pseudo_labels(base, hits, sources, queries=texts, reader=reader)
     artifact = recalibrate(
         base,
         signals,
@@ -363,22 +364,22 @@ def score_pseudo_labels(
     sources: Sequence[str],
     *,
     queries: Sequence[str] | None = None,
+    reader: Sequence[ReaderScores] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Signals of every query under ``base``, and its pseudo-label.
 
     The first ``len(sources)`` hit lists are pseudo-queries (label 1 when their
-    source chunk is kept); the rest are out-of-domain questions (label 0). With
-    ``queries`` (each hit list's query text), term coverage is read as the
-    pipeline reads it; without, it is imputed.
+    source chunk is kept); the rest are out-of-domain questions (label 0). Reader
+    signals come from ``reader`` (:func:`~.reads.read_embedded`), else term coverage
+    from ``queries`` (each hit list's text) as the pipeline reads it, else imputed.
     """
     config = dataclasses.replace(
         ConfidenceConfig(scorer="weighted", embedder_id=base.embedder_id),
         similarity_threshold=base.similarity_threshold or 0.0,
         min_documents=1,
     )
-    if queries is None:
-        reads: list[ReaderScores | None] = [None] * len(hits)
-    else:
+    reads: Sequence[ReaderScores | None] = reader or [None] * len(hits)
+    if reader is None and queries is not None:
         terms = ChunkTerms(Bm25Encoder())
         reads = [terms.read(q, found) for q, found in zip(queries, hits, strict=True)]
     batch = HitBatch.from_hits(

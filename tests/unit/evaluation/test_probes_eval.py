@@ -4,6 +4,7 @@ answer threshold there (`ragsift calibrate --collection`, `ragsift eval --probes
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +24,12 @@ from ragsift.evaluation.probes import (
     probe_calibrate,
     probe_confidence,
 )
+from ragsift.evaluation.reads import read_embedded
 from ragsift.evaluation.selfcal import search_as_pipeline
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import HashingEmbedder
+from ragsift.retrieval.embedders.base import TokenStates
 from ragsift.retrieval.engines import packaged_calibration_path
 from ragsift.retrieval.reader import ReaderScores, term_coverage
 from tests.factories import write_corpus
@@ -161,11 +164,57 @@ async def test_probing_refuses_what_it_cannot_do(index: EdgeIndex) -> None:
     )
     with pytest.raises(ConfidenceError, match="keeps no in-scope sample"):
         await probe_calibrate(index, EMBEDDER, bare, PROBES, collection="docs")
-    reads = BASE.model_copy(
-        update={"features": ("top_score", "sentence_match"), "version": "cal-r"}
+    tokens = BASE.model_copy(
+        update={
+            "features": (*BASE.features, "token_match"),
+            "coefficients": (*BASE.coefficients, 1.0),
+            "version": "cal-t",
+        }
     )
-    with pytest.raises(ConfidenceError, match="uses sentence match"):
-        await probe_calibrate(index, EMBEDDER, reads, PROBES, collection="docs")
+    with pytest.raises(ConfidenceError, match="cal-t: token match needs an embedder that gives"):
+        await probe_calibrate(index, EMBEDDER, tokens, PROBES, collection="docs")
+
+
+class TokenHashing(HashingEmbedder):
+    """The hashing embedder, giving each word's own vector as its token state."""
+
+    async def token_states(self, texts: Sequence[str]) -> list[TokenStates]:
+        out = []
+        for text in texts:
+            words = text.lower().split()
+            vectors = await self.embed(words) if words else np.zeros((0, self.dim), np.float32)
+            out.append(TokenStates(vectors, tuple(words)))
+        return out
+
+
+async def test_probes_read_sentence_and_token_match_as_the_pipeline_would(
+    index: EdgeIndex,
+) -> None:
+    """A calibration that embeds at query time (the reader switch) is probed with those
+    signals read, not imputed from the top score (ADR 041)."""
+    embedder = TokenHashing()
+    reads = BASE.model_copy(
+        update={
+            "features": (*BASE.features, "sentence_match", "token_match"),
+            "coefficients": (*BASE.coefficients, 2.0, 4.0),
+            "intercept": BASE.intercept - 3.0,
+            "version": "cal-reads",
+        }
+    )
+    texts = [p.text for p in PROBES[:40]]
+    hits = await search_as_pipeline(index, embedder, "docs", [("alpha", t, None) for t in texts], 8)
+    read = await read_embedded(reads, embedder, texts, hits)
+    assert read is not None
+    assert all(np.isfinite(r.token[0]) and np.isnan(r.token[1:]).all() for r in read)
+    assert all(np.isfinite(r.sentence[0]) for r in read)
+    assert await read_embedded(BASE, embedder, texts, hits) is None  # nothing embedded to read
+    scored = probe_confidence(reads, hits, reader=read, queries=texts)
+    imputed = probe_confidence(reads, hits, queries=texts)
+    assert not np.allclose(scored, imputed)
+    artifact = await probe_calibrate(index, embedder, reads, PROBES, collection="docs")
+    assert artifact.provenance is not None
+    assert artifact.provenance.base_version == reads.version
+    assert artifact.features == reads.features
 
 
 async def test_probes_read_term_coverage_when_the_calibration_uses_it(index: EdgeIndex) -> None:
