@@ -48,8 +48,8 @@ def eval_probes(source: str, artifact: Any, questions: Any) -> tuple[Any, str]:
     """The probes of ``eval --probes`` and their source's name (None: not probed).
 
     ``auto`` probes with the bundled bank whenever ``ragsift ingest`` would: an
-    applied artifact that can be re-certified (no reader signals, an in-scope
-    sample), unless the bank's questions are among the evaluated ``questions``
+    applied artifact that can be re-certified (an in-scope sample, not re-certified
+    on probes already), unless the bank's questions are among the evaluated ``questions``
     (certifying on what is scored would flatter it): up to :data:`STRAY_SHARE` of
     the bank, those questions are left out and the rest probe. Without
     ``--artifact`` the fit is on the corpus itself: nothing to probe.
