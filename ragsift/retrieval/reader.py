@@ -82,9 +82,9 @@ DEFAULT_TOP_N = 3
 # 4096 x 384 float32 is 6 MB.
 SENTENCE_CACHE_SIZE = 4096
 # Chunk texts whose token states are kept between batches, as float16 (the form every
-# token match reads, fresh or kept): a 200-token chunk is 150 KB, so 1,024 are ~150 MB
-# at worst and ~60 MB for SQuAD-sized paragraphs.
-TOKEN_CACHE_SIZE = 1024
+# token match reads, fresh or kept): a chunk of 254 tokens (the most the model reads)
+# is 195 KB, so 512 are ~100 MB at worst and ~40 MB for SQuAD-sized paragraphs.
+TOKEN_CACHE_SIZE = 512
 # Query tokens that carry no content: a query's token match averages over the rest.
 # WordPiece pieces of a longer word ("##s") are content; punctuation is not.
 STOP_TOKENS: frozenset[str] = frozenset(
