@@ -177,9 +177,10 @@ async def test_chunks_indexed_without_term_ids_are_tokenized_once_to_the_same_co
 
 
 def test_reader_artifact_with_reader_off_is_refused_at_start(tmp_path: Path) -> None:
-    path = artifact_file(tmp_path, READER_FEATURES)
-    with pytest.raises(ConfigurationError, match="RAGSIFT_CONFIDENCE_READER_SIGNALS=on"):
-        EngineSet(settings(tmp_path, path, "off").confidence, EMBEDDER.embedder_id)
+    for features in (READER_FEATURES, ("top_score", "term_coverage", "token_match")):
+        path = artifact_file(tmp_path, features)
+        with pytest.raises(ConfigurationError, match="RAGSIFT_CONFIDENCE_READER_SIGNALS=on"):
+            EngineSet(settings(tmp_path, path, "off").confidence, EMBEDDER.embedder_id)
 
 
 def test_packaged_artifact_is_picked_by_embedder_and_signal_set() -> None:
