@@ -220,10 +220,11 @@ class ConfidenceSettings(BaseSettings):
     advisory_threshold: float = Field(default=0.70, ge=0, le=1)  # C2
     default_k: int = Field(default=8, ge=1, le=MAX_K)
     #: Sentence match (the query against each sentence of the top hits, embedded at
-    #: query time) for the calibrated scorer: "on" uses the artifact fit with it and
-    #: term coverage, packaged as ``<embedder id>+reader.json`` (docs/confidence.md,
-    #: "Reader signals"). Term coverage alone is read whenever the calibration uses
-    #: it, as the packaged ones do (ADR 020).
+    #: query time) and, with the ONNX embedder, token match (the query's tokens against
+    #: the top hit's, ADR 041) for the calibrated scorer: "on" uses the artifact fit
+    #: with them and term coverage, packaged as ``<embedder id>+reader.json``
+    #: (docs/confidence.md, "Reader signals"). Term coverage alone is read whenever
+    #: the calibration uses it, as the packaged ones do (ADR 020).
     reader_signals: Literal["on", "off"] = "off"
     #: Hits per query whose sentences the reader embeds (each costs ~5 embeddings).
     reader_top_n: int = Field(default=3, ge=1, le=MAX_K)

@@ -125,7 +125,8 @@ def calibrate(
     With --dataset/--labelled it fits from labelled questions: without --half on
     the questions of half 1's articles (the ones `ragsift eval --half 2` leaves
     out, ADR 026); with --half on every article of that half. The model fits term
-    coverage too, and sentence match with RAGSIFT_CONFIDENCE_READER_SIGNALS=on. The
+    coverage too, and sentence match (with the ONNX embedder, token match too) with
+    RAGSIFT_CONFIDENCE_READER_SIGNALS=on. The
     shipped calibrations are --dataset squad2 --holes 0.15: about one in seven of
     each article's paragraphs left out, their questions fitted as on topic and
     unanswered (ADR 020, ADR 026).
