@@ -29,9 +29,10 @@ from __future__ import annotations
 import math
 import re
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -55,6 +56,7 @@ __all__ = [
 ]
 
 FloatArray = npt.NDArray[np.float64]
+V = TypeVar("V")
 
 # A sentence ends at . ! or ? (closing quotes/brackets may follow), then whitespace,
 # then what can open a sentence: an upper-case letter, a digit or an opening quote.
@@ -159,6 +161,42 @@ def token_match(query: TokenStates, hit: TokenStates) -> float:
     return float(best.mean())
 
 
+class RecentTexts(Generic[V]):
+    """What was computed for the ``size`` texts read most recently (an LRU): the
+    reader's chunk term sets, sentence vectors and top hits' token states."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[str, V] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, text: object) -> bool:
+        return text in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def values(self) -> Iterator[V]:
+        """The kept values, oldest first."""
+        return iter(self._items.values())
+
+    def get(self, text: str) -> V | None:
+        """The value kept for ``text`` (now the most recent), or None."""
+        value = self._items.get(text)
+        if value is not None:
+            self._items.move_to_end(text)  # recently used: evicted last
+        return value
+
+    def put(self, text: str, value: V) -> None:
+        """Keep ``value`` for ``text``, forgetting the oldest past ``size``."""
+        self._items[text] = value
+        self._items.move_to_end(text)
+        if len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+
 class ChunkTerms:
     """Term coverage of hit lists, each chunk text tokenized once (an LRU of ``size``).
 
@@ -170,7 +208,7 @@ class ChunkTerms:
     def __init__(self, encoder: Bm25Encoder, size: int = TERM_CACHE_SIZE) -> None:
         self.encoder = encoder
         self.size = size
-        self._known: OrderedDict[str, frozenset[int]] = OrderedDict()
+        self._known: RecentTexts[frozenset[int]] = RecentTexts(size)
 
     def __len__(self) -> int:
         return len(self._known)
@@ -178,13 +216,9 @@ class ChunkTerms:
     def of(self, text: str) -> frozenset[int]:
         """The chunk's BM25 term set, from the cache when it was read before."""
         terms = self._known.get(text)
-        if terms is not None:
-            self._known.move_to_end(text)  # recently used: evicted last
-            return terms
-        terms = self.encoder.terms(text)
-        self._known[text] = terms
-        if len(self._known) > self.size:
-            self._known.popitem(last=False)
+        if terms is None:
+            terms = self.encoder.terms(text)
+            self._known.put(text, terms)
         return terms
 
     def coverage(
@@ -292,9 +326,9 @@ class Reader:
         self.sentences = sentences
         self.top_n = top_n
         self.max_sentences = max_sentences
-        self._cache: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._cache: RecentTexts[npt.NDArray[np.float32]] = RecentTexts(SENTENCE_CACHE_SIZE)
         self._terms = ChunkTerms(encoder) if encoder is not None else None
-        self._token_cache: OrderedDict[str, TokenStates] = OrderedDict()
+        self._token_cache: RecentTexts[TokenStates] = RecentTexts(TOKEN_CACHE_SIZE)
 
     @property
     def tokens(self) -> bool:
@@ -334,13 +368,12 @@ class Reader:
             if cached is None:
                 todo.append(text)
             else:
-                self._cache.move_to_end(text)  # recently used: evicted last
                 vectors[text] = cached
         if todo:
             fresh = await self.embedder.embed(todo)
             for text, vec in zip(todo, fresh, strict=True):
                 vectors[text] = vec
-                self._remember(text, vec)
+                self._cache.put(text, vec)
         out = []
         for item, per_hit in zip(items, split, strict=True):
             scores = np.full(len(item.hits), np.nan)
@@ -361,22 +394,17 @@ class Reader:
         read = [item.vector is not None and len(item.hits) > 0 for item in items]
         wanted = [item.query for item, ok in zip(items, read, strict=True) if ok]
         hits = [item.hits[0] for item, ok in zip(items, read, strict=True) if ok]
-        todo = list(dict.fromkeys(wanted + [h for h in hits if h not in self._token_cache]))
-        states: dict[str, TokenStates] = {}
+        # Every kept hit is taken before any new one is kept: keeping one may evict another.
+        states = {h: kept for h in hits if (kept := self._token_cache.get(h)) is not None}
+        todo = list(dict.fromkeys(t for t in wanted + hits if t not in states))
         if todo:
             fresh = await source.token_states(todo)
             for text, got in zip(todo, fresh, strict=True):
                 # float16, fresh or kept: a hit's match never depends on the cache
                 states[text] = TokenStates(got.vectors.astype(np.float16), got.tokens)
-        for text in hits:
-            kept = self._token_cache.get(text)
-            if kept is not None:
-                self._token_cache.move_to_end(text)  # recently used: evicted last
-                states.setdefault(text, kept)
-            else:
-                self._token_cache[text] = states[text]
-                if len(self._token_cache) > TOKEN_CACHE_SIZE:
-                    self._token_cache.popitem(last=False)
+        for text in dict.fromkeys(hits):
+            if text not in self._token_cache:
+                self._token_cache.put(text, states[text])
         out = []
         for item, ok in zip(items, read, strict=True):
             scores = np.full(len(item.hits), np.nan)
@@ -384,8 +412,3 @@ class Reader:
                 scores[0] = token_match(states[item.query], states[item.hits[0]])
             out.append(scores)
         return out
-
-    def _remember(self, text: str, vector: npt.NDArray[np.float32]) -> None:
-        self._cache[text] = vector
-        if len(self._cache) > SENTENCE_CACHE_SIZE:
-            self._cache.popitem(last=False)

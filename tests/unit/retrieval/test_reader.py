@@ -385,3 +385,17 @@ async def test_token_match_finds_the_model_behind_a_wrapper_and_forgets_the_olde
     assert texts[0] not in reader._token_cache
     assert texts[-1] in reader._token_cache
     assert all(s.vectors.dtype == np.float16 for s in reader._token_cache.values())
+
+
+async def test_a_new_hit_kept_first_does_not_evict_a_kept_hit_the_same_batch_reads() -> None:
+    reader = Reader(TokenWords(), sentences=False, tokens=True)
+    old = [f"cat {i}" for i in range(TOKEN_CACHE_SIZE)]
+    await reader.score([ReaderItem("cat", [1.0], [t]) for t in old])
+    # keeping "dog new" evicts the oldest, "cat 0", which the same batch reads after it
+    scores = await reader.score(
+        [ReaderItem("cat", [1.0], ["dog new"]), ReaderItem("cat", [1.0], [old[0]])]
+    )
+    assert scores[0].token[0] == pytest.approx(0.0)
+    assert scores[1].token[0] == pytest.approx(1.0)
+    assert "dog new" in reader._token_cache
+    assert len(reader._token_cache) == TOKEN_CACHE_SIZE
