@@ -24,7 +24,6 @@ from ragsift.errors import ConfigurationError
 from ragsift.evaluation.sweep import Reprober
 from ragsift.observability.metrics import Metrics
 from ragsift.report.builder import ReportBuilder, ReportSettings
-from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.cache import InMemoryCache, ResultCache
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import Embedder, build_embedder
@@ -313,13 +312,7 @@ def build_reader(engines: EngineSet, embedder: Embedder, top_n: int) -> Reader |
             f" embedder's token states; {embedder.embedder_id} gives none: use"
             " RAGSIFT_EMBEDDER_KIND=onnx or an artifact fit without it"
         )
-    return Reader(
-        embedder,
-        encoder=Bm25Encoder() if "term_coverage" in needs else None,
-        sentences="sentence_match" in needs,
-        tokens="token_match" in needs,
-        top_n=top_n,
-    )
+    return Reader.of_features(embedder, needs, top_n=top_n)
 
 
 def build_report_handler(settings: Settings, metrics: Metrics) -> ReportHandler:

@@ -92,20 +92,13 @@ def _retrieval_runs(
 
     from ragsift.evaluation.runner import run_retrievals
     from ragsift.evaluation.vector_cache import CachedVectors, with_vector_cache
-    from ragsift.retrieval.bm25 import Bm25Encoder
     from ragsift.retrieval.reader import Reader
     from ragsift.wiring import build_embedder
 
     settings = _settings()
     embedder = with_vector_cache(build_embedder(settings.embedder), vector_cache)
     reader = (
-        Reader(
-            embedder,
-            encoder=Bm25Encoder() if "term_coverage" in reads else None,
-            sentences="sentence_match" in reads,
-            tokens="token_match" in reads,
-            top_n=settings.confidence.reader_top_n,
-        )
+        Reader.of_features(embedder, reads, top_n=settings.confidence.reader_top_n)
         if reads
         else None
     )

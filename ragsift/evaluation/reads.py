@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from ragsift.confidence import CalibrationArtifact
 from ragsift.confidence.errors import ConfidenceError
 from ragsift.confidence.features import READER_FEATURES, SWITCHED_FEATURES
-from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.index import SearchHit
 from ragsift.retrieval.reader import Reader, ReaderItem, ReaderScores
@@ -41,13 +40,7 @@ async def read_embedded(
     if not SWITCHED_FEATURES.intersection(needs):
         return None
     try:
-        reader = Reader(
-            embedder,
-            encoder=Bm25Encoder() if "term_coverage" in needs else None,
-            sentences="sentence_match" in needs,
-            tokens="token_match" in needs,
-            top_n=ConfidenceSettings().reader_top_n,
-        )
+        reader = Reader.of_features(embedder, needs, top_n=ConfidenceSettings().reader_top_n)
     except ValueError as exc:  # token match without token states: a calibration to change
         raise ConfidenceError(f"calibration {base.version}: {exc}") from exc
     vectors = await embedder.embed(list(queries))

@@ -28,11 +28,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +39,7 @@ from ragsift.confidence.config import SIGNAL_DEPTH
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.embedders.base import TokenEmbedder, TokenStates, token_source
+from ragsift.retrieval.recent import RecentTexts
 from ragsift.retrieval.records import SearchHit
 
 __all__ = [
@@ -56,7 +55,6 @@ __all__ = [
 ]
 
 FloatArray = npt.NDArray[np.float64]
-V = TypeVar("V")
 
 # A sentence ends at . ! or ? (closing quotes/brackets may follow), then whitespace,
 # then what can open a sentence: an upper-case letter, a digit or an opening quote.
@@ -159,42 +157,6 @@ def token_match(query: TokenStates, hit: TokenStates) -> float:
         return math.nan
     best = (rows.astype(np.float32) @ hit.vectors.astype(np.float32).T).max(axis=1)
     return float(best.mean())
-
-
-class RecentTexts(Generic[V]):
-    """What was computed for the ``size`` texts read most recently (an LRU): the
-    reader's chunk term sets, sentence vectors and top hits' token states."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: OrderedDict[str, V] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __contains__(self, text: object) -> bool:
-        return text in self._items
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def values(self) -> Iterator[V]:
-        """The kept values, oldest first."""
-        return iter(self._items.values())
-
-    def get(self, text: str) -> V | None:
-        """The value kept for ``text`` (now the most recent), or None."""
-        value = self._items.get(text)
-        if value is not None:
-            self._items.move_to_end(text)  # recently used: evicted last
-        return value
-
-    def put(self, text: str, value: V) -> None:
-        """Keep ``value`` for ``text``, forgetting the oldest past ``size``."""
-        self._items[text] = value
-        self._items.move_to_end(text)
-        if len(self._items) > self.size:
-            self._items.popitem(last=False)
 
 
 class ChunkTerms:
@@ -329,6 +291,25 @@ class Reader:
         self._cache: RecentTexts[npt.NDArray[np.float32]] = RecentTexts(SENTENCE_CACHE_SIZE)
         self._terms = ChunkTerms(encoder) if encoder is not None else None
         self._token_cache: RecentTexts[TokenStates] = RecentTexts(TOKEN_CACHE_SIZE)
+
+    @classmethod
+    def of_features(
+        cls, embedder: Embedder, features: AbstractSet[str], *, top_n: int = DEFAULT_TOP_N
+    ) -> Reader:
+        """The reader of the reader signals among ``features`` (calibration feature
+        names: ``term_coverage``, ``sentence_match``, ``token_match``).
+
+        Raises:
+            ValueError: none of them is among ``features``, or token match is and
+                ``embedder`` gives no token states.
+        """
+        return cls(
+            embedder,
+            encoder=Bm25Encoder() if "term_coverage" in features else None,
+            sentences="sentence_match" in features,
+            tokens="token_match" in features,
+            top_n=top_n,
+        )
 
     @property
     def tokens(self) -> bool:

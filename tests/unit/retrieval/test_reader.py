@@ -29,6 +29,7 @@ from ragsift.retrieval.reader import (
     term_coverage,
     token_match,
 )
+from ragsift.retrieval.recent import RecentTexts
 
 WORDS = ("cat", "dog", "fish")
 
@@ -399,3 +400,19 @@ async def test_a_new_hit_kept_first_does_not_evict_a_kept_hit_the_same_batch_rea
     assert scores[1].token[0] == pytest.approx(1.0)
     assert "dog new" in reader._token_cache
     assert len(reader._token_cache) == TOKEN_CACHE_SIZE
+
+
+def test_recent_texts_keeps_the_most_recently_read() -> None:
+    recent: RecentTexts[int] = RecentTexts(2)
+    recent.put("a", 1)
+    recent.put("b", 2)
+    assert recent.get("a") == 1  # "a" is now the most recent
+    recent.put("c", 3)  # evicts "b", the oldest
+    assert list(recent) == ["a", "c"]
+    assert "b" not in recent
+    assert recent.get("b") is None
+    recent.put("a", 4)  # a new value for a kept text is the most recent too
+    recent.put("d", 5)
+    assert list(recent) == ["a", "d"]
+    assert list(recent.values()) == [4, 5]
+    assert len(recent) == 2
