@@ -319,9 +319,11 @@ class Reader:
     async def score(self, items: Sequence[ReaderItem]) -> list[ReaderScores]:
         """Reader scores of every item; all new sentences go to the embedder in one call."""
         coverage = [self._coverage(item) for item in items]
-        sentence = await self._sentence_match(items) if self.sentences else None
         source = self._token_source
+        # Token match first: the queries' states an embedding pass kept are read before
+        # sentence match's embedding passes can push them out.
         token = await self._token_match(items, source) if source is not None else None
+        sentence = await self._sentence_match(items) if self.sentences else None
         return [
             ReaderScores(
                 sentence=sentence[i] if sentence is not None else np.full(len(item.hits), np.nan),

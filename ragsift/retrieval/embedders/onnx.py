@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib
+import threading
 from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
@@ -33,8 +34,11 @@ from ragsift.retrieval.embedders.models import (
     find_packaged_onnx_minilm,
 )
 from ragsift.retrieval.errors import OptionalDependencyError
+from ragsift.retrieval.recent import RecentTexts
 
 __all__ = [
+    "KEPT_STATES",
+    "KEPT_STATE_TOKENS",
     "MAX_TOKENS_PER_BATCH",
     "ONNX_MINILM_DIM",
     "ModelIntegrityError",
@@ -83,6 +87,13 @@ ONNX_DEFAULT_BATCH = 64
 #: uncapped (64 x 256), with no throughput gained by the larger caps
 #: (bench/embedder.py, docs/adr/007-onnx-embedder.md).
 MAX_TOKENS_PER_BATCH = 2048
+#: Short texts (queries) whose token states an embedding pass keeps, as float16: token
+#: match reads a query's states right after its vector (ADR 041), and the same forward
+#: pass made both. 1,024 texts of at most :data:`KEPT_STATE_TOKENS` tokens are ~50 MB
+#: at worst, ~15 MB for questions of 20 tokens.
+KEPT_STATES = 1024
+#: Texts longer than this (chunks at ingest) keep no states: they would only churn.
+KEPT_STATE_TOKENS = 64
 _HASH_CHUNK = 1 << 20
 
 
@@ -150,6 +161,9 @@ class OnnxMiniLMEmbedder:
         batch_size: texts per forward pass, ``> 0``.
         max_tokens_per_batch: padded tokens per forward pass, ``>= MAX_SEQ_LENGTH``
             (so the longest text always fits).
+        keep_states: how many short texts' token states (:meth:`token_states`, as
+            float16) an embedding pass keeps for a later ``token_states`` call; 0
+            keeps none.
 
     Raises:
         ModelIntegrityError: the model or vocabulary is missing or not the pinned file.
@@ -165,6 +179,7 @@ class OnnxMiniLMEmbedder:
         threads: int = 0,
         batch_size: int = ONNX_DEFAULT_BATCH,
         max_tokens_per_batch: int = MAX_TOKENS_PER_BATCH,
+        keep_states: int = KEPT_STATES,
     ) -> None:
         if compute not in _PINNED:
             raise ValueError(f"compute must be 'fp32' or 'int8', got {compute!r}")
@@ -176,6 +191,8 @@ class OnnxMiniLMEmbedder:
             raise ValueError(
                 f"max_tokens_per_batch must be >= {MAX_SEQ_LENGTH}, got {max_tokens_per_batch}"
             )
+        if keep_states < 0:
+            raise ValueError(f"keep_states must be >= 0, got {keep_states}")
         ort = _import("onnxruntime")
         tokenizers = _import("tokenizers")
         if model_path is None and compute == "int8":
@@ -212,6 +229,9 @@ class OnnxMiniLMEmbedder:
         self.batch_size = batch_size
         self.max_tokens_per_batch = max_tokens_per_batch
         self.threads = threads
+        # Passes run in worker threads, so the kept states are read and kept under a lock.
+        self._kept: RecentTexts[TokenStates] = RecentTexts(keep_states)
+        self._kept_lock = threading.Lock()
 
     @property
     def embedder_id(self) -> str:
@@ -232,10 +252,30 @@ class OnnxMiniLMEmbedder:
             TypeError: ``texts`` is a single string, or an item is not a string.
         """
         out = np.zeros((len(texts), ONNX_MINILM_DIM), dtype=np.float32)
-        _, ids = self._tokenize(texts)
+        encodings, ids = self._tokenize(texts)
         for group in self._groups(ids):
-            out[group] = self._forward([ids[i] for i in group])
+            hidden, mask = self._hidden([ids[i] for i in group])
+            weights = mask[:, :, None].astype(np.float32)
+            out[group] = l2_normalize((hidden * weights).sum(axis=1) / weights.sum(axis=1))
+            if self._kept.size:
+                self._keep(texts, encodings, ids, group, hidden)
         return out
+
+    def _keep(
+        self,
+        texts: Sequence[str],
+        encodings: list[Any],
+        ids: list[npt.NDArray[np.int64]],
+        group: list[int],
+        hidden: npt.NDArray[np.float32],
+    ) -> None:
+        """Keep the short texts' token states from a pass that embedded them."""
+        for r, i in enumerate(group):
+            if len(ids[i]) <= KEPT_STATE_TOKENS:
+                states = _states(encodings[i], ids[i], hidden[r])
+                kept = TokenStates(states.vectors.astype(np.float16), states.tokens)
+                with self._kept_lock:
+                    self._kept.put(texts[i], kept)
 
     def _tokenize(self, texts: Sequence[str]) -> tuple[list[Any], list[npt.NDArray[np.int64]]]:
         """Each text's encoding and token ids, truncated; texts checked first.
@@ -243,11 +283,7 @@ class OnnxMiniLMEmbedder:
         Raises:
             TypeError: ``texts`` is a single string, or an item is not a string.
         """
-        if isinstance(texts, str):
-            raise TypeError("texts must be a sequence of strings, got one str")
-        for position, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise TypeError(f"texts[{position}] must be a str, got {type(text).__name__}")
+        _check_texts(texts)
         if not texts:
             return [], []
         encodings = self._tokenizer.encode_batch([_utf8_safe(text) for text in texts])
@@ -278,21 +314,23 @@ class OnnxMiniLMEmbedder:
         hidden state per WordPiece token, [CLS] and [SEP] left out, rows of unit norm.
 
         The vectors of one text do not depend on what it is batched with beyond float
-        rounding (padding is masked).
+        rounding (padding is masked). A short text an embedding pass kept
+        (``keep_states``) comes back as kept, as float16, without a pass.
 
         Raises:
             TypeError: ``texts`` is a single string, or an item is not a string.
         """
-        encodings, ids = self._tokenize(texts)
+        _check_texts(texts)
         out: list[TokenStates | None] = [None] * len(texts)
+        with self._kept_lock:
+            for i, text in enumerate(texts):
+                out[i] = self._kept.get(text)
+        todo = [i for i, states in enumerate(out) if states is None]
+        encodings, ids = self._tokenize([texts[i] for i in todo])
         for group in self._groups(ids):
-            hidden, _ = self._hidden([ids[i] for i in group])
-            for r, i in enumerate(group):
-                inner = slice(1, len(ids[i]) - 1)  # [CLS] ... [SEP]
-                out[i] = TokenStates(
-                    vectors=l2_normalize(hidden[r, inner]),
-                    tokens=tuple(encodings[i].tokens[inner]),
-                )
+            hidden, _ = self._hidden([ids[j] for j in group])
+            for r, j in enumerate(group):
+                out[todo[j]] = _states(encodings[j], ids[j], hidden[r])
         return [states for states in out if states is not None]
 
     async def token_states(self, texts: Sequence[str]) -> list[TokenStates]:
@@ -319,12 +357,6 @@ class OnnxMiniLMEmbedder:
         (hidden,) = self._session.run(["last_hidden_state"], feeds)
         return hidden, mask
 
-    def _forward(self, rows: list[npt.NDArray[np.int64]]) -> FloatMatrix:
-        hidden, mask = self._hidden(rows)
-        weights = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / weights.sum(axis=1)
-        return l2_normalize(pooled)
-
     async def embed(self, texts: Sequence[str]) -> FloatMatrix:
         """Embed texts in a worker thread (onnxruntime releases the GIL while it computes)."""
         if isinstance(texts, str):
@@ -336,6 +368,23 @@ class OnnxMiniLMEmbedder:
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         return (await self.embed([text]))[0]
+
+
+def _check_texts(texts: Sequence[str]) -> None:
+    """Raise TypeError for a single string or an item that is not a string."""
+    if isinstance(texts, str):
+        raise TypeError("texts must be a sequence of strings, got one str")
+    for position, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{position}] must be a str, got {type(text).__name__}")
+
+
+def _states(
+    encoding: Any, ids: npt.NDArray[np.int64], hidden: npt.NDArray[np.float32]
+) -> TokenStates:
+    """One text's token states from its row of a pass's last hidden state."""
+    inner = slice(1, len(ids) - 1)  # [CLS] ... [SEP]
+    return TokenStates(vectors=l2_normalize(hidden[inner]), tokens=tuple(encoding.tokens[inner]))
 
 
 def _import(module: str) -> Any:

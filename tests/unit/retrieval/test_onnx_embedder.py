@@ -14,6 +14,7 @@ from ragsift.errors import ConfigurationError
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.embedders import onnx as onnx_embedder
 from ragsift.retrieval.embedders.onnx import (
+    KEPT_STATE_TOKENS,
     MAX_SEQ_LENGTH,
     MODEL_SHA256,
     ModelIntegrityError,
@@ -21,6 +22,7 @@ from ragsift.retrieval.embedders.onnx import (
     find_packaged_onnx_minilm,
 )
 from ragsift.retrieval.engines import EngineSet, packaged_calibration_path
+from ragsift.retrieval.reader import Reader, ReaderItem
 from ragsift.settings import ConfidenceSettings, EmbedderSettings
 from ragsift.wiring import build_embedder
 
@@ -41,8 +43,9 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def embedder() -> OnnxMiniLMEmbedder:
-    """One loaded model for the module (loading takes ~0.5 s)."""
-    return OnnxMiniLMEmbedder(threads=1)
+    """One loaded model for the module (loading takes ~0.5 s); it keeps no token states,
+    so every ``token_states`` call here runs the model."""
+    return OnnxMiniLMEmbedder(threads=1, keep_states=0)
 
 
 def _cosine(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> float:
@@ -298,3 +301,77 @@ def test_token_states_of_hostile_texts(embedder: OnnxMiniLMEmbedder) -> None:
     for s in states:
         assert s.vectors.shape == (len(s.tokens), 384)
         assert np.isfinite(s.vectors).all()
+
+
+class _Rows:
+    """Counts the texts each forward pass of ``embedder`` runs."""
+
+    def __init__(self, embedder: OnnxMiniLMEmbedder) -> None:
+        self.rows: list[int] = []
+        self._session = embedder._session
+        embedder._session = self
+
+    def run(self, names: Any, feeds: dict[str, np.ndarray[Any, Any]]) -> Any:
+        self.rows.append(int(feeds["input_ids"].shape[0]))
+        return self._session.run(names, feeds)
+
+
+def test_an_embedding_pass_keeps_short_texts_token_states(
+    embedder: OnnxMiniLMEmbedder,
+) -> None:
+    keeping = OnnxMiniLMEmbedder(threads=1)
+    rows = _Rows(keeping)
+    short = [t for t in TEXTS if len(t.split()) < KEPT_STATE_TOKENS // 2]
+    long_text = "Temperature data is kept for 30 days and then deleted. " * 8
+    keeping.embed_sync([*short, long_text])
+    passes = len(rows.rows)
+    kept = keeping.token_states_sync(short)
+    assert len(rows.rows) == passes, "kept states ran the model again"
+    fresh = embedder.token_states_sync(short)
+    for got, want in zip(kept, fresh, strict=True):
+        assert got.tokens == want.tokens
+        assert got.vectors.dtype == np.float16
+        np.testing.assert_allclose(got.vectors.astype(np.float32), want.vectors, atol=2e-3)
+    # a chunk longer than KEPT_STATE_TOKENS keeps nothing: its states run the model,
+    # and a call mixing kept and fresh texts keeps the input order
+    mixed = keeping.token_states_sync([long_text, short[0]])
+    assert sum(rows.rows[passes:]) == 1
+    assert len(mixed[0].tokens) > KEPT_STATE_TOKENS
+    assert mixed[1].tokens == fresh[0].tokens
+
+
+def test_kept_token_states_are_bounded_and_can_be_turned_off() -> None:
+    two = OnnxMiniLMEmbedder(threads=1, keep_states=2)
+    rows = _Rows(two)
+    two.embed_sync(["first question", "second question", "third question"])
+    before = len(rows.rows)
+    two.token_states_sync(["second question", "third question"])
+    assert len(rows.rows) == before
+    two.token_states_sync(["first question"])  # the oldest was forgotten
+    assert sum(rows.rows[before:]) == 1
+    none = OnnxMiniLMEmbedder(threads=1, keep_states=0)
+    none_rows = _Rows(none)
+    none.embed_sync(["first question"])
+    none.token_states_sync(["first question"])
+    assert len(none_rows.rows) == 2
+    with pytest.raises(ValueError, match="keep_states must be >= 0"):
+        OnnxMiniLMEmbedder(keep_states=-1)
+
+
+async def test_token_match_reads_the_queries_states_from_their_embedding_pass(
+    embedder: OnnxMiniLMEmbedder,
+) -> None:
+    keeping = OnnxMiniLMEmbedder(threads=1)
+    queries = ["How long is the warranty?", "Which ports does the hub have?"]
+    hits = [TEXTS[2], "The hub has two USB ports and one Ethernet port."]
+    vectors = await keeping.embed(queries)
+    rows = _Rows(keeping)
+    items = [
+        ReaderItem(query=q, vector=v.tolist(), hits=[h])
+        for q, v, h in zip(queries, vectors, hits, strict=True)
+    ]
+    scored = await Reader(keeping, sentences=False, tokens=True).score(items)
+    assert sum(rows.rows) == len(hits), "the queries ran through the model again"
+    again = await Reader(embedder, sentences=False, tokens=True).score(items)
+    for got, want in zip(scored, again, strict=True):
+        assert got.token[0] == pytest.approx(want.token[0], abs=2e-3)
