@@ -375,3 +375,20 @@ async def test_token_match_reads_the_queries_states_from_their_embedding_pass(
     again = await Reader(embedder, sentences=False, tokens=True).score(items)
     for got, want in zip(scored, again, strict=True):
         assert got.token[0] == pytest.approx(want.token[0], abs=2e-3)
+
+
+async def test_kept_token_states_are_safe_across_threads() -> None:
+    small = OnnxMiniLMEmbedder(threads=1, keep_states=4)
+    texts = [f"question number {i} about the hub" for i in range(12)]
+
+    async def embed_then_read(i: int) -> list[str]:
+        await small.embed(texts[i : i + 3])
+        states = await small.token_states(texts[i : i + 3])
+        return [" ".join(s.tokens) for s in states]
+
+    # a cache of four, twelve texts, eight threads at once: entries are kept and
+    # evicted while other threads read them
+    got = await asyncio.gather(*(embed_then_read(i % 10) for i in range(40)))
+    for i, tokens in enumerate(got):
+        assert tokens == [t.lower() for t in texts[i % 10 : i % 10 + 3]]
+    assert len(small._kept) <= 4
