@@ -65,6 +65,8 @@ def _load_dataset(
     except RagsiftError as exc:
         print_error(str(exc))
         raise typer.Exit(2) from exc
+    for note in ds.notes:
+        err_console.print(f"warning: {note}", markup=False, highlight=False)
     if half is not None:
         if half not in (1, 2):
             print_error(f"--half must be 1 or 2, got {half}")

@@ -6,9 +6,11 @@ The layout (https://github.com/beir-cellar/beir):
   indexed text is the title and the text (BEIR's own convention for dense
   models), the doc id is ``safe_doc_id(_id)``;
 * ``queries.jsonl``: ``{"_id", "text"}`` per line (all splits' queries);
-* ``qrels/<split>.tsv``: ``query-id<TAB>corpus-id<TAB>score`` after a header
-  line. Only the split's queries are used: one with a score > 0 is in scope
-  (those docs answer it); one judged with only zero scores is a near miss.
+* ``qrels/<split>.tsv``: ``query-id<TAB>corpus-id<TAB>score``, after a header
+  line or not (a first line whose score is not an integer is a header). Only the
+  split's queries are used: one with a score > 0 is in scope (those docs answer
+  it); one judged with only zero scores is a near miss. A judged query that
+  ``queries.jsonl`` lacks is left out and named in the set's ``notes``.
 
 Optional per-query candidate pools (for sets built as "find the answer among
 these passages"): ``candidates.jsonl`` with ``{"query_id", "doc_ids": [...]}``
@@ -83,15 +85,23 @@ def _corpus(folder: Path) -> tuple[list[SourceDocument], dict[str, str]]:
 
 def _qrels(path: Path) -> dict[str, dict[str, int]]:
     if not path.is_file():
-        raise InvalidEventError(f"{path}: missing (choose a split that has a qrels file)")
+        splits = sorted(p.stem for p in path.parent.glob("*.tsv"))
+        have = (
+            f"this folder has qrels for {', '.join(splits)} (--split {splits[0]})"
+            if splits
+            else f"{path.parent} holds no qrels file"
+        )
+        raise InvalidEventError(f"{path}: missing; {have}")
     out: dict[str, dict[str, int]] = {}
     with path.open(encoding="utf-8", newline="") as handle:
         for lineno, row in enumerate(csv.reader(handle, delimiter="\t"), 1):
-            if not row or (lineno == 1 and row[0] == "query-id"):
+            if not row:
                 continue
             try:
                 query_id, doc_id, score = row[0], row[1], int(row[2])
             except (IndexError, ValueError) as exc:
+                if lineno == 1 and len(row) >= 3:
+                    continue  # a header line, whatever its column names
                 raise InvalidEventError(
                     f"{path}:{lineno}: expected query-id, corpus-id, integer score"
                 ) from exc
@@ -141,11 +151,13 @@ def load_beir(
         }
     queries: list[EvalQuery] = []
     queries_path = folder / "queries.jsonl"
+    asked: set[str] = set()
     for lineno, row in _jsonl(queries_path):
         query_id = _field(queries_path, lineno, row, "_id")
         judged = qrels.get(query_id)
         if judged is None:
             continue  # a query of another split
+        asked.add(query_id)
         relevant = frozenset(
             _doc(ids, d, str(qrels_path)) for d, score in judged.items() if score > 0
         )
@@ -173,4 +185,12 @@ def load_beir(
             )
     if not queries:
         raise InvalidEventError(f"{folder}: no query of split {split!r} is in queries.jsonl")
-    return LabelledSet(f"{folder.name}/{split}", documents, queries)
+    unasked = sorted(set(qrels) - asked)
+    notes = []
+    if unasked:
+        are = "query is" if len(unasked) == 1 else "queries are"
+        notes.append(
+            f"{qrels_path}: {len(unasked)} judged {are} not in queries.jsonl,"
+            f" left out (first: {unasked[0]!r})"
+        )
+    return LabelledSet(f"{folder.name}/{split}", documents, queries, notes=notes)

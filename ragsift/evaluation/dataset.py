@@ -65,6 +65,8 @@ class LabelledSet:
     queries: list[EvalQuery]
     doc_groups: dict[str, str] = field(default_factory=dict)
     """Doc id -> group, for sets whose corpus splits with its questions (SQuAD articles)."""
+    notes: list[str] = field(default_factory=list)
+    """What loading left out or assumed, for the user to see (a warning line each)."""
 
     def counts(self) -> dict[str, int]:
         """Questions per kind, plus the corpus size."""

@@ -90,8 +90,38 @@ def test_beir_integrity_errors(tmp_path: Path) -> None:
     (broken / "queries.jsonl").write_text('{"_id": "q1", "text": "ok"}\n[[[\n', "utf-8")
     with pytest.raises(InvalidEventError, match=r"queries\.jsonl:2: not JSON"):
         load_beir(broken)
-    with pytest.raises(InvalidEventError, match=r"dev\.tsv: missing"):
+    with pytest.raises(
+        InvalidEventError, match=r"dev\.tsv: missing; this folder has qrels for test, train"
+    ):
         load_beir(tmp_path / "unknown-doc", split="dev")
+
+
+def test_qrels_with_any_header_or_none_and_judged_queries_missing(tmp_path: Path) -> None:
+    folder = write_beir(tmp_path / "mini")
+    qrels = folder / "qrels" / "test.tsv"
+    body = "q1\td1\t1\nq2\td2\t2\nq3\tᅭ\t1\nq4\td5\t0\n"
+    for header in ("", "qid\tdocid\trel\n", "query-id\tcorpus-id\tscore\n"):
+        qrels.write_text(header + body, encoding="utf-8")
+        ds = load_beir(folder)
+        assert ds.counts() == {"documents": 5, "in_scope": 3, "near_miss": 1}, header
+        assert ds.notes == []
+    # a malformed line past the first is still an error, not a header
+    qrels.write_text(body + "q5\td1\tyes\n", encoding="utf-8")
+    with pytest.raises(InvalidEventError, match=r"test\.tsv:5: expected query-id"):
+        load_beir(folder)
+    # judged queries that queries.jsonl lacks are left out and named, not dropped silently
+    qrels.write_text(body + "q7\td1\t1\nq8\td2\t1\n", encoding="utf-8")
+    ds = load_beir(folder)
+    assert ds.counts()["in_scope"] == 3
+    assert len(ds.notes) == 1
+    assert "2 judged queries are not in queries.jsonl, left out" in ds.notes[0]
+    assert "'q7'" in ds.notes[0]
+    empty = tmp_path / "noqrels"
+    write_beir(empty)
+    for tsv in (empty / "qrels").glob("*.tsv"):
+        tsv.unlink()
+    with pytest.raises(InvalidEventError, match="holds no qrels file"):
+        load_beir(empty)
 
 
 def test_halves_split_queries_and_keep_the_beir_corpus(tmp_path: Path) -> None:
