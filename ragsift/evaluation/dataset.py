@@ -199,33 +199,48 @@ def _paragraphs(path: Path, article: dict[str, Any]) -> list[dict[str, Any]]:
 def load_squad(labelled: Path, out_of_scope: Path | None = None) -> LabelledSet:
     """Read a SQuAD 2.0-format file (and optionally a file of out-of-scope questions).
 
+    A question without an ``id`` is named by its position; a blank one is left
+    out and counted in the set's ``notes``.
+
     Raises:
-        InvalidEventError: a file is not SQuAD format, has no questions, or two
-            paragraphs map to one doc id (one would overwrite the other).
+        InvalidEventError: a file is not SQuAD format, has no questions, a context
+            or question is not a string, or two paragraphs map to one doc id (one
+            would overwrite the other).
     """
     documents: list[SourceDocument] = []
     queries: list[EvalQuery] = []
     doc_groups: dict[str, str] = {}
+    blank = 0
     for article in _read(labelled):
         title = str(article.get("title", "untitled"))
         for i, para in enumerate(_paragraphs(labelled, article)):
             doc_id = safe_doc_id(f"{title}-{i}")
             doc_groups[doc_id] = title
+            context = para.get("context", "")
+            if not isinstance(context, str):
+                raise InvalidEventError(
+                    f"{labelled}: article {title!r}, paragraph {i}: 'context' must be a string"
+                )
             documents.append(
                 SourceDocument(
                     doc_id=doc_id,
-                    text=str(para.get("context", "")),
+                    text=context,
                     title=title.replace("_", " "),
                     source=f"squad:{title}#{i}",
                     source_type="third_party",
                 )
             )
-            for qa in para.get("qas", []):
+            for j, qa in enumerate(para.get("qas", [])):
+                question = _question(labelled, qa, f"{title}-{i}-{j}")
+                if question is None:
+                    blank += 1
+                    continue
+                qid, text = question
                 impossible = bool(qa.get("is_impossible")) or not qa.get("answers")
                 queries.append(
                     EvalQuery(
-                        query_id=safe_doc_id(f"q-{qa['id']}"),
-                        text=str(qa["question"]),
+                        query_id=safe_doc_id(f"q-{qid}"),
+                        text=text,
                         kind="near_miss" if impossible else "in_scope",
                         relevant=frozenset() if impossible else frozenset({doc_id}),
                         group=title,
@@ -238,12 +253,16 @@ def load_squad(labelled: Path, out_of_scope: Path | None = None) -> LabelledSet:
             title = str(article.get("title", "untitled"))
             if title in corpus_titles:
                 continue  # same article on both sides would not be out of scope
-            for para in _paragraphs(out_of_scope, article):
-                for qa in para.get("qas", []):
+            for i, para in enumerate(_paragraphs(out_of_scope, article)):
+                for j, qa in enumerate(para.get("qas", [])):
+                    question = _question(out_of_scope, qa, f"{title}-{i}-{j}")
+                    if question is None:
+                        blank += 1
+                        continue
                     queries.append(
                         EvalQuery(
-                            query_id=safe_doc_id(f"o-{qa['id']}"),
-                            text=str(qa["question"]),
+                            query_id=safe_doc_id(f"o-{question[0]}"),
+                            text=question[1],
                             kind="out_of_scope",
                             relevant=frozenset(),
                             group=f"{OUT_OF_SCOPE_GROUP}{title}",
@@ -251,7 +270,23 @@ def load_squad(labelled: Path, out_of_scope: Path | None = None) -> LabelledSet:
                     )
     if not documents or not queries:
         raise InvalidEventError(f"{labelled}: no paragraphs or questions found")
-    return LabelledSet(labelled.stem, documents, queries, doc_groups)
+    notes = [f"{blank} blank question{'s' if blank > 1 else ''} left out"] if blank else []
+    return LabelledSet(labelled.stem, documents, queries, doc_groups, notes=notes)
+
+
+def _question(path: Path, qa: Any, where: str) -> tuple[str, str] | None:
+    """A question's id and text; its position (``title-paragraph-question``) where it
+    has no id; None for a blank one.
+
+    Raises:
+        InvalidEventError: the question is not an object or its text not a string.
+    """
+    if not isinstance(qa, dict) or not isinstance(qa.get("question"), str):
+        raise InvalidEventError(f"{path}: question {where}: needs a string 'question'")
+    if not qa["question"].strip():
+        return None
+    qid = qa.get("id")
+    return (str(qid) if isinstance(qid, str | int) and str(qid) else where), qa["question"]
 
 
 def with_pseudo_queries(

@@ -132,3 +132,15 @@ def test_halves_split_queries_and_keep_the_beir_corpus(tmp_path: Path) -> None:
     assert not ids_one & ids_two
     assert ids_one | ids_two == {q.query_id for q in ds.queries}
     assert len(one.documents) == len(two.documents) == 5
+
+
+def test_cli_shows_what_loading_left_out(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from ragsift.cli import app
+
+    folder = write_beir(tmp_path / "mini", qrels=[*QRELS, ("q7", "d1", 1)])
+    # --half 3 stops the run right after loading: the warning is printed before
+    result = CliRunner().invoke(app, ["eval", "--dataset", str(folder), "--half", "3"])
+    assert result.exit_code == 2
+    assert "1 judged query is not in queries.jsonl, left out (first: 'q7')" in result.stderr

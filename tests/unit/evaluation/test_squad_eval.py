@@ -105,6 +105,54 @@ def test_loader_rejects_non_squad(tmp_path: Path, content: str, message: str) ->
         load_squad(bad)
 
 
+def _one_article(
+    qas: list[Any], context: Any = "The Orbit thermostat has a two-year warranty."
+) -> str:
+    return json.dumps(
+        {"data": [{"title": "Orbit", "paragraphs": [{"context": context, "qas": qas}]}]}
+    )
+
+
+def test_loader_names_questions_without_ids_and_leaves_blank_ones_out(tmp_path: Path) -> None:
+    answer = [{"text": "two-year", "answer_start": 30}]
+    path = tmp_path / "quirks.json"
+    path.write_text(
+        _one_article(
+            [
+                {"question": "How long is the warranty?", "answers": answer},  # no id
+                {"id": 7, "question": "What does the warranty cover?", "answers": []},
+                {"id": "b", "question": "   ", "answers": answer},
+            ]
+        ),
+        encoding="utf-8",
+    )
+    ds = load_squad(path)
+    assert [q.query_id for q in ds.queries] == ["q-Orbit-0-0", "q-7"]
+    assert [q.kind for q in ds.queries] == ["in_scope", "near_miss"]
+    assert ds.notes == ["1 blank question left out"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            _one_article([{"id": "a", "answers": []}]),
+            r"question Orbit-0-0: needs a string 'question'",
+        ),
+        (_one_article(["just a string"]), r"question Orbit-0-0: needs a string 'question'"),
+        (_one_article([], context=None), r"paragraph 0: 'context' must be a string"),
+    ],
+    ids=["no question", "question not an object", "context not a string"],
+)
+def test_loader_names_the_malformed_question_or_paragraph(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(content, encoding="utf-8")
+    with pytest.raises(InvalidEventError, match=message):
+        load_squad(bad)
+
+
 async def test_run_fit_and_report(tmp_path: Path) -> None:
     labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
     outside = write_squad(tmp_path / "other.json", OUTSIDE, answers=False)
