@@ -1,0 +1,131 @@
+"""Write the Debian FAQ as a BEIR folder whose questions are its own section headings.
+
+    apt-get install debian-faq          # Debian's package: the FAQ as text
+    python scripts/faq_questions.py /tmp/faq [--holes 0.25] [--out-of-scope N]
+    ragsift eval --dataset /tmp/faq --out-of-scope /tmp/faq/out-of-scope.jsonl \\
+        --artifact A --near-miss-negatives --json
+
+A second set of questions in words their documents do not repeat, beside the
+handbook's (``scripts/handbook_questions.py``), and not written for ragsift: the
+FAQ's authors asked each question as a heading and answered it in the section's
+body. The corpus holds the bodies without their headings, so a question meets
+its answer in the answer's words, as a user's question would. Cross-references
+that quote another section's heading ("Section 12.1, “What other
+documentation exists...”") keep the number and lose the quote.
+
+* in scope: every section heading that asks (holds a "?"), judged 1 against its body
+  (a subsection's body joins its section's);
+* near misses, with ``--holes F``: a seeded share F of those sections is left
+  out of the corpus, and their questions are judged 0 against the section before
+  them (on the same subjects, without the answer);
+* out of scope (``out-of-scope.jsonl``): N (default 300) seeded questions of
+  SQuAD's ``test-v2.0.json`` (``RAGSIFT_SQUAD2_DIR``, ``../shared/data/squad2``
+  by default), Wikipedia questions a Debian FAQ cannot answer.
+
+The FAQ is read from ``/usr/share/doc/debian/FAQ/debian-faq.en.txt.gz``
+(``RAGSIFT_DEBIAN_FAQ`` for another copy). About a hundred questions: quote
+counts beside rates. Never fitted on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import re
+from pathlib import Path
+
+FAQ = Path(os.environ.get("RAGSIFT_DEBIAN_FAQ", "/usr/share/doc/debian/FAQ/debian-faq.en.txt.gz"))
+SQUAD = Path(os.environ.get("RAGSIFT_SQUAD2_DIR", "../shared/data/squad2"))
+_CHAPTER = re.compile(r"^Chapter\s\d+\.\s")
+_HEADING = re.compile(r"^(\d+)\.(\d+)((?:\.\d+)*)\.\s(.*)$")
+# A cross-reference quotes the heading it points at: keep the number, drop the quote.
+_QUOTED = re.compile(r"(Section \d+(?:\.\d+)*), “[^”]*”")
+
+
+def sections(text: str) -> list[tuple[str, str, str]]:
+    """The FAQ's sections in order: id (``1.2``), heading, body (subsections joined)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if _CHAPTER.match(line))
+    out: list[tuple[str, list[str], list[str]]] = []
+    in_heading = False  # a heading may wrap onto the unindented lines after it
+    for line in lines[start:]:
+        m = _HEADING.match(line)
+        if _CHAPTER.match(line) or not line.strip():
+            in_heading = False
+        elif m and not m[3]:  # a section: N.M.
+            out.append((f"{m[1]}.{m[2]}", [m[4].strip()], []))
+            in_heading = True
+        elif m and out:  # a subsection (N.M.K.) joins its section, heading and all
+            out[-1][2].append(m[4].strip())
+        elif out and in_heading and not line.startswith(" "):
+            out[-1][1].append(line.strip())
+        elif out:
+            out[-1][2].append(line.strip())
+    return [
+        (sid, " ".join(head), _QUOTED.sub(r"\1", " ".join(body))) for sid, head, body in out if body
+    ]
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, str]]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def main(target: Path, holes: float, out_of_scope: int) -> None:
+    if not FAQ.is_file():
+        raise SystemExit(
+            f"no Debian FAQ at {FAQ} (apt-get install debian-faq, or RAGSIFT_DEBIAN_FAQ)"
+        )
+    if not 0.0 <= holes < 1.0:
+        raise SystemExit(f"--holes must be in [0, 1), got {holes}")
+    found = sections(gzip.decompress(FAQ.read_bytes()).decode("utf-8"))
+    asked = [i for i, (_, head, _) in enumerate(found) if "?" in head]
+    rng = random.Random(0)
+    # never the first section: a left-out question is judged against the one before it
+    left_out = set(rng.sample([i for i in asked if i > 0], round(holes * len(asked))))
+    (target / "qrels").mkdir(parents=True, exist_ok=True)
+    kept = [i for i in range(len(found)) if i not in left_out]
+    _write_jsonl(
+        target / "corpus.jsonl",
+        [{"_id": f"faq-{found[i][0]}", "title": "", "text": found[i][2]} for i in kept],
+    )
+    rows = []
+    for i in asked:
+        sid, head, _ = found[i]
+        if i in left_out:
+            before = max(j for j in kept if j < i)
+            rows.append((f"q-{sid}", head, f"faq-{found[before][0]}", 0))
+        else:
+            rows.append((f"q-{sid}", head, f"faq-{sid}", 1))
+    _write_jsonl(target / "queries.jsonl", [{"_id": q, "text": t} for q, t, _, _ in rows])
+    (target / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, _, d, s in rows),
+        encoding="utf-8",
+    )
+    squad = json.loads((SQUAD / "test-v2.0.json").read_text(encoding="utf-8"))
+    pool = [
+        qa["question"]
+        for article in squad["data"]
+        for para in article["paragraphs"]
+        for qa in para["qas"]
+    ]
+    chosen = random.Random(1).sample(pool, min(out_of_scope, len(pool)))
+    _write_jsonl(
+        target / "out-of-scope.jsonl",
+        [{"_id": f"out-{i}", "text": q} for i, q in enumerate(chosen)],
+    )
+    print(
+        f"{target}: {len(kept)} sections, {len(asked) - len(left_out)} in scope,"
+        f" {len(left_out)} near misses (sections left out), {len(chosen)} out of scope"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("target", type=Path)
+    parser.add_argument("--holes", type=float, default=0.0, help="share of sections left out")
+    parser.add_argument("--out-of-scope", type=int, default=300, help="SQuAD test questions")
+    args = parser.parse_args()
+    main(args.target, args.holes, args.out_of_scope)

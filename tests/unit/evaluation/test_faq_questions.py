@@ -1,0 +1,99 @@
+"""`scripts/faq_questions.py`: the Debian FAQ's sections read as questions and bodies,
+written as a BEIR folder ragsift loads (a synthetic FAQ in its text layout)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from ragsift.evaluation import load_beir
+from tests.factories import load_script
+
+NBSP = "\u00a0"
+FAQ = f"""
+                      The Debian GNU/Linux FAQ
+
+1. Definitions and overview
+    1.1. What is this FAQ?
+
+Chapter{NBSP}1.{NBSP}Definitions and overview
+
+1.1.{NBSP}What is this FAQ?
+
+    This document answers common questions. See Section 2.1, “How do I
+    install it from a disc?” for more.
+
+1.2.{NBSP}OK, now I know what it is... what is Linux?!
+
+    Linux is a kernel written by Linus Torvalds.
+
+1.3.{NBSP}Authors
+
+    People wrote this.
+
+Chapter{NBSP}2.{NBSP}Installing
+
+2.1.{NBSP}How do I install it from
+a disc?
+
+    Burn the image and boot the machine from it.
+
+2.1.1.{NBSP}Older machines
+
+    Boot from a floppy first.
+
+2.2.{NBSP}Can I upgrade in place?
+
+    Yes: change the sources and run the upgrade.
+"""
+
+
+@pytest.fixture
+def script(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # type: ignore[no-untyped-def]
+    faq = tmp_path / "faq.txt.gz"
+    faq.write_bytes(gzip.compress(FAQ.encode("utf-8")))
+    squad = tmp_path / "squad"
+    squad.mkdir()
+    qas = [{"id": f"t{i}", "question": f"Who won match {i}?"} for i in range(10)]
+    data = {"data": [{"title": "Cup", "paragraphs": [{"context": "x", "qas": qas}]}]}
+    (squad / "test-v2.0.json").write_text(json.dumps(data), encoding="utf-8")
+    module = load_script("faq_questions")
+    monkeypatch.setattr(module, "FAQ", faq)
+    monkeypatch.setattr(module, "SQUAD", squad)
+    return module
+
+
+def test_sections_are_headings_and_bodies_without_quoted_cross_references(script) -> None:  # type: ignore[no-untyped-def]
+    found = script.sections(FAQ)
+    assert [(sid, head) for sid, head, _ in found] == [
+        ("1.1", "What is this FAQ?"),
+        ("1.2", "OK, now I know what it is... what is Linux?!"),
+        ("1.3", "Authors"),
+        ("2.1", "How do I install it from a disc?"),  # a wrapped heading, joined
+        ("2.2", "Can I upgrade in place?"),
+    ]
+    bodies = {sid: body for sid, _, body in found}
+    assert bodies["1.1"] == "This document answers common questions. See Section 2.1 for more."
+    # a subsection joins its section, its heading without its number
+    assert bodies["2.1"] == (
+        "Burn the image and boot the machine from it. Older machines Boot from a floppy first."
+    )
+
+
+def test_the_folder_loads_with_questions_holes_and_off_topic_ones(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    script.main(tmp_path / "whole", 0.0, 5)
+    ds = load_beir(tmp_path / "whole", out_of_scope=tmp_path / "whole" / "out-of-scope.jsonl")
+    assert ds.counts() == {"documents": 5, "in_scope": 4, "out_of_scope": 5}
+    texts = {d.doc_id: d.text for d in ds.documents}
+    assert all("?" not in text for text in texts.values())  # no heading in the corpus
+    script.main(tmp_path / "holes", 0.5, 5)
+    holed = load_beir(tmp_path / "holes")
+    assert holed.counts() == {"documents": 3, "in_scope": 2, "near_miss": 2}
+    kept = {d.doc_id for d in holed.documents}
+    for q in holed.queries:
+        assert q.relevant <= kept
+    with pytest.raises(SystemExit, match="--holes must be in"):
+        script.main(tmp_path / "bad", 1.0, 5)
