@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -158,11 +159,21 @@ def ingest(
             adapter.validate_python(value)
         except ValidationError as exc:
             _fail(f"--{field}: {describe_validation_error(exc).removeprefix('<event>: ')}")
+    skipped: list[tuple[Path, str]] = []
     try:
-        docs = list(iter_documents(path, source_type=source_type))
+        docs = list(iter_documents(path, source_type=source_type, skipped=skipped))
     except RagsiftError as exc:
         print_error(str(exc))
         raise typer.Exit(2) from exc
+    if skipped:
+        why = Counter(reason for _, reason in skipped)
+        err_console.print(
+            f"skipped {len(skipped)} file{'s' if len(skipped) > 1 else ''} under {path}: "
+            + ", ".join(f"{n} {reason}" for reason, n in sorted(why.items()))
+            + f" (first: {skipped[0][0]})",
+            markup=False,
+            highlight=False,
+        )
     if not docs:
         print_error(f"nothing to index under {path}: no .txt/.md/.jsonl document with text in it")
         raise typer.Exit(2)

@@ -78,15 +78,20 @@ def check_unique_ids(documents: Iterable[SourceDocument]) -> list[SourceDocument
     return out
 
 
-def iter_documents(path: Path, *, source_type: str = "unknown") -> Iterator[SourceDocument]:
+def iter_documents(
+    path: Path, *, source_type: str = "unknown", skipped: list[tuple[Path, str]] | None = None
+) -> Iterator[SourceDocument]:
     """Documents under ``path`` (a file or a folder, searched recursively, sorted).
+
+    A folder's files of another type, and files with no text, are passed over; with
+    ``skipped``, each is appended to it with why (``unsupported type .pdf``, ``empty``).
 
     Raises:
         InvalidEventError: bad input, or two documents with one id (one would
             overwrite the other: rename a file or fix the JSONL ``id``).
     """
     seen: dict[str, SourceDocument] = {}
-    for doc in _iter_documents(path, source_type):
+    for doc in _iter_documents(path, source_type, [] if skipped is None else skipped):
         first = seen.setdefault(doc.doc_id, doc)
         if first is not doc:
             raise _collision(first, doc)
@@ -100,7 +105,9 @@ def _collision(first: SourceDocument, second: SourceDocument) -> InvalidEventErr
     )
 
 
-def _iter_documents(path: Path, source_type: str) -> Iterator[SourceDocument]:
+def _iter_documents(
+    path: Path, source_type: str, skipped: list[tuple[Path, str]]
+) -> Iterator[SourceDocument]:
     if source_type not in _SOURCE_TYPES:
         raise InvalidEventError(
             f"source_type must be one of {sorted(_SOURCE_TYPES)}, got {source_type!r}"
@@ -116,12 +123,15 @@ def _iter_documents(path: Path, source_type: str) -> Iterator[SourceDocument]:
                     f"{file}: unsupported file type {file.suffix!r};"
                     f" supported: {SUPPORTED_SUFFIXES}"
                 )
+            skipped.append((file, f"unsupported type {file.suffix or '(none)'}"))
             continue
         if file.suffix.lower() == ".jsonl":
             yield from _jsonl(file, source_type)
         else:
             text = file.read_text(encoding="utf-8", errors="replace")
-            if text.strip():
+            if not text.strip():
+                skipped.append((file, "empty"))
+            else:
                 rel = file.relative_to(base).as_posix()
                 yield SourceDocument(
                     doc_id=safe_doc_id(rel),

@@ -137,6 +137,22 @@ def test_ingest_then_ask_a_new_tenant(cli: Invoke, tmp_path: Path) -> None:
     assert "boiler.md" in asked.stdout
 
 
+def test_ingest_says_which_files_it_passed_over(cli: Invoke, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "boiler.md").write_text("The boiler is serviced every twelve months.\n", "utf-8")
+    (docs / "blank.txt").write_text("  \n", "utf-8")
+    (docs / "manual.pdf").write_bytes(b"%PDF-1.7")
+    (docs / "scan.PDF").write_bytes(b"%PDF-1.7")
+    ingested = cli(["ingest", str(docs), "--tenant", "acme", "--data-dir", "data", "--no-probe"])
+    assert ingested.exit_code == 0, ingested.output
+    assert "indexed 1 documents" in ingested.stdout
+    assert (
+        f"skipped 3 files under {docs}: 1 empty, 1 unsupported type .PDF,"
+        " 1 unsupported type .pdf" in ingested.stderr
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
