@@ -37,6 +37,8 @@ import random
 import re
 from pathlib import Path
 
+from beir_folder import write_folder
+
 FAQ = Path(os.environ.get("RAGSIFT_DEBIAN_FAQ", "/usr/share/doc/debian/FAQ/debian-faq.en.txt.gz"))
 SQUAD = Path(os.environ.get("RAGSIFT_SQUAD2_DIR", "../shared/data/squad2"))
 _CHAPTER = re.compile(r"^Chapter\s\d+\.\s")
@@ -69,10 +71,6 @@ def sections(text: str) -> list[tuple[str, str, str]]:
     ]
 
 
-def _write_jsonl(path: Path, rows: list[dict[str, str]]) -> None:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-
-
 def main(target: Path, holes: float, out_of_scope: int) -> None:
     if not FAQ.is_file():
         raise SystemExit(
@@ -85,12 +83,7 @@ def main(target: Path, holes: float, out_of_scope: int) -> None:
     rng = random.Random(0)
     # never the first section: a left-out question is judged against the one before it
     left_out = set(rng.sample([i for i in asked if i > 0], round(holes * len(asked))))
-    (target / "qrels").mkdir(parents=True, exist_ok=True)
     kept = [i for i in range(len(found)) if i not in left_out]
-    _write_jsonl(
-        target / "corpus.jsonl",
-        [{"_id": f"faq-{found[i][0]}", "title": "", "text": found[i][2]} for i in kept],
-    )
     rows = []
     for i in asked:
         sid, head, _ = found[i]
@@ -99,11 +92,6 @@ def main(target: Path, holes: float, out_of_scope: int) -> None:
             rows.append((f"q-{sid}", head, f"faq-{found[before][0]}", 0))
         else:
             rows.append((f"q-{sid}", head, f"faq-{sid}", 1))
-    _write_jsonl(target / "queries.jsonl", [{"_id": q, "text": t} for q, t, _, _ in rows])
-    (target / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, _, d, s in rows),
-        encoding="utf-8",
-    )
     squad = json.loads((SQUAD / "test-v2.0.json").read_text(encoding="utf-8"))
     pool = [
         qa["question"]
@@ -112,10 +100,7 @@ def main(target: Path, holes: float, out_of_scope: int) -> None:
         for qa in para["qas"]
     ]
     chosen = random.Random(1).sample(pool, min(out_of_scope, len(pool)))
-    _write_jsonl(
-        target / "out-of-scope.jsonl",
-        [{"_id": f"out-{i}", "text": q} for i, q in enumerate(chosen)],
-    )
+    write_folder(target, [(f"faq-{found[i][0]}", found[i][2]) for i in kept], rows, chosen)
     print(
         f"{target}: {len(kept)} sections, {len(asked) - len(left_out)} in scope,"
         f" {len(left_out)} near misses (sections left out), {len(chosen)} out of scope"

@@ -21,9 +21,10 @@ Thirty questions measure a direction, not a rate: quote counts, not decimals.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
+
+from beir_folder import write_folder
 
 from ragsift.ingest.sample import sample_documents
 
@@ -97,31 +98,14 @@ OUT_OF_SCOPE: tuple[str, ...] = (
 )
 
 
-def _write_jsonl(path: Path, rows: list[dict[str, str]]) -> None:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-
-
 def main(target: Path) -> None:
     docs = {d.doc_id: d for d in sample_documents()}
     for _, doc_id in IN_SCOPE + NEAR_MISSES:
         if doc_id not in docs:
             raise SystemExit(f"{doc_id!r} is not a handbook document")
-    (target / "qrels").mkdir(parents=True, exist_ok=True)
-    _write_jsonl(
-        target / "corpus.jsonl",
-        [{"_id": d.doc_id, "title": "", "text": d.text} for d in docs.values()],
-    )
     asked = [(f"in-{i}", q, d, 1) for i, (q, d) in enumerate(IN_SCOPE)]
     asked += [(f"near-{i}", q, d, 0) for i, (q, d) in enumerate(NEAR_MISSES)]
-    _write_jsonl(target / "queries.jsonl", [{"_id": i, "text": q} for i, q, _, _ in asked])
-    (target / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"{i}\t{d}\t{s}\n" for i, _, d, s in asked),
-        encoding="utf-8",
-    )
-    _write_jsonl(
-        target / "out-of-scope.jsonl",
-        [{"_id": f"out-{i}", "text": q} for i, q in enumerate(OUT_OF_SCOPE)],
-    )
+    write_folder(target, [(d.doc_id, d.text) for d in docs.values()], asked, OUT_OF_SCOPE)
     print(
         f"{target}: {len(docs)} documents, {len(IN_SCOPE)} in scope, "
         f"{len(NEAR_MISSES)} near misses, {len(OUT_OF_SCOPE)} out of scope"

@@ -24,6 +24,8 @@ def load_script(name: str) -> ModuleType:
     Registered in ``sys.modules`` first, as an import would: dataclasses and
     pickling look their module up there.
     """
+    if str(SCRIPTS) not in sys.path:  # a script imports its siblings, as run from there
+        sys.path.append(str(SCRIPTS))
     spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
     assert spec is not None
     assert spec.loader is not None
