@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections import Counter
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,19 @@ def print_error(message: str) -> None:
 def print_warning(message: str) -> None:
     """Print ``warning: message`` on stderr, the message as plain text."""
     err_console.print(Text.assemble(("warning: ", "yellow"), message))
+
+
+def print_skipped(path: Path, skipped: Sequence[tuple[Path, str]]) -> None:
+    """One warning line counting the files under ``path`` that were passed over, by why
+    (:func:`~ragsift.ingest.loaders.iter_documents`); nothing when none were."""
+    if not skipped:
+        return
+    why = Counter(reason for _, reason in skipped)
+    print_warning(
+        f"skipped {len(skipped)} file{'s' if len(skipped) > 1 else ''} under {path}: "
+        + ", ".join(f"{n} {reason}" for reason, n in sorted(why.items()))
+        + f" (first: {skipped[0][0]})"
+    )
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:

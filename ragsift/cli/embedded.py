@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,6 +24,7 @@ from ragsift.cli.common import (
     console,
     err_console,
     print_error,
+    print_skipped,
 )
 from ragsift.errors import RagsiftError
 from ragsift.schemas.base import MAX_K
@@ -165,15 +165,7 @@ def ingest(
     except RagsiftError as exc:
         print_error(str(exc))
         raise typer.Exit(2) from exc
-    if skipped:
-        why = Counter(reason for _, reason in skipped)
-        err_console.print(
-            f"skipped {len(skipped)} file{'s' if len(skipped) > 1 else ''} under {path}: "
-            + ", ".join(f"{n} {reason}" for reason, n in sorted(why.items()))
-            + f" (first: {skipped[0][0]})",
-            markup=False,
-            highlight=False,
-        )
+    print_skipped(path, skipped)
     if not docs:
         print_error(f"nothing to index under {path}: no .txt/.md/.jsonl document with text in it")
         raise typer.Exit(2)

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from ragsift.cli.common import print_error
+from ragsift.cli.common import print_error, print_skipped
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
 
@@ -24,8 +24,11 @@ def with_pseudo_queries(ds: Any, pseudo_queries: Path | None, corpus: Path | Non
     if pseudo_queries is None:
         print_error("--corpus needs --pseudo-queries")
         raise typer.Exit(2)
+    skipped: list[tuple[Path, str]] = []
     try:
-        extra = list(iter_documents(corpus)) if corpus is not None else []
+        extra = list(iter_documents(corpus, skipped=skipped)) if corpus is not None else []
+        if corpus is not None:
+            print_skipped(corpus, skipped)
         return held_out_in_scope(ds, pseudo_queries, extra)
     except RagsiftError as exc:
         print_error(str(exc))

@@ -10,7 +10,14 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from ragsift.cli.common import _run, _settings, _stage_progress, err_console, print_error
+from ragsift.cli.common import (
+    _run,
+    _settings,
+    _stage_progress,
+    err_console,
+    print_error,
+    print_warning,
+)
 from ragsift.errors import RagsiftError
 
 __all__ = ["SQUAD_DIR"]
@@ -66,7 +73,7 @@ def _load_dataset(
         print_error(str(exc))
         raise typer.Exit(2) from exc
     for note in ds.notes:
-        err_console.print(f"warning: {note}", markup=False, highlight=False)
+        print_warning(note)
     if half is not None:
         if half not in (1, 2):
             print_error(f"--half must be 1 or 2, got {half}")
