@@ -38,7 +38,12 @@ import numpy.typing as npt
 from ragsift.confidence.config import SIGNAL_DEPTH
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.embedders import Embedder
-from ragsift.retrieval.embedders.base import TokenEmbedder, TokenStates, token_source
+from ragsift.retrieval.embedders.base import (
+    KeepsTokenStates,
+    TokenEmbedder,
+    TokenStates,
+    token_source,
+)
 from ragsift.retrieval.recent import RecentTexts
 from ragsift.retrieval.records import SearchHit
 
@@ -58,12 +63,10 @@ FloatArray = npt.NDArray[np.float64]
 
 # A sentence ends at . ! or ? (closing quotes/brackets may follow), then whitespace,
 # then what can open a sentence: an upper-case letter, a digit or an opening quote.
-# Line breaks always end one. Abbreviations ("Mr. Smith") split too: a short extra
-# sentence only adds one candidate to a max, which costs little.
-# Every break begins with a whitespace character, and the pattern says so first:
-# re then skips in C to the next whitespace instead of trying the look-behinds at
-# every character (4x faster on chunk text). The look-behinds include that first
-# whitespace character; otherwise this is
+# Line breaks always end one. Abbreviations ("Mr. Smith") split too: an extra short
+# sentence only adds a candidate to a max. Every break begins with whitespace and the
+# pattern says so first, so re skips in C to the next whitespace instead of trying the
+# look-behinds at every character (4x faster); otherwise this is
 #   (?:(?<=[.!?])|(?<=[.!?]["')\]]))\s+(?=["'(\[]?[A-Z0-9])|\n+
 # (curly quotes as well), and splits the same (tests/unit/retrieval/test_reader.py).
 _SENTENCE_END = re.compile(
@@ -75,16 +78,15 @@ MIN_SENTENCE_CHARS = 20
 # Sentences embedded per hit at most; longer hits are packed into this many runs
 # of consecutive sentences, so nothing is dropped. A SQuAD paragraph has ~5.
 DEFAULT_MAX_SENTENCES = 12
-# Hits per query whose sentences are embedded: the kept context is the top few,
-# and each extra hit costs about max_sentences embeddings.
+# Hits per query whose sentences are embedded (each costs ~max_sentences embeddings).
 DEFAULT_TOP_N = 3
-# Sentence vectors kept between batches (a popular chunk is read by many queries);
-# 4096 x 384 float32 is 6 MB.
+# Sentence vectors kept between batches (chunks recur): 4096 x 384 float32 is 6 MB.
 SENTENCE_CACHE_SIZE = 4096
-# Chunk texts whose token states are kept between batches, as float16 (the form every
-# token match reads, fresh or kept): a chunk of 254 tokens (the most the model reads)
-# is 195 KB, so 512 are ~100 MB at worst and ~40 MB for SQuAD-sized paragraphs.
+# Chunk texts whose token states are kept between batches, as float16 (as every match
+# reads them): 254 tokens are 195 KB, so 512 chunks are ~100 MB at worst. The embedder
+# keeps the last QUERY_STATES_KEPT queries' states from their embedding pass (ADR 041).
 TOKEN_CACHE_SIZE = 512
+QUERY_STATES_KEPT = 1024
 # Query tokens that carry no content: a query's token match averages over the rest.
 # WordPiece pieces of a longer word ("##s") are content; punctuation is not.
 STOP_TOKENS: frozenset[str] = frozenset(
@@ -95,8 +97,7 @@ STOP_TOKENS: frozenset[str] = frozenset(
     ).split()
 )
 _WORD_START = re.compile(r"^(?:##)?\w")
-# Chunk texts whose BM25 term sets are kept between batches: tokenizing and stemming
-# a chunk costs far more than the coverage arithmetic, and chunks recur.
+# Chunk texts whose BM25 term sets are kept (tokenizing costs more than coverage).
 TERM_CACHE_SIZE = 4096
 
 
@@ -283,6 +284,8 @@ class Reader:
                     f"token match needs an embedder that gives token states (ONNX MiniLM);"
                     f" {embedder.embedder_id} does not"
                 )
+            if isinstance(self._token_source, KeepsTokenStates):
+                self._token_source.keep_token_states(QUERY_STATES_KEPT)
         self.embedder = embedder
         self.encoder = encoder
         self.sentences = sentences

@@ -17,6 +17,7 @@ import numpy.typing as npt
 __all__ = [
     "Embedder",
     "FloatMatrix",
+    "KeepsTokenStates",
     "TokenEmbedder",
     "TokenStates",
     "WrappedEmbedder",
@@ -67,6 +68,16 @@ class TokenEmbedder(Protocol):
 
     async def token_states(self, texts: Sequence[str]) -> list[TokenStates]:
         """Each text's :class:`TokenStates`, in input order."""
+        ...
+
+
+@runtime_checkable
+class KeepsTokenStates(Protocol):
+    """A token source that can keep the token states of the short texts it embeds, so
+    that a later ``token_states`` of the same text runs no model pass (ADR 041)."""
+
+    def keep_token_states(self, size: int) -> None:
+        """Keep the states of the ``size`` short texts embedded last (0: none)."""
         ...
 
 

@@ -37,7 +37,6 @@ from ragsift.retrieval.errors import OptionalDependencyError
 from ragsift.retrieval.recent import RecentTexts
 
 __all__ = [
-    "KEPT_STATES",
     "KEPT_STATE_TOKENS",
     "MAX_TOKENS_PER_BATCH",
     "ONNX_MINILM_DIM",
@@ -87,12 +86,9 @@ ONNX_DEFAULT_BATCH = 64
 #: uncapped (64 x 256), with no throughput gained by the larger caps
 #: (bench/embedder.py, docs/adr/007-onnx-embedder.md).
 MAX_TOKENS_PER_BATCH = 2048
-#: Short texts (queries) whose token states an embedding pass keeps, as float16: token
-#: match reads a query's states right after its vector (ADR 041), and the same forward
-#: pass made both. 1,024 texts of at most :data:`KEPT_STATE_TOKENS` tokens are ~50 MB
-#: at worst, ~15 MB for questions of 20 tokens.
-KEPT_STATES = 1024
-#: Texts longer than this (chunks at ingest) keep no states: they would only churn.
+#: Texts longer than this (chunks at ingest) keep no token states: they would only
+#: churn. 1,024 kept texts of this length are ~50 MB as float16, ~15 MB for questions
+#: of 20 tokens.
 KEPT_STATE_TOKENS = 64
 _HASH_CHUNK = 1 << 20
 
@@ -163,7 +159,8 @@ class OnnxMiniLMEmbedder:
             (so the longest text always fits).
         keep_states: how many short texts' token states (:meth:`token_states`, as
             float16) an embedding pass keeps for a later ``token_states`` call; 0
-            keeps none.
+            (the default) keeps none: a reader that reads token match asks for them
+            (:meth:`keep_token_states`).
 
     Raises:
         ModelIntegrityError: the model or vocabulary is missing or not the pinned file.
@@ -179,7 +176,7 @@ class OnnxMiniLMEmbedder:
         threads: int = 0,
         batch_size: int = ONNX_DEFAULT_BATCH,
         max_tokens_per_batch: int = MAX_TOKENS_PER_BATCH,
-        keep_states: int = KEPT_STATES,
+        keep_states: int = 0,
     ) -> None:
         if compute not in _PINNED:
             raise ValueError(f"compute must be 'fp32' or 'int8', got {compute!r}")
@@ -191,8 +188,6 @@ class OnnxMiniLMEmbedder:
             raise ValueError(
                 f"max_tokens_per_batch must be >= {MAX_SEQ_LENGTH}, got {max_tokens_per_batch}"
             )
-        if keep_states < 0:
-            raise ValueError(f"keep_states must be >= 0, got {keep_states}")
         ort = _import("onnxruntime")
         tokenizers = _import("tokenizers")
         if model_path is None and compute == "int8":
@@ -230,8 +225,21 @@ class OnnxMiniLMEmbedder:
         self.max_tokens_per_batch = max_tokens_per_batch
         self.threads = threads
         # Passes run in worker threads, so the kept states are read and kept under a lock.
-        self._kept: RecentTexts[TokenStates] = RecentTexts(keep_states)
         self._kept_lock = threading.Lock()
+        self._kept: RecentTexts[TokenStates] = RecentTexts(0)
+        self.keep_token_states(keep_states)
+
+    def keep_token_states(self, size: int) -> None:
+        """From now on keep the token states of the ``size`` short texts (queries)
+        embedded last, for token match to read (ADR 041); 0 keeps none.
+
+        Raises:
+            ValueError: ``size`` < 0.
+        """
+        if size < 0:
+            raise ValueError(f"keep_states must be >= 0, got {size}")
+        with self._kept_lock:
+            self._kept = RecentTexts(size)
 
     @property
     def embedder_id(self) -> str:
@@ -257,25 +265,13 @@ class OnnxMiniLMEmbedder:
             hidden, mask = self._hidden([ids[i] for i in group])
             weights = mask[:, :, None].astype(np.float32)
             out[group] = l2_normalize((hidden * weights).sum(axis=1) / weights.sum(axis=1))
-            if self._kept.size:
-                self._keep(texts, encodings, ids, group, hidden)
+            for r, i in enumerate(group):  # short texts' token states, where asked to keep
+                if self._kept.size and len(ids[i]) <= KEPT_STATE_TOKENS:
+                    got = _states(encodings[i], ids[i], hidden[r])
+                    kept = TokenStates(got.vectors.astype(np.float16), got.tokens)
+                    with self._kept_lock:
+                        self._kept.put(texts[i], kept)
         return out
-
-    def _keep(
-        self,
-        texts: Sequence[str],
-        encodings: list[Any],
-        ids: list[npt.NDArray[np.int64]],
-        group: list[int],
-        hidden: npt.NDArray[np.float32],
-    ) -> None:
-        """Keep the short texts' token states from a pass that embedded them."""
-        for r, i in enumerate(group):
-            if len(ids[i]) <= KEPT_STATE_TOKENS:
-                states = _states(encodings[i], ids[i], hidden[r])
-                kept = TokenStates(states.vectors.astype(np.float16), states.tokens)
-                with self._kept_lock:
-                    self._kept.put(texts[i], kept)
 
     def _tokenize(self, texts: Sequence[str]) -> tuple[list[Any], list[npt.NDArray[np.int64]]]:
         """Each text's encoding and token ids, truncated; texts checked first.

@@ -43,9 +43,9 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def embedder() -> OnnxMiniLMEmbedder:
-    """One loaded model for the module (loading takes ~0.5 s); it keeps no token states,
-    so every ``token_states`` call here runs the model."""
-    return OnnxMiniLMEmbedder(threads=1, keep_states=0)
+    """One loaded model for the module (loading takes ~0.5 s); it keeps no token states
+    (the default), so every ``token_states`` call here runs the model."""
+    return OnnxMiniLMEmbedder(threads=1)
 
 
 def _cosine(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> float:
@@ -319,7 +319,7 @@ class _Rows:
 def test_an_embedding_pass_keeps_short_texts_token_states(
     embedder: OnnxMiniLMEmbedder,
 ) -> None:
-    keeping = OnnxMiniLMEmbedder(threads=1)
+    keeping = OnnxMiniLMEmbedder(threads=1, keep_states=1024)
     rows = _Rows(keeping)
     short = [t for t in TEXTS if len(t.split()) < KEPT_STATE_TOKENS // 2]
     long_text = "Temperature data is kept for 30 days and then deleted. " * 8
@@ -349,28 +349,36 @@ def test_kept_token_states_are_bounded_and_can_be_turned_off() -> None:
     assert len(rows.rows) == before
     two.token_states_sync(["first question"])  # the oldest was forgotten
     assert sum(rows.rows[before:]) == 1
-    none = OnnxMiniLMEmbedder(threads=1, keep_states=0)
+    none = OnnxMiniLMEmbedder(threads=1)  # the default keeps nothing
     none_rows = _Rows(none)
     none.embed_sync(["first question"])
     none.token_states_sync(["first question"])
     assert len(none_rows.rows) == 2
+    two.keep_token_states(0)  # turned off: what was kept goes, nothing new is kept
+    two.embed_sync(["second question"])
+    after = len(rows.rows)
+    two.token_states_sync(["second question"])
+    assert len(rows.rows) == after + 1
     with pytest.raises(ValueError, match="keep_states must be >= 0"):
         OnnxMiniLMEmbedder(keep_states=-1)
+    with pytest.raises(ValueError, match="keep_states must be >= 0"):
+        two.keep_token_states(-1)
 
 
 async def test_token_match_reads_the_queries_states_from_their_embedding_pass(
     embedder: OnnxMiniLMEmbedder,
 ) -> None:
-    keeping = OnnxMiniLMEmbedder(threads=1)
+    model = OnnxMiniLMEmbedder(threads=1)  # keeps nothing until a reader asks
+    reader = Reader(model, sentences=False, tokens=True)  # built once, as the pipeline's
     queries = ["How long is the warranty?", "Which ports does the hub have?"]
     hits = [TEXTS[2], "The hub has two USB ports and one Ethernet port."]
-    vectors = await keeping.embed(queries)
-    rows = _Rows(keeping)
+    vectors = await model.embed(queries)
+    rows = _Rows(model)
     items = [
         ReaderItem(query=q, vector=v.tolist(), hits=[h])
         for q, v, h in zip(queries, vectors, hits, strict=True)
     ]
-    scored = await Reader(keeping, sentences=False, tokens=True).score(items)
+    scored = await reader.score(items)
     assert sum(rows.rows) == len(hits), "the queries ran through the model again"
     again = await Reader(embedder, sentences=False, tokens=True).score(items)
     for got, want in zip(scored, again, strict=True):
