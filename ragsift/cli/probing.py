@@ -97,8 +97,8 @@ def eval_probes(source: str, artifact: Any, questions: Any) -> tuple[Any, str]:
         raise typer.Exit(2)
     err_console.print(
         f"probes: {len(probes)} questions ({source}{dropped}), searched with the out-of-scope"
-        " questions to re-certify the artifact on this corpus; not evaluated (--probes none:"
-        " the artifact as it is)"
+        " questions to re-certify the artifact on this corpus; the probes themselves are not"
+        " scored (--probes none evaluates the artifact as it is)"
     )
     return probes, source
 
