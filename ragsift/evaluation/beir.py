@@ -100,7 +100,7 @@ def _qrels(path: Path) -> dict[str, dict[str, int]]:
             try:
                 query_id, doc_id, score = row[0], row[1], int(row[2])
             except (IndexError, ValueError) as exc:
-                if lineno == 1 and len(row) >= 3:
+                if lineno == 1 and len(row) >= 3 and not row[2].strip().lstrip("-").isdigit():
                     continue  # a header line, whatever its column names
                 raise InvalidEventError(
                     f"{path}:{lineno}: expected query-id, corpus-id, integer score"

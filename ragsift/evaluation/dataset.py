@@ -286,7 +286,8 @@ def _question(path: Path, qa: Any, where: str) -> tuple[str, str] | None:
     if not qa["question"].strip():
         return None
     qid = qa.get("id")
-    return (str(qid) if isinstance(qid, str | int) and str(qid) else where), qa["question"]
+    named = isinstance(qid, str | int) and not isinstance(qid, bool) and str(qid)
+    return (str(qid) if named else where), qa["question"]
 
 
 def with_pseudo_queries(

@@ -231,7 +231,8 @@ class OnnxMiniLMEmbedder:
 
     def keep_token_states(self, size: int) -> None:
         """From now on keep the token states of the ``size`` short texts (queries)
-        embedded last, for token match to read (ADR 041); 0 keeps none.
+        embedded last, for token match to read (ADR 041); 0 keeps none. Asked again
+        for the same size (another reader), what is kept stays.
 
         Raises:
             ValueError: ``size`` < 0.
@@ -239,7 +240,8 @@ class OnnxMiniLMEmbedder:
         if size < 0:
             raise ValueError(f"keep_states must be >= 0, got {size}")
         with self._kept_lock:
-            self._kept = RecentTexts(size)
+            if size != self._kept.size:
+                self._kept = RecentTexts(size)
 
     @property
     def embedder_id(self) -> str:

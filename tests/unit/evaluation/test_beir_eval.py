@@ -105,6 +105,10 @@ def test_qrels_with_any_header_or_none_and_judged_queries_missing(tmp_path: Path
         ds = load_beir(folder)
         assert ds.counts() == {"documents": 5, "in_scope": 3, "near_miss": 1}, header
         assert ds.notes == []
+    # a first line with a number where the score goes is a judgment, never a header
+    qrels.write_text("q1\td1\t" + "9" * 5000 + "\n" + body, encoding="utf-8")
+    with pytest.raises(InvalidEventError, match=r"test\.tsv:1: expected query-id"):
+        load_beir(folder)
     # a malformed line past the first is still an error, not a header
     qrels.write_text(body + "q5\td1\tyes\n", encoding="utf-8")
     with pytest.raises(InvalidEventError, match=r"test\.tsv:5: expected query-id"):

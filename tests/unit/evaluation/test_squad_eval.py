@@ -132,6 +132,22 @@ def test_loader_names_questions_without_ids_and_leaves_blank_ones_out(tmp_path: 
     assert ds.notes == ["1 blank question left out"]
 
 
+def test_loader_takes_hostile_question_ids_as_safe_ids(tmp_path: Path) -> None:
+    ids: list[Any] = [{"a": [1]}, "日本語-ид", "a\x00b\x1f", "i" * 100_000, 10**40, True, ""]
+    qas = [
+        {"id": qid, "question": f"Question {n} \x07 ok?", "answers": []}
+        for n, qid in enumerate(ids)
+    ]
+    path = tmp_path / "hostile.json"
+    path.write_text(_one_article(qas), encoding="utf-8")
+    got = [q.query_id for q in load_squad(path).queries]
+    assert len(set(got)) == len(ids)
+    assert got[0] == "q-Orbit-0-0"  # not a string or a number: named by position
+    assert got[5] == "q-Orbit-0-5"  # a boolean is no id either
+    assert got[6] == "q-Orbit-0-6"  # nor an empty string
+    assert all(len(q) <= 200 and q.isprintable() and "/" not in q for q in got)
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [

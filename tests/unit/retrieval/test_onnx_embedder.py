@@ -354,6 +354,10 @@ def test_kept_token_states_are_bounded_and_can_be_turned_off() -> None:
     none.embed_sync(["first question"])
     none.token_states_sync(["first question"])
     assert len(none_rows.rows) == 2
+    two.keep_token_states(2)  # asked again for the same size (another reader): kept stays
+    again = len(rows.rows)
+    two.token_states_sync(["third question"])
+    assert len(rows.rows) == again
     two.keep_token_states(0)  # turned off: what was kept goes, nothing new is kept
     two.embed_sync(["second question"])
     after = len(rows.rows)
