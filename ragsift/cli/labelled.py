@@ -99,6 +99,7 @@ def _retrieval_runs(
     the weak or split ones once; with ``vector_cache``, vectors kept there by an
     earlier run are not embedded again."""
 
+    from ragsift.evaluation.probes import PROBE_GROUP
     from ragsift.evaluation.runner import run_retrievals
     from ragsift.evaluation.vector_cache import CachedVectors, with_vector_cache
     from ragsift.retrieval.reader import Reader
@@ -113,10 +114,15 @@ def _retrieval_runs(
     )
     counts = ds.counts()
     pooled = sum(q.candidates is not None for q in ds.queries)
+    # The probes ride along as out-of-scope rows (searched, never scored): counted apart,
+    # so the line says how many of the set's own questions are evaluated.
+    probes = sum(q.group.startswith(PROBE_GROUP) for q in ds.queries)
     err_console.print(
         f"{ds.name}: {counts['documents']} documents, {counts.get('in_scope', 0)} in-scope,"
-        f" {counts.get('near_miss', 0)} near-miss, {counts.get('out_of_scope', 0)} out-of-scope"
-        f" questions{f' ({pooled} searched in their own pools)' if pooled else ''};"
+        f" {counts.get('near_miss', 0)} near-miss,"
+        f" {counts.get('out_of_scope', 0) - probes} out-of-scope questions"
+        f"{f' ({pooled} searched in their own pools)' if pooled else ''}"
+        f"{f', and {probes} probes (searched, not scored)' if probes else ''};"
         f" embedder {embedder.embedder_id}"
     )
     with _stage_progress() as tick:

@@ -291,6 +291,12 @@ def test_eval_recertifies_on_the_corpus_and_never_scores_a_probe(tmp_path: Path)
         fitted["threshold"] if fitted["feasible"] else None
     )
     assert "re-certified on this corpus with 240 probes" in summary["calibration"]
+    # The header counts the set's own questions; the probes are named apart.
+    own = half2.counts()
+    assert (
+        f"{own['out_of_scope']} out-of-scope questions, and 240 probes (searched, not scored)"
+        in " ".join(result.stderr.split())
+    )
     assert (
         summary["calibration_version"]
         != CalibrationArtifact.from_json(artifact.read_text()).version
