@@ -32,8 +32,8 @@ DISCLAIMER_TEMPLATES: dict[Status, str | None] = {
         "exploratory and validate the findings with additional data."
     ),
     "no_relevant_context": (
-        "No relevant context was retrieved; this answer relies on current data only, "
-        "without retrieved context to compare against."
+        "No retrieved context was relevant enough to use; this answer relies on current "
+        "data only, without retrieved context to compare against."
     ),
 }
 

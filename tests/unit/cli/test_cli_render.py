@@ -55,7 +55,7 @@ def _render(result: RetrievalResult) -> str:
 
 def test_no_relevant_context_does_not_call_its_hits_kept_context() -> None:
     text = _render(_result("no_relevant_context", 0.30, answerable=False))
-    assert "No relevant context was retrieved" in text
+    assert "No retrieved context was relevant enough to use" in text
     assert "kept context" not in text
     assert "retrieved, judged not relevant (not used to answer)" in text
     assert "warranty.md" in text  # what was retrieved is still shown

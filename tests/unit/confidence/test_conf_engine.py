@@ -47,7 +47,7 @@ def test_empty_hits_give_no_relevant_context(make_engine: EngineFactory) -> None
         assert result.chunks_retrieved == 0
         assert not result.answerability.is_answerable
         assert result.disclaimer.text is not None
-        assert "No relevant context" in result.disclaimer.text
+        assert "No retrieved context was relevant enough" in result.disclaimer.text
 
 
 def test_every_dropped_hit_has_rule_threshold_and_value(
