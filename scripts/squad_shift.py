@@ -18,9 +18,10 @@ user's words"):
   also uses is replaced, with probability ``RAGSIFT_SHIFT_SHARE`` (default 1),
   by a synonym from WordNet that the paragraph does not use (the first lemma of
   the word's most frequent sense; plural nouns keep their ``s``; capitalised
-  words, numbers and words without one stay). Chunks unchanged. It reads
-  Debian's WordNet 3.0 (``apt-get install wordnet-base``; ``WNSEARCHDIR`` for
-  another folder) and prints the share of questions and words it changed.
+  words, numbers and words without one stay). Chunks unchanged. The synonyms
+  are WordNet 3.0's, from the table ragsift ships (``ragsift/evaluation/reword.py``,
+  the same rewording as ``ragsift calibrate --reword``); it prints the share of
+  questions and words it changed.
 
 The dev file is transformed; the test file too for ``keywords`` and ``synonyms``
 (its questions are the out-of-scope ones), else it is used as it is.
@@ -30,194 +31,22 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import sys
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "of",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "by",
-        "with",
-        "from",
-        "as",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "being",
-        "do",
-        "does",
-        "did",
-        "what",
-        "which",
-        "who",
-        "whom",
-        "whose",
-        "when",
-        "where",
-        "why",
-        "how",
-        "that",
-        "this",
-        "these",
-        "those",
-        "it",
-        "its",
-        "into",
-        "than",
-        "then",
-        "there",
-        "their",
-        "they",
-        "he",
-        "she",
-        "his",
-        "her",
-        "him",
-        "them",
-        "or",
-        "and",
-        "not",
-        "no",
-        "yes",
-        "can",
-        "could",
-        "would",
-        "should",
-        "will",
-        "shall",
-        "may",
-        "might",
-        "must",
-        "have",
-        "has",
-        "had",
-        "about",
-        "after",
-        "before",
-        "during",
-        "over",
-        "under",
-        "between",
-        "s",
-    ]
-)
+from ragsift.evaluation.reword import STOPWORDS, WORD, reworded_articles
+
 SENTENCES_PER_CHUNK = 2
 PARAGRAPHS_PER_CHUNK = 3
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
-_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 
 
 def keywords(question: str) -> str:
     """The question's content words (the question itself when none are left)."""
-    kept = [w for w in _WORD.findall(question) if w.lower() not in STOPWORDS]
+    kept = [w for w in WORD.findall(question) if w.lower() not in STOPWORDS]
     return " ".join(kept) if kept else question
-
-
-WORDNET = Path(os.environ.get("WNSEARCHDIR", "/usr/share/wordnet"))
-WORDNET_POS = ("noun", "verb", "adj", "adv")
-SHIFT_SEED = 20261127
-_MIN_SYNONYM_WORD = 3
-
-
-@cache
-def _wordnet_index() -> dict[str, list[tuple[int, str, int]]]:
-    """word -> [(tagged sense count, part of speech, offset of its most frequent sense)]."""
-    if not (WORDNET / "index.noun").is_file():
-        raise SystemExit(
-            f"synonyms: no WordNet at {WORDNET} (apt-get install wordnet-base, or set WNSEARCHDIR)"
-        )
-    index: dict[str, list[tuple[int, str, int]]] = {}
-    for pos in WORDNET_POS:
-        for line in (WORDNET / f"index.{pos}").read_text(encoding="utf-8").splitlines():
-            if line.startswith(" "):  # the licence header
-                continue
-            fields = line.split()
-            lemma, synsets, pointers = fields[0], int(fields[2]), int(fields[3])
-            tagged = int(fields[5 + pointers])
-            first = int(fields[6 + pointers])
-            if synsets:
-                index.setdefault(lemma, []).append((tagged, pos, first))
-    return index
-
-
-@cache
-def _synset_lemmas(pos: str, offset: int) -> tuple[str, ...]:
-    with (WORDNET / f"data.{pos}").open("rb") as data:
-        data.seek(offset)
-        fields = data.readline().decode("utf-8").split()
-    count = int(fields[3], 16)
-    return tuple(re.sub(r"\(.*\)$", "", fields[4 + 2 * i]).lower() for i in range(count))
-
-
-def synonym(word: str, avoid: set[str]) -> str | None:
-    """A WordNet synonym of lower-case ``word`` from its most frequent sense, none in ``avoid``."""
-    suffix = ""
-    senses = _wordnet_index().get(word)
-    base = _wordnet_index().get(word[:-1], [])
-    if senses is None and word.endswith("s") and not any(s[1] == "verb" for s in base):
-        # a plural noun; "comes" (a verb's third person) is left alone
-        word, suffix = word[:-1], "s"
-        senses = [s for s in base if s[1] == "noun"]
-    if not senses:
-        return None
-    _, pos, offset = max(senses)
-    for lemma in _synset_lemmas(pos, offset):
-        if (
-            lemma.isalpha()
-            and lemma != word
-            and lemma[:4] != word[:4]
-            and lemma + suffix not in avoid
-            and lemma not in avoid
-        ):
-            return lemma + suffix
-    return None
-
-
-def reword(question: str, context: str, rng: random.Random, share: float) -> tuple[str, int, int]:
-    """``question`` with the content words its context uses swapped for synonyms.
-
-    Returns the new question, how many words could be swapped, how many were.
-    """
-    used = {w.lower() for w in _WORD.findall(context)}
-    out, eligible, swapped, last = [], 0, 0, 0
-    for i, m in enumerate(_WORD.finditer(question)):
-        word = m.group()
-        lower = word.lower()
-        if (
-            lower in STOPWORDS
-            or len(word) < _MIN_SYNONYM_WORD
-            or not word.isalpha()
-            or (i > 0 and word[0].isupper())
-            or lower not in used
-        ):
-            continue
-        new = synonym(lower, used)
-        if new is None:
-            continue
-        eligible += 1
-        if rng.random() >= share:
-            continue
-        swapped += 1
-        out.append(question[last : m.start()])
-        out.append(new.capitalize() if word[0].isupper() else new)
-        last = m.end()
-    out.append(question[last:])
-    return "".join(out), eligible, swapped
 
 
 def _pieces(context: str) -> list[tuple[int, int]]:
@@ -279,10 +108,11 @@ def transform(
     """The articles of a SQuAD file, shifted by ``mode`` (``counts`` tallies ``synonyms``)."""
     out = []
     counts = {} if counts is None else counts
-    rng = random.Random(SHIFT_SEED)
     share = float(os.environ.get("RAGSIFT_SHIFT_SHARE", "1"))
     if not 0 <= share <= 1:
         raise SystemExit(f"RAGSIFT_SHIFT_SHARE must be in [0, 1], got {share}")
+    if mode == "synonyms":
+        return reworded_articles(data, share, counts)
     for article in data:
         paragraphs = article["paragraphs"]
         if mode == "sentences":
@@ -294,19 +124,6 @@ def transform(
                 dict(p, qas=[dict(qa, question=keywords(qa["question"])) for qa in p["qas"]])
                 for p in paragraphs
             ]
-        elif mode == "synonyms":
-            reworded = []
-            for p in paragraphs:
-                qas = []
-                for qa in p["qas"]:
-                    question, eligible, swapped = reword(qa["question"], p["context"], rng, share)
-                    counts["questions"] = counts.get("questions", 0) + 1
-                    counts["changed"] = counts.get("changed", 0) + (swapped > 0)
-                    counts["eligible_words"] = counts.get("eligible_words", 0) + eligible
-                    counts["swapped_words"] = counts.get("swapped_words", 0) + swapped
-                    qas.append(dict(qa, question=question))
-                reworded.append(dict(p, qas=qas))
-            paragraphs = reworded
         else:
             raise SystemExit(
                 f"mode must be sentences, paragraphs, keywords or synonyms, got {mode!r}"

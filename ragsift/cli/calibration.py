@@ -17,6 +17,7 @@ from ragsift.cli.labelled import (
     Labelled,
     OutOfScope,
     PoolOption,
+    Reword,
     Split,
     VectorCache,
     _fit_features,
@@ -52,6 +53,7 @@ def calibrate(
     pool: PoolOption = "auto",
     half: Half = None,
     holes: Holes = 0.0,
+    reword: Reword = 0.0,
     alpha: Annotated[
         float, typer.Option(help="Target risk: answered-without-relevant-context rate.")
     ] = 0.1,
@@ -127,9 +129,10 @@ def calibrate(
     out, ADR 026); with --half on every article of that half. The model fits term
     coverage too, and sentence match (with the ONNX embedder, token match too) with
     RAGSIFT_CONFIDENCE_READER_SIGNALS=on. The
-    shipped calibrations are --dataset squad2 --holes 0.15: about one in seven of
-    each article's paragraphs left out, their questions fitted as on topic and
-    unanswered (ADR 020, ADR 026).
+    shipped calibrations are --dataset squad2 --holes 0.2 --reword 0.5: one in five
+    of each article's paragraphs left out, their questions fitted as on topic and
+    unanswered (ADR 020, ADR 026), and half the words each question shares with its
+    paragraph swapped for synonyms, as users ask (ADR 042).
     """
     if not 0 < alpha < 1:  # before any data is read
         print_error(f"--alpha must be in (0, 1), got {alpha:g}")
@@ -162,7 +165,14 @@ def calibrate(
     from ragsift.evaluation.scoring import FIT_FRACTION, with_dense_only, with_keyword
 
     ds = _load_dataset(
-        dataset, labelled, out_of_scope, split=split, pool=pool, half=half, holes=holes
+        dataset,
+        labelled,
+        out_of_scope,
+        split=split,
+        pool=pool,
+        half=half,
+        holes=holes,
+        reword=reword,
     )
     features = _fit_features(_settings())
     bank = level_probes(ds)

@@ -20,6 +20,7 @@ from ragsift.cli.labelled import (
     Labelled,
     OutOfScope,
     PoolOption,
+    Reword,
     SearchModeOption,
     Split,
     VectorCache,
@@ -53,6 +54,7 @@ def evaluate(
     pool: PoolOption = "auto",
     half: Half = None,
     holes: Holes = 0.0,
+    reword: Reword = 0.0,
     artifact_path: Annotated[
         Path | None,
         typer.Option(
@@ -218,7 +220,14 @@ def evaluate(
         feedback, feedback_from, feedback_bias, feedback_draws, mode, afresh=feedback_afresh
     )
     ds = _load_dataset(
-        dataset, labelled, out_of_scope, split=split, pool=pool, half=half, holes=holes
+        dataset,
+        labelled,
+        out_of_scope,
+        split=split,
+        pool=pool,
+        half=half,
+        holes=holes,
+        reword=reword,
     )
     if pseudo_queries is not None or corpus is not None:
         ds = with_pseudo_queries(ds, pseudo_queries, corpus)

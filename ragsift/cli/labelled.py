@@ -35,6 +35,7 @@ def _load_dataset(
     pool: str,
     half: int | None,
     holes: float = 0.0,
+    reword: float = 0.0,
 ) -> Any:
     """The labelled set named on the command line (SQuAD files or a BEIR folder), or exit 2."""
     from ragsift.evaluation import is_beir_folder, load_beir, load_squad, select_half
@@ -63,12 +64,18 @@ def _load_dataset(
     if pool not in ("auto", "corpus", "qrels", "candidates"):
         print_error("--pool must be auto, corpus, qrels or candidates")
         raise typer.Exit(2)
+    if reword and beir is not None:
+        print_error(
+            "--reword: SQuAD-format sets only (a question is reworded against its"
+            " paragraph's words; a BEIR folder's questions have none)"
+        )
+        raise typer.Exit(2)
     try:
         if beir is not None:
             ds = load_beir(beir, split=split, out_of_scope=out_of_scope, pool=pool)  # type: ignore[arg-type]  # checked above
         else:
             assert labelled is not None
-            ds = load_squad(labelled, out_of_scope)
+            ds = load_squad(labelled, out_of_scope, reword=reword)
     except RagsiftError as exc:
         print_error(str(exc))
         raise typer.Exit(2) from exc
@@ -213,6 +220,18 @@ Holes = Annotated[
         " corpus; their answerable questions become near misses (on topic, answer"
         " missing) and the set's own near misses leave. calibrate fits them as"
         " unanswered (docs/evaluation.md).",
+    ),
+]
+Reword = Annotated[
+    float,
+    typer.Option(
+        "--reword",
+        min=0.0,
+        max=1.0,
+        help="SQuAD-format sets: swap this share of each question's content words that"
+        " its paragraph uses for WordNet synonyms it does not (seeded; out-of-scope"
+        " questions too), as a user asks who has not read the passage. The shipped"
+        " calibrations are fit at 0.5 (ADR 042).",
     ),
 ]
 SearchModeOption = Annotated[

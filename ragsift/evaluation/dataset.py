@@ -196,11 +196,15 @@ def _paragraphs(path: Path, article: dict[str, Any]) -> list[dict[str, Any]]:
     return paragraphs
 
 
-def load_squad(labelled: Path, out_of_scope: Path | None = None) -> LabelledSet:
+def load_squad(
+    labelled: Path, out_of_scope: Path | None = None, *, reword: float = 0.0
+) -> LabelledSet:
     """Read a SQuAD 2.0-format file (and optionally a file of out-of-scope questions).
 
     A question without an ``id`` is named by its position; a blank one is left
-    out and counted in the set's ``notes``.
+    out and counted in the set's ``notes``. ``reword``: the share of each question's
+    content words swapped for synonyms, in both files
+    (:func:`~ragsift.evaluation.reword.reworded_articles`, ADR 042).
 
     Raises:
         InvalidEventError: a file is not SQuAD format, has no questions, a context
@@ -211,7 +215,7 @@ def load_squad(labelled: Path, out_of_scope: Path | None = None) -> LabelledSet:
     queries: list[EvalQuery] = []
     doc_groups: dict[str, str] = {}
     blank = 0
-    for article in _read(labelled):
+    for article in _articles(labelled, reword):
         title = str(article.get("title", "untitled"))
         for i, para in enumerate(_paragraphs(labelled, article)):
             doc_id = safe_doc_id(f"{title}-{i}")
@@ -249,7 +253,7 @@ def load_squad(labelled: Path, out_of_scope: Path | None = None) -> LabelledSet:
     check_unique_ids(documents)
     if out_of_scope is not None:
         corpus_titles = {q.group for q in queries}
-        for article in _read(out_of_scope):
+        for article in _articles(out_of_scope, reword):
             title = str(article.get("title", "untitled"))
             if title in corpus_titles:
                 continue  # same article on both sides would not be out of scope
@@ -271,7 +275,16 @@ def load_squad(labelled: Path, out_of_scope: Path | None = None) -> LabelledSet:
     if not documents or not queries:
         raise InvalidEventError(f"{labelled}: no paragraphs or questions found")
     notes = [f"{blank} blank question{'s' if blank > 1 else ''} left out"] if blank else []
-    return LabelledSet(labelled.stem, documents, queries, doc_groups, notes=notes)
+    name = labelled.stem + (f" reworded at {reword:.0%}" if reword else "")
+    return LabelledSet(name, documents, queries, doc_groups, notes=notes)
+
+
+def _articles(path: Path, reword: float) -> list[dict[str, Any]]:
+    """A SQuAD file's articles, their questions reworded when ``reword`` is above 0."""
+    from ragsift.evaluation.reword import reworded_articles
+
+    articles = _read(path)
+    return reworded_articles(articles, reword) if reword else articles
 
 
 def _question(path: Path, qa: Any, where: str) -> tuple[str, str] | None:
