@@ -74,7 +74,7 @@ def demo(
         shutil.rmtree(data_dir)  # the demo always starts from a clean shard
     corpus = write_sample_corpus(data_dir / "corpus")
     console.print(f"wrote a sample handbook of {len(corpus)} documents to {data_dir / 'corpus'}")
-    _, runtime = _runtime(data_dir)
+    settings, runtime = _runtime(data_dir)
 
     async def run() -> list[tuple[str, Any, int]]:
         async with runtime:
@@ -83,6 +83,9 @@ def demo(
                 f"indexed {report.documents} documents as {report.chunks} chunks with"
                 f" {runtime.embedder.embedder_id} into Qdrant Edge"
             )
+            if settings.calibration.reprobe_after_ingest:  # as `ragsift ingest` does
+                done = await _reprobe(runtime, settings, "demo", "default")
+                _show_reprobe(done, "RAGSIFT_CALIBRATION_REPROBE_AFTER_INGEST=false")
             queries = [
                 QueryEvent(query_id=f"demo-{i}", tenant_id="demo", query=q.text)
                 for i, q in enumerate(DEMO_QUERIES)
@@ -187,10 +190,7 @@ def ingest(
             )
             if probing:
                 done = await _reprobe(runtime, settings, tenant, collection)
-                _show_reprobe(done)
-                holes = _holes(done)
-                if holes is not None:
-                    console.print(f"  not covered by the probes: {holes}")
+                _show_reprobe(done, "`--no-probe`")
 
     _embedded(run())
 
@@ -223,8 +223,9 @@ def _holes(done: Any) -> str | None:
     return str(done.holes.describe())
 
 
-def _show_reprobe(done: Any) -> None:
-    """One line on what probing the ingested scope did."""
+def _show_reprobe(done: Any, skip: str) -> None:
+    """What probing the ingested scope did, and what it does not cover; ``skip``: how
+    to skip it."""
     if done is None:
         console.print("probes: skipped (RAGSIFT_CONFIDENCE_SCORER is not calibrated)")
         return
@@ -233,11 +234,14 @@ def _show_reprobe(done: Any) -> None:
         console.print(f"{where}: re-certified on the bundled probes, {done.message}")
         if done.remap:
             console.print(f"  {done.remap}")
-        console.print(f"  version {done.version}; `--no-probe` skips this step")
+        console.print(f"  version {done.version}; {skip} skips this step")
     elif done.outcome == "infeasible":
         err_console.print(Text.assemble(("warning: ", "yellow"), f"{where}: {done.message}"))
     else:
         console.print(f"{where}: not re-probed: {done.message}")
+    holes = _holes(done)
+    if holes is not None:
+        console.print(f"  not covered by the probes: {holes}")
 
 
 def ask(

@@ -39,6 +39,30 @@ def test_demo_output_names_the_results_file(tmp_path: Path) -> None:
     assert Path(named).is_file()
 
 
+def test_demo_probes_its_collection_as_ingest_does_and_scores_with_that(tmp_path: Path) -> None:
+    """`ragsift demo` re-certifies its handbook on the bundled probes before it asks, as
+    `ragsift ingest` would: the scripted questions are scored with the collection's
+    calibration, not the shipped one on SQuAD's scale (ADR 042 moved the shipped bar)."""
+    result = run_cli(["demo", "--data-dir", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stdout.split())
+    assert "calibration for demo/default: re-certified on the bundled probes" in said
+    version = said.split("version ", 1)[1].split(";", 1)[0]
+    assert "RAGSIFT_CALIBRATION_REPROBE_AFTER_INGEST=false skips this step" in said
+    lines = (tmp_path / "d" / "results.jsonl").read_text(encoding="utf-8").splitlines()
+    scored = [RetrievalResult.model_validate_json(line) for line in lines]
+    versions = [r.breakdown.calibration_version for r in scored if r.breakdown is not None]
+    calibrated = [v for v in versions if v is not None]  # greetings are not scored
+    assert len(calibrated) >= 7
+    assert set(calibrated) == {version}
+    unprobed = run_cli(
+        ["demo", "--data-dir", str(tmp_path / "u")],
+        env={"RAGSIFT_CALIBRATION_REPROBE_AFTER_INGEST": "false"},
+    )
+    assert unprobed.exit_code == 0, unprobed.output
+    assert "re-certified" not in unprobed.stdout
+
+
 def test_ask_answers_from_the_demo_data(demo_dir: Path) -> None:
     code, out, err = _ask(demo_dir, QUESTION)
     assert code == 0, err
