@@ -1,6 +1,7 @@
 """What ``eval`` reads besides the labelled set: a collection's held-out pseudo-queries
-and extra documents (``--pseudo-queries``, ``--corpus``), and the corrective retrieval
-it replays when ``RAGSIFT_CORRECTIVE_ENABLED`` is set (B10)."""
+and extra documents (``--pseudo-queries``, ``--corpus``), the seeded limits on each kind
+of question (``--max-*``), and the corrective retrieval it replays when
+``RAGSIFT_CORRECTIVE_ENABLED`` is set (B10)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from ragsift.cli.common import print_error, print_skipped
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
 
-__all__ = ["eval_correction", "with_pseudo_queries"]
+__all__ = ["eval_correction", "limited", "with_pseudo_queries"]
 
 
 def with_pseudo_queries(ds: Any, pseudo_queries: Path | None, corpus: Path | None) -> Any:
@@ -55,3 +56,18 @@ def eval_correction(settings: Settings, artifact: Any) -> Any:
     except RagsiftError as exc:
         print_error(str(exc))
         raise typer.Exit(2) from exc
+
+
+def limited(ds: Any, **limits: int | None) -> Any:
+    """``ds`` with at most ``limits[kind]`` seeded questions of each kind given, or exit 2."""
+    from ragsift.evaluation.dataset import limit_questions
+
+    for kind, limit in limits.items():
+        if limit is None:
+            continue
+        try:
+            ds = limit_questions(ds, kind, limit)
+        except RagsiftError as exc:
+            print_error(str(exc))
+            raise typer.Exit(2) from exc
+    return ds

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from ragsift.cli.common import _settings, console, print_error, print_warning
-from ragsift.cli.eval_inputs import eval_correction, with_pseudo_queries
+from ragsift.cli.eval_inputs import eval_correction, limited, with_pseudo_queries
 from ragsift.cli.labelled import (
     SQUAD_DIR,
     Dataset,
@@ -40,7 +40,6 @@ from ragsift.cli.replay import (
 )
 from ragsift.confidence.fit_groups import in_sample_count
 from ragsift.confidence.refit import MIN_REFIT_LABELS
-from ragsift.errors import RagsiftError
 from ragsift.schemas import MAX_K
 
 __all__ = ["SQUAD_DIR", "evaluate"]
@@ -231,21 +230,7 @@ def evaluate(
     )
     if pseudo_queries is not None or corpus is not None:
         ds = with_pseudo_queries(ds, pseudo_queries, corpus)
-    from ragsift.evaluation.dataset import limit_questions
-
-    limits = (
-        ("out_of_scope", max_out_of_scope),
-        ("in_scope", max_in_scope),
-        ("near_miss", max_near_miss),
-    )
-    for kind, limit in limits:
-        if limit is None:
-            continue
-        try:
-            ds = limit_questions(ds, kind, limit)
-        except RagsiftError as exc:
-            print_error(str(exc))
-            raise typer.Exit(2) from exc
+    ds = limited(ds, out_of_scope=max_out_of_scope, in_scope=max_in_scope, near_miss=max_near_miss)
     if per_query is not None:
         try:  # refused now, not after the whole run
             per_query.open("a", encoding="utf-8").close()
