@@ -132,7 +132,8 @@ def calibrate(
     shipped calibrations are --dataset squad2 --holes 0.2 --reword 0.5: one in five
     of each article's paragraphs left out, their questions fitted as on topic and
     unanswered (ADR 020, ADR 026), and half the words each question shares with its
-    paragraph swapped for synonyms, as users ask (ADR 042).
+    paragraph swapped for synonyms, as users ask (ADR 042; the hashing embedder's
+    is --holes 0.15: hashed words read no synonym).
     """
     if not 0 < alpha < 1:  # before any data is read
         print_error(f"--alpha must be in (0, 1), got {alpha:g}")

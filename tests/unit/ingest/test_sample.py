@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from ragsift.embedded import EmbeddedRuntime
+from ragsift.evaluation.reprobe import reprobe_after_ingest
 from ragsift.ingest.sample import DEMO_ASK, DEMO_QUERIES, sample_documents
 from ragsift.schemas import QueryEvent, RetrievalResult
 from ragsift.settings import Settings
@@ -22,6 +23,18 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     async def ask() -> list[object]:
         try:
             await runtime.ingest("demo", sample_documents())
+            # probed as `ragsift demo` (and `ragsift ingest`) probes it before asking
+            base = runtime.pipeline.engines.calibration
+            assert base is not None
+            done = await reprobe_after_ingest(
+                runtime.index,
+                runtime.embedder,
+                base,
+                runtime.calibration_store,
+                collection="default",
+                tenant="demo",
+            )
+            assert done.outcome == "stored", done.message
             return list(
                 await runtime.ask(
                     [
@@ -56,4 +69,4 @@ def test_out_of_scope_and_borderline_rows_are_still_refused(
         if query.kind in {"out of scope", "borderline"}:
             result = answers[query.text]
             assert isinstance(result, RetrievalResult)
-            assert result.status == "no_relevant_context", query.text
+            assert not result.answerable, query.text
