@@ -165,16 +165,7 @@ def calibrate(
     from ragsift.evaluation.probes import with_levels
     from ragsift.evaluation.scoring import FIT_FRACTION, with_dense_only, with_keyword
 
-    ds = _load_dataset(
-        dataset,
-        labelled,
-        out_of_scope,
-        split=split,
-        pool=pool,
-        half=half,
-        holes=holes,
-        reword=reword,
-    )
+    ds = _load_dataset(dataset, labelled, out_of_scope, split, pool, half, holes, reword)
     features = _fit_features(_settings())
     bank = level_probes(ds)
     # The same questions searched dense-only and keyword-only too: what `mode: dense`

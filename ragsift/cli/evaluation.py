@@ -218,16 +218,7 @@ def evaluate(
     check_feedback_options(
         feedback, feedback_from, feedback_bias, feedback_draws, mode, afresh=feedback_afresh
     )
-    ds = _load_dataset(
-        dataset,
-        labelled,
-        out_of_scope,
-        split=split,
-        pool=pool,
-        half=half,
-        holes=holes,
-        reword=reword,
-    )
+    ds = _load_dataset(dataset, labelled, out_of_scope, split, pool, half, holes, reword)
     if pseudo_queries is not None or corpus is not None:
         ds = with_pseudo_queries(ds, pseudo_queries, corpus)
     ds = limited(ds, out_of_scope=max_out_of_scope, in_scope=max_in_scope, near_miss=max_near_miss)

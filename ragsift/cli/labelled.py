@@ -30,14 +30,15 @@ def _load_dataset(
     dataset: str | None,
     labelled: Path | None,
     out_of_scope: Path | None,
-    *,
     split: str,
     pool: str,
     half: int | None,
-    holes: float = 0.0,
-    reword: float = 0.0,
+    holes: float,
+    reword: float,
 ) -> Any:
-    """The labelled set named on the command line (SQuAD files or a BEIR folder), or exit 2."""
+    """The labelled set named on the command line (SQuAD files or a BEIR folder), or exit 2.
+
+    Its arguments are the options of the same names ``calibrate`` and ``eval`` share."""
     from ragsift.evaluation import is_beir_folder, load_beir, load_squad, select_half
     from ragsift.evaluation.dataset import with_holes
 
