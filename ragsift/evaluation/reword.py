@@ -27,12 +27,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["REWORD_SEED", "STOPWORDS", "reword", "reworded_articles", "synonym"]
+__all__ = ["REWORD_SEED", "STOPWORDS", "WORD", "reword", "reworded_articles", "synonym"]
 
 SYNONYMS: Final = Path(__file__).with_name("data") / "synonyms.tsv.gz"
 #: One seed for every file: a file's questions are reworded in order, each draw one word.
 REWORD_SEED: Final = 20261127
 _MIN_WORD: Final = 3
+#: A word as the rewording and keyword questions read one.
 WORD: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 
 #: Function words: never swapped (and what a keyword question leaves out).
