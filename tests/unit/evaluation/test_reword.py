@@ -160,3 +160,34 @@ def test_the_table_writer_reads_wordnets_files_as_wordnet_writes_them(tmp_path: 
         "car\tauto,carriage\tauto,carriage",  # "car" itself and "car"-prefixed lemmas never
         "drive\tmotor\t",  # a verb: its plural-looking "drives" is no noun
     ]
+
+
+@pytest.mark.parametrize("share", ["nan", "inf", "-0.1", "1.5"])
+def test_a_share_that_is_no_share_is_one_clear_error(share: str, tmp_path: Path) -> None:
+    labelled = _squad(tmp_path / "dev.json")
+    result = CliRunner().invoke(app, ["eval", "--labelled", str(labelled), "--reword", share])
+    assert result.exit_code == 2
+    assert "Invalid value for '--reword'" in " ".join(result.stderr.split())
+
+
+def test_hostile_questions_are_reworded_or_left_alone_never_broken(tmp_path: Path) -> None:
+    """Non-Latin words, control characters, a 100,000-character question and ids of odd
+    kinds go through the rewording as the plain loader takes them: only the Latin words
+    the paragraph shares change, and each question keeps its id and place."""
+    long_question = "car " * 25_000
+    qas = [
+        {"id": "q1", "question": "Которая car была подарком?", "answers": [{"text": "x"}]},
+        {"id": "q2", "question": "car\x00\x07\u202e teacher?", "answers": [{"text": "y"}]},
+        {"id": "q3", "question": long_question, "answers": [{"text": "z"}]},
+        {"id": {"nested": [1, [2, [3]]]}, "question": "汽车 car?", "answers": [{"text": "w"}]},
+    ]
+    raw = {"data": [{"title": "Gift", "paragraphs": [{"context": CONTEXT, "qas": qas}]}]}
+    path = tmp_path / "dev.json"
+    path.write_text(json.dumps(raw))
+    plain, reworded = load_squad(path), load_squad(path, reword=1.0)
+    assert [q.query_id for q in reworded.queries] == [q.query_id for q in plain.queries]
+    texts = [q.text for q in reworded.queries]
+    assert texts[0] == "Которая auto была подарком?"
+    assert texts[1] == "auto\x00\x07\u202e instructor?"
+    assert texts[2] == "auto " * 25_000
+    assert texts[3] == "汽车 auto?"
