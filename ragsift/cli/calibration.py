@@ -129,11 +129,11 @@ def calibrate(
     out, ADR 026); with --half on every article of that half. The model fits term
     coverage too, and sentence match (with the ONNX embedder, token match too) with
     RAGSIFT_CONFIDENCE_READER_SIGNALS=on. The
-    shipped calibrations are --dataset squad2 --holes 0.2 --reword 0.5: one in five
-    of each article's paragraphs left out, their questions fitted as on topic and
-    unanswered (ADR 020, ADR 026), and half the words each question shares with its
-    paragraph swapped for synonyms, as users ask (ADR 042; the hashing embedder's
-    is --holes 0.15: hashed words read no synonym).
+    shipped calibrations are --dataset squad2 --holes 0.15: about one in seven of
+    each article's paragraphs left out, their questions fitted as on topic and
+    unanswered (ADR 020, ADR 026). --reword is not in that recipe: a fit on
+    reworded questions let near misses through where traffic is mostly answerable
+    (ADR 043).
     """
     if not 0 < alpha < 1:  # before any data is read
         print_error(f"--alpha must be in (0, 1), got {alpha:g}")

@@ -231,8 +231,8 @@ Reword = Annotated[
         max=1.0,
         help="SQuAD-format sets: swap this share of each question's content words that"
         " its paragraph uses for WordNet synonyms it does not (seeded; out-of-scope"
-        " questions too), as a user asks who has not read the passage. The shipped"
-        " calibrations are fit at 0.5 (ADR 042).",
+        " questions too), as a user asks who has not read the passage (ADR 042). The"
+        " shipped calibrations are fit without it (ADR 043).",
     ),
 ]
 SearchModeOption = Annotated[

@@ -34,11 +34,9 @@ from ragsift.retrieval.hit_scores import hit_scores
 
 __all__ = [
     "FIT_FRACTION",
-    "HASHING_HOLES",
     "READER_SIGNAL_FEATURES",
     "SHIPPED_FEATURES",
     "SHIPPED_HOLES",
-    "SHIPPED_REWORD",
     "answer_in_kept",
     "fit_from_run",
     "hit_batch",
@@ -58,23 +56,13 @@ READER_SIGNAL_FEATURES: tuple[str, ...] = ("sentence_match", "term_coverage", "t
 # lacks the question's rarer terms from one that holds them, for a tokenization per
 # chunk (ADR 020).
 SHIPPED_FEATURES: tuple[str, ...] = (*DEFAULT_FEATURES, "term_coverage")
-# The shipped artifacts' holes (`ragsift calibrate --dataset squad2 --holes 0.2
-# --reword 0.5`): one paragraph in five of each fit article is left out of the corpus,
-# so about one on-topic question in five has no answer there and the fit learns what
-# such a question's hits look like, the way a user's corpus misses answers (ADR 020).
-# 0.15 was the smallest share whose fit held a corpus missing a quarter of its
-# paragraphs at risk <= alpha + 0.03 on the articles it did not see (ADR 026); with
-# questions reworded, whose hits hold fewer of their words, it no longer did, and 0.2
-# does (ADR 042).
-SHIPPED_HOLES = 0.2
-# The share of each fit question's words (those its paragraph uses) swapped for a
-# synonym: SQuAD's writers copied their paragraph's words and users do not, so a fit
-# on SQuAD's words alone reads a question in other words as unanswered (ADR 042).
-SHIPPED_REWORD = 0.5
-# The hashing embedder's artifact keeps ADR 026's recipe (`--holes 0.15`, no rewording):
-# hashed word vectors cannot read a synonym, and fit on reworded questions it
-# certified no bar at all (ADR 042).
-HASHING_HOLES = 0.15
+# The shipped artifacts' holes (`ragsift calibrate --dataset squad2 --holes 0.15`): about
+# one paragraph in seven of each fit article is left out of the corpus, so about one
+# on-topic question in seven has no answer there and the fit learns what such a
+# question's hits look like, the way a user's corpus misses answers (ADR 020). 0.15 is
+# the smallest share whose fit holds a corpus missing a quarter of its paragraphs at
+# risk <= alpha + 0.03 on the articles it did not see, both ways round (ADR 026).
+SHIPPED_HOLES = 0.15
 # What a keyword-only query cannot read: no BM25-dense agreement (one retriever; the
 # plain imputation copies the top score), and no sentence or token match (its query is
 # never embedded). The keyword model fits the artifact's other features (ADR 029).

@@ -1,10 +1,8 @@
-"""Each shipped calibration is what `ragsift calibrate --dataset squad2 --holes 0.2
---reword 0.5` fits today (ADR 020: term coverage, and a share of each fit article's
-paragraphs left out so that its questions are fitted as on-topic and unanswered; ADR
-024: the levels the bundled probes score at on the fit corpus; ADR 026: the fit takes
-half 1's articles exactly; ADR 042: half of the words each question shares with its
-paragraph swapped for synonyms, and the hole share 0.2). The hashing embedder's is
-`--holes 0.15` without rewording: hashed words read no synonym (ADR 042).
+"""Each shipped calibration is what `ragsift calibrate --dataset squad2 --holes 0.15`
+fits today (ADR 020: term coverage, and a share of each fit article's paragraphs left
+out so that its questions are fitted as on-topic and unanswered; ADR 024: the levels
+the bundled probes score at on the fit corpus; ADR 026: the fit takes half 1's
+articles exactly, and that share is 0.15).
 
 Each is refit in full: the hashing embedder (20 s to 1 min on two cores), the
 onnx default (1 min 49 s on two quiet cores, up to 6.5 min on busy ones) and
@@ -38,31 +36,17 @@ from typing import Any
 import pytest
 
 from ragsift.cli.labelled import SQUAD_DIR
-from ragsift.evaluation.scoring import HASHING_HOLES, SHIPPED_HOLES, SHIPPED_REWORD
+from ragsift.evaluation.scoring import SHIPPED_HOLES
 from ragsift.retrieval.engines import packaged_calibration_path
 
-#: the shipped artifacts' fitting command (after `ragsift calibrate`, before `--out`)
-RECIPE = (
-    "--dataset",
-    "squad2",
-    "--holes",
-    str(SHIPPED_HOLES),
-    "--reword",
-    str(SHIPPED_REWORD),
-)
-#: the hashing embedder's: hashed words read no synonym, so no rewording (ADR 042)
-HASHING_RECIPE = ("--dataset", "squad2", "--holes", str(HASHING_HOLES))
-#: A name for each shipped artifact -> (the embedder settings that fit it, its embedder
-#: id, its recipe).
+#: A name for each shipped artifact -> (the embedder settings that fit it, its embedder id).
 SHIPPED = {
-    "onnx": ({"KIND": "onnx", "COMPUTE": "fp32"}, "onnx-all-MiniLM-L6-v2-int8-384", RECIPE),
-    "onnx-int8": (
-        {"KIND": "onnx", "COMPUTE": "int8"},
-        "onnx-all-MiniLM-L6-v2-int8dyn-384",
-        RECIPE,
-    ),
-    "hashing": ({"KIND": "hashing"}, "ragsift-hashing-v1-384", HASHING_RECIPE),
+    "onnx": ({"KIND": "onnx", "COMPUTE": "fp32"}, "onnx-all-MiniLM-L6-v2-int8-384"),
+    "onnx-int8": ({"KIND": "onnx", "COMPUTE": "int8"}, "onnx-all-MiniLM-L6-v2-int8dyn-384"),
+    "hashing": ({"KIND": "hashing"}, "ragsift-hashing-v1-384"),
 }
+#: the shipped artifacts' fitting command (after `ragsift calibrate`, before `--out`)
+RECIPE = ("--dataset", "squad2", "--holes", str(SHIPPED_HOLES))
 #: a full onnx fit took 6 min 23 s with the machine's two cores shared; room for worse
 FIT_TIMEOUT_S = 900
 #: largest coefficient/intercept/coverage gap between four onnx fits was 0.0025; a
@@ -114,12 +98,12 @@ FITTED = (
 )
 
 
-def _refit(embedder: dict[str, str], recipe: tuple[str, ...], out: Path) -> dict[str, Any]:
+def _refit(embedder: dict[str, str], out: Path) -> dict[str, Any]:
     # The embedder is set explicitly: the test must not follow whatever the default is.
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGSIFT_EMBEDDER_")}
     env.update({f"RAGSIFT_EMBEDDER_{k}": v for k, v in embedder.items()})
     subprocess.run(
-        [sys.executable, "-m", "ragsift", "calibrate", *recipe, "--out", str(out)],
+        [sys.executable, "-m", "ragsift", "calibrate", *RECIPE, "--out", str(out)],
         check=True,
         capture_output=True,
         timeout=FIT_TIMEOUT_S,
@@ -151,15 +135,15 @@ def _split(artifact: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
 def test_shipped_artifact_is_reproducible(kind: str, tmp_path: Path) -> None:
     if not (SQUAD_DIR / "dev-v2.0.json").is_file():
         pytest.fail(f"the labelled set is missing: {SQUAD_DIR}", pytrace=False)
-    embedder, embedder_id, recipe = SHIPPED[kind]
+    embedder, embedder_id = SHIPPED[kind]
     shipped_path = packaged_calibration_path(embedder_id)
     assert shipped_path is not None, f"no artifact shipped for {embedder_id}"
     shipped = json.loads(shipped_path.read_text())
-    fresh = _refit(embedder, recipe, tmp_path / "cal.json")
+    fresh = _refit(embedder, tmp_path / "cal.json")
     settings = " ".join(f"RAGSIFT_EMBEDDER_{k}={v}" for k, v in embedder.items())
     stale = (
         f"ragsift/confidence/artifacts/{embedder_id}.json is stale: re-run"
-        f" `{settings} ragsift calibrate {' '.join(recipe)} --out` on it"
+        f" `{settings} ragsift calibrate {' '.join(RECIPE)} --out` on it"
     )
     (fresh_rest, fresh_numbers), (shipped_rest, shipped_numbers) = _split(fresh), _split(shipped)
     assert fresh_rest == shipped_rest, stale

@@ -42,7 +42,7 @@ def test_demo_output_names_the_results_file(tmp_path: Path) -> None:
 def test_demo_probes_its_collection_as_ingest_does_and_scores_with_that(tmp_path: Path) -> None:
     """`ragsift demo` re-certifies its handbook on the bundled probes before it asks, as
     `ragsift ingest` would: the scripted questions are scored with the collection's
-    calibration, not the shipped one on SQuAD's scale (ADR 042 moved the shipped bar)."""
+    calibration, not the shipped one on SQuAD's scale."""
     result = run_cli(["demo", "--data-dir", str(tmp_path / "d")])
     assert result.exit_code == 0, result.output
     said = " ".join(result.stdout.split())
