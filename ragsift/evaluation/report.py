@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragsift.confidence import (
+    SIGNAL_NAMES,
     CalibrationArtifact,
     ConfidenceConfig,
     ConfidenceEngine,
@@ -124,11 +125,14 @@ class Evaluation:
     scores: dict[str, tuple[FloatArray, BoolArray]]
     mix: ServedMix
     """What re-certifying at the evaluated questions' mix did to the calibrated answers."""
+    signals: FloatArray
+    """The calibrated scorer's signals, one row per query (columns: ``SIGNAL_NAMES``)."""
     orders: OrderSpread | None = None
     """The calibrated answers as served in several arrival orders (``orders`` > 1)."""
 
     def per_query(self, run: RetrievalRun) -> Iterator[dict[str, Any]]:
-        """One JSON-ready row per evaluated query: id, kind, label, hit rank, each scorer."""
+        """One JSON-ready row per evaluated query: id, kind, label, hit rank, the signals
+        the calibrated scorer read (null: not read), each scorer."""
         ranks = run.relevant_rank()
         for row, i in enumerate(self.query_index):
             q = run.queries[i]
@@ -137,6 +141,10 @@ class Evaluation:
                 "kind": q.kind,
                 "label": int(self.labels[row]),
                 "hit_rank": int(ranks[i]) or None,
+                "signals": {
+                    n: None if math.isnan(v) else round(v, 4)
+                    for n, v in zip(SIGNAL_NAMES, self.signals[row].tolist(), strict=True)
+                },
                 "scorers": {
                     name: {"confidence": round(float(c[row]), 4), "answered": bool(a[row])}
                     for name, (c, a) in self.scores.items()
@@ -363,7 +371,8 @@ def evaluate_scorers(
         name: (np.asarray(conf, dtype=np.float64), np.asarray(answered, dtype=bool))
         for name, _, conf, answered in rows
     }
-    return Evaluation(reports, np.flatnonzero(evaluated), labels, scores, served, spread)
+    index = np.flatnonzero(evaluated)
+    return Evaluation(reports, index, labels, scores, served, cal.signals, spread)
 
 
 def _mix_words(served: ServedMix) -> str:

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ragsift.cli import app
-from ragsift.confidence import CalibrationArtifact, load_calibration
+from ragsift.confidence import SIGNAL_NAMES, CalibrationArtifact, load_calibration
 from ragsift.errors import ConfigurationError, InvalidEventError
 from ragsift.evaluation import (
     evaluate_scorers,
@@ -340,6 +340,11 @@ def test_cli_calibrates_on_one_half_and_applies_the_artifact_to_the_other(
     assert [r["query_id"] for r in rows] == [q.query_id for q in half2.queries]
     assert set(rows[0]["scorers"]) == set(names)
     assert {"label", "kind", "hit_rank"} <= set(rows[0])
+    # The signals the calibrated scorer read, named; null where a channel was not read.
+    assert all(list(r["signals"]) == list(SIGNAL_NAMES) for r in rows)
+    assert all(-1.0 <= r["signals"]["top_score"] <= 1.0 for r in rows)
+    assert all(0.0 <= r["signals"]["term_coverage"] <= 1.0 for r in rows)
+    assert {r["signals"]["reranker_impact"] for r in rows} == {None}
     # ... and every one of half 1, with a warning that they measure no transfer.
     seen = runner.invoke(
         app,
