@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from ragsift.errors import InvalidEventError
 from ragsift.ingest.chunking import Chunk, Chunker
 from ragsift.ingest.loaders import SourceDocument, check_unique_ids
 from ragsift.retrieval.cache import ResultCache
@@ -71,9 +72,12 @@ class Indexer:
 
         Raises:
             InvalidEventError: two documents share an id (one would overwrite
-                the other); raised before anything is written.
+                the other), or one cannot be stored (:meth:`SourceDocument.problem`);
+                raised before anything is written.
         """
         docs = check_unique_ids(documents)
+        for doc in docs:
+            _check_storable(doc)
         await self.ensure(collection)
         pending: list[tuple[int, SourceDocument, Chunk]] = []  # (document index, ...)
         replaced: set[str] = set()  # documents whose old chunks are already deleted
@@ -109,6 +113,7 @@ class Indexer:
             source_type=event.source_type,
             metadata=dict(event.metadata),
         )
+        _check_storable(doc)  # before its old version is deleted
         chunks = await self._write(event.tenant_id, event.collection, doc)
         version = await self._bump(event.tenant_id, event.collection)
         return IngestReport(1, chunks, 0, version)
@@ -149,7 +154,7 @@ class Indexer:
                 source=doc.source or doc.doc_id,
                 source_type=doc.source_type,
                 vector=vec,
-                metadata={"title": doc.title, **doc.metadata} if doc.title else dict(doc.metadata),
+                metadata=doc.stored_metadata(),
             )
             for (_, doc, c), vec in zip(part, vectors, strict=True)
         ]
@@ -173,3 +178,9 @@ class Indexer:
         if self.cache is None:
             return None
         return await self.cache.bump_index_version(tenant_id, collection)
+
+
+def _check_storable(doc: SourceDocument) -> None:
+    problem = doc.problem()
+    if problem is not None:
+        raise InvalidEventError(f"document {doc.doc_id!r} {problem}; nothing was written")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator
@@ -11,7 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragsift.errors import InvalidEventError
+from ragsift.errors import InvalidEventError, shown_value
+from ragsift.retrieval.records import metadata_error
+from ragsift.schemas.payload import lone_surrogate
 
 __all__ = [
     "SUPPORTED_SUFFIXES",
@@ -40,6 +43,25 @@ class SourceDocument:
     source: str | None = None
     source_type: str = "unknown"
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    def stored_metadata(self) -> dict[str, Any]:
+        """What each of its chunks stores besides the index's own fields: its title
+        (when it has one) and its metadata."""
+        return {"title": self.title, **self.metadata} if self.title else dict(self.metadata)
+
+    def problem(self) -> str | None:
+        """Why its chunks cannot be stored, or None: text the embedder cannot encode, or
+        metadata the index cannot keep (:func:`~ragsift.retrieval.records.metadata_error`).
+        Checked before anything is written, so a bad document never costs the old
+        version of itself or of the documents after it."""
+        for name in ("text", "source"):
+            if not isinstance(getattr(self, name), str | None):
+                return f"'{name}' must be a string, got {shown_value(getattr(self, name))}"
+        surrogate = lone_surrogate([self.text, self.source])
+        if surrogate is not None:
+            return f"holds {surrogate}, a lone surrogate: not Unicode text"
+        problem = metadata_error(self.stored_metadata())
+        return None if problem is None else f"metadata {problem}"
 
 
 def safe_doc_id(raw: str) -> str:
@@ -136,10 +158,16 @@ def _iter_documents(
                 yield SourceDocument(
                     doc_id=safe_doc_id(rel),
                     text=text,
-                    title=_title(text) or file.stem,
-                    source=rel,
+                    title=_title(text) or _shown_name(Path(file.stem)),
+                    source=_shown_name(Path(rel)),
                     source_type=source_type,
                 )
+
+
+def _shown_name(path: Path) -> str:
+    """``path`` as text to store and show: a name that is not UTF-8 on disk (Python
+    keeps its bytes as lone surrogates) gets U+FFFD for them, as file contents do."""
+    return os.fsencode(path).decode("utf-8", errors="replace")
 
 
 def _title(text: str) -> str | None:
@@ -181,16 +209,16 @@ def _jsonl(file: Path, default_type: str) -> Iterator[SourceDocument]:
             raise InvalidEventError(f"{file}:{lineno}: each line needs a string 'text' field")
         raw_id = row.get("doc_id") or row.get("id") or f"{file.stem}-{lineno}"
         stype = row.get("source_type", default_type)
-        if stype not in _SOURCE_TYPES:
+        if not isinstance(stype, str) or stype not in _SOURCE_TYPES:
             raise InvalidEventError(
                 f"{file}:{lineno}: source_type must be one of {sorted(_SOURCE_TYPES)},"
                 f" got {stype!r}"
             )
-        yield SourceDocument(
+        doc = SourceDocument(
             doc_id=safe_doc_id(str(raw_id)),
             text=row["text"],
             title=row.get("title"),
-            source=row.get("source") or f"{file.name}:{lineno}",
+            source=row.get("source") or f"{_shown_name(file)}:{lineno}",
             source_type=stype,
             metadata={
                 k: v
@@ -198,3 +226,7 @@ def _jsonl(file: Path, default_type: str) -> Iterator[SourceDocument]:
                 if k not in {"text", "doc_id", "id", "title", "source", "source_type"}
             },
         )
+        problem = doc.problem()
+        if problem is not None:
+            raise InvalidEventError(f"{file}:{lineno}: {problem}")
+        yield doc

@@ -43,6 +43,7 @@ from ragsift.retrieval.errors import (
     MissingTenantError,
 )
 from ragsift.schemas.base import tenant_scoped
+from ragsift.schemas.payload import metadata_problem
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -68,6 +69,7 @@ __all__ = [
     "check_embedder",
     "dense_for_upsert",
     "filter_conditions",
+    "metadata_error",
     "point_id",
     "record_payload",
     "require_tenant",
@@ -197,10 +199,25 @@ class ChunkRecord:
             value = getattr(self, name)
             if not isinstance(value, str) or not value:
                 raise ValueError(f"{name} must be a non-empty string, got {value!r}")
-        if self.metadata:
-            clash = RESERVED_FIELDS.intersection(self.metadata)
-            if clash:
-                raise ValueError(f"metadata may not use reserved payload keys: {sorted(clash)}")
+        for name in ("text", "source"):  # stored as they are: nothing else may nest there
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} must be a string, got {type(getattr(self, name))}")
+        problem = metadata_error(self.metadata or {})
+        if problem is not None:  # the last check before the write-ahead log
+            raise ValueError(f"metadata of chunk {self.chunk_id!r} {problem}")
+
+
+def metadata_error(metadata: Mapping[str, Any]) -> str | None:
+    """Why a document's ``metadata`` cannot go into its chunks' payloads, or None.
+
+    A reserved key would shadow a field the index writes; anything else is what
+    :func:`~ragsift.schemas.payload.metadata_problem` refuses (nesting the shard could
+    not read back, NaN, lone surrogates).
+    """
+    clash = RESERVED_FIELDS.intersection(metadata)
+    if clash:
+        return f"may not use reserved payload keys: {sorted(clash)}"
+    return metadata_problem(metadata)
 
 
 def record_payload(record: ChunkRecord, terms: Sequence[int] = ()) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ragsift.schemas.base import (
     MAX_TEXT_CHARS,
@@ -15,6 +15,7 @@ from ragsift.schemas.base import (
     TenantId,
     utcnow,
 )
+from ragsift.schemas.payload import metadata_problem
 
 __all__ = ["DocumentEvent", "FeedbackEvent", "SourceType"]
 
@@ -39,6 +40,15 @@ class DocumentEvent(EventModel):
     source_type: SourceType = "unknown"
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime = Field(default_factory=utcnow)
+
+    @field_validator("metadata")
+    @classmethod
+    def _storable(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """Metadata the index cannot store is refused before the old chunks are deleted."""
+        problem = metadata_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _upsert_has_text(self) -> DocumentEvent:

@@ -1,0 +1,75 @@
+"""What a document's metadata may hold to be stored with its chunks: JSON the index can keep.
+
+The index stores a document's metadata in every chunk's payload. Qdrant Edge writes
+that payload to its write-ahead log and cannot read an entry nested past ~125 levels
+back: the whole shard then fails to open, every tenant's searches with it. NaN,
+infinities and lone surrogates (``"\\ud800"`` decodes to one) are refused by the
+payload encoder only after the document's old chunks were deleted. So metadata is
+checked before anything is written, by the event contract, the file loader and the
+index record alike.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ragsift.errors import shown_value
+
+__all__ = ["MAX_METADATA_DEPTH", "lone_surrogate", "metadata_problem"]
+
+#: Deepest nesting of a metadata value (a key's value is level 1). Qdrant Edge's WAL
+#: cannot read back ~125; real metadata (tags, authors, a section path) is 1-3 deep,
+#: and the API's bodies stop at 32 (``ragsift.api.body.MAX_JSON_DEPTH``).
+MAX_METADATA_DEPTH = 32
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_JSON_TYPES = (str, int, float, bool, type(None), list, tuple, dict)
+#: The payload encoder stores an integer past 64 bits as a float, and fails on one
+#: no float holds.
+_LARGEST = sys.float_info.max
+
+
+def lone_surrogate(value: Any) -> str | None:
+    """The first string (or key) in a JSON value that holds a lone surrogate, shown; else None.
+
+    ``json.loads`` turns an escape such as ``"\\ud800"`` into one: valid JSON, but no
+    Unicode text, so it cannot be encoded to embed, store or print.
+    """
+    for _, node in _nodes(value):
+        if isinstance(node, str) and _SURROGATE.search(node):
+            return shown_value(node)
+    return None
+
+
+def metadata_problem(metadata: Mapping[str, Any]) -> str | None:
+    """Why ``metadata`` cannot be stored with a chunk, or None when it can."""
+    for depth, node in _nodes(metadata):
+        if depth > MAX_METADATA_DEPTH:
+            return f"nests deeper than {MAX_METADATA_DEPTH} levels"
+        if isinstance(node, float) and not math.isfinite(node):
+            return f"holds {node}, which is no JSON number"
+        if isinstance(node, int) and abs(node) > _LARGEST:
+            return f"holds {shown_value(node)}, past the largest number it can store"
+        if isinstance(node, str) and _SURROGATE.search(node):
+            return f"holds {shown_value(node)}, a lone surrogate: not Unicode text"
+        if not isinstance(node, _JSON_TYPES):
+            return f"holds a {type(node).__name__}, which is no JSON value"
+    return None
+
+
+def _nodes(value: Any) -> Iterator[tuple[int, Any]]:
+    """Every value and key in ``value`` with its depth (``value`` itself at 0), without
+    recursion: a value nested past the interpreter's stack is walked too."""
+    stack: list[tuple[int, Any]] = [(0, value)]
+    while stack:
+        depth, node = stack.pop()
+        yield depth, node
+        if isinstance(node, dict):
+            for key, item in node.items():
+                yield depth + 1, key
+                stack.append((depth + 1, item))
+        elif isinstance(node, list | tuple):
+            stack.extend((depth + 1, item) for item in node)
