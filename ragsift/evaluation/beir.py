@@ -94,18 +94,24 @@ def _qrels(path: Path) -> dict[str, dict[str, int]]:
         raise InvalidEventError(f"{path}: missing; {have}")
     out: dict[str, dict[str, int]] = {}
     with path.open(encoding="utf-8", newline="") as handle:
-        for lineno, row in enumerate(csv.reader(handle, delimiter="\t"), 1):
-            if not row:
-                continue
-            try:
-                query_id, doc_id, score = row[0], row[1], int(row[2])
-            except (IndexError, ValueError) as exc:
-                if lineno == 1 and len(row) >= 3 and not row[2].strip().lstrip("-").isdigit():
-                    continue  # a header line, whatever its column names
-                raise InvalidEventError(
-                    f"{path}:{lineno}: expected query-id, corpus-id, integer score"
-                ) from exc
-            out.setdefault(query_id, {})[doc_id] = score
+        reader = csv.reader(handle, delimiter="\t")
+        try:
+            for lineno, row in enumerate(reader, 1):
+                if not row:
+                    continue
+                try:
+                    query_id, doc_id, score = row[0], row[1], int(row[2])
+                except (IndexError, ValueError) as exc:
+                    if lineno == 1 and len(row) >= 3 and not row[2].strip().lstrip("-").isdigit():
+                        continue  # a header line, whatever its column names
+                    raise InvalidEventError(
+                        f"{path}:{lineno}: expected query-id, corpus-id, integer score"
+                    ) from exc
+                out.setdefault(query_id, {})[doc_id] = score
+        except UnicodeDecodeError as exc:
+            raise InvalidEventError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+        except csv.Error as exc:  # a field past csv's size limit, a NUL byte
+            raise InvalidEventError(f"{path}:{reader.line_num}: not TSV ({exc})") from exc
     return out
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from ragsift.errors import InvalidEventError
 from ragsift.ingest.loaders import SourceDocument, check_unique_ids, jsonl_rows, safe_doc_id
+from ragsift.schemas.payload import lone_surrogate
 
 __all__ = [
     "EvalQuery",
@@ -182,6 +183,9 @@ def _read(path: Path) -> list[dict[str, Any]]:
     data = raw.get("data") if isinstance(raw, dict) else None
     if not isinstance(data, list) or not all(isinstance(a, dict) for a in data):
         raise InvalidEventError(f"{path}: not SQuAD format (no top-level 'data' list of articles)")
+    surrogate = lone_surrogate(data)  # from an escape such as "\ud800": no text to embed
+    if surrogate is not None:
+        raise InvalidEventError(f"{path}: holds {surrogate}, a lone surrogate: not Unicode text")
     return data
 
 

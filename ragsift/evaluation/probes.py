@@ -16,7 +16,6 @@ those subjects must bring its own probes (``--probes FILE``).
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -42,6 +41,7 @@ from ragsift.evaluation.probe_vectors import with_bank_vectors
 from ragsift.evaluation.reads import read_embedded
 from ragsift.evaluation.scoring import served_config
 from ragsift.evaluation.selfcal import chunks_per_tenant, search_as_pipeline
+from ragsift.ingest.loaders import json_line
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.hit_scores import hit_scores
@@ -106,16 +106,16 @@ def load_probes(source: str | Path) -> list[Probe]:
 
 def _parse(text: str, name: str, *, jsonl: bool) -> list[Probe]:
     probes: list[Probe] = []
-    for lineno, raw in enumerate(text.splitlines(), start=1):
+    # JSON Lines end at "\n" only: a JSON string may hold U+2028 or U+0085 as it is,
+    # which splitlines() would cut the line at
+    lines = text.split("\n") if jsonl else text.splitlines()
+    for lineno, raw in enumerate(lines, start=1):
         line = raw.strip()
         if not line or (not jsonl and line.startswith("#")):
             continue
         group = f"{name}:{lineno}"
         if jsonl:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InvalidEventError(f"{name}:{lineno}: not JSON ({exc.msg})") from exc
+            row = json_line(line, group)
             if not isinstance(row, dict) or not isinstance(row.get("text"), str):
                 raise InvalidEventError(f'{name}:{lineno}: needs {{"text": "...", "group": ...}}')
             line = row["text"].strip()

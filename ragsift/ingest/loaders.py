@@ -21,12 +21,16 @@ __all__ = [
     "SourceDocument",
     "check_unique_ids",
     "iter_documents",
+    "json_line",
+    "jsonl_rows",
     "safe_doc_id",
 ]
 
 SUPPORTED_SUFFIXES = (".txt", ".md", ".jsonl")
 _SOURCE_TYPES = {"government", "regulatory", "market_data", "third_party", "internal", "unknown"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]+")
+#: A \uD800-\uDFFF escape: only a line holding one can decode to a lone surrogate.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 MAX_DOC_ID_CHARS = 128  # the event contract's limit on doc ids
 # Hex digits of SHA-256 appended to an id that had to be rewritten: 48 bits, so two
 # different titles of one corpus sharing a slug collide with odds ~n^2 / 2^49.
@@ -182,25 +186,37 @@ def jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
     """Each non-blank line of a JSON Lines file, parsed, with its 1-based line number.
 
     Raises:
-        InvalidEventError: a line is not JSON, nests too deep for the parser, or
-            the file is not UTF-8 text: named by file and line.
+        InvalidEventError: a line is not JSON (:func:`json_line`), or the file is
+            not UTF-8 text: named by file and line.
     """
     try:
         with path.open(encoding="utf-8") as handle:
             for lineno, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InvalidEventError(f"{path}:{lineno}: not JSON ({exc.msg})") from exc
-                except RecursionError as exc:
-                    raise InvalidEventError(f"{path}:{lineno}: not JSON (nested too deep)") from exc
-                except ValueError as exc:  # an int past Python's digit limit
-                    raise InvalidEventError(f"{path}:{lineno}: not JSON ({exc})") from exc
-                yield lineno, row
+                if line.strip():
+                    yield lineno, json_line(line, f"{path}:{lineno}")
     except UnicodeDecodeError as exc:
         raise InvalidEventError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+
+
+def json_line(line: str, where: str) -> Any:
+    """One line of a JSON Lines file parsed; ``where`` (``file:line``) names it in errors.
+
+    Raises:
+        InvalidEventError: not JSON, nested too deep for the parser, an integer past
+            Python's digit limit, or a string with a lone surrogate escape (``\\ud800``:
+            JSON, but no text to embed or print).
+    """
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InvalidEventError(f"{where}: not JSON ({exc.msg})") from exc
+    except RecursionError as exc:
+        raise InvalidEventError(f"{where}: not JSON (nested too deep)") from exc
+    except ValueError as exc:  # an int past Python's digit limit
+        raise InvalidEventError(f"{where}: not JSON ({exc})") from exc
+    if _SURROGATE_ESCAPE.search(line) and (surrogate := lone_surrogate(row)) is not None:
+        raise InvalidEventError(f"{where}: holds {surrogate}, a lone surrogate: not Unicode text")
+    return row
 
 
 def _jsonl(file: Path, default_type: str) -> Iterator[SourceDocument]:
