@@ -54,11 +54,11 @@ class _ConsoleApi:
                     request.headers.get("Authorization"), request.headers.get("X-API-Key")
                 )
             except AuthError as exc:
-                return error_response(exc.status, "unauthorized", exc.message)
+                return error_response(exc.status, exc.code, exc.message)
         try:
             return await handler(request)
         except AuthError as exc:
-            return error_response(exc.status, "forbidden", exc.message)
+            return error_response(exc.status, exc.code, exc.message)
 
     def tenants_of(self, request: web.Request) -> frozenset[str] | None:
         """The tenants the caller may watch."""

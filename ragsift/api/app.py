@@ -336,8 +336,16 @@ class QueryApi(KafkaLink):
                 )
             response = await handler(request)
         except AuthError as exc:
-            error = "unauthorized" if exc.status == 401 else "forbidden"
-            response = error_response(exc.status, error, exc.message)
+            response = error_response(exc.status, exc.code, exc.message)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise  # a redirect is an answer, not an error
+            # no route, another method, no such asset: the JSON error every route answers
+            response = error_response(
+                exc.status, exc.reason.lower().replace(" ", "_"), exc.text or exc.reason
+            )
+            if "Allow" in exc.headers:
+                response.headers["Allow"] = exc.headers["Allow"]
         self.requests.labels(name, str(response.status)).inc()
         return response
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import os
 import re
 import secrets
@@ -53,21 +54,28 @@ _SECRET_BYTES = 32  # 256 bits: guessing is out of reach, so sha256 storage is e
 JWT_LEEWAY_S = 30
 _ASYMMETRIC = ["RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256"]
 _TENANT_RE = re.compile(TENANT_PATTERN)
+_log = logging.getLogger(__name__)
 
 
 class AuthError(RagsiftError):
-    """A request without a valid credential (401) or without the right (403).
+    """A request without a valid credential (401), without the right (403), or that
+    cannot be checked now (503: the keys file is unreadable, so every key is refused).
 
     Args:
         message: what is wrong, safe to show to the caller.
-        status: 401 (who are you?) or 403 (you may not).
+        status: 401 (who are you?), 403 (you may not) or 503 (ask again later).
     """
 
     stage = "auth"
 
-    def __init__(self, message: str, *, status: Literal[401, 403] = 401):
+    def __init__(self, message: str, *, status: Literal[401, 403, 503] = 401):
         super().__init__(message)
         self.status = status
+
+    @property
+    def code(self) -> str:
+        """The ``error`` field of the JSON answer."""
+        return {401: "unauthorized", 403: "forbidden"}.get(self.status, "auth_unavailable")
 
 
 @dataclass(frozen=True)
@@ -205,18 +213,18 @@ class KeyStore:
         if self._seen == (stat.st_mtime_ns, stat.st_size):
             return
         try:
-            text = self.path.read_text()
+            text = self.path.read_bytes()
         except OSError as exc:  # a directory, no permission, an I/O error
             raise ConfigurationError(
                 f"cannot read the API keys file {self.path}: {exc.strerror or exc}"
             ) from exc
         try:
             data = json.loads(text)
-            records = [
-                KeyRecord(**{**r, "tenants": tuple(r["tenants"]), "scopes": tuple(r["scopes"])})
-                for r in data["keys"]
-            ]
-        except (ValueError, KeyError, TypeError) as exc:
+            keys = data["keys"] if isinstance(data, dict) else None
+            if not isinstance(keys, list):
+                raise ValueError("no 'keys' list")
+            records = [_key_record(r) for r in keys]
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise ConfigurationError(f"unreadable API keys file {self.path}: {exc}") from exc
         self._records = {r.key_id: r for r in records}
         self._seen = (stat.st_mtime_ns, stat.st_size)
@@ -237,6 +245,28 @@ class KeyStore:
         os.chmod(tmp, 0o600)
         os.replace(tmp, self.path)
         self._seen = None  # re-read on next use (mtime granularity may hide this write)
+
+
+def _key_record(raw: Any) -> KeyRecord:
+    """One key as the keys file holds it, every field of the type ``KeyStore`` writes: a
+    hand-edited ``"tenants": "alpha"`` would otherwise read as tenants a, l, p and h.
+
+    Raises:
+        ValueError: a field is missing, of another type, or unknown.
+    """
+    if not isinstance(raw, dict):
+        raise ValueError(f"a key must be an object, got {type(raw).__name__}")
+    strings = ("key_id", "sha256", "label", "created_at")
+    if not all(isinstance(raw.get(name, ""), str) for name in strings) or not isinstance(
+        raw.get("revoked_at"), str | None
+    ):
+        raise ValueError(f"key {raw.get('key_id')!r}: {', '.join(strings)} must be strings")
+    lists = {name: raw.get(name) for name in ("tenants", "scopes")}
+    for name, value in lists.items():
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            raise ValueError(f"key {raw.get('key_id')!r}: {name} must be a list of strings")
+        lists[name] = tuple(value)
+    return KeyRecord(**{**raw, **lists})
 
 
 class JwtVerifier:
@@ -342,7 +372,14 @@ class Authenticator:
         if not token:
             raise AuthError("no credential: send 'Authorization: Bearer <key or token>'")
         if token.startswith(KEY_PREFIX + "_"):
-            principal = self.keys.lookup(token) if self.keys is not None else None
+            try:
+                principal = self.keys.lookup(token) if self.keys is not None else None
+            except ConfigurationError as exc:  # edited by hand into something unreadable
+                _log.error("API keys refused until it is fixed: %s", exc)
+                raise AuthError(
+                    "the server cannot check API keys now (its keys file is unreadable)",
+                    status=503,
+                ) from exc
             if principal is None:
                 raise AuthError("unknown or revoked API key")
             return principal

@@ -183,7 +183,7 @@ def openapi_document(max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS)
                         "413": _json(error, "The body is too large."),
                         "415": _json(error, "The body is not application/json."),
                         "422": _json(error, "The body breaks the contract; fields say where."),
-                        "503": _json(error, "Kafka is unavailable."),
+                        "503": _json(error, "Kafka is unavailable, or API keys cannot be read."),
                         "504": _json(error, "No result within timeout_s; query_id to poll."),
                     },
                 }
@@ -212,6 +212,7 @@ def openapi_document(max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS)
                         "401": _json(error, "No valid credential (see WWW-Authenticate)."),
                         "403": _json(error, "The credential lacks the read scope or tenant."),
                         "404": _json(error, "No result for this id in the caller's tenants."),
+                        "503": _json(error, "The server cannot read its API keys now."),
                     },
                 }
             },

@@ -162,7 +162,12 @@ def keys_create(
 def keys_list() -> None:
     """Every key's id, tenants, scopes and state (never the key)."""
     table = Table("id", "tenants", "scopes", "label", "created", "revoked")
-    for r in _key_store().records():
+    try:
+        records = _key_store().records()
+    except RagsiftError as exc:
+        print_error(str(exc))
+        raise typer.Exit(2) from exc
+    for r in records:
         table.add_row(
             r.key_id,
             ",".join(r.tenants),
