@@ -71,8 +71,16 @@ def demo(
     from ragsift.schemas import QueryEvent
 
     if data_dir.exists():
+        if (problem := _not_the_demos(data_dir)) is not None:
+            _fail(
+                f"--data-dir {data_dir} {problem}; the demo deletes its folder to start from a"
+                " clean shard: give it a new or empty one (default .ragsift/demo)"
+            )
         shutil.rmtree(data_dir)  # the demo always starts from a clean shard
-    corpus = write_sample_corpus(data_dir / "corpus")
+    try:
+        corpus = write_sample_corpus(data_dir / "corpus")
+    except OSError as exc:  # a parent that is a file, no permission
+        _fail(f"--data-dir {data_dir}: cannot write there ({exc.strerror or exc})")
     console.print(f"wrote a sample handbook of {len(corpus)} documents to {data_dir / 'corpus'}")
     settings, runtime = _runtime(data_dir)
 
@@ -117,6 +125,23 @@ def demo(
         f' {data_dir} --tenant demo "{DEMO_ASK}"'
     )
     console.print(f"then: ragsift assess --data-dir {data_dir} demo-0")
+
+
+def _not_the_demos(folder: Path) -> str | None:
+    """Why ``demo`` must not delete ``folder``, or None: an empty folder, or one an earlier
+    demo wrote (its ``corpus`` holds sample handbook pages only). ``--data-dir .`` or a
+    data dir holding a user's own collections was deleted whole before."""
+    from ragsift.ingest.sample import SAMPLE_DOCUMENTS
+
+    if not folder.is_dir():
+        return "is not a folder"
+    if not any(folder.iterdir()):
+        return None
+    corpus = folder / "corpus"
+    pages = {p.name for p in corpus.iterdir()} if corpus.is_dir() else set()
+    if pages and pages <= set(SAMPLE_DOCUMENTS):
+        return None
+    return "holds files an earlier `ragsift demo` did not write"
 
 
 def ingest(

@@ -185,6 +185,9 @@ def feedback(
     except RagsiftError as exc:
         print_error(str(exc))
         raise typer.Exit(2) from exc
+    except OSError as exc:  # the data dir is a file, or cannot be written
+        print_error(f"cannot use the data directory {settings.data_dir}: {exc.strerror or exc}")
+        raise typer.Exit(2) from exc
     if loop is None:
         print_error("feedback re-fits need RAGSIFT_CONFIDENCE_SCORER=calibrated")
         raise typer.Exit(2)

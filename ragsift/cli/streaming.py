@@ -179,11 +179,9 @@ def submit(
     if source != "-" and not Path(source).is_file():
         print_error(f"no such file: {source}")
         raise typer.Exit(2)
-    lines = (
-        sys.stdin.read().splitlines()
-        if source == "-"
-        else Path(source).read_text(encoding="utf-8").splitlines()
-    )
+    # Bytes, cut at line ends only: a line that is not UTF-8 is rejected by the codec
+    # like any other bad line, and U+2028 inside a JSON string does not cut it.
+    lines = (sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()).splitlines()
 
     # Every line is checked before connecting: a bad file is refused without a broker.
     events: list[tuple[bytes | None, bytes]] = []
@@ -191,7 +189,7 @@ def submit(
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        payload = line.strip().encode()
+        payload = line.strip()
         key = b""
         if not raw:
             try:

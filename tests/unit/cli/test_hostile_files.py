@@ -1,0 +1,178 @@
+"""Files and folders a command is pointed at that are not what it expects: exit 2 with one
+``error:`` line naming the path, never a traceback, and nothing else touched.
+
+Each case here crashed or did damage before: ``keys list`` on a keys file edited into
+something else (a traceback, or ``"tenants": "alpha"`` read as tenants a, l, p, h),
+``submit`` on a file that is not UTF-8, ``feedback`` and ``demo`` on a data dir that is a
+file, and ``demo --data-dir`` on a folder of the user's own, which it deleted whole.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ragsift.api.auth import KeyRecord, KeyStore
+from ragsift.errors import ConfigurationError
+from tests.unit.cli.conftest import error_lines, run_cli
+
+_HOSTILE_KEYS: dict[str, bytes] = {
+    "not JSON": b"{keys: []",
+    "not UTF-8": b'{"keys": [{"key_id": "\xff"}]}',
+    "a list": b"[]",
+    "keys not a list": b'{"keys": 5}',
+    "a key missing fields": b'{"keys": [{"key_id": "a"}]}',
+    "an unhashable id": b'{"keys": [{"key_id": ["a"], "sha256": "x", "tenants": ["t"],'
+    b' "scopes": ["query"]}]}',
+    "tenants a string": b'{"keys": [{"key_id": "a", "sha256": "x", "tenants": "alpha",'
+    b' "scopes": ["query"]}]}',
+    "an unknown field": b'{"keys": [{"key_id": "a", "sha256": "x", "tenants": ["t"],'
+    b' "scopes": ["query"], "admin": true}]}',
+    "nested past the parser": b'{"keys": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+}
+
+
+@pytest.mark.parametrize("body", _HOSTILE_KEYS.values(), ids=_HOSTILE_KEYS.keys())
+def test_keys_commands_name_an_unreadable_keys_file(tmp_path: Path, body: bytes) -> None:
+    keys = tmp_path / "api-keys.json"
+    keys.write_bytes(body)
+    env = {"RAGSIFT_API_KEYS_FILE": str(keys)}
+    for args in (["keys", "list"], ["keys", "create", "--tenant", "t"], ["keys", "revoke", "a"]):
+        result = run_cli(args, env=env)
+        assert result.exit_code == 2, (args, result.output)
+        [line] = error_lines(result)
+        assert line.startswith(f"error: unreadable API keys file {keys}: "), line
+    assert keys.read_bytes() == body  # refused, not rewritten
+
+
+def test_keys_list_names_a_folder_given_as_the_keys_file(tmp_path: Path) -> None:
+    result = run_cli(["keys", "list"], env={"RAGSIFT_API_KEYS_FILE": str(tmp_path)})
+    assert result.exit_code == 2
+    assert error_lines(result) == [
+        f"error: cannot read the API keys file {tmp_path}: Is a directory"
+    ]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=10,
+)
+_KEY = st.fixed_dictionaries(
+    {"key_id": _JSON, "sha256": _JSON, "tenants": _JSON, "scopes": _JSON},
+    optional={"label": _JSON, "revoked_at": _JSON, "created_at": _JSON},
+)
+
+
+def _records(path: Path) -> tuple[list[KeyRecord], str | None]:
+    try:
+        return KeyStore(path).records(), None
+    except ConfigurationError as exc:
+        return [], str(exc)
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.one_of(_JSON, st.fixed_dictionaries({"keys": st.lists(_KEY, max_size=3)})))
+def test_any_keys_file_is_read_or_refused_with_one_error(
+    tmp_path_factory: pytest.TempPathFactory, data: object
+) -> None:
+    """A keys file of any JSON shape: its records are what was written, each field of
+    its type, or the store raises its one ConfigurationError; nothing else escapes."""
+    path = tmp_path_factory.mktemp("keys") / "api-keys.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    records, refused = _records(path)
+    if refused is not None:
+        assert refused.startswith(f"unreadable API keys file {path}: ")
+    for record in records:
+        assert all(isinstance(t, str) for t in (*record.tenants, *record.scopes))
+        assert isinstance(record.key_id, str)
+        assert isinstance(record.sha256, str)
+
+
+def test_submit_rejects_lines_that_are_not_utf8_by_number(tmp_path: Path) -> None:
+    """Each line is checked before a broker is asked for: a Latin-1 line is rejected and
+    named like any other bad line, and U+2028 inside a JSON string does not cut a line."""
+    good = {"query_id": "q1", "tenant_id": "t", "query": "Is it\u2028split?"}
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(
+        json.dumps(good, ensure_ascii=False).encode() + b'\n{"query": "caf\xe9"}\n\xff\xfe\n'
+    )
+    result = run_cli(["submit", str(events)], env={"RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": "x:1"})
+    assert "Traceback" not in result.output
+    rejected = [line for line in error_lines(result) if " rejected " in line]
+    assert [line.split(":")[0] for line in rejected] == ["line 2", "line 3"]
+    assert "payload is not UTF-8" in rejected[0]
+    # the good line (U+2028 and all) was only held back by the broker
+    assert not any(line.startswith("line 1:") for line in error_lines(result))
+    assert "is not usable" in error_lines(result)[-1]
+
+
+def test_feedback_on_a_data_dir_that_is_a_file(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.write_text("not a folder", encoding="utf-8")
+    result = run_cli(["feedback", "q1", "--relevant", "--data-dir", str(data)])
+    assert result.exit_code == 2, result.output
+    assert error_lines(result) == [f"error: cannot use the data directory {data}: File exists"]
+
+
+def test_demo_keeps_a_folder_it_did_not_write(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    (mine / "notes").mkdir(parents=True)
+    (mine / "notes" / "thesis.md").write_text("Four years of work.", encoding="utf-8")
+    result = run_cli(["demo", "--data-dir", str(mine)])
+    assert result.exit_code == 2, result.output
+    [line] = error_lines(result)
+    assert line.startswith(f"error: --data-dir {mine} holds files an earlier `ragsift demo`")
+    assert (mine / "notes" / "thesis.md").read_text(encoding="utf-8") == "Four years of work."
+    afile = tmp_path / "afile"
+    afile.write_text("x", encoding="utf-8")
+    for data_dir, why in ((afile, "is not a folder"), (afile / "sub", "cannot write there")):
+        result = run_cli(["demo", "--data-dir", str(data_dir)])
+        assert result.exit_code == 2, result.output
+        [line] = error_lines(result)
+        assert line.startswith(f"error: --data-dir {data_dir}")
+        assert why in line
+
+
+def test_demo_starts_again_on_its_own_folder_and_on_an_empty_one(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for _ in range(2):  # the second run deletes what the first wrote
+        result = run_cli(["demo", "--data-dir", str(empty)], env={
+            "RAGSIFT_CALIBRATION_REPROBE_AFTER_INGEST": "false"})  # fmt: skip
+        assert result.exit_code == 0, result.output
+    assert (empty / "results.jsonl").is_file()
+
+
+@pytest.mark.parametrize(
+    "where", ["a folder", "an empty file", "binary", "a BOM and CRLF", "truncated JSON"]
+)
+def test_ingest_of_odd_files_is_one_line_or_a_clean_skip(tmp_path: Path, where: str) -> None:
+    """What ``ingest`` is pointed at: a folder with no documents, an empty file, binary
+    bytes, a JSONL file with a BOM and CRLF ends, a truncated JSONL line."""
+    target = tmp_path / "in.jsonl"
+    content = {
+        "an empty file": b"",
+        "binary": bytes(range(256)),
+        "a BOM and CRLF": b'\xef\xbb\xbf{"text": "a"}\r\n',
+        "truncated JSON": b'{"text": "a"}\n{"text": "b',
+    }.get(where)
+    if content is None:
+        target = tmp_path / "docs"
+        (target / "sub").mkdir(parents=True)
+        (target / "sub" / "x.pdf").write_bytes(b"%PDF")
+    else:
+        target.write_bytes(content)
+    data = tmp_path / "data"
+    result = run_cli(["ingest", str(target), "--tenant", "t", "--data-dir", str(data)])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert error_lines(result)[-1].startswith("error: ")
+    assert str(target) in error_lines(result)[-1]
+    assert not data.exists()
