@@ -57,6 +57,9 @@ log = logging.getLogger(__name__)
 MAX_TENANTS = 10_000
 #: Bytes read from the file: 10,000 tenants of a few lines each fit with room to spare.
 MAX_THRESHOLDS_FILE_BYTES = 4 * 1024 * 1024
+#: Values a YAML file may stand for once its aliases are expanded: MAX_TENANTS tenants of
+#: a dozen values each are ~250,000; a document past this is an alias bomb, not thresholds.
+MAX_YAML_VALUES = 1_000_000
 _MAX_TTL_S = 30 * 24 * 3600  # a month: longer and a stale answer outlives its documents
 
 
@@ -133,7 +136,7 @@ def load_tenant_thresholds(path: Path, base: LevelThresholds) -> dict[str, Tenan
             f"tenant thresholds {path}: over {MAX_THRESHOLDS_FILE_BYTES} bytes"
         )
     try:
-        data: Any = json.loads(raw) if path.suffix == ".json" else yaml.safe_load(raw)
+        data: Any = json.loads(raw) if path.suffix == ".json" else _yaml(raw)
         parsed = _ThresholdsFile.model_validate({} if data is None else data)
         for tenant, values in parsed.tenants.items():
             try:
@@ -142,7 +145,41 @@ def load_tenant_thresholds(path: Path, base: LevelThresholds) -> dict[str, Tenan
                 raise ConfigurationError(f"tenant {tenant!r}: {exc}") from exc
     except (ValueError, yaml.YAMLError) as exc:  # JSON, YAML and pydantic errors alike
         raise ConfigurationError(f"tenant thresholds {path}: {exc}") from exc
+    except RecursionError as exc:  # "[" * 50_000: past the parser's stack
+        raise ConfigurationError(f"tenant thresholds {path}: nested too deep") from exc
     return dict(parsed.tenants)
+
+
+def _yaml(raw: bytes) -> Any:
+    """The YAML document, refused when its aliases expand past :data:`MAX_YAML_VALUES`:
+    nine lines of ``&x [*w, *w, ...]`` stand for 9^9 values, and checking them (naming
+    them in the error) took minutes of CPU per read; a poll of the file froze its worker.
+
+    Raises:
+        ValueError: the document expands past the bound.
+    """
+    loader = yaml.SafeLoader(raw)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return None
+        if _expanded(root, {}) > MAX_YAML_VALUES:
+            raise ValueError(f"its aliases expand to more than {MAX_YAML_VALUES:,} values")
+        return loader.construct_document(root)
+    finally:
+        loader.dispose()
+
+
+def _expanded(node: yaml.Node, seen: dict[int, int]) -> int:
+    """Values ``node`` stands for once every alias is expanded (each shared node counted once)."""
+    if id(node) not in seen:
+        children: list[Any] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        seen[id(node)] = 1 + sum(_expanded(child, seen) for child in children)
+    return seen[id(node)]
 
 
 class TenantThresholdStore:
