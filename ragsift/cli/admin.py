@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ragsift import __version__
-from ragsift.cli.common import _settings, console, err_console, print_error
+from ragsift.cli.common import _check_writable, _fail, _settings, console, err_console, print_error
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
 
@@ -205,9 +205,13 @@ def k8s_topics(
     """Write Strimzi KafkaTopic resources from the topic registry."""
     from ragsift.deploy_manifests import write_strimzi_topics
 
-    path = write_strimzi_topics(
-        out, prefix=prefix, partitions=partitions, replicas=replicas, cluster=cluster
-    )
+    _check_writable(out, "--out")
+    try:
+        path = write_strimzi_topics(
+            out, prefix=prefix, partitions=partitions, replicas=replicas, cluster=cluster
+        )
+    except ValueError as exc:  # partitions or replicas under 1
+        _fail(str(exc))
     console.print(f"wrote {path}")
 
 

@@ -9,7 +9,14 @@ from typing import Annotated
 
 import typer
 
-from ragsift.cli.common import DataDir, _runtime, _settings, console, print_error
+from ragsift.cli.common import (
+    DataDir,
+    _check_writable,
+    _runtime,
+    _settings,
+    console,
+    print_error,
+)
 from ragsift.cli.labelled import (
     Dataset,
     Half,
@@ -138,6 +145,8 @@ def calibrate(
     if not 0 < alpha < 1:  # before any data is read
         print_error(f"--alpha must be in (0, 1), got {alpha:g}")
         raise typer.Exit(2)
+    _check_writable(out, "--out")  # refused now, not after the fit
+    _check_writable(held_out, "--held-out")
     if collection is not None:
         if vector_cache is not None:
             print_error("--vector-cache keeps a labelled set's vectors: not with --collection")

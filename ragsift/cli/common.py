@@ -98,6 +98,20 @@ def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     raise typer.Exit(code)
 
 
+def _check_writable(path: Path | None, option: str) -> None:
+    """Refuse an output file now, not after the run it would hold: a folder, a parent that
+    is missing or a file, no permission. A file made only to check is removed again."""
+    if path is None:
+        return
+    existed = path.exists()
+    try:
+        path.open("a", encoding="utf-8").close()
+    except OSError as exc:
+        _fail(f"{option}: cannot write {path}: {exc.strerror or exc}")
+    if not existed:
+        path.unlink(missing_ok=True)
+
+
 def _settings() -> Settings:
     try:
         return Settings.from_env()

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from ragsift.cli.common import _settings, console, print_error, print_warning
+from ragsift.cli.common import _check_writable, _settings, console, print_error, print_warning
 from ragsift.cli.eval_inputs import eval_correction, limited, with_pseudo_queries
 from ragsift.cli.labelled import (
     SQUAD_DIR,
@@ -222,12 +222,7 @@ def evaluate(
     if pseudo_queries is not None or corpus is not None:
         ds = with_pseudo_queries(ds, pseudo_queries, corpus)
     ds = limited(ds, out_of_scope=max_out_of_scope, in_scope=max_in_scope, near_miss=max_near_miss)
-    if per_query is not None:
-        try:  # refused now, not after the whole run
-            per_query.open("a", encoding="utf-8").close()
-        except OSError as exc:
-            print_error(f"--per-query: cannot write {per_query}: {exc.strerror or exc}")
-            raise typer.Exit(2) from exc
+    _check_writable(per_query, "--per-query")
     settings = _settings()
     artifact = None
     in_sample: int | None = None

@@ -176,3 +176,49 @@ def test_ingest_of_odd_files_is_one_line_or_a_clean_skip(tmp_path: Path, where: 
     assert error_lines(result)[-1].startswith("error: ")
     assert str(target) in error_lines(result)[-1]
     assert not data.exists()
+
+
+def _squad(path: Path) -> Path:
+    qas = [{"id": "q1", "question": "Which car?", "answers": [{"text": "red"}]}]
+    paragraphs = [{"context": "The car was red.", "qas": qas}]
+    path.write_text(json.dumps({"data": [{"title": "Cars", "paragraphs": paragraphs}]}))
+    return path
+
+
+@pytest.mark.parametrize("where", ["a folder", "under a file"])
+def test_an_output_path_is_refused_before_the_run_not_after(tmp_path: Path, where: str) -> None:
+    """calibrate --out (a fit of minutes, lost at the end with a traceback), --held-out,
+    and k8s topics --out: refused before anything is read or computed."""
+    afile = tmp_path / "afile"
+    afile.write_text("x", encoding="utf-8")
+    bad = tmp_path if where == "a folder" else afile / "out.json"
+    labelled = _squad(tmp_path / "dev.json")
+    runs = {
+        "--out": ["calibrate", "--labelled", str(labelled), "--out", str(bad)],
+        "--held-out": ["calibrate", "--collection", "c", "--method", "pseudo-queries",
+                       "--held-out", str(bad), "--data-dir", str(tmp_path / "none")],
+        "--per-query": ["eval", "--labelled", str(labelled), "--per-query", str(bad)],
+        "k8s --out": ["k8s", "topics", "--out", str(bad)],
+    }  # fmt: skip
+    for option, args in runs.items():
+        result = run_cli(args)
+        assert result.exit_code == 2, (option, result.output)
+        [line] = error_lines(result)
+        assert line.startswith(f"error: {option.split()[-1]}: cannot write {bad}: "), line
+
+
+def test_a_refused_fit_leaves_no_empty_output_file(tmp_path: Path) -> None:
+    out = tmp_path / "cal.json"
+    result = run_cli(
+        ["calibrate", "--labelled", str(_squad(tmp_path / "dev.json")), "-o", str(out)]
+    )
+    assert result.exit_code == 2
+    assert "cannot fit" in result.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("option", ["--partitions", "--replicas"])
+def test_k8s_topics_counts_under_one_are_one_error(tmp_path: Path, option: str) -> None:
+    result = run_cli(["k8s", "topics", "--out", str(tmp_path / "t.yaml"), option, "0"])
+    assert result.exit_code == 2
+    assert error_lines(result) == [f"error: {option[2:]} must be >= 1, got 0"]
