@@ -20,6 +20,10 @@ DEFAULT_MAX_ORIGINAL_BYTES = 64 * 1024
 MINIMAL_ERROR_CHARS = 500
 # Error text kept by a full letter: enough for every field's message of a large event.
 _MAX_ERROR_CHARS = 4_000
+# Query id kept by a letter: a valid one has at most 128 characters (ID_PATTERN); one
+# read from an event that failed to decode can be megabytes, and is cut like the error
+# so that the letter, and its minimal form, still fit the broker's message limit.
+_MAX_QUERY_ID_CHARS = 256
 
 
 class DeadLetter(EventModel):
@@ -92,7 +96,7 @@ class DeadLetter(EventModel):
             offset=offset,
             key_b64=base64.b64encode(kept_key).decode() if kept_key is not None else None,
             original_b64=base64.b64encode(original[:max_original_bytes]).decode(),
-            query_id=query_id,
+            query_id=query_id[:_MAX_QUERY_ID_CHARS] if query_id is not None else None,
             original_length=len(original),
             original_sha256=hashlib.sha256(original).hexdigest(),
             original_truncated=truncated,
