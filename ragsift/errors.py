@@ -110,11 +110,25 @@ def describe_validation_error(exc: ValidationError, *, whole: str = "<event>") -
     """
     parts = []
     for err in exc.errors(include_url=False):
-        loc = ".".join(str(p) for p in err["loc"]) or whole
+        loc = ".".join(_shown_loc(p) for p in err["loc"]) or whole
         value = shown_value(err.get("input"))
         msg = err["msg"].removeprefix("Value error, ")
         parts.append(f"{loc}: {msg} (got {value})")
     return "; ".join(parts)
+
+
+#: Longest field name shown as is; a longer location part is a key from the input.
+_MAX_LOC_CHARS = 64
+
+
+def _shown_loc(part: object) -> str:
+    """A field name or list index as is; a key taken from the input (an unknown field)
+    as :func:`shown_value` shows values, so that it cannot break the message's line
+    (a newline forging a log line) or its length."""
+    text = str(part)
+    if text.isprintable() and len(text) <= _MAX_LOC_CHARS:
+        return text
+    return shown_value(part)
 
 
 def shown_value(value: object) -> str:
