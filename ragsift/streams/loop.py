@@ -21,6 +21,12 @@ replica's start a cascade of rebalances, one per member):
    stop. An offset is never committed past an event whose outputs are not on
    the broker.
 
+A record the client cannot read (a header name that is not UTF-8:
+:mod:`ragsift.streams.unreadable`) makes ``getmany`` raise: every partition is
+rewound to where this loop's work stands (that call may have moved others past
+records it never returned), each is read alone, and the span of the one that
+fails is dead-lettered (stage ``decode``) and skipped; the other partitions go on.
+
 A rebalance waits for the batch in flight: the revocation callback takes the
 same lock as a batch, so it commits what is done, never a position the
 consumer has fetched past. A batch that fails as a whole (the producer's flush
@@ -43,6 +49,7 @@ from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 
 from ragsift.streams.routing import BatchRouter, Received, agent_name
+from ragsift.streams.unreadable import UnreadableRecordsError, readable_from
 
 __all__ = ["COMMIT_INTERVAL_S", "BatchLoop", "Flusher"]
 
@@ -159,10 +166,58 @@ class BatchLoop:
             self.running = False
 
     async def _fetch(self) -> list[ConsumerRecord[bytes, bytes]]:
-        fetched = await self.consumer.getmany(
-            timeout_ms=self.timeout_ms, max_records=self.batch_size
-        )
+        try:
+            fetched = await self.consumer.getmany(
+                timeout_ms=self.timeout_ms, max_records=self.batch_size
+            )
+        except UnicodeDecodeError as exc:  # a record the client cannot read
+            log.warning("a fetched record could not be read (%s): reading partitions alone", exc)
+            async with self._lock:
+                return await self._read_around()
         return [record for part in fetched.values() for record in part]
+
+    async def _read_around(self) -> list[ConsumerRecord[bytes, bytes]]:
+        """After a fetch that raised: rewind, then read partition by partition, skipping
+        the unreadable span of the one that fails (see the module docstring)."""
+        assigned = sorted(self.consumer.assignment())
+        for tp in assigned:  # that fetch may have moved any of them past what it returned
+            if tp in self._done:
+                self.consumer.seek(tp, self._done[tp])
+            elif (committed := await self.consumer.committed(tp)) is not None:
+                self.consumer.seek(tp, committed)
+            else:
+                await self.consumer.seek_to_beginning(tp)
+        records: list[ConsumerRecord[bytes, bytes]] = []
+        for tp in assigned:
+            records.extend(await self._read_alone(tp, self.batch_size - len(records)))
+        return records
+
+    async def _read_alone(
+        self, tp: TopicPartition, most: int
+    ) -> list[ConsumerRecord[bytes, bytes]]:
+        """Up to ``most`` records of ``tp``, one a call: a call that raises returns none."""
+        mine: list[ConsumerRecord[bytes, bytes]] = []
+        while len(mine) < most:
+            try:
+                wait_ms = 0 if mine else self.timeout_ms
+                part = await self.consumer.getmany(tp, timeout_ms=wait_ms, max_records=1)
+            except UnicodeDecodeError as exc:
+                if not mine:  # the work done stands right before it: skip it now
+                    await self._skip(tp, exc)
+                break  # else its readable records go first; it fails again next time
+            if not part.get(tp):
+                break
+            mine.extend(part[tp])
+        return mine
+
+    async def _skip(self, tp: TopicPartition, exc: UnicodeDecodeError) -> None:
+        """Dead-letter the unreadable span that starts where ``tp`` stands, and pass it."""
+        first = await self.consumer.position(tp)
+        end = await readable_from(self.consumer, tp, first)
+        error = UnreadableRecordsError(tp, first, end, exc)
+        for router in self.routers.get(tp.topic, ()):
+            await router.dead_letter(Received(None, None, tp.topic, tp.partition, first), error)
+        self._done[tp] = end
 
     async def _process(self, records: Sequence[ConsumerRecord[bytes, bytes]]) -> None:
         by_topic: dict[str, list[Received]] = {}
