@@ -8,7 +8,9 @@ worker's router sends to a :class:`RecordingSender` and counts in its own
 
 from __future__ import annotations
 
-import json
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ from ragsift.schemas import (
     QueryEvent,
     RetrievalResult,
 )
+from ragsift.schemas.deadletter import DEFAULT_MAX_ORIGINAL_BYTES
 from ragsift.settings import AuditSettings, FeedbackSettings, GuardrailSettings
 from ragsift.streams.codec import EventCodec
 from ragsift.streams.routing import BatchRouter, Received
@@ -61,6 +64,8 @@ WORKERS = (
 )
 #: Stages a dead letter may name (RagsiftError.stage of what the workers raise).
 STAGES = {"decode", "validate", "embed", "search", "handler", "feedback", "emit"}
+#: Workers whose valid record must come out as an output naming its query id.
+EMITTING = {"retrieval", "decision", "report"}
 
 
 @dataclass
@@ -200,6 +205,65 @@ async def build_rig(data_dir: Path) -> Rig:
     return Rig(runtime, feedback, result)
 
 
-def as_json(value: Any) -> str:
-    """``value`` as JSON text, NaN and infinities as the tokens Python's json writes."""
-    return json.dumps(value)
+@dataclass
+class Driver:
+    """A rig and the event loop it lives on, for sync property tests (hypothesis)."""
+
+    runner: asyncio.Runner
+    rig: Rig
+
+
+@contextmanager
+def driving(data_dir: Path) -> Iterator[Driver]:
+    """A rig on its own event loop for the life of the block (a module's tests)."""
+    with asyncio.Runner() as runner:
+        rig = runner.run(build_rig(data_dir))
+        try:
+            yield Driver(runner, rig)
+        finally:
+            runner.run(rig.close())
+
+
+def readable(letter: DeadLetter, value: bytes | None) -> None:
+    """A letter says where and why in one line, and keeps the record's bytes (cut)."""
+    assert letter.stage in STAGES, letter
+    assert letter.error_type
+    assert letter.error.strip()
+    assert "\n" not in letter.error, letter.error  # one line: a log line, a console row
+    assert len(letter.error) <= 4_000
+    assert letter.original == (value or b"")[:DEFAULT_MAX_ORIGINAL_BYTES]
+
+
+def feed(
+    driver: Driver, worker: str, value: bytes | None, key: bytes | None = b"k", *, refused: bool
+) -> None:
+    """The hostile record, then a valid one, as one batch; check what each became."""
+    rig = driver.rig
+    valid, query_id = rig.valid(worker)
+    batch = driver.runner.run(rig.feed(worker, [(value, key), (valid, b"ok")]))
+    hostile, after = batch.letters[0], batch.letters[1]
+    assert after == [], [a.error for a in after]
+    assert len(hostile) <= 1, [h.error for h in hostile]
+    if refused:
+        assert hostile, "a record that is no event was not dead-lettered"
+    name = rig.workers[worker].handler.name
+    counted = batch.counted
+    for letter in hostile:
+        readable(letter, value)
+        stage = f"ragsift_dead_letters_total{{stage={letter.stage},worker={name}}}"
+        assert counted.get(stage) == 1
+    ok = counted.get(f"ragsift_events_total{{result=ok,worker={name}}}", 0)
+    assert ok == 2 - len(hostile)
+    assert not any(k.startswith("ragsift_dead_letters_dropped") and v for k, v in counted.items())
+    assert not any(k.startswith("ragsift_dead_letter_send") and v for k, v in counted.items())
+    if worker in EMITTING:
+        assert query_id in {getattr(o, "query_id", None) for o in batch.outputs}
+    if worker == "indexer":
+        driver.runner.run(rig.tenant_search_works())
+
+
+def nested(depth: int, opener: str) -> str:
+    """JSON text nested ``depth`` levels: arrays (``[``) or objects (``{``)."""
+    closer = "]" if opener == "[" else "}"
+    inner = "[" if opener == "[" else '{"a":'
+    return inner * depth + ("1" if opener == "{" else "") + closer * depth
