@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, FiniteFloat
+from pydantic import BaseModel, ConfigDict, Field
 
 from ragsift.schemas.base import EventId, EventModel, TenantId, utcnow
 from ragsift.schemas.query import SearchMode, Selection
@@ -97,9 +97,7 @@ class ConfidenceBreakdown(_Part):
 
     scorer: str
     calibration_version: str | None = None
-    # Finite: the feedback loop keeps them to re-fit on, and a stored NaN (written as
-    # null) made every later label for that query fail to load.
-    signals: dict[str, FiniteFloat] = Field(default_factory=dict)
+    signals: dict[str, float] = Field(default_factory=dict)
 
 
 class Contradiction(_Part):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -68,14 +69,20 @@ class FeedbackRefused(InvalidEventError):
 
 def record_of(result: RetrievalResult) -> ScoredRecord:
     """What a label needs from a result: its scope, calibration version, signals, and
-    whether it was answered."""
+    whether it was answered.
+
+    A non-finite signal (results come from a topic: not trusted) is left out, which
+    the re-fit reads as it reads one that is non-finite: missing
+    (:func:`~ragsift.confidence.signals.reported_signal_matrix`). Kept, it was stored
+    as null, and every label for that query then failed to load its record.
+    """
     return ScoredRecord(
         query_id=result.query_id,
         tenant_id=result.tenant_id,
         collection=result.collection,
         calibration_version=result.breakdown.calibration_version,
         kept=result.match_count > 0,
-        signals=dict(result.breakdown.signals),
+        signals={k: v for k, v in result.breakdown.signals.items() if math.isfinite(v)},
         answered=result.answerable,
         dense_only=searched_dense_only(result),
         keyword=searched_keyword(result),
