@@ -119,10 +119,15 @@ class Indexer:
         return IngestReport(1, chunks, 0, version)
 
     async def _write(self, tenant_id: str, collection: str, doc: SourceDocument) -> int:
-        await self.index.delete(collection, tenant_id, doc.doc_id)
         pieces = [(0, doc, c) for c in self.chunker.split(doc.doc_id, doc.text)]
+        if not pieces:  # nothing to write: the old version still has to go
+            await self.index.delete(collection, tenant_id, doc.doc_id)
+            return 0
         written = 0
-        replaced = {doc.doc_id}
+        # _flush deletes the old chunks once the first new ones are embedded and built:
+        # a version that cannot be (the embedder down) leaves the old one in place
+        # instead of no version at all.
+        replaced: set[str] = set()
         for start in range(0, len(pieces), EMBED_BATCH):
             part = pieces[start : start + EMBED_BATCH]
             written += await self._flush(tenant_id, collection, part, replaced)
