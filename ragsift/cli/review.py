@@ -143,7 +143,12 @@ def feedback(
         ),
     ],
     tenant: Annotated[
-        str | None, typer.Option("--tenant", "-t", help="Tenant (default: the query's).")
+        str | None,
+        typer.Option(
+            "--tenant",
+            "-t",
+            help="Tenant (default: the query's; name it when two tenants asked that query id).",
+        ),
     ] = None,
     reported: Annotated[
         bool,
@@ -157,9 +162,9 @@ def feedback(
 ) -> None:
     """Label a past embedded result; re-fit the tenant's calibration once enough labels exist.
 
-    The label is kept under the data dir, keyed by query id (labelling again replaces
-    it). With RAGSIFT_FEEDBACK_MIN_LABELS sampled labels for the tenant and collection
-    (results picked for labelling without looking at how they turned out), a new
+    The label is kept under the data dir, keyed by tenant and query id (labelling
+    again replaces it). With RAGSIFT_FEEDBACK_MIN_LABELS sampled labels for the tenant
+    and collection (results picked for labelling without looking at how they turned out), a new
     calibration is fit and stored under <data dir>/calibrations. --reported labels
     are kept and counted, never fit on.
     """
@@ -191,13 +196,20 @@ def feedback(
     if loop is None:
         print_error("feedback re-fits need RAGSIFT_CONFIDENCE_SCORER=calibrated")
         raise typer.Exit(2)
-    record = loop.store.recall(query_id)
+    if tenant is None:  # the query's: one tenant's, or the user must say which
+        owners = loop.store.owners(query_id)
+        if len(owners) > 1:
+            asked = ", ".join(owners)
+            print_error(f"query {query_id!r} was asked by tenants {asked}: name one with --tenant")
+            raise typer.Exit(2)
+        tenant = owners[0] if owners else "unknown"
+    record = loop.store.recall(query_id, tenant)
     before = loop.in_force(loop.scope_of(record)) if record else None
     try:
         event = FeedbackEvent(
             event_id=f"cli-{uuid.uuid4().hex[:12]}",
             query_id=query_id,
-            tenant_id=tenant or (record.tenant_id if record else "unknown"),
+            tenant_id=tenant,
             relevant=relevant,
             sampled=not reported,
         )

@@ -1,10 +1,15 @@
 """Where the feedback loop keeps scored results and their labels (SQLite embedded, Redis shared).
 
-A label is joined to the result it refers to by query id: the calibration worker
-(or the embedded bus) *remembers* each scored result's signals for the join
-window; a feedback event then stores ``(signals, label)`` under the result's
-scope, keyed by query id, so a duplicate or replayed label rewrites the same
-entry. Labels outlive the join window (they carry their own signals).
+A label is joined to the result it refers to by tenant and query id: the
+calibration worker (or the embedded bus) *remembers* each scored result's signals
+for the join window; a feedback event then stores ``(signals, label)`` under the
+result's scope, keyed by query id, so a duplicate or replayed label rewrites the
+same entry. Labels outlive the join window (they carry their own signals).
+
+Query ids are the clients' own, so two tenants may send the same one: results are
+kept per tenant, and one tenant's query never takes the place of another's.
+Results remembered under the query id alone (before 2026-11-30) are still read,
+for their tenant only, until their window ends.
 """
 
 from __future__ import annotations
@@ -75,8 +80,12 @@ class FeedbackStore(Protocol):
         """Keep each record for ``ttl_s`` seconds (the join window)."""
         ...
 
-    def recall(self, query_id: str) -> ScoredRecord | None:
-        """The record of ``query_id`` if still within its window."""
+    def recall(self, query_id: str, tenant_id: str) -> ScoredRecord | None:
+        """The tenant's record of ``query_id`` if still within its window."""
+        ...
+
+    def owners(self, query_id: str) -> list[str]:
+        """The tenants holding a record of ``query_id`` within its window, sorted."""
         ...
 
     def put_label(self, scope: CalibrationScope, label: StoredLabel) -> bool:
@@ -132,6 +141,10 @@ class SqliteFeedbackStore:
             self._db.executescript(
                 "CREATE TABLE IF NOT EXISTS results"
                 " (query_id TEXT PRIMARY KEY, body TEXT NOT NULL, expires REAL NOT NULL);"
+                "CREATE TABLE IF NOT EXISTS scored (tenant_id TEXT NOT NULL,"
+                " query_id TEXT NOT NULL, body TEXT NOT NULL, expires REAL NOT NULL,"
+                " PRIMARY KEY (tenant_id, query_id));"
+                "CREATE INDEX IF NOT EXISTS scored_query ON scored (query_id);"
                 "CREATE TABLE IF NOT EXISTS labels (scope TEXT NOT NULL, query_id TEXT NOT NULL,"
                 " body TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (scope, query_id));"
                 "CREATE TABLE IF NOT EXISTS refits"
@@ -142,20 +155,30 @@ class SqliteFeedbackStore:
         """Keep each record for ``ttl_s`` seconds (see :class:`FeedbackStore`)."""
         now = self._clock()
         with self._lock, self._db:
-            self._db.execute("DELETE FROM results WHERE expires < ?", (now,))
+            for table in ("results", "scored"):  # results: kept by query id alone, before
+                self._db.execute(f"DELETE FROM {table} WHERE expires < ?", (now,))
             self._db.executemany(
-                "INSERT OR REPLACE INTO results VALUES (?, ?, ?)",
-                [(r.query_id, r.model_dump_json(), now + ttl_s) for r in records],
+                "INSERT OR REPLACE INTO scored VALUES (?, ?, ?, ?)",
+                [(r.tenant_id, r.query_id, r.model_dump_json(), now + ttl_s) for r in records],
             )
 
-    def recall(self, query_id: str) -> ScoredRecord | None:
-        """The record of ``query_id`` within its window (see :class:`FeedbackStore`)."""
+    def _found(self, query_id: str) -> list[ScoredRecord]:
+        now = self._clock()
         with self._lock:
-            row = self._db.execute(
-                "SELECT body FROM results WHERE query_id = ? AND expires >= ?",
-                (query_id, self._clock()),
-            ).fetchone()
-        return None if row is None else ScoredRecord.model_validate_json(row[0])
+            rows = self._db.execute(
+                "SELECT body FROM scored WHERE query_id = ? AND expires >= ?"
+                " UNION ALL SELECT body FROM results WHERE query_id = ? AND expires >= ?",
+                (query_id, now, query_id, now),
+            ).fetchall()
+        return [ScoredRecord.model_validate_json(body) for (body,) in rows]
+
+    def recall(self, query_id: str, tenant_id: str) -> ScoredRecord | None:
+        """The tenant's record of ``query_id`` within its window (see :class:`FeedbackStore`)."""
+        return next((r for r in self._found(query_id) if r.tenant_id == tenant_id), None)
+
+    def owners(self, query_id: str) -> list[str]:
+        """The tenants holding ``query_id`` within its window (see :class:`FeedbackStore`)."""
+        return sorted({r.tenant_id for r in self._found(query_id)})
 
     def put_label(self, scope: CalibrationScope, label: StoredLabel) -> bool:
         """Store a label, keyed by query id (see :class:`FeedbackStore`)."""
@@ -222,16 +245,41 @@ class RedisFeedbackStore:
         def write() -> None:
             with self.client.pipeline(transaction=False) as pipe:
                 for r in records:
-                    pipe.set(f"{self.prefix}:result:{r.query_id}", r.model_dump_json(), ex=ttl_s)
+                    pipe.set(self._scored(r.tenant_id, r.query_id), r.model_dump_json(), ex=ttl_s)
+                    owners = f"{self.prefix}:owners:{r.query_id}"
+                    pipe.sadd(owners, r.tenant_id)
+                    pipe.expire(owners, ttl_s)
                 pipe.execute()
 
         if records:
             self._call(write)
 
-    def recall(self, query_id: str) -> ScoredRecord | None:
-        """The record of ``query_id`` within its window (see :class:`FeedbackStore`)."""
+    def _scored(self, tenant_id: str, query_id: str) -> str:
+        # A tenant id holds no ':' (TENANT_PATTERN), so no two (tenant, query id) meet.
+        return f"{self.prefix}:scored:{tenant_id}:{query_id}"
+
+    def _legacy(self, query_id: str) -> ScoredRecord | None:
         raw = self._call(lambda: self.client.get(f"{self.prefix}:result:{query_id}"))
         return None if raw is None else ScoredRecord.model_validate_json(raw)
+
+    def recall(self, query_id: str, tenant_id: str) -> ScoredRecord | None:
+        """The tenant's record of ``query_id`` within its window (see :class:`FeedbackStore`)."""
+        raw = self._call(lambda: self.client.get(self._scored(tenant_id, query_id)))
+        if raw is not None:
+            return ScoredRecord.model_validate_json(raw)
+        legacy = self._legacy(query_id)
+        return legacy if legacy is not None and legacy.tenant_id == tenant_id else None
+
+    def owners(self, query_id: str) -> list[str]:
+        """The tenants holding ``query_id`` within its window (see :class:`FeedbackStore`)."""
+        members = self._call(lambda: self.client.smembers(f"{self.prefix}:owners:{query_id}"))
+        held = {m.decode() if isinstance(m, bytes) else str(m) for m in members}
+        # The set outlives a record that expired first: keep the tenants whose is there.
+        found = {
+            t for t in held if self._call(lambda t=t: self.client.exists(self._scored(t, query_id)))
+        }
+        legacy = self._legacy(query_id)
+        return sorted(found | ({legacy.tenant_id} if legacy is not None else set()))
 
     def put_label(self, scope: CalibrationScope, label: StoredLabel) -> bool:
         """Store a label, keyed by query id (see :class:`FeedbackStore`)."""

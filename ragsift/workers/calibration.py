@@ -137,21 +137,21 @@ class FeedbackLoop:
         Raises:
             FeedbackRefused: the query is unknown (or past the join window) or another tenant's.
         """
-        record = self.store.recall(event.query_id)
+        record = self.store.recall(event.query_id, event.tenant_id)
+        if record is None and self.store.owners(event.query_id):
+            self.metrics.feedback.labels("tenant_mismatch").inc()
+            raise FeedbackRefused(
+                f"feedback for query {event.query_id!r} names tenant {event.tenant_id!r},"
+                " but the query was another tenant's",
+                reason="tenant_mismatch",
+                query_id=event.query_id,
+            )
         if record is None:
             self.metrics.feedback.labels("unknown_query").inc()
             raise FeedbackRefused(
                 f"feedback for query {event.query_id!r}: no scored result within the join"
                 f" window ({self.settings.join_ttl_s}s)",
                 reason="unknown_query",
-                query_id=event.query_id,
-            )
-        if record.tenant_id != event.tenant_id:
-            self.metrics.feedback.labels("tenant_mismatch").inc()
-            raise FeedbackRefused(
-                f"feedback for query {event.query_id!r} names tenant {event.tenant_id!r},"
-                " but the query was another tenant's",
-                reason="tenant_mismatch",
                 query_id=event.query_id,
             )
         scope = self.scope_of(record)

@@ -106,8 +106,22 @@ def test_feedback_state_round_trip_with_ttl(settings: RedisSettings) -> None:
         query_id="q1", tenant_id="acme", collection="docs", kept=True, signals={"top_score": 0.7}
     )
     store.remember([record], ttl_s=60)
-    assert store.recall("q1") == record
-    assert 0 < store.client.ttl(f"{store.prefix}:result:q1") <= 60
+    assert store.recall("q1", "acme") == record
+    assert 0 < store.client.ttl(f"{store.prefix}:scored:acme:q1") <= 60
+    # Another tenant's query with the same id is kept beside it, not in its place.
+    other = record.model_copy(update={"tenant_id": "globex", "kept": False})
+    store.remember([other], ttl_s=60)
+    assert store.recall("q1", "acme") == record
+    assert store.recall("q1", "globex") == other
+    assert store.recall("q1", "initech") is None
+    assert store.owners("q1") == ["acme", "globex"]
+    assert 0 < store.client.ttl(f"{store.prefix}:owners:q1") <= 60
+    # A record kept by query id alone (before 2026-11-30) is read for its tenant only.
+    old = record.model_copy(update={"query_id": "q-old"})
+    store.client.set(f"{store.prefix}:result:q-old", old.model_dump_json(), ex=60)
+    assert store.recall("q-old", "acme") == old
+    assert store.recall("q-old", "globex") is None
+    assert store.owners("q-old") == ["acme"]
     scope = CalibrationScope("docs", "acme")
     label = StoredLabel(record=record, relevant=True, at=1.0)
     assert store.put_label(scope, label)
