@@ -13,6 +13,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragsift.errors import ConfigurationError
 from ragsift.schemas import Decision, Report, RetrievalResult
 
 __all__ = ["STORE_FILE", "ResultStore", "StoredAnswer"]
@@ -49,6 +50,9 @@ class ResultStore:
     Args:
         path: the database file (created, with its folder, when missing).
         max_results: rows kept; the oldest are deleted past it, ``>= 1``.
+
+    Raises:
+        ConfigurationError: ``path`` is not an SQLite file this store can use.
     """
 
     def __init__(self, path: Path, *, max_results: int):
@@ -57,9 +61,15 @@ class ResultStore:
         self.path = path
         self.max_results = max_results
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
-        self._db.execute(_SCHEMA)
-        self._db.commit()
+        try:
+            self._db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
+            self._db.execute(_SCHEMA)
+            self._db.commit()
+        except sqlite3.DatabaseError as exc:  # not SQLite (overwritten, damaged), a folder
+            raise ConfigurationError(
+                f"the results store {path} is not usable ({exc}): move it aside, and a new"
+                " one is started (the results kept in it are then not found by assess)"
+            ) from exc
 
     def put(self, answer: StoredAnswer) -> None:
         """Keep an answer (replacing an older one for the same query), then prune."""

@@ -11,6 +11,7 @@ import typer
 
 from ragsift.cli.common import (
     DataDir,
+    _check_names,
     _check_writable,
     _runtime,
     _settings,
@@ -148,6 +149,7 @@ def calibrate(
     _check_writable(out, "--out")  # refused now, not after the fit
     _check_writable(held_out, "--held-out")
     if collection is not None:
+        _check_names(tenant=tenant, collection=collection)
         if vector_cache is not None:
             print_error("--vector-cache keeps a labelled set's vectors: not with --collection")
             raise typer.Exit(2)

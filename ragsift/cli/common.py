@@ -112,6 +112,25 @@ def _check_writable(path: Path | None, option: str) -> None:
         path.unlink(missing_ok=True)
 
 
+def _check_names(*, tenant: str | None = None, collection: str | None = None) -> None:
+    """The names `ask` and the workers accept, or one error line naming the option."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from ragsift.errors import describe_validation_error
+    from ragsift.schemas.base import CollectionName, TenantId
+
+    for field, adapter, value in (
+        ("tenant", TypeAdapter(TenantId), tenant),
+        ("collection", TypeAdapter(CollectionName), collection),
+    ):
+        if value is None:
+            continue
+        try:
+            adapter.validate_python(value)
+        except ValidationError as exc:
+            _fail(f"--{field}: {describe_validation_error(exc).removeprefix('<event>: ')}")
+
+
 def _settings() -> Settings:
     try:
         return Settings.from_env()

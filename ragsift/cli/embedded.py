@@ -16,6 +16,7 @@ from ragsift.cli.common import (
     Collection,
     DataDir,
     Tenant,
+    _check_names,
     _embedded,
     _fail,
     _quiet,
@@ -172,21 +173,9 @@ def ingest(
     the collection to re-certify the answer threshold there (--no-probe: don't), and
     estimate how often a question on its subjects whose answer it lacks would still be
     answered (docs/confidence.md, section 12)."""
-    from pydantic import TypeAdapter, ValidationError
-
-    from ragsift.errors import describe_validation_error
     from ragsift.ingest.loaders import iter_documents
-    from ragsift.schemas.base import CollectionName, TenantId
 
-    # The names `ask` and the workers accept, checked before anything is written.
-    for field, adapter, value in (
-        ("tenant", TypeAdapter(TenantId), tenant),
-        ("collection", TypeAdapter(CollectionName), collection),
-    ):
-        try:
-            adapter.validate_python(value)
-        except ValidationError as exc:
-            _fail(f"--{field}: {describe_validation_error(exc).removeprefix('<event>: ')}")
+    _check_names(tenant=tenant, collection=collection)  # before anything is written
     skipped: list[tuple[Path, str]] = []
     try:
         docs = list(iter_documents(path, source_type=source_type, skipped=skipped))

@@ -59,7 +59,11 @@ def assess(
             " run `ragsift ask` or `ragsift demo` there first"
         )
         raise typer.Exit(1)
-    store = ResultStore(path, max_results=settings.runtime.store_max_results)
+    try:
+        store = ResultStore(path, max_results=settings.runtime.store_max_results)
+    except RagsiftError as exc:
+        print_error(str(exc))
+        raise typer.Exit(2) from exc
     try:
         found = store.get(str(query_id), tenant)
     finally:

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 from redis.exceptions import RedisError
 
 from ragsift.confidence.registry import CalibrationScope
-from ragsift.errors import ServiceUnavailableError
+from ragsift.errors import ConfigurationError, ServiceUnavailableError
 from ragsift.retrieval.redis_calibration import sync_client
 from ragsift.settings import RedisSettings
 
@@ -132,24 +132,31 @@ class SqliteFeedbackStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._clock = clock
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False)
-        # WAL without a sync per commit: a label is one small write, and losing the
-        # last few on a power cut costs a re-label, not a corrupt file.
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        with self._db:
-            self._db.executescript(
-                "CREATE TABLE IF NOT EXISTS results"
-                " (query_id TEXT PRIMARY KEY, body TEXT NOT NULL, expires REAL NOT NULL);"
-                "CREATE TABLE IF NOT EXISTS scored (tenant_id TEXT NOT NULL,"
-                " query_id TEXT NOT NULL, body TEXT NOT NULL, expires REAL NOT NULL,"
-                " PRIMARY KEY (tenant_id, query_id));"
-                "CREATE INDEX IF NOT EXISTS scored_query ON scored (query_id);"
-                "CREATE TABLE IF NOT EXISTS labels (scope TEXT NOT NULL, query_id TEXT NOT NULL,"
-                " body TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (scope, query_id));"
-                "CREATE TABLE IF NOT EXISTS refits"
-                " (scope TEXT PRIMARY KEY, digest TEXT NOT NULL, at REAL NOT NULL);"
-            )
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False)
+            # WAL without a sync per commit: a label is one small write, and losing the
+            # last few on a power cut costs a re-label, not a corrupt file.
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            with self._db:
+                self._db.executescript(
+                    "CREATE TABLE IF NOT EXISTS results"
+                    " (query_id TEXT PRIMARY KEY, body TEXT NOT NULL, expires REAL NOT NULL);"
+                    "CREATE TABLE IF NOT EXISTS scored (tenant_id TEXT NOT NULL,"
+                    " query_id TEXT NOT NULL, body TEXT NOT NULL, expires REAL NOT NULL,"
+                    " PRIMARY KEY (tenant_id, query_id));"
+                    "CREATE INDEX IF NOT EXISTS scored_query ON scored (query_id);"
+                    "CREATE TABLE IF NOT EXISTS labels (scope TEXT NOT NULL,"
+                    " query_id TEXT NOT NULL, body TEXT NOT NULL, at REAL NOT NULL,"
+                    " PRIMARY KEY (scope, query_id));"
+                    "CREATE TABLE IF NOT EXISTS refits"
+                    " (scope TEXT PRIMARY KEY, digest TEXT NOT NULL, at REAL NOT NULL);"
+                )
+        except sqlite3.DatabaseError as exc:  # not SQLite (overwritten, damaged), a folder
+            raise ConfigurationError(
+                f"the feedback store {self.path} is not usable ({exc}): move it aside,"
+                " and a new one is started (its labels are then not counted)"
+            ) from exc
 
     def remember(self, records: list[ScoredRecord], ttl_s: int) -> None:
         """Keep each record for ``ttl_s`` seconds (see :class:`FeedbackStore`)."""

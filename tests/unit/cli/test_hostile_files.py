@@ -10,6 +10,7 @@ file, and ``demo --data-dir`` on a folder of the user's own, which it deleted wh
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -222,3 +223,36 @@ def test_k8s_topics_counts_under_one_are_one_error(tmp_path: Path, option: str) 
     result = run_cli(["k8s", "topics", "--out", str(tmp_path / "t.yaml"), option, "0"])
     assert result.exit_code == 2
     assert error_lines(result) == [f"error: {option[2:]} must be >= 1, got 0"]
+
+
+@pytest.mark.parametrize("store", ["results.sqlite3", "feedback.sqlite"])
+def test_a_store_file_that_is_not_sqlite_is_named_not_a_traceback(
+    tmp_path: Path, demo_dir: Path, store: str
+) -> None:
+    """A data dir's results or feedback store overwritten or damaged: ask, assess and
+    feedback each say which file and what to do, and leave it as it is."""
+    data = tmp_path / "demo"
+    shutil.copytree(demo_dir, data)
+    (data / store).write_bytes(b"not a database" * 100)
+    runs = [
+        ["ask", "How long is the warranty?", "--tenant", "demo", "--data-dir", str(data)],
+        ["assess", "demo-0", "--data-dir", str(data)],
+        ["feedback", "demo-0", "--relevant", "--data-dir", str(data)],
+    ]
+    for args in runs[:2] if store == "results.sqlite3" else [runs[0], runs[2]]:
+        result = run_cli(args)
+        assert result.exit_code == 2, (args, result.output)
+        [line] = error_lines(result)
+        assert line.startswith(f"error: the {store.split('.')[0]} store {data / store} is not")
+    assert (data / store).read_bytes() == b"not a database" * 100
+
+
+@pytest.mark.parametrize(("option", "value"), [("--collection", "../x"), ("--tenant", "a/b")])
+def test_calibrate_collection_names_a_name_no_query_could_use(
+    tmp_path: Path, option: str, value: str
+) -> None:
+    args = ["calibrate", "--collection", "default", option, value, "--data-dir", str(tmp_path)]
+    result = run_cli(args)
+    assert result.exit_code == 2, result.output
+    [line] = error_lines(result)
+    assert line.startswith(f"error: {option}: ")
