@@ -78,8 +78,13 @@ def mixture_shares(values: FloatArray, parts: FloatArray, iters: int = 500) -> F
     """The shares of ``parts`` (rows: each part's histogram) that best explain
     ``values``, by EM on the mixture likelihood."""
     bins = np.clip(np.digitize(np.clip(values, 0.0, 1.0), BINS) - 1, 0, len(BINS) - 2)
-    likelihood = parts[:, bins]
-    shares = np.full(len(parts), 1.0 / len(parts))
+    return em_shares(parts[:, bins], iters)
+
+
+def em_shares(likelihood: FloatArray, iters: int = 500) -> FloatArray:
+    """The mixture shares that best explain a sample, by EM, from ``likelihood``: one
+    row per part, one column per value (that part's probability of it)."""
+    shares = np.full(len(likelihood), 1.0 / len(likelihood))
     for _ in range(iters):
         weighted = shares[:, None] * likelihood
         weighted /= weighted.sum(axis=0, keepdims=True)

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+from near_miss_share import em_shares  # a sibling script, as run from scripts/
 
 KINDS = ("answerable", "near_miss", "out_of_scope")
 CONFIDENCE_BINS = 20
@@ -96,13 +97,7 @@ def cells(rows: FloatArray, edges: FloatArray | None) -> IntArray:
 def shares(cell: IntArray, parts: FloatArray, iters: int = 2_000) -> FloatArray:
     """The maximum-likelihood shares of ``parts`` (rows: each kind's cell distribution)
     behind the cells of a set, by EM."""
-    likelihood = parts[:, cell]
-    weights = np.full(len(parts), 1.0 / len(parts))
-    for _ in range(iters):
-        weighted = weights[:, None] * likelihood
-        weighted /= weighted.sum(axis=0, keepdims=True)
-        weights = weighted.mean(axis=1)
-    return weights
+    return em_shares(parts[:, cell], iters)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import TopicPartition
@@ -24,19 +23,11 @@ from ragsift.streams import unreadable
 from ragsift.streams.loop import BatchLoop
 from ragsift.streams.routing import BatchRouter
 from tests.unit.streams.scripted import RecordingSender, ScriptedHandler, raw
+from tests.unit.streams.test_loop import Record
 
 TOPIC = "unit.queries.v1"
 TP0, TP1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
 UNREADABLE = b"<a header name that is not UTF-8>"
-
-
-@dataclass
-class Record:
-    topic: str
-    partition: int
-    offset: int
-    key: bytes
-    value: bytes
 
 
 class LogConsumer:
