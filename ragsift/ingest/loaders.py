@@ -109,8 +109,9 @@ def iter_documents(
 ) -> Iterator[SourceDocument]:
     """Documents under ``path`` (a file or a folder, searched recursively, sorted).
 
-    A folder's files of another type, and files with no text, are passed over; with
-    ``skipped``, each is appended to it with why (``unsupported type .pdf``, ``empty``).
+    A folder's files of another type, and files and JSONL lines with no text, are passed
+    over; with ``skipped``, each is appended to it with why (``unsupported type .pdf``,
+    ``empty``; a line as ``file:line``).
 
     Raises:
         InvalidEventError: bad input, or two documents with one id (one would
@@ -152,7 +153,7 @@ def _iter_documents(
             skipped.append((file, f"unsupported type {file.suffix or '(none)'}"))
             continue
         if file.suffix.lower() == ".jsonl":
-            yield from _jsonl(file, source_type)
+            yield from _jsonl(file, source_type, skipped)
         else:
             text = file.read_text(encoding="utf-8", errors="replace")
             if not text.strip():
@@ -219,10 +220,15 @@ def json_line(line: str, where: str) -> Any:
     return row
 
 
-def _jsonl(file: Path, default_type: str) -> Iterator[SourceDocument]:
+def _jsonl(
+    file: Path, default_type: str, skipped: list[tuple[Path, str]]
+) -> Iterator[SourceDocument]:
     for lineno, row in jsonl_rows(file):
         if not isinstance(row, dict) or not isinstance(row.get("text"), str):
             raise InvalidEventError(f"{file}:{lineno}: each line needs a string 'text' field")
+        if not row["text"].strip():  # as an empty file: it would replace the document by nothing
+            skipped.append((Path(f"{file}:{lineno}"), "empty"))
+            continue
         raw_id = row.get("doc_id") or row.get("id") or f"{file.stem}-{lineno}"
         stype = row.get("source_type", default_type)
         if not isinstance(stype, str) or stype not in _SOURCE_TYPES:

@@ -177,6 +177,30 @@ def test_ingest_says_which_files_it_passed_over(cli: Invoke, tmp_path: Path) -> 
     )
 
 
+def test_a_jsonl_line_with_no_text_is_passed_over_not_indexed_as_nothing(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    # Before: the line was an upsert of an empty document, which took the indexed
+    # version of its id away and wrote nothing in its place.
+    rows = tmp_path / "rows.jsonl"
+    kept = {"id": "boiler", "text": "The boiler is serviced every twelve months."}
+    rows.write_text(json.dumps(kept) + "\n", "utf-8")
+    first = cli(["ingest", str(rows), "--tenant", "acme", "--data-dir", "data", "--no-probe"])
+    assert first.exit_code == 0, first.output
+    blank = {"id": "boiler", "text": " \n"}
+    other = {"id": "tank", "text": "The tank holds two hundred litres."}
+    rows.write_text("".join(json.dumps(r) + "\n" for r in (blank, other)), "utf-8")
+    again = cli(["ingest", str(rows), "--tenant", "acme", "--data-dir", "data", "--no-probe"])
+    assert again.exit_code == 0, again.output
+    assert "indexed 1 documents" in again.stdout
+    assert f"1 empty (first: {rows}:1)" in again.stderr
+    asked = cli(
+        ["ask", "How often is the boiler serviced?", "--tenant", "acme", "--data-dir", "data"]
+    )
+    assert asked.exit_code == 0, asked.output
+    assert "twelve months" in asked.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
