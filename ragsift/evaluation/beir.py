@@ -93,7 +93,7 @@ def _qrels(path: Path) -> dict[str, dict[str, int]]:
         )
         raise InvalidEventError(f"{path}: missing; {have}")
     out: dict[str, dict[str, int]] = {}
-    with path.open(encoding="utf-8", newline="") as handle:
+    with path.open(encoding="utf-8-sig", newline="") as handle:  # with a BOM or without
         reader = csv.reader(handle, delimiter="\t")
         try:
             for lineno, row in enumerate(reader, 1):

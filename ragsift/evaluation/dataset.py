@@ -175,7 +175,7 @@ def select_half(dataset: LabelledSet, half: Literal[1, 2], seed: int = 0) -> Lab
 
 def _read(path: Path) -> list[dict[str, Any]]:
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(path.read_text(encoding="utf-8-sig"))  # with a BOM or without
     except RecursionError as exc:
         raise InvalidEventError(f"{path}: cannot read a SQuAD file (nested too deep)") from exc
     except (OSError, ValueError) as exc:  # not JSON or UTF-8, or an int past the digit limit

@@ -98,7 +98,7 @@ def load_probes(source: str | Path) -> list[Probe]:
         return bundled_probes()
     path = Path(source)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # with a BOM or without
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidEventError(f"{path}: cannot read probe questions ({exc})") from exc
     return _parse(text, str(path), jsonl=path.suffix != ".txt")

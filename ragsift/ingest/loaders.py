@@ -155,7 +155,7 @@ def _iter_documents(
         if file.suffix.lower() == ".jsonl":
             yield from _jsonl(file, source_type, skipped)
         else:
-            text = file.read_text(encoding="utf-8", errors="replace")
+            text = file.read_text(encoding="utf-8-sig", errors="replace")
             if not text.strip():
                 skipped.append((file, "empty"))
             else:
@@ -191,7 +191,9 @@ def jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
             not UTF-8 text: named by file and line.
     """
     try:
-        with path.open(encoding="utf-8") as handle:
+        with path.open(
+            encoding="utf-8-sig"
+        ) as handle:  # a BOM, as editors on Windows write, is no text
             for lineno, line in enumerate(handle, 1):
                 if line.strip():
                     yield lineno, json_line(line, f"{path}:{lineno}")

@@ -151,17 +151,14 @@ def test_demo_starts_again_on_its_own_folder_and_on_an_empty_one(tmp_path: Path)
     assert (empty / "results.jsonl").is_file()
 
 
-@pytest.mark.parametrize(
-    "where", ["a folder", "an empty file", "binary", "a BOM and CRLF", "truncated JSON"]
-)
+@pytest.mark.parametrize("where", ["a folder", "an empty file", "binary", "truncated JSON"])
 def test_ingest_of_odd_files_is_one_line_or_a_clean_skip(tmp_path: Path, where: str) -> None:
     """What ``ingest`` is pointed at: a folder with no documents, an empty file, binary
-    bytes, a JSONL file with a BOM and CRLF ends, a truncated JSONL line."""
+    bytes, a truncated JSONL line (a BOM and CRLF ends are read: test_bom_files.py)."""
     target = tmp_path / "in.jsonl"
     content = {
         "an empty file": b"",
         "binary": bytes(range(256)),
-        "a BOM and CRLF": b'\xef\xbb\xbf{"text": "a"}\r\n',
         "truncated JSON": b'{"text": "a"}\n{"text": "b',
     }.get(where)
     if content is None:
