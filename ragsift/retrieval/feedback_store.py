@@ -280,11 +280,16 @@ class RedisFeedbackStore:
     def owners(self, query_id: str) -> list[str]:
         """The tenants holding ``query_id`` within its window (see :class:`FeedbackStore`)."""
         members = self._call(lambda: self.client.smembers(f"{self.prefix}:owners:{query_id}"))
-        held = {m.decode() if isinstance(m, bytes) else str(m) for m in members}
+        held = sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+
+        def present() -> list[int]:  # one round trip for all of them
+            with self.client.pipeline(transaction=False) as pipe:
+                for tenant in held:
+                    pipe.exists(self._scored(tenant, query_id))
+                return list(pipe.execute())
+
         # The set outlives a record that expired first: keep the tenants whose is there.
-        found = {
-            t for t in held if self._call(lambda t=t: self.client.exists(self._scored(t, query_id)))
-        }
+        found = {t for t, n in zip(held, self._call(present) if held else [], strict=True) if n}
         legacy = self._legacy(query_id)
         return sorted(found | ({legacy.tenant_id} if legacy is not None else set()))
 
