@@ -1,7 +1,9 @@
-"""Write the Debian FAQ as a BEIR folder whose questions are its own section headings.
+"""Write the Debian FAQ (or Python's) as a BEIR folder whose questions are its own section headings.
 
     apt-get install debian-faq          # Debian's package: the FAQ as text
     python scripts/faq_questions.py /tmp/faq [--holes 0.25] [--out-of-scope N]
+    apt-get install python3-doc         # Python's FAQ, as reStructuredText
+    python scripts/faq_questions.py /tmp/pyfaq --faq python [--holes 0.25]
     ragsift eval --dataset /tmp/faq --out-of-scope /tmp/faq/out-of-scope.jsonl \\
         --artifact A --near-miss-negatives --json
 
@@ -22,9 +24,12 @@ documentation exists...”") keep the number and lose the quote.
   SQuAD's ``test-v2.0.json`` (``RAGSIFT_SQUAD2_DIR``, ``../shared/data/squad2``
   by default), Wikipedia questions a Debian FAQ cannot answer.
 
-The FAQ is read from ``/usr/share/doc/debian/FAQ/debian-faq.en.txt.gz``
-(``RAGSIFT_DEBIAN_FAQ`` for another copy). About a hundred questions: quote
-counts beside rates. Never fitted on.
+The Debian FAQ is read from ``/usr/share/doc/debian/FAQ/debian-faq.en.txt.gz``
+(``RAGSIFT_DEBIAN_FAQ`` for another copy): about a hundred questions. Python's
+(``--faq python``) is read from the reStructuredText sources python3-doc ships,
+``/usr/share/doc/python3.11/html/_sources/faq`` (``RAGSIFT_PYTHON_FAQ``): about
+170 questions on programming in Python, in programmers' words, with their
+markup reduced to its text. Quote counts beside rates. Never fitted on.
 """
 
 from __future__ import annotations
@@ -40,6 +45,9 @@ from pathlib import Path
 from beir_folder import write_folder
 
 FAQ = Path(os.environ.get("RAGSIFT_DEBIAN_FAQ", "/usr/share/doc/debian/FAQ/debian-faq.en.txt.gz"))
+PYTHON_FAQ = Path(
+    os.environ.get("RAGSIFT_PYTHON_FAQ", "/usr/share/doc/python3.11/html/_sources/faq")
+)
 SQUAD = Path(os.environ.get("RAGSIFT_SQUAD2_DIR", "../shared/data/squad2"))
 _CHAPTER = re.compile(r"^Chapter\s\d+\.\s")
 _HEADING = re.compile(r"^(\d+)\.(\d+)((?:\.\d+)*)\.\s(.*)$")
@@ -71,14 +79,78 @@ def sections(text: str) -> list[tuple[str, str, str]]:
     ]
 
 
-def main(target: Path, holes: float, out_of_scope: int) -> None:
+# reStructuredText: a heading is a line underlined (and maybe overlined) by one
+# punctuation character repeated; roles, literals and links keep their text.
+_UNDERLINE = re.compile(r"([=\-^~\"*+#])\1{2,}")
+_PEP = re.compile(r":pep:`(\d+)`")
+_ROLE = re.compile(r":[\w:.-]+:`[~!]?([^`<]*?)(?:\s*<[^`>]*>)?`")  # a title, or the target
+_LINK = re.compile(r"`([^`<]*?)\s*<[^`>]*>`__?")
+_LITERAL = re.compile(r"``([^`]*)``")
+_DIRECTIVE = re.compile(r"^\s*\.\. [\w:-]+::|^\s*:\w[\w-]*:(\s|$)|^\s*\.\. _[^:]*:")
+
+
+def rst_text(text: str) -> str:
+    """reStructuredText as the reader sees it: roles, links and literals reduced to
+    their text (after the lines are joined: one may wrap)."""
+    text = _ROLE.sub(r"\1", _PEP.sub(r"PEP \1", text))
+    return _LITERAL.sub(r"\1", _LINK.sub(r"\1", text))
+
+
+def rst_sections(name: str, text: str) -> list[tuple[str, str, str]]:
+    """A reStructuredText page's sections in order: id (``name.N``), heading, body.
+    Directives and option lines are dropped; what they hold (code) is kept."""
+    lines = text.splitlines()
+    out: list[tuple[str, str, list[str]]] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        below = lines[i + 1] if i + 1 < len(lines) else ""
+        is_rule = _UNDERLINE.fullmatch(line.rstrip()) is not None
+        if (
+            line.strip()
+            and not is_rule
+            and _UNDERLINE.fullmatch(below.rstrip())
+            and len(below.rstrip()) >= len(line.rstrip())
+        ):
+            out.append((f"{name}.{len(out) + 1}", rst_text(line.strip()), []))
+            i += 2
+            continue
+        if out and not is_rule and line.strip() and not _DIRECTIVE.match(line):
+            out[-1][2].append(line.strip())
+        i += 1
+    return [(sid, head, rst_text(" ".join(body))) for sid, head, body in out if body]
+
+
+def python_sections(folder: Path) -> list[tuple[str, str, str]]:
+    """Every section of Python's FAQ pages (``index`` left out), page by page."""
+    pages = sorted(p for p in folder.glob("*.rst.txt") if p.name != "index.rst.txt")
+    return [
+        section
+        for page in pages
+        for section in rst_sections(page.name.split(".")[0], page.read_text(encoding="utf-8"))
+    ]
+
+
+def read_faq(faq: str) -> list[tuple[str, str, str]]:
+    """The chosen FAQ's sections; a clear exit when its package is not installed."""
+    if faq == "python":
+        if not any(PYTHON_FAQ.glob("*.rst.txt")):
+            raise SystemExit(
+                f"no Python FAQ at {PYTHON_FAQ} (apt-get install python3-doc,"
+                " or RAGSIFT_PYTHON_FAQ)"
+            )
+        return python_sections(PYTHON_FAQ)
     if not FAQ.is_file():
         raise SystemExit(
             f"no Debian FAQ at {FAQ} (apt-get install debian-faq, or RAGSIFT_DEBIAN_FAQ)"
         )
+    return sections(gzip.decompress(FAQ.read_bytes()).decode("utf-8"))
+
+
+def main(target: Path, holes: float, out_of_scope: int, faq: str = "debian") -> None:
     if not 0.0 <= holes < 1.0:
         raise SystemExit(f"--holes must be in [0, 1), got {holes}")
-    found = sections(gzip.decompress(FAQ.read_bytes()).decode("utf-8"))
+    found = read_faq(faq)
     asked = [i for i, (_, head, _) in enumerate(found) if "?" in head]
     rng = random.Random(0)
     # never the first section: a left-out question is judged against the one before it
@@ -112,5 +184,8 @@ if __name__ == "__main__":
     parser.add_argument("target", type=Path)
     parser.add_argument("--holes", type=float, default=0.0, help="share of sections left out")
     parser.add_argument("--out-of-scope", type=int, default=300, help="SQuAD test questions")
+    parser.add_argument(
+        "--faq", choices=("debian", "python"), default="debian", help="which FAQ (default debian)"
+    )
     args = parser.parse_args()
-    main(args.target, args.holes, args.out_of_scope)
+    main(args.target, args.holes, args.out_of_scope, args.faq)

@@ -97,3 +97,69 @@ def test_the_folder_loads_with_questions_holes_and_off_topic_ones(script, tmp_pa
         assert q.relevant <= kept
     with pytest.raises(SystemExit, match="--holes must be in"):
         script.main(tmp_path / "bad", 1.0, 5)
+
+
+PYTHON_PAGE = """:tocdepth: 2
+
+===============
+Programming FAQ
+===============
+
+.. only:: html
+
+   .. contents::
+
+General Questions
+=================
+
+Is there a debugger?
+--------------------
+
+Yes: :mod:`pdb`, see :func:`breakpoint` and `the IDLE page <https://example.org/idle>`_.
+``python -m pdb`` starts it; :pep:`553` added the function.
+
+.. index:: debugger
+
+Can I make a binary?
+--------------------
+
+Use a :ref:`freezer <freeze-tools>`::
+
+   freeze.py app.py
+
+Style
+-----
+
+Follow PEP 8.
+"""
+
+
+def test_python_faq_sections_are_headings_and_bodies_as_text(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    found = script.rst_sections("programming", PYTHON_PAGE)
+    assert [(sid, head) for sid, head, _ in found] == [
+        ("programming.3", "Is there a debugger?"),
+        ("programming.4", "Can I make a binary?"),
+        ("programming.5", "Style"),
+    ]  # the page title and the chapter have no body of their own
+    bodies = {sid: body for sid, _, body in found}
+    assert bodies["programming.3"] == (
+        "Yes: pdb, see breakpoint and the IDLE page."
+        " python -m pdb starts it; PEP 553 added the function."
+    )
+    assert bodies["programming.4"] == "Use a freezer:: freeze.py app.py"
+
+
+def test_the_python_faq_folder_loads_and_a_missing_one_says_what_to_install(  # type: ignore[no-untyped-def]
+    script, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pages = tmp_path / "faq"
+    pages.mkdir()
+    (pages / "programming.rst.txt").write_text(PYTHON_PAGE, encoding="utf-8")
+    (pages / "index.rst.txt").write_text("Index?\n======\n\nPages.\n", encoding="utf-8")
+    monkeypatch.setattr(script, "PYTHON_FAQ", pages)
+    script.main(tmp_path / "py", 0.0, 3, "python")
+    ds = load_beir(tmp_path / "py", out_of_scope=tmp_path / "py" / "out-of-scope.jsonl")
+    assert ds.counts() == {"documents": 3, "in_scope": 2, "out_of_scope": 3}
+    monkeypatch.setattr(script, "PYTHON_FAQ", tmp_path / "absent")
+    with pytest.raises(SystemExit, match="apt-get install python3-doc"):
+        script.main(tmp_path / "none", 0.0, 3, "python")
