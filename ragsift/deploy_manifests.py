@@ -42,6 +42,14 @@ _HEADER = (
     "# tests/unit/deploy checks that this file is current.\n"
 )
 _PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./-]*$")
+# What a worker's RAGSIFT_KAFKA_TOPIC_PREFIX accepts (ragsift.settings), and Kafka's
+# longest topic name.
+_PREFIX = re.compile(r"^[A-Za-z0-9._-]+$")
+_MAX_TOPIC_NAME = 249
+# A Kubernetes object name that is also a label value (Strimzi labels each topic with
+# its cluster's name): a DNS-1123 label.
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
 
 
@@ -61,11 +69,30 @@ def strimzi_topics(
         raise ValueError(f"partitions must be >= 1, got {partitions}")
     if replicas < 1:
         raise ValueError(f"replicas must be >= 1, got {replicas}")
-    if not cluster:
-        raise ValueError("cluster must be a non-empty Strimzi Kafka name")
+    if not _DNS_LABEL.match(cluster):
+        raise ValueError(
+            f"cluster must be a Strimzi Kafka resource's name (lower-case letters, digits"
+            f" and '-', starting and ending with a letter or digit, at most 63), got {cluster!r}"
+        )
+    if not _PREFIX.match(prefix):
+        raise ValueError(
+            f"prefix must be letters, digits, '.', '_' or '-' (as RAGSIFT_KAFKA_TOPIC_PREFIX),"
+            f" got {prefix!r}"
+        )
     resources: list[dict[str, Any]] = []
     for spec in TOPICS.values():
         name = spec.name(prefix)
+        if len(name) > _MAX_TOPIC_NAME:
+            raise ValueError(
+                f"prefix is too long: topic {name[:40]}... would be {len(name)} characters,"
+                f" Kafka's limit is {_MAX_TOPIC_NAME}"
+            )
+        resource = name.replace(".", "-").replace("_", "-").lower()
+        if not _DNS_SUBDOMAIN.match(resource):
+            raise ValueError(
+                f"prefix must start with a letter or digit: topic {name!r} would be the"
+                f" Kubernetes name {resource!r}"
+            )
         config: dict[str, Any] = dict(spec.config())
         config["min.insync.replicas"] = str(min(2, replicas))
         resources.append(
@@ -74,7 +101,7 @@ def strimzi_topics(
                 "kind": "KafkaTopic",
                 "metadata": {
                     # Resource names use dashes; the Kafka name stays in topicName.
-                    "name": name.replace(".", "-").replace("_", "-").lower(),
+                    "name": resource,
                     "labels": {
                         "strimzi.io/cluster": cluster,
                         "app.kubernetes.io/part-of": "ragsift",

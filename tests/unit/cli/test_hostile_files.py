@@ -222,6 +222,45 @@ def test_k8s_topics_counts_under_one_are_one_error(tmp_path: Path, option: str) 
     assert error_lines(result) == [f"error: {option[2:]} must be >= 1, got 0"]
 
 
+_BAD_NAMES = {
+    "prefix with a space": (["--prefix", "rag sift"], "prefix must be letters, digits"),
+    "prefix with a slash": (["--prefix", "a/b"], "prefix must be letters, digits"),
+    "prefix starting with a dash": (["--prefix", "-x"], "prefix must start with a letter"),
+    "prefix starting with a dot": (["--prefix", ".x"], "prefix must start with a letter"),
+    "prefix too long": (["--prefix", "p" * 240], "prefix is too long"),
+    "cluster upper case": (["--cluster", "My-Kafka"], "cluster must be a Strimzi"),
+    "cluster with a dot": (["--cluster", "a.b"], "cluster must be a Strimzi"),
+    "cluster empty": (["--cluster", ""], "cluster must be a Strimzi"),
+    "cluster too long": (["--cluster", "k" * 64], "cluster must be a Strimzi"),
+}
+
+
+@pytest.mark.parametrize(("args", "message"), _BAD_NAMES.values(), ids=_BAD_NAMES.keys())
+def test_k8s_topics_names_kafka_or_kubernetes_would_refuse_are_one_error(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    """Before, any --prefix or --cluster was written into the manifests, and the cluster
+    refused them when they were applied (or, for a prefix, the workers at start-up)."""
+    out = tmp_path / "t.yaml"
+    result = run_cli(["k8s", "topics", "--out", str(out), *args])
+    assert result.exit_code == 2
+    [line] = error_lines(result)
+    assert line.startswith(f"error: {message}"), line
+    assert not out.exists()
+
+
+def test_k8s_topics_accepts_what_a_worker_accepts(tmp_path: Path) -> None:
+    out = tmp_path / "t.yaml"
+    result = run_cli(
+        ["k8s", "topics", "--out", str(out), "--prefix", "Team_A.rag", "--cluster", "kafka-1"]
+    )
+    assert result.exit_code == 0, result.stderr
+    text = out.read_text(encoding="utf-8")
+    assert "topicName: Team_A.rag.queries.v1" in text
+    assert "name: team-a-rag-queries-v1" in text
+    assert "strimzi.io/cluster: kafka-1" in text
+
+
 @pytest.mark.parametrize("store", ["results.sqlite3", "feedback.sqlite"])
 def test_a_store_file_that_is_not_sqlite_is_named_not_a_traceback(
     tmp_path: Path, demo_dir: Path, store: str
