@@ -84,10 +84,22 @@ def print_skipped(path: Path, skipped: Sequence[tuple[Path, str]]) -> None:
     (:func:`~ragsift.ingest.loaders.iter_documents`); nothing when none were."""
     if not skipped:
         return
+    from ragsift.ingest.loaders import EMPTY_LINE
+
     why = Counter(reason for _, reason in skipped)
+    lines = why[EMPTY_LINE]
+    files = len(skipped) - lines
+    counted = [
+        f"{n} {what}{'s' if n > 1 else ''}"
+        for n, what in ((files, "file"), (lines, "JSONL line"))
+        if n
+    ]
     print_warning(
-        f"skipped {len(skipped)} file{'s' if len(skipped) > 1 else ''} under {path}: "
-        + ", ".join(f"{n} {reason}" for reason, n in sorted(why.items()))
+        f"skipped {' and '.join(counted)} under {path}: "
+        + ", ".join(
+            f"{n} {reason}{'s' if reason == EMPTY_LINE and n > 1 else ''}"
+            for reason, n in sorted(why.items())
+        )
         + f" (first: {skipped[0][0]})"
     )
 

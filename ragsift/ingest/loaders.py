@@ -17,6 +17,7 @@ from ragsift.retrieval.records import metadata_error
 from ragsift.schemas.payload import lone_surrogate
 
 __all__ = [
+    "EMPTY_LINE",
     "SUPPORTED_SUFFIXES",
     "SourceDocument",
     "check_unique_ids",
@@ -27,6 +28,8 @@ __all__ = [
 ]
 
 SUPPORTED_SUFFIXES = (".txt", ".md", ".jsonl")
+#: Why a JSONL line was passed over (a file's reasons: ``empty``, ``unsupported type``).
+EMPTY_LINE = "empty line"
 _SOURCE_TYPES = {"government", "regulatory", "market_data", "third_party", "internal", "unknown"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]+")
 #: A \uD800-\uDFFF escape: only a line holding one can decode to a lone surrogate.
@@ -111,7 +114,7 @@ def iter_documents(
 
     A folder's files of another type, and files and JSONL lines with no text, are passed
     over; with ``skipped``, each is appended to it with why (``unsupported type .pdf``,
-    ``empty``; a line as ``file:line``).
+    ``empty``; a JSONL line as ``file:line``, :data:`EMPTY_LINE`).
 
     Raises:
         InvalidEventError: bad input, or two documents with one id (one would
@@ -229,7 +232,7 @@ def _jsonl(
         if not isinstance(row, dict) or not isinstance(row.get("text"), str):
             raise InvalidEventError(f"{file}:{lineno}: each line needs a string 'text' field")
         if not row["text"].strip():  # as an empty file: it would replace the document by nothing
-            skipped.append((Path(f"{file}:{lineno}"), "empty"))
+            skipped.append((Path(f"{file}:{lineno}"), EMPTY_LINE))
             continue
         raw_id = row.get("doc_id") or row.get("id") or f"{file.stem}-{lineno}"
         stype = row.get("source_type", default_type)

@@ -177,6 +177,25 @@ def test_ingest_says_which_files_it_passed_over(cli: Invoke, tmp_path: Path) -> 
     )
 
 
+def test_ingest_counts_passed_over_files_and_jsonl_lines_apart(cli: Invoke, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "blank.txt").write_text("  \n", "utf-8")
+    rows = [
+        {"id": "a", "text": ""},
+        {"id": "b", "text": "Tanks hold water."},
+        {"id": "c", "text": " "},
+    ]
+    (docs / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    ingested = cli(["ingest", str(docs), "--tenant", "acme", "--data-dir", "data", "--no-probe"])
+    assert ingested.exit_code == 0, ingested.output
+    assert "indexed 1 documents" in ingested.stdout
+    assert (
+        f"skipped 1 file and 2 JSONL lines under {docs}: 1 empty, 2 empty lines"
+        f" (first: {docs / 'blank.txt'})" in ingested.stderr
+    )
+
+
 def test_a_jsonl_line_with_no_text_is_passed_over_not_indexed_as_nothing(
     cli: Invoke, tmp_path: Path
 ) -> None:
@@ -193,7 +212,7 @@ def test_a_jsonl_line_with_no_text_is_passed_over_not_indexed_as_nothing(
     again = cli(["ingest", str(rows), "--tenant", "acme", "--data-dir", "data", "--no-probe"])
     assert again.exit_code == 0, again.output
     assert "indexed 1 documents" in again.stdout
-    assert f"1 empty (first: {rows}:1)" in again.stderr
+    assert f"skipped 1 JSONL line under {rows}: 1 empty line (first: {rows}:1)" in again.stderr
     asked = cli(
         ["ask", "How often is the boiler serviced?", "--tenant", "acme", "--data-dir", "data"]
     )
