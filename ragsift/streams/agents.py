@@ -126,8 +126,9 @@ def attach_handler(
     deadline_s: float,
     max_original_bytes: int = DEFAULT_MAX_ORIGINAL_BYTES,
     health: AgentHealth | None = None,
-) -> None:
-    """Register an agent on ``app`` that drives ``handler`` over its source topic."""
+) -> BatchRouter:
+    """Register an agent on ``app`` that drives ``handler`` over its source topic; its
+    router (which dead-letters what the consumer could not read, too)."""
     source = declare_topic(app, handler.source, prefix)
     declare_topic(app, "deadletter", prefix)
     router = BatchRouter(
@@ -178,3 +179,4 @@ def attach_handler(
                 health.set_running(name, False)
 
     app.agent(source, name=name, concurrency=1)(run)
+    return router

@@ -1,20 +1,26 @@
 """The Faust app factory: one app built from settings, topics from the registry.
 
-This module and the agents are the only places that import Faust; handlers
-never do (ARCHITECTURE.md, "One pipeline, two runtimes").
+This module, the agents and :mod:`ragsift.streams.faust_read` are the only places
+that import Faust; handlers never do (ARCHITECTURE.md, "One pipeline, two runtimes").
 """
 
 from __future__ import annotations
 
 import ssl
+from collections import deque
 from typing import Any
 
 import faust
+from aiokafka import TopicPartition
+from faust.transport import by_url
+from faust.transport.drivers import aiokafka as aiokafka_driver
+from faust.types import TransportT
 from faust.web import Web
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
 from ragsift.settings import KafkaSettings
 from ragsift.streams.batching import AdaptiveStream
+from ragsift.streams.faust_read import SkippingTransport
 from ragsift.streams.topics import TOPICS
 
 __all__ = ["DEFAULT_WEB_HOST", "PagesOnlyApp", "broker_credentials", "create_app", "declare_topic"]
@@ -39,12 +45,27 @@ class _PagesOnlyWeb(AiohttpWeb):
 
 
 class PagesOnlyApp(faust.App):
-    """A Faust app whose web server carries only the pages registered with ``app.page``."""
+    """A Faust app whose web server carries only the pages registered with ``app.page``,
+    and whose Kafka consumer reads past records it cannot read
+    (:mod:`ragsift.streams.faust_read`), queueing each span on :attr:`unreadable`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: Spans the consumer thread passed, for the worker to dead-letter on this loop.
+        self.unreadable: deque[tuple[TopicPartition, Exception]] = deque()
 
     def _new_web(self) -> Web:
         # Faust picks the driver class from the ``web`` URL setting and offers no
         # option to drop its index page; this is the one place the class is built.
         return _PagesOnlyWeb(self)
+
+    def _new_transport(self) -> TransportT:
+        # As Faust does, with the skipping consumer where the driver is aiokafka's.
+        url = self.conf.broker_consumer[0]
+        transport = by_url(url)
+        if transport is aiokafka_driver.Transport:
+            transport = SkippingTransport
+        return transport(self.conf.broker_consumer, self)
 
 
 def broker_credentials(kafka: KafkaSettings) -> faust.auth.Credentials | None:

@@ -12,9 +12,9 @@ restarting or stopped). Exactly-once (Kafka transactions) needs this runtime.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import faust
 from faust.exceptions import ConsumerNotStarted
@@ -25,7 +25,7 @@ from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.pipeline import RetrievalPipeline
 from ragsift.settings import Settings
 from ragsift.streams.agents import AgentHealth, attach_handler
-from ragsift.streams.app import create_app
+from ragsift.streams.app import PagesOnlyApp, create_app
 from ragsift.streams.assembly import (
     WORKER_NAMES,
     Assembly,
@@ -33,10 +33,15 @@ from ragsift.streams.assembly import (
     assemble,
     readiness_state,
 )
+from ragsift.streams.routing import BatchRouter, Received
+from ragsift.streams.topics import TOPICS
 from ragsift.wiring import MIX_SAVE_INTERVAL_S, save_mix
 from ragsift.workers.base import Handler
 
 __all__ = ["WORKER_NAMES", "WorkerName", "build_worker", "faust_worker", "readiness"]
+
+#: How often the spans the consumer could not read are dead-lettered (seconds).
+UNREADABLE_DRAIN_S = 1.0
 
 
 def build_worker(
@@ -70,20 +75,40 @@ def faust_worker(
     if parts.reprober is not None:  # scopes an upgrade left stale: probed in the background
         app.task(parts.reprober.sweep)
     health = AgentHealth()
+    routers: dict[str, list[BatchRouter]] = {}
     for handler in parts.handlers:
-        attach_handler(
-            app,
-            handler,
-            prefix=settings.kafka.topic_prefix,
-            metrics=parts.metrics,
-            batch_size=settings.limits.batch_size,
-            within_s=settings.limits.batch_timeout_s,
-            deadline_s=settings.limits.handler_deadline_s,
-            max_original_bytes=settings.limits.deadletter_max_original_bytes,
-            health=health,
+        topic = TOPICS[handler.source].name(settings.kafka.topic_prefix)
+        routers.setdefault(topic, []).append(
+            attach_handler(
+                app,
+                handler,
+                prefix=settings.kafka.topic_prefix,
+                metrics=parts.metrics,
+                batch_size=settings.limits.batch_size,
+                within_s=settings.limits.batch_timeout_s,
+                deadline_s=settings.limits.handler_deadline_s,
+                max_original_bytes=settings.limits.deadletter_max_original_bytes,
+                health=health,
+            )
         )
+    _dead_letter_unreadable(app, routers)
     _add_pages(app, parts.metrics, health, parts.handlers)
     return app
+
+
+def _dead_letter_unreadable(app: faust.App, routers: Mapping[str, list[BatchRouter]]) -> None:
+    """Dead-letter, on the app's loop, each span the consumer thread could not read and
+    passed (:mod:`ragsift.streams.faust_read`), through its topic's routers."""
+    spans = cast(PagesOnlyApp, app).unreadable
+
+    async def drain() -> None:
+        while spans:
+            tp, error = spans.popleft()
+            first = getattr(error, "first", 0)  # an UnreadableRecordsError's first offset
+            for router in routers.get(tp.topic, ()):
+                await router.dead_letter(Received(None, None, tp.topic, tp.partition, first), error)
+
+    app.timer(interval=UNREADABLE_DRAIN_S, name="ragsift.unreadable")(drain)
 
 
 def _keep_mix(app: faust.App, pipeline: RetrievalPipeline, store: MixStateStore) -> None:

@@ -1,14 +1,15 @@
-"""A record the Kafka client cannot read, on the real broker: the plain runtime goes on.
+"""A record the Kafka client cannot read, on the real broker: both runtimes go on.
 
 aiokafka decodes a record header's name as UTF-8 while it parses a fetched
 batch, and the broker does not check it. One record whose header name is
 ``b"\\xff\\xfe"`` made every ``getmany`` of the plain loop raise
 ``UnicodeDecodeError``: its partition stopped for good and the records the
-failing call had taken from other partitions were never returned. Since the
-fix (``ragsift/streams/unreadable.py``, docs/reliability.md, "Read") the loop
-dead-letters the unreadable span at stage ``decode`` and skips it. Here a real
-``ragsift worker retrieval`` process on the plain runtime meets such a record
-between two runs of valid queries.
+failing call had taken from other partitions were never returned. Under Faust
+the consumer thread stopped, and the worker with it. Since the fixes
+(``ragsift/streams/unreadable.py`` and ``faust_read.py``, docs/reliability.md,
+"Read") each runtime dead-letters the unreadable span at stage ``decode`` and
+skips it. Here a real ``ragsift worker retrieval`` process on each runtime meets
+such a record between two runs of valid queries.
 """
 
 from __future__ import annotations
@@ -88,15 +89,17 @@ asyncio.run(main())
 """
 
 
-@pytest.fixture
-def plain_stack(kafka_bootstrap: str, redis_settings: object, tmp_path: Path) -> Stack:
-    """Fresh topics, group and keys; the plain runtime whatever the environment says."""
+@pytest.fixture(params=["plain", "faust"])
+def plain_stack(
+    request: pytest.FixtureRequest, kafka_bootstrap: str, redis_settings: object, tmp_path: Path
+) -> Stack:
+    """Fresh topics, group and keys; the runtime of the param whatever the environment says."""
     return Stack(
         bootstrap=kafka_bootstrap,
         redis_url=redis_settings.url,  # type: ignore[attr-defined]  # RedisSettings
-        prefix=f"unreadable-{uuid.uuid4().hex[:8]}",
+        prefix=f"unreadable-{request.param}-{uuid.uuid4().hex[:8]}",
         base_dir=tmp_path,
-        extra_env={"RAGSIFT_WORKER_RUNTIME": "plain", "RAGSIFT_EMBEDDER_KIND": EMBEDDER.kind},
+        extra_env={"RAGSIFT_WORKER_RUNTIME": request.param, "RAGSIFT_EMBEDDER_KIND": EMBEDDER.kind},
     )
 
 

@@ -157,3 +157,15 @@ async def test_a_partial_batch_is_flushed_now_and_a_full_one_leaves_the_linger(
     await loop.__anext__()
     await loop.__anext__()
     assert flushed == ["now", "plain"]  # batch_size is 8 (agent_app)
+
+
+def test_the_faust_app_reads_through_the_skipping_consumer() -> None:
+    """Faust's own aiokafka consumer thread stopped the worker at a record whose header
+    name is not UTF-8 (tests/e2e/test_unreadable_record.py has it on a real broker)."""
+    from ragsift.streams.faust_read import SkippingConsumerThread, SkippingTransport
+
+    app = create_app(KafkaSettings(), app_id="unit-skipping")
+    assert type(app.transport) is SkippingTransport
+    thread = app.consumer._new_consumer_thread()  # type: ignore[attr-defined]
+    assert isinstance(thread, SkippingConsumerThread)
+    assert list(app.unreadable) == []  # type: ignore[attr-defined]
