@@ -97,7 +97,7 @@ def decode_states(text: str | bytes, *, now: float | None = None) -> tuple[list[
     try:
         raw = json.loads(text)
         items = raw["scopes"] if isinstance(raw, dict) else None
-    except (ValueError, KeyError):
+    except (ValueError, KeyError, RecursionError):  # RecursionError: nesting past the parser
         return [], 1
     if not isinstance(items, list):
         return [], 1

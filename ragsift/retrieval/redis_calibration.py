@@ -132,7 +132,7 @@ class RedisMixState:
         for name, value in raw.items():
             try:
                 state = parse_state(json.loads(value))
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nesting past the parser
                 state = None
             live, _ = fresh([state])
             states.extend(live)

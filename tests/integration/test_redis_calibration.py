@@ -158,6 +158,7 @@ def test_mix_state_is_shared_by_replicas_and_bad_fields_are_skipped(
         '{"tenant": "x", "collection": "c", "version": "v",'
         ' "counts": [NaN, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]}',
     )
+    one.client.hset(one.key, "deep", "[" * 100_000 + "]" * 100_000)  # raised RecursionError
     assert sorted(s.tenant for s in one.load()) == ["acme", "テナント"]
     assert len(one.client.hkeys(one.key)) == 2  # the stale and malformed fields are gone
     one.client.close()

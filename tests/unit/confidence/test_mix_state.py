@@ -85,7 +85,8 @@ def test_states_round_trip_and_stale_or_malformed_ones_are_skipped(tmp_path: Pat
         "not a state",
     ):
         assert decode_states(json.dumps({"scopes": [bad, broken]})) == ([good], 1)
-    for garbage in (b"\xff\x00", "[1, 2]", '{"scopes": 3}', "{"):
+    deep = '{"scopes": ' + "[" * 100_000 + "]" * 100_000 + "}"  # raised RecursionError
+    for garbage in (b"\xff\x00", "[1, 2]", '{"scopes": 3}', "{", deep):
         assert decode_states(garbage) == ([], 1)
 
 
