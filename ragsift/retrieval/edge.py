@@ -213,9 +213,13 @@ class EdgeIndex:
         if not target.exists():
             return None
         try:
-            raw = json.loads(target.read_text())
-        except json.JSONDecodeError as exc:
-            raise ConfigurationError(f"unreadable metadata file {str(target)!r}: {exc}") from exc
+            raw = json.loads(target.read_text(encoding="utf-8"))
+        except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested past the parser
+            raise ConfigurationError(
+                f"unreadable metadata file {str(target)!r}: {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(raw, dict):
+            raise ConfigurationError(f"unreadable metadata file {str(target)!r}: not a JSON object")
         return StoredCollection.from_dict(name, raw)
 
     def _open(self, name: str) -> _Collection:
