@@ -15,6 +15,7 @@ for their tenant only, until their window ends.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -37,6 +38,8 @@ __all__ = [
     "SqliteFeedbackStore",
     "StoredLabel",
 ]
+
+log = logging.getLogger(__name__)
 
 _SEP: Final = "\x1f"  # never in a tenant id or collection name (both are ASCII word chars)
 
@@ -314,8 +317,13 @@ class RedisFeedbackStore:
         raw = self._call(lambda: self.client.hget(f"{self.prefix}:refits", _scope_key(scope)))
         if raw is None:
             return None
-        state = json.loads(raw)
-        return str(state["digest"]), float(state["at"])
+        try:
+            state = json.loads(raw)
+            return str(state["digest"]), float(state["at"])
+        except (ValueError, RecursionError, KeyError, TypeError) as exc:
+            # Written by ragsift; damaged, it only means the next labels re-fit again.
+            log.warning("feedback store: unreadable re-fit record of %s: %r", scope, exc)
+            return None
 
     def mark_refit(self, scope: CalibrationScope, digest: str, at: float) -> None:
         """Record a re-fit (see :class:`FeedbackStore`)."""

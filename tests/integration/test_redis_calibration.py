@@ -131,6 +131,10 @@ def test_feedback_state_round_trip_with_ttl(settings: RedisSettings) -> None:
     assert store.last_refit(scope) is None
     store.mark_refit(scope, "abc", 5.0)
     assert store.last_refit(scope) == ("abc", 5.0)
+    field = "\x1f".join((scope.collection, scope.tenant or ""))  # the store's scope key
+    for damaged in (b"\xff", b"[" * 100_000 + b"]" * 100_000, b"[]", b'{"digest": "x"}'):
+        store.client.hset(f"{store.prefix}:refits", field, damaged)
+        assert store.last_refit(scope) is None  # the next labels re-fit; nothing stops
     store.close()
 
 
