@@ -7,7 +7,7 @@ that import Faust; handlers never do (ARCHITECTURE.md, "One pipeline, two runtim
 from __future__ import annotations
 
 import ssl
-from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import faust
@@ -47,12 +47,11 @@ class _PagesOnlyWeb(AiohttpWeb):
 class PagesOnlyApp(faust.App):
     """A Faust app whose web server carries only the pages registered with ``app.page``,
     and whose Kafka consumer reads past records it cannot read
-    (:mod:`ragsift.streams.faust_read`), queueing each span on :attr:`unreadable`."""
+    (:mod:`ragsift.streams.faust_read`), handing each span to :attr:`on_unreadable`."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        #: Spans the consumer thread passed, for the worker to dead-letter on this loop.
-        self.unreadable: deque[tuple[TopicPartition, Exception]] = deque()
+    #: Called on the app's loop with each span the consumer passed (its partition and
+    #: an UnreadableRecordsError); the worker sets it to dead-letter the span.
+    on_unreadable: Callable[[TopicPartition, Exception], Awaitable[None]] | None = None
 
     def _new_web(self) -> Web:
         # Faust picks the driver class from the ``web`` URL setting and offers no

@@ -10,14 +10,17 @@ consumer thread (:class:`SkippingConsumerThread`) catches that error, puts every
 active partition back where the failed read found it (the read may have taken
 records of other partitions and lost them), reads the partitions one at a time, and
 passes the unreadable span of the one that fails, as the plain runtime does. The
-span goes on the app's :attr:`~ragsift.streams.app.PagesOnlyApp.unreadable` queue,
-from which the worker dead-letters it on the app's own loop
-(:func:`ragsift.streams.worker.faust_worker`). Faust commits past the span once a
+span is handed to the app's :attr:`~ragsift.streams.app.PagesOnlyApp.on_unreadable`
+on the app's own loop (the worker dead-letters it there,
+:func:`ragsift.streams.worker.faust_worker`), and the thread waits for that before
+it returns any record after the span: the letter is with the producer before a
+later record's batch is flushed and committed. Faust commits past the span once a
 later record of its partition is processed: it reads the jump in offsets as a gap.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Set
 from typing import Any
@@ -123,7 +126,10 @@ class SkippingConsumerThread(driver.AIOKafkaConsumerThread):
         end = await readable_from(consumer, tp, first)
         error = UnreadableRecordsError(tp, first, end, exc)
         log.warning("skipped records the consumer could not read: %s", error)
-        self.app.unreadable.append((tp, error))  # type: ignore[attr-defined]  # PagesOnlyApp
+        handler = getattr(self.app, "on_unreadable", None)  # PagesOnlyApp's, set by the worker
+        if handler is not None:
+            done = asyncio.run_coroutine_threadsafe(handler(tp, error), self.parent_loop)
+            await asyncio.wrap_future(done)
 
 
 class SkippingConsumer(driver.Consumer):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import faust
+from aiokafka import TopicPartition
 from faust.exceptions import ConsumerNotStarted
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -39,9 +40,6 @@ from ragsift.wiring import MIX_SAVE_INTERVAL_S, save_mix
 from ragsift.workers.base import Handler
 
 __all__ = ["WORKER_NAMES", "WorkerName", "build_worker", "faust_worker", "readiness"]
-
-#: How often the spans the consumer could not read are dead-lettered (seconds).
-UNREADABLE_DRAIN_S = 1.0
 
 
 def build_worker(
@@ -99,16 +97,13 @@ def faust_worker(
 def _dead_letter_unreadable(app: faust.App, routers: Mapping[str, list[BatchRouter]]) -> None:
     """Dead-letter, on the app's loop, each span the consumer thread could not read and
     passed (:mod:`ragsift.streams.faust_read`), through its topic's routers."""
-    spans = cast(PagesOnlyApp, app).unreadable
 
-    async def drain() -> None:
-        while spans:
-            tp, error = spans.popleft()
-            first = getattr(error, "first", 0)  # an UnreadableRecordsError's first offset
-            for router in routers.get(tp.topic, ()):
-                await router.dead_letter(Received(None, None, tp.topic, tp.partition, first), error)
+    async def dead_letter(tp: TopicPartition, error: Exception) -> None:
+        first = getattr(error, "first", 0)  # an UnreadableRecordsError's first offset
+        for router in routers.get(tp.topic, ()):
+            await router.dead_letter(Received(None, None, tp.topic, tp.partition, first), error)
 
-    app.timer(interval=UNREADABLE_DRAIN_S, name="ragsift.unreadable")(drain)
+    cast(PagesOnlyApp, app).on_unreadable = dead_letter
 
 
 def _keep_mix(app: faust.App, pipeline: RetrievalPipeline, store: MixStateStore) -> None:

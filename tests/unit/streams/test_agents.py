@@ -168,4 +168,26 @@ def test_the_faust_app_reads_through_the_skipping_consumer() -> None:
     assert type(app.transport) is SkippingTransport
     thread = app.consumer._new_consumer_thread()  # type: ignore[attr-defined]
     assert isinstance(thread, SkippingConsumerThread)
-    assert list(app.unreadable) == []  # type: ignore[attr-defined]
+    assert app.on_unreadable is None  # type: ignore[attr-defined]  # set by the worker
+
+
+async def test_a_worker_dead_letters_what_the_consumer_passed_through_its_topics_router(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from aiokafka import TopicPartition
+
+    from ragsift.streams.routing import BatchRouter
+    from ragsift.streams.unreadable import UnreadableRecordsError
+
+    app, _ = build_worker(["decision"], Settings())
+    letters: list[tuple[str, int, int | None, str]] = []
+
+    async def record(self: BatchRouter, message: Any, exc: Exception, query_id: Any = None) -> None:
+        letters.append((message.topic, message.partition, message.offset, type(exc).__name__))
+
+    monkeypatch.setattr(BatchRouter, "dead_letter", record)
+    source = app.agents[next(iter(app.agents))].channel.get_topic_name()  # type: ignore[attr-defined]
+    tp = TopicPartition(source, 2)
+    await app.on_unreadable(tp, UnreadableRecordsError(tp, 7, 9, ValueError("x")))  # type: ignore[attr-defined]
+    await app.on_unreadable(TopicPartition("other.v1", 0), ValueError("y"))  # type: ignore[attr-defined]
+    assert letters == [(source, 2, 7, "UnreadableRecordsError")]  # no router for another topic
