@@ -49,7 +49,6 @@ _MAX_TOPIC_NAME = 249
 # A Kubernetes object name that is also a label value (Strimzi labels each topic with
 # its cluster's name): a DNS-1123 label.
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
 
 
@@ -79,6 +78,11 @@ def strimzi_topics(
             f"prefix must be letters, digits, '.', '_' or '-' (as RAGSIFT_KAFKA_TOPIC_PREFIX),"
             f" got {prefix!r}"
         )
+    if not prefix[0].isalnum():  # the resource names are the topic names in dashes
+        raise ValueError(
+            f"prefix must start with a letter or digit: topics named {prefix}.… would get"
+            f" Kubernetes names starting with '-', got {prefix!r}"
+        )
     resources: list[dict[str, Any]] = []
     for spec in TOPICS.values():
         name = spec.name(prefix)
@@ -88,11 +92,6 @@ def strimzi_topics(
                 f" Kafka's limit is {_MAX_TOPIC_NAME}"
             )
         resource = name.replace(".", "-").replace("_", "-").lower()
-        if not _DNS_SUBDOMAIN.match(resource):
-            raise ValueError(
-                f"prefix must start with a letter or digit: topic {name!r} would be the"
-                f" Kubernetes name {resource!r}"
-            )
         config: dict[str, Any] = dict(spec.config())
         config["min.insync.replicas"] = str(min(2, replicas))
         resources.append(
