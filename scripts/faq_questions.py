@@ -124,11 +124,14 @@ def rst_sections(name: str, text: str) -> list[tuple[str, str, str]]:
 def python_sections(folder: Path) -> list[tuple[str, str, str]]:
     """Every section of Python's FAQ pages (``index`` left out), page by page."""
     pages = sorted(p for p in folder.glob("*.rst.txt") if p.name != "index.rst.txt")
-    return [
-        section
-        for page in pages
-        for section in rst_sections(page.name.split(".")[0], page.read_text(encoding="utf-8"))
-    ]
+    found: list[tuple[str, str, str]] = []
+    for page in pages:
+        try:
+            text = page.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise SystemExit(f"{page}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        found.extend(rst_sections(page.name.split(".")[0], text))
+    return found
 
 
 def read_faq(faq: str) -> list[tuple[str, str, str]]:

@@ -160,6 +160,9 @@ def test_the_python_faq_folder_loads_and_a_missing_one_says_what_to_install(  # 
     script.main(tmp_path / "py", 0.0, 3, "python")
     ds = load_beir(tmp_path / "py", out_of_scope=tmp_path / "py" / "out-of-scope.jsonl")
     assert ds.counts() == {"documents": 3, "in_scope": 2, "out_of_scope": 3}
+    (pages / "programming.rst.txt").write_bytes(b"Why?\n====\n\nCaf\xe9.\n")
+    with pytest.raises(SystemExit, match=r"programming\.rst\.txt: not UTF-8"):
+        script.main(tmp_path / "latin1", 0.0, 3, "python")
     monkeypatch.setattr(script, "PYTHON_FAQ", tmp_path / "absent")
     with pytest.raises(SystemExit, match="apt-get install python3-doc"):
         script.main(tmp_path / "none", 0.0, 3, "python")
