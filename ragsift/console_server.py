@@ -23,7 +23,7 @@ from ragsift.api.console import (
     dropped_messages_counter,
 )
 from ragsift.api.openapi import QueryAnswer
-from ragsift.api.query_input import error_response, read_query
+from ragsift.api.query_input import error_response, http_error_response, read_query
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.errors import RagsiftError
 from ragsift.gc_policy import settle as settle_gc
@@ -46,7 +46,8 @@ class _ConsoleApi:
     async def authenticate(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
-        """Every route but the page and its assets needs a credential (none on loopback)."""
+        """Every route but the page and its assets needs a credential (none on loopback);
+        every error is the API's JSON error."""
         route = request.match_info.route.resource
         if route is not None and route.canonical not in PUBLIC_CONSOLE_ROUTES | {"/"}:
             try:
@@ -59,6 +60,10 @@ class _ConsoleApi:
             return await handler(request)
         except AuthError as exc:
             return error_response(exc.status, exc.code, exc.message)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise  # the home page's redirect is an answer, not an error
+            return http_error_response(exc)  # the API's JSON error, as the API answers it
 
     def tenants_of(self, request: web.Request) -> frozenset[str] | None:
         """The tenants the caller may watch."""

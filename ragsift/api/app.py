@@ -38,7 +38,12 @@ from ragsift.api.console import (
 )
 from ragsift.api.kafka_link import KafkaLink
 from ragsift.api.openapi import openapi_document
-from ragsift.api.query_input import check_limits, error_response, read_query
+from ragsift.api.query_input import (
+    check_limits,
+    error_response,
+    http_error_response,
+    read_query,
+)
 from ragsift.api.store import RecentEvents, SharedResults, StoreKey
 from ragsift.observability.metrics import Metrics
 from ragsift.schemas import DeadLetter, QueryEvent, Report, RetrievalResult
@@ -340,12 +345,7 @@ class QueryApi(KafkaLink):
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise  # a redirect is an answer, not an error
-            # no route, another method, no such asset: the JSON error every route answers
-            response = error_response(
-                exc.status, exc.reason.lower().replace(" ", "_"), exc.text or exc.reason
-            )
-            if "Allow" in exc.headers:
-                response.headers["Allow"] = exc.headers["Allow"]
+            response = http_error_response(exc)
         self.requests.labels(name, str(response.status)).inc()
         return response
 

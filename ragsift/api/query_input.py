@@ -20,7 +20,13 @@ from ragsift.api.openapi import EVENT_FIELDS, ErrorBody, QueryRequest
 from ragsift.schemas import QueryEvent
 from ragsift.settings import ApiSettings, LimitSettings
 
-__all__ = ["WWW_AUTHENTICATE", "check_limits", "error_response", "read_query"]
+__all__ = [
+    "WWW_AUTHENTICATE",
+    "check_limits",
+    "error_response",
+    "http_error_response",
+    "read_query",
+]
 
 WWW_AUTHENTICATE = 'Bearer realm="ragsift"'
 
@@ -30,6 +36,16 @@ def error_response(status: int, error: str, detail: str, **extra: Any) -> web.Re
     body = ErrorBody(error=error, detail=detail, **extra)
     headers = {"WWW-Authenticate": WWW_AUTHENTICATE} if status == 401 else None
     return web.json_response(body.model_dump(mode="json"), status=status, headers=headers)
+
+
+def http_error_response(exc: web.HTTPException) -> web.Response:
+    """aiohttp's own error (no route, another method, no such asset) as the JSON error
+    every route answers, its ``Allow`` header kept."""
+    error = exc.reason.lower().replace(" ", "_")
+    response = error_response(exc.status, error, exc.text or exc.reason)
+    if "Allow" in exc.headers:
+        response.headers["Allow"] = exc.headers["Allow"]
+    return response
 
 
 async def read_query(

@@ -153,3 +153,24 @@ async def test_the_console_saves_the_mix_estimates_while_it_runs(tmp_path: Path)
             assert scope["tenant"] == "acme"
     finally:
         await rt.close()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "error"),
+    [
+        ("GET", "/nowhere", 404, "not_found"),
+        ("GET", "/console/static/missing.js", 404, "not_found"),
+        ("DELETE", "/v1/query", 405, "method_not_allowed"),
+    ],
+)
+async def test_every_error_is_the_apis_json_error(
+    loopback: TestClient[Any, Any], method: str, path: str, status: int, error: str
+) -> None:
+    resp = await loopback.request(method, path)
+    assert resp.status == status
+    assert resp.content_type == "application/json"
+    body = await resp.json()
+    assert body["error"] == error
+    assert body["detail"]
+    if status == 405:
+        assert "POST" in resp.headers["Allow"]
