@@ -56,7 +56,9 @@ Where the bar moves, the confidence is reported at the same share
 
 from __future__ import annotations
 
+import bisect
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Final, Literal
 
@@ -79,6 +81,7 @@ __all__ = [
     "MixTable",
     "at_share",
     "estimate_unanswerable_share",
+    "first_at_or_over",
     "fit_mix_table",
     "mix_threshold",
     "reported_share",
@@ -148,8 +151,15 @@ class MixTable(BaseModel):
 
     def threshold_at(self, share: float) -> float:
         """The threshold certified at the first tabulated share >= ``share`` (1.0 past them)."""
-        i = int(np.searchsorted(np.asarray(self.shares), share - 1e-9, side="left"))
+        i = first_at_or_over(self.shares, share)
         return self.thresholds[i] if i < len(self.thresholds) else 1.0
+
+
+def first_at_or_over(shares: Sequence[float], share: float) -> int:
+    """Where ``share`` falls among sorted ``shares``: the first at or over it, within
+    1e-9, as ``np.searchsorted`` puts it (NaN last). A table's handful of shares is
+    searched on every query: bisecting them costs less than making them an array."""
+    return bisect.bisect_left(shares, share - 1e-9) if share == share else len(shares)
 
 
 def check_edges(edges: tuple[float, ...] | None) -> None:

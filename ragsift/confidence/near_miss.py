@@ -58,6 +58,7 @@ from ragsift.confidence.mix import (
     _smoothed,
     check_edges,
     check_histograms,
+    first_at_or_over,
 )
 from ragsift.confidence.reweight import KindCounts
 
@@ -181,12 +182,11 @@ class NearMissTable(BaseModel):
 
     def threshold_at(self, near_miss: float, out_of_scope: float) -> float:
         """The threshold at the first tabulated shares >= these (1.0 past the near-miss ones)."""
-        i = int(np.searchsorted(np.asarray(self.near_miss_shares), near_miss - 1e-9))
+        i = first_at_or_over(self.near_miss_shares, near_miss)
         if i >= len(self.near_miss_shares):
             return 1.0
-        columns = np.asarray(self.out_of_scope_shares)
-        j = min(int(np.searchsorted(columns, out_of_scope - 1e-9)), columns.size - 1)
-        return self.thresholds[i][j]
+        columns = self.out_of_scope_shares
+        return self.thresholds[i][min(first_at_or_over(columns, out_of_scope), len(columns) - 1)]
 
     def floored(self, floor: NearMissTable | None) -> NearMissTable:
         """This table, never under ``floor``'s thresholds (a table on the same grid)."""

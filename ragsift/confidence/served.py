@@ -11,6 +11,7 @@ clearly more answerable (:func:`lowered_to`, ADR 030, ADR 032).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from ragsift.confidence.mix import (
     DEAD_BAND,
@@ -21,7 +22,7 @@ from ragsift.confidence.mix import (
 )
 from ragsift.confidence.near_miss import NearMissTable, near_miss_threshold
 
-__all__ = ["ServedBar", "lowered_to", "served_bar"]
+__all__ = ["ServedBar", "ServedBars", "lowered_to", "served_bar"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,3 +96,46 @@ def lowered_to(table: MixTable, estimate: MixReading) -> float | None:
     if estimate.near_miss is None or estimate.upper >= table.unanswerable_share - DEAD_BAND:
         return None
     return estimate.upper
+
+
+#: Scopes whose last served bar is remembered (as many as a mix monitor keeps).
+MAX_REMEMBERED: Final = 10_000
+
+
+class ServedBars:
+    """:func:`served_bar` per scope, computed again only when its inputs change.
+
+    A scope's reading is refreshed every few dozen queries (the mix monitor's
+    ``REFRESH_EVERY``) and returned as the same object in between, so every query of
+    a scope asked the same question with the same answer. Inputs are compared by
+    identity (the tables, the reading) and value (the rest); the entry holds them, so
+    an identity cannot be reused by another object while it is remembered.
+    """
+
+    def __init__(self, max_scopes: int = MAX_REMEMBERED) -> None:
+        self.max_scopes = max_scopes
+        self._last: dict[tuple[str, str], tuple[tuple[object, ...], ServedBar]] = {}
+
+    def get(
+        self,
+        scope: tuple[str, str],
+        base: float,
+        table: MixTable,
+        near: NearMissTable | None,
+        mode: UnanswerableShare,
+        estimate: MixReading | None,
+        *,
+        lower: bool = True,
+    ) -> ServedBar:
+        """The scope's served bar: the one remembered while its inputs are unchanged."""
+        inputs = (base, table, near, mode, estimate, lower)
+        last = self._last.get(scope)
+        if last is not None and all(
+            a is b or (type(a) in (float, bool, str) and a == b)
+            for a, b in zip(last[0], inputs, strict=True)
+        ):
+            return last[1]
+        served = served_bar(base, table, near, mode, estimate, lower=lower)
+        if last is not None or len(self._last) < self.max_scopes:
+            self._last[scope] = (inputs, served)
+        return served

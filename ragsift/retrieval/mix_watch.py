@@ -30,7 +30,7 @@ from ragsift.confidence.mix_monitor import MixMonitor
 from ragsift.confidence.near_miss import NearMissTable
 from ragsift.confidence.policy import AnswerPolicy, PriorShift
 from ragsift.confidence.scorers import CalibratedScorer
-from ragsift.confidence.served import served_bar
+from ragsift.confidence.served import ServedBars, served_bar
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.results import searched_keyword
 from ragsift.schemas import Advice, QueryEvent, RetrievalResult
@@ -77,6 +77,7 @@ def mix_policy(
     counted: bool = False,
     near_miss: bool = True,
     lower: bool = True,
+    memo: ServedBars | None = None,
 ) -> tuple[AnswerPolicy, MixBar | None]:
     """``policy`` with the scope's mix bar, and why it moved (None: it did not).
 
@@ -88,6 +89,8 @@ def mix_policy(
     near-miss table (``RAGSIFT_CONFIDENCE_NEAR_MISS``, ADR 021).
     ``lower``: lower the bar where the traffic is clearly more answerable than the
     sample (``RAGSIFT_CONFIDENCE_MIX_LOWER``, ADR 030).
+    ``memo``: served bars remembered per scope while their inputs stay (a reading
+    changes every few dozen queries); None computes each query's.
     """
     table = calibration.conformal.mix if calibration is not None else None
     near = near_miss_table(calibration, near_miss)
@@ -112,7 +115,11 @@ def mix_policy(
             seen = monitored_confidence(calibration, assessment, query.mode == "dense")
             estimate = monitor.observe(tenant, collection, calibration.version, table, seen, near)
             _export(metrics, tenant, collection, estimate)
-    served = served_bar(base, table, near, mode, estimate, lower=lower)
+    if memo is None:
+        served = served_bar(base, table, near, mode, estimate, lower=lower)
+    else:
+        scope = (query.tenant_id, query.collection)
+        served = memo.get(scope, base, table, near, mode, estimate, lower=lower)
     if not counted:  # a keyword query's bar is its own model's; a retry's was set
         labels = (metrics.tenant(query.tenant_id), metrics.collection(query.collection))
         metrics.answer_threshold.labels(*labels).set(served.bar)

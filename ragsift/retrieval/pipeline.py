@@ -36,6 +36,7 @@ from ragsift.confidence import (
 from ragsift.confidence.drift import DriftMonitor
 from ragsift.confidence.mix_monitor import MixMonitor
 from ragsift.confidence.policy import AnswerPolicy, apply_policy
+from ragsift.confidence.served import ServedBars
 from ragsift.errors import InvalidEventError, RagsiftError, ServiceUnavailableError
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.cache import ResultCache
@@ -175,6 +176,7 @@ class RetrievalPipeline:
         )
         self.drift = drift
         self.mix = mix
+        self._served = ServedBars()  # the scopes' mix bars, while their readings stay
         self.cached = CacheStage(
             cache if settings.cache.enabled else None,
             settings=settings,
@@ -751,6 +753,7 @@ class RetrievalPipeline:
             counted=p.retry or keyword,
             near_miss=self.settings.confidence.near_miss == "auto",
             lower=self.settings.confidence.mix_lower == "auto",
+            memo=self._served,
         )
 
     def _count_reused(self, reused: list[tuple[Pending, RetrievalResult]]) -> None:
