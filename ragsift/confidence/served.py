@@ -105,9 +105,10 @@ MAX_REMEMBERED: Final = 10_000
 class ServedBars:
     """:func:`served_bar` per scope, computed again only when its inputs change.
 
-    A scope's reading is refreshed every few dozen queries (the mix monitor's
-    ``REFRESH_EVERY``) and returned as the same object in between, so every query of
-    a scope asked the same question with the same answer. Inputs are compared by
+    A scope's reading is refreshed every :data:`~.mix_monitor.REFRESH_EVERY` (16)
+    queries once it is mature (every query before) and returned as the same object
+    in between, so the queries in between asked the same question with the same
+    answer. Inputs are compared by
     identity (the tables, the reading) and value (the rest); the entry holds them, so
     an identity cannot be reused by another object while it is remembered.
     """

@@ -89,8 +89,8 @@ def mix_policy(
     near-miss table (``RAGSIFT_CONFIDENCE_NEAR_MISS``, ADR 021).
     ``lower``: lower the bar where the traffic is clearly more answerable than the
     sample (``RAGSIFT_CONFIDENCE_MIX_LOWER``, ADR 030).
-    ``memo``: served bars remembered per scope while their inputs stay (a reading
-    changes every few dozen queries); None computes each query's.
+    ``memo``: served bars remembered per scope while their inputs stay (a mature
+    reading changes every 16 queries); None computes each query's.
     """
     table = calibration.conformal.mix if calibration is not None else None
     near = near_miss_table(calibration, near_miss)
