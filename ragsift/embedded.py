@@ -153,7 +153,9 @@ class EmbeddedRuntime:
             [
                 RetrievalHandler(self.pipeline),
                 self.reports,
-                DecisionHandler(settings.guardrails, self.metrics),
+                DecisionHandler(
+                    settings.guardrails, self.metrics, label_share=settings.feedback.sample_share
+                ),
                 audit,
                 *join,
             ],

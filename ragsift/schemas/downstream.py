@@ -15,7 +15,7 @@ __all__ = ["Badge", "Decision", "Report", "ReviewItem", "ReviewQueue"]
 #: C6 badge colours: green at or above the high flag, orange above the advisory
 #: threshold, red below it.
 Badge = Literal["green", "orange", "red"]
-ReviewQueue = Literal["mandatory_review", "expert_review"]
+ReviewQueue = Literal["mandatory_review", "expert_review", "label_sample"]
 
 
 class Report(EventModel):

@@ -129,7 +129,8 @@ def assemble(
         audit = audit_dir or settings.data_dir / "audit"
         handlers.append(build_audit_handler(settings.audit, audit, metrics))
     if "decision" in names:
-        handlers.append(DecisionHandler(settings.guardrails, metrics))
+        label_share = settings.feedback.sample_share
+        handlers.append(DecisionHandler(settings.guardrails, metrics, label_share=label_share))
     if "report" in names:
         handlers.append(build_report_handler(settings, metrics))
     if "calibration" in names:

@@ -1,8 +1,17 @@
-"""The decision handler: retrieval results in, decisions and review items out."""
+"""The decision handler: retrieval results in, decisions and review items out.
+
+Besides B3's review routing, a configured share of results
+(``RAGSIFT_FEEDBACK_SAMPLE_SHARE``) goes to the ``label_sample`` queue: chosen by a
+hash of tenant and query id, so at random with respect to anything the result says,
+and the same on every replica and redelivery. Labels given to those are a sample of
+the traffic, which is what the feedback re-fit certifies on (docs/feedback.md).
+"""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from typing import Final
 
 from pydantic import BaseModel
 
@@ -19,9 +28,26 @@ from ragsift.schemas import (
 from ragsift.settings import GuardrailSettings
 from ragsift.workers.base import Emit, Outcome
 
-__all__ = ["DecisionHandler"]
+__all__ = ["LABEL_SAMPLE_FLAG", "DecisionHandler", "sampled_for_labels"]
 
 SOURCE = "/ragsift/worker/decision"
+#: The decision flag of a result routed to the ``label_sample`` queue.
+LABEL_SAMPLE_FLAG: Final = "SAMPLED_FOR_LABEL"
+_HASH_SPAN: Final = float(2**64)
+
+
+def sampled_for_labels(tenant_id: str, query_id: str, share: float) -> bool:
+    """Whether a query's result is in the label sample: its hash under ``share``.
+
+    A hash, not a random draw, so a redelivered or replayed result is chosen again
+    (its review item is the same event, ADR 004) and replicas agree. The tenant's
+    length leads the key, so no two (tenant, query id) pairs share one.
+    """
+    if share <= 0.0:
+        return False
+    key = f"{len(tenant_id)}:{tenant_id}{query_id}".encode()
+    digest = hashlib.blake2b(key, digest_size=8, person=b"ragsift-label").digest()
+    return int.from_bytes(digest, "big") / _HASH_SPAN < share
 
 
 class DecisionHandler:
@@ -30,9 +56,14 @@ class DecisionHandler:
     name = "decision"
     source = "retrievals"
 
-    def __init__(self, guardrails: GuardrailSettings, metrics: Metrics):
+    def __init__(
+        self, guardrails: GuardrailSettings, metrics: Metrics, *, label_share: float = 0.0
+    ):
+        if not 0.0 <= label_share <= 1.0:
+            raise ValueError(f"label_share must be in [0, 1], got {label_share}")
         self.guardrails = guardrails
         self.metrics = metrics
+        self.label_share = label_share
 
     @property
     def model(self) -> type[BaseModel]:
@@ -58,6 +89,9 @@ class DecisionHandler:
             flags.append("ADVISORY_ONLY")
         if r.should_flag_for_review:
             flags.append("FLAGGED_FOR_REVIEW")
+        sampled = sampled_for_labels(r.tenant_id, r.query_id, self.label_share)
+        if sampled:
+            flags.append(LABEL_SAMPLE_FLAG)
         decision = Decision(
             decision_id=derive_query_id(r.tenant_id, r.query_id, "decision"),
             query_id=r.query_id,
@@ -87,6 +121,9 @@ class DecisionHandler:
             )
             out.append(Emit("review", r.query_id, item))
             self.metrics.reviews.labels(collection, verdict.review_queue).inc()
+        if sampled:
+            out.append(Emit("review", r.query_id, self._label_item(r)))
+            self.metrics.reviews.labels(collection, "label_sample").inc()
         if verdict.advisory_used_below_threshold:
             ev = evidence_about(
                 r,
@@ -99,6 +136,22 @@ class DecisionHandler:
             out.append(Emit("audit", r.query_id, ev))
             self.metrics.evidence.labels(ev.type.value).inc()
         return out
+
+    def _label_item(self, r: RetrievalResult) -> ReviewItem:
+        return ReviewItem(
+            review_id=derive_query_id(r.tenant_id, r.query_id, "label-sample"),
+            query_id=r.query_id,
+            tenant_id=r.tenant_id,
+            collection=r.collection,
+            queue="label_sample",
+            level=r.level,
+            confidence=r.confidence,
+            reason=(
+                f"chosen at random ({self.label_share:.1%} of results) for a label: did"
+                " the kept context hold the answer? Send it as sampled feedback; the"
+                " re-fit certifies on such labels"
+            ),
+        )
 
     async def close(self) -> None:
         """Nothing held."""
