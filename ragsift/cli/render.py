@@ -14,6 +14,7 @@ from rich.text import Text
 from ragsift.confidence import REFUSAL_SENTENCE
 from ragsift.runtime_store import StoredAnswer
 from ragsift.schemas import DeadLetter, Decision, Report, RetrievalResult
+from ragsift.workers.decision import LABEL_SAMPLE_FLAG
 
 if TYPE_CHECKING:
     from ragsift.evaluation import ScorerReport
@@ -182,6 +183,9 @@ def print_decision(console: Console, decision: Decision) -> None:
     if decision.review_queue:
         line.append(" · review queue ")
         line.append(decision.review_queue, style="bold")
+    if LABEL_SAMPLE_FLAG in decision.flags:  # RAGSIFT_FEEDBACK_SAMPLE_SHARE chose it
+        line.append(" · sampled for a label: ")
+        line.append(f"ragsift feedback {decision.query_id} --relevant|--not-relevant", style="bold")
     console.print(line)
 
 
