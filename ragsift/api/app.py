@@ -36,6 +36,7 @@ from ragsift.api.console import (
     ConsoleRoutes,
     dropped_messages_counter,
 )
+from ragsift.api.feedback_input import publish_feedback
 from ragsift.api.kafka_link import KafkaLink
 from ragsift.api.openapi import openapi_document
 from ragsift.api.query_input import (
@@ -285,6 +286,10 @@ class QueryApi(KafkaLink):
         )
         return web.Response(body=body, content_type="application/json")
 
+    async def post_feedback(self, request: web.Request) -> web.Response:
+        """POST /v1/feedback: a label on a result, for the calibration worker (X2)."""
+        return await publish_feedback(request, request[_PRINCIPAL], self.settings, self.send)
+
     async def get_query(self, request: web.Request) -> web.Response:
         """GET /v1/queries/{query_id}: the caller's tenants only; others' ids are 404."""
         principal = request[_PRINCIPAL]
@@ -362,6 +367,7 @@ def create_web_app(api: QueryApi) -> web.Application:
         middlewares=[api.authenticate], client_max_size=api.settings.max_body_bytes
     )
     app.router.add_post("/v1/query", api.post_query)
+    app.router.add_post("/v1/feedback", api.post_feedback)
     app.router.add_get("/v1/queries/{query_id}", api.get_query)
     app.router.add_get("/openapi.json", api.openapi)
     if api.hub is not None:

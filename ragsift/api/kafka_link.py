@@ -148,13 +148,21 @@ class KafkaLink:
 
     async def _publish(self, event: QueryEvent, payload: bytes, timeout_s: float) -> None:
         """Send the query; a broker that cannot take it within the request's time is a 503."""
+        await self.send("queries", event.query_id, payload, timeout_s)
+
+    async def send(self, logical: str, key: str, payload: bytes, timeout_s: float) -> None:
+        """Send one encoded event to logical topic ``logical``, keyed by ``key``.
+
+        Raises:
+            KafkaError: not connected, or the broker did not take it within
+                ``timeout_s`` (at most :data:`MAX_SEND_S`).
+        """
         if not self.ready or self._producer is None:
             raise KafkaError("not connected to Kafka")
         try:
             async with asyncio.timeout(min(timeout_s, MAX_SEND_S)):
-                await self._producer.send_and_wait(
-                    self.topic("queries"), payload, key=event.query_id.encode()
-                )
+                await self._producer.send_and_wait(self.topic(logical), payload, key=key.encode())
         except TimeoutError as exc:
             self._broker_ok = False  # /readyz says so until the next probe gets through
-            raise KafkaError(f"Kafka did not take the query within {timeout_s} s") from exc
+            what = "query" if logical == "queries" else f"{logical} event"
+            raise KafkaError(f"Kafka did not take the {what} within {timeout_s} s") from exc

@@ -23,6 +23,8 @@ from ragsift.schemas.query import MAX_ENTITY_CHARS
 __all__ = [
     "MAX_TIMEOUT_S",
     "ErrorBody",
+    "FeedbackAccepted",
+    "FeedbackRequest",
     "QueryAnswer",
     "QueryRequest",
     "openapi_document",
@@ -113,6 +115,34 @@ class QueryRequest(BaseModel):
         return task
 
 
+class FeedbackRequest(BaseModel):
+    """A label on a result: did its kept context hold the answer (docs/feedback.md)?
+
+    The tenant comes from the credential, as for a query. ``sampled``: the result was
+    picked for labelling without looking at how it turned out (the ``label_sample``
+    review queue, a random audit); false for a label a user chose to give, which is
+    kept and never re-fit on (ADR 023).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    tenant_id: str | None = Field(default=None, pattern=TENANT_PATTERN, min_length=1, max_length=64)
+    query_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+    relevant: bool = Field(strict=True, description="True when the kept context held the answer.")
+    sampled: bool = Field(default=True, strict=True)
+    comment: str | None = Field(default=None, max_length=2_000)
+
+
+class FeedbackAccepted(BaseModel):
+    """A label the broker has taken, for the calibration worker to join and fit on."""
+
+    event_id: str
+    query_id: str
+    tenant_id: str
+    relevant: bool
+    sampled: bool
+
+
 class QueryAnswer(BaseModel):
     """The result of a query (and its report when asked for)."""
 
@@ -152,6 +182,8 @@ def openapi_document(max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS)
         if option.get("type") == "integer":
             option["maximum"] = max_k
     answer = _schema(QueryAnswer, components)
+    feedback = _schema(FeedbackRequest, components)
+    accepted = _schema(FeedbackAccepted, components)
     error = _schema(ErrorBody, components)
     result = _schema(RetrievalResult, components)
     return {
@@ -185,6 +217,27 @@ def openapi_document(max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS)
                         "422": _json(error, "The body breaks the contract; fields say where."),
                         "503": _json(error, "Kafka is unavailable, or API keys cannot be read."),
                         "504": _json(error, "No result within timeout_s; query_id to poll."),
+                    },
+                }
+            },
+            "/v1/feedback": {
+                "post": {
+                    "operationId": "feedback",
+                    "summary": "Label a result: did its kept context hold the answer?",
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": feedback}},
+                    },
+                    "responses": {
+                        "202": _json(accepted, "The label is on the broker."),
+                        "400": _json(error, "The body is not JSON, or nests too deep."),
+                        "401": _json(error, "No valid credential (see WWW-Authenticate)."),
+                        "403": _json(error, "The credential lacks the query scope or tenant."),
+                        "408": _json(error, "The body did not arrive in time."),
+                        "413": _json(error, "The body is too large."),
+                        "415": _json(error, "The body is not application/json."),
+                        "422": _json(error, "The body breaks the contract; fields say where."),
+                        "503": _json(error, "Kafka is unavailable, or API keys cannot be read."),
                     },
                 }
             },

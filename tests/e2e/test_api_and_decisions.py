@@ -18,13 +18,26 @@ import pytest
 
 from ragsift.api import Authenticator, KeyStore
 from ragsift.schemas import Decision, ReviewItem
-from tests.e2e.harness import REPO, TENANT, Stack, TopicReader, WorkerProcess, free_port
+from tests.e2e.harness import (
+    REPO,
+    TENANT,
+    Stack,
+    TopicReader,
+    WorkerProcess,
+    free_port,
+    wait_for,
+)
 
 
 @pytest.fixture(scope="module")
 def workers(stack: Stack, template_index: Path) -> Iterator[WorkerProcess]:
+    # the calibration worker (labels sent over HTTP) writes re-fits where retrieval reads
+    # them: the worker's own calibrations folder, named so the two agree
+    stack.extra_env["RAGSIFT_CALIBRATION_STORE_DIR"] = str(
+        stack.base_dir / "api-w" / "calibrations"
+    )
     proc = WorkerProcess(
-        stack, ["retrieval", "decision", "report", "audit"], template_index, "api-w"
+        stack, ["retrieval", "decision", "report", "audit", "calibration"], template_index, "api-w"
     )
     proc.start().wait_ready()
     yield proc
@@ -249,6 +262,36 @@ async def test_decisions_and_review_items(stack: Stack, api: str) -> None:
     assert "decided without retrieved context" in got["d-low"].reason
     item = next(e for e in review.events if isinstance(e, ReviewItem) and e.query_id == "d-low")
     assert item.queue == "expert_review"
+
+
+def test_a_label_sent_over_http_reaches_the_calibration_worker(
+    api: str, workers: WorkerProcess
+) -> None:
+    """POST /v1/feedback for a scored query: 202, then the worker joins it; a retry of
+    the same label is the same event and changes nothing."""
+    status, body = call(
+        "POST",
+        f"{api}/v1/query",
+        {"query": "What are the API rate limits per key?", "query_id": "fb-http"},
+    )
+    assert status == 200, body
+    before = workers.metric("ragsift_feedback_total", {"result": "labelled"})
+    label = {"query_id": "fb-http", "relevant": True}
+    status, taken = call("POST", f"{api}/v1/feedback", label)
+    assert status == 202, taken
+    assert taken["tenant_id"] == TENANT
+    wait_for(
+        lambda: workers.metric("ragsift_feedback_total", {"result": "labelled"}) == before + 1,
+        "the label joined to its result",
+    )
+    status, again = call("POST", f"{api}/v1/feedback", label)
+    assert status == 202
+    assert again["event_id"] == taken["event_id"]
+    wait_for(
+        lambda: workers.metric("ragsift_feedback_total", {"result": "unchanged"}) >= 1,
+        "the retried label seen and changing nothing",
+    )
+    assert workers.metric("ragsift_feedback_total", {"result": "labelled"}) == before + 1
 
 
 def test_openapi_contract_holds_under_schemathesis(api: str, tmp_path: Path) -> None:

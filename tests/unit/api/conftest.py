@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from aiokafka.errors import KafkaError
 
 from ragsift.api import Authenticator, KeyStore, QueryApi, create_admin_app, create_web_app
 from ragsift.schemas import ConfidenceBreakdown, QueryEvent, RetrievalResult
@@ -50,11 +51,19 @@ class RecordingApi(QueryApi):
         super().__init__(*args, **kwargs)
         self.sent: list[tuple[QueryEvent, bytes]] = []
         self.answer: Callable[[QueryApi, QueryEvent, bytes], None] | None = None
+        #: other events sent (feedback): (logical topic, key, payload)
+        self.published: list[tuple[str, str, bytes]] = []
+        self.broker_down = False
 
     async def start(self) -> None:
         """Ready at once; the runner only keeps ``ready`` true."""
         self._runner = asyncio.create_task(asyncio.Event().wait())
         self._connected = self._broker_ok = True
+
+    async def send(self, logical: str, key: str, payload: bytes, timeout_s: float) -> None:
+        if self.broker_down:
+            raise KafkaError("not connected to Kafka")
+        self.published.append((logical, key, payload))
 
     async def _publish(self, event: QueryEvent, payload: bytes, timeout_s: float) -> None:
         self.sent.append((event, payload))

@@ -174,6 +174,19 @@ def test_any_query_body_is_answered_or_refused_in_json(
         assert json.loads(answer)["result"]["tenant_id"] == "alpha"
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=_FIXTURE_OK)
+@given(body=_OBJECT | _RAW, content_type=_CONTENT_TYPES)
+def test_any_feedback_body_is_taken_or_refused_in_json(
+    served_api: _Served, keys: Keys, body: bytes, content_type: str
+) -> None:
+    headers = {**keys.header(keys.alpha), "Content-Type": content_type}
+    status, answer = served_api.request("POST", "/v1/feedback", data=body, headers=headers)
+    assert status in _OK | {202}, (status, answer[:300])
+    _json_error(status, answer)
+    if status == 202:
+        assert json.loads(answer)["tenant_id"] == "alpha"
+
+
 # Within aiohttp's 8,190-byte request line (past it, its parser answers 400 in plain text
 # before any route runs): up to 12 bytes per character once quoted, two of them.
 _ID = st.text(min_size=1, max_size=300) | st.sampled_from([*_ODD_TEXT, "a" * 3_000])

@@ -1,0 +1,88 @@
+"""``POST /v1/feedback``: a label on a result, published to ``ragsift.feedback.v1``.
+
+A reviewer (the ``label_sample`` review queue, ADR 044) or an application says
+whether a result's kept context held the answer; the calibration worker joins the
+label to the scored result and re-fits the scope when enough exist (X2,
+docs/feedback.md). The tenant comes from the credential, as for a query. The
+event id is derived from tenant, query id and the label, so a client's retry is
+the same event; a changed label is a new one, and the worker keeps a query's latest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from aiokafka.errors import KafkaError
+from pydantic import ValidationError
+
+from ragsift.api.auth import Principal
+from ragsift.api.body import BodyError, read_json_body
+from ragsift.api.openapi import FeedbackAccepted, FeedbackRequest
+from ragsift.api.query_input import error_response
+from ragsift.schemas import FeedbackEvent, derive_query_id
+from ragsift.settings import ApiSettings
+from ragsift.streams.codec import EventCodec
+
+__all__ = ["FEEDBACK_SEND_S", "publish_feedback", "read_feedback"]
+
+#: How long the broker may take a label before the caller gets a 503.
+FEEDBACK_SEND_S = 10.0
+_CODEC = EventCodec(FeedbackEvent)
+
+Send = Callable[[str, str, bytes, float], Awaitable[None]]
+
+
+async def read_feedback(
+    request: web.Request, principal: Principal, settings: ApiSettings
+) -> FeedbackEvent | web.Response:
+    """The body read and checked into a feedback event, or the JSON error answer."""
+    try:
+        body = await read_json_body(
+            request, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s
+        )
+    except BodyError as exc:
+        return error_response(exc.status, exc.error, exc.message)
+    try:
+        req = FeedbackRequest.model_validate(body)
+        tenant = principal.tenant_for(req.tenant_id)
+        label = f"feedback:{'relevant' if req.relevant else 'not-relevant'}:{req.sampled}"
+        return FeedbackEvent(
+            event_id=derive_query_id(tenant, req.query_id, label),
+            query_id=req.query_id,
+            tenant_id=tenant,
+            relevant=req.relevant,
+            sampled=req.sampled,
+            comment=req.comment,
+        )
+    except ValidationError as exc:
+        fields = [
+            {"loc": list(e["loc"]), "msg": e["msg"]}
+            for e in exc.errors(include_url=False, include_input=False)
+        ]
+        return error_response(
+            422, "invalid_feedback", "the feedback breaks the contract", fields=fields
+        )
+
+
+async def publish_feedback(
+    request: web.Request, principal: Principal, settings: ApiSettings, send: Send
+) -> web.Response:
+    """Read, check and publish one label: 202 with its event id once the broker has it."""
+    principal.require("query")
+    read = await read_feedback(request, principal, settings)
+    if isinstance(read, web.Response):
+        return read
+    try:
+        # keyed as the topic's spec says (tenant): one tenant's labels stay in order
+        await send("feedback", read.tenant_id, _CODEC.encode(read), FEEDBACK_SEND_S)
+    except KafkaError as exc:
+        return error_response(503, "kafka_unavailable", str(exc), query_id=read.query_id)
+    accepted = FeedbackAccepted(
+        event_id=read.event_id,
+        query_id=read.query_id,
+        tenant_id=read.tenant_id,
+        relevant=read.relevant,
+        sampled=read.sampled,
+    )
+    return web.json_response(accepted.model_dump(mode="json"), status=202)
