@@ -22,6 +22,7 @@ from ragsift.api.console import (
     ConsoleRoutes,
     dropped_messages_counter,
 )
+from ragsift.api.feedback_input import feedback_accepted, read_feedback
 from ragsift.api.openapi import QueryAnswer
 from ragsift.api.query_input import error_response, http_error_response, read_query
 from ragsift.embedded import EmbeddedRuntime
@@ -29,6 +30,7 @@ from ragsift.errors import RagsiftError
 from ragsift.gc_policy import settle as settle_gc
 from ragsift.schemas import DeadLetter
 from ragsift.wiring import MIX_SAVE_INTERVAL_S
+from ragsift.workers.calibration import FeedbackRefused
 
 __all__ = ["create_console_app"]
 
@@ -97,6 +99,27 @@ class _ConsoleApi:
         answer = QueryAnswer(query_id=event.query_id, result=outcome.result, report=outcome.report)
         return web.json_response(text=answer.model_dump_json())
 
+    async def post_feedback(self, request: web.Request) -> web.Response:
+        """POST /v1/feedback: the API's contract, applied by the embedded feedback loop
+        (as ``ragsift feedback``): 202 once the label is stored (and a re-fit run when
+        due); a query this runtime did not score is a 404, as it can tell."""
+        principal = request[_PRINCIPAL]
+        principal.require("query")
+        read = await read_feedback(request, principal, self.runtime.settings.api)
+        if isinstance(read, web.Response):
+            return read
+        loop = self.runtime.feedback
+        if loop is None:
+            detail = "feedback re-fits need RAGSIFT_CONFIDENCE_SCORER=calibrated"
+            return error_response(409, "no_feedback_loop", detail, query_id=read.query_id)
+        try:
+            loop.apply(read)
+        except FeedbackRefused as exc:
+            return error_response(404, exc.reason, str(exc), query_id=read.query_id)
+        except ValueError as exc:  # as `ragsift feedback` refuses it
+            return error_response(422, "rejected", str(exc), query_id=read.query_id)
+        return feedback_accepted(read)
+
     async def get_query(self, request: web.Request) -> web.Response:
         """GET /v1/queries/{id}: a stored result of the caller's tenants."""
         principal = request[_PRINCIPAL]
@@ -136,6 +159,7 @@ def create_console_app(
     app = web.Application(middlewares=[api.authenticate])
     ConsoleRoutes(hub, api.tenants_of).add_to(app)
     app.router.add_post("/v1/query", api.post_query)
+    app.router.add_post("/v1/feedback", api.post_feedback)
     app.router.add_get("/v1/queries/{query_id}", api.get_query)
 
     async def home(_: web.Request) -> web.Response:

@@ -11,6 +11,7 @@ the same event; a changed label is a new one, and the worker keeps a query's lat
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 from aiokafka.errors import KafkaError
@@ -24,7 +25,7 @@ from ragsift.schemas import FeedbackEvent, derive_query_id
 from ragsift.settings import ApiSettings
 from ragsift.streams.codec import EventCodec
 
-__all__ = ["FEEDBACK_SEND_S", "publish_feedback", "read_feedback"]
+__all__ = ["FEEDBACK_SEND_S", "feedback_accepted", "publish_feedback", "read_feedback"]
 
 #: How long the broker may take a label before the caller gets a 503.
 FEEDBACK_SEND_S = 10.0
@@ -46,6 +47,10 @@ async def read_feedback(
     try:
         req = FeedbackRequest.model_validate(body)
         tenant = principal.tenant_for(req.tenant_id)
+        if not tenant:  # no credential to name it (--insecure-no-auth): the body must
+            return _invalid(
+                [{"loc": ["tenant_id"], "msg": "Field required: no credential names one"}]
+            )
         label = f"feedback:{'relevant' if req.relevant else 'not-relevant'}:{req.sampled}"
         return FeedbackEvent(
             event_id=derive_query_id(tenant, req.query_id, label),
@@ -56,13 +61,14 @@ async def read_feedback(
             comment=req.comment,
         )
     except ValidationError as exc:
-        fields = [
-            {"loc": list(e["loc"]), "msg": e["msg"]}
-            for e in exc.errors(include_url=False, include_input=False)
-        ]
-        return error_response(
-            422, "invalid_feedback", "the feedback breaks the contract", fields=fields
-        )
+        errors = exc.errors(include_url=False, include_input=False)
+        return _invalid([{"loc": list(e["loc"]), "msg": e["msg"]} for e in errors])
+
+
+def _invalid(fields: list[dict[str, Any]]) -> web.Response:
+    return error_response(
+        422, "invalid_feedback", "the feedback breaks the contract", fields=fields
+    )
 
 
 async def publish_feedback(
@@ -78,11 +84,16 @@ async def publish_feedback(
         await send("feedback", read.tenant_id, _CODEC.encode(read), FEEDBACK_SEND_S)
     except KafkaError as exc:
         return error_response(503, "kafka_unavailable", str(exc), query_id=read.query_id)
+    return feedback_accepted(read)
+
+
+def feedback_accepted(event: FeedbackEvent) -> web.Response:
+    """The 202 answer for a label taken (by the broker, or by the embedded loop)."""
     accepted = FeedbackAccepted(
-        event_id=read.event_id,
-        query_id=read.query_id,
-        tenant_id=read.tenant_id,
-        relevant=read.relevant,
-        sampled=read.sampled,
+        event_id=event.event_id,
+        query_id=event.query_id,
+        tenant_id=event.tenant_id,
+        relevant=event.relevant,
+        sampled=event.sampled,
     )
     return web.json_response(accepted.model_dump(mode="json"), status=202)

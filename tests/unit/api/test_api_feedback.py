@@ -6,10 +6,12 @@ import json
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestClient, TestServer
 
+from ragsift.api import Authenticator, create_web_app
 from ragsift.api.openapi import openapi_document
 from ragsift.schemas import FeedbackEvent
+from ragsift.settings import KafkaSettings
 from tests.unit.api.conftest import Keys, RecordingApi
 
 Client = TestClient[Any, Any]
@@ -128,3 +130,17 @@ def test_the_openapi_document_describes_the_route() -> None:
     assert set(route["responses"]) >= {"202", "401", "403", "422", "503"}
     schemas = openapi_document()["components"]["schemas"]
     assert schemas["FeedbackRequest"]["required"] == ["query_id", "relevant"]
+
+
+async def test_without_credentials_the_body_names_the_tenant() -> None:
+    """``--insecure-no-auth``: no credential names a tenant, so a label must."""
+    api = RecordingApi(KafkaSettings(), auth=Authenticator(None, None, insecure=True))
+    async with TestClient(TestServer(create_web_app(api))) as client:
+        unnamed = await client.post("/v1/feedback", json={"query_id": "q", "relevant": True})
+        assert unnamed.status == 422
+        assert [f["loc"] for f in (await unnamed.json())["fields"]] == [["tenant_id"]]
+        named = await client.post(
+            "/v1/feedback", json={"query_id": "q", "relevant": True, "tenant_id": "t1"}
+        )
+        assert named.status == 202
+    assert [key for _, key, _ in api.published] == ["t1"]

@@ -174,3 +174,46 @@ async def test_every_error_is_the_apis_json_error(
     assert body["detail"]
     if status == 405:
         assert "POST" in resp.headers["Allow"]
+
+
+async def test_feedback_without_the_calibrated_scorer_says_so(
+    loopback: TestClient[Any, Any],
+) -> None:
+    """The plumbing runtime scores with the weighted scorer: no re-fit to feed."""
+    label = {"query_id": "q", "relevant": True}
+    # on loopback no credential names the tenant: the body must
+    unnamed = await loopback.post("/v1/feedback", json=label)
+    assert unnamed.status == 422
+    assert [f["loc"] for f in (await unnamed.json())["fields"]] == [["tenant_id"]]
+    resp = await loopback.post("/v1/feedback", json={**label, "tenant_id": "acme"})
+    assert resp.status == 409
+    assert "RAGSIFT_CONFIDENCE_SCORER=calibrated" in (await resp.json())["detail"]
+
+
+async def test_a_label_is_applied_by_the_embedded_feedback_loop(tmp_path: Path) -> None:
+    runtime = EmbeddedRuntime(
+        Settings(data_dir=tmp_path, embedder=EmbedderSettings(kind="hashing"))
+    )
+    await runtime.ingest("acme", sample_documents())
+    auth = Authenticator(None, None, insecure=True)
+    try:
+        async with TestClient(TestServer(create_console_app(runtime, auth=auth))) as client:
+            status, _ = await ask(client, IN_SCOPE, query_id="to-label")
+            assert status == 200
+            label = {"query_id": "to-label", "relevant": True, "tenant_id": "acme"}
+            taken = await client.post("/v1/feedback", json=label)
+            assert taken.status == 202, await taken.text()
+            assert (await taken.json())["tenant_id"] == "acme"
+            assert runtime.feedback is not None
+            record = runtime.feedback.store.recall("to-label", "acme")
+            assert record is not None
+            [held] = runtime.feedback.store.labels(runtime.feedback.scope_of(record))
+            assert held.relevant
+            unknown = await client.post("/v1/feedback", json={**label, "query_id": "never-asked"})
+            assert unknown.status == 404
+            assert (await unknown.json())["error"] == "unknown_query"
+            bad = await client.post("/v1/feedback", json={"query_id": "to-label"})
+            assert bad.status == 422
+            assert (await bad.json())["error"] == "invalid_feedback"
+    finally:
+        await runtime.close()
