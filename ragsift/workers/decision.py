@@ -1,6 +1,6 @@
 """The decision handler: retrieval results in, decisions and review items out.
 
-Besides B3's review routing, a configured share of results
+Besides B3's review routing, a configured share of scored results
 (``RAGSIFT_FEEDBACK_SAMPLE_SHARE``) goes to the ``label_sample`` queue: chosen by a
 hash of tenant and query id, so at random with respect to anything the result says,
 and the same on every replica and redelivery. Labels given to those are a sample of
@@ -89,7 +89,11 @@ class DecisionHandler:
             flags.append("ADVISORY_ONLY")
         if r.should_flag_for_review:
             flags.append("FLAGGED_FOR_REVIEW")
-        sampled = sampled_for_labels(r.tenant_id, r.query_id, self.label_share)
+        # Scored results only: a greeting, a scope answer or a failed retrieval has no
+        # retrieval to label (the feedback worker refuses such labels as unknown).
+        sampled = r.outcome == "ok" and sampled_for_labels(
+            r.tenant_id, r.query_id, self.label_share
+        )
         if sampled:
             flags.append(LABEL_SAMPLE_FLAG)
         decision = Decision(

@@ -29,6 +29,7 @@ async def results(tmp_path: Path) -> list[RetrievalResult]:
         [
             QueryEvent(query_id="answered", tenant_id="acme", query=ANSWERED),
             QueryEvent(query_id="refused", tenant_id="acme", query=OFF_TOPIC),
+            QueryEvent(query_id="greeting", tenant_id="acme", query="Hello!"),
         ]
     )
     await runtime.close()
@@ -71,15 +72,17 @@ async def test_the_decision_worker_routes_the_sample_whatever_the_result(
 ) -> None:
     metrics = Metrics()
     handler = DecisionHandler(GuardrailSettings(), metrics, label_share=0.3)
+    assert sorted(r.outcome for r in results) == ["greeting", "ok", "ok"]
     batch = _copies(results, 150)
     outcomes = await handler.handle_batch(batch)
-    chosen: dict[str, list[bool]] = {"answered": [], "refused": []}
+    chosen: dict[str, list[bool]] = {"answered": [], "refused": [], "greeting": []}
     label_items = []
     for result, outcome in zip(batch, outcomes, strict=True):
         events = [e.event for e in outcome]  # type: ignore[union-attr]
         decision = next(e for e in events if isinstance(e, Decision))
         items = [e for e in events if isinstance(e, ReviewItem) and e.queue == "label_sample"]
-        expected = sampled_for_labels(result.tenant_id, result.query_id, 0.3)
+        scored = result.outcome == "ok"  # a greeting has no retrieval to label
+        expected = scored and sampled_for_labels(result.tenant_id, result.query_id, 0.3)
         assert (LABEL_SAMPLE_FLAG in decision.flags) is expected
         assert len(items) == int(expected)
         chosen[result.query_id.split("-")[0]].append(expected)
@@ -94,6 +97,7 @@ async def test_the_decision_worker_routes_the_sample_whatever_the_result(
     # answered and refused results are sampled alike (one hash, whatever they say)
     assert 20 < sum(chosen["answered"]) < 70
     assert 20 < sum(chosen["refused"]) < 70
+    assert not any(chosen["greeting"])
     counted = metrics.registry.get_sample_value(
         "ragsift_review_items_total", {"collection": "default", "queue": "label_sample"}
     )
