@@ -620,10 +620,10 @@ class FeedbackSettings(BaseSettings):
     window: int = Field(default=5_000, ge=40, le=1_000_000)
     #: How long a scored result can still be labelled (its signals are kept this long).
     join_ttl_s: int = Field(default=7 * 86_400, ge=60, le=365 * 86_400)
-    #: Share of scored results the decision worker also routes to the ``label_sample`` review
-    #: queue, chosen at random by tenant and query id (the same ones on every replica
-    #: and redelivery), whatever their confidence or outcome: labels a re-fit may fit on
-    #: (docs/feedback.md, "Labels the service asks for"). 0 routes none.
+    #: Share of scored results the decision worker also routes to the ``label_sample``
+    #: review queue, chosen at random by tenant and query id (the same ones on every
+    #: replica and redelivery), whatever their confidence, answer or refusal: labels a
+    #: re-fit may fit on (docs/feedback.md, "Labels the service asks for"). 0: none.
     sample_share: float = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False)
 
 
