@@ -18,9 +18,8 @@ from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
 from ragsift.api.auth import Principal
-from ragsift.api.body import BodyError, read_json_body
 from ragsift.api.openapi import FeedbackAccepted, FeedbackRequest
-from ragsift.api.query_input import error_response
+from ragsift.api.query_input import error_response, field_errors, read_body
 from ragsift.schemas import FeedbackEvent, derive_query_id
 from ragsift.settings import ApiSettings
 from ragsift.streams.codec import EventCodec
@@ -38,12 +37,9 @@ async def read_feedback(
     request: web.Request, principal: Principal, settings: ApiSettings
 ) -> FeedbackEvent | web.Response:
     """The body read and checked into a feedback event, or the JSON error answer."""
-    try:
-        body = await read_json_body(
-            request, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s
-        )
-    except BodyError as exc:
-        return error_response(exc.status, exc.error, exc.message)
+    body = await read_body(request, settings)
+    if isinstance(body, web.Response):
+        return body
     try:
         req = FeedbackRequest.model_validate(body)
         tenant = principal.tenant_for(req.tenant_id)
@@ -61,8 +57,7 @@ async def read_feedback(
             comment=req.comment,
         )
     except ValidationError as exc:
-        errors = exc.errors(include_url=False, include_input=False)
-        return _invalid([{"loc": list(e["loc"]), "msg": e["msg"]} for e in errors])
+        return _invalid(field_errors(exc))
 
 
 def _invalid(fields: list[dict[str, Any]]) -> web.Response:

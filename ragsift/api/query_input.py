@@ -24,7 +24,9 @@ __all__ = [
     "WWW_AUTHENTICATE",
     "check_limits",
     "error_response",
+    "field_errors",
     "http_error_response",
+    "read_body",
     "read_query",
 ]
 
@@ -61,12 +63,9 @@ async def read_query(
     Shared by the API and the embedded console, so both apply one contract and one
     set of limits, and name the tenant from the credential the same way.
     """
-    try:
-        body = await read_json_body(
-            request, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s
-        )
-    except BodyError as exc:
-        return error_response(exc.status, exc.error, exc.message)
+    body = await read_body(request, settings)
+    if isinstance(body, web.Response):
+        return body
     try:
         req = QueryRequest.model_validate(body)
         check_limits(req, limits)
@@ -79,12 +78,26 @@ async def read_query(
             **req.model_dump(include=set(EVENT_FIELDS), exclude_unset=True),
         )
     except ValidationError as exc:
-        fields = [
-            {"loc": list(e["loc"]), "msg": e["msg"]}
-            for e in exc.errors(include_url=False, include_input=False)
-        ]
+        fields = field_errors(exc)
         return error_response(422, "invalid_query", "the query breaks the contract", fields=fields)
     return req, event
+
+
+async def read_body(request: web.Request, settings: ApiSettings) -> Any | web.Response:
+    """A request's JSON body within the deployment's bounds, or the JSON error answer
+    (400 not JSON or too deep, 408 too slow, 413 too large, 415 not JSON's type)."""
+    try:
+        return await read_json_body(
+            request, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s
+        )
+    except BodyError as exc:
+        return error_response(exc.status, exc.error, exc.message)
+
+
+def field_errors(exc: ValidationError) -> list[dict[str, Any]]:
+    """A validation error's fields as an error body lists them: where, and what."""
+    errors = exc.errors(include_url=False, include_input=False)
+    return [{"loc": list(e["loc"]), "msg": e["msg"]} for e in errors]
 
 
 def check_limits(req: QueryRequest, limits: LimitSettings) -> None:
