@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from ragsift.api.auth import Principal
 from ragsift.api.openapi import FeedbackAccepted, FeedbackRequest
 from ragsift.api.query_input import error_response, field_errors, read_body
-from ragsift.schemas import FeedbackEvent, derive_query_id
+from ragsift.schemas import FeedbackEvent, feedback_event_id
 from ragsift.settings import ApiSettings
 from ragsift.streams.codec import EventCodec
 
@@ -47,9 +47,10 @@ async def read_feedback(
             return _invalid(
                 [{"loc": ["tenant_id"], "msg": "Field required: no credential names one"}]
             )
-        label = f"feedback:{'relevant' if req.relevant else 'not-relevant'}:{req.sampled}"
         return FeedbackEvent(
-            event_id=derive_query_id(tenant, req.query_id, label),
+            event_id=feedback_event_id(
+                tenant, req.query_id, relevant=req.relevant, sampled=req.sampled
+            ),
             query_id=req.query_id,
             tenant_id=tenant,
             relevant=req.relevant,

@@ -13,7 +13,13 @@ from pydantic import ValidationError
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.errors import RagsiftError
 from ragsift.http_client import bearer_client
-from ragsift.schemas import QueryEvent, RetrievalResult, SearchMode
+from ragsift.schemas import (
+    FeedbackEvent,
+    QueryEvent,
+    RetrievalResult,
+    SearchMode,
+    feedback_event_id,
+)
 
 __all__ = ["EmbeddedSource", "HttpSource", "IntegrationError", "RetrievalSource", "run_sync"]
 
@@ -94,6 +100,42 @@ class EmbeddedSource:
             what = "retriever settings" if probe else "query"
             raise IntegrationError(f"invalid {what}: {exc}") from exc
 
+    async def afeedback(
+        self, query_id: str, relevant: bool, *, sampled: bool = True, comment: str | None = None
+    ) -> str:
+        """Label a result this source returned (its metadata's ``query_id``): did its
+        kept context hold the answer? Applied by the runtime's feedback loop, as
+        ``ragsift feedback`` applies it; returns the label's event id.
+
+        ``sampled``: the result was picked for labelling without looking at how it
+        turned out; False for a label a user chose to give, kept and never re-fit on
+        (docs/feedback.md).
+        """
+        loop = self.runtime.feedback
+        if loop is None:
+            raise IntegrationError("feedback re-fits need RAGSIFT_CONFIDENCE_SCORER=calibrated")
+        try:
+            event = FeedbackEvent(
+                event_id=feedback_event_id(
+                    self.tenant_id, query_id, relevant=relevant, sampled=sampled
+                ),
+                query_id=query_id,
+                tenant_id=self.tenant_id,
+                relevant=relevant,
+                sampled=sampled,
+                comment=comment,
+            )
+            loop.apply(event)
+        except (ValueError, RagsiftError) as exc:  # a bad id, an unknown query
+            raise IntegrationError(f"label refused: {exc}", query_id=query_id) from exc
+        return event.event_id
+
+    def feedback(
+        self, query_id: str, relevant: bool, *, sampled: bool = True, comment: str | None = None
+    ) -> str:
+        """:meth:`afeedback` for a synchronous caller."""
+        return run_sync(self.afeedback(query_id, relevant, sampled=sampled, comment=comment))
+
     async def aretrieve(self, query: str) -> RetrievalResult:
         """Run ``query`` through the runtime's pipeline."""
         [found] = await self.runtime.ask([self._event(query)])
@@ -135,6 +177,7 @@ class HttpSource:
         if timeout_s <= 0:
             raise IntegrationError(f"timeout_s must be > 0, got {timeout_s}")
         self.url = base_url.rstrip("/") + "/v1/query"
+        self.feedback_url = base_url.rstrip("/") + "/v1/feedback"
         self._api_key = api_key
         self.tenant_id = tenant_id
         self.collection = collection
@@ -158,6 +201,42 @@ class HttpSource:
         if self.k is not None:
             body["k"] = self.k
         return body
+
+    async def afeedback(
+        self, query_id: str, relevant: bool, *, sampled: bool = True, comment: str | None = None
+    ) -> str:
+        """Label a result (``POST /v1/feedback``): did its kept context hold the answer?
+        Returns the label's event id once the API's broker has it; ``sampled`` as for
+        :meth:`EmbeddedSource.afeedback`."""
+        body: dict[str, Any] = {"query_id": query_id, "relevant": relevant, "sampled": sampled}
+        if comment is not None:
+            body["comment"] = comment
+        if self.tenant_id is not None:
+            body["tenant_id"] = self.tenant_id
+        try:
+            async with bearer_client(
+                self._api_key, timeout=DEFAULT_TIMEOUT_S, transport=self.transport
+            ) as client:
+                response = await client.post(self.feedback_url, json=body)
+        except httpx.HTTPError as exc:
+            raise IntegrationError(
+                f"ragsift API at {self.feedback_url} unreachable: {exc!r}"
+            ) from exc
+        if response.status_code != httpx.codes.ACCEPTED:
+            raise IntegrationError(
+                f"ragsift API answered {response.status_code}: {_error_text(response)}",
+                query_id=query_id,
+            )
+        try:
+            return str(response.json()["event_id"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise IntegrationError(f"ragsift API answered an unreadable body: {exc}") from exc
+
+    def feedback(
+        self, query_id: str, relevant: bool, *, sampled: bool = True, comment: str | None = None
+    ) -> str:
+        """:meth:`afeedback` for a synchronous caller."""
+        return run_sync(self.afeedback(query_id, relevant, sampled=sampled, comment=comment))
 
     async def aretrieve(self, query: str) -> RetrievalResult:
         """POST ``query`` and return the result the API answers with."""

@@ -15,7 +15,7 @@ from ragsift.schemas.base import (
 from ragsift.schemas.deadletter import DeadLetter
 from ragsift.schemas.downstream import Badge, Decision, Report, ReviewItem, ReviewQueue
 from ragsift.schemas.evidence import EvidenceData, EvidenceEvent, EvidenceType
-from ragsift.schemas.ingest import DocumentEvent, FeedbackEvent, SourceType
+from ragsift.schemas.ingest import DocumentEvent, FeedbackEvent, SourceType, feedback_event_id
 from ragsift.schemas.query import MAX_COLLECTIONS, QueryEvent, SearchMode, Selection
 from ragsift.schemas.registry import ALL_SCHEMAS, export_json_schemas, json_schema_documents
 from ragsift.schemas.retrieval import (
@@ -82,6 +82,7 @@ __all__ = [
     "derive_id",
     "derive_query_id",
     "export_json_schemas",
+    "feedback_event_id",
     "json_schema_documents",
     "tenant_scoped",
     "utcnow",

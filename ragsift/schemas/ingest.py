@@ -13,11 +13,12 @@ from ragsift.schemas.base import (
     EventId,
     EventModel,
     TenantId,
+    derive_query_id,
     utcnow,
 )
 from ragsift.schemas.payload import metadata_problem
 
-__all__ = ["DocumentEvent", "FeedbackEvent", "SourceType"]
+__all__ = ["DocumentEvent", "FeedbackEvent", "SourceType", "feedback_event_id"]
 
 #: C1's source types (their weights live in the confidence engine), plus the
 #: two a generic corpus needs.
@@ -82,3 +83,15 @@ class FeedbackEvent(EventModel):
     embedder_id: str | None = None
     comment: str | None = Field(default=None, max_length=2_000)
     created_at: datetime = Field(default_factory=utcnow)
+
+
+def feedback_event_id(tenant_id: str, query_id: str, *, relevant: bool, sampled: bool) -> str:
+    """The id of a label a client sends (``POST /v1/feedback``, a framework source):
+    derived from tenant, query and the label, so a retry is the same event (ADR 004)
+    and a changed label a new one.
+
+    Raises:
+        ValueError: an empty tenant, or one holding ``/``.
+    """
+    label = f"feedback:{'relevant' if relevant else 'not-relevant'}:{sampled}"
+    return derive_query_id(tenant_id, query_id, label)
