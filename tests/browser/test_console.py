@@ -22,6 +22,7 @@ from ragsift.confidence import REFUSAL_SENTENCE
 from ragsift.console_server import create_console_app
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.ingest.sample import sample_documents
+from ragsift.settings import EmbedderSettings, FeedbackSettings, Settings
 from tests.factories import embedded_settings
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -109,6 +110,73 @@ async def test_console_shows_badges_banners_and_refusals(console_url: str, tmp_p
             shot = Path(os.environ.get("RAGSIFT_CONSOLE_SCREENSHOT") or tmp_path / "console.png")
             await page.screenshot(path=str(shot))
             assert await asyncio.to_thread(lambda: shot.stat().st_size) > 0
+            assert errors == []
+        finally:
+            await browser.close()
+
+
+@pytest.fixture
+async def calibrated_console(tmp_path: Path) -> AsyncIterator[tuple[str, EmbeddedRuntime]]:
+    """The console on the calibrated scorer (whose labels re-fit), every result in the
+    label sample (RAGSIFT_FEEDBACK_SAMPLE_SHARE=1)."""
+    settings = Settings(
+        data_dir=tmp_path,
+        embedder=EmbedderSettings(kind="hashing"),
+        feedback=FeedbackSettings(sample_share=1.0),
+    )
+    runtime = EmbeddedRuntime(settings)
+    await runtime.ingest("acme", sample_documents())
+    app = create_console_app(runtime, auth=Authenticator(None, None, insecure=True))
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    try:
+        yield f"http://{host}:{port}/console", runtime
+    finally:
+        await runner.cleanup()
+        await runtime.close()
+
+
+async def test_a_card_is_labelled_from_the_page(
+    calibrated_console: tuple[str, EmbeddedRuntime],
+) -> None:
+    browser_path = _browser()
+    from playwright.async_api import async_playwright, expect
+
+    url, runtime = calibrated_console
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(browser_path), args=["--no-sandbox"])
+        try:
+            page = await browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            await page.goto(url)
+            await expect(page.locator("#conn")).to_have_attribute(
+                "data-state", "on", timeout=UI_TIMEOUT_MS
+            )
+            await page.fill("#tenant", "acme")
+            await page.fill("#query", IN_SCOPE)
+            await page.click("#query-form button")
+            answered = page.locator(".card", has_text=IN_SCOPE)
+            label = answered.locator(".label")
+            await expect(label).to_be_visible(timeout=UI_TIMEOUT_MS)
+            # the decision (sampled: the share is 1) arrives on the stream
+            await expect(answered.locator(".decision")).to_be_visible(timeout=UI_TIMEOUT_MS)
+            await label.locator("button[data-relevant='true']").click()
+            await expect(label.locator(".status")).to_have_text(
+                "labelled yes (sampled)", timeout=UI_TIMEOUT_MS
+            )
+            query_id = await answered.get_attribute("data-query-id")
+            assert query_id is not None
+            loop = runtime.feedback
+            assert loop is not None
+            record = loop.store.recall(query_id, "acme")
+            assert record is not None
+            [held] = loop.store.labels(loop.scope_of(record))
+            assert held.relevant
+            assert held.sampled
             assert errors == []
         finally:
             await browser.close()

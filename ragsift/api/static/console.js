@@ -66,6 +66,7 @@ function setBadge(node, badge) {
 
 function showResult(node, r) {
   node.classList.remove("pending");
+  if (r.outcome === "ok") offerLabel(node); // a greeting or a failure has no retrieval to label
   node.querySelector(".question").textContent = r.query;
   node.querySelector(".level").textContent = r.outcome === "ok" ? r.level : r.outcome;
   node.querySelector(".confidence").textContent =
@@ -122,7 +123,39 @@ function showReport(node, rep) {
   }
 }
 
+// A label on a result (POST /v1/feedback). Only a card the label sample chose
+// (RAGSIFT_FEEDBACK_SAMPLE_SHARE, its decision flagged SAMPLED_FOR_LABEL) sends a
+// sampled label; any other card was picked by whoever looked at it, so its label is
+// sent as reported: kept, never re-fit on (docs/feedback.md).
+function offerLabel(node) {
+  const box = node.querySelector(".label");
+  if (box.dataset.ready) return;
+  box.dataset.ready = "1";
+  box.hidden = false;
+  for (const button of box.querySelectorAll("button")) {
+    button.addEventListener("click", () => sendLabel(node, button.dataset.relevant === "true"));
+  }
+}
+
+async function sendLabel(node, relevant) {
+  const status = node.querySelector(".label .status");
+  const sampled = node.dataset.sampled === "1";
+  const body = { query_id: node.dataset.queryId, relevant: relevant, sampled: sampled };
+  if (node.dataset.tenant) body.tenant_id = node.dataset.tenant;
+  const resp = await fetch("/v1/feedback", {
+    method: "POST",
+    headers: headers({ "Content-Type": "application/json" }),
+    body: JSON.stringify(body),
+  });
+  const answer = await resp.json().catch(() => ({}));
+  status.dataset.state = resp.ok ? "ok" : "error";
+  status.textContent = resp.ok
+    ? "labelled " + (relevant ? "yes" : "no") + (sampled ? " (sampled)" : " (reported: never re-fit on)")
+    : resp.status + ": " + (answer.detail || resp.statusText);
+}
+
 function showDecision(node, d) {
+  if ((d.flags || []).includes("SAMPLED_FOR_LABEL")) node.dataset.sampled = "1";
   const p = node.querySelector(".decision");
   p.hidden = false;
   p.textContent = (d.use_context ? "use context" : "do not use context") + " — " + d.reason +
@@ -160,9 +193,14 @@ function showEvidence(m) {
   while (list.children.length > MAX_EVIDENCE) list.lastChild.remove();
 }
 
+function withTenant(node, tenant) {
+  if (tenant) node.dataset.tenant = tenant;
+  return node;
+}
+
 function handle(m) {
   switch (m.kind) {
-    case "result": return showResult(card(m.query_id), m.data);
+    case "result": return showResult(withTenant(card(m.query_id), m.tenant_id), m.data);
     case "report": return showReport(card(m.query_id), m.data);
     case "decision": return showDecision(card(m.query_id), m.data);
     case "rejected": return m.query_id && showRejected(card(m.query_id), m.data);
@@ -227,7 +265,7 @@ async function ask(event) {
   const answer = await resp.json().catch(() => ({}));
   if (resp.ok) {
     // the stream shows it too; this makes the asker's own card appear even if it lags
-    showResult(card(answer.query_id), answerView(answer.result));
+    showResult(withTenant(card(answer.query_id), answer.result.tenant_id), answerView(answer.result));
     if (answer.report) {
       const citations = answer.report.citations.map((c) => c.source);
       showReport(card(answer.query_id), Object.assign({}, answer.report, { citations }));
