@@ -58,8 +58,9 @@ def api(
         ),
     ] = False,
 ) -> None:
-    """Serve the HTTP API: POST /v1/query, GET /v1/queries/{id} (API key or JWT needed),
-    the web console at /console; /healthz, /readyz, /metrics on a separate port."""
+    """Serve the HTTP API: POST /v1/query, POST /v1/feedback (a label on a result),
+    GET /v1/queries/{id} (API key or JWT needed), the web console at /console;
+    /healthz, /readyz, /metrics on a separate port."""
     import signal
 
     from aiohttp import web
@@ -137,7 +138,8 @@ def serve_console(
         int, typer.Option(help="Port of the console.", min=1, max=65_535)
     ] = CONSOLE_DEFAULT_PORT,
 ) -> None:
-    """Serve the web console on the embedded runtime: ask, and watch results live."""
+    """Serve the web console on the embedded runtime: ask, watch results live, and label
+    them (POST /v1/query and POST /v1/feedback with the API's contract)."""
     import signal
 
     from aiohttp import web
