@@ -9,6 +9,7 @@ Set ``RAGSIFT_CONSOLE_SCREENSHOT=docs/console.png`` to refresh the docs' picture
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 from collections.abc import AsyncIterator
@@ -43,9 +44,10 @@ def _browser() -> Path:
     pytest.skip(message)
 
 
-@pytest.fixture
-async def console_url(tmp_path: Path) -> AsyncIterator[str]:
-    runtime = EmbeddedRuntime(embedded_settings(tmp_path))
+@contextlib.asynccontextmanager
+async def _served(settings: Settings) -> AsyncIterator[tuple[str, EmbeddedRuntime]]:
+    """The console on loopback over a runtime holding the handbook for acme."""
+    runtime = EmbeddedRuntime(settings)
     await runtime.ingest("acme", sample_documents())
     app = create_console_app(runtime, auth=Authenticator(None, None, insecure=True))
     runner = web.AppRunner(app)
@@ -54,10 +56,16 @@ async def console_url(tmp_path: Path) -> AsyncIterator[str]:
     await site.start()
     host, port = runner.addresses[0][:2]
     try:
-        yield f"http://{host}:{port}/console"
+        yield f"http://{host}:{port}/console", runtime
     finally:
         await runner.cleanup()
         await runtime.close()
+
+
+@pytest.fixture
+async def console_url(tmp_path: Path) -> AsyncIterator[str]:
+    async with _served(embedded_settings(tmp_path)) as (url, _):
+        yield url
 
 
 async def test_console_shows_badges_banners_and_refusals(console_url: str, tmp_path: Path) -> None:
@@ -124,19 +132,8 @@ async def calibrated_console(tmp_path: Path) -> AsyncIterator[tuple[str, Embedde
         embedder=EmbedderSettings(kind="hashing"),
         feedback=FeedbackSettings(sample_share=1.0),
     )
-    runtime = EmbeddedRuntime(settings)
-    await runtime.ingest("acme", sample_documents())
-    app = create_console_app(runtime, auth=Authenticator(None, None, insecure=True))
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    try:
-        yield f"http://{host}:{port}/console", runtime
-    finally:
-        await runner.cleanup()
-        await runtime.close()
+    async with _served(settings) as served:
+        yield served
 
 
 async def test_a_card_is_labelled_from_the_page(
