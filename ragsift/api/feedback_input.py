@@ -18,16 +18,15 @@ from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
 from ragsift.api.auth import Principal
+from ragsift.api.kafka_link import MAX_SEND_S
 from ragsift.api.openapi import FeedbackAccepted, FeedbackRequest
 from ragsift.api.query_input import error_response, field_errors, read_body
 from ragsift.schemas import FeedbackEvent, feedback_event_id
 from ragsift.settings import ApiSettings
 from ragsift.streams.codec import EventCodec
 
-__all__ = ["FEEDBACK_SEND_S", "feedback_accepted", "publish_feedback", "read_feedback"]
+__all__ = ["feedback_accepted", "publish_feedback", "read_feedback"]
 
-#: How long the broker may take a label before the caller gets a 503.
-FEEDBACK_SEND_S = 10.0
 _CODEC = EventCodec(FeedbackEvent)
 
 Send = Callable[[str, str, bytes, float], Awaitable[None]]
@@ -77,7 +76,7 @@ async def publish_feedback(
         return read
     try:
         # keyed as the topic's spec says (tenant): one tenant's labels stay in order
-        await send("feedback", read.tenant_id, _CODEC.encode(read), FEEDBACK_SEND_S)
+        await send("feedback", read.tenant_id, _CODEC.encode(read), MAX_SEND_S)
     except KafkaError as exc:
         return error_response(503, "kafka_unavailable", str(exc), query_id=read.query_id)
     return feedback_accepted(read)
