@@ -144,3 +144,40 @@ async def test_without_credentials_the_body_names_the_tenant() -> None:
         )
         assert named.status == 202
     assert [key for _, key, _ in api.published] == ["t1"]
+
+
+@pytest.mark.parametrize(
+    ("data", "status", "error"),
+    [
+        ("[" * 10_000 + "]" * 10_000, 400, "bad_json"),  # nesting past the reader's bound
+        ('{"query_id": "q", "relevant": true, "comment": %s}' % ("[" * 990 + "]" * 990), 400, None),
+        ('{"query_id": "q", "relevant": true, "comment": "%s"}' % ("x" * 200_000), 413, None),
+        ('{"query_id": "q", "relevant": %s}' % ("9" * 5_000), 400, None),  # a huge number
+        ('{"query_id": "クエリ", "relevant": true}', 422, "invalid_feedback"),  # non-Latin id
+        ('{"query_id": "q\\u0000\\n", "relevant": true}', 422, "invalid_feedback"),
+        ('{"query_id": "q", "relevant": true, "tenant_id": "al\\u202epha"}', 422, None),
+    ],
+)
+async def test_hostile_bodies_get_one_clear_error_and_send_nothing(
+    client: Client, api: RecordingApi, keys: Keys, data: str, status: int, error: str | None
+) -> None:
+    got, body = await label(client, keys.alpha, keys, data)
+    assert got == status, body
+    assert body["detail"]
+    if error is not None:
+        assert body["error"] == error
+    assert not api.published
+    # the server is unharmed: the next good label goes through
+    assert (await label(client, keys.alpha, keys, {"query_id": "ok", "relevant": True}))[0] == 202
+
+
+async def test_a_comment_in_any_script_or_with_control_characters_is_kept_as_sent(
+    client: Client, api: RecordingApi, keys: Keys
+) -> None:
+    comment = "Ответ неверный — 答えが違う\u200b\ttab"
+    status, _ = await label(
+        client, keys.alpha, keys, {"query_id": "q-9", "relevant": False, "comment": comment}
+    )
+    assert status == 202
+    [(_, _, payload)] = api.published
+    assert FeedbackEvent.model_validate_json(payload).comment == comment

@@ -212,6 +212,14 @@ async def test_a_label_is_applied_by_the_embedded_feedback_loop(tmp_path: Path) 
             unknown = await client.post("/v1/feedback", json={**label, "query_id": "never-asked"})
             assert unknown.status == 404
             assert (await unknown.json())["error"] == "unknown_query"
+            # another tenant labelling acme's query: refused, acme's label untouched
+            theirs = await client.post(
+                "/v1/feedback", json={**label, "relevant": False, "tenant_id": "globex"}
+            )
+            assert theirs.status == 404
+            assert (await theirs.json())["error"] == "tenant_mismatch"
+            [still] = runtime.feedback.store.labels(runtime.feedback.scope_of(record))
+            assert still.relevant
             bad = await client.post("/v1/feedback", json={"query_id": "to-label"})
             assert bad.status == 422
             assert (await bad.json())["error"] == "invalid_feedback"

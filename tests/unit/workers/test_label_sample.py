@@ -134,7 +134,9 @@ async def test_the_embedded_runtime_wires_the_share(tmp_path: Path) -> None:
     assert [i.query_id for i in items] == ["one"]
 
 
-@pytest.mark.parametrize("value", ["1.5", "-0.01", "nan", "inf", "half", ""])
+@pytest.mark.parametrize(
+    "value", ["1.5", "-0.01", "nan", "inf", "1e309", "9" * 5_000, "０.５", "half", ""]
+)
 def test_a_bad_share_is_one_configuration_error(
     monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
