@@ -21,7 +21,7 @@ from ragsift.api.auth import Principal
 from ragsift.api.kafka_link import MAX_SEND_S
 from ragsift.api.openapi import FeedbackAccepted, FeedbackRequest
 from ragsift.api.query_input import error_response, field_errors, read_body
-from ragsift.schemas import FeedbackEvent, feedback_event_id
+from ragsift.schemas import FeedbackEvent
 from ragsift.settings import ApiSettings
 from ragsift.streams.codec import EventCodec
 
@@ -46,15 +46,8 @@ async def read_feedback(
             return _invalid(
                 [{"loc": ["tenant_id"], "msg": "Field required: no credential names one"}]
             )
-        return FeedbackEvent(
-            event_id=feedback_event_id(
-                tenant, req.query_id, relevant=req.relevant, sampled=req.sampled
-            ),
-            query_id=req.query_id,
-            tenant_id=tenant,
-            relevant=req.relevant,
-            sampled=req.sampled,
-            comment=req.comment,
+        return FeedbackEvent.label(
+            tenant, req.query_id, relevant=req.relevant, sampled=req.sampled, comment=req.comment
         )
     except ValidationError as exc:
         return _invalid(field_errors(exc))

@@ -18,7 +18,6 @@ from ragsift.schemas import (
     QueryEvent,
     RetrievalResult,
     SearchMode,
-    feedback_event_id,
 )
 
 __all__ = ["EmbeddedSource", "HttpSource", "IntegrationError", "RetrievalSource", "run_sync"]
@@ -115,15 +114,8 @@ class EmbeddedSource:
         if loop is None:
             raise IntegrationError("feedback re-fits need RAGSIFT_CONFIDENCE_SCORER=calibrated")
         try:
-            event = FeedbackEvent(
-                event_id=feedback_event_id(
-                    self.tenant_id, query_id, relevant=relevant, sampled=sampled
-                ),
-                query_id=query_id,
-                tenant_id=self.tenant_id,
-                relevant=relevant,
-                sampled=sampled,
-                comment=comment,
+            event = FeedbackEvent.label(
+                self.tenant_id, query_id, relevant=relevant, sampled=sampled, comment=comment
             )
             loop.apply(event)
         except (ValueError, RagsiftError) as exc:  # a bad id, an unknown query

@@ -84,6 +84,30 @@ class FeedbackEvent(EventModel):
     comment: str | None = Field(default=None, max_length=2_000)
     created_at: datetime = Field(default_factory=utcnow)
 
+    @classmethod
+    def label(
+        cls,
+        tenant_id: str,
+        query_id: str,
+        *,
+        relevant: bool,
+        sampled: bool = True,
+        comment: str | None = None,
+    ) -> FeedbackEvent:
+        """A client's label on a result, its id derived (:func:`feedback_event_id`).
+
+        Raises:
+            ValueError: a bad field (a ``ValidationError``), or an empty tenant.
+        """
+        return cls(
+            event_id=feedback_event_id(tenant_id, query_id, relevant=relevant, sampled=sampled),
+            query_id=query_id,
+            tenant_id=tenant_id,
+            relevant=relevant,
+            sampled=sampled,
+            comment=comment,
+        )
+
 
 def feedback_event_id(tenant_id: str, query_id: str, *, relevant: bool, sampled: bool) -> str:
     """The id of a label a client sends (``POST /v1/feedback``, a framework source):
