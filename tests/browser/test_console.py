@@ -14,6 +14,7 @@ import os
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -62,6 +63,19 @@ async def _served(settings: Settings) -> AsyncIterator[tuple[str, EmbeddedRuntim
         await runtime.close()
 
 
+async def _live_page(browser: Any, url: str, errors: list[str]) -> Any:
+    """A page on the console, its stream live, asking as tenant acme; page errors
+    are appended to ``errors``."""
+    from playwright.async_api import expect
+
+    page = await browser.new_page(viewport={"width": 1280, "height": 900})
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    await page.goto(url)
+    await expect(page.locator("#conn")).to_have_attribute("data-state", "on", timeout=UI_TIMEOUT_MS)
+    await page.fill("#tenant", "acme")
+    return page
+
+
 @pytest.fixture
 async def console_url(tmp_path: Path) -> AsyncIterator[str]:
     async with _served(embedded_settings(tmp_path)) as (url, _):
@@ -77,14 +91,8 @@ async def test_console_shows_badges_banners_and_refusals(console_url: str, tmp_p
         # sandbox cannot start; the page is our own, served from loopback.
         browser = await pw.chromium.launch(executable_path=str(browser_path), args=["--no-sandbox"])
         try:
-            page = await browser.new_page(viewport={"width": 1280, "height": 900})
             errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            await page.goto(console_url)
-            await expect(page.locator("#conn")).to_have_attribute(
-                "data-state", "on", timeout=UI_TIMEOUT_MS
-            )
-            await page.fill("#tenant", "acme")
+            page = await _live_page(browser, console_url, errors)
 
             await page.fill("#query", IN_SCOPE)
             await page.click("#query-form button")
@@ -146,14 +154,8 @@ async def test_a_card_is_labelled_from_the_page(
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=str(browser_path), args=["--no-sandbox"])
         try:
-            page = await browser.new_page()
             errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            await page.goto(url)
-            await expect(page.locator("#conn")).to_have_attribute(
-                "data-state", "on", timeout=UI_TIMEOUT_MS
-            )
-            await page.fill("#tenant", "acme")
+            page = await _live_page(browser, url, errors)
             await page.fill("#query", IN_SCOPE)
             await page.click("#query-form button")
             answered = page.locator(".card", has_text=IN_SCOPE)
