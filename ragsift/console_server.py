@@ -43,6 +43,8 @@ class _ConsoleApi:
     def __init__(self, runtime: EmbeddedRuntime, auth: Authenticator):
         self.runtime = runtime
         self.auth = auth
+        # Labels are applied one at a time, as the calibration worker takes them.
+        self._labelling = asyncio.Lock()
 
     @web.middleware
     async def authenticate(
@@ -102,7 +104,9 @@ class _ConsoleApi:
     async def post_feedback(self, request: web.Request) -> web.Response:
         """POST /v1/feedback: the API's contract, applied by the embedded feedback loop
         (as ``ragsift feedback``): 202 once the label is stored (and a re-fit run when
-        due); a query this runtime did not score is a 404, as it can tell."""
+        due); a query this runtime did not score is a 404, as it can tell. The label is
+        stored and any re-fit run on a thread, so the page's stream and queries go on
+        meanwhile (a re-fit takes hundreds of milliseconds)."""
         principal = request[_PRINCIPAL]
         principal.require("query")
         read = await read_feedback(request, principal, self.runtime.settings.api)
@@ -113,7 +117,8 @@ class _ConsoleApi:
             detail = "feedback re-fits need RAGSIFT_CONFIDENCE_SCORER=calibrated"
             return error_response(409, "no_feedback_loop", detail, query_id=read.query_id)
         try:
-            loop.apply(read)
+            async with self._labelling:
+                await asyncio.to_thread(loop.apply, read)
         except FeedbackRefused as exc:
             return error_response(404, exc.reason, str(exc), query_id=read.query_id)
         except ValueError as exc:  # as `ragsift feedback` refuses it

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -224,4 +225,59 @@ async def test_a_label_is_applied_by_the_embedded_feedback_loop(tmp_path: Path) 
             assert bad.status == 422
             assert (await bad.json())["error"] == "invalid_feedback"
     finally:
+        await runtime.close()
+
+
+async def test_a_label_is_applied_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a label is applied (a re-fit takes hundreds of ms), the console goes on
+    answering; labels are applied one at a time."""
+    runtime = EmbeddedRuntime(
+        Settings(data_dir=tmp_path, embedder=EmbedderSettings(kind="hashing"))
+    )
+    await runtime.ingest("acme", sample_documents())
+    assert runtime.feedback is not None
+    started, release = threading.Event(), threading.Event()
+    running: list[str] = []
+    released: list[bool] = []
+    apply = runtime.feedback.apply
+
+    def slow_apply(event: Any) -> Any:
+        running.append(event.query_id)
+        assert len(running) == 1, "two labels applied at once"
+        started.set()
+        released.append(release.wait(timeout=20))  # the test releases it once served
+        running.pop()
+        return apply(event)
+
+    monkeypatch.setattr(runtime.feedback, "apply", slow_apply)
+    auth = Authenticator(None, None, insecure=True)
+    try:
+        async with TestClient(TestServer(create_console_app(runtime, auth=auth))) as client:
+            for query_id in ("first", "second"):
+                status, _ = await ask(client, IN_SCOPE, query_id=query_id)
+                assert status == 200
+            posts = [
+                asyncio.create_task(
+                    client.post(
+                        "/v1/feedback",
+                        json={"query_id": q, "relevant": True, "tenant_id": "acme"},
+                    )
+                )
+                for q in ("first", "second")
+            ]
+            async with asyncio.timeout(10):
+                assert await asyncio.to_thread(started.wait, 10)
+                # the event loop is free: a query and a read are served meanwhile
+                status, _ = await ask(client, OUT_OF_SCOPE, query_id="meanwhile")
+                assert status == 200
+                read = await client.get("/v1/queries/first")
+                assert read.status == 200
+            release.set()
+            taken = await asyncio.gather(*posts)
+            assert [resp.status for resp in taken] == [202, 202]
+            assert released == [True, True]
+    finally:
+        release.set()
         await runtime.close()
