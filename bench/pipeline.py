@@ -28,7 +28,9 @@ its round trips are then in every figure, cache hits most of all.
 
 ``--profile`` runs the timed batches under cProfile and adds ``profile``: the
 pipeline's time per stage (``PIPELINE_STAGES``), the engine's native calls
-apart. Its queries/s are then the profiler's, not quotable.
+apart. Its queries/s are then the profiler's, not quotable. With
+``RAGSIFT_BENCH_PSTATS=FILE`` the raw profile is also written there, for
+``python -m pstats FILE``.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import argparse
 import asyncio
 import cProfile
 import json
+import os
 import pstats
 import sys
 import tempfile
@@ -268,6 +271,8 @@ async def run(
             batch,
             runtime.settings.confidence.default_k,
         )
+    if profiler is not None and os.environ.get("RAGSIFT_BENCH_PSTATS"):
+        profiler.dump_stats(os.environ["RAGSIFT_BENCH_PSTATS"])
     extra = {"profile": stage_table(pstats.Stats(profiler))} if profiler is not None else {}
     return {
         "benchmark": "pipeline",
