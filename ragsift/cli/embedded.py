@@ -146,7 +146,12 @@ def _not_the_demos(folder: Path) -> str | None:
 
 
 def ingest(
-    path: Annotated[Path, typer.Argument(help="A .txt/.md/.jsonl file or a folder of them.")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="A .txt/.md/.html/.jsonl file or a folder of them (HTML: the text a reader sees)."
+        ),
+    ],
     tenant: Tenant,
     collection: Collection = "default",
     source_type: Annotated[
@@ -184,7 +189,9 @@ def ingest(
         raise typer.Exit(2) from exc
     print_skipped(path, skipped)
     if not docs:
-        print_error(f"nothing to index under {path}: no .txt/.md/.jsonl document with text in it")
+        print_error(
+            f"nothing to index under {path}: no .txt/.md/.html/.jsonl document with text in it"
+        )
         raise typer.Exit(2)
     settings, runtime = _runtime(data_dir)
     probing = settings.calibration.reprobe_after_ingest if probe is None else probe

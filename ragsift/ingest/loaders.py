@@ -1,4 +1,4 @@
-"""Read .txt, .md and .jsonl files into source documents for ingestion."""
+"""Read .txt, .md, .html and .jsonl files into source documents for ingestion."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsift.errors import InvalidEventError, shown_value
+from ragsift.ingest.html_text import HTML_SUFFIXES, decode_html, html_text
 from ragsift.retrieval.records import metadata_error
 from ragsift.schemas.payload import lone_surrogate
 
@@ -27,7 +28,7 @@ __all__ = [
     "safe_doc_id",
 ]
 
-SUPPORTED_SUFFIXES = (".txt", ".md", ".jsonl")
+SUPPORTED_SUFFIXES = (".txt", ".md", *HTML_SUFFIXES, ".jsonl")
 #: Why a JSONL line was passed over (a file's reasons: ``empty``, ``unsupported type``).
 EMPTY_LINE = "empty line"
 _SOURCE_TYPES = {"government", "regulatory", "market_data", "third_party", "internal", "unknown"}
@@ -158,7 +159,12 @@ def _iter_documents(
         if file.suffix.lower() == ".jsonl":
             yield from _jsonl(file, source_type, skipped)
         else:
-            text = file.read_text(encoding="utf-8-sig", errors="replace")
+            title: str | None
+            if file.suffix.lower() in HTML_SUFFIXES:
+                text, title = html_text(decode_html(file.read_bytes()))
+            else:
+                text = file.read_text(encoding="utf-8-sig", errors="replace")
+                title = _title(text)
             if not text.strip():
                 skipped.append((file, "empty"))
             else:
@@ -166,7 +172,7 @@ def _iter_documents(
                 yield SourceDocument(
                     doc_id=safe_doc_id(rel),
                     text=text,
-                    title=_title(text) or _shown_name(Path(file.stem)),
+                    title=title or _shown_name(Path(file.stem)),
                     source=_shown_name(Path(rel)),
                     source_type=source_type,
                 )

@@ -224,7 +224,7 @@ def test_a_jsonl_line_with_no_text_is_passed_over_not_indexed_as_nothing(
     ("args", "message"),
     [
         (["ingest", "missing-folder", "--tenant", "acme"], "missing-folder"),
-        (["ingest", ".", "--tenant", "acme"], "no .txt/.md/.jsonl document with text"),
+        (["ingest", ".", "--tenant", "acme"], "no .txt/.md/.html/.jsonl document with text"),
         (["ingest", "empty.txt", "--tenant", "acme"], "nothing to index under empty.txt"),
     ],
 )

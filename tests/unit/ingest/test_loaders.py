@@ -1,4 +1,4 @@
-"""Loading .txt/.md/.jsonl with clear errors for bad input."""
+"""Loading .txt/.md/.jsonl with clear errors for bad input (HTML: test_html_text.py)."""
 
 from __future__ import annotations
 
