@@ -3,11 +3,14 @@
 Documentation is often published as HTML (Sphinx, Javadoc, a help centre's
 export). A page's text is what a reader sees of it: scripts, styles and the
 page's chrome (``<nav>``, ``<header>``, ``<footer>``, ``<aside>``, anything with
-``role="navigation"``) are left out, since every page repeats them and a chunk of
+``role="navigation"`` or a class such as ``header``, ``sidebar`` or ``breadcrumb``)
+are left out, since every page repeats them and a chunk of
 menus would match questions about nothing. Block elements (paragraphs, headings,
 list items, table rows, ``<br>``) end a paragraph, so the chunker cuts where the
 page does. Where leaving the chrome out leaves no text (a page whose ``<header>``
-is never closed), the whole body is read instead.
+is never closed), the whole body is read instead. A redirect page (``<meta
+http-equiv="refresh">``, as texinfo writes one for every node name) is passed
+over: a browser moves on before showing its text.
 
 Bytes are decoded as the page declares (``<meta charset>``, or ``charset=`` in a
 ``http-equiv`` content type) within its first 2 KiB, else as UTF-8; what cannot be
@@ -20,15 +23,26 @@ import codecs
 import contextlib
 import re
 from html.parser import HTMLParser
+from typing import NamedTuple
 
-__all__ = ["HTML_SUFFIXES", "decode_html", "html_text"]
+__all__ = ["HTML_SUFFIXES", "REDIRECT", "HtmlPage", "decode_html", "html_text"]
 
 HTML_SUFFIXES = (".html", ".htm")
+#: Why a redirect page is passed over (``ragsift ingest``'s ``skipped`` line).
+REDIRECT = "redirect"
 
 #: Elements whose content is never text a reader sees.
 _NEVER = frozenset({"script", "style", "noscript", "template", "svg"})
 #: The page's chrome: repeated on every page, left out unless nothing else is left.
 _CHROME = frozenset({"nav", "header", "footer", "aside"})
+#: Classes that mark chrome in generated documentation (texinfo's ``header`` tables,
+#: Sphinx's ``related`` bars and ``sphinxsidebar``, common theme names).
+_CHROME_CLASSES = frozenset(
+    {
+        "breadcrumb", "breadcrumbs", "footer", "header", "nav", "navbar", "navigation",
+        "related", "sidebar", "sphinxsidebar",
+    }
+)  # fmt: skip
 #: Elements that end a paragraph where they open and where they close.
 _BLOCKS = frozenset(
     {
@@ -60,9 +74,18 @@ def decode_html(data: bytes) -> str:
     return data.decode(encoding, errors="replace")
 
 
-def html_text(page: str) -> tuple[str, str | None]:
-    """A page's visible text, paragraphs apart, and its title (``<title>``, else
-    its first ``<h1>``; None without either)."""
+class HtmlPage(NamedTuple):
+    """What a page holds: its visible text, paragraphs apart; its title (``<title>``,
+    else its first ``<h1>``; None without either); and whether it is a redirect
+    (``<meta http-equiv="refresh">``), whose text a browser never shows."""
+
+    text: str
+    title: str | None
+    redirect: bool = False
+
+
+def html_text(page: str) -> HtmlPage:
+    """What ``page`` holds (:class:`HtmlPage`)."""
     reader = _Reader(skip_chrome=True)
     reader.feed(page)
     reader.close()
@@ -70,7 +93,7 @@ def html_text(page: str) -> tuple[str, str | None]:
         reader = _Reader(skip_chrome=False)
         reader.feed(page)
         reader.close()
-    return reader.text(), reader.title()
+    return HtmlPage(reader.text(), reader.title(), reader.redirect)
 
 
 class _Reader(HTMLParser):
@@ -80,6 +103,7 @@ class _Reader(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.skip_chrome = skip_chrome
         self.chrome_seen = False
+        self.redirect = False
         self._parts: list[str] = []
         self._skipping: tuple[str, int] | None = None  # (tag, depth of that tag inside)
         self._in_title = False
@@ -88,6 +112,10 @@ class _Reader(HTMLParser):
         self._h1: list[str] | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "meta" and any(
+            k == "http-equiv" and (v or "").strip().lower() == "refresh" for k, v in attrs
+        ):
+            self.redirect = True
         if tag == "title":
             self._in_title = True
         if self._skipping is not None:
@@ -95,7 +123,11 @@ class _Reader(HTMLParser):
             if tag == skipped and tag not in _VOID:
                 self._skipping = (skipped, depth + 1)
             return
-        chrome = tag in _CHROME or ("role", "navigation") in attrs
+        chrome = tag in _CHROME or any(
+            (k == "role" and v == "navigation")
+            or (k == "class" and not _CHROME_CLASSES.isdisjoint((v or "").split()))
+            for k, v in attrs
+        )
         if chrome:
             self.chrome_seen = True
         if (tag in _NEVER or (chrome and self.skip_chrome)) and tag not in _VOID:

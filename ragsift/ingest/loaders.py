@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsift.errors import InvalidEventError, shown_value
-from ragsift.ingest.html_text import HTML_SUFFIXES, decode_html, html_text
+from ragsift.ingest.html_text import HTML_SUFFIXES, REDIRECT, decode_html, html_text
 from ragsift.retrieval.records import metadata_error
 from ragsift.schemas.payload import lone_surrogate
 
@@ -114,8 +114,9 @@ def iter_documents(
     """Documents under ``path`` (a file or a folder, searched recursively, sorted).
 
     A folder's files of another type, and files and JSONL lines with no text, are passed
-    over; with ``skipped``, each is appended to it with why (``unsupported type .pdf``,
-    ``empty``; a JSONL line as ``file:line``, :data:`EMPTY_LINE`).
+    over, as are HTML redirect pages; with ``skipped``, each is appended to it with why
+    (``unsupported type .pdf``, ``empty``, ``redirect``; a JSONL line as ``file:line``,
+    :data:`EMPTY_LINE`).
 
     Raises:
         InvalidEventError: bad input, or two documents with one id (one would
@@ -161,7 +162,10 @@ def _iter_documents(
         else:
             title: str | None
             if file.suffix.lower() in HTML_SUFFIXES:
-                text, title = html_text(decode_html(file.read_bytes()))
+                text, title, redirect = html_text(decode_html(file.read_bytes()))
+                if redirect:
+                    skipped.append((file, REDIRECT))
+                    continue
             else:
                 text = file.read_text(encoding="utf-8-sig", errors="replace")
                 title = _title(text)

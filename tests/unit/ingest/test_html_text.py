@@ -27,12 +27,16 @@ PAGE = """<!doctype html>
 <div role="navigation"><div>Previous</div><div>Next</div> page links</div>
 <noscript>Enable JavaScript</noscript>
 <aside>Related: warranties</aside>
+<table class="header"><tr><td>[ &lt;&lt; ]</td><td>[ Up ]</td></tr></table>
+<div class="sphinxsidebar side"><div><p>Search</p></div></div>
+<div class="section-header">Kept: not a chrome class</div>
 <footer>&copy; Acme</footer>
 </body></html>"""
 
 
 def test_a_page_reads_as_its_visible_text_in_paragraphs() -> None:
-    text, title = html_text(PAGE)
+    text, title, redirect = html_text(PAGE)
+    assert not redirect
     assert title == "Returns & refunds"
     assert text.split("\n\n") == [
         "Returning a thermostat",
@@ -42,6 +46,7 @@ def test_a_page_reads_as_its_visible_text_in_paragraphs() -> None:
         "Ship it",
         "Plan Days",
         "Basic 30",
+        "Kept: not a chrome class",
     ]
 
 
@@ -72,7 +77,7 @@ def test_a_page_reads_as_its_visible_text_in_paragraphs() -> None:
     ],
 )
 def test_edge_cases(page: str, text: str, title: str | None) -> None:
-    assert html_text(page) == (text, title)
+    assert html_text(page) == (text, title, False)
 
 
 def test_bytes_are_decoded_as_the_page_declares() -> None:
@@ -93,16 +98,33 @@ def test_the_loader_indexes_html_files_by_their_text(tmp_path: Path) -> None:
     (tmp_path / "guide" / "returns.html").write_text(PAGE, encoding="utf-8")
     (tmp_path / "empty.htm").write_text("<html><script>only()</script></html>", encoding="utf-8")
     (tmp_path / "untitled.HTML").write_text("<p>No title here.</p>", encoding="utf-8")
+    (tmp_path / "moved.html").write_text(
+        '<html><head><meta http-equiv="Refresh" content="0; url=guide/returns.html">'
+        "<title>Moved</title></head><body><p>The page you are looking for is at"
+        ' <a href="guide/returns.html">Returns</a>.</p></body></html>',
+        encoding="utf-8",
+    )
     skipped: list[tuple[Path, str]] = []
     docs = {d.doc_id: d for d in iter_documents(tmp_path, skipped=skipped)}
     assert set(docs) == {"guide-returns.html", "untitled.HTML"}
     page = docs["guide-returns.html"]
     assert page.title == "Returns & refunds"
     assert page.source == "guide/returns.html"
-    for hidden in ("<", "not text", "Acme", "Home", "Previous", "JavaScript", "warranties"):
+    chrome = (
+        "<",
+        "not text",
+        "Acme",
+        "Home",
+        "Previous",
+        "JavaScript",
+        "warranties",
+        "Up",
+        "Search",
+    )
+    for hidden in chrome:
         assert hidden not in page.text
     assert docs["untitled.HTML"].title == "untitled"
-    assert skipped == [(tmp_path / "empty.htm", "empty")]
+    assert skipped == [(tmp_path / "empty.htm", "empty"), (tmp_path / "moved.html", "redirect")]
     # the chunker cuts where the page does: between paragraphs, never inside one
     chunks = [c.text for c in Chunker(max_chars=60, overlap_chars=0).split(page.doc_id, page.text)]
     assert len(chunks) > 1
@@ -125,7 +147,7 @@ _PIECES = [
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(_PIECES), max_size=60).map("".join))
 def test_any_markup_reads_to_text_without_raising(page: str) -> None:
-    text, title = html_text(page)
+    text, title, _ = html_text(page)
     assert text == text.strip()
     assert "\n\n\n" not in text
     assert title is None or 0 < len(title) <= 200
