@@ -1,9 +1,11 @@
-"""Write the Debian FAQ (or Python's) as a BEIR folder whose questions are its own section headings.
+"""Write a FAQ (Debian's, Python's or zsh's) as a BEIR folder whose questions are its own headings.
 
     apt-get install debian-faq          # Debian's package: the FAQ as text
     python scripts/faq_questions.py /tmp/faq [--holes 0.25] [--out-of-scope N]
     apt-get install python3-doc         # Python's FAQ, as reStructuredText
     python scripts/faq_questions.py /tmp/pyfaq --faq python [--holes 0.25]
+    apt-get install zsh-doc             # zsh's FAQ and manual, as HTML
+    python scripts/faq_questions.py /tmp/zshfaq --faq zsh [--holes 0.25]
     ragsift eval --dataset /tmp/faq --out-of-scope /tmp/faq/out-of-scope.jsonl \\
         --artifact A --near-miss-negatives --json
 
@@ -29,7 +31,11 @@ The Debian FAQ is read from ``/usr/share/doc/debian/FAQ/debian-faq.en.txt.gz``
 (``--faq python``) is read from the reStructuredText sources python3-doc ships,
 ``/usr/share/doc/python3.11/html/_sources/faq`` (``RAGSIFT_PYTHON_FAQ``): about
 170 questions on programming in Python, in programmers' words, with their
-markup reduced to its text. Quote counts beside rates. Never fitted on.
+markup reduced to its text. Zsh's (``--faq zsh``) is read from the HTML zsh-doc
+ships, ``/usr/share/doc/zsh-common/html/FAQ0[1-6].html`` (``RAGSIFT_ZSH_FAQ`` for
+the folder), as ``ragsift ingest`` reads HTML: about 50 questions on using the
+shell; the manual's pages beside them can join the corpus with ``ragsift eval
+--corpus`` (every page but the FAQ's). Quote counts beside rates. Never fitted on.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ FAQ = Path(os.environ.get("RAGSIFT_DEBIAN_FAQ", "/usr/share/doc/debian/FAQ/debia
 PYTHON_FAQ = Path(
     os.environ.get("RAGSIFT_PYTHON_FAQ", "/usr/share/doc/python3.11/html/_sources/faq")
 )
+ZSH_FAQ = Path(os.environ.get("RAGSIFT_ZSH_FAQ", "/usr/share/doc/zsh-common/html"))
 SQUAD = Path(os.environ.get("RAGSIFT_SQUAD2_DIR", "../shared/data/squad2"))
 _CHAPTER = re.compile(r"^Chapter\s\d+\.\s")
 _HEADING = re.compile(r"^(\d+)\.(\d+)((?:\.\d+)*)\.\s(.*)$")
@@ -134,8 +141,37 @@ def python_sections(folder: Path) -> list[tuple[str, str, str]]:
     return found
 
 
+_ZSH_HEADING = re.compile(r"^(\d+)\.(\d+): (.*)$", re.DOTALL)
+
+
+def zsh_sections(folder: Path) -> list[tuple[str, str, str]]:
+    """Zsh's FAQ sections (``N.M: heading``, then paragraphs up to the next heading or
+    chapter), read from its chapters' HTML as ``ragsift ingest`` reads a page."""
+    from ragsift.ingest.html_text import decode_html, html_text
+
+    found: list[tuple[str, str, list[str]]] = []
+    for page in sorted(folder.glob("FAQ0[1-9].html")):
+        for paragraph in html_text(decode_html(page.read_bytes())).text.split("\n\n"):
+            m = _ZSH_HEADING.match(paragraph)
+            if m:
+                found.append((f"{m[1]}.{m[2]}", " ".join(m[3].split()), []))
+            elif paragraph.startswith("Chapter "):
+                found.append(("", "", []))  # a chapter's preface belongs to no section
+            elif found:
+                found[-1][2].append(paragraph)
+    return [
+        (sid, head, " ".join(" ".join(body).split())) for sid, head, body in found if sid and body
+    ]
+
+
 def read_faq(faq: str) -> list[tuple[str, str, str]]:
     """The chosen FAQ's sections; a clear exit when its package is not installed."""
+    if faq == "zsh":
+        if not any(ZSH_FAQ.glob("FAQ0[1-9].html")):
+            raise SystemExit(
+                f"no zsh FAQ at {ZSH_FAQ} (apt-get install zsh-doc, or RAGSIFT_ZSH_FAQ)"
+            )
+        return zsh_sections(ZSH_FAQ)
     if faq == "python":
         if not any(PYTHON_FAQ.glob("*.rst.txt")):
             raise SystemExit(
@@ -188,7 +224,10 @@ if __name__ == "__main__":
     parser.add_argument("--holes", type=float, default=0.0, help="share of sections left out")
     parser.add_argument("--out-of-scope", type=int, default=300, help="SQuAD test questions")
     parser.add_argument(
-        "--faq", choices=("debian", "python"), default="debian", help="which FAQ (default debian)"
+        "--faq",
+        choices=("debian", "python", "zsh"),
+        default="debian",
+        help="which FAQ (default debian)",
     )
     args = parser.parse_args()
     main(args.target, args.holes, args.out_of_scope, args.faq)

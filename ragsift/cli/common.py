@@ -84,6 +84,7 @@ def print_skipped(path: Path, skipped: Sequence[tuple[Path, str]]) -> None:
     (:func:`~ragsift.ingest.loaders.iter_documents`); nothing when none were."""
     if not skipped:
         return
+    from ragsift.ingest.html_text import REDIRECT
     from ragsift.ingest.loaders import EMPTY_LINE
 
     why = Counter(reason for _, reason in skipped)
@@ -97,7 +98,7 @@ def print_skipped(path: Path, skipped: Sequence[tuple[Path, str]]) -> None:
     print_warning(
         f"skipped {' and '.join(counted)} under {path}: "
         + ", ".join(
-            f"{n} {reason}{'s' if reason == EMPTY_LINE and n > 1 else ''}"
+            f"{n} {reason}{'s' if reason in (EMPTY_LINE, REDIRECT) and n > 1 else ''}"
             for reason, n in sorted(why.items())
         )
         + f" (first: {skipped[0][0]})"

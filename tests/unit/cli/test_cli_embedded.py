@@ -168,11 +168,14 @@ def test_ingest_says_which_files_it_passed_over(cli: Invoke, tmp_path: Path) -> 
     (docs / "blank.txt").write_text("  \n", "utf-8")
     (docs / "manual.pdf").write_bytes(b"%PDF-1.7")
     (docs / "scan.PDF").write_bytes(b"%PDF-1.7")
+    (docs / "guide.html").write_text("<title>Guide</title><p>Bleed radiators yearly.</p>", "utf-8")
+    for name in ("old.html", "older.htm"):  # pages that only send the reader on
+        (docs / name).write_text('<meta http-equiv="refresh" content="0; url=guide.html">', "utf-8")
     ingested = cli(["ingest", str(docs), "--tenant", "acme", "--data-dir", "data", "--no-probe"])
     assert ingested.exit_code == 0, ingested.output
-    assert "indexed 1 documents" in ingested.stdout
+    assert "indexed 2 documents" in ingested.stdout
     assert (
-        f"skipped 3 files under {docs}: 1 empty, 1 unsupported type .PDF,"
+        f"skipped 5 files under {docs}: 1 empty, 2 redirects, 1 unsupported type .PDF,"
         " 1 unsupported type .pdf" in ingested.stderr
     )
 
