@@ -12,8 +12,9 @@ is never closed), the whole body is read instead. A redirect page (``<meta
 http-equiv="refresh">``, as texinfo writes one for every node name) is passed
 over: a browser moves on before showing its text.
 
-Bytes are decoded as the page declares (``<meta charset>``, or ``charset=`` in a
-``http-equiv`` content type) within its first 2 KiB, else as UTF-8; what cannot be
+Bytes are decoded as the page declares (a UTF-16 byte order mark; ``<meta
+charset>``, or ``charset=`` in a ``http-equiv`` content type, within its first
+2 KiB), else as UTF-8; what cannot be
 decoded becomes U+FFFD, as in text files.
 """
 
@@ -64,6 +65,8 @@ _BREAKS = re.compile(r"\n\s*\n\s*")
 
 def decode_html(data: bytes) -> str:
     """``data`` as text: in the charset the page declares, else UTF-8 (with a BOM or not)."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.decode("utf-16", errors="replace")
     declared = _CHARSET.search(data[:2048])
     encoding = "utf-8-sig"
     if declared is not None:
@@ -112,6 +115,7 @@ class _Reader(HTMLParser):
         self._h1: list[str] | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._in_title = False  # a title holds no elements: one left open ends here
         if tag == "meta" and any(
             k == "http-equiv" and (v or "").strip().lower() == "refresh" for k, v in attrs
         ):

@@ -73,6 +73,8 @@ def test_a_page_reads_as_its_visible_text_in_paragraphs() -> None:
         ("<p>one<br/>two</p>", "one\n\ntwo", None),
         # a script never closed swallows the rest, as browsers read it
         ("<p>before</p><script>x = 1; <p>after</p>", "before", None),
+        # a title never closed ends where the page's first element opens
+        ("<title>Oops<p>Body text</p>", "Body text", "Oops"),
         ("", "", None),
     ],
 )
@@ -84,6 +86,7 @@ def test_bytes_are_decoded_as_the_page_declares() -> None:
     latin = '<meta http-equiv="Content-Type" content="text/html; charset=iso-8859-1"><p>café</p>'
     assert html_text(decode_html(latin.encode("latin-1")))[0] == "café"
     assert html_text(decode_html("<meta charset='UTF-8'><p>café</p>".encode()))[0] == "café"
+    assert decode_html("<p>café</p>".encode("utf-16")) == "<p>café</p>"
     # with a BOM and no declaration: UTF-8, the BOM dropped
     assert decode_html("\ufeff<p>é</p>".encode()) == "<p>é</p>"
     # a charset Python does not know: UTF-8, what fails to decode replaced
