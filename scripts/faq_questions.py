@@ -5,7 +5,7 @@
     apt-get install python3-doc         # Python's FAQ, as reStructuredText
     python scripts/faq_questions.py /tmp/pyfaq --faq python [--holes 0.25]
     apt-get install zsh-doc             # zsh's FAQ and manual, as HTML
-    python scripts/faq_questions.py /tmp/zshfaq --faq zsh [--holes 0.25]
+    python scripts/faq_questions.py /tmp/zshfaq --faq zsh [--manual] [--holes 0.25]
     ragsift eval --dataset /tmp/faq --out-of-scope /tmp/faq/out-of-scope.jsonl \\
         --artifact A --near-miss-negatives --json
 
@@ -33,9 +33,10 @@ The Debian FAQ is read from ``/usr/share/doc/debian/FAQ/debian-faq.en.txt.gz``
 170 questions on programming in Python, in programmers' words, with their
 markup reduced to its text. Zsh's (``--faq zsh``) is read from the HTML zsh-doc
 ships, ``/usr/share/doc/zsh-common/html/FAQ0[1-6].html`` (``RAGSIFT_ZSH_FAQ`` for
-the folder), as ``ragsift ingest`` reads HTML: about 50 questions on using the
-shell; the manual's pages beside them can join the corpus with ``ragsift eval
---corpus`` (every page but the FAQ's). Quote counts beside rates. Never fitted on.
+the folder), as ``ragsift ingest`` reads HTML: 55 questions on using the shell;
+``--manual`` adds the manual's pages beside them to the corpus (every page but the
+FAQ's), so an answer is found among a whole documentation set's. Quote counts
+beside rates. Never fitted on.
 """
 
 from __future__ import annotations
@@ -186,9 +187,28 @@ def read_faq(faq: str) -> list[tuple[str, str, str]]:
     return sections(gzip.decompress(FAQ.read_bytes()).decode("utf-8"))
 
 
-def main(target: Path, holes: float, out_of_scope: int, faq: str = "debian") -> None:
+def zsh_manual(folder: Path) -> list[tuple[str, str]]:
+    """The zsh manual's pages beside its FAQ (every page but the FAQ's and redirects),
+    as ``ragsift ingest`` reads them: ``man-<page>`` and the page's text."""
+    from ragsift.ingest.html_text import decode_html, html_text
+
+    pages = []
+    for page in sorted(folder.glob("*.html")):
+        if "FAQ" in page.name:
+            continue
+        text, _, redirect = html_text(decode_html(page.read_bytes()))
+        if text and not redirect:
+            pages.append((f"man-{page.stem}", text))
+    return pages
+
+
+def main(
+    target: Path, holes: float, out_of_scope: int, faq: str = "debian", manual: bool = False
+) -> None:
     if not 0.0 <= holes < 1.0:
         raise SystemExit(f"--holes must be in [0, 1), got {holes}")
+    if manual and faq != "zsh":
+        raise SystemExit("--manual is zsh's: --faq zsh")
     found = read_faq(faq)
     asked = [i for i, (_, head, _) in enumerate(found) if "?" in head]
     rng = random.Random(0)
@@ -211,9 +231,12 @@ def main(target: Path, holes: float, out_of_scope: int, faq: str = "debian") -> 
         for qa in para["qas"]
     ]
     chosen = random.Random(1).sample(pool, min(out_of_scope, len(pool)))
-    write_folder(target, [(f"faq-{found[i][0]}", found[i][2]) for i in kept], rows, chosen)
+    pages = zsh_manual(ZSH_FAQ) if manual else []
+    corpus = [(f"faq-{found[i][0]}", found[i][2]) for i in kept] + pages
+    write_folder(target, corpus, rows, chosen)
     print(
-        f"{target}: {len(kept)} sections, {len(asked) - len(left_out)} in scope,"
+        f"{target}: {len(kept)} sections, {len(pages)} manual pages,"
+        f" {len(asked) - len(left_out)} in scope,"
         f" {len(left_out)} near misses (sections left out), {len(chosen)} out of scope"
     )
 
@@ -229,5 +252,10 @@ if __name__ == "__main__":
         default="debian",
         help="which FAQ (default debian)",
     )
+    parser.add_argument(
+        "--manual",
+        action="store_true",
+        help="zsh: the manual's pages join the corpus (the FAQ's answers among ~40 pages)",
+    )
     args = parser.parse_args()
-    main(args.target, args.holes, args.out_of_scope, args.faq)
+    main(args.target, args.holes, args.out_of_scope, args.faq, args.manual)
