@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -121,3 +122,49 @@ def search_hit(
         sparse_score=sparse,
         fused_score=1.0 / rank,
     )
+
+
+def make_pdf(pages: list[list[str]], *, title: str | None = None) -> bytes:
+    """A minimal PDF: each page's lines in Helvetica, one under the other."""
+
+    def literal(text: str) -> str:
+        return "(" + text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") + ")"
+
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    kids = []
+    for lines in pages:
+        stream = (
+            "BT /F1 12 Tf 14 TL 72 720 Td "
+            + " ".join(f"{literal(line)} Tj T*" for line in lines)
+            + " ET"
+        )
+        objects.append(
+            f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream".encode("latin-1")
+        )
+        content = len(objects)
+        objects.append(
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {content} 0 R"
+            " /Resources << /Font << /F1 3 0 R >> >> >>".encode()
+        )
+        kids.append(len(objects))
+    refs = " ".join(f"{k} 0 R" for k in kids)
+    objects[1] = f"<< /Type /Pages /Kids [{refs}] /Count {len(kids)} >>".encode()
+    if title is not None:
+        objects.append(f"<< /Title {literal(title)} >>".encode("latin-1"))
+    out = io.BytesIO()
+    out.write(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(out.tell())
+        out.write(f"{number} 0 obj\n".encode() + body + b"\nendobj\n")
+    xref = out.tell()
+    out.write(f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode())
+    out.write("".join(f"{offset:010d} 00000 n \n" for offset in offsets).encode())
+    info = f" /Info {len(objects)} 0 R" if title is not None else ""
+    trailer = f"<< /Size {len(objects) + 1} /Root 1 0 R{info} >>"
+    out.write(f"trailer\n{trailer}\nstartxref\n{xref}\n%%EOF\n".encode())
+    return out.getvalue()

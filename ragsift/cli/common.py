@@ -86,6 +86,9 @@ def print_skipped(path: Path, skipped: Sequence[tuple[Path, str]]) -> None:
         return
     from ragsift.ingest.html_text import REDIRECT
     from ragsift.ingest.loaders import EMPTY_LINE
+    from ragsift.ingest.pdf_text import PLURALS
+
+    plurals = {EMPTY_LINE: f"{EMPTY_LINE}s", REDIRECT: f"{REDIRECT}s", **PLURALS}
 
     why = Counter(reason for _, reason in skipped)
     lines = why[EMPTY_LINE]
@@ -98,7 +101,7 @@ def print_skipped(path: Path, skipped: Sequence[tuple[Path, str]]) -> None:
     print_warning(
         f"skipped {' and '.join(counted)} under {path}: "
         + ", ".join(
-            f"{n} {reason}{'s' if reason in (EMPTY_LINE, REDIRECT) and n > 1 else ''}"
+            f"{n} {plurals.get(reason, reason) if n > 1 else reason}"
             for reason, n in sorted(why.items())
         )
         + f" (first: {skipped[0][0]})"

@@ -1,4 +1,4 @@
-"""Read .txt, .md, .html and .jsonl files into source documents for ingestion."""
+"""Read .txt, .md, .html, .pdf and .jsonl files into source documents for ingestion."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 
 from ragsift.errors import InvalidEventError, shown_value
 from ragsift.ingest.html_text import HTML_SUFFIXES, REDIRECT, decode_html, html_text
+from ragsift.ingest.pdf_text import PDF_SUFFIX, PdfUnreadable, pdf_text
 from ragsift.retrieval.records import metadata_error
 from ragsift.schemas.payload import lone_surrogate
 
@@ -28,7 +29,7 @@ __all__ = [
     "safe_doc_id",
 ]
 
-SUPPORTED_SUFFIXES = (".txt", ".md", *HTML_SUFFIXES, ".jsonl")
+SUPPORTED_SUFFIXES = (".txt", ".md", *HTML_SUFFIXES, PDF_SUFFIX, ".jsonl")
 #: Why a JSONL line was passed over (a file's reasons: ``empty``, ``unsupported type``).
 EMPTY_LINE = "empty line"
 _SOURCE_TYPES = {"government", "regulatory", "market_data", "third_party", "internal", "unknown"}
@@ -114,9 +115,9 @@ def iter_documents(
     """Documents under ``path`` (a file or a folder, searched recursively, sorted).
 
     A folder's files of another type, and files and JSONL lines with no text, are passed
-    over, as are HTML redirect pages; with ``skipped``, each is appended to it with why
-    (``unsupported type .pdf``, ``empty``, ``redirect``; a JSONL line as ``file:line``,
-    :data:`EMPTY_LINE`).
+    over, as are HTML redirect pages and PDFs without a readable text layer; with
+    ``skipped``, each is appended to it with why (``unsupported type .docx``, ``empty``,
+    ``redirect``, ``encrypted PDF``; a JSONL line as ``file:line``, :data:`EMPTY_LINE`).
 
     Raises:
         InvalidEventError: bad input, or two documents with one id (one would
@@ -160,15 +161,11 @@ def _iter_documents(
         if file.suffix.lower() == ".jsonl":
             yield from _jsonl(file, source_type, skipped)
         else:
-            title: str | None
-            if file.suffix.lower() in HTML_SUFFIXES:
-                text, title, redirect = html_text(decode_html(file.read_bytes()))
-                if redirect:
-                    skipped.append((file, REDIRECT))
-                    continue
-            else:
-                text = file.read_text(encoding="utf-8-sig", errors="replace")
-                title = _title(text)
+            try:
+                text, title = _read_file(file)
+            except _PassedOver as passed:
+                skipped.append((file, passed.reason))
+                continue
             if not text.strip():
                 skipped.append((file, "empty"))
             else:
@@ -180,6 +177,33 @@ def _iter_documents(
                     source=_shown_name(Path(rel)),
                     source_type=source_type,
                 )
+
+
+class _PassedOver(Exception):
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _read_file(file: Path) -> tuple[str, str | None]:
+    """A text, Markdown, HTML or PDF file's text and title (None: the file names it).
+
+    Raises:
+        _PassedOver: a redirect page, or a PDF that cannot be read (its reason).
+    """
+    suffix = file.suffix.lower()
+    if suffix in HTML_SUFFIXES:
+        text, title, redirect = html_text(decode_html(file.read_bytes()))
+        if redirect:
+            raise _PassedOver(REDIRECT)
+        return text, title
+    if suffix == PDF_SUFFIX:
+        try:
+            return pdf_text(file.read_bytes())
+        except PdfUnreadable as exc:
+            raise _PassedOver(exc.reason) from exc
+    text = file.read_text(encoding="utf-8-sig", errors="replace")
+    return text, _title(text)
 
 
 def _shown_name(path: Path) -> str:

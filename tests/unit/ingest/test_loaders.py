@@ -16,7 +16,7 @@ def test_folder_of_markdown_and_jsonl(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "a b.md").write_text("# Title A\n\nBody.", encoding="utf-8")
     (tmp_path / "notes.txt").write_text("plain text", encoding="utf-8")
-    (tmp_path / "skip.pdf").write_bytes(b"%PDF")
+    (tmp_path / "skip.docx").write_bytes(b"PK")
     (tmp_path / "rows.jsonl").write_text(
         '{"id": "r1", "text": "row one", "source_type": "government", "lang": "en"}\n\n'
         '{"text": "row two"}\n',
@@ -39,10 +39,10 @@ def test_bad_jsonl_line_names_file_and_line(tmp_path: Path) -> None:
 def test_missing_path_and_unsupported_file(tmp_path: Path) -> None:
     with pytest.raises(InvalidEventError, match="no such file"):
         list(iter_documents(tmp_path / "nope"))
-    pdf = tmp_path / "x.pdf"
-    pdf.write_bytes(b"%PDF")
+    docx = tmp_path / "x.docx"
+    docx.write_bytes(b"PK")
     with pytest.raises(InvalidEventError, match="unsupported file type"):
-        list(iter_documents(pdf))
+        list(iter_documents(docx))
 
 
 def test_safe_doc_id() -> None:
