@@ -23,7 +23,7 @@ to one (docs/evaluation.md). Two things fix that here:
   every weight is 1 and it is the conformal threshold exactly. The artifact
   stores the threshold for ``pi`` = 0.01 ... 0.99 (``conformal.mix``), made
   non-decreasing in ``pi``; 1.0 where no threshold is certified.
-* **The mix of the traffic, without labels** (:func:`estimate_unanswerable_share`).
+* **The mix of the traffic, without labels** (:func:`~.mix_estimate.estimate_unanswerable_share`).
   The artifact also stores the histograms of the calibrated confidence of
   its answerable and unanswerable calibration queries. Traffic's histogram is a
   mixture of the two; the maximum-likelihood share (Saerens et al., 2002, for
@@ -80,7 +80,6 @@ __all__ = [
     "MixReading",
     "MixTable",
     "at_share",
-    "estimate_unanswerable_share",
     "first_at_or_over",
     "fit_mix_table",
     "mix_threshold",
@@ -97,15 +96,9 @@ HISTOGRAM_BINS: Final = 20
 #: of the calibration's: the estimate's own noise over a window of ~1,000 queries
 #: (about +-0.03 on SQuAD halves) must not cost answers on traffic like the sample.
 DEAD_BAND: Final = 0.05
-#: Half the chi-square(1) quantile at 0.90: the likelihood-ratio interval's drop
-#: from the maximum that bounds the share from below at 95% (one-sided).
-_LOWER_BOUND_DROP: Final = 2.7055 / 2
 #: Added to every bin of the class histograms: an empty bin must not make a
 #: traffic query impossible under one class.
 _SMOOTHING: Final = 0.5
-#: Candidate shares for the maximum-likelihood estimate.
-_ESTIMATE_GRID: Final = np.linspace(0.0, 1.0, 1001)
-
 UnanswerableShare = float | Literal["auto", "off"]
 #: A finite number in [0, 1] (a threshold, a histogram share), and one in (0, 1).
 _Unit = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
@@ -277,47 +270,6 @@ def _shares(counts: FloatArray) -> tuple[float, ...]:
     return tuple(round(float(v), 4) for v in counts / counts.sum())
 
 
-def estimate_unanswerable_share(histogram: npt.ArrayLike, table: MixTable) -> MixReading:
-    """The maximum-likelihood share of unanswerable queries behind a confidence histogram.
-
-    ``histogram`` counts (or decayed weights) of traffic confidences in the
-    table's bins. Each class's histogram is smoothed by half a query per bin.
-    The reading carries the estimate and its one-sided 95% lower bound.
-
-    Raises:
-        ConfidenceError: the histogram has the wrong length, is negative or empty.
-    """
-    h = np.asarray(histogram, dtype=np.float64)
-    if h.shape != (HISTOGRAM_BINS,) or (h < 0).any() or h.sum() <= 0:
-        raise ConfidenceError(
-            f"histogram must be {HISTOGRAM_BINS} non-negative counts with a positive total"
-        )
-    return _estimate(_log_mixture(table), h)
-
-
-def _log_mixture(table: MixTable) -> FloatArray:
-    """log P(bin | share) for every candidate share (rows) and bin (columns)."""
-    p0 = _smoothed(table.unanswerable, table.n_unanswerable)
-    p1 = _smoothed(table.answerable, table.n_answerable)
-    share = _ESTIMATE_GRID[:, None]
-    return np.asarray(np.log(share * p0[None, :] + (1.0 - share) * p1[None, :]), dtype=np.float64)
-
-
-def _estimate(log_mixture: FloatArray, histogram: FloatArray) -> MixReading:
-    loglik = log_mixture @ histogram
-    best = int(np.argmax(loglik))
-    # The log-likelihood is concave in the share: the bounds are its first and last
-    # grid points within the interval's drop of the maximum.
-    plausible = loglik >= loglik[best] - _LOWER_BOUND_DROP
-    lower = int(np.argmax(plausible))
-    upper = plausible.size - 1 - int(np.argmax(plausible[::-1]))
-    return MixReading(
-        float(_ESTIMATE_GRID[best]),
-        float(_ESTIMATE_GRID[lower]),
-        upper=float(_ESTIMATE_GRID[upper]),
-    )
-
-
 def _smoothed(shares: tuple[float, ...], n: int) -> FloatArray:
     counts = np.asarray(shares, dtype=np.float64) * n + _SMOOTHING
     return np.asarray(counts / counts.sum(), dtype=np.float64)
@@ -339,9 +291,12 @@ def mix_threshold(
         return base
     if not isinstance(mode, str):
         return table.threshold_at(mode)
-    if estimate is None or estimate.lower <= table.unanswerable_share + DEAD_BAND:
+    if estimate is None:
         return base
-    return max(base, table.threshold_at(estimate.share))
+    share, lower = estimate.raising()
+    if lower <= table.unanswerable_share + DEAD_BAND:
+        return base
+    return max(base, table.threshold_at(share))
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,3 +313,13 @@ class MixReading:
     #: change (ADR 040); share is the calibration's and the bounds 0 and 1, so the
     #: two-kind mix moves nothing.
     mixed: bool = True
+    #: The share and its lower bound read on the queries at 0.05 and over
+    #: (:data:`~.mix_estimate.ABOVE_BIN`), as the share of all queries they are worth
+    #: in the calibration's terms (ADR 045): what the raise reads. None: not read
+    #: (then the raise reads share and lower).
+    above: tuple[float, float] | None = None
+
+    def raising(self) -> tuple[float, float]:
+        """The share the raise moves the bar to, and the lower bound that must clear
+        the calibration's: read above :data:`~.mix_estimate.ABOVE_BIN` where that was read."""
+        return self.above if self.above is not None else (self.share, self.lower)

@@ -2,7 +2,7 @@
 
 :class:`MixMonitor` keeps, per (tenant, collection), a decayed histogram of the
 calibrated confidence of the queries it is shown, and reads the share of
-unanswerable queries behind it (:func:`ragsift.confidence.mix.estimate_unanswerable_share`:
+unanswerable queries behind it (:func:`ragsift.confidence.mix_estimate.estimate_unanswerable_share`:
 the maximum-likelihood share and its one-sided 95% lower bound) once the scope
 holds ``min_samples``. :mod:`ragsift.retrieval.mix_watch` decides what the
 reading does to a scope's bar and its reported confidence.
@@ -19,11 +19,10 @@ from typing import Final
 import numpy as np
 
 from ragsift.confidence.drift import decay_per_query
-from ragsift.confidence.mix import (
-    HISTOGRAM_BINS,
-    FloatArray,
-    MixReading,
-    MixTable,
+from ragsift.confidence.mix import HISTOGRAM_BINS, FloatArray, MixReading, MixTable
+from ragsift.confidence.mix_estimate import (
+    AboveMixture,
+    _above_mixture,
     _estimate,
     _log_mixture,
 )
@@ -114,6 +113,7 @@ class MixMonitor:
                     return None
                 near = None if near_miss is None else self._near_mixture(version, near_miss)
                 old, scope = scope, _MixScope(version, _log_mixture(table), near, scale=version)
+                scope.above = _above_mixture(table)
                 if near_miss is not None:
                     scope.scale, scope.near_scale = near_miss.scales(version)
                     if near_miss.edges is not None:
@@ -133,7 +133,7 @@ class MixMonitor:
             every = REFRESH_EVERY if weight > YOUNG_WEIGHT else 1  # a young scope: every query
             if scope.estimate is None or not scope.estimate.mixed or scope.since >= every:
                 counts = scope.decayed(self._decay)
-                scope.estimate = _estimate(scope.log_mixture, counts)
+                scope.estimate = _estimate(scope.log_mixture, counts, scope.above)
                 near_counts = (
                     counts if scope.near_counts is None else scope.decayed_near(self._decay)
                 )
@@ -234,6 +234,8 @@ class _MixScope:
     #: always; ``near_counts`` where known.
     scale: str = ""
     near_scale: str | None = None
+    #: The mixture over the queries the raise reads (ADR 045).
+    above: AboveMixture | None = None
 
     @classmethod
     def saved(cls, state: ScopeState, decay: float) -> _MixScope:

@@ -59,7 +59,7 @@ def served_bar(
     mixed = mix_threshold(base, table, mode, estimate)
     moved: float | None = None
     if mixed != base:  # by a declared share, or by an estimate ("auto")
-        moved = mode if not isinstance(mode, str) else (estimate.share if estimate else None)
+        moved = mode if not isinstance(mode, str) else (estimate.raising()[0] if estimate else None)
     if near is None or mode != "auto" or estimate is None:
         return ServedBar(mixed, mixed, moved)
     raised = near_miss_threshold(near, estimate.near_miss)

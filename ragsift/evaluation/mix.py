@@ -68,6 +68,9 @@ class ServedMix:
         upper_bound: the estimate's one-sided 95% upper bound, which sets a lowered
             bar (ADR 030).
         lowered: questions decided at a bar under the certified one.
+        raise_share, raise_lower: the share the raise reads (over the questions at
+            0.05 and over, as the share of all they are worth, ADR 045) and its lower
+            bound, after the last question.
         near_miss_share, near_miss_lower: the three-kind estimate of near misses
             after the last question and its lower bound (None: no near-miss table,
             too few questions, or not auto; ADR 021).
@@ -87,6 +90,8 @@ class ServedMix:
     calibration_near_miss: float | None = None
     upper_bound: float | None = None
     lowered: int = 0
+    raise_share: float | None = None
+    raise_lower: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (without the per-question decisions)."""
@@ -96,6 +101,8 @@ class ServedMix:
             "estimated_share": self.estimated_share,
             "lower_bound": self.lower_bound,
             "upper_bound": self.upper_bound,
+            "raise_share": self.raise_share,
+            "raise_lower_bound": self.raise_lower,
             "bar": self.bar,
             "questions_at_another_bar": self.raised,
             "questions_at_a_lower_bar": self.lowered,
@@ -185,6 +192,8 @@ def as_served(
         raised=int((bars != base).sum()),
         upper_bound=None if estimate is None else estimate.upper,
         lowered=int((bars < base).sum()),
+        raise_share=None if estimate is None else estimate.raising()[0],
+        raise_lower=None if estimate is None else estimate.raising()[1],
         near_miss_share=None if near_reading is None else near_reading.share,
         near_miss_lower=None if near_reading is None else near_reading.lower,
         calibration_near_miss=None if near is None else near.near_miss_share,

@@ -317,6 +317,14 @@ class Metrics:
             ["tenant", "collection"],
             registry=r,
         )
+        self.raise_share = Gauge(
+            "ragsift_unanswerable_share_raise",
+            "The share the mix raise reads: unanswerable queries among those at"
+            " confidence 0.05 or over, as the share of all queries they are worth"
+            " (ADR 045: questions far off the collection's subjects raise no bar).",
+            ["tenant", "collection"],
+            registry=r,
+        )
         self.near_miss_share = Gauge(
             "ragsift_near_miss_share",
             "Estimated share of recent queries on the collection's subjects that its"

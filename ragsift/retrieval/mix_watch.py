@@ -3,7 +3,9 @@
 Each scored query's calibrated confidence joins its (tenant, collection)
 histogram in a :class:`~ragsift.confidence.mix_monitor.MixMonitor`; the scope's
 estimated share of unanswerable queries is exported as
-``ragsift_unanswerable_share``. When the share (estimated, or declared with
+``ragsift_unanswerable_share`` (and the share the raise reads, over the queries at
+0.05 and over, as ``ragsift_unanswerable_share_raise``: ADR 045). When the share
+(estimated, or declared with
 ``RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE``) moves the certified bar, the
 query's :class:`~ragsift.confidence.policy.AnswerPolicy` carries the new bar
 and that share, at which its confidence and bar are then reported (ADR 016),
@@ -233,6 +235,7 @@ def _export(metrics: Metrics, tenant: str, collection: str, estimate: MixReading
     labels = (metrics.tenant(tenant), metrics.collection(collection))
     if estimate.mixed:  # not the calibration's share standing in for one (ADR 040)
         metrics.unanswerable_share.labels(*labels).set(estimate.share)
+        metrics.raise_share.labels(*labels).set(estimate.raising()[0])
     if estimate.near_miss is not None:
         metrics.near_miss_share.labels(*labels).set(estimate.near_miss.share)
 

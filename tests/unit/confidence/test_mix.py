@@ -24,11 +24,11 @@ from ragsift.confidence.mix import (
     MixReading,
     MixTable,
     at_share,
-    estimate_unanswerable_share,
     fit_mix_table,
     mix_threshold,
     reported_share,
 )
+from ragsift.confidence.mix_estimate import estimate_unanswerable_share
 from ragsift.confidence.mix_monitor import MixMonitor
 from tests.factories import top_score_artifact
 
@@ -159,6 +159,55 @@ def test_auto_only_raises_the_bar_and_only_when_the_lower_bound_shows_a_shift() 
     assert raised == table.threshold_at(0.9) > base  # the estimate's bar
     assert mix_threshold(base, table, "off", MixReading(0.95, 0.95)) == base
     assert mix_threshold(base, None, "auto", MixReading(0.95, 0.95)) == base
+
+
+def _counts(conf: FloatArray) -> npt.NDArray[np.int64]:
+    return np.bincount(
+        np.minimum((conf * HISTOGRAM_BINS).astype(int), HISTOGRAM_BINS - 1),
+        minlength=HISTOGRAM_BINS,
+    )
+
+
+@pytest.mark.parametrize("share", [0.3, 0.75, 0.95])
+def test_read_above_the_cut_traffic_like_the_sample_is_worth_the_same_share(share: float) -> None:
+    """ADR 045: the raise's reading, over the queries at 0.05 and over, means the same
+    share as the whole histogram's where the traffic is drawn like the sample."""
+    rng = np.random.default_rng(21)
+    table = _table(rng)
+    n_unanswerable = round(6_000 * share)
+    conf, _ = _draw(rng, 6_000 - n_unanswerable, n_unanswerable)
+    reading = estimate_unanswerable_share(_counts(conf), table)
+    assert reading.above is not None
+    above_share, above_lower = reading.above
+    assert above_share == pytest.approx(share, abs=0.05)
+    assert above_lower <= above_share
+    assert reading.raising() == reading.above
+
+
+def test_questions_far_off_the_subjects_do_not_raise_the_bar() -> None:
+    """Answerable traffic plus five times as many queries that score under 0.05: the
+    whole histogram reads them as unanswerable and its raise would refuse nearly
+    everything; no bar the raise sets would answer them, so it keeps the bar."""
+    rng = np.random.default_rng(22)
+    table = _table(rng)
+    base = table.threshold_at(table.unanswerable_share)
+    answerable, _ = _draw(rng, 300, 0)
+    far = rng.uniform(0.0, 0.049, 1_500)
+    reading = estimate_unanswerable_share(_counts(np.concatenate([answerable, far])), table)
+    assert reading.lower > table.unanswerable_share + DEAD_BAND  # the whole reading would raise
+    assert table.threshold_at(reading.share) > base
+    assert reading.above is not None
+    assert reading.above[1] <= table.unanswerable_share + DEAD_BAND
+    assert mix_threshold(base, table, "auto", reading) == base
+    # the same queries spread as the sample's unanswerable ones: over the cut, they raise it
+    near, _ = _draw(rng, 0, 1_500)
+    spread = estimate_unanswerable_share(_counts(np.concatenate([answerable, near])), table)
+    assert mix_threshold(base, table, "auto", spread) == table.threshold_at(spread.raising()[0])
+    assert mix_threshold(base, table, "auto", spread) > base
+    # nothing over the cut at all: nothing the bar could answer, nothing to raise it for
+    nothing = estimate_unanswerable_share(_counts(far), table)
+    assert nothing.above == (0.0, 0.0)
+    assert mix_threshold(base, table, "auto", nothing) == base
 
 
 def test_a_declared_share_moves_the_bar_either_way() -> None:

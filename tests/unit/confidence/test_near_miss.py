@@ -221,6 +221,20 @@ def test_the_served_bar_rises_where_near_misses_show_and_only_auto_reads_them() 
     assert declared == ServedBar(mix.threshold_at(0.5), mix.threshold_at(0.5), 0.5)
 
 
+def test_the_served_bar_rises_on_the_share_read_over_the_cut() -> None:
+    """ADR 045: the raise, and the share a raised scope is reported at, are the
+    reading over the queries at 0.05 and over; the lowering still reads the whole."""
+    table, mix = _tables(8)
+    base, cal = mix.threshold_at(mix.unanswerable_share), mix.unanswerable_share
+    quiet = NearMissReading(0.0, 0.0, 0.9)
+    far = MixReading(0.95, 0.93, quiet, upper=0.97, above=(0.2, 0.1))
+    assert served_bar(base, mix, table, "auto", far) == ServedBar(base, base)
+    near = MixReading(0.95, 0.93, quiet, upper=0.97, above=(0.9, cal + DEAD_BAND + 0.01))
+    raised = served_bar(base, mix, table, "auto", near)
+    assert raised == ServedBar(mix.threshold_at(0.9), mix.threshold_at(0.9), 0.9)
+    assert raised.bar > base
+
+
 def test_the_served_bar_falls_only_where_the_traffic_is_clearly_more_answerable() -> None:
     table, mix = _tables(9)
     base, cal = 0.95, mix.unanswerable_share

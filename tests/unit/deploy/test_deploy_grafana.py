@@ -24,6 +24,7 @@ REQUIRED_PANELS = {
     # Issue 14: whether each scope's confidence still means what it says.
     "drift psi": "ragsift_calibration_drift_psi",
     "unanswerable share": "ragsift_unanswerable_share",
+    "the raise reads": "ragsift_unanswerable_share_raise",
     "near misses": "ragsift_near_miss_share",
     "answer threshold": "ragsift_answer_threshold",
     "re-probes": "ragsift_calibration_reprobes_total",

@@ -162,6 +162,12 @@ async def test_a_mostly_unanswerable_scope_gets_the_bar_of_its_mix(
     )
     assert share is not None
     assert share > 0.9
+    # These queries score over 0.05, where the raise reads them too (ADR 045)
+    raise_share = metrics.registry.get_sample_value(
+        "ragsift_unanswerable_share_raise", {"tenant": "alpha", "collection": "default"}
+    )
+    assert raise_share is not None
+    assert raise_share > 0.9
     # Another tenant's scope has its own estimate: still too few queries.
     (other,) = await _ask(pipe, "beta", 1)
     assert other.answerable
