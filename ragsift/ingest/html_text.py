@@ -37,11 +37,11 @@ _NEVER = frozenset({"script", "style", "noscript", "template", "svg"})
 #: The page's chrome: repeated on every page, left out unless nothing else is left.
 _CHROME = frozenset({"nav", "header", "footer", "aside"})
 #: Classes that mark chrome in generated documentation (texinfo's ``header`` tables,
-#: Sphinx's ``related`` bars and ``sphinxsidebar``, common theme names).
+#: Sphinx's ``related`` bars, ``sphinxsidebar`` and heading anchors, common theme names).
 _CHROME_CLASSES = frozenset(
     {
-        "breadcrumb", "breadcrumbs", "footer", "header", "nav", "navbar", "navigation",
-        "related", "sidebar", "sphinxsidebar",
+        "breadcrumb", "breadcrumbs", "footer", "header", "headerlink", "nav", "navbar",
+        "navigation", "related", "sidebar", "sphinxsidebar",
     }
 )  # fmt: skip
 #: Elements that end a paragraph where they open and where they close.

@@ -19,7 +19,7 @@ PAGE = """<!doctype html>
 <body>
 <nav><a href="/">Home</a> | <a href="/next">Next</a></nav>
 <header><div class="logo">Acme Docs</div></header>
-<h1>Returning a thermostat</h1>
+<h1>Returning a thermostat<a class="headerlink" href="#r">¶</a></h1>
 <p>You have <b>30 days</b> to return
    a thermostat.<br>Keep the box.</p>
 <ul><li>Pack it<li>Ship it</ul>
