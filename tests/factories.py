@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import sys
+import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
@@ -168,3 +169,36 @@ def make_pdf(pages: list[list[str]], *, title: str | None = None) -> bytes:
     trailer = f"<< /Size {len(objects) + 1} /Root 1 0 R{info} >>"
     out.write(f"trailer\n{trailer}\nstartxref\n{xref}\n%%EOF\n".encode())
     return out.getvalue()
+
+
+#: WordprocessingML's namespace.
+W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+
+
+def make_docx(
+    body: str, *, title: str | None = None, extra: dict[str, bytes] | None = None
+) -> bytes:
+    """A minimal .docx: ``body`` is the XML inside ``w:body``."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
+        package.writestr("[Content_Types].xml", "<Types/>")
+        package.writestr(
+            "word/document.xml",
+            f'<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="{W}">'
+            f"<w:body>{body}</w:body></w:document>",
+        )
+        if title is not None:
+            package.writestr(
+                "docProps/core.xml",
+                '<cp:coreProperties xmlns:cp="http://schemas.openxmlformats.org/package/2006/'
+                'metadata/core-properties" xmlns:dc="http://purl.org/dc/elements/1.1/">'
+                f"<dc:title>{title}</dc:title></cp:coreProperties>",
+            )
+        for name, data in (extra or {}).items():
+            package.writestr(name, data)
+    return out.getvalue()
+
+
+def docx_paragraph(*runs: str) -> str:
+    """A ``w:p`` of these runs' XML."""
+    return "<w:p>" + "".join(f"<w:r>{run}</w:r>" for run in runs) + "</w:p>"

@@ -84,11 +84,17 @@ def print_skipped(path: Path, skipped: Sequence[tuple[Path, str]]) -> None:
     (:func:`~ragsift.ingest.loaders.iter_documents`); nothing when none were."""
     if not skipped:
         return
+    from ragsift.ingest.docx_text import UNREADABLE_DOCX
     from ragsift.ingest.html_text import REDIRECT
     from ragsift.ingest.loaders import EMPTY_LINE
     from ragsift.ingest.pdf_text import PLURALS
 
-    plurals = {EMPTY_LINE: f"{EMPTY_LINE}s", REDIRECT: f"{REDIRECT}s", **PLURALS}
+    plurals = {
+        EMPTY_LINE: f"{EMPTY_LINE}s",
+        REDIRECT: f"{REDIRECT}s",
+        UNREADABLE_DOCX: f"{UNREADABLE_DOCX}s",
+        **PLURALS,
+    }
 
     why = Counter(reason for _, reason in skipped)
     lines = why[EMPTY_LINE]

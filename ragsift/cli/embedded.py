@@ -149,7 +149,7 @@ def ingest(
     path: Annotated[
         Path,
         typer.Argument(
-            help="A .txt/.md/.html/.pdf/.jsonl file or a folder of them"
+            help="A .txt/.md/.html/.pdf/.docx/.jsonl file or a folder of them"
             " (HTML: the text a reader sees; PDF: its text layer)."
         ),
     ],
@@ -191,7 +191,8 @@ def ingest(
     print_skipped(path, skipped)
     if not docs:
         print_error(
-            f"nothing to index under {path}: no .txt/.md/.html/.pdf/.jsonl document with text in it"
+            f"nothing to index under {path}:"
+            " no .txt/.md/.html/.pdf/.docx/.jsonl document with text in it"
         )
         raise typer.Exit(2)
     settings, runtime = _runtime(data_dir)

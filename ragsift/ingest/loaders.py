@@ -1,4 +1,4 @@
-"""Read .txt, .md, .html, .pdf and .jsonl files into source documents for ingestion."""
+"""Read .txt, .md, .html, .pdf, .docx and .jsonl files into source documents for ingestion."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsift.errors import InvalidEventError, shown_value
+from ragsift.ingest.docx_text import DOCX_SUFFIX, DocxUnreadable, docx_text
 from ragsift.ingest.html_text import HTML_SUFFIXES, REDIRECT, decode_html, html_text
 from ragsift.ingest.pdf_text import PDF_SUFFIX, PdfUnreadable, pdf_text
 from ragsift.retrieval.records import metadata_error
@@ -29,7 +30,7 @@ __all__ = [
     "safe_doc_id",
 ]
 
-SUPPORTED_SUFFIXES = (".txt", ".md", *HTML_SUFFIXES, PDF_SUFFIX, ".jsonl")
+SUPPORTED_SUFFIXES = (".txt", ".md", *HTML_SUFFIXES, PDF_SUFFIX, DOCX_SUFFIX, ".jsonl")
 #: Why a JSONL line was passed over (a file's reasons: ``empty``, ``unsupported type``).
 EMPTY_LINE = "empty line"
 _SOURCE_TYPES = {"government", "regulatory", "market_data", "third_party", "internal", "unknown"}
@@ -115,8 +116,8 @@ def iter_documents(
     """Documents under ``path`` (a file or a folder, searched recursively, sorted).
 
     A folder's files of another type, and files and JSONL lines with no text, are passed
-    over, as are HTML redirect pages and PDFs without a readable text layer; with
-    ``skipped``, each is appended to it with why (``unsupported type .docx``, ``empty``,
+    over, as are HTML redirect pages and PDFs and .docx files that cannot be read; with
+    ``skipped``, each is appended to it with why (``unsupported type .doc``, ``empty``,
     ``redirect``, ``encrypted PDF``; a JSONL line as ``file:line``, :data:`EMPTY_LINE`).
 
     Raises:
@@ -186,10 +187,10 @@ class _PassedOver(Exception):
 
 
 def _read_file(file: Path) -> tuple[str, str | None]:
-    """A text, Markdown, HTML or PDF file's text and title (None: the file names it).
+    """A text, Markdown, HTML, PDF or Word file's text and title (None: the file names it).
 
     Raises:
-        _PassedOver: a redirect page, or a PDF that cannot be read (its reason).
+        _PassedOver: a redirect page, or a PDF or .docx that cannot be read (its reason).
     """
     suffix = file.suffix.lower()
     if suffix in HTML_SUFFIXES:
@@ -201,6 +202,11 @@ def _read_file(file: Path) -> tuple[str, str | None]:
         try:
             return pdf_text(file.read_bytes())
         except PdfUnreadable as exc:
+            raise _PassedOver(exc.reason) from exc
+    if suffix == DOCX_SUFFIX:
+        try:
+            return docx_text(file.read_bytes())
+        except DocxUnreadable as exc:
             raise _PassedOver(exc.reason) from exc
     text = file.read_text(encoding="utf-8-sig", errors="replace")
     return text, _title(text)

@@ -13,7 +13,7 @@ import pytest
 
 from ragsift.ingest.sample import DEMO_QUERIES
 from ragsift.schemas import MAX_QUERY_CHARS, RetrievalResult
-from tests.factories import make_pdf
+from tests.factories import docx_paragraph, make_docx, make_pdf
 from tests.unit.cli.conftest import Invoke, error_lines, run_cli
 
 QUESTION = "How many days do I have to return the Orbit thermostat for a refund?"
@@ -162,7 +162,7 @@ def test_ingest_then_ask_a_new_tenant(cli: Invoke, tmp_path: Path) -> None:
     assert "boiler.md" in asked.stdout
 
 
-def test_html_and_pdf_documents_are_asked_like_text(cli: Invoke, tmp_path: Path) -> None:
+def test_html_pdf_and_docx_documents_are_asked_like_text(cli: Invoke, tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "pump.html").write_text(
@@ -174,12 +174,16 @@ def test_html_and_pdf_documents_are_asked_like_text(cli: Invoke, tmp_path: Path)
     (docs / "tank.pdf").write_bytes(
         make_pdf([["Water tank", "The water tank holds two hundred litres."]], title="Tank")
     )
+    (docs / "leave.docx").write_bytes(
+        make_docx(docx_paragraph("<w:t>Staff get twenty-five days of annual leave.</w:t>"))
+    )
     ingested = cli(["ingest", str(docs), "--tenant", "acme", "--data-dir", "data"])
     assert ingested.exit_code == 0, ingested.output
-    assert "indexed 2 documents" in ingested.stdout
+    assert "indexed 3 documents" in ingested.stdout
     for question, source in (
         ("How often does the heat pump defrost?", "pump.html"),
         ("How many litres does the water tank hold?", "tank.pdf"),
+        ("How many days of annual leave do staff get?", "leave.docx"),
     ):
         asked = cli(["ask", question, "-t", "acme", "--data-dir", "data", "--json"])
         assert asked.exit_code == 0, asked.output
@@ -197,7 +201,7 @@ def test_ingest_says_which_files_it_passed_over(cli: Invoke, tmp_path: Path) -> 
     (docs / "blank.txt").write_text("  \n", "utf-8")
     (docs / "manual.pdf").write_bytes(b"%PDF-1.7")  # no more than its header: unreadable
     (docs / "scan.PDF").write_bytes(b"%PDF-1.7")
-    (docs / "notes.docx").write_bytes(b"PK")
+    (docs / "notes.doc").write_bytes(b"\xd0\xcf\x11\xe0")  # the old binary Word format
     (docs / "guide.html").write_text("<title>Guide</title><p>Bleed radiators yearly.</p>", "utf-8")
     for name in ("old.html", "older.htm"):  # pages that only send the reader on
         (docs / name).write_text('<meta http-equiv="refresh" content="0; url=guide.html">', "utf-8")
@@ -206,7 +210,7 @@ def test_ingest_says_which_files_it_passed_over(cli: Invoke, tmp_path: Path) -> 
     assert "indexed 2 documents" in ingested.stdout
     assert (
         f"skipped 6 files under {docs}: 1 empty, 2 redirects, 2 unreadable PDFs,"
-        " 1 unsupported type .docx" in ingested.stderr
+        " 1 unsupported type .doc" in ingested.stderr
     )
 
 
@@ -257,7 +261,10 @@ def test_a_jsonl_line_with_no_text_is_passed_over_not_indexed_as_nothing(
     ("args", "message"),
     [
         (["ingest", "missing-folder", "--tenant", "acme"], "missing-folder"),
-        (["ingest", ".", "--tenant", "acme"], "no .txt/.md/.html/.pdf/.jsonl document with text"),
+        (
+            ["ingest", ".", "--tenant", "acme"],
+            "no .txt/.md/.html/.pdf/.docx/.jsonl document with text",
+        ),
         (["ingest", "empty.txt", "--tenant", "acme"], "nothing to index under empty.txt"),
     ],
 )

@@ -16,7 +16,7 @@ def test_folder_of_markdown_and_jsonl(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "a b.md").write_text("# Title A\n\nBody.", encoding="utf-8")
     (tmp_path / "notes.txt").write_text("plain text", encoding="utf-8")
-    (tmp_path / "skip.docx").write_bytes(b"PK")
+    (tmp_path / "skip.doc").write_bytes(b"\xd0\xcf")
     (tmp_path / "rows.jsonl").write_text(
         '{"id": "r1", "text": "row one", "source_type": "government", "lang": "en"}\n\n'
         '{"text": "row two"}\n',
@@ -39,7 +39,7 @@ def test_bad_jsonl_line_names_file_and_line(tmp_path: Path) -> None:
 def test_missing_path_and_unsupported_file(tmp_path: Path) -> None:
     with pytest.raises(InvalidEventError, match="no such file"):
         list(iter_documents(tmp_path / "nope"))
-    docx = tmp_path / "x.docx"
+    docx = tmp_path / "x.doc"
     docx.write_bytes(b"PK")
     with pytest.raises(InvalidEventError, match="unsupported file type"):
         list(iter_documents(docx))

@@ -1,0 +1,116 @@
+"""The text of a Word document (.docx), as ``ragsift ingest`` indexes it (stdlib only).
+
+A .docx is a zip of XML parts: the body is ``word/document.xml``, whose paragraphs
+(``w:p``) hold runs of text (``w:t``), tabs and breaks. Each paragraph becomes a
+paragraph of the text, and a table row's cells share a line, so the chunker cuts
+where the document does. The title is the document's own (``docProps/core.xml``),
+else its first line. Headers, footers, comments and tracked deletions are left out.
+
+A file that is not a readable .docx (a damaged zip, no body, XML that does not
+parse, a part that would unpack past :data:`MAX_PART_BYTES`) is passed over as
+``unreadable DOCX``; one with no text as empty.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from typing import NamedTuple
+from xml.etree import ElementTree as ET
+
+__all__ = ["DOCX_SUFFIX", "MAX_PART_BYTES", "UNREADABLE_DOCX", "DocxUnreadable", "docx_text"]
+
+DOCX_SUFFIX = ".docx"
+#: Why a .docx is passed over (``ragsift ingest``'s ``skipped`` line).
+UNREADABLE_DOCX = "unreadable DOCX"
+#: The most a part may unpack to: a larger one is a zip bomb, not a document.
+MAX_PART_BYTES = 64 * 1024 * 1024
+
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_TITLE = "{http://purl.org/dc/elements/1.1/}title"
+# Runs of text, and what stands for a tab or a line break inside a paragraph. Text
+# deleted in tracked changes is ``w:delText`` and field codes ``w:instrText``: never read.
+_TEXT, _TAB, _BREAKS = f"{_W}t", f"{_W}tab", (f"{_W}br", f"{_W}cr")
+
+
+class DocxUnreadable(Exception):
+    """A .docx whose text cannot be read; ``reason`` for the skipped line."""
+
+    def __init__(self, detail: str):
+        super().__init__(f"{UNREADABLE_DOCX}: {detail}")
+        self.reason = UNREADABLE_DOCX
+
+
+class DocxDocument(NamedTuple):
+    """A .docx's text (its paragraphs apart) and title (None without one)."""
+
+    text: str
+    title: str | None
+
+
+def docx_text(data: bytes) -> DocxDocument:
+    """The text of the .docx ``data``.
+
+    Raises:
+        DocxUnreadable: not a zip, no ``word/document.xml``, a part too large to
+            unpack, or XML that does not parse.
+    """
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as package:
+            body = ET.fromstring(_part(package, "word/document.xml"))
+            core = _part(package, "docProps/core.xml", required=False)
+    except (zipfile.BadZipFile, ET.ParseError, KeyError, OSError, ValueError) as exc:
+        raise DocxUnreadable(f"{type(exc).__name__}: {exc}") from exc
+    cells = list(body.iter(f"{_W}tc"))
+    in_tables = {id(p) for cell in cells for p in cell.iter(f"{_W}p")}
+    nested = {id(row) for cell in cells for row in cell.iter(f"{_W}tr")}  # read with theirs
+    lines: list[str] = []
+    for element in body.iter():
+        if element.tag == f"{_W}p" and id(element) not in in_tables:
+            lines.append(_paragraph(element))
+        elif element.tag == f"{_W}tr" and id(element) not in nested:
+            row = [
+                " ".join(_paragraph(p) for p in cell.iter(f"{_W}p")).strip()
+                for cell in element.findall(f"{_W}tc")
+            ]
+            lines.append(" ".join(c for c in row if c))
+    text = "\n\n".join(line.strip() for line in lines if line.strip())
+    declared = None
+    if core:
+        try:
+            found = ET.fromstring(core).find(_TITLE)
+        except ET.ParseError:
+            found = None
+        declared = " ".join((found.text or "").split()) if found is not None else None
+    title = declared or next((line for line in text.splitlines() if line.strip()), None)
+    return DocxDocument(text, title[:200] if title else None)
+
+
+def _part(package: zipfile.ZipFile, name: str, *, required: bool = True) -> bytes:
+    """One part's bytes, refused when it would unpack past :data:`MAX_PART_BYTES`."""
+    try:
+        info = package.getinfo(name)
+    except KeyError:
+        if required:
+            raise KeyError(f"no {name}: not a Word document") from None
+        return b""
+    if info.file_size > MAX_PART_BYTES:
+        raise ValueError(f"{name} unpacks to {info.file_size} bytes (at most {MAX_PART_BYTES})")
+    with package.open(info) as part:
+        data = part.read(MAX_PART_BYTES + 1)
+    if len(data) > MAX_PART_BYTES:  # the size the zip declared was not the size it holds
+        raise ValueError(f"{name} unpacks past {MAX_PART_BYTES} bytes")
+    return data
+
+
+def _paragraph(paragraph: ET.Element) -> str:
+    """A paragraph's visible text: its runs, tabs as spaces, breaks as new lines."""
+    out: list[str] = []
+    for element in paragraph.iter():
+        if element.tag == _TEXT:
+            out.append(element.text or "")
+        elif element.tag == _TAB:
+            out.append(" ")
+        elif element.tag in _BREAKS:
+            out.append("\n")
+    return "".join(out)
