@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import io
 import zipfile
-from typing import NamedTuple
 from xml.etree import ElementTree as ET
 
-__all__ = ["DOCX_SUFFIX", "MAX_PART_BYTES", "UNREADABLE_DOCX", "DocxUnreadable", "docx_text"]
+from ragsift.ingest.file_text import FileText, UnreadableFile
+
+__all__ = ["DOCX_SUFFIX", "MAX_PART_BYTES", "UNREADABLE_DOCX", "docx_text"]
 
 DOCX_SUFFIX = ".docx"
 #: Why a .docx is passed over (``ragsift ingest``'s ``skipped`` line).
@@ -33,26 +34,11 @@ _TITLE = "{http://purl.org/dc/elements/1.1/}title"
 _TEXT, _TAB, _BREAKS = f"{_W}t", f"{_W}tab", (f"{_W}br", f"{_W}cr")
 
 
-class DocxUnreadable(Exception):
-    """A .docx whose text cannot be read; ``reason`` for the skipped line."""
-
-    def __init__(self, detail: str):
-        super().__init__(f"{UNREADABLE_DOCX}: {detail}")
-        self.reason = UNREADABLE_DOCX
-
-
-class DocxDocument(NamedTuple):
-    """A .docx's text (its paragraphs apart) and title (None without one)."""
-
-    text: str
-    title: str | None
-
-
-def docx_text(data: bytes) -> DocxDocument:
+def docx_text(data: bytes) -> FileText:
     """The text of the .docx ``data``.
 
     Raises:
-        DocxUnreadable: not a zip, no ``word/document.xml``, a part too large to
+        UnreadableFile: not a zip, no ``word/document.xml``, a part too large to
             unpack, or XML that does not parse.
     """
     try:
@@ -60,7 +46,7 @@ def docx_text(data: bytes) -> DocxDocument:
             body = ET.fromstring(_part(package, "word/document.xml"))
             core = _part(package, "docProps/core.xml", required=False)
     except Exception as exc:  # untrusted bytes: zlib.error, EOFError, NotImplementedError...
-        raise DocxUnreadable(f"{type(exc).__name__}: {exc}") from exc
+        raise UnreadableFile(UNREADABLE_DOCX, f"{type(exc).__name__}: {exc}") from exc
     cells = list(body.iter(f"{_W}tc"))
     in_tables = {id(p) for cell in cells for p in cell.iter(f"{_W}p")}
     nested = {id(row) for cell in cells for row in cell.iter(f"{_W}tr")}  # read with theirs
@@ -83,7 +69,7 @@ def docx_text(data: bytes) -> DocxDocument:
             found = None
         declared = " ".join((found.text or "").split()) if found is not None else None
     title = declared or next((line for line in text.splitlines() if line.strip()), None)
-    return DocxDocument(text, title[:200] if title else None)
+    return FileText(text, title[:200] if title else None)
 
 
 def _part(package: zipfile.ZipFile, name: str, *, required: bool = True) -> bytes:

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from ragsift.errors import InvalidEventError, shown_value
-from ragsift.ingest.docx_text import DOCX_SUFFIX, DocxUnreadable, docx_text
+from ragsift.ingest.docx_text import DOCX_SUFFIX, docx_text
+from ragsift.ingest.file_text import FileText, UnreadableFile
 from ragsift.ingest.html_text import HTML_SUFFIXES, REDIRECT, decode_html, html_text
-from ragsift.ingest.pdf_text import PDF_SUFFIX, PdfUnreadable, pdf_text
+from ragsift.ingest.pdf_text import PDF_SUFFIX, pdf_text
 from ragsift.retrieval.records import metadata_error
 from ragsift.schemas.payload import lone_surrogate
 
@@ -164,7 +165,7 @@ def _iter_documents(
         else:
             try:
                 text, title = _read_file(file)
-            except _PassedOver as passed:
+            except UnreadableFile as passed:
                 skipped.append((file, passed.reason))
                 continue
             if not text.strip():
@@ -180,36 +181,24 @@ def _iter_documents(
                 )
 
 
-class _PassedOver(Exception):
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-def _read_file(file: Path) -> tuple[str, str | None]:
+def _read_file(file: Path) -> FileText:
     """A text, Markdown, HTML, PDF or Word file's text and title (None: the file names it).
 
     Raises:
-        _PassedOver: a redirect page, or a PDF or .docx that cannot be read (its reason).
+        UnreadableFile: a redirect page, or a PDF or .docx that cannot be read (why).
     """
     suffix = file.suffix.lower()
     if suffix in HTML_SUFFIXES:
         text, title, redirect = html_text(decode_html(file.read_bytes()))
         if redirect:
-            raise _PassedOver(REDIRECT)
-        return text, title
+            raise UnreadableFile(REDIRECT, "a page that sends the reader elsewhere")
+        return FileText(text, title)
     if suffix == PDF_SUFFIX:
-        try:
-            return pdf_text(file.read_bytes())
-        except PdfUnreadable as exc:
-            raise _PassedOver(exc.reason) from exc
+        return pdf_text(file.read_bytes())
     if suffix == DOCX_SUFFIX:
-        try:
-            return docx_text(file.read_bytes())
-        except DocxUnreadable as exc:
-            raise _PassedOver(exc.reason) from exc
+        return docx_text(file.read_bytes())
     text = file.read_text(encoding="utf-8-sig", errors="replace")
-    return text, _title(text)
+    return FileText(text, _title(text))
 
 
 def _shown_name(path: Path) -> str:

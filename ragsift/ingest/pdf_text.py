@@ -13,7 +13,8 @@ from __future__ import annotations
 import io
 import logging
 import re
-from typing import NamedTuple
+
+from ragsift.ingest.file_text import FileText, UnreadableFile
 
 __all__ = [
     "ENCRYPTED",
@@ -21,7 +22,6 @@ __all__ = [
     "PDF_SUFFIX",
     "PLURALS",
     "UNREADABLE",
-    "PdfUnreadable",
     "pdf_text",
 ]
 
@@ -41,26 +41,11 @@ PLURALS = {
 _HYPHENATED = re.compile(r"(?<=[a-z])-\n(?=[a-z])")
 
 
-class PdfUnreadable(Exception):
-    """A PDF whose text cannot be indexed; ``reason`` says why, for the skipped line."""
-
-    def __init__(self, reason: str, detail: str):
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-
-
-class PdfDocument(NamedTuple):
-    """A PDF's text (its pages as paragraphs) and title (None without one)."""
-
-    text: str
-    title: str | None
-
-
-def pdf_text(data: bytes) -> PdfDocument:
+def pdf_text(data: bytes) -> FileText:
     """The text layer of the PDF ``data``.
 
     Raises:
-        PdfUnreadable: a password, a file pypdf cannot parse, or no text on any page.
+        UnreadableFile: a password, a file pypdf cannot parse, or no text on any page.
     """
     from pypdf import PdfReader
 
@@ -69,18 +54,18 @@ def pdf_text(data: bytes) -> PdfDocument:
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
-            raise PdfUnreadable(ENCRYPTED, "it needs a password")
+            raise UnreadableFile(ENCRYPTED, "it needs a password")
         pages = [page.extract_text() or "" for page in reader.pages]
         info = reader.metadata
         declared = info.title if info is not None else None
-    except PdfUnreadable:
+    except UnreadableFile:
         raise
     except Exception as exc:  # a third-party parser on untrusted bytes: any failure is one
-        raise PdfUnreadable(UNREADABLE, f"{type(exc).__name__}: {exc}") from exc
+        raise UnreadableFile(UNREADABLE, f"{type(exc).__name__}: {exc}") from exc
     text = "\n\n".join(_HYPHENATED.sub("", page).strip() for page in pages if page.strip())
     if not text:
-        raise PdfUnreadable(NO_TEXT, "no page holds text (a scan needs OCR first)")
+        raise UnreadableFile(NO_TEXT, "no page holds text (a scan needs OCR first)")
     title = " ".join(str(declared).split()) if declared else ""
     if not title:
         title = next(line.strip() for line in text.splitlines() if line.strip())
-    return PdfDocument(text, title[:200])
+    return FileText(text, title[:200])

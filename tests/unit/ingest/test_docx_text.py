@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragsift.ingest import docx_text as docx_module
-from ragsift.ingest.docx_text import UNREADABLE_DOCX, DocxUnreadable, docx_text
+from ragsift.ingest.docx_text import UNREADABLE_DOCX, docx_text
+from ragsift.ingest.file_text import UnreadableFile
 from ragsift.ingest.loaders import iter_documents
 from tests.factories import W, make_docx
 from tests.factories import docx_paragraph as p
@@ -80,7 +81,7 @@ BOMB = (
     ],
 )
 def test_a_docx_that_cannot_be_read_says_why(data: bytes) -> None:
-    with pytest.raises(DocxUnreadable) as raised:
+    with pytest.raises(UnreadableFile) as raised:
         docx_text(data)
     assert raised.value.reason == UNREADABLE_DOCX
 
@@ -89,19 +90,19 @@ def test_xml_that_does_not_parse_or_expands_without_end_is_refused() -> None:
     broken = io.BytesIO()
     with zipfile.ZipFile(broken, "w") as package:
         package.writestr("word/document.xml", "<w:document><unclosed>")
-    with pytest.raises(DocxUnreadable):
+    with pytest.raises(UnreadableFile):
         docx_text(broken.getvalue())
     bomb = io.BytesIO()
     with zipfile.ZipFile(bomb, "w") as package:
         package.writestr("word/document.xml", BOMB)
-    with pytest.raises(DocxUnreadable):  # expat refuses the amplification
+    with pytest.raises(UnreadableFile):  # expat refuses the amplification
         docx_text(bomb.getvalue())
 
 
 def test_a_part_past_the_limit_is_not_unpacked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(docx_module, "MAX_PART_BYTES", 1_000)
     big = make_docx(p("<w:t>" + "x" * 5_000 + "</w:t>"))
-    with pytest.raises(DocxUnreadable, match="unpacks to"):
+    with pytest.raises(UnreadableFile, match="unpacks to"):
         docx_text(big)
 
 
@@ -122,11 +123,11 @@ def test_the_loader_indexes_docx_files(tmp_path: Path) -> None:
 @settings(max_examples=150, deadline=None)
 @given(st.binary(max_size=200), st.integers(min_value=0, max_value=len(POLICY)))
 def test_damaged_bytes_read_or_are_refused_never_crash(noise: bytes, at: int) -> None:
-    """Bytes spliced into a real .docx: text, or DocxUnreadable."""
+    """Bytes spliced into a real .docx: text, or UnreadableFile."""
     reason = None
     try:
         text, title = docx_text(POLICY[:at] + noise + POLICY[at:])
-    except DocxUnreadable as exc:
+    except UnreadableFile as exc:
         reason = exc.reason
     else:
         assert title is None or len(title) <= 200
@@ -141,5 +142,5 @@ def test_every_damaged_byte_reads_or_is_refused(value: int) -> None:
     for at in range(0, len(POLICY), 3):
         damaged = bytearray(POLICY)
         damaged[at] = value
-        with contextlib.suppress(DocxUnreadable):
+        with contextlib.suppress(UnreadableFile):
             docx_text(bytes(damaged))

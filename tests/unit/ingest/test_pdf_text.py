@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pypdf import PdfReader, PdfWriter
 
+from ragsift.ingest.file_text import UnreadableFile
 from ragsift.ingest.loaders import iter_documents
-from ragsift.ingest.pdf_text import ENCRYPTED, NO_TEXT, UNREADABLE, PdfUnreadable, pdf_text
+from ragsift.ingest.pdf_text import ENCRYPTED, NO_TEXT, UNREADABLE, pdf_text
 from tests.factories import make_pdf
 
 
@@ -61,7 +62,7 @@ def test_pages_read_in_order_as_paragraphs() -> None:
     ],
 )
 def test_a_pdf_that_cannot_be_read_says_why(data: bytes, reason: str) -> None:
-    with pytest.raises(PdfUnreadable) as raised:
+    with pytest.raises(UnreadableFile) as raised:
         pdf_text(data)
     assert raised.value.reason == reason
 
@@ -93,11 +94,11 @@ def test_the_loader_indexes_pdfs_and_counts_the_ones_it_cannot(tmp_path: Path) -
 @settings(max_examples=150, deadline=None)
 @given(st.binary(max_size=400), st.integers(min_value=0, max_value=len(MANUAL)))
 def test_damaged_bytes_read_or_are_refused_never_crash(noise: bytes, at: int) -> None:
-    """Bytes spliced into a real PDF: text, or PdfUnreadable with a reason."""
+    """Bytes spliced into a real PDF: text, or UnreadableFile with a reason."""
     reason: str | None = None
     try:
         text, title = pdf_text(MANUAL[:at] + noise + MANUAL[at:])
-    except PdfUnreadable as exc:
+    except UnreadableFile as exc:
         reason = exc.reason
     else:
         assert text.strip()
