@@ -38,6 +38,7 @@ from ragsift.retrieval.results import searched_keyword
 from ragsift.schemas import Advice, QueryEvent, RetrievalResult
 
 __all__ = [
+    "LOWERED_ADVICE_CODE",
     "MIX_ADVICE_CODE",
     "NEAR_MISS_ADVICE_CODE",
     "MixBar",
@@ -53,6 +54,8 @@ __all__ = [
 MIX_ADVICE_CODE = "unanswerable_mix"
 #: ... because near misses in its scope's traffic raised it (ADR 021).
 NEAR_MISS_ADVICE_CODE = "near_miss_mix"
+#: The advice of a query answered only because its scope's mix lowered the bar (ADR 030).
+LOWERED_ADVICE_CODE = "lowered_mix"
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +251,10 @@ def reported_prior(calibration_share: float, share: float) -> PriorShift | None:
 
 
 def mix_refusal(before: Assessment, after: Assessment, why: MixBar) -> Advice | None:
-    """The advice for a query the mix bar refused (answerable under the certified bar)."""
+    """The advice for a query the mix bar refused (answerable under the certified bar),
+    or answered only because it lowered the bar (:func:`mix_lowered`)."""
+    if after.answerability.is_answerable and not before.answerability.is_answerable:
+        return mix_lowered(before, after, why)
     if after.answerability.is_answerable or not before.answerability.is_answerable:
         return None
     bar = after.answerability.answer_threshold
@@ -272,5 +278,23 @@ def mix_refusal(before: Assessment, after: Assessment, why: MixBar) -> Advice | 
             f"{why.share:.0%} of this collection's queries are unanswerable from it ({how}),"
             f" and at that mix {which}"
             f" certified to keep answers without relevant context under {why.alpha:.0%}."
+        ),
+    )
+
+
+def mix_lowered(before: Assessment, after: Assessment, why: MixBar) -> Advice:
+    """The advice for a query answered only because its scope's mix lowered the bar:
+    an audit reader sees that the certified bar alone would have refused it."""
+    bar = after.answerability.answer_threshold
+    how = "declared" if why.declared else "estimated from recent queries"
+    return Advice(
+        code=LOWERED_ADVICE_CODE,
+        message=(
+            f"Answered at confidence {after.confidence:.2f} ({before.confidence:.2f} at the"
+            " calibration's mix, under its certified bar): only"
+            f" {'' if why.declared else 'about '}{why.share:.0%} of this collection's"
+            f" queries are unanswerable from it ({how}), and at that mix a confidence of"
+            f" {bar:.2f} or more is certified to keep answers without relevant context"
+            f" under {why.alpha:.0%}."
         ),
     )

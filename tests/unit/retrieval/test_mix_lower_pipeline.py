@@ -21,7 +21,11 @@ from ragsift.confidence import CalibrationArtifact, save_calibration
 from ragsift.confidence.mix import MIX_SHARES, at_share
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.edge import EdgeIndex
-from ragsift.retrieval.mix_watch import MIX_ADVICE_CODE, NEAR_MISS_ADVICE_CODE
+from ragsift.retrieval.mix_watch import (
+    LOWERED_ADVICE_CODE,
+    MIX_ADVICE_CODE,
+    NEAR_MISS_ADVICE_CODE,
+)
 from ragsift.retrieval.pipeline import RetrievalPipeline
 from ragsift.settings import CacheSettings, ConfidenceSettings, GuardrailSettings, Settings
 from ragsift.wiring import build_pipeline
@@ -100,6 +104,13 @@ async def test_a_mostly_answerable_scope_is_answered_at_the_bar_of_its_mix(
     assert _bar(metrics) == LOWERED  # exported in the calibration's terms
     codes = {a.code for r in results for a in r.recommendations}
     assert not codes & {MIX_ADVICE_CODE, NEAR_MISS_ADVICE_CODE}
+    # Each answer the certified bar alone would have refused says so (the audit trail).
+    for result in results:
+        lowered = [a for a in result.recommendations if a.code == LOWERED_ADVICE_CODE]
+        assert bool(lowered) == result.answerable
+    (advice,) = [a for a in last.recommendations if a.code == LOWERED_ADVICE_CODE]
+    assert f"({CALIBRATED:.2f} at the calibration's mix, under its certified bar)" in advice.message
+    assert "estimated from recent queries" in advice.message
 
 
 def _share_behind(reported: float) -> float:
