@@ -38,7 +38,7 @@ def topics(
         table.add_row(
             spec.name(prefix),
             spec.model.__name__,
-            spec.key,
+            spec.key_name,
             spec.cleanup_policy,
             days,
             spec.description,
@@ -156,26 +156,65 @@ def worker(
 
 
 def submit(
-    source: Annotated[str, typer.Argument(help="A JSONL file of query events, or - for stdin.")],
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="A JSONL file of events, or - for stdin; with --files, a document file or folder."
+        ),
+    ],
     topic: Annotated[str, typer.Option(help="Logical topic to publish to.")] = "queries",
     raw: Annotated[
         bool, typer.Option("--raw", help="Send lines as they are, without validating them.")
     ] = False,
+    files: Annotated[
+        bool,
+        typer.Option(
+            "--files",
+            help="Publish the documents under SOURCE (.txt/.md/.html/.pdf/.docx/.jsonl, read"
+            " as `ragsift ingest` reads them) to the documents topic, each an upsert of"
+            " --tenant's --collection. A file published again is the same event.",
+        ),
+    ] = False,
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", "-t", help="With --files: whose documents.")
+    ] = None,
+    collection: Annotated[
+        str, typer.Option("--collection", "-c", help="With --files: the collection.")
+    ] = "default",
+    source_type: Annotated[
+        str,
+        typer.Option(help="With --files: where the documents come from, as for ingest."),
+    ] = "unknown",
 ) -> None:
-    """Publish events (one JSON object per line) to a ragsift topic on Kafka. Every line
-    is checked first; each rejected one is named, and makes the exit status 2."""
+    """Publish events (one JSON object per line) to a ragsift topic on Kafka, or with
+    --files a folder of documents to the documents topic. Every event is checked first;
+    each rejected one is named, and makes the exit status 2."""
     import sys
 
-    from ragsift.streams import clients
     from ragsift.streams.codec import EventCodec
     from ragsift.streams.topics import TOPICS
 
+    if files:
+        if topic not in ("queries", "documents"):  # "queries" is the default, not a choice
+            print_error(f"--files publishes to the documents topic, not {topic!r}")
+            raise typer.Exit(2)
+        topic = "documents"
     if topic not in TOPICS:
         print_error(f"unknown topic {topic!r}; known: {sorted(TOPICS)}")
         raise typer.Exit(2)
     settings = _settings()
     spec = TOPICS[topic]
     codec = EventCodec(spec.model)
+    if files:
+        if tenant is None:
+            print_error("--files needs --tenant: whose documents they are")
+            raise typer.Exit(2)
+        _publish(
+            settings,
+            spec.name(settings.kafka.topic_prefix),
+            *_document_events(Path(source), tenant, collection, source_type),
+        )
+        return
     if source != "-" and not Path(source).is_file():
         print_error(f"no such file: {source}")
         raise typer.Exit(2)
@@ -198,27 +237,91 @@ def submit(
                 err_console.print(Text.assemble(f"line {lineno}: ", ("rejected ", "red"), str(exc)))
                 rejected += 1
                 continue
-            key = str(getattr(event, spec.key, "")).encode()
+            key = spec.key_of(event).encode()
             payload = codec.encode(event)
         events.append((key or None, payload))
+
+    _publish(settings, spec.name(settings.kafka.topic_prefix), events, rejected)
+
+
+def _publish(
+    settings: Settings, name: str, events: list[tuple[bytes | None, bytes]], rejected: int
+) -> None:
+    """Send checked events to topic ``name``; exit 2 when any was rejected."""
+    from ragsift.streams import clients
 
     async def run() -> int:
         producer = clients.producer(settings.kafka, linger_ms=5)
         try:
             await producer.start()
             for key, payload in events:
-                await producer.send(spec.name(settings.kafka.topic_prefix), payload, key=key)
+                await producer.send(name, payload, key=key)
             await producer.flush()
         finally:
             await producer.stop()
         return len(events)
 
     sent = _kafka(settings, run()) if events else 0
-    console.print(
-        f"sent {sent} events to {spec.name(settings.kafka.topic_prefix)}; rejected {rejected}"
-    )
+    console.print(f"sent {sent} events to {name}; rejected {rejected}")
     if rejected:
         raise typer.Exit(EXIT_USAGE)
+
+
+def _document_events(
+    path: Path, tenant: str, collection: str, source_type: str
+) -> tuple[list[tuple[bytes | None, bytes]], int]:
+    """The documents under ``path`` as keyed, encoded upserts, and how many were
+    rejected (each named on stderr). The event id is derived from the tenant,
+    collection, document and text, so publishing a file again is the same event."""
+    import hashlib
+
+    from pydantic import ValidationError
+
+    from ragsift.cli.common import print_skipped
+    from ragsift.errors import describe_validation_error
+    from ragsift.ingest.loaders import iter_documents
+    from ragsift.schemas import DocumentEvent
+    from ragsift.streams.codec import EventCodec
+    from ragsift.streams.topics import TOPICS
+
+    skipped: list[tuple[Path, str]] = []
+    try:
+        documents = list(iter_documents(path, source_type=source_type, skipped=skipped))
+    except RagsiftError as exc:
+        print_error(str(exc))
+        raise typer.Exit(2) from exc
+    print_skipped(path, skipped)
+    spec, codec = TOPICS["documents"], EventCodec(DocumentEvent)
+    events: list[tuple[bytes | None, bytes]] = []
+    rejected = 0
+    for doc in documents:
+        digest = hashlib.sha256(
+            "\0".join((tenant, collection, doc.doc_id, doc.text)).encode("utf-8", "replace")
+        ).hexdigest()[:32]
+        try:
+            event = DocumentEvent(
+                event_id=f"doc-{digest}",
+                tenant_id=tenant,
+                collection=collection,
+                doc_id=doc.doc_id,
+                text=doc.text,
+                title=doc.title,
+                source=doc.source,
+                source_type=doc.source_type,
+                metadata=doc.metadata,
+            )
+        except ValidationError as exc:
+            where = doc.source or doc.doc_id
+            err_console.print(
+                Text.assemble(f"{where}: ", ("rejected ", "red"), describe_validation_error(exc))
+            )
+            rejected += 1
+            continue
+        events.append((spec.key_of(event).encode(), codec.encode(event)))
+    if not events and not rejected:
+        print_error(f"nothing to publish under {path}: no document with text in it")
+        raise typer.Exit(2)
+    return events, rejected
 
 
 def tail(

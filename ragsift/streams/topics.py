@@ -37,13 +37,23 @@ class TopicSpec:
     """Short name used in code: ``queries``, ``audit``..."""
     version: int
     model: type[BaseModel]
-    key: str
-    """Field of the event used as the message key."""
+    key: str | tuple[str, ...]
+    """Field(s) of the event used as the message key (several joined by ``/``)."""
     cleanup_policy: Literal["delete", "compact"] = "delete"
     retention_ms: int | None = 7 * _DAY_MS
     partitions: int | None = None
     """None: the deployment's default (RAGSIFT_KAFKA_PARTITIONS)."""
     description: str = ""
+
+    def key_of(self, event: BaseModel) -> str:
+        """The message key of ``event`` on this topic."""
+        fields = (self.key,) if isinstance(self.key, str) else self.key
+        return "/".join(str(getattr(event, field, "")) for field in fields)
+
+    @property
+    def key_name(self) -> str:
+        """The key as ``topics`` shows it: ``query_id``, ``tenant_id/collection/doc_id``."""
+        return self.key if isinstance(self.key, str) else "/".join(self.key)
 
     def name(self, prefix: str = "ragsift") -> str:
         """Full topic name, e.g. ``ragsift.queries.v1``."""
@@ -94,12 +104,14 @@ TOPICS: dict[str, TopicSpec] = {
             "documents",
             1,
             DocumentEvent,
-            "doc_id",
             # Compacted: the latest version of each document is kept, so a new
-            # indexer can rebuild from the topic.
+            # indexer can rebuild from the topic. Keyed by tenant, collection and
+            # document: keyed by doc_id alone, one tenant's "faq.md" (or its delete)
+            # compacted away another tenant's, and a rebuild lost it.
+            ("tenant_id", "collection", "doc_id"),
             cleanup_policy="compact",
             retention_ms=None,
-            description="Live ingestion (per-document ordering by doc_id key).",
+            description="Live ingestion (per-document ordering by tenant/collection/doc_id key).",
         ),
         TopicSpec(
             "feedback",

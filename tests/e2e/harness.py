@@ -226,9 +226,12 @@ def audit_rows(data_dir: Path) -> list[dict[str, object]]:
 
 
 async def produce(
-    stack: Stack, logical: str, items: Iterable[BaseModel | bytes], key: str = "query_id"
+    stack: Stack, logical: str, items: Iterable[BaseModel | bytes], key: str | None = None
 ) -> int:
-    codec = EventCodec(TOPICS[logical].model)
+    """Send ``items`` to a topic, keyed by the field ``key`` or, by default, as the
+    topic's spec keys them."""
+    spec = TOPICS[logical]
+    codec = EventCodec(spec.model)
     producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap, acks="all", linger_ms=5)
     await producer.start()
     sent = 0
@@ -237,9 +240,8 @@ async def produce(
             if isinstance(item, bytes):
                 await producer.send(stack.topic(logical), item, key=b"raw")
             else:
-                await producer.send(
-                    stack.topic(logical), codec.encode(item), key=str(getattr(item, key)).encode()
-                )
+                keyed = spec.key_of(item) if key is None else str(getattr(item, key))
+                await producer.send(stack.topic(logical), codec.encode(item), key=keyed.encode())
             sent += 1
         await producer.flush()
     finally:

@@ -71,7 +71,7 @@ async def test_documents_for_a_new_tenant_get_it_a_probe_certified_calibration(
         )
         for d in sample_documents()
     ]
-    await produce(stack, "documents", docs, key="doc_id")
+    await produce(stack, "documents", docs)
     wait_for(lambda: store.get(SCOPE) is not None, "the re-probed calibration in the store", 180)
     probed = store.get(SCOPE)
     assert probed is not None
@@ -99,7 +99,7 @@ async def test_documents_for_a_new_tenant_get_it_a_probe_certified_calibration(
     assert result.breakdown.calibration_version == probed.version
 
     # The same documents again change nothing: not due, nothing re-stored.
-    await produce(stack, "documents", docs, key="doc_id")
+    await produce(stack, "documents", docs)
     wait_for(
         lambda: worker.metric("ragsift_calibration_reprobes_total", {"outcome": "not_due"}) >= 1,
         "the second load's re-probe decision",

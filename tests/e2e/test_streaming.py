@@ -134,7 +134,7 @@ async def test_repeat_served_from_redis_with_level_ttl_until_ingestion(
             doc_id="warranty-addendum",
             text="The extended warranty costs 19 euros and adds a third year.",
         )
-        await produce(stack, "documents", [doc], key="doc_id")
+        await produce(stack, "documents", [doc])
         deadline = time.monotonic() + 60
         while int(client.get(f"{stack.prefix}:v:{TENANT}:default") or 0) <= before:
             assert time.monotonic() < deadline, "the indexer did not bump the index version"

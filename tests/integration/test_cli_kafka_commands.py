@@ -40,3 +40,60 @@ def test_topics_create_submit_then_tail(kafka_bootstrap: str, unique: str, tmp_p
     assert tailed.exit_code == 0, tailed.output
     assert f'"query_id": "q-{unique}"' in tailed.stdout
     assert f"1 events from it-cli-{unique}.queries.v1" in tailed.stderr
+
+
+def test_submit_files_publishes_documents_keyed_by_tenant_and_again_as_the_same_events(
+    kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    from tests.factories import make_pdf
+
+    env = {
+        "RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "RAGSIFT_KAFKA_TOPIC_PREFIX": f"it-docs-{unique}",
+        "RAGSIFT_KAFKA_PARTITIONS": "1",
+        "COLUMNS": "200",
+    }
+    runner = CliRunner()
+    assert runner.invoke(app, ["topics", "--create"], env=env).exit_code == 0
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "faq.html").write_text(
+        "<title>FAQ</title><nav>Home</nav><p>Returns are accepted for 30 days.</p>", "utf-8"
+    )
+    (docs / "tank.pdf").write_bytes(make_pdf([["The tank holds 200 litres."]], title="Tank"))
+    command = ["submit", str(docs), "--files", "-t", "acme", "-c", "manuals"]
+    for _ in range(2):  # a second time: the same events, ids and all
+        sent = runner.invoke(app, command, env=env)
+        assert sent.exit_code == 0, sent.output
+        assert f"sent 2 events to it-docs-{unique}.documents.v1; rejected 0" in sent.stdout
+    tailed = runner.invoke(
+        app,
+        ["tail", "documents", "--from-beginning", "--limit", "4", "--idle-timeout", "30"],
+        env=env,
+    )
+    assert tailed.exit_code == 0, tailed.output
+    events = [json.loads(block) for block in _json_blocks(tailed.stdout)]
+    assert len(events) == 4
+    by_doc = {e["doc_id"]: e for e in events}
+    assert set(by_doc) == {"faq.html", "tank.pdf"}
+    assert by_doc["faq.html"]["text"] == "Returns are accepted for 30 days."
+    assert by_doc["faq.html"]["title"] == "FAQ"
+    assert "200 litres" in by_doc["tank.pdf"]["text"]
+    assert {(e["tenant_id"], e["collection"], e["op"]) for e in events} == {
+        ("acme", "manuals", "upsert")
+    }
+    assert len({e["event_id"] for e in events}) == 2  # each document's twice, one id
+
+
+def _json_blocks(text: str) -> list[str]:
+    """The JSON objects `tail` printed, one after each rule line."""
+    blocks, current = [], []
+    for line in text.splitlines():
+        if line.startswith("{") and current:
+            blocks.append("\n".join(current))
+            current = []
+        if line.startswith("{") or current:
+            current.append(line)
+    if current:
+        blocks.append("\n".join(current))
+    return [b[: b.rindex("}") + 1] for b in blocks]

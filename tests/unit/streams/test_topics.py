@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ragsift.schemas import DocumentEvent, QueryEvent
 from ragsift.streams.topics import TOPICS, topic_name
 
 
@@ -27,7 +28,24 @@ def test_every_architecture_topic_is_registered() -> None:
 
 def test_keys_are_fields_of_their_contract() -> None:
     for spec in TOPICS.values():
-        assert spec.key in spec.model.model_fields, (spec.logical, spec.key)
+        fields = (spec.key,) if isinstance(spec.key, str) else spec.key
+        for field in fields:
+            assert field in spec.model.model_fields, (spec.logical, field)
+
+
+def test_a_compacted_topic_keeps_one_tenants_document_apart_from_anothers() -> None:
+    """Compaction keeps the latest record per key: two tenants' "faq.md", or one's
+    delete, must not compact away the other's document."""
+    spec = TOPICS["documents"]
+    acme = DocumentEvent(event_id="e1", tenant_id="acme", doc_id="faq.md", text="Returns: 30 days.")
+    globex = DocumentEvent(event_id="e2", tenant_id="globex", doc_id="faq.md", op="delete")
+    other = acme.model_copy(update={"collection": "manuals"})
+    keys = {spec.key_of(e) for e in (acme, globex, other)}
+    assert len(keys) == 3
+    assert spec.key_of(acme) == "acme/default/faq.md"
+    assert spec.key_name == "tenant_id/collection/doc_id"
+    query = QueryEvent(query_id="q1", tenant_id="t", query="How long is the warranty?")
+    assert TOPICS["queries"].key_of(query) == str(getattr(query, str(TOPICS["queries"].key)))
 
 
 def test_documents_topic_is_compacted_and_prefix_applies() -> None:

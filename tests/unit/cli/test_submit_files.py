@@ -1,0 +1,64 @@
+"""`ragsift submit --files`: documents read as `ragsift ingest` reads them, checked
+before any broker is asked (the broker side: tests/integration/test_cli_kafka_commands.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.unit.cli.conftest import error_lines, run_cli
+
+NO_BROKER = {"RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--files", "docs"], "error: --files needs --tenant: whose documents they are"),
+        (
+            ["--files", "docs", "-t", "acme", "--topic", "audit"],
+            "error: --files publishes to the documents topic, not 'audit'",
+        ),
+        (["--files", "nowhere", "-t", "acme"], "error: no such file or folder: nowhere"),
+        (
+            ["--files", "docs", "-t", "acme", "--source-type", "gossip"],
+            "error: source_type must be one of",
+        ),
+    ],
+)
+def test_refused_before_any_broker(
+    args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("The boiler is serviced yearly.", "utf-8")
+    source, options = args[1], [args[0], *args[2:]]
+    result = run_cli(["submit", source, *options], env=NO_BROKER)
+    assert result.exit_code == 2, result.output
+    assert error_lines(result)[-1].startswith(message)
+
+
+def test_nothing_to_publish_says_what_was_passed_over(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "blank.txt").write_text("  ", "utf-8")
+    (docs / "old.html").write_text('<meta http-equiv="refresh" content="0; url=x">', "utf-8")
+    result = run_cli(["submit", str(docs), "--files", "-t", "acme"], env=NO_BROKER)
+    assert result.exit_code == 2
+    lines = error_lines(result)
+    assert lines[0].startswith(f"warning: skipped 2 files under {docs}: 1 empty, 1 redirect")
+    assert lines[-1] == f"error: nothing to publish under {docs}: no document with text in it"
+
+
+def test_a_document_the_event_contract_refuses_is_named_and_nothing_is_sent(
+    tmp_path: Path,
+) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"id": "long", "text": "Body.", "title": "t" * 600}) + "\n")
+    result = run_cli(["submit", str(rows), "--files", "-t", "acme"], env=NO_BROKER)
+    assert result.exit_code == 2
+    (line,) = [x for x in error_lines(result) if "rejected" in x]
+    assert line.startswith(f"{rows}:1: rejected title: String should have at most 500")
+    assert "sent 0 events to ragsift.documents.v1; rejected 1" in result.stdout
