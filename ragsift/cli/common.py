@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -24,6 +24,9 @@ from rich.text import Text
 
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
+
+if TYPE_CHECKING:
+    from ragsift.ingest.loaders import SourceDocument
 
 __all__ = [
     "ADVISORY_LOGGER",
@@ -77,6 +80,21 @@ def print_error(message: str) -> None:
 def print_warning(message: str) -> None:
     """Print ``warning: message`` on stderr, the message as plain text."""
     err_console.print(Text.assemble(("warning: ", "yellow"), message))
+
+
+def read_documents(path: Path, source_type: str = "unknown") -> list[SourceDocument]:
+    """The documents under ``path``, as ``ingest`` and ``submit --files`` read them; the
+    files passed over in one warning line; bad input one error line and exit 2."""
+    from ragsift.ingest.loaders import iter_documents
+
+    skipped: list[tuple[Path, str]] = []
+    try:
+        documents = list(iter_documents(path, source_type=source_type, skipped=skipped))
+    except RagsiftError as exc:
+        print_error(str(exc))
+        raise typer.Exit(2) from exc
+    print_skipped(path, skipped)
+    return documents
 
 
 def print_skipped(path: Path, skipped: Sequence[tuple[Path, str]]) -> None:

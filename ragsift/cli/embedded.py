@@ -25,9 +25,8 @@ from ragsift.cli.common import (
     console,
     err_console,
     print_error,
-    print_skipped,
+    read_documents,
 )
-from ragsift.errors import RagsiftError
 from ragsift.schemas.base import MAX_K
 
 __all__ = ["ask", "demo", "ingest"]
@@ -179,16 +178,8 @@ def ingest(
     the collection to re-certify the answer threshold there (--no-probe: don't), and
     estimate how often a question on its subjects whose answer it lacks would still be
     answered (docs/confidence.md, section 12)."""
-    from ragsift.ingest.loaders import iter_documents
-
     _check_names(tenant=tenant, collection=collection)  # before anything is written
-    skipped: list[tuple[Path, str]] = []
-    try:
-        docs = list(iter_documents(path, source_type=source_type, skipped=skipped))
-    except RagsiftError as exc:
-        print_error(str(exc))
-        raise typer.Exit(2) from exc
-    print_skipped(path, skipped)
+    docs = read_documents(path, source_type)
     if not docs:
         print_error(
             f"nothing to index under {path}:"

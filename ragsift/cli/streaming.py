@@ -277,20 +277,13 @@ def _document_events(
 
     from pydantic import ValidationError
 
-    from ragsift.cli.common import print_skipped
+    from ragsift.cli.common import read_documents
     from ragsift.errors import describe_validation_error
-    from ragsift.ingest.loaders import iter_documents
     from ragsift.schemas import DocumentEvent
     from ragsift.streams.codec import EventCodec
     from ragsift.streams.topics import TOPICS
 
-    skipped: list[tuple[Path, str]] = []
-    try:
-        documents = list(iter_documents(path, source_type=source_type, skipped=skipped))
-    except RagsiftError as exc:
-        print_error(str(exc))
-        raise typer.Exit(2) from exc
-    print_skipped(path, skipped)
+    documents = read_documents(path, source_type)
     spec, codec = TOPICS["documents"], EventCodec(DocumentEvent)
     events: list[tuple[bytes | None, bytes]] = []
     rejected = 0
