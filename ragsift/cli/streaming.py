@@ -10,7 +10,15 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ragsift.cli.common import EXIT_USAGE, _kafka, _settings, console, err_console, print_error
+from ragsift.cli.common import (
+    EXIT_USAGE,
+    _check_names,
+    _kafka,
+    _settings,
+    console,
+    err_console,
+    print_error,
+)
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
 
@@ -209,6 +217,7 @@ def submit(
         if tenant is None:
             print_error("--files needs --tenant: whose documents they are")
             raise typer.Exit(2)
+        _check_names(tenant=tenant, collection=collection)  # once, not per document
         _publish(
             settings,
             spec.name(settings.kafka.topic_prefix),

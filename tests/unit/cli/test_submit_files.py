@@ -26,6 +26,11 @@ NO_BROKER = {"RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1"}
             ["--files", "docs", "-t", "acme", "--source-type", "gossip"],
             "error: source_type must be one of",
         ),
+        # a name the contract refuses: one line, not one per document
+        (["--files", "docs", "-t", "bad\ttenant"], "error: --tenant: tenant_id must match"),
+        (["--files", "docs", "-t", "x" * 300], "error: --tenant: tenant_id must match"),
+        (["--files", "docs", "-t", "../etc"], "error: --tenant: tenant_id must match"),
+        (["--files", "docs", "-t", "acme", "-c", "Bad Collection!"], "error: --collection:"),
     ],
 )
 def test_refused_before_any_broker(
@@ -34,10 +39,12 @@ def test_refused_before_any_broker(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text("The boiler is serviced yearly.", "utf-8")
+    (tmp_path / "docs" / "b.md").write_text("The tank holds water.", "utf-8")
     source, options = args[1], [args[0], *args[2:]]
     result = run_cli(["submit", source, *options], env=NO_BROKER)
     assert result.exit_code == 2, result.output
-    assert error_lines(result)[-1].startswith(message)
+    (line,) = error_lines(result)
+    assert line.startswith(message)
 
 
 def test_nothing_to_publish_says_what_was_passed_over(tmp_path: Path) -> None:
