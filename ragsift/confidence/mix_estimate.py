@@ -58,11 +58,17 @@ def estimate_unanswerable_share(histogram: npt.ArrayLike, table: MixTable) -> Mi
     return _estimate(_log_mixture(table), h, _above_mixture(table))
 
 
+def _kinds(table: MixTable) -> tuple[FloatArray, FloatArray]:
+    """The unanswerable and answerable kinds' smoothed histograms."""
+    return (
+        _smoothed(table.unanswerable, table.n_unanswerable),
+        _smoothed(table.answerable, table.n_answerable),
+    )
+
+
 def _log_mixture(table: MixTable) -> FloatArray:
     """log P(bin | share) for every candidate share (rows) and bin (columns)."""
-    p0 = _smoothed(table.unanswerable, table.n_unanswerable)
-    p1 = _smoothed(table.answerable, table.n_answerable)
-    return _mixture_over(p0, p1)
+    return _mixture_over(*_kinds(table))
 
 
 def _mixture_over(p0: FloatArray, p1: FloatArray) -> FloatArray:
@@ -93,8 +99,7 @@ class AboveMixture:
 
 def _above_mixture(table: MixTable) -> AboveMixture:
     """:class:`AboveMixture` of ``table``'s two kinds."""
-    p0 = _smoothed(table.unanswerable, table.n_unanswerable)
-    p1 = _smoothed(table.answerable, table.n_answerable)
+    p0, p1 = _kinds(table)
     q0, q1 = float(p0[ABOVE_BIN:].sum()), float(p1[ABOVE_BIN:].sum())
     mixture = _mixture_over(p0[ABOVE_BIN:] / q0, p1[ABOVE_BIN:] / q1)
     # s' over the cut is worth s = s' / q0 / (s' / q0 + (1 - s') / q1) of all queries.

@@ -56,7 +56,7 @@ DEFAULT_HALF_LIFE: Final = 500.0
 REFRESH_EVERY: Final = 16
 #: Scopes tracked at once; later ones keep the certified threshold (bounded memory).
 MAX_SCOPES: Final = 10_000
-#: Calibrations whose three-kind log-mixture is kept at once (one per version in use).
+#: Calibrations whose log-mixtures are kept at once (one per version in use).
 _NEAR_MIXTURES: Final = 64
 
 
@@ -85,6 +85,7 @@ class MixMonitor:
         #: Histograms saved by an earlier process, waiting for their scope's first query.
         self._restored: dict[tuple[str, str], ScopeState] = {}
         self._near_mixtures: dict[str, FloatArray] = {}
+        self._mixtures: dict[str, tuple[FloatArray, AboveMixture]] = {}
         self._lock = threading.Lock()
 
     def observe(
@@ -112,8 +113,8 @@ class MixMonitor:
                 if scope is None and len(self._scopes) >= MAX_SCOPES:
                     return None
                 near = None if near_miss is None else self._near_mixture(version, near_miss)
-                old, scope = scope, _MixScope(version, _log_mixture(table), near, scale=version)
-                scope.above = _above_mixture(table)
+                whole, above = self._mixture(version, table)
+                old, scope = scope, _MixScope(version, whole, near, scale=version, above=above)
                 if near_miss is not None:
                     scope.scale, scope.near_scale = near_miss.scales(version)
                     if near_miss.edges is not None:
@@ -155,6 +156,16 @@ class MixMonitor:
         reading = estimate_near_miss(scope.near_log_mixture, counts)
         scope.estimate = MixReading(table.unanswerable_share, 0.0, reading, mixed=False)
         return scope.estimate
+
+    def _mixture(self, version: str, table: MixTable) -> tuple[FloatArray, AboveMixture]:
+        """The two-kind log-mixtures of a calibration, whole and over the cut (ADR 045),
+        computed once for all its scopes (the lock is held)."""
+        got = self._mixtures.get(version)
+        if got is None:
+            if len(self._mixtures) >= _NEAR_MIXTURES:
+                self._mixtures.clear()
+            got = self._mixtures[version] = (_log_mixture(table), _above_mixture(table))
+        return got
 
     def _near_mixture(self, version: str, table: NearMissTable) -> FloatArray:
         """The three-kind log-mixture of a calibration, computed once for all its scopes

@@ -181,6 +181,7 @@ def as_served(
                 if prior is not None:
                     reported[i] = prior.apply(float(confidence[i]))
     near_reading = None if estimate is None else estimate.near_miss
+    raising = None if estimate is None else estimate.raising()
     return ServedMix(
         answered=enough_documents & (confidence >= bars),
         confidence=reported,
@@ -192,8 +193,8 @@ def as_served(
         raised=int((bars != base).sum()),
         upper_bound=None if estimate is None else estimate.upper,
         lowered=int((bars < base).sum()),
-        raise_share=None if estimate is None else estimate.raising()[0],
-        raise_lower=None if estimate is None else estimate.raising()[1],
+        raise_share=None if raising is None else raising[0],
+        raise_lower=None if raising is None else raising[1],
         near_miss_share=None if near_reading is None else near_reading.share,
         near_miss_lower=None if near_reading is None else near_reading.lower,
         calibration_near_miss=None if near is None else near.near_miss_share,
