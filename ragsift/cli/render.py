@@ -229,7 +229,8 @@ def fmt_number(value: float | None) -> str:
 
 
 def eval_table(reports: Sequence[ScorerReport], alpha: float, title: str) -> Table:
-    """``ragsift eval``'s table: one row per scorer, its risk with the 95% interval."""
+    """``ragsift eval``'s table: one row per scorer, its risk with the 95% interval, its
+    ECE beside the ECE a perfectly calibrated scorer would reach by chance (95%)."""
     table = Table(
         "scorer",
         "AUROC",
@@ -252,7 +253,7 @@ def eval_table(reports: Sequence[ScorerReport], alpha: float, title: str) -> Tab
         table.add_row(
             r.name,
             fmt_number(r.auroc),
-            fmt_number(r.ece),
+            f"{fmt_number(r.ece)} (chance {fmt_number(r.ece_by_chance)})",
             fmt_number(r.coverage_at_p90),
             fmt_number(r.coverage_at_p95),
             fmt_number(r.aurc),

@@ -31,11 +31,12 @@ from ragsift.confidence import (
     ConfidenceEngine,
     aurc,
     auroc,
+    ece_by_chance,
     expected_calibration_error,
+    proportion_interval,
     refusal_quality,
     risk_coverage_curve,
 )
-from ragsift.confidence._scipy import beta_ppf
 from ragsift.confidence.mix import UnanswerableShare
 from ragsift.evaluation.mix import (
     History,
@@ -93,6 +94,10 @@ class ScorerReport:
     #: AUROC over in-scope and near-miss questions only: can the confidence tell "on
     #: topic and answers" from "on topic, no answer" (NaN without near misses).
     near_miss_auroc: float = float("nan")
+    #: The ECE a perfectly calibrated scorer would reach by chance on these
+    #: confidences, 95th percentile (:func:`~ragsift.confidence.ece_by_chance`):
+    #: an ``ece`` under it is no evidence of miscalibration at this ``n``.
+    ece_by_chance: float = float("nan")
 
     @property
     def target(self) -> str:
@@ -184,6 +189,7 @@ def _report(
         n=int(scored.sum()),
         auroc=auroc(c, y),
         ece=expected_calibration_error(c, y),
+        ece_by_chance=ece_by_chance(c),
         coverage_at_p90=_coverage_at(c, y, PRECISION_POINTS[0]),
         coverage_at_p95=_coverage_at(c, y, PRECISION_POINTS[1]),
         aurc=aurc(c, y),
@@ -201,21 +207,6 @@ def _report(
         if near.any()
         else float("nan"),
     )
-
-
-def proportion_interval(errors: int, answered: int) -> tuple[float, float] | None:
-    """Two-sided 95% Clopper-Pearson interval of errors / answered (None: nothing answered).
-
-    Any share of counts: ``errors`` of ``answered``.
-    """
-    if answered == 0:
-        return None
-    e, n = np.array([float(errors)]), float(answered)
-    lower = 0.0 if errors == 0 else float(beta_ppf(0.025, e, np.array([n - errors + 1.0]))[0])
-    upper = (
-        1.0 if errors == answered else float(beta_ppf(0.975, e + 1.0, np.array([n - errors]))[0])
-    )
-    return round(lower, 4), round(upper, 4)
 
 
 def _seed_rules(
