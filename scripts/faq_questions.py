@@ -1,4 +1,4 @@
-"""Write a FAQ (Debian's, Python's or zsh's) as a BEIR folder whose questions are its own headings.
+"""Write a FAQ (Debian's, Python's, zsh's or Perl's) as a BEIR folder: its headings ask.
 
     apt-get install debian-faq          # Debian's package: the FAQ as text
     python scripts/faq_questions.py /tmp/faq [--holes 0.25] [--out-of-scope N]
@@ -6,6 +6,8 @@
     python scripts/faq_questions.py /tmp/pyfaq --faq python [--holes 0.25]
     apt-get install zsh-doc             # zsh's FAQ and manual, as HTML
     python scripts/faq_questions.py /tmp/zshfaq --faq zsh [--manual] [--holes 0.25]
+    apt-get install perl-doc            # perlfaq1-9, as POD
+    python scripts/faq_questions.py /tmp/perlfaq --faq perl [--holes 0.25]
     ragsift eval --dataset /tmp/faq --out-of-scope /tmp/faq/out-of-scope.jsonl \\
         --artifact A --near-miss-negatives --json
 
@@ -56,6 +58,7 @@ PYTHON_FAQ = Path(
     os.environ.get("RAGSIFT_PYTHON_FAQ", "/usr/share/doc/python3.11/html/_sources/faq")
 )
 ZSH_FAQ = Path(os.environ.get("RAGSIFT_ZSH_FAQ", "/usr/share/doc/zsh-common/html"))
+PERL_FAQ = Path(os.environ.get("RAGSIFT_PERL_FAQ", "/usr/share/perl/5.36.0/pod"))
 SQUAD = Path(os.environ.get("RAGSIFT_SQUAD2_DIR", "../shared/data/squad2"))
 _CHAPTER = re.compile(r"^Chapter\s\d+\.\s")
 _HEADING = re.compile(r"^(\d+)\.(\d+)((?:\.\d+)*)\.\s(.*)$")
@@ -129,16 +132,19 @@ def rst_sections(name: str, text: str) -> list[tuple[str, str, str]]:
     return [(sid, head, rst_text(" ".join(body))) for sid, head, body in out if body]
 
 
+def _utf8(page: Path) -> str:
+    try:
+        return page.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SystemExit(f"{page}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+
+
 def python_sections(folder: Path) -> list[tuple[str, str, str]]:
     """Every section of Python's FAQ pages (``index`` left out), page by page."""
     pages = sorted(p for p in folder.glob("*.rst.txt") if p.name != "index.rst.txt")
     found: list[tuple[str, str, str]] = []
     for page in pages:
-        try:
-            text = page.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise SystemExit(f"{page}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-        found.extend(rst_sections(page.name.split(".")[0], text))
+        found.extend(rst_sections(page.name.split(".")[0], _utf8(page)))
     return found
 
 
@@ -165,8 +171,66 @@ def zsh_sections(folder: Path) -> list[tuple[str, str, str]]:
     ]
 
 
+# POD: a formatting code keeps its text (``C<< a <=> b >>`` as well), a link its
+# text or else its target, an index entry (``X<>``) nothing.
+_POD_WIDE = [re.compile(rf"([A-Z]){'<' * n}\s(.*?)\s{'>' * n}", re.DOTALL) for n in (4, 3, 2)]
+_POD_CODE = re.compile(r"([A-Z])<([^<>]*)>")
+_POD_ESCAPES = {"lt": "<", "gt": ">", "verbar": "|", "sol": "/"}
+
+
+def _pod_code(m: re.Match[str]) -> str:
+    code, inner = m[1], m[2]
+    if code in "XZ":
+        return ""
+    if code == "E":
+        return _POD_ESCAPES.get(inner, chr(int(inner)) if inner.isdigit() else "")
+    if code == "L":
+        return inner.split("|", 1)[0] if "|" in inner else inner.split("/")[-1].strip('"')
+    return inner
+
+
+def pod_text(text: str) -> str:
+    """A POD paragraph as its reader sees it: formatting codes reduced to their text."""
+    for wide in _POD_WIDE:
+        text = wide.sub(_pod_code, text)
+    for _ in range(8):  # codes nest: C<I<x>> reduces from the inside out
+        reduced = _POD_CODE.sub(_pod_code, text)
+        if reduced == text:
+            break
+        text = reduced
+    return text
+
+
+def perl_sections(folder: Path) -> list[tuple[str, str, str]]:
+    """perlfaq1–9's ``=head2`` sections in order (``perlfaq4.12``), their ``=head3``
+    subsections and lists joined, read from the POD perl-doc ships."""
+    found: list[tuple[str, str, list[str]]] = []
+    for page in sorted(folder.glob("perlfaq[1-9].pod")):
+        n = 0
+        in_section = False
+        for block in re.split(r"\n\s*\n", _utf8(page)):
+            if block.startswith("=head2 "):
+                n += 1
+                head = " ".join(pod_text(block[7:]).split())
+                found.append((f"{page.stem}.{n}", head, []))
+                in_section = True
+            elif block.startswith("=head1 "):
+                in_section = False
+            elif in_section and block.startswith(("=head3 ", "=head4 ", "=item ")):
+                found[-1][2].append(pod_text(block.split(None, 1)[1]) if " " in block else "")
+            elif in_section and not block.startswith("="):
+                found[-1][2].append(pod_text(block))
+    return [(sid, head, " ".join(" ".join(body).split())) for sid, head, body in found if body]
+
+
 def read_faq(faq: str) -> list[tuple[str, str, str]]:
     """The chosen FAQ's sections; a clear exit when its package is not installed."""
+    if faq == "perl":
+        if not any(PERL_FAQ.glob("perlfaq[1-9].pod")):
+            raise SystemExit(
+                f"no perlfaq at {PERL_FAQ} (apt-get install perl-doc, or RAGSIFT_PERL_FAQ)"
+            )
+        return perl_sections(PERL_FAQ)
     if faq == "zsh":
         if not any(ZSH_FAQ.glob("FAQ0[1-9].html")):
             raise SystemExit(
@@ -248,7 +312,7 @@ if __name__ == "__main__":
     parser.add_argument("--out-of-scope", type=int, default=300, help="SQuAD test questions")
     parser.add_argument(
         "--faq",
-        choices=("debian", "python", "zsh"),
+        choices=("debian", "python", "zsh", "perl"),
         default="debian",
         help="which FAQ (default debian)",
     )

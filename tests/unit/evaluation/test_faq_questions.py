@@ -166,3 +166,82 @@ def test_the_python_faq_folder_loads_and_a_missing_one_says_what_to_install(  # 
     monkeypatch.setattr(script, "PYTHON_FAQ", tmp_path / "absent")
     with pytest.raises(SystemExit, match="apt-get install python3-doc"):
         script.main(tmp_path / "none", 0.0, 3, "python")
+
+
+PERL_POD = """=head1 NAME
+
+perlfaq4 - Data Manipulation
+
+=head1 DESCRIPTION
+
+This section answers questions about data.
+
+=head1 Data: Numbers
+
+=head2 Why is int() broken?
+X<int> X<rounding>
+
+Your C<int()> is most probably working just fine. See L<perlfunc/int>
+and L<the rounding docs|perlop/"Rounding">, or use C<< $x <=> $y >>.
+
+    printf("%.2f", $x);
+
+=head2 How do I round E<lt>numbersE<gt>?
+
+=over 4
+
+=item sprintf
+
+Use B<sprintf>; I<don't> write S<your own>.
+
+=back
+
+=head3 On big numbers
+
+Use F<Math::BigFloat>.
+
+=head1 AUTHOR
+
+Not a question's body.
+"""
+
+
+def test_perl_faq_sections_are_head2s_with_pod_reduced_to_text(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pod = tmp_path / "pod"
+    pod.mkdir()
+    (pod / "perlfaq4.pod").write_text(PERL_POD, encoding="utf-8")
+    (pod / "perlfaq.pod").write_text("=head2 The index?\n\nNot read.\n", encoding="utf-8")
+    found = script.perl_sections(pod)
+    assert [(sid, head) for sid, head, _ in found] == [
+        ("perlfaq4.1", "Why is int() broken?"),
+        ("perlfaq4.2", "How do I round <numbers>?"),
+    ]
+    bodies = {sid: body for sid, _, body in found}
+    # index entries vanish, links keep their text or their page, C<< >> its inside
+    assert bodies["perlfaq4.1"] == (
+        "Your int() is most probably working just fine. See int and the rounding docs,"
+        ' or use $x <=> $y. printf("%.2f", $x);'
+    )
+    # list items and subsections join the section; the AUTHOR head1 ends it
+    assert bodies["perlfaq4.2"] == (
+        "sprintf Use sprintf; don't write your own. On big numbers Use Math::BigFloat."
+    )
+
+
+def test_the_perl_faq_folder_loads_and_a_missing_one_says_what_to_install(  # type: ignore[no-untyped-def]
+    script, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pod = tmp_path / "pod"
+    pod.mkdir()
+    (pod / "perlfaq4.pod").write_text(PERL_POD, encoding="utf-8")
+    monkeypatch.setattr(script, "PERL_FAQ", pod)
+    script.main(tmp_path / "pl", 0.0, 3, "perl")
+    ds = load_beir(tmp_path / "pl", out_of_scope=tmp_path / "pl" / "out-of-scope.jsonl")
+    assert ds.counts() == {"documents": 2, "in_scope": 2, "out_of_scope": 3}
+    assert all("C<" not in d.text and "X<" not in d.text for d in ds.documents)
+    (pod / "perlfaq4.pod").write_bytes(b"=head2 Why?\n\nCaf\xe9.\n")
+    with pytest.raises(SystemExit, match=r"perlfaq4\.pod: not UTF-8"):
+        script.main(tmp_path / "latin1", 0.0, 3, "perl")
+    monkeypatch.setattr(script, "PERL_FAQ", tmp_path / "absent")
+    with pytest.raises(SystemExit, match="apt-get install perl-doc"):
+        script.main(tmp_path / "none", 0.0, 3, "perl")
