@@ -171,6 +171,14 @@ class _Reader(HTMLParser):
             self._h1.append(data)
         self._parts.append(data)
 
+    def close(self) -> None:
+        # A comment never closed runs to the end of the page, as a browser reads it;
+        # HTMLParser would hand it over as text, markup and all.
+        opened = self.rawdata.find("<!--")
+        if opened >= 0 and "-->" not in self.rawdata[opened + 4 :]:
+            self.rawdata = self.rawdata[:opened]
+        super().close()
+
     def text(self) -> str:
         lines = (_SPACES.sub(" ", line).strip() for line in "".join(self._parts).split("\n"))
         return _BREAKS.sub("\n\n", "\n".join(lines)).strip()

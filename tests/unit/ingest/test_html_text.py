@@ -73,6 +73,9 @@ def test_a_page_reads_as_its_visible_text_in_paragraphs() -> None:
         ("<p>one<br/>two</p>", "one\n\ntwo", None),
         # a script never closed swallows the rest, as browsers read it
         ("<p>before</p><script>x = 1; <p>after</p>", "before", None),
+        # a comment never closed runs to the end, as browsers read it; a closed one ends
+        ("<p>kept</p><!-- note <p>hidden</p>", "kept", None),
+        ("<p>a</p><!-- one --><p>b</p><!-- two", "a\n\nb", None),
         # a title never closed ends where the page's first element opens
         ("<title>Oops<p>Body text</p>", "Body text", "Oops"),
         ("", "", None),
