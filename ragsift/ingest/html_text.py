@@ -5,7 +5,10 @@ export). A page's text is what a reader sees of it: scripts, styles and the
 page's chrome (``<nav>``, ``<header>``, ``<footer>``, ``<aside>``, anything with
 ``role="navigation"`` or a class such as ``header``, ``sidebar`` or ``breadcrumb``)
 are left out, since every page repeats them and a chunk of
-menus would match questions about nothing. Block elements (paragraphs, headings,
+menus would match questions about nothing. So is a table of contents (``id="toc"``,
+a ``toc`` or ``toctree-wrapper`` class, texinfo's ``menu`` tables, pod2html's
+``<ul id="index">``): it repeats the page's headings, so a FAQ's list of its
+questions would be the best match for each of them and answer none. Block elements (paragraphs, headings,
 list items, table rows, ``<br>``) end a paragraph, so the chunker cuts where the
 page does. Where leaving the chrome out leaves no text (a page whose ``<header>``
 is never closed), the whole body is read instead. A redirect page (``<meta
@@ -42,8 +45,14 @@ _CHROME_CLASSES = frozenset(
     {
         "breadcrumb", "breadcrumbs", "footer", "header", "headerlink", "nav", "navbar",
         "navigation", "related", "sidebar", "sphinxsidebar",
+        # tables of contents: Sphinx's toctrees, texinfo's node menus, theme names
+        "menu", "mini-toc", "table-of-contents", "toc", "toctree-wrapper",
     }
 )  # fmt: skip
+#: Ids of a table of contents (MediaWiki's and pandoc's ``toc``, Hugo's), and of a
+#: list (``<ul>``, ``<ol>``) only, pod2html's ``index``.
+_TOC_IDS = frozenset({"toc", "tableofcontents", "table-of-contents"})
+_LISTS = frozenset({"ul", "ol"})
 #: Elements that end a paragraph where they open and where they close.
 _BLOCKS = frozenset(
     {
@@ -99,6 +108,10 @@ def html_text(page: str) -> HtmlPage:
     return HtmlPage(reader.text(), reader.title(), reader.redirect)
 
 
+def _is_toc_id(name: str, tag: str) -> bool:
+    return name in _TOC_IDS or (name == "index" and tag in _LISTS)
+
+
 class _Reader(HTMLParser):
     """Collects visible text; a skipped element is tracked by its tag and nesting depth."""
 
@@ -129,7 +142,8 @@ class _Reader(HTMLParser):
             return
         chrome = tag in _CHROME or any(
             (k == "role" and v == "navigation")
-            or (k == "class" and not _CHROME_CLASSES.isdisjoint((v or "").split()))
+            or (k == "class" and not _CHROME_CLASSES.isdisjoint((v or "").lower().split()))
+            or (k == "id" and _is_toc_id((v or "").lower(), tag))
             for k, v in attrs
         )
         if chrome:

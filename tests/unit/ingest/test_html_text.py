@@ -73,6 +73,20 @@ def test_a_page_reads_as_its_visible_text_in_paragraphs() -> None:
         ("<p>one<br/>two</p>", "one\n\ntwo", None),
         # a script never closed swallows the rest, as browsers read it
         ("<p>before</p><script>x = 1; <p>after</p>", "before", None),
+        # a table of contents repeats the headings: pod2html's list, MediaWiki's, texinfo's
+        # menu; an element merely named "index" that is no list stays
+        (
+            '<ul id="index"><li>How do I sort?</li></ul><h2>How do I sort?</h2><p>Use sort.</p>',
+            "How do I sort?\n\nUse sort.",
+            None,
+        ),
+        (
+            '<div id="TOC"><p>1 Intro</p></div><div class="Toc"><p>2 Use</p></div><p>kept</p>',
+            "kept",
+            None,
+        ),
+        ('<table class="menu"><tr><td>Node</td></tr></table><p>kept</p>', "kept", None),
+        ('<div id="index"><p>the main text</p></div>', "the main text", None),
         # a comment never closed runs to the end, as browsers read it; a closed one ends
         ("<p>kept</p><!-- note <p>hidden</p>", "kept", None),
         ("<p>a</p><!-- one --><p>b</p><!-- two", "a\n\nb", None),
