@@ -4,14 +4,14 @@ Documentation is often published as HTML (Sphinx, Javadoc, a help centre's
 export). A page's text is what a reader sees of it: scripts, styles and the
 page's chrome (``<nav>``, ``<header>``, ``<footer>``, ``<aside>``, anything with
 ``role="navigation"`` or a class such as ``header``, ``sidebar`` or ``breadcrumb``)
-are left out, since every page repeats them and a chunk of
-menus would match questions about nothing. So is a table of contents (``id="toc"``,
-a ``toc`` or ``toctree-wrapper`` class, texinfo's ``menu`` tables, pod2html's
-``<ul id="index">``): it repeats the page's headings, so a FAQ's list of its
-questions would be the best match for each of them and answer none. Block elements (paragraphs, headings,
-list items, table rows, ``<br>``) end a paragraph, so the chunker cuts where the
-page does. Where leaving the chrome out leaves no text (a page whose ``<header>``
-is never closed), the whole body is read instead. A redirect page (``<meta
+are left out, since every page repeats them and a chunk of menus would match
+questions about nothing. So is a table of contents (``id="toc"``, a ``toc`` or
+``toctree-wrapper`` class, texinfo's ``menu`` tables, pod2html's ``<ul
+id="index">``): it repeats the page's headings, so a FAQ's list of its questions
+would be the best match for each of them and answer none. Block elements
+(paragraphs, headings, list items, table rows, ``<br>``) end a paragraph, so the
+chunker cuts where the page does. Where leaving the chrome out leaves no text (a
+page whose ``<header>`` is never closed), the whole body is read instead. A redirect page (``<meta
 http-equiv="refresh">``, as texinfo writes one for every node name) is passed
 over: a browser moves on before showing its text.
 
