@@ -5,7 +5,8 @@
 ADR 021) with a scope's reading of both, and gives the bar its queries face and
 the share their confidence is reported at: raised where the traffic shows more
 unanswerable questions or near misses than the sample held, lowered where it is
-clearly more answerable (:func:`lowered_to`, ADR 030, ADR 032).
+clearly more answerable (:func:`lowered_to`, ADR 030, ADR 032), never under even
+evidence (:func:`even_evidence`, ADR 046).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ragsift.confidence.mix import (
 )
 from ragsift.confidence.near_miss import NearMissTable, near_miss_threshold
 
-__all__ = ["ServedBar", "ServedBars", "lowered_to", "served_bar"]
+__all__ = ["ServedBar", "ServedBars", "even_evidence", "lowered_to", "served_bar"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,9 @@ class ServedBar:
     bar: float
     mixed: float
     reported_at: float | None = None
+    #: Where even evidence stopped a lowered bar (ADR 046): the bar the mix and the
+    #: near misses would have lowered it to. None: it did not stop one.
+    stopped_from: float | None = None
 
 
 def served_bar(
@@ -80,9 +84,30 @@ def served_bar(
     reading = estimate.near_miss
     assert reading is not None  # lowered_to lowers only with one
     bar = max(bar, near.threshold_at(reading.share, reading.out_of_scope))
-    if bar >= base:
+    # Never under even evidence (ADR 046): a query answered at a lowered bar still has
+    # evidence of its own for an answer, a likelihood ratio of 1 or more.
+    even = even_evidence(table)
+    if max(bar, even) >= base:
         return ServedBar(base, base)
+    if even > bar:
+        return ServedBar(even, even, share, stopped_from=bar)
     return ServedBar(bar, bar, share)
+
+
+def even_evidence(table: MixTable) -> float:
+    """The confidence, in the calibration's terms, at which a query's own evidence is
+    even (likelihood ratio 1): the sample's answerable share, 0.25 for the shipped
+    calibrations' 0.75 unanswerable. The lowest a lowered bar goes (ADR 046).
+
+    Where the traffic reads almost all answerable, the table certifies answering
+    everything (under α unanswerable, even all of them answered keep the risk under α),
+    and the Bayes map reports a query the calibration put at 0.06 at 0.91. That holds
+    only while the reading does. Retrieval misses that score like answers read as
+    answerable (a FAQ asked only its own questions read 0.00 unanswerable where 10–14%
+    of answers lacked their context), and an off-topic question on a mature scope was
+    answered "HIGH" on the strength of the questions before it.
+    """
+    return 1.0 - table.unanswerable_share
 
 
 def lowered_to(table: MixTable, estimate: MixReading) -> float | None:

@@ -38,6 +38,7 @@ from ragsift.retrieval.results import searched_keyword
 from ragsift.schemas import Advice, QueryEvent, RetrievalResult
 
 __all__ = [
+    "EVIDENCE_ADVICE_CODE",
     "LOWERED_ADVICE_CODE",
     "MIX_ADVICE_CODE",
     "NEAR_MISS_ADVICE_CODE",
@@ -56,6 +57,8 @@ MIX_ADVICE_CODE = "unanswerable_mix"
 NEAR_MISS_ADVICE_CODE = "near_miss_mix"
 #: The advice of a query answered only because its scope's mix lowered the bar (ADR 030).
 LOWERED_ADVICE_CODE = "lowered_mix"
+#: ... refused only because a lowered bar stops where a query's evidence is even (ADR 046).
+EVIDENCE_ADVICE_CODE = "evidence_against"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,8 @@ class MixBar:
     declared: bool
     alpha: float
     near_miss: float | None = None
+    #: The lowered bar even evidence stopped, in the calibration's terms (ADR 046).
+    stopped_from: float | None = None
 
 
 def mix_policy(
@@ -137,7 +142,7 @@ def mix_policy(
     raised_by = None
     if served.bar != served.mixed and estimate is not None and estimate.near_miss is not None:
         raised_by = estimate.near_miss.share
-    why = MixBar(share, not isinstance(mode, str), certified.alpha, raised_by)
+    why = MixBar(share, not isinstance(mode, str), certified.alpha, raised_by, served.stopped_from)
     prior = None
     if served.reported_at is not None:
         prior = reported_prior(table.unanswerable_share, served.reported_at)
@@ -255,6 +260,12 @@ def mix_refusal(before: Assessment, after: Assessment, why: MixBar) -> Advice | 
     or answered only because it lowered the bar (:func:`mix_lowered`)."""
     if after.answerability.is_answerable and not before.answerability.is_answerable:
         return mix_lowered(before, after, why)
+    if (
+        not after.answerability.is_answerable
+        and why.stopped_from is not None
+        and before.confidence >= why.stopped_from
+    ):
+        return evidence_against(before, after, why)
     if after.answerability.is_answerable or not before.answerability.is_answerable:
         return None
     bar = after.answerability.answer_threshold
@@ -278,6 +289,21 @@ def mix_refusal(before: Assessment, after: Assessment, why: MixBar) -> Advice | 
             f"{why.share:.0%} of this collection's queries are unanswerable from it ({how}),"
             f" and at that mix {which}"
             f" certified to keep answers without relevant context under {why.alpha:.0%}."
+        ),
+    )
+
+
+def evidence_against(before: Assessment, after: Assessment, why: MixBar) -> Advice:
+    """The advice for a query refused only because a lowered bar stops at even evidence
+    (ADR 046): the mix alone would have answered it."""
+    return Advice(
+        code=EVIDENCE_ADVICE_CODE,
+        message=(
+            f"Refused at confidence {after.confidence:.2f} ({before.confidence:.2f} at the"
+            f" calibration's mix): only about {why.share:.0%} of this collection's queries"
+            " are unanswerable from it (estimated from recent queries), which lifts the"
+            " confidence, but this query's own evidence is against an answer, and a lowered"
+            " bar never answers on the mix alone."
         ),
     )
 

@@ -40,7 +40,7 @@ from ragsift.confidence.near_miss import (
     near_miss_threshold,
 )
 from ragsift.confidence.reweight import KindCounts
-from ragsift.confidence.served import ServedBar, lowered_to, served_bar
+from ragsift.confidence.served import ServedBar, even_evidence, lowered_to, served_bar
 from tests.factories import top_score_artifact
 
 ALPHA = DELTA = 0.1
@@ -245,14 +245,18 @@ def test_the_served_bar_falls_only_where_the_traffic_is_clearly_more_answerable(
     drop = mix.threshold_at(cal) - mix.threshold_at(0.08)
     assert drop > 0
     assert base > mix.threshold_at(cal)
-    assert served == ServedBar(base - drop, base - drop, 0.08)
+    even = even_evidence(mix)
+    assert even == pytest.approx(1.0 - cal)
+    assert served == ServedBar(max(base - drop, even), max(base - drop, even), 0.08)
     # One at or under it falls to the table's bar at the new share, and no further:
-    # nor under the near-miss table's at the shares read (ADR 032).
+    # nor under the near-miss table's at the shares read (ADR 032), nor under even
+    # evidence (ADR 046).
     floor = table.threshold_at(quiet.share, quiet.out_of_scope)
     assert floor > mix.threshold_at(0.08)  # it binds here
-    for certified in (mix.threshold_at(cal), mix.threshold_at(cal) - 0.01):
+    for certified in (mix.threshold_at(cal), mix.threshold_at(cal) - 0.01, 0.9):
         lowered = served_bar(certified, mix, table, "auto", clear).bar
-        assert lowered == pytest.approx(max(min(certified, mix.threshold_at(0.08)), floor))
+        want = max(min(certified, mix.threshold_at(0.08)), floor, even)
+        assert lowered == pytest.approx(min(want, certified))
     assert lowered_to(mix, clear) == 0.08
     # The upper bound within the dead band of the sample's share: no evidence.
     edge = MixReading(0.05, 0.03, quiet, upper=cal - DEAD_BAND)
@@ -267,7 +271,8 @@ def test_the_served_bar_falls_only_where_the_traffic_is_clearly_more_answerable(
         if floor >= base:
             assert got == ServedBar(base, base)
         else:
-            assert got == ServedBar(max(base - drop, floor), max(base - drop, floor), 0.08)
+            bar = max(base - drop, floor, even)
+            assert got == ServedBar(bar, bar, 0.08)
     assert table.threshold_at(0.3, 0.05) > base - drop  # the floor binds somewhere
     # No three-kind reading, no near-miss table, a declared share, or lowering off.
     assert lowered_to(mix, MixReading(0.05, 0.03, None, upper=0.08)) is None
@@ -276,6 +281,29 @@ def test_the_served_bar_falls_only_where_the_traffic_is_clearly_more_answerable(
     assert served_bar(base, mix, table, 0.08, clear).reported_at == 0.08
     # Never above the certified bar, whatever the table says at that share.
     assert served_bar(0.05, mix, table, "auto", clear).bar <= 0.05
+
+
+def test_a_lowered_bar_stops_at_even_evidence() -> None:
+    """ADR 046: traffic read as almost all answerable has the table certify answering
+    everything; the bar still keeps every query whose own evidence is against an answer
+    (a likelihood ratio under 1: under the sample's answerable share, in its terms)."""
+    table, mix = _tables(9)
+    quiet = NearMissReading(0.0, 0.0, 0.0)
+    almost_all = MixReading(0.0, 0.0, quiet, upper=0.01)
+    even = even_evidence(mix)
+    assert max(mix.threshold_at(0.01), table.threshold_at(0.0, 0.0)) < even  # both under it
+    at_sample = mix.threshold_at(mix.unanswerable_share)
+    for certified in (at_sample, at_sample - 0.01):
+        assert certified > even
+        lowered = max(mix.threshold_at(0.01), table.threshold_at(0.0, 0.0))
+        lowered = max(lowered, certified - (at_sample - mix.threshold_at(0.01)))
+        assert served_bar(certified, mix, table, "auto", almost_all) == ServedBar(
+            even, even, 0.01, stopped_from=lowered
+        )
+    # A certified bar already under even evidence is not lowered at all.
+    assert served_bar(even - 0.05, mix, table, "auto", almost_all) == ServedBar(
+        even - 0.05, even - 0.05
+    )
 
 
 def test_the_monitor_reads_near_misses_when_the_calibration_has_a_table() -> None:

@@ -22,6 +22,7 @@ from ragsift.confidence.mix import MIX_SHARES, at_share
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.mix_watch import (
+    EVIDENCE_ADVICE_CODE,
     LOWERED_ADVICE_CODE,
     MIX_ADVICE_CODE,
     NEAR_MISS_ADVICE_CODE,
@@ -44,10 +45,10 @@ CERTIFIED = 0.70
 LOWERED = 0.50
 
 
-def _answerable_looking(near_miss_bins: set[int]) -> CalibrationArtifact:
+def _answerable_looking(near_miss_bins: set[int], share: float = 0.5) -> CalibrationArtifact:
     # Every query's confidence is 0.599, where only the sample's answerable ones scored.
     table = {
-        "unanswerable_share": 0.5,
+        "unanswerable_share": share,
         "thresholds": tuple(LOWERED if s <= 0.25 else CERTIFIED for s in MIX_SHARES),
         "answerable": _histogram({11, 19}),
         "unanswerable": _histogram({1, 2}),
@@ -69,8 +70,9 @@ def _pipeline(
     near_miss_bins: set[int] = frozenset({5, 6}),  # type: ignore[assignment]
     metrics: Metrics | None = None,
     guardrails: GuardrailSettings | None = None,
+    share: float = 0.5,
 ) -> RetrievalPipeline:
-    artifact = _answerable_looking(set(near_miss_bins))
+    artifact = _answerable_looking(set(near_miss_bins), share)
     settings = Settings(
         data_dir=tmp_path,
         confidence=ConfidenceSettings(
@@ -111,6 +113,28 @@ async def test_a_mostly_answerable_scope_is_answered_at_the_bar_of_its_mix(
     (advice,) = [a for a in last.recommendations if a.code == LOWERED_ADVICE_CODE]
     assert f"({CALIBRATED:.2f} at the calibration's mix, under its certified bar)" in advice.message
     assert "estimated from recent queries" in advice.message
+
+
+async def test_a_lowered_bar_stops_where_a_querys_evidence_is_even(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    """ADR 046: with a sample 35% unanswerable, a confidence of 0.65 is even evidence;
+    the mix would lower the bar to 0.50, and stops at 0.65: the queries at 0.60 have
+    evidence of their own against an answer, so the mix alone does not answer them."""
+    metrics = Metrics()
+    pipe = _pipeline(tmp_path, index, "auto", metrics=metrics, share=0.35)
+    results = await _ask(pipe, "alpha", 260)
+    last = results[-1]
+    assert _bar(metrics) == pytest.approx(0.65)  # in the calibration's terms
+    assert not any(r.answerable for r in results)
+    assert last.confidence > CALIBRATED + 0.1  # still reported at the scope's mix
+    (advice,) = [a for a in last.recommendations if a.code == EVIDENCE_ADVICE_CODE]
+    assert f"Refused at confidence {last.confidence:.2f} ({CALIBRATED:.2f}" in advice.message
+    assert "own evidence is against an answer" in advice.message
+    codes = {a.code for r in results for a in r.recommendations}
+    assert not codes & {LOWERED_ADVICE_CODE, MIX_ADVICE_CODE, NEAR_MISS_ADVICE_CODE}
+    # Before the scope is read, the certified bar refused them: no such advice.
+    assert not any(a.code == EVIDENCE_ADVICE_CODE for a in results[0].recommendations)
 
 
 def _share_behind(reported: float) -> float:
