@@ -261,7 +261,7 @@ def mix_refusal(before: Assessment, after: Assessment, why: MixBar) -> Advice | 
     if after.answerability.is_answerable and not before.answerability.is_answerable:
         return mix_lowered(before, after, why)
     if (
-        not after.answerability.is_answerable
+        after.answerability.reason == "low_confidence"  # not too few documents
         and why.stopped_from is not None
         and before.confidence >= why.stopped_from
     ):
@@ -321,6 +321,12 @@ def mix_lowered(before: Assessment, after: Assessment, why: MixBar) -> Advice:
             f" {'' if why.declared else 'about '}{why.share:.0%} of this collection's"
             f" queries are unanswerable from it ({how}), and at that mix a confidence of"
             f" {bar:.2f} or more is certified to keep answers without relevant context"
-            f" under {why.alpha:.0%}."
+            f" under {why.alpha:.0%}"
+            + (
+                "."
+                if why.stopped_from is None
+                else "; the mix would lower the bar further,"
+                " but it stops where a query's own evidence is even."
+            )
         ),
     )

@@ -135,6 +135,27 @@ async def test_a_lowered_bar_stops_where_a_querys_evidence_is_even(
     assert not codes & {LOWERED_ADVICE_CODE, MIX_ADVICE_CODE, NEAR_MISS_ADVICE_CODE}
     # Before the scope is read, the certified bar refused them: no such advice.
     assert not any(a.code == EVIDENCE_ADVICE_CODE for a in results[0].recommendations)
+    # Refused for too few documents, the floor did not refuse them: no such advice.
+    few = GuardrailSettings(min_documents=20)
+    (tmp_path / "few").mkdir()
+    pipe = _pipeline(tmp_path / "few", index, "auto", guardrails=few, share=0.35)
+    refused = await _ask(pipe, "alpha", 260)
+    assert {r.answerability_reason for r in refused[-10:]} == {"too_few_documents"}
+    assert not any(a.code == EVIDENCE_ADVICE_CODE for r in refused for a in r.recommendations)
+
+
+async def test_an_answer_at_a_bar_stopped_at_even_evidence_says_where_it_stopped(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    """With a sample 45% unanswerable, even evidence is 0.55: the bar stops there,
+    over the mix's 0.50, and the queries at 0.60 are answered, saying so."""
+    metrics = Metrics()
+    pipe = _pipeline(tmp_path, index, "auto", metrics=metrics, share=0.45)
+    last = (await _ask(pipe, "alpha", 260))[-1]
+    assert _bar(metrics) == pytest.approx(0.55)
+    assert last.answerable
+    (advice,) = [a for a in last.recommendations if a.code == LOWERED_ADVICE_CODE]
+    assert advice.message.endswith("but it stops where a query's own evidence is even.")
 
 
 def _share_behind(reported: float) -> float:
