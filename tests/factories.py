@@ -202,3 +202,78 @@ def make_docx(
 def docx_paragraph(*runs: str) -> str:
     """A ``w:p`` of these runs' XML."""
     return "<w:p>" + "".join(f"<w:r>{run}</w:r>" for run in runs) + "</w:p>"
+
+
+def make_odt(body: str, *, title: str | None = None) -> bytes:
+    """A minimal .odt: ``body`` is the XML inside ``office:text``."""
+    ns = (
+        'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"'
+        ' xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"'
+        ' xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0"'
+    )
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
+        package.writestr("mimetype", "application/vnd.oasis.opendocument.text")
+        package.writestr(
+            "content.xml",
+            f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {ns}>'
+            f"<office:body><office:text>{body}</office:text></office:body>"
+            "</office:document-content>",
+        )
+        if title is not None:
+            package.writestr(
+                "meta.xml",
+                '<office:document-meta xmlns:office="urn:oasis:names:tc:opendocument:xmlns:'
+                'office:1.0" xmlns:dc="http://purl.org/dc/elements/1.1/"><office:meta>'
+                f"<dc:title>{title}</dc:title></office:meta></office:document-meta>",
+            )
+    return out.getvalue()
+
+
+def make_epub(
+    pages: dict[str, str],
+    spine: list[str],
+    *,
+    title: str | None = None,
+    extra: dict[str, bytes] | None = None,
+    nav: str | None = None,
+) -> bytes:
+    """A minimal EPUB whose package document is ``OEBPS/book.opf``: ``pages`` maps each
+    XHTML file (relative to OEBPS, as its manifest href) to its body's markup, in the
+    order ``spine`` gives; ``nav``, where given, is a navigation document's file, listed
+    first in the spine as EPUB 3 allows."""
+    items = "".join(
+        f'<item id="p{i}" href="{href}" media-type="application/xhtml+xml"'
+        f"{' properties=' + chr(34) + 'nav' + chr(34) if href == nav else ''}/>"
+        for i, href in enumerate(pages)
+    )
+    ids = {href: f"p{i}" for i, href in enumerate(pages)}
+    refs = "".join(f'<itemref idref="{ids[href]}"/>' for href in spine)
+    meta = f"<dc:title>{title}</dc:title>" if title is not None else ""
+    opf = (
+        '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0">'
+        f'<metadata xmlns:dc="http://purl.org/dc/elements/1.1/">{meta}</metadata>'
+        f'<manifest>{items}<item id="css" href="style.css" media-type="text/css"/></manifest>'
+        f'<spine>{refs}<itemref idref="css"/></spine></package>'
+    )
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
+        package.writestr("mimetype", "application/epub+zip")
+        package.writestr(
+            "META-INF/container.xml",
+            '<?xml version="1.0"?><container version="1.0"'
+            ' xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
+            '<rootfile full-path="OEBPS/book.opf" media-type="application/oebps-package+xml"/>'
+            "</rootfiles></container>",
+        )
+        package.writestr("OEBPS/book.opf", opf)
+        for href, body in pages.items():
+            name = "OEBPS/" + href.replace("%20", " ")
+            package.writestr(
+                name,
+                '<?xml version="1.0" encoding="UTF-8"?><html xmlns="http://www.w3.org/1999/xhtml">'
+                f"<head><title>{href}</title></head><body>{body}</body></html>",
+            )
+        for name, data in (extra or {}).items():
+            package.writestr(name, data)
+    return out.getvalue()

@@ -103,14 +103,19 @@ def print_skipped(path: Path, skipped: Sequence[tuple[Path, str]]) -> None:
     if not skipped:
         return
     from ragsift.ingest.docx_text import UNREADABLE_DOCX
+    from ragsift.ingest.epub_text import ENCRYPTED_EPUB, UNREADABLE_EPUB
     from ragsift.ingest.html_text import REDIRECT
     from ragsift.ingest.loaders import EMPTY_LINE
+    from ragsift.ingest.odt_text import UNREADABLE_ODT
     from ragsift.ingest.pdf_text import PLURALS
 
     plurals = {
         EMPTY_LINE: f"{EMPTY_LINE}s",
         REDIRECT: f"{REDIRECT}s",
         UNREADABLE_DOCX: f"{UNREADABLE_DOCX}s",
+        UNREADABLE_ODT: f"{UNREADABLE_ODT}s",
+        UNREADABLE_EPUB: f"{UNREADABLE_EPUB}s",
+        ENCRYPTED_EPUB: f"{ENCRYPTED_EPUB}s",
         **PLURALS,
     }
 

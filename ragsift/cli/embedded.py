@@ -148,7 +148,7 @@ def ingest(
     path: Annotated[
         Path,
         typer.Argument(
-            help="A .txt/.md/.html/.pdf/.docx/.jsonl file or a folder of them"
+            help="A .txt/.md/.html/.pdf/.docx/.odt/.epub/.jsonl file or a folder of them"
             " (HTML: the text a reader sees; PDF: its text layer)."
         ),
     ],
@@ -183,7 +183,7 @@ def ingest(
     if not docs:
         print_error(
             f"nothing to index under {path}:"
-            " no .txt/.md/.html/.pdf/.docx/.jsonl document with text in it"
+            " no .txt/.md/.html/.pdf/.docx/.odt/.epub/.jsonl document with text in it"
         )
         raise typer.Exit(2)
     settings, runtime = _runtime(data_dir)

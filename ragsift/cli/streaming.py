@@ -178,8 +178,8 @@ def submit(
         bool,
         typer.Option(
             "--files",
-            help="Publish the documents under SOURCE (.txt/.md/.html/.pdf/.docx/.jsonl, read"
-            " as `ragsift ingest` reads them) to the documents topic, each an upsert of"
+            help="Publish the documents under SOURCE (.txt/.md/.html/.pdf/.docx/.odt/.epub/"
+            ".jsonl, read as `ragsift ingest` reads them) to the documents topic, each an upsert of"
             " --tenant's --collection. A file published again is the same event.",
         ),
     ] = False,

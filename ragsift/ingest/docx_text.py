@@ -17,15 +17,13 @@ import io
 import zipfile
 from xml.etree import ElementTree as ET
 
-from ragsift.ingest.file_text import FileText, UnreadableFile
+from ragsift.ingest.file_text import MAX_PART_BYTES, FileText, UnreadableFile, zip_part
 
 __all__ = ["DOCX_SUFFIX", "MAX_PART_BYTES", "UNREADABLE_DOCX", "docx_text"]
 
 DOCX_SUFFIX = ".docx"
 #: Why a .docx is passed over (``ragsift ingest``'s ``skipped`` line).
 UNREADABLE_DOCX = "unreadable DOCX"
-#: The most a part may unpack to: a larger one is a zip bomb, not a document.
-MAX_PART_BYTES = 64 * 1024 * 1024
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _TITLE = "{http://purl.org/dc/elements/1.1/}title"
@@ -43,8 +41,8 @@ def docx_text(data: bytes) -> FileText:
     """
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as package:
-            body = ET.fromstring(_part(package, "word/document.xml"))
-            core = _part(package, "docProps/core.xml", required=False)
+            body = ET.fromstring(zip_part(package, "word/document.xml"))
+            core = zip_part(package, "docProps/core.xml", required=False)
     except Exception as exc:  # untrusted bytes: zlib.error, EOFError, NotImplementedError...
         raise UnreadableFile(UNREADABLE_DOCX, f"{type(exc).__name__}: {exc}") from exc
     cells = list(body.iter(f"{_W}tc"))
@@ -70,23 +68,6 @@ def docx_text(data: bytes) -> FileText:
         declared = " ".join((found.text or "").split()) if found is not None else None
     title = declared or next((line for line in text.splitlines() if line.strip()), None)
     return FileText(text, title[:200] if title else None)
-
-
-def _part(package: zipfile.ZipFile, name: str, *, required: bool = True) -> bytes:
-    """One part's bytes, refused when it would unpack past :data:`MAX_PART_BYTES`."""
-    try:
-        info = package.getinfo(name)
-    except KeyError:
-        if required:
-            raise KeyError(f"no {name}: not a Word document") from None
-        return b""
-    if info.file_size > MAX_PART_BYTES:
-        raise ValueError(f"{name} unpacks to {info.file_size} bytes (at most {MAX_PART_BYTES})")
-    with package.open(info) as part:
-        data = part.read(MAX_PART_BYTES + 1)
-    if len(data) > MAX_PART_BYTES:  # the size the zip declared was not the size it holds
-        raise ValueError(f"{name} unpacks past {MAX_PART_BYTES} bytes")
-    return data
 
 
 def _paragraph(paragraph: ET.Element) -> str:

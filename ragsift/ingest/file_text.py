@@ -1,10 +1,15 @@
-"""What a document file's reader gives ``ragsift ingest``: its text and title, or why not."""
+"""What a document file's reader gives ``ragsift ingest``: its text and title, or why not;
+and the bounded read of one part of a zip package (.docx, .odt, .epub)."""
 
 from __future__ import annotations
 
+import zipfile
 from typing import NamedTuple
 
-__all__ = ["FileText", "UnreadableFile"]
+__all__ = ["MAX_PART_BYTES", "FileText", "UnreadableFile", "zip_part"]
+
+#: The most a package's part may unpack to: a larger one is a zip bomb, not a document.
+MAX_PART_BYTES = 64 * 1024 * 1024
 
 
 class FileText(NamedTuple):
@@ -20,3 +25,26 @@ class UnreadableFile(Exception):
     def __init__(self, reason: str, detail: str):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
+
+
+def zip_part(package: zipfile.ZipFile, name: str, *, required: bool = True) -> bytes:
+    """One part's bytes, refused when it would unpack past :data:`MAX_PART_BYTES`
+    (b"" for a missing part that is not ``required``).
+
+    Raises:
+        KeyError: a required part is missing.
+        ValueError: the part declares, or holds, more than the limit.
+    """
+    try:
+        info = package.getinfo(name)
+    except KeyError:
+        if required:
+            raise KeyError(f"no {name}") from None
+        return b""
+    if info.file_size > MAX_PART_BYTES:
+        raise ValueError(f"{name} unpacks to {info.file_size} bytes (at most {MAX_PART_BYTES})")
+    with package.open(info) as part:
+        data = part.read(MAX_PART_BYTES + 1)
+    if len(data) > MAX_PART_BYTES:  # the size the zip declared was not the size it holds
+        raise ValueError(f"{name} unpacks past {MAX_PART_BYTES} bytes")
+    return data

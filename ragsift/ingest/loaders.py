@@ -1,4 +1,4 @@
-"""Read .txt, .md, .html, .pdf, .docx and .jsonl files into source documents for ingestion."""
+"""Read .txt, .md, .html, .pdf, .docx, .odt, .epub and .jsonl files into source documents."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ from typing import Any
 
 from ragsift.errors import InvalidEventError, shown_value
 from ragsift.ingest.docx_text import DOCX_SUFFIX, docx_text
+from ragsift.ingest.epub_text import EPUB_SUFFIX, epub_text
 from ragsift.ingest.file_text import FileText, UnreadableFile
 from ragsift.ingest.html_text import HTML_SUFFIXES, REDIRECT, decode_html, html_text
+from ragsift.ingest.odt_text import ODT_SUFFIX, odt_text
 from ragsift.ingest.pdf_text import PDF_SUFFIX, pdf_text
 from ragsift.retrieval.records import metadata_error
 from ragsift.schemas.payload import lone_surrogate
@@ -31,7 +33,9 @@ __all__ = [
     "safe_doc_id",
 ]
 
-SUPPORTED_SUFFIXES = (".txt", ".md", *HTML_SUFFIXES, PDF_SUFFIX, DOCX_SUFFIX, ".jsonl")
+SUPPORTED_SUFFIXES = (
+    ".txt", ".md", *HTML_SUFFIXES, PDF_SUFFIX, DOCX_SUFFIX, ODT_SUFFIX, EPUB_SUFFIX, ".jsonl"
+)  # fmt: skip
 #: Why a JSONL line was passed over (a file's reasons: ``empty``, ``unsupported type``).
 EMPTY_LINE = "empty line"
 _SOURCE_TYPES = {"government", "regulatory", "market_data", "third_party", "internal", "unknown"}
@@ -117,7 +121,8 @@ def iter_documents(
     """Documents under ``path`` (a file or a folder, searched recursively, sorted).
 
     A folder's files of another type, and files and JSONL lines with no text, are passed
-    over, as are HTML redirect pages and PDFs and .docx files that cannot be read; with
+    over, as are HTML redirect pages and PDF, .docx, .odt and .epub files that cannot be
+    read; with
     ``skipped``, each is appended to it with why (``unsupported type .doc``, ``empty``,
     ``redirect``, ``encrypted PDF``; a JSONL line as ``file:line``, :data:`EMPTY_LINE`).
 
@@ -182,10 +187,12 @@ def _iter_documents(
 
 
 def _read_file(file: Path) -> FileText:
-    """A text, Markdown, HTML, PDF or Word file's text and title (None: the file names it).
+    """A text, Markdown, HTML, PDF, Word, OpenDocument or EPUB file's text and title
+    (None: the file names it).
 
     Raises:
-        UnreadableFile: a redirect page, or a PDF or .docx that cannot be read (why).
+        UnreadableFile: a redirect page, or a PDF, .docx, .odt or .epub that cannot be
+            read (why).
     """
     suffix = file.suffix.lower()
     if suffix in HTML_SUFFIXES:
@@ -195,10 +202,14 @@ def _read_file(file: Path) -> FileText:
         return FileText(text, title)
     if suffix == PDF_SUFFIX:
         return pdf_text(file.read_bytes())
-    if suffix == DOCX_SUFFIX:
-        return docx_text(file.read_bytes())
+    if suffix in _PACKAGES:
+        return _PACKAGES[suffix](file.read_bytes())
     text = file.read_text(encoding="utf-8-sig", errors="replace")
     return FileText(text, _title(text))
+
+
+#: The zip-packaged formats, each read by its own reader.
+_PACKAGES = {DOCX_SUFFIX: docx_text, ODT_SUFFIX: odt_text, EPUB_SUFFIX: epub_text}
 
 
 def _shown_name(path: Path) -> str:

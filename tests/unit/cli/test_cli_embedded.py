@@ -13,7 +13,7 @@ import pytest
 
 from ragsift.ingest.sample import DEMO_QUERIES
 from ragsift.schemas import MAX_QUERY_CHARS, RetrievalResult
-from tests.factories import docx_paragraph, make_docx, make_pdf
+from tests.factories import docx_paragraph, make_docx, make_epub, make_odt, make_pdf
 from tests.unit.cli.conftest import Invoke, error_lines, run_cli
 
 QUESTION = "How many days do I have to return the Orbit thermostat for a refund?"
@@ -162,7 +162,9 @@ def test_ingest_then_ask_a_new_tenant(cli: Invoke, tmp_path: Path) -> None:
     assert "boiler.md" in asked.stdout
 
 
-def test_html_pdf_and_docx_documents_are_asked_like_text(cli: Invoke, tmp_path: Path) -> None:
+def test_html_pdf_docx_odt_and_epub_documents_are_asked_like_text(
+    cli: Invoke, tmp_path: Path
+) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "pump.html").write_text(
@@ -177,13 +179,23 @@ def test_html_pdf_and_docx_documents_are_asked_like_text(cli: Invoke, tmp_path: 
     (docs / "leave.docx").write_bytes(
         make_docx(docx_paragraph("<w:t>Staff get twenty-five days of annual leave.</w:t>"))
     )
+    (docs / "bike.odt").write_bytes(
+        make_odt(
+            "<text:p>Cyclists park their bikes in the <text:span>basement</text:span>.</text:p>"
+        )
+    )
+    (docs / "canteen.epub").write_bytes(
+        make_epub({"c.xhtml": "<p>The canteen serves lunch from noon to two.</p>"}, ["c.xhtml"])
+    )
     ingested = cli(["ingest", str(docs), "--tenant", "acme", "--data-dir", "data"])
     assert ingested.exit_code == 0, ingested.output
-    assert "indexed 3 documents" in ingested.stdout
+    assert "indexed 5 documents" in ingested.stdout
     for question, source in (
         ("How often does the heat pump defrost?", "pump.html"),
         ("How many litres does the water tank hold?", "tank.pdf"),
         ("How many days of annual leave do staff get?", "leave.docx"),
+        ("Where do cyclists park their bikes?", "bike.odt"),
+        ("When does the canteen serve lunch?", "canteen.epub"),
     ):
         asked = cli(["ask", question, "-t", "acme", "--data-dir", "data", "--json"])
         assert asked.exit_code == 0, asked.output
@@ -263,7 +275,7 @@ def test_a_jsonl_line_with_no_text_is_passed_over_not_indexed_as_nothing(
         (["ingest", "missing-folder", "--tenant", "acme"], "missing-folder"),
         (
             ["ingest", ".", "--tenant", "acme"],
-            "no .txt/.md/.html/.pdf/.docx/.jsonl document with text",
+            "no .txt/.md/.html/.pdf/.docx/.odt/.epub/.jsonl document with text",
         ),
         (["ingest", "empty.txt", "--tenant", "acme"], "nothing to index under empty.txt"),
     ],

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragsift.ingest import docx_text as docx_module
+from ragsift.ingest import file_text as file_module
 from ragsift.ingest.docx_text import UNREADABLE_DOCX, docx_text
 from ragsift.ingest.file_text import UnreadableFile
 from ragsift.ingest.loaders import iter_documents
@@ -100,7 +100,7 @@ def test_xml_that_does_not_parse_or_expands_without_end_is_refused() -> None:
 
 
 def test_a_part_past_the_limit_is_not_unpacked(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(docx_module, "MAX_PART_BYTES", 1_000)
+    monkeypatch.setattr(file_module, "MAX_PART_BYTES", 1_000)
     big = make_docx(p("<w:t>" + "x" * 5_000 + "</w:t>"))
     with pytest.raises(UnreadableFile, match="unpacks to"):
         docx_text(big)
