@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import time
 from collections import Counter
@@ -144,6 +145,56 @@ async def test_repeat_served_from_redis_with_level_ttl_until_ingestion(
         third = by_query(results.events)["c-3"]
         assert not third.cache.hit
         assert any(h.doc_id == "warranty-addendum" for h in third.hits) or third.total_found > 0
+
+
+async def test_a_tombstone_deletes_its_document_and_is_no_dead_letter(
+    stack: Stack, worker: WorkerProcess
+) -> None:
+    """A record with a key and no value on the compacted documents topic (how Kafka
+    deletes a key there) deletes the document its key names from the live index."""
+    from aiokafka import AIOKafkaProducer
+
+    client = redis.Redis.from_url(stack.redis_url)
+    version = f"{stack.prefix}:v:{TENANT}:default"
+
+    async def bumped(before: int) -> None:
+        deadline = time.monotonic() + 60
+        while int(client.get(version) or 0) <= before:
+            assert time.monotonic() < deadline, "the indexer did not bump the index version"
+            await asyncio.sleep(0.2)
+
+    doc = DocumentEvent(
+        event_id="d-tomb", tenant_id=TENANT, doc_id="zeppelin",
+        text="The zeppelin hangar opens its doors at dawn every Sunday.",
+    )  # fmt: skip
+    question = "When does the zeppelin hangar open its doors?"
+    async with TopicReader(stack, "deadletter") as dead, TopicReader(stack, "retrievals") as res:
+        before = int(client.get(version) or 0)
+        await produce(stack, "documents", [doc])
+        await bumped(before)
+        await produce(
+            stack, "queries", [QueryEvent(query_id="t-1", tenant_id=TENANT, query=question)]
+        )
+        await res.until(lambda ev: "t-1" in by_query(ev))
+        assert any(h.doc_id == "zeppelin" for h in by_query(res.events)["t-1"].hits)
+        producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap, acks="all")
+        await producer.start()
+        try:
+            before = int(client.get(version) or 0)
+            key = f"{TENANT}/default/zeppelin".encode()
+            await producer.send_and_wait(stack.topic("documents"), None, key=key)
+        finally:
+            await producer.stop()
+        await bumped(before)
+        await produce(
+            stack, "queries", [QueryEvent(query_id="t-2", tenant_id=TENANT, query=question)]
+        )
+        await res.until(lambda ev: "t-2" in by_query(ev))
+        after = by_query(res.events)["t-2"]
+        assert not any(h.doc_id == "zeppelin" for h in after.hits)
+        assert not any(d.chunk_id.startswith("zeppelin:") for d in after.dropped)
+    tombstone = base64.b64encode(key).decode()
+    assert not [e for e in dead.events if isinstance(e, DeadLetter) and e.key_b64 == tombstone]
 
 
 async def test_bad_input_is_dead_lettered_and_later_events_processed(

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.workers.hostile_rig import TENANT, WORKERS, Driver, Rig, driving, feed, nested
@@ -126,6 +126,8 @@ def test_a_record_that_is_no_event_is_dead_lettered_and_the_next_one_processed(
     @PROPERTY
     @given(value=GARBAGE, key=KEYS)
     def check(value: bytes | None, key: bytes | None) -> None:
+        # a null value on the documents topic is a tombstone (test_indexer_tombstones.py)
+        assume(not (worker == "indexer" and value is None))
         feed(driver, worker, value, key, refused=True)
 
     check()

@@ -1,0 +1,111 @@
+"""A tombstone on the compacted documents topic deletes the document its key names.
+
+Before: a record with a key and no value (how Kafka deletes a key from a compacted
+topic) was decoded as an empty message and dead-lettered, and the document stayed
+in the live index though a rebuild from the compacted topic would not have it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from ragsift.ingest.indexer import Indexer
+from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.edge import EdgeIndex
+from ragsift.retrieval.index import SearchRequest
+from ragsift.streams.routing import BatchRouter, Received
+from ragsift.streams.tombstones import TOMBSTONE_SKIPPED, tombstone_delete
+from ragsift.workers.indexer import IndexerHandler
+from tests.unit.streams.scripted import RecordingSender, ScriptedHandler
+from tests.unit.workers.test_indexer_poison import EMBEDDER, TOPIC
+
+TEXT = "Refunds are paid within fourteen days by bank transfer."
+
+
+def upsert(tenant: str, doc_id: str) -> bytes:
+    return (
+        f'{{"event_id": "e-{tenant}-{doc_id}", "tenant_id": "{tenant}", "doc_id": "{doc_id}",'
+        f' "text": "{TEXT} ({tenant} {doc_id})"}}'
+    ).encode()
+
+
+class Rig:
+    def __init__(self, index: EdgeIndex):
+        self.index = index
+        self.sender, self.metrics = RecordingSender(), Metrics()
+        handler = IndexerHandler(Indexer(index, EMBEDDER))
+        self.router = BatchRouter(handler, self.sender, metrics=self.metrics, deadline_s=10)
+        self.offset = 0
+
+    async def feed(self, *records: tuple[bytes | None, bytes | None]) -> None:
+        batch = []
+        for value, key in records:
+            batch.append(Received(value, key, TOPIC, 0, self.offset))
+            self.offset += 1
+        await self.router.process(batch)
+
+    async def texts(self, tenant: str) -> list[str]:
+        vector = (await EMBEDDER.embed(["refunds"]))[0]
+        request = SearchRequest(tenant, "refunds", dense_vector=vector, mode="hybrid", limit=20)
+        return sorted(h.text for h in await self.index.search("default", request))
+
+    def count(self, result: str) -> float:
+        labels = {"worker": "indexer", "result": result}
+        return self.metrics.registry.get_sample_value("ragsift_events_total", labels) or 0.0
+
+
+@pytest.fixture
+async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    index = EdgeIndex(tmp_path / "edge")
+    built = Rig(index)
+    await built.feed(
+        (upsert("acme", "faq"), b"acme/default/faq"),
+        (upsert("acme", "terms"), b"acme/default/terms"),
+        (upsert("zeta", "faq"), b"zeta/default/faq"),
+    )
+    yield built
+    await index.close()
+
+
+async def test_a_tombstone_deletes_the_document_its_key_names_and_no_other(rig: Rig) -> None:
+    await rig.feed((None, b"acme/default/faq"))
+    assert await rig.texts("acme") == [f"{TEXT} (acme terms)"]
+    assert await rig.texts("zeta") == [f"{TEXT} (zeta faq)"]  # the same doc_id, another tenant
+    assert rig.sender.dead_letters() == []
+    # Read again (a replay), it is the same delete: nothing more happens, nothing fails.
+    await rig.feed((None, b"acme/default/faq"))
+    assert await rig.texts("acme") == [f"{TEXT} (acme terms)"]
+    assert rig.sender.dead_letters() == []
+    assert rig.count(TOMBSTONE_SKIPPED) == 0
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        b"faq",  # keyed by doc_id alone, as the topic was: whose faq?
+        None,
+        b"",
+        b"acme/default/f/aq",
+        b"acme/no such collection!/faq",
+        b"\xff\xfe/default/faq",
+    ],
+)
+async def test_a_tombstone_whose_key_names_no_document_is_passed_over_and_counted(
+    rig: Rig, key: bytes | None
+) -> None:
+    assert tombstone_delete(key) is None
+    await rig.feed((None, key))
+    assert await rig.texts("acme") == [f"{TEXT} (acme faq)", f"{TEXT} (acme terms)"]
+    assert rig.sender.dead_letters() == []
+    assert rig.count(TOMBSTONE_SKIPPED) == 1
+
+
+async def test_a_null_value_elsewhere_is_still_a_broken_message() -> None:
+    sender, metrics = RecordingSender(), Metrics()
+    router = BatchRouter(ScriptedHandler(), sender, metrics=metrics, deadline_s=1)
+    await router.process([Received(None, b"q-1", "ragsift.queries.v1", 0, 0)])
+    (letter,) = sender.dead_letters()
+    assert "empty message (null value)" in letter.error
