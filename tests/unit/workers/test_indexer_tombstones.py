@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from ragsift.ingest.indexer import Indexer
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.index import SearchRequest
 from ragsift.streams.routing import BatchRouter, Received
 from ragsift.streams.tombstones import TOMBSTONE_SKIPPED, tombstone_delete
-from ragsift.workers.indexer import IndexerHandler
 from tests.unit.streams.scripted import RecordingSender, ScriptedHandler
+from tests.unit.workers import test_indexer_poison as poison
 from tests.unit.workers.test_indexer_poison import EMBEDDER, TOPIC
 
 TEXT = "Refunds are paid within fourteen days by bank transfer."
@@ -32,22 +31,17 @@ def upsert(tenant: str, doc_id: str) -> bytes:
     ).encode()
 
 
-class Rig:
-    def __init__(self, index: EdgeIndex):
-        self.index = index
-        self.sender, self.metrics = RecordingSender(), Metrics()
-        handler = IndexerHandler(Indexer(index, EMBEDDER))
-        self.router = BatchRouter(handler, self.sender, metrics=self.metrics, deadline_s=10)
-        self.offset = 0
+class Rig(poison.Rig):
+    """The poison tests' rig, fed records with their own keys (a tombstone has no value)."""
 
-    async def feed(self, *records: tuple[bytes | None, bytes | None]) -> None:
+    async def feed_keyed(self, *records: tuple[bytes | None, bytes | None]) -> None:
         batch = []
         for value, key in records:
             batch.append(Received(value, key, TOPIC, 0, self.offset))
             self.offset += 1
         await self.router.process(batch)
 
-    async def texts(self, tenant: str) -> list[str]:
+    async def texts_of(self, tenant: str) -> list[str]:
         vector = (await EMBEDDER.embed(["refunds"]))[0]
         request = SearchRequest(tenant, "refunds", dense_vector=vector, mode="hybrid", limit=20)
         return sorted(h.text for h in await self.index.search("default", request))
@@ -61,7 +55,7 @@ class Rig:
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
     index = EdgeIndex(tmp_path / "edge")
     built = Rig(index)
-    await built.feed(
+    await built.feed_keyed(
         (upsert("acme", "faq"), b"acme/default/faq"),
         (upsert("acme", "terms"), b"acme/default/terms"),
         (upsert("zeta", "faq"), b"zeta/default/faq"),
@@ -71,13 +65,13 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
 
 
 async def test_a_tombstone_deletes_the_document_its_key_names_and_no_other(rig: Rig) -> None:
-    await rig.feed((None, b"acme/default/faq"))
-    assert await rig.texts("acme") == [f"{TEXT} (acme terms)"]
-    assert await rig.texts("zeta") == [f"{TEXT} (zeta faq)"]  # the same doc_id, another tenant
+    await rig.feed_keyed((None, b"acme/default/faq"))
+    assert await rig.texts_of("acme") == [f"{TEXT} (acme terms)"]
+    assert await rig.texts_of("zeta") == [f"{TEXT} (zeta faq)"]  # the same doc_id, another tenant
     assert rig.sender.dead_letters() == []
     # Read again (a replay), it is the same delete: nothing more happens, nothing fails.
-    await rig.feed((None, b"acme/default/faq"))
-    assert await rig.texts("acme") == [f"{TEXT} (acme terms)"]
+    await rig.feed_keyed((None, b"acme/default/faq"))
+    assert await rig.texts_of("acme") == [f"{TEXT} (acme terms)"]
     assert rig.sender.dead_letters() == []
     assert rig.count(TOMBSTONE_SKIPPED) == 0
 
@@ -97,8 +91,8 @@ async def test_a_tombstone_whose_key_names_no_document_is_passed_over_and_counte
     rig: Rig, key: bytes | None
 ) -> None:
     assert tombstone_delete(key) is None
-    await rig.feed((None, key))
-    assert await rig.texts("acme") == [f"{TEXT} (acme faq)", f"{TEXT} (acme terms)"]
+    await rig.feed_keyed((None, key))
+    assert await rig.texts_of("acme") == [f"{TEXT} (acme faq)", f"{TEXT} (acme terms)"]
     assert rig.sender.dead_letters() == []
     assert rig.count(TOMBSTONE_SKIPPED) == 1
 
