@@ -17,7 +17,14 @@ import io
 import zipfile
 from xml.etree import ElementTree as ET
 
-from ragsift.ingest.file_text import MAX_PART_BYTES, FileText, UnreadableFile, zip_part
+from ragsift.ingest.file_text import (
+    MAX_PART_BYTES,
+    FileText,
+    UnreadableFile,
+    metadata_title,
+    titled,
+    zip_part,
+)
 
 __all__ = ["DOCX_SUFFIX", "MAX_PART_BYTES", "UNREADABLE_DOCX", "docx_text"]
 
@@ -26,7 +33,6 @@ DOCX_SUFFIX = ".docx"
 UNREADABLE_DOCX = "unreadable DOCX"
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
-_TITLE = "{http://purl.org/dc/elements/1.1/}title"
 # Runs of text, and what stands for a tab or a line break inside a paragraph. Text
 # deleted in tracked changes is ``w:delText`` and field codes ``w:instrText``: never read.
 _TEXT, _TAB, _BREAKS = f"{_W}t", f"{_W}tab", (f"{_W}br", f"{_W}cr")
@@ -59,15 +65,7 @@ def docx_text(data: bytes) -> FileText:
             ]
             lines.append(" ".join(c for c in row if c))
     text = "\n\n".join(line.strip() for line in lines if line.strip())
-    declared = None
-    if core:
-        try:
-            found = ET.fromstring(core).find(_TITLE)
-        except ET.ParseError:
-            found = None
-        declared = " ".join((found.text or "").split()) if found is not None else None
-    title = declared or next((line for line in text.splitlines() if line.strip()), None)
-    return FileText(text, title[:200] if title else None)
+    return titled(text, metadata_title(core))
 
 
 def _paragraph(paragraph: ET.Element) -> str:

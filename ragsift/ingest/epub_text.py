@@ -26,7 +26,7 @@ import zipfile
 from urllib.parse import unquote
 from xml.etree import ElementTree as ET
 
-from ragsift.ingest.file_text import FileText, UnreadableFile, zip_part
+from ragsift.ingest.file_text import DC_TITLE, FileText, UnreadableFile, titled, zip_part
 from ragsift.ingest.html_text import decode_html, html_text
 
 __all__ = ["ENCRYPTED_EPUB", "EPUB_SUFFIX", "MAX_BOOK_BYTES", "UNREADABLE_EPUB", "epub_text"]
@@ -40,7 +40,6 @@ MAX_BOOK_BYTES = 256 * 1024 * 1024
 
 _CONTAINER = "{urn:oasis:names:tc:opendocument:xmlns:container}"
 _OPF = "{http://www.idpf.org/2007/opf}"
-_DC_TITLE = "{http://purl.org/dc/elements/1.1/}title"
 _ENC = "{http://www.w3.org/2001/04/xmlenc#}"
 #: Spine documents read as pages; others in a spine (an image, say) have no text.
 _PAGES = frozenset({"application/xhtml+xml", "text/html"})
@@ -72,9 +71,7 @@ def epub_text(data: bytes) -> FileText:
         raise UnreadableFile(ENCRYPTED_EPUB, str(exc)) from None
     except Exception as exc:  # untrusted bytes: zlib.error, EOFError, ParseError...
         raise UnreadableFile(UNREADABLE_EPUB, f"{type(exc).__name__}: {exc}") from exc
-    text = "\n\n".join(pages)
-    title = title or next((line for line in text.splitlines() if line.strip()), None)
-    return FileText(text, title[:200] if title else None)
+    return titled("\n\n".join(pages), title)
 
 
 class _Encrypted(Exception):
@@ -105,9 +102,8 @@ def _package(package: zipfile.ZipFile) -> tuple[list[str], str | None]:
         name = posixpath.normpath(posixpath.join(base, unquote(item.get("href", ""))))
         if name not in spine:
             spine.append(name)
-    found = opf.find(f".//{_DC_TITLE}")
-    title = " ".join((found.text or "").split()) if found is not None else ""
-    return spine, title or None
+    found = opf.find(f".//{DC_TITLE}")
+    return spine, found.text if found is not None else None
 
 
 def _encrypted(package: zipfile.ZipFile) -> set[str]:

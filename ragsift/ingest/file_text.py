@@ -5,8 +5,22 @@ from __future__ import annotations
 
 import zipfile
 from typing import NamedTuple
+from xml.etree import ElementTree as ET
 
-__all__ = ["MAX_PART_BYTES", "FileText", "UnreadableFile", "zip_part"]
+__all__ = [
+    "DC_TITLE",
+    "MAX_PART_BYTES",
+    "MAX_TITLE_CHARS",
+    "FileText",
+    "UnreadableFile",
+    "metadata_title",
+    "titled",
+    "zip_part",
+]
+
+#: The Dublin Core title, which .docx, .odt and .epub metadata all declare.
+DC_TITLE = "{http://purl.org/dc/elements/1.1/}title"
+MAX_TITLE_CHARS = 200
 
 #: The most a package's part may unpack to: a larger one is a zip bomb, not a document.
 MAX_PART_BYTES = 64 * 1024 * 1024
@@ -17,6 +31,27 @@ class FileText(NamedTuple):
 
     text: str
     title: str | None
+
+
+def titled(text: str, declared: object = None) -> FileText:
+    """``text`` with its title: the one its file declares (white space collapsed), else
+    its first line with text; at most :data:`MAX_TITLE_CHARS` characters, None for none."""
+    title = " ".join(str(declared).split()) if declared else ""
+    if not title:
+        title = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return FileText(text, title[:MAX_TITLE_CHARS] or None)
+
+
+def metadata_title(part: bytes) -> str | None:
+    """The ``dc:title`` a package's metadata part declares; None without one, or when
+    the part does not parse (the title then comes from the text)."""
+    if not part:
+        return None
+    try:
+        found = ET.fromstring(part).find(f".//{DC_TITLE}")
+    except ET.ParseError:
+        return None
+    return found.text if found is not None else None
 
 
 class UnreadableFile(Exception):

@@ -22,7 +22,7 @@ import re
 import zipfile
 from xml.etree import ElementTree as ET
 
-from ragsift.ingest.file_text import FileText, UnreadableFile, zip_part
+from ragsift.ingest.file_text import FileText, UnreadableFile, metadata_title, titled, zip_part
 
 __all__ = ["ODT_SUFFIX", "UNREADABLE_ODT", "odt_text"]
 
@@ -33,7 +33,6 @@ UNREADABLE_ODT = "unreadable ODT"
 _TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 _TABLE = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}"
 _OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
-_DC_TITLE = "{http://purl.org/dc/elements/1.1/}title"
 _BLOCKS = (f"{_TEXT}p", f"{_TEXT}h")
 _WHITE = re.compile(r"[ \t\r\n]+")
 #: Never text of the body: notes, comments, tracked changes (their deleted text).
@@ -61,15 +60,7 @@ def odt_text(data: bytes) -> FileText:
     except Exception as exc:  # untrusted bytes: zlib.error, EOFError, ParseError...
         raise UnreadableFile(UNREADABLE_ODT, f"{type(exc).__name__}: {exc}") from exc
     text = "\n\n".join(line.strip() for line in lines if line.strip())
-    declared = None
-    if meta:
-        try:
-            found = ET.fromstring(meta).find(f".//{_DC_TITLE}")
-        except ET.ParseError:
-            found = None
-        declared = " ".join((found.text or "").split()) if found is not None else None
-    title = declared or next((line for line in text.splitlines() if line.strip()), None)
-    return FileText(text, title[:200] if title else None)
+    return titled(text, metadata_title(meta))
 
 
 def _collect(element: ET.Element, lines: list[str]) -> None:

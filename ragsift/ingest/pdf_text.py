@@ -14,7 +14,7 @@ import io
 import logging
 import re
 
-from ragsift.ingest.file_text import FileText, UnreadableFile
+from ragsift.ingest.file_text import FileText, UnreadableFile, titled
 
 __all__ = [
     "ENCRYPTED",
@@ -65,7 +65,4 @@ def pdf_text(data: bytes) -> FileText:
     text = "\n\n".join(_HYPHENATED.sub("", page).strip() for page in pages if page.strip())
     if not text:
         raise UnreadableFile(NO_TEXT, "no page holds text (a scan needs OCR first)")
-    title = " ".join(str(declared).split()) if declared else ""
-    if not title:
-        title = next(line.strip() for line in text.splitlines() if line.strip())
-    return FileText(text, title[:200])
+    return titled(text, declared)
