@@ -54,10 +54,11 @@ def epub_text(data: bytes) -> FileText:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as package:
             spine, title = _package(package)
-            encrypted = _encrypted(package)
-            if encrypted & set(spine):
-                name = sorted(encrypted & set(spine))[0]
-                raise _Encrypted(f"{name} is encrypted (META-INF/encryption.xml)")
+            locked = sorted(_encrypted(package) & set(spine))
+            if locked:
+                raise UnreadableFile(
+                    ENCRYPTED_EPUB, f"{locked[0]} is encrypted (META-INF/encryption.xml)"
+                )
             pages, total = [], 0
             for name in spine:
                 part = zip_part(package, name)
@@ -67,15 +68,11 @@ def epub_text(data: bytes) -> FileText:
                 text, _, redirect = html_text(decode_html(part))
                 if text and not redirect:
                     pages.append(text)
-    except _Encrypted as exc:
-        raise UnreadableFile(ENCRYPTED_EPUB, str(exc)) from None
+    except UnreadableFile:
+        raise
     except Exception as exc:  # untrusted bytes: zlib.error, EOFError, ParseError...
         raise UnreadableFile(UNREADABLE_EPUB, f"{type(exc).__name__}: {exc}") from exc
     return titled("\n\n".join(pages), title)
-
-
-class _Encrypted(Exception):
-    pass
 
 
 def _package(package: zipfile.ZipFile) -> tuple[list[str], str | None]:
