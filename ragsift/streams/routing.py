@@ -5,9 +5,9 @@ The Faust agents and the in-process bus hand each batch of raw messages to a
 Per event, in order:
 
 1. decode: any failure is a :class:`~ragsift.errors.DecodeError` (stage ``decode``);
-   on the documents topic a null value is a tombstone, the delete its key names
-   (:mod:`~ragsift.streams.tombstones`), or passed over and counted when its key
-   names no document;
+   on a topic whose spec reads tombstones (the documents topic) a null value is the
+   event its key stands for (:mod:`~ragsift.streams.tombstones`: the delete of the
+   document it names), or passed over and counted when its key names none;
 2. handle: :func:`~ragsift.streams.isolation.handle_isolated` keeps a failure
    (or an overrun deadline) with the event that caused it;
 3. emit the event's outputs: one that cannot be sent fails its event (stage ``emit``);
@@ -34,7 +34,7 @@ from ragsift.schemas import DeadLetter
 from ragsift.schemas.deadletter import DEFAULT_MAX_ORIGINAL_BYTES
 from ragsift.streams.codec import EventCodec
 from ragsift.streams.isolation import EmitFailedError, failure_stage, handle_isolated
-from ragsift.streams.tombstones import TOMBSTONE_SKIPPED, tombstone_delete
+from ragsift.streams.tombstones import TOMBSTONE_SKIPPED
 from ragsift.streams.topics import TOPICS
 from ragsift.workers.base import Emit, Handler
 
@@ -112,8 +112,8 @@ class BatchRouter:
         self.deadline_s = deadline_s
         self.max_original_bytes = max_original_bytes
         self._decode = EventCodec(handler.model)
-        # A null value on the documents topic is a tombstone, not a broken message.
-        self._tombstones = handler.source == "documents"
+        # On a compacted topic a null value is a tombstone, not a broken message.
+        self._tombstone = TOPICS[handler.source].tombstone
         self._codecs = {name: EventCodec(spec.model) for name, spec in TOPICS.items()}
 
     async def process(self, batch: Sequence[Received]) -> None:
@@ -121,12 +121,10 @@ class BatchRouter:
         name = self.handler.name
         decoded: list[tuple[Received, BaseModel]] = []
         for message in batch:
-            if message.value is None and self._tombstones:
-                deleted = tombstone_delete(message.key)
+            if message.value is None and self._tombstone is not None:
+                deleted = self._tombstone(message.key)
                 if deleted is None:
-                    log.warning(
-                        "passed over a tombstone whose key names no document: %r", message.key
-                    )
+                    log.warning("passed over a tombstone whose key names nothing: %r", message.key)
                     self.metrics.events.labels(name, TOMBSTONE_SKIPPED).inc()
                 else:
                     decoded.append((message, deleted))

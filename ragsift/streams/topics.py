@@ -7,6 +7,7 @@ registry is the single source for Faust topic declarations, the Strimzi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,6 +24,7 @@ from ragsift.schemas import (
     RetrievalResult,
     ReviewItem,
 )
+from ragsift.streams.tombstones import tombstone_delete
 
 __all__ = ["TOPICS", "TopicSpec", "topic_name"]
 
@@ -44,6 +46,10 @@ class TopicSpec:
     partitions: int | None = None
     """None: the deployment's default (RAGSIFT_KAFKA_PARTITIONS)."""
     description: str = ""
+    tombstone: Callable[[bytes | None], BaseModel | None] | None = None
+    """A compacted topic's reading of a record with a key and no value: the event its
+    key stands for, or None when the key names none (passed over and counted). None
+    here: a null value is a broken message, dead-lettered."""
 
     def key_of(self, event: BaseModel) -> str:
         """The message key of ``event`` on this topic."""
@@ -111,6 +117,7 @@ TOPICS: dict[str, TopicSpec] = {
             ("tenant_id", "collection", "doc_id"),
             cleanup_policy="compact",
             retention_ms=None,
+            tombstone=tombstone_delete,
             description="Live ingestion (per-document ordering by tenant/collection/doc_id key).",
         ),
         TopicSpec(
