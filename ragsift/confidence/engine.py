@@ -236,9 +236,9 @@ class ConfidenceEngine:
         confidence = self.scorer.score(
             ScoringInputs(signals, kept_mean, kept, t, rq, dense_only=dense_only)
         )
-        codes = level_codes(confidence, cfg.levels, kept)
         docs = documents_within(prepared.ranked, kept, t)
         answerable = (docs >= cfg.min_documents) & (confidence >= self.answer_threshold)
+        codes = level_codes(confidence, cfg.levels, kept, answered=answerable)
         return BatchAssessment(
             confidence=confidence,
             level_code=codes,

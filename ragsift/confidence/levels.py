@@ -12,7 +12,8 @@ confidence        A4 status            B3 level       C2 flag
 
 A4/B3 boundaries are :class:`~.config.LevelThresholds`, C2's are
 :class:`~.config.AdvisoryThresholds`. A query with no kept hit is
-``no_relevant_context`` / ``VERY_LOW`` whatever its confidence. Every level
+``no_relevant_context`` / ``VERY_LOW`` whatever its confidence; an answered
+query (D1) is at worst ``low_confidence`` / LOW whatever its confidence. Every level
 but HIGH should be flagged for review (B3). All functions are vectorized.
 """
 
@@ -82,12 +83,22 @@ def level_codes(
     confidence: npt.NDArray[np.float64],
     thresholds: LevelThresholds,
     kept_count: npt.NDArray[np.int64] | None = None,
+    *,
+    answered: npt.NDArray[np.bool_] | None = None,
 ) -> npt.NDArray[np.int8]:
-    """A4/B3 level code per query (index into STATUSES / REVIEW_LEVELS)."""
+    """A4/B3 level code per query (index into STATUSES / REVIEW_LEVELS).
+
+    A query ``answered`` (its answer bar cleared, D1) is at worst ``low_confidence``
+    / LOW: a bar lowered for the traffic's mix (ADR 030) can answer under the
+    ``low`` band, and a result must not be answered and read ``no_relevant_context``
+    at once (a strict report would refuse it, the cache would drop it).
+    """
     codes = _codes(confidence, (thresholds.high, thresholds.medium, thresholds.low))
+    if answered is not None:
+        codes = np.where(np.asarray(answered, dtype=bool), np.minimum(codes, 2), codes)
     if kept_count is not None:
-        codes = np.where(np.asarray(kept_count) > 0, codes, 3).astype(np.int8)
-    return codes
+        codes = np.where(np.asarray(kept_count) > 0, codes, 3)
+    return codes.astype(np.int8)
 
 
 def advisory_codes(

@@ -121,6 +121,8 @@ def apply_policy(assessment: Assessment, cfg: ConfidenceConfig, policy: AnswerPo
         code = _NO_CONTEXT_CODE
     else:
         code = (conf < levels.high) + (conf < levels.medium) + (conf < levels.low)
+        if answerable:  # answered is never no_relevant_context (levels.level_codes)
+            code = min(code, _NO_CONTEXT_CODE - 1)
     return build_assessment(
         cfg,
         confidence=conf,
