@@ -292,18 +292,20 @@ class HitBatch:
     def from_hits(cls, hits: Sequence[HitScores]) -> HitBatch:
         """Pad a list of per-query hit lists into one batch.
 
-        All queries must provide the same channels and dense metric.
+        All queries with hits must provide the same channels and dense metric; a query
+        without hits fits any batch (it is scored as nothing found, wherever it stands).
 
         Raises:
             ConfidenceError: the queries disagree on channels or metric.
         """
         if not hits:
             return cls(lengths=np.zeros(0, dtype=np.int64), dense=np.zeros((0, 0)))
-        metric = hits[0].metric
-        present = _channels_of(hits[0])
+        first = next((h for h in hits if h.n_hits), hits[0])
+        metric = first.metric
+        present = _channels_of(first)
         for i, h in enumerate(hits):
             mine = _channels_of(h)
-            if (h.n_hits and mine != present) or h.metric != metric:
+            if h.n_hits and (mine != present or h.metric != metric):
                 raise ConfidenceError(
                     f"query {i} has channels {sorted(mine)} / metric {h.metric!r}, "
                     f"expected {sorted(present)} / {metric!r}"

@@ -75,6 +75,24 @@ def test_each_row_of_a_padded_batch_is_bit_for_bit_its_one_query_assessment(
         assert repr(batch.item(i).to_dict()) == repr(alone.to_dict()), f"query {i}"
 
 
+
+@pytest.mark.parametrize("where", [0, 1, -1])
+def test_a_query_that_found_nothing_fits_a_batch_wherever_it_stands(where: int) -> None:
+    # hit_scores([]) is HitScores.empty(): no sparse or fused channel. First in a batch
+    # of hybrid lists it once set the batch's channels, and every other query was
+    # refused (the missing-answer estimate failed on a pseudo-query that found nothing).
+    rng = np.random.default_rng(SEED)
+    hits = [h for h in (_mixed_hits(rng, rerank=False) for _ in range(40)) if h.n_hits][:3]
+    hits.insert(where % (len(hits) + 1), HitScores.empty())
+    engine = ConfidenceEngine(ConfidenceConfig())
+    batch = engine.assess_batch(hits)
+    for i, one in enumerate(hits):
+        got, alone = batch.item(i).to_dict(), engine.assess(one).to_dict()
+        if not one.n_hits:  # in a hybrid batch, agreement reads 0.0 where alone it is None
+            got.pop("signals"), alone.pop("signals")
+        assert repr(got) == repr(alone), f"query {i}"
+    assert batch.statuses[where] == "no_relevant_context"
+
 # numpy functions written in Python around a C call: on a few hits the wrapper costs
 # more than the call (np.take_along_axis ~3.6 us against ~1.4 us for the indexing it
 # does). The one-row path uses the ndarray methods or plain indexing instead.
