@@ -75,7 +75,6 @@ def test_each_row_of_a_padded_batch_is_bit_for_bit_its_one_query_assessment(
         assert repr(batch.item(i).to_dict()) == repr(alone.to_dict()), f"query {i}"
 
 
-
 @pytest.mark.parametrize("where", [0, 1, -1])
 def test_a_query_that_found_nothing_fits_a_batch_wherever_it_stands(where: int) -> None:
     # hit_scores([]) is HitScores.empty(): no sparse or fused channel. First in a batch
@@ -92,6 +91,7 @@ def test_a_query_that_found_nothing_fits_a_batch_wherever_it_stands(where: int) 
             got.pop("signals"), alone.pop("signals")
         assert repr(got) == repr(alone), f"query {i}"
     assert batch.statuses[where] == "no_relevant_context"
+
 
 # numpy functions written in Python around a C call: on a few hits the wrapper costs
 # more than the call (np.take_along_axis ~3.6 us against ~1.4 us for the indexing it
