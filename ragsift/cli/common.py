@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Final, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -59,11 +59,21 @@ def _run(work: Coroutine[Any, Any, T]) -> T:
     return kept[0]
 
 
-# No markup: what is printed (paths, documents, queries, errors) is shown as it is;
-# style goes in Text objects (a "[/x]" in a file name once crashed the CLI).
-console = Console(markup=False)
+# No markup and no emoji codes: what is printed (paths, documents, queries, errors) is
+# shown as it is; style goes in Text objects (a "[/x]" in a file name once crashed the
+# CLI, and /etc/passwd's "root:x:0" read "root❌0"). Every Console here is made by
+# plain_console.
+PLAIN: Final = {"markup": False, "emoji": False}
+
+
+def plain_console(**options: Any) -> Console:
+    """A Console that prints text as it is (:data:`PLAIN`), with ``options`` besides."""
+    return Console(**PLAIN, **options)
+
+
+console = plain_console()
 # soft_wrap: an error is one line however narrow the terminal (or a pipe's 80 columns)
-err_console = Console(stderr=True, soft_wrap=True, markup=False)
+err_console = plain_console(stderr=True, soft_wrap=True)
 
 #: exit status of input the command refuses (bad option, unknown collection or tenant)
 EXIT_USAGE = 2

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
 from ragsift.cli.common import (
@@ -24,6 +23,7 @@ from ragsift.cli.common import (
     _stage_progress,
     console,
     err_console,
+    plain_console,
     print_error,
     read_documents,
 )
@@ -112,7 +112,7 @@ def demo(
     # C3's per-query warning is for a service's logs; here the table shows each advisory
     with _quiet(ADVISORY_LOGGER):
         rows = _embedded(run())
-    wide = Console(width=max(console.width, 150), markup=False)  # room even when piped
+    wide = plain_console(width=max(console.width, 150))  # room even when piped
     wide.print(demo_table(rows))
     results = data_dir / "results.jsonl"
     with results.open("w", encoding="utf-8") as handle:

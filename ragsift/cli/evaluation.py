@@ -8,9 +8,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
-from ragsift.cli.common import _check_writable, _settings, console, print_error, print_warning
+from ragsift.cli.common import (
+    _check_writable,
+    _settings,
+    console,
+    plain_console,
+    print_error,
+    print_warning,
+)
 from ragsift.cli.eval_inputs import eval_correction, limited, with_pseudo_queries
 from ragsift.cli.labelled import (
     SQUAD_DIR,
@@ -366,7 +372,7 @@ def evaluate(
         f"{', near misses as negatives' if near_miss_negatives else ''}"
     )
     table = eval_table(result.reports, artifact.conformal.alpha, title)
-    Console(width=max(console.width, 200), markup=False).print(table)
+    plain_console(width=max(console.width, 200)).print(table)
     if summary["recall_at_k"] is not None:
         console.print(f"recall@{run.k} of in-scope questions: {summary['recall_at_k']:.3f}")
     if correction is not None:

@@ -2,7 +2,8 @@
 
 A data dir named ``d[/x]`` made ``ragsift eval`` and ``ask`` die with Rich's
 MarkupError (a traceback, exit 1), and a document's own ``[bold]`` was swallowed
-as a style. The consoles print without markup; style goes in Text objects.
+as a style. The consoles print without markup; style goes in Text objects. Emoji
+codes are text too: /etc/passwd's ``root:x:0`` was shown as ``root❌0``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typer.testing import CliRunner
 
 from ragsift.cli import app
 
-TRICKY = "[/x] [bold]"
+TRICKY = "[/x] [bold] root:x:0 :smile:"
 
 
 @pytest.fixture(autouse=True)
@@ -37,6 +38,8 @@ def test_a_document_query_and_path_with_markup_are_shown_as_they_are(tmp_path: P
     )
     assert asked.exit_code == 0, asked.output
     assert f"The warranty {TRICKY} period" in asked.output  # the hit's text, brackets and all
+    assert "❌" not in asked.output  # nowhere was an emoji code read
+    assert "😄" not in asked.output
     assert f"--data-dir {data}" in asked.output
 
 
