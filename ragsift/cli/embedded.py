@@ -149,7 +149,8 @@ def ingest(
         Path,
         typer.Argument(
             help="A .txt/.md/.html/.pdf/.docx/.odt/.epub/.jsonl file or a folder of them"
-            " (HTML: the text a reader sees; PDF: its text layer)."
+            " (HTML: the text a reader sees; PDF: its text layer; text: UTF-8, UTF-16 by"
+            " its mark, else Windows-1252). A folder's links to files are not followed."
         ),
     ],
     tenant: Tenant,

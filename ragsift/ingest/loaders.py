@@ -19,11 +19,14 @@ from ragsift.ingest.file_text import FileText, UnreadableFile
 from ragsift.ingest.html_text import HTML_SUFFIXES, REDIRECT, decode_html, html_text
 from ragsift.ingest.odt_text import ODT_SUFFIX, odt_text
 from ragsift.ingest.pdf_text import PDF_SUFFIX, pdf_text
+from ragsift.ingest.plain_text import plain_text
 from ragsift.retrieval.records import metadata_error
 from ragsift.schemas.payload import lone_surrogate
 
 __all__ = [
     "EMPTY_LINE",
+    "LINK_IN",
+    "LINK_OUT",
     "SUPPORTED_SUFFIXES",
     "SourceDocument",
     "check_unique_ids",
@@ -121,10 +124,12 @@ def iter_documents(
     """Documents under ``path`` (a file or a folder, searched recursively, sorted).
 
     A folder's files of another type, and files and JSONL lines with no text, are passed
-    over, as are HTML redirect pages and PDF, .docx, .odt and .epub files that cannot be
-    read; with
+    over, as are HTML redirect pages, text files whose bytes are no text, PDF, .docx,
+    .odt and .epub files that cannot be read, and a folder's symbolic links to files
+    (:data:`LINK_OUT`, :data:`LINK_IN`; a link given as ``path`` is read); with
     ``skipped``, each is appended to it with why (``unsupported type .doc``, ``empty``,
-    ``redirect``, ``encrypted PDF``; a JSONL line as ``file:line``, :data:`EMPTY_LINE`).
+    ``redirect``, ``encrypted PDF``, ``not text``; a JSONL line as ``file:line``,
+    :data:`EMPTY_LINE`).
 
     Raises:
         InvalidEventError: bad input, or two documents with one id (one would
@@ -156,7 +161,11 @@ def _iter_documents(
         raise InvalidEventError(f"no such file or folder: {path}")
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     base = path.parent if path.is_file() else path
+    root = path.resolve()
     for file in files:
+        if file is not path and file.is_symlink():
+            skipped.append((file, _link(file, root)))
+            continue
         if file.suffix.lower() not in SUPPORTED_SUFFIXES:
             if path.is_file():
                 raise InvalidEventError(
@@ -186,13 +195,24 @@ def _iter_documents(
                 )
 
 
+#: Why a link in a folder is passed over: it leads out of the folder (a folder of
+#: uploads must not index /etc/passwd through one), or to a file indexed by its own name.
+LINK_OUT = "a link out of the folder"
+LINK_IN = "a link to a file indexed by its own name"
+
+
+def _link(file: Path, root: Path) -> str:
+    """Why the symbolic link ``file``, found under the folder ``root``, is passed over."""
+    return LINK_IN if file.resolve().is_relative_to(root) else LINK_OUT
+
+
 def _read_file(file: Path) -> FileText:
     """A text, Markdown, HTML, PDF, Word, OpenDocument or EPUB file's text and title
     (None: the file names it).
 
     Raises:
-        UnreadableFile: a redirect page, or a PDF, .docx, .odt or .epub that cannot be
-            read (why).
+        UnreadableFile: a redirect page, a text file whose bytes are no text, or a
+            PDF, .docx, .odt or .epub that cannot be read (why).
     """
     suffix = file.suffix.lower()
     if suffix in HTML_SUFFIXES:
@@ -204,7 +224,7 @@ def _read_file(file: Path) -> FileText:
         return pdf_text(file.read_bytes())
     if suffix in _PACKAGES:
         return _PACKAGES[suffix](file.read_bytes())
-    text = file.read_text(encoding="utf-8-sig", errors="replace")
+    text = plain_text(file.read_bytes())
     return FileText(text, _title(text))
 
 

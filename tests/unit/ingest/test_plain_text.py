@@ -1,0 +1,98 @@
+"""Text files as their writers meant them, bytes that are no text passed over, and a
+folder's links not followed out of it.
+
+Before: every .txt/.md was read as UTF-8 with U+FFFD for what failed, so a file saved
+as UTF-16 was indexed with a NUL between letters, a Windows-1252 "café" as "caf\ufffd",
+3 MB of random bytes as 2,998 chunks of noise; and a link to /etc/passwd in a folder
+of documents indexed the password file.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragsift.ingest.file_text import UnreadableFile
+from ragsift.ingest.loaders import LINK_IN, LINK_OUT, iter_documents
+from ragsift.ingest.plain_text import NOT_TEXT, SNIFF_BYTES, plain_text
+
+TEXT = "Le café ouvre à 9 h.\nRefunds take 14 days — “always”.\n"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        TEXT.encode("utf-8"),
+        codecs.BOM_UTF8 + TEXT.encode("utf-8"),
+        TEXT.encode("utf-16"),  # with its mark, in the machine's order
+        codecs.BOM_UTF16_BE + TEXT.encode("utf-16-be"),
+        TEXT.encode("utf-32"),
+        TEXT.encode("cp1252"),  # a legacy Windows file: not UTF-8
+    ],
+    ids=["utf-8", "utf-8 with a mark", "utf-16", "utf-16 big-endian", "utf-32", "windows-1252"],
+)
+def test_a_text_reads_as_its_writer_saved_it(data: bytes) -> None:
+    assert plain_text(data) == TEXT
+
+
+def test_a_utf8_file_with_a_damaged_byte_stays_utf8() -> None:
+    data = ("é" * 50).encode("utf-8") + b"\xff" + b" fin"
+    assert plain_text(data) == "é" * 50 + "\ufffd fin"
+
+
+def test_colour_codes_in_a_log_are_text() -> None:
+    line = "\x1b[32mINFO\x1b[0m the job finished in 3 s\n"
+    assert plain_text((line * 100).encode()) == line * 100
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (np.random.default_rng(3).bytes(100_000), "NUL byte"),
+        (b"a" * (SNIFF_BYTES - 1) + b"\x00", "NUL byte"),
+        (bytes(range(1, 32)) * 40, "control characters"),
+        (np.random.default_rng(4).integers(1, 256, 50_000, dtype=np.uint8).tobytes(), "control"),
+    ],
+    ids=["random bytes", "a NUL late in the sniff", "controls", "random bytes without a NUL"],
+)
+def test_bytes_that_are_no_text_are_refused_and_say_why(data: bytes, why: str) -> None:
+    with pytest.raises(UnreadableFile, match=why) as refused:
+        plain_text(data)
+    assert refused.value.reason == NOT_TEXT
+
+
+def test_a_nul_after_the_sniffed_bytes_is_a_control_character_among_text() -> None:
+    data = b"a" * SNIFF_BYTES + b"\x00" + b"b" * 100
+    assert plain_text(data).startswith("a" * SNIFF_BYTES)
+
+
+def test_the_loader_passes_over_a_binary_txt_and_reads_the_rest(tmp_path: Path) -> None:
+    (tmp_path / "blob.txt").write_bytes(np.random.default_rng(5).bytes(20_000))
+    (tmp_path / "notes.md").write_bytes(TEXT.encode("utf-16"))
+    skipped: list[tuple[Path, str]] = []
+    docs = list(iter_documents(tmp_path, skipped=skipped))
+    assert [d.text for d in docs] == [TEXT]
+    assert skipped == [(tmp_path / "blob.txt", NOT_TEXT)]
+
+
+def test_a_folder_s_links_are_not_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "secret.txt"
+    outside.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("The office is in Berlin.\n")
+    os.symlink(outside, docs / "passwd.txt")
+    os.symlink(docs / "a.md", docs / "again.md")
+    os.symlink(tmp_path, docs / "up")  # a link to a folder: never walked
+    skipped: list[tuple[Path, str]] = []
+    found = list(iter_documents(docs, skipped=skipped))
+    assert [d.source for d in found] == ["a.md"]
+    assert sorted(skipped) == sorted(
+        [(docs / "passwd.txt", LINK_OUT), (docs / "again.md", LINK_IN)]
+    )
+    # A link named on the command line is the user's choice: it is read.
+    assert [d.text for d in iter_documents(docs / "passwd.txt")] == [outside.read_text()]
