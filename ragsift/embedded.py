@@ -187,9 +187,10 @@ class EmbeddedRuntime:
         documents: Iterable[SourceDocument],
         *,
         collection: str = "default",
-        progress: Callable[[int], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> IngestReport:
-        """Chunk, embed and index documents for a tenant."""
+        """Chunk, embed and index documents for a tenant; ``progress(done, total)``
+        counts chunks written."""
         report = await self.indexer.ingest(tenant_id, collection, documents, progress=progress)
         optimize = getattr(self.index, "optimize", None)
         if callable(optimize):

@@ -197,7 +197,7 @@ def ingest(
                     tenant,
                     docs,
                     collection=collection,
-                    progress=lambda n: tick("indexing", n, len(docs)),
+                    progress=lambda done, total: tick("indexing chunks", done, total),
                 )
             console.print(
                 f"indexed {report.documents} documents as {report.chunks} chunks for tenant"

@@ -116,12 +116,11 @@ async def run_retrievals(
         index = EdgeIndex(Path(tmp))
         try:
             indexer = Indexer(index, embedder)
-            total_docs = len(dataset.documents)
             await indexer.ingest(
                 EVAL_TENANT,
                 EVAL_COLLECTION,
                 dataset.documents,
-                progress=(lambda n: progress("index", n, total_docs)) if progress else None,
+                progress=(lambda done, total: progress("index", done, total)) if progress else None,
             )
             # No optimize(): without an HNSW graph the shard searches exactly, so a
             # labelled run (and the calibration fit on it) is reproducible bit for bit.

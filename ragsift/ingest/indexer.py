@@ -62,13 +62,16 @@ class Indexer:
         collection: str,
         documents: Iterable[SourceDocument],
         *,
-        progress: Callable[[int], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> IngestReport:
-        """Index documents for a tenant; ``progress`` gets the count of documents done.
+        """Index documents for a tenant; ``progress(done, total)`` counts chunks written.
 
         Chunks of consecutive documents share embedding calls (``EMBED_BATCH``
         at a time): a corpus of short documents, one chunk each, would
-        otherwise cost one embedder call per document.
+        otherwise cost one embedder call per document. Every document is split
+        before the first is embedded, so progress counts chunks of the whole
+        ingest: one large file among small ones no longer holds it at one
+        document for minutes.
 
         Raises:
             InvalidEventError: two documents share an id (one would overwrite
@@ -79,11 +82,12 @@ class Indexer:
         for doc in docs:
             _check_storable(doc)
         await self.ensure(collection)
+        split = [(doc, self.chunker.split(doc.doc_id, doc.text)) for doc in docs]
+        total = sum(len(pieces) for _, pieces in split)
         pending: list[tuple[int, SourceDocument, Chunk]] = []  # (document index, ...)
         replaced: set[str] = set()  # documents whose old chunks are already deleted
         chunks = 0
-        for n, doc in enumerate(docs):
-            pieces = self.chunker.split(doc.doc_id, doc.text)
+        for n, (doc, pieces) in enumerate(split):
             if not pieces:  # nothing to write: the old version still has to go
                 await self.index.delete(collection, tenant_id, doc.doc_id)
             pending.extend((n, doc, c) for c in pieces)
@@ -91,10 +95,10 @@ class Indexer:
                 chunks += await self._flush(tenant_id, collection, pending[:EMBED_BATCH], replaced)
                 del pending[:EMBED_BATCH]
                 if progress is not None:
-                    progress(pending[0][0] if pending else n + 1)  # documents fully written
+                    progress(chunks, total)
         chunks += await self._flush(tenant_id, collection, pending, replaced)
         if progress is not None and docs:
-            progress(len(docs))
+            progress(chunks, total)
         version = await self._bump(tenant_id, collection) if docs else None
         return IngestReport(len(docs), chunks, 0, version)
 

@@ -156,7 +156,7 @@ def test_ingest_then_ask_a_new_tenant(cli: Invoke, tmp_path: Path) -> None:
     assert ingested.exit_code == 0, ingested.output
     assert "indexed 1 documents" in ingested.stdout
     # No terminal here: progress comes as lines, not as a bar that would never be drawn.
-    assert "indexing: 1/1 (100%)" in ingested.stderr
+    assert "indexing chunks: 1/1 (100%)" in ingested.stderr
     asked = cli(["ask", "How often is the boiler serviced?", "-t", "acme", "--data-dir", "data"])
     assert asked.exit_code == 0, asked.output
     assert "boiler.md" in asked.stdout

@@ -37,10 +37,10 @@ async def test_short_documents_share_embedding_calls(tmp_path: Path) -> None:
     # Before: one embed call per document (a 5,000-paragraph set = 5,000 model calls).
     embedder = CountingEmbedder()
     index = EdgeIndex(tmp_path)
-    done: list[int] = []
+    done: list[tuple[int, int]] = []
     try:
         report = await Indexer(index, embedder).ingest(
-            "t", "c", _docs(EMBED_BATCH * 2 + 5), progress=done.append
+            "t", "c", _docs(EMBED_BATCH * 2 + 5), progress=lambda *at: done.append(at)
         )
         hits = await index.search(
             "c", SearchRequest(tenant_id="t", query="Paragraph 130", mode="keyword", limit=3)
@@ -49,8 +49,9 @@ async def test_short_documents_share_embedding_calls(tmp_path: Path) -> None:
         await index.close()
     assert report.documents == report.chunks == EMBED_BATCH * 2 + 5
     assert embedder.calls == [EMBED_BATCH, EMBED_BATCH, 5]
-    assert done == sorted(done)
-    assert done[-1] == report.documents
+    # Chunks written of all the ingest's chunks, counted as each embedding call lands.
+    n = report.chunks
+    assert done == [(EMBED_BATCH, n), (EMBED_BATCH * 2, n), (n, n)]
     assert hits[0].doc_id == "p130"  # every chunk was written with its own document
 
 
@@ -64,3 +65,25 @@ async def test_duplicate_ids_in_one_ingest_are_refused_before_writing(tmp_path: 
     finally:
         await index.close()
     assert embedder.calls == []
+
+
+async def test_one_large_document_shows_progress_as_its_chunks_land(tmp_path: Path) -> None:
+    # Before: progress counted documents, so a folder's one big file sat at "0/1" until
+    # every one of its chunks was embedded (minutes with the model).
+    words = " ".join(f"word{i}" for i in range(EMBED_BATCH * 400))
+    index = EdgeIndex(tmp_path)
+    done: list[tuple[int, int]] = []
+    try:
+        report = await Indexer(index, CountingEmbedder()).ingest(
+            "t",
+            "c",
+            [SourceDocument(doc_id="big", text=words)],
+            progress=lambda *at: done.append(at),
+        )
+    finally:
+        await index.close()
+    assert report.chunks > 2 * EMBED_BATCH
+    assert [d for d, _ in done] == sorted(d for d, _ in done)
+    assert {t for _, t in done} == {report.chunks}
+    assert [d for d, _ in done][:2] == [EMBED_BATCH, 2 * EMBED_BATCH]
+    assert done[-1] == (report.chunks, report.chunks)
