@@ -36,6 +36,7 @@ def decide(
     level: str,
     threshold: float,
     strict_mode: bool = True,
+    sources_disagree: bool = False,
 ) -> DecisionOutcome:
     """Decide for one retrieval result.
 
@@ -45,6 +46,8 @@ def decide(
         level: its B3 level (HIGH, MEDIUM, LOW, VERY_LOW).
         threshold: confidence needed to use the context (preset or per collection).
         strict_mode: off (D8 rollback) uses the context whatever its confidence.
+        sources_disagree: its kept sources disagree on what is asked (D7): a HIGH or
+            MEDIUM result goes to the mandatory review queue, its reason says why.
     """
     if not 0.0 <= threshold <= 1.0:
         raise ValueError(f"threshold must be in [0, 1], got {threshold}")
@@ -55,10 +58,14 @@ def decide(
             False, "retrieval failed: decided without retrieved context", "expert_review", False
         )
     review = _REVIEW.get(level)
+    disagree = ""
+    if sources_disagree:
+        review = review or "mandatory_review"
+        disagree = "; the kept sources disagree: reviewed"
     if confidence >= threshold:
         return DecisionOutcome(
             True,
-            f"confidence {confidence:.2f} >= threshold {threshold:.2f}: context used",
+            f"confidence {confidence:.2f} >= threshold {threshold:.2f}: context used{disagree}",
             review,
             False,
         )
@@ -66,14 +73,14 @@ def decide(
         return DecisionOutcome(
             True,
             f"confidence {confidence:.2f} < threshold {threshold:.2f}, but strict mode is off:"
-            " context used as advisory",
+            f" context used as advisory{disagree}",
             review,
             True,
         )
     return DecisionOutcome(
         False,
         f"confidence {confidence:.2f} < threshold {threshold:.2f}: decided without retrieved"
-        " context",
+        f" context{disagree}",
         review,
         False,
     )

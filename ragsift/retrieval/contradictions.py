@@ -8,7 +8,7 @@ The check reads the kept hits' sentences, no model and nothing fitted:
 2. Two statements from *different documents* that share those same query words
    contradict when
    - **value**: both state a quantity of the same kind (a duration, a
-     percentage, an amount of one currency) about the same thing (the words
+     percentage, an amount of one currency, a time of day) about the same thing (the words
      around the two quantities share a content word: "*return* an item within
      30 days" vs "*returned* within 14 days"), and no value of one matches a
      value of the other ("2 weeks" and "14 days" agree: durations are compared
@@ -43,9 +43,11 @@ from ragsift.schemas import Contradiction, RetrievalResult, RetrievedChunk
 from ragsift.settings import ContradictionSettings
 
 __all__ = [
+    "CLOCK",
     "DEFAULT_MAX_SOURCES",
     "DEFAULT_MIN_SHARED_CONTEXT",
     "DEFAULT_MIN_SHARED_TERMS",
+    "DISAGREE_ACTION",
     "ContradictionDetector",
     "Quantity",
     "quantities",
@@ -61,6 +63,10 @@ MAX_STATEMENT_CHARS = 300  # a sentence quoted in the result is clipped to this
 # [30 days] of delivery". Four reach past the usual preposition and article.
 CONTEXT_WORDS = 4
 MIN_CONTEXT_CHARS = 3  # "s" of "city's" is no evidence of anything
+#: What a HIGH or MEDIUM result whose sources disagree asks of a human (B3); LOW and
+#: VERY_LOW keep their own, stricter ones.
+DISAGREE_ACTION: Final = "review recommended: the kept sources disagree"
+_AUTOMATABLE: Final = frozenset(("HIGH", "MEDIUM"))
 #: Chunk texts whose sentences are kept read (~1-2 KB each: a few MB at most).
 READ_CACHE_TEXTS: Final = 4096
 #: Sentences whose quantities and negation are kept read: a few per cached text.
@@ -112,8 +118,19 @@ _QUANTITY = re.compile(
     r"|eur|gbp)s?\b(?![\s-]old\b))",
     re.IGNORECASE,
 )
-# What every _QUANTITY match starts with, but a lower-case number word (checked as a
-# substring: those are matched case-sensitively): a currency sign or a digit.
+# A time of day: "9am", "9 a.m.", "5:30 pm" (not "noon": no digit); or a 24-hour
+# "09:00"/"17:30" with two digits for the hour ("3:16" is a verse or a ratio as often).
+_CLOCK = re.compile(
+    r"(?<![\w:.,])(?P<hour>1[0-2]|0?[1-9])(?::(?P<minute>[0-5]\d))?"
+    r"\s?(?P<half>[ap])(?:\.\s?m\.|\s?m\b)"
+    r"|(?<![\w:.,])(?P<hour24>[01]\d|2[0-3]):(?P<minute24>[0-5]\d)(?![\w:])",
+    re.IGNORECASE,
+)
+#: The kind of a time of day, compared to the minute (not within VALUE_TOLERANCE:
+#: 9:00 and 9:15 are two times).
+CLOCK = "time of day"
+# What every _QUANTITY and _CLOCK match starts with, but a lower-case number word
+# (checked as a substring: those are matched case-sensitively): a currency sign or a digit.
 _QUANTITY_START = re.compile(r"[$€£\d]")
 _WORD = re.compile(r"[^\W_]+")
 _NEGATION = re.compile(r"\b(?:not|no|never|none|nor|cannot|without)\b|n't\b", re.IGNORECASE)
@@ -149,12 +166,23 @@ class _Statement:
 
 def quantities(sentence: str) -> dict[str, list[Quantity]]:
     """The sentence's quantities by kind: ``duration`` (``duration:business``...),
-    ``percent``, ``money:usd`` (``:eur``, ``:gbp``)."""
+    ``percent``, ``money:usd`` (``:eur``, ``:gbp``), and :data:`CLOCK` (in minutes
+    after midnight)."""
     out: dict[str, list[Quantity]] = {}
     if _QUANTITY_START.search(sentence) is None and not any(
         word in sentence for word in _WORD_NUMBERS
     ):
         return out  # no match can start: scanning for the two is ~half of a full match
+    for m in _CLOCK.finditer(sentence):
+        if m["half"]:
+            hour = int(m["hour"]) % 12 + (12 if m["half"].casefold() == "p" else 0)
+            minute = int(m["minute"] or 0)
+        else:
+            hour, minute = int(m["hour24"]), int(m["minute24"])
+        context = _context(sentence[: m.start()], sentence[m.end() :])
+        out.setdefault(CLOCK, []).append(
+            Quantity(60.0 * hour + minute, m.group(0).strip(), context)
+        )
     for m in _QUANTITY.finditer(sentence):
         if m["currency"]:
             kind, value = f"money:{_CURRENCIES[m['currency']]}", _parse(m["amount"])
@@ -191,7 +219,9 @@ def _parse(number: str) -> float:
     return float(word) if word is not None else float(number.replace(",", ""))
 
 
-def _same(a: float, b: float) -> bool:
+def _same(a: float, b: float, kind: str) -> bool:
+    if kind == CLOCK:
+        return a == b
     return abs(a - b) <= VALUE_TOLERANCE * max(abs(a), abs(b))
 
 
@@ -206,7 +236,7 @@ def _value_conflict(
     """
     for kind, left in a.values.items():
         right = b.values.get(kind, [])
-        if any(_same(x.value, y.value) for x in left for y in right):
+        if any(_same(x.value, y.value, kind) for x in left for y in right):
             continue  # they agree on one value: the other is another case, not a conflict
         for x in left:
             for y in right:
@@ -287,9 +317,16 @@ class ContradictionDetector:
         return None
 
     def mark(self, result: RetrievalResult) -> RetrievalResult:
-        """``result`` with its ``contradiction`` set when its kept hits disagree."""
+        """``result`` with its ``contradiction`` set when its kept hits disagree, and then
+        flagged for review: a HIGH result was "safe to automate" with two sources saying
+        two different things."""
         found = self.find(result.query, result.hits)
-        return result if found is None else result.model_copy(update={"contradiction": found})
+        if found is None:
+            return result
+        update: dict[str, object] = {"contradiction": found, "should_flag_for_review": True}
+        if result.level in _AUTOMATABLE:
+            update["review_action"] = DISAGREE_ACTION
+        return result.model_copy(update=update)
 
     @staticmethod
     def _statements(hit: RetrievedChunk, wanted: set[str], need: int) -> list[_Statement]:

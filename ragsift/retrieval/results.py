@@ -329,6 +329,15 @@ def evidence_for(
             " retry)",
             **fix.model_dump(mode="json"),
         )
+    if result.contradiction is not None:
+        c = result.contradiction
+        said = f": {' vs '.join(c.values)}" if c.values else ""
+        add(
+            EvidenceType.SOURCES_DISAGREE,
+            f"the kept sources {' and '.join(c.doc_ids)} disagree ({c.kind}{said});"
+            " flagged for review",
+            disagreement=c.model_dump(mode="json"),
+        )
     if result.status == "no_relevant_context":
         add(
             EvidenceType.NO_RELEVANT_CONTEXT,

@@ -35,6 +35,8 @@ class EvidenceType(StrEnum):
     CALIBRATION_SHIFT = "RAG_CALIBRATION_SHIFT"
     #: A weak or split retrieval was retried once (B10); details say which path won.
     CORRECTIVE_RETRY = "RAG_CORRECTIVE_RETRY"
+    #: The kept sources disagree on what the query asks (D7); details name them.
+    SOURCES_DISAGREE = "RAG_SOURCES_DISAGREE"
 
 
 class EvidenceData(BaseModel):

@@ -28,11 +28,13 @@ from ragsift.schemas import (
 from ragsift.settings import GuardrailSettings
 from ragsift.workers.base import Emit, Outcome
 
-__all__ = ["LABEL_SAMPLE_FLAG", "DecisionHandler", "sampled_for_labels"]
+__all__ = ["LABEL_SAMPLE_FLAG", "SOURCES_DISAGREE_FLAG", "DecisionHandler", "sampled_for_labels"]
 
 SOURCE = "/ragsift/worker/decision"
 #: The decision flag of a result routed to the ``label_sample`` queue.
 LABEL_SAMPLE_FLAG: Final = "SAMPLED_FOR_LABEL"
+#: The flag of a decision whose result's kept sources disagree (D7); it is reviewed.
+SOURCES_DISAGREE_FLAG: Final = "SOURCES_DISAGREE"
 _HASH_SPAN: Final = float(2**64)
 
 
@@ -83,10 +85,13 @@ class DecisionHandler:
             level=r.level,
             threshold=threshold,
             strict_mode=self.guardrails.strict_mode,
+            sources_disagree=r.contradiction is not None,
         )
         flags: list[str] = [r.advisory_flag]
         if r.advisory_only:
             flags.append("ADVISORY_ONLY")
+        if r.contradiction is not None:
+            flags.append(SOURCES_DISAGREE_FLAG)
         if r.should_flag_for_review:
             flags.append("FLAGGED_FOR_REVIEW")
         # Scored results only: a greeting, a scope answer or a failed retrieval has no

@@ -11,7 +11,7 @@ import pytest
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.ingest.loaders import SourceDocument
 from ragsift.retrieval import contradictions
-from ragsift.retrieval.contradictions import ContradictionDetector, _values, quantities
+from ragsift.retrieval.contradictions import CLOCK, ContradictionDetector, _values, quantities
 from ragsift.schemas import Citation, QueryEvent, RetrievalResult, RetrievedChunk
 from ragsift.settings import ContradictionSettings, EmbedderSettings, Settings
 from tests.factories import low_bar_confidence
@@ -139,6 +139,12 @@ def test_only_the_top_sources_are_read() -> None:
         ),
         ("a $4.5 billion endowment", {"money:usd": [(4.5e9, "$4.5 billion")]}),
         ("in 1998, 3 members and 4.5 stars", {}),
+        ("open 9 a.m. to 5:30pm", {CLOCK: [(540.0, "9 a.m."), (1050.0, "5:30pm")]}),
+        (
+            "from 06:30 until 22:00, 12am",
+            {CLOCK: [(390.0, "06:30"), (1320.0, "22:00"), (0, "12am")]},
+        ),
+        ("John 3:16, a 9 amp fuse, 10.30 and 1:2", {}),
         ("the Seven Years' War, a 13-year-old", {}),
     ],
 )
@@ -234,7 +240,28 @@ POLICY_CONFLICTS = [
         "Refund processing takes 5 business days.",
         "Refund processing takes up to 10 business days.",
     ),
+    (
+        "When does the café open on weekdays?",
+        "The café opens at 9am on weekdays.",
+        "On weekdays the café opens at 8 a.m. sharp.",
+    ),
 ]
+
+
+def test_one_time_of_day_written_two_ways_agrees() -> None:
+    query = "When does the café open on weekdays?"
+    same = [
+        chunk("v1", "The café opens at 9am on weekdays."),
+        chunk("v2", "On weekdays the café opens at 09:00.", 2),
+    ]
+    assert ContradictionDetector().find(query, same) is None
+    later = [
+        chunk("v1", "The café opens at 9am on weekdays."),
+        chunk("v2", "On weekdays the café opens at 9:15 am.", 2),
+    ]
+    found = ContradictionDetector().find(query, later)
+    assert found is not None
+    assert found.values == ["9am", "9:15 am"]
 
 
 @pytest.mark.parametrize(("query", "first", "second"), POLICY_CONFLICTS)
@@ -296,7 +323,7 @@ def test_two_shared_context_words_keep_only_near_verbatim_versions() -> None:
         strict.find(q, [chunk("v1", a), chunk("v2", b, 2)]) is not None
         for q, a, b in POLICY_CONFLICTS
     ]
-    assert found == [False, False, True, True]
+    assert found == [False, False, True, True, True]
 
 
 def test_the_detector_follows_its_settings() -> None:
