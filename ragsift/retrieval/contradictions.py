@@ -62,6 +62,9 @@ MAX_STATEMENT_CHARS = 300  # a sentence quoted in the result is clipped to this
 # Words either side of a quantity that say what it measures: "return an item within
 # [30 days] of delivery". Four reach past the usual preposition and article.
 CONTEXT_WORDS = 4
+#: Content words after a quantity written as a modifier ("2-year limited warranty") that
+#: name what it measures; the other statement must say one of them.
+MODIFIED_WORDS = 2
 MIN_CONTEXT_CHARS = 3  # "s" of "city's" is no evidence of anything
 #: What a HIGH or MEDIUM result whose sources disagree asks of a human (B3); LOW and
 #: VERY_LOW keep their own, stricter ones.
@@ -138,11 +141,14 @@ _NEGATION = re.compile(r"\b(?:not|no|never|none|nor|cannot|without)\b|n't\b", re
 
 class Quantity(NamedTuple):
     """One stated quantity: its value in its kind's base unit (days, percent, currency
-    units), the text that stated it, and the content words around it."""
+    units), the text that stated it, and the content words around it; written as a
+    modifier ("a 2-year limited warranty"), the first :data:`MODIFIED_WORDS` content
+    words after it, which name what it measures."""
 
     value: float
     text: str
     context: frozenset[str]
+    modifies: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,9 +205,22 @@ def quantities(sentence: str) -> dict[str, list[Quantity]]:
                 kind = f"money:{_CURRENCIES[unit]}"
             else:
                 kind = "percent"
-        context = _context(sentence[: m.start()], sentence[m.end() :])
-        out.setdefault(kind, []).append(Quantity(value, m.group(0).strip(), context))
+        after = sentence[m.end() :]
+        context = _context(sentence[: m.start()], after)
+        written = m.group(0).strip()
+        modifies = _modified(after) if "-" in written else frozenset()
+        out.setdefault(kind, []).append(Quantity(value, written, context, modifies))
     return out
+
+
+def _modified(after: str) -> frozenset[str]:
+    """The first content words after a quantity written as a modifier: what it measures."""
+    found: list[str] = []
+    for word in _WORD.findall(after)[: 2 * MODIFIED_WORDS]:
+        found.extend(content_terms(word))
+        if len(found) >= MODIFIED_WORDS:
+            break
+    return frozenset(found[:MODIFIED_WORDS])
 
 
 def _context(before: str, after: str) -> frozenset[str]:
@@ -225,6 +244,14 @@ def _same(a: float, b: float, kind: str) -> bool:
     return abs(a - b) <= VALUE_TOLERANCE * max(abs(a), abs(b))
 
 
+def _measured_by(quantity: Quantity, other: _Statement) -> bool:
+    """Whether ``other`` says what ``quantity`` measures, when it was written as a
+    modifier: "a 2-year limited warranty" is about a warranty, and a returns sentence
+    that never says one states no other warranty (the demo's own returns question
+    read its 30 days against the warranty's 2 years)."""
+    return not quantity.modifies or bool(quantity.modifies & other.terms)
+
+
 def _value_conflict(
     a: _Statement, b: _Statement, min_context: int, wanted: set[str]
 ) -> tuple[str, str] | None:
@@ -244,6 +271,8 @@ def _value_conflict(
                     len(x.context & y.context) >= min_context
                     and x.context & wanted <= b.terms
                     and y.context & wanted <= a.terms
+                    and _measured_by(x, b)
+                    and _measured_by(y, a)
                 ):
                     return x.text, y.text
     return None
