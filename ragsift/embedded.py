@@ -197,6 +197,15 @@ class EmbeddedRuntime:
             optimize(collection)
         return report
 
+    async def prune(
+        self, tenant_id: str, keep: Iterable[str], *, collection: str = "default"
+    ) -> list[str]:
+        """Delete the tenant's documents of ``collection`` whose ids are not in ``keep``;
+        the ids deleted, sorted."""
+        stale = set(await self.index.documents(collection, tenant_id)) - set(keep)
+        await self.indexer.remove(tenant_id, collection, stale)
+        return sorted(stale)
+
     async def ask(self, queries: Sequence[QueryEvent]) -> list[RetrievalResult | DeadLetter]:
         """Publish queries on the bus and return, per query, its result or dead letter."""
         return [o if isinstance(o, DeadLetter) else o.result for o in await self.answer(queries)]
@@ -333,6 +342,10 @@ class _OnlyChunks:
     async def delete(self, collection: str, tenant_id: str, doc_id: str) -> None:
         """Not offered: assessing never writes."""
         raise InvalidEventError("assessing chunks never writes to the index")
+
+    async def documents(self, collection: str, tenant_id: str) -> dict[str, int]:
+        """Not offered: assessing reads the given chunks, not the collection's list."""
+        raise InvalidEventError("assessing chunks never lists the collection's documents")
 
     async def search(self, collection: str, request: SearchRequest) -> list[SearchHit]:
         """Search among the given chunks only."""

@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Final, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -63,12 +63,10 @@ def _run(work: Coroutine[Any, Any, T]) -> T:
 # shown as it is; style goes in Text objects (a "[/x]" in a file name once crashed the
 # CLI, and /etc/passwd's "root:x:0" read "root❌0"). Every Console here is made by
 # plain_console.
-PLAIN: Final = {"markup": False, "emoji": False}
-
-
 def plain_console(**options: Any) -> Console:
-    """A Console that prints text as it is (:data:`PLAIN`), with ``options`` besides."""
-    return Console(**PLAIN, **options)
+    """A Console that prints text as it is (no markup, no emoji codes), with ``options``
+    besides."""
+    return Console(markup=False, emoji=False, **options)
 
 
 console = plain_console()
@@ -92,12 +90,15 @@ def print_warning(message: str) -> None:
     err_console.print(Text.assemble(("warning: ", "yellow"), message))
 
 
-def read_documents(path: Path, source_type: str = "unknown") -> list[SourceDocument]:
+def read_documents(
+    path: Path, source_type: str = "unknown", skipped: list[tuple[Path, str]] | None = None
+) -> list[SourceDocument]:
     """The documents under ``path``, as ``ingest`` and ``submit --files`` read them; the
-    files passed over in one warning line; bad input one error line and exit 2."""
+    files passed over in one warning line (and appended to ``skipped``); bad input one
+    error line and exit 2."""
     from ragsift.ingest.loaders import iter_documents
 
-    skipped: list[tuple[Path, str]] = []
+    skipped = [] if skipped is None else skipped
     try:
         documents = list(iter_documents(path, source_type=source_type, skipped=skipped))
     except RagsiftError as exc:

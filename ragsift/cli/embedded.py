@@ -173,6 +173,15 @@ def ingest(
             " RAGSIFT_CALIBRATION_REPROBE_AFTER_INGEST (on).",
         ),
     ] = None,
+    prune: Annotated[
+        bool,
+        typer.Option(
+            "--prune",
+            help="Then remove the tenant's other documents of this collection: those not"
+            " under PATH now (files deleted or renamed since they were ingested). A file"
+            " passed over this time (unreadable, empty) keeps what was indexed of it.",
+        ),
+    ] = False,
     data_dir: DataDir = None,
 ) -> None:
     """Chunk, embed and index documents into the embedded Qdrant Edge shard, then probe
@@ -180,7 +189,8 @@ def ingest(
     estimate how often a question on its subjects whose answer it lacks would still be
     answered (docs/confidence.md, section 12)."""
     _check_names(tenant=tenant, collection=collection)  # before anything is written
-    docs = read_documents(path, source_type)
+    skipped: list[tuple[Path, str]] = []
+    docs = read_documents(path, source_type, skipped)
     if not docs:
         print_error(
             f"nothing to index under {path}:"
@@ -203,11 +213,35 @@ def ingest(
                 f"indexed {report.documents} documents as {report.chunks} chunks for tenant"
                 f" {tenant!r} in collection {collection!r}"
             )
+            if prune:
+                keep = {d.doc_id for d in docs} | _passed_over(path, skipped)
+                _show_pruned(await runtime.prune(tenant, keep, collection=collection), path)
             if probing:
                 done = await _reprobe(runtime, settings, tenant, collection)
                 _show_reprobe(done, "`--no-probe`")
 
     _embedded(run())
+
+
+#: Removed document ids named in ``ingest --prune``'s line; the rest are counted.
+_PRUNED_SHOWN = 5
+
+
+def _passed_over(path: Path, skipped: list[tuple[Path, str]]) -> set[str]:
+    """The document ids of the files under ``path`` read and passed over this time (a
+    JSONL line passed over names no file: its document cannot be kept this way)."""
+    from ragsift.ingest.loaders import file_doc_id
+
+    return {file_doc_id(f, path) for f, _ in skipped if f.exists()}
+
+
+def _show_pruned(removed: list[str], path: Path) -> None:
+    if not removed:
+        console.print(f"pruned nothing: every document of the collection is under {path}")
+        return
+    shown = ", ".join(removed[:_PRUNED_SHOWN])
+    more = f" and {len(removed) - _PRUNED_SHOWN} more" if len(removed) > _PRUNED_SHOWN else ""
+    console.print(f"pruned {len(removed)} documents no longer under {path}: {shown}{more}")
 
 
 async def _reprobe(runtime: Any, settings: Any, tenant: str, collection: str) -> Any:

@@ -102,6 +102,15 @@ class Indexer:
         version = await self._bump(tenant_id, collection) if docs else None
         return IngestReport(len(docs), chunks, 0, version)
 
+    async def remove(self, tenant_id: str, collection: str, doc_ids: Iterable[str]) -> IngestReport:
+        """Delete a tenant's documents (``ingest --prune``), under one new index version
+        (cached results citing them are stale with it); none: nothing changes."""
+        gone = sorted(set(doc_ids))
+        for doc_id in gone:
+            await self.index.delete(collection, tenant_id, doc_id)
+        version = await self._bump(tenant_id, collection) if gone else None
+        return IngestReport(0, 0, len(gone), version)
+
     async def apply(self, event: DocumentEvent) -> IngestReport:
         """Apply one DocumentEvent (upsert or delete) from the documents topic."""
         await self.ensure(event.collection)

@@ -30,6 +30,7 @@ __all__ = [
     "SUPPORTED_SUFFIXES",
     "SourceDocument",
     "check_unique_ids",
+    "file_doc_id",
     "iter_documents",
     "json_line",
     "jsonl_rows",
@@ -143,6 +144,13 @@ def iter_documents(
         yield doc
 
 
+def file_doc_id(file: Path, path: Path) -> str:
+    """The id of the document a ``file`` found under ``path`` (a file or folder) is
+    indexed as: its path from the folder (a file's own folder), made safe."""
+    base = path.parent if path.is_file() else path
+    return safe_doc_id(file.relative_to(base).as_posix())
+
+
 def _collision(first: SourceDocument, second: SourceDocument) -> InvalidEventError:
     return InvalidEventError(
         f"document id {second.doc_id!r} is used twice ({first.source or first.title!r}"
@@ -187,7 +195,7 @@ def _iter_documents(
             else:
                 rel = file.relative_to(base).as_posix()
                 yield SourceDocument(
-                    doc_id=safe_doc_id(rel),
+                    doc_id=file_doc_id(file, path),
                     text=text,
                     title=title or _shown_name(Path(file.stem)),
                     source=_shown_name(Path(rel)),

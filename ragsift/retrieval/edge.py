@@ -31,7 +31,7 @@ from ragsift.errors import ConfigurationError
 from ragsift.retrieval import qdrant_common
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.errors import CollectionNotFoundError
-from ragsift.retrieval.qdrant_common import MAX_TENANTS_IN_INFO
+from ragsift.retrieval.qdrant_common import MAX_DOCUMENTS_LISTED, MAX_TENANTS_IN_INFO
 from ragsift.retrieval.records import (
     DENSE_VECTOR,
     DOC_FIELD,
@@ -44,6 +44,7 @@ from ragsift.retrieval.records import (
     SearchRequest,
     StoredCollection,
     point_id,
+    require_tenant,
     validate_collection_name,
 )
 from ragsift.retrieval.search_plan import (
@@ -322,6 +323,12 @@ class EdgeIndex:
             opened.shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
 
     # -- reads ----------------------------------------------------------------
+
+    async def documents(self, collection: str, tenant_id: str) -> dict[str, int]:
+        """One tenant's document ids and their chunk counts."""
+        flt, most = _filter([(TENANT_FIELD, require_tenant(tenant_id))]), MAX_DOCUMENTS_LISTED
+        facet = self._open(collection).shard.facet(qe.FacetRequest(DOC_FIELD, most, True, flt))
+        return qdrant_common.document_counts(collection, tenant_id, facet.hits)
 
     def _payloads(
         self, opened: _Collection, keys: list[PointKey]

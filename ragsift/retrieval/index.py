@@ -52,6 +52,15 @@ class VectorIndex(Protocol):
         """Delete every chunk of one tenant's document (before re-ingesting it)."""
         ...
 
+    async def documents(self, collection: str, tenant_id: str) -> dict[str, int]:
+        """One tenant's document ids and their chunk counts (``ingest --prune``).
+
+        Raises:
+            MissingTenantError: no tenant.
+            ValueError: more documents than can be listed whole.
+        """
+        ...
+
     async def search(self, collection: str, request: SearchRequest) -> list[SearchHit]:
         """Search one tenant's chunks."""
         ...

@@ -37,6 +37,7 @@ from ragsift.retrieval.search_plan import (
 )
 
 __all__ = [
+    "MAX_DOCUMENTS_LISTED",
     "MAX_TENANTS_IN_INFO",
     "UPSERT_BATCH",
     "check_bm25",
@@ -44,6 +45,7 @@ __all__ = [
     "check_new_collection",
     "check_records",
     "check_stored_embedder",
+    "document_counts",
     "plan_for",
     "point_parts",
     "rank_batch",
@@ -57,6 +59,9 @@ __all__ = [
 UPSERT_BATCH = 256
 #: Most tenants listed by ``collection_info`` (a facet over the keyword index).
 MAX_TENANTS_IN_INFO = 1000
+#: Most documents of one tenant ``documents`` lists (a facet over the doc id index):
+#: at the limit the list may be cut, and :func:`document_counts` refuses it.
+MAX_DOCUMENTS_LISTED = 1_000_000
 
 
 class FacetHit(Protocol):
@@ -170,6 +175,20 @@ def rank_batch(
         ranked.append(rank_answers(plan, answers[cursor : cursor + len(plan.queries)], k=RRF_K))
         cursor += len(plan.queries)
     return ranked
+
+
+def document_counts(collection: str, tenant_id: str, hits: Sequence[FacetHit]) -> dict[str, int]:
+    """Chunks per document from a facet over the doc id field within one tenant.
+
+    Raises:
+        ValueError: the facet reached :data:`MAX_DOCUMENTS_LISTED`: it may be cut.
+    """
+    if len(hits) >= MAX_DOCUMENTS_LISTED:
+        raise ValueError(
+            f"{collection}: tenant {tenant_id!r} has {MAX_DOCUMENTS_LISTED:,} documents or"
+            " more: too many to list whole"
+        )
+    return tenant_counts(hits)
 
 
 def tenant_counts(hits: Iterable[FacetHit]) -> dict[str, int]:

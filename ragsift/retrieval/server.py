@@ -40,6 +40,7 @@ from ragsift.retrieval.records import (
     SearchRequest,
     StoredCollection,
     point_id,
+    require_tenant,
     validate_collection_name,
 )
 from ragsift.retrieval.search_plan import (
@@ -280,6 +281,20 @@ class QdrantServerIndex:
             await self.client.delete(collection, points_selector=selector, wait=True)
 
     # -- reads ----------------------------------------------------------------
+
+    async def documents(self, collection: str, tenant_id: str) -> dict[str, int]:
+        """One tenant's document ids and their chunk counts."""
+        require_tenant(tenant_id)
+        await self._load(collection)
+        async with _qdrant_errors(collection):
+            facet = await self.client.facet(
+                collection,
+                key=DOC_FIELD,
+                facet_filter=_filter([(TENANT_FIELD, tenant_id)]),
+                limit=qdrant_common.MAX_DOCUMENTS_LISTED,
+                exact=True,
+            )
+        return qdrant_common.document_counts(collection, tenant_id, facet.hits)
 
     async def search(self, collection: str, request: SearchRequest) -> list[SearchHit]:
         """Search one tenant's chunks (see :mod:`ragsift.retrieval.search_plan` for hybrid)."""

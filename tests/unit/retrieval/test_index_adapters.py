@@ -207,6 +207,19 @@ async def test_reupsert_is_idempotent_and_delete_removes_a_document(index: Vecto
     assert info.tenants == {"acme": 8, "globex": 6}
 
 
+async def test_documents_lists_one_tenants_documents_and_their_chunks(
+    index: VectorIndex,
+) -> None:
+    # acme's 10 chunks are 5 documents of 2; globex's 6, 3 (make_record: doc i // 2).
+    assert await index.documents(COLLECTION, "acme") == {f"acme-doc-{d}": 2 for d in range(5)}
+    assert await index.documents(COLLECTION, "globex") == {f"globex-doc-{d}": 2 for d in range(3)}
+    assert await index.documents(COLLECTION, "initech") == {}
+    await index.delete(COLLECTION, "acme", "acme-doc-0")
+    assert "acme-doc-0" not in await index.documents(COLLECTION, "acme")
+    with pytest.raises(MissingTenantError):
+        await index.documents(COLLECTION, "")
+
+
 async def test_payload_filter_narrows_within_the_tenant(index: VectorIndex) -> None:
     req = request(
         "acme", "password reset refund", "hybrid", limit=10, filter={"source_type": "government"}

@@ -1,0 +1,68 @@
+"""``ragsift ingest --prune``: the collection holds what is under the folder now.
+
+Before: the embedded runtime had no way to delete a document. A policy file deleted or
+renamed in the folder stayed in the index for good, and answers kept citing it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from ragsift.embedded import EmbeddedRuntime
+from ragsift.settings import EmbedderSettings, Settings
+from tests.unit.cli.conftest import Invoke
+
+
+def _documents(data: Path, tenant: str) -> dict[str, int]:
+    async def listed() -> dict[str, int]:
+        settings = Settings(data_dir=data, embedder=EmbedderSettings(kind="hashing"))
+        async with EmbeddedRuntime(settings) as runtime:
+            return await runtime.index.documents("default", tenant)
+
+    return asyncio.run(listed())
+
+
+def _ingest(cli: Invoke, docs: Path, tenant: str, *more: str) -> str:
+    done = cli(["ingest", str(docs), "-t", tenant, "--data-dir", "data", "--no-probe", *more])
+    assert done.exit_code == 0, done.output
+    return str(done.stdout)
+
+
+def test_prune_removes_what_left_the_folder_and_only_that(cli: Invoke, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    (docs / "old").mkdir(parents=True)
+    (docs / "hours.md").write_text("The office opens at 9am.\n")
+    (docs / "old" / "returns-2023.md").write_text("Returns are accepted within 30 days.\n")
+    (docs / "leave.md").write_text("Staff get 25 days of annual leave.\n")
+    _ingest(cli, docs, "acme")
+    _ingest(cli, docs, "globex")  # another tenant's same documents stay whatever acme does
+    data = tmp_path / "data"
+    assert set(_documents(data, "acme")) == {"hours.md", "old-returns-2023.md", "leave.md"}
+
+    (docs / "old" / "returns-2023.md").unlink()
+    # A file that cannot be read this time is passed over, and keeps its indexed version.
+    (docs / "leave.md").write_bytes(b"\x00\x01binary now")
+    assert "pruned" not in _ingest(cli, docs, "acme")  # without --prune nothing goes
+    assert "old-returns-2023.md" in _documents(data, "acme")
+
+    out = _ingest(cli, docs, "acme", "--prune")
+    assert f"pruned 1 documents no longer under {docs}: old-returns-2023.md" in out
+    assert set(_documents(data, "acme")) == {"hours.md", "leave.md"}
+    assert set(_documents(data, "globex")) == {"hours.md", "old-returns-2023.md", "leave.md"}
+    asked = cli(["ask", "How many days to return an item?", "-t", "acme", "--data-dir", "data"])
+    assert "returns-2023" not in asked.output
+
+    again = _ingest(cli, docs, "acme", "--prune")
+    assert f"pruned nothing: every document of the collection is under {docs}" in again
+
+
+def test_an_empty_folder_prunes_nothing(cli: Invoke, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("Parking is behind building C.\n")
+    _ingest(cli, docs, "acme")
+    (docs / "a.md").unlink()
+    refused = cli(["ingest", str(docs), "-t", "acme", "--data-dir", "data", "--prune"])
+    assert refused.exit_code == 2  # nothing to index: refused before anything is removed
+    assert set(_documents(tmp_path / "data", "acme")) == {"a.md"}
