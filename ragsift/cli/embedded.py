@@ -178,8 +178,8 @@ def ingest(
         typer.Option(
             "--prune",
             help="Then remove the tenant's other documents of this collection: those not"
-            " under PATH now (files deleted or renamed since they were ingested). A file"
-            " passed over this time (unreadable, empty) keeps what was indexed of it.",
+            " under the folder PATH now (files deleted or renamed since they were ingested)."
+            " A file passed over this time (unreadable, empty) keeps what was indexed of it.",
         ),
     ] = False,
     data_dir: DataDir = None,
@@ -189,6 +189,12 @@ def ingest(
     estimate how often a question on its subjects whose answer it lacks would still be
     answered (docs/confidence.md, section 12)."""
     _check_names(tenant=tenant, collection=collection)  # before anything is written
+    if prune and path.is_file():
+        print_error(
+            f"--prune needs a folder: with the one file {path} it would remove every other"
+            f" document of tenant {tenant!r} in collection {collection!r}"
+        )
+        raise typer.Exit(2)
     skipped: list[tuple[Path, str]] = []
     docs = read_documents(path, source_type, skipped)
     if not docs:

@@ -66,3 +66,15 @@ def test_an_empty_folder_prunes_nothing(cli: Invoke, tmp_path: Path) -> None:
     refused = cli(["ingest", str(docs), "-t", "acme", "--data-dir", "data", "--prune"])
     assert refused.exit_code == 2  # nothing to index: refused before anything is removed
     assert set(_documents(tmp_path / "data", "acme")) == {"a.md"}
+
+
+def test_prune_refuses_one_file(cli: Invoke, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("Parking is behind building C.\n")
+    (docs / "b.md").write_text("The gym is on floor 3.\n")
+    _ingest(cli, docs, "acme")
+    refused = cli(["ingest", str(docs / "a.md"), "-t", "acme", "--data-dir", "data", "--prune"])
+    assert refused.exit_code == 2
+    assert "--prune needs a folder" in refused.output
+    assert set(_documents(tmp_path / "data", "acme")) == {"a.md", "b.md"}
