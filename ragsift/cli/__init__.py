@@ -22,6 +22,7 @@ from ragsift.cli.admin import (
 )
 from ragsift.cli.calibration import calibrate
 from ragsift.cli.calibrations import calibrations_app
+from ragsift.cli.documents import documents
 from ragsift.cli.embedded import ask, demo, ingest
 from ragsift.cli.evaluation import evaluate
 from ragsift.cli.review import assess, feedback
@@ -42,6 +43,7 @@ app.command()(topics)
 app.command()(demo)
 app.command()(ingest)
 app.command()(ask)
+app.command()(documents)
 app.command()(assess)
 app.command()(feedback)
 app.command()(calibrate)

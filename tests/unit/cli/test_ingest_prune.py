@@ -7,6 +7,7 @@ renamed in the folder stayed in the index for good, and answers kept citing it.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 from ragsift.embedded import EmbeddedRuntime
@@ -78,3 +79,19 @@ def test_prune_refuses_one_file(cli: Invoke, tmp_path: Path) -> None:
     assert refused.exit_code == 2
     assert "--prune needs a folder" in refused.output
     assert set(_documents(tmp_path / "data", "acme")) == {"a.md", "b.md"}
+
+
+def test_documents_lists_what_a_tenant_has_indexed(cli: Invoke, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("Parking is behind building C.\n")
+    (docs / "b.md").write_text("The gym is on floor 3.\n")
+    _ingest(cli, docs, "acme")
+    listed = cli(["documents", "-t", "acme", "--data-dir", "data"])
+    assert listed.exit_code == 0, listed.output
+    assert "tenant 'acme', collection 'default': 2 documents, 2 chunks" in listed.stdout
+    as_json = cli(["documents", "-t", "acme", "--data-dir", "data", "--json"])
+    assert json.loads(as_json.stdout) == {"a.md": 1, "b.md": 1}
+    nobody = cli(["documents", "-t", "nobody", "--data-dir", "data"])
+    assert nobody.exit_code == 2
+    assert "tenant 'nobody' has no documents" in nobody.output
