@@ -20,7 +20,7 @@ QUESTION = "How many days do I have to return the Orbit thermostat for a refund?
 @pytest.fixture
 def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("RAGSIFT_EMBEDDER_KIND", "hashing")
-    monkeypatch.setenv("COLUMNS", "200")  # the hint on one line
+    monkeypatch.setenv("COLUMNS", "200")
 
     async def ingest() -> None:
         settings = Settings(data_dir=tmp_path, embedder=EmbedderSettings(kind="hashing"))
@@ -42,8 +42,10 @@ def test_a_sampled_answer_says_how_to_label_it(
 ) -> None:
     assert "sampled for a label" not in ask(data_dir)  # no share: nothing asked
     monkeypatch.setenv("RAGSIFT_FEEDBACK_SAMPLE_SHARE", "1")
+    # Words, not lines: a long decision reason wraps the hint even at 200 columns.
     found = re.search(
-        r"sampled for a label: ragsift feedback (\S+) --relevant\|--not-relevant", ask(data_dir)
+        r"sampled for a label: ragsift feedback (\S+) --relevant\|--not-relevant",
+        " ".join(ask(data_dir).split()),
     )
     assert found is not None
     labelled = CliRunner().invoke(
