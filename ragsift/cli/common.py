@@ -91,16 +91,23 @@ def print_warning(message: str) -> None:
 
 
 def read_documents(
-    path: Path, source_type: str = "unknown", skipped: list[tuple[Path, str]] | None = None
+    path: Path,
+    source_type: str = "unknown",
+    skipped: list[tuple[Path, str]] | None = None,
+    data_dir: Path | None = None,
 ) -> list[SourceDocument]:
-    """The documents under ``path``, as ``ingest`` and ``submit --files`` read them; the
-    files passed over in one warning line (and appended to ``skipped``); bad input one
-    error line and exit 2."""
+    """The documents under ``path``, as ``ingest`` and ``submit --files`` read them, never
+    from the data directory (``data_dir``, else the configured one); the files passed
+    over in one warning line (and appended to ``skipped``); bad input one error line
+    and exit 2."""
     from ragsift.ingest.loaders import iter_documents
 
     skipped = [] if skipped is None else skipped
+    own = [data_dir if data_dir is not None else Path(_settings().data_dir)]
     try:
-        documents = list(iter_documents(path, source_type=source_type, skipped=skipped))
+        documents = list(
+            iter_documents(path, source_type=source_type, skipped=skipped, exclude=own)
+        )
     except RagsiftError as exc:
         print_error(str(exc))
         raise typer.Exit(2) from exc
@@ -117,6 +124,7 @@ def print_skipped(path: Path, skipped: Sequence[tuple[Path, str]]) -> None:
     from ragsift.ingest.epub_text import ENCRYPTED_EPUB, UNREADABLE_EPUB
     from ragsift.ingest.html_text import REDIRECT
     from ragsift.ingest.loaders import EMPTY_LINE
+    from ragsift.ingest.loaders import PLURALS as FOLDER_PLURALS
     from ragsift.ingest.odt_text import UNREADABLE_ODT
     from ragsift.ingest.pdf_text import PLURALS
 
@@ -128,6 +136,7 @@ def print_skipped(path: Path, skipped: Sequence[tuple[Path, str]]) -> None:
         UNREADABLE_EPUB: f"{UNREADABLE_EPUB}s",
         ENCRYPTED_EPUB: f"{ENCRYPTED_EPUB}s",
         **PLURALS,
+        **FOLDER_PLURALS,
     }
 
     why = Counter(reason for _, reason in skipped)

@@ -150,7 +150,8 @@ def ingest(
         typer.Argument(
             help="A .txt/.md/.html/.pdf/.docx/.odt/.epub/.jsonl file or a folder of them"
             " (HTML: the text a reader sees; PDF: its text layer; text: UTF-8, UTF-16 by"
-            " its mark, else Windows-1252). A folder's links to files are not followed."
+            " its mark, else Windows-1252). A folder's links to files, hidden files and"
+            " folders, and the data directory are passed over."
         ),
     ],
     tenant: Tenant,
@@ -196,7 +197,7 @@ def ingest(
         )
         raise typer.Exit(2)
     skipped: list[tuple[Path, str]] = []
-    docs = read_documents(path, source_type, skipped)
+    docs = read_documents(path, source_type, skipped, data_dir)
     if not docs:
         print_error(
             f"nothing to index under {path}:"

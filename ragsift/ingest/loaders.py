@@ -24,9 +24,12 @@ from ragsift.retrieval.records import metadata_error
 from ragsift.schemas.payload import lone_surrogate
 
 __all__ = [
+    "DATA_DIR",
     "EMPTY_LINE",
+    "HIDDEN",
     "LINK_IN",
     "LINK_OUT",
+    "PLURALS",
     "SUPPORTED_SUFFIXES",
     "SourceDocument",
     "check_unique_ids",
@@ -120,9 +123,18 @@ def check_unique_ids(documents: Iterable[SourceDocument]) -> list[SourceDocument
 
 
 def iter_documents(
-    path: Path, *, source_type: str = "unknown", skipped: list[tuple[Path, str]] | None = None
+    path: Path,
+    *,
+    source_type: str = "unknown",
+    skipped: list[tuple[Path, str]] | None = None,
+    exclude: Iterable[Path] = (),
 ) -> Iterator[SourceDocument]:
     """Documents under ``path`` (a file or a folder, searched recursively, sorted).
+
+    A folder's hidden files and folders (a name starting with ``.``: ``.git``, and
+    ``.ragsift``, the data directory ``ingest .`` would otherwise read its own audit
+    trail from) are passed over as :data:`HIDDEN`, and so is any folder in ``exclude``
+    (the data directory wherever it is) as :data:`DATA_DIR`.
 
     A folder's files of another type, and files and JSONL lines with no text, are passed
     over, as are HTML redirect pages, text files whose bytes are no text, PDF, .docx,
@@ -137,7 +149,8 @@ def iter_documents(
             overwrite the other: rename a file or fix the JSONL ``id``).
     """
     seen: dict[str, SourceDocument] = {}
-    for doc in _iter_documents(path, source_type, [] if skipped is None else skipped):
+    passed = [] if skipped is None else skipped
+    for doc in _iter_documents(path, source_type, passed, {p.resolve() for p in exclude}):
         first = seen.setdefault(doc.doc_id, doc)
         if first is not doc:
             raise _collision(first, doc)
@@ -158,8 +171,34 @@ def _collision(first: SourceDocument, second: SourceDocument) -> InvalidEventErr
     )
 
 
+def _files(path: Path, skipped: list[tuple[Path, str]], exclude: set[Path]) -> list[Path]:
+    """The files under the folder ``path``, sorted; hidden and excluded ones passed over
+    (a hidden or excluded folder once, not each of its files). Linked folders are not
+    walked."""
+    found: list[Path] = []
+    for top, folders, names in os.walk(path):
+        here = Path(top)
+        kept = []
+        for name in sorted(folders):
+            folder = here / name
+            if name.startswith("."):
+                skipped.append((folder, HIDDEN))
+            elif folder.resolve() in exclude:
+                skipped.append((folder, DATA_DIR))
+            else:
+                kept.append(name)
+        folders[:] = kept
+        for name in names:
+            file = here / name
+            if name.startswith("."):
+                skipped.append((file, HIDDEN))
+            elif file.is_file():
+                found.append(file)
+    return sorted(found)
+
+
 def _iter_documents(
-    path: Path, source_type: str, skipped: list[tuple[Path, str]]
+    path: Path, source_type: str, skipped: list[tuple[Path, str]], exclude: set[Path]
 ) -> Iterator[SourceDocument]:
     if source_type not in _SOURCE_TYPES:
         raise InvalidEventError(
@@ -167,7 +206,7 @@ def _iter_documents(
         )
     if not path.exists():
         raise InvalidEventError(f"no such file or folder: {path}")
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    files = [path] if path.is_file() else _files(path, skipped, exclude)
     base = path.parent if path.is_file() else path
     root = path.resolve()
     for file in files:
@@ -203,10 +242,21 @@ def _iter_documents(
                 )
 
 
+#: Why a folder's hidden file or folder, or its data directory, is passed over.
+HIDDEN = "hidden"
+DATA_DIR = "ragsift's data directory"
 #: Why a link in a folder is passed over: it leads out of the folder (a folder of
 #: uploads must not index /etc/passwd through one), or to a file indexed by its own name.
-LINK_OUT = "a link out of the folder"
-LINK_IN = "a link to a file indexed by its own name"
+LINK_OUT = "link out of the folder"
+LINK_IN = "link to a file indexed by its own name"
+
+
+#: The reasons above said of several files, for the skipped line.
+PLURALS = {
+    LINK_OUT: "links out of the folder",
+    LINK_IN: "links to files indexed by their own names",
+    DATA_DIR: "ragsift data directories",
+}
 
 
 def _link(file: Path, root: Path) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from ragsift.ingest.file_text import UnreadableFile
-from ragsift.ingest.loaders import LINK_IN, LINK_OUT, iter_documents
+from ragsift.ingest.loaders import DATA_DIR, HIDDEN, LINK_IN, LINK_OUT, iter_documents
 from ragsift.ingest.plain_text import NOT_TEXT, SNIFF_BYTES, plain_text
 
 TEXT = "Le café ouvre à 9 h.\nRefunds take 14 days — “always”.\n"
@@ -96,3 +96,31 @@ def test_a_folder_s_links_are_not_followed(tmp_path: Path) -> None:
     )
     # A link named on the command line is the user's choice: it is read.
     assert [d.text for d in iter_documents(docs / "passwd.txt")] == [outside.read_text()]
+
+
+def test_hidden_files_and_folders_and_the_data_directory_are_passed_over(tmp_path: Path) -> None:
+    # `ragsift ingest .` twice in a folder read its own .ragsift/audit/audit.jsonl the
+    # second time (and refused the ingest over it); .git was walked file by file.
+    (tmp_path / "a.md").write_text("The office opens at 9am.\n")
+    (tmp_path / ".ragsift" / "audit").mkdir(parents=True)
+    (tmp_path / ".ragsift" / "audit" / "audit.jsonl").write_text('{"type": "RAG_REFUSAL"}\n')
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "README.md").write_text("not a document\n")
+    (tmp_path / ".notes.md").write_text("a hidden file\n")
+    (tmp_path / "store" / "audit").mkdir(parents=True)  # a data directory not hidden
+    (tmp_path / "store" / "audit" / "audit.jsonl").write_text('{"type": "RAG_REFUSAL"}\n')
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.md").write_text("Parking is behind building C.\n")
+    skipped: list[tuple[Path, str]] = []
+    docs = list(iter_documents(tmp_path, skipped=skipped, exclude=[tmp_path / "store"]))
+    assert [d.source for d in docs] == ["a.md", "sub/b.md"]
+    assert sorted(skipped) == sorted(
+        [
+            (tmp_path / ".ragsift", HIDDEN),
+            (tmp_path / ".git", HIDDEN),
+            (tmp_path / ".notes.md", HIDDEN),
+            (tmp_path / "store", DATA_DIR),
+        ]
+    )
+    # A hidden folder named as the path is read: it is what was asked for.
+    assert [d.source for d in iter_documents(tmp_path / ".git")] == ["README.md"]
