@@ -62,12 +62,9 @@ MAX_STATEMENT_CHARS = 300  # a sentence quoted in the result is clipped to this
 # Words either side of a quantity that say what it measures: "return an item within
 # [30 days] of delivery". Four reach past the usual preposition and article.
 CONTEXT_WORDS = 4
-#: Content words after a quantity written as a modifier ("2-year limited warranty") that
-#: name what it measures; the other statement must say one of them.
-MODIFIED_WORDS = 2
+MODIFIED_WORDS = 2  # words after "2-year" that name what it measures: "limited warranty"
 MIN_CONTEXT_CHARS = 3  # "s" of "city's" is no evidence of anything
-#: What a HIGH or MEDIUM result whose sources disagree asks of a human (B3); LOW and
-#: VERY_LOW keep their own, stricter ones.
+#: What a HIGH or MEDIUM result whose sources disagree asks of a human (B3).
 DISAGREE_ACTION: Final = "review recommended: the kept sources disagree"
 _AUTOMATABLE: Final = frozenset(("HIGH", "MEDIUM"))
 #: Chunk texts whose sentences are kept read (~1-2 KB each: a few MB at most).
@@ -129,8 +126,7 @@ _CLOCK = re.compile(
     r"|(?<![\w:.,])(?P<hour24>[01]\d|2[0-3]):(?P<minute24>[0-5]\d)(?![\w:])",
     re.IGNORECASE,
 )
-#: The kind of a time of day, compared to the minute (not within VALUE_TOLERANCE:
-#: 9:00 and 9:15 are two times).
+#: The kind of a time of day: compared to the minute (9:00 and 9:15 are two times).
 CLOCK = "time of day"
 # What every _QUANTITY and _CLOCK match starts with, but a lower-case number word
 # (checked as a substring: those are matched case-sensitively): a currency sign or a digit.
@@ -141,9 +137,8 @@ _NEGATION = re.compile(r"\b(?:not|no|never|none|nor|cannot|without)\b|n't\b", re
 
 class Quantity(NamedTuple):
     """One stated quantity: its value in its kind's base unit (days, percent, currency
-    units), the text that stated it, and the content words around it; written as a
-    modifier ("a 2-year limited warranty"), the first :data:`MODIFIED_WORDS` content
-    words after it, which name what it measures."""
+    units), the text that stated it, the content words around it, and for a modifier
+    ("a 2-year limited warranty") the :data:`MODIFIED_WORDS` that name what it measures."""
 
     value: float
     text: str
@@ -245,10 +240,8 @@ def _same(a: float, b: float, kind: str) -> bool:
 
 
 def _measured_by(quantity: Quantity, other: _Statement) -> bool:
-    """Whether ``other`` says what ``quantity`` measures, when it was written as a
-    modifier: "a 2-year limited warranty" is about a warranty, and a returns sentence
-    that never says one states no other warranty (the demo's own returns question
-    read its 30 days against the warranty's 2 years)."""
+    """Whether ``other`` says what a modifier ``quantity`` measures: a returns sentence
+    never saying "warranty" states no other one than "a 2-year limited warranty"."""
     return not quantity.modifies or bool(quantity.modifies & other.terms)
 
 
