@@ -69,12 +69,18 @@ def test_an_empty_folder_prunes_nothing(cli: Invoke, tmp_path: Path) -> None:
     assert set(_documents(tmp_path / "data", "acme")) == {"a.md"}
 
 
-def test_prune_refuses_one_file(cli: Invoke, tmp_path: Path) -> None:
+def _two_documents(cli: Invoke, tmp_path: Path) -> Path:
+    """A folder of a.md and b.md, ingested for tenant acme."""
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "a.md").write_text("Parking is behind building C.\n")
     (docs / "b.md").write_text("The gym is on floor 3.\n")
     _ingest(cli, docs, "acme")
+    return docs
+
+
+def test_prune_refuses_one_file(cli: Invoke, tmp_path: Path) -> None:
+    docs = _two_documents(cli, tmp_path)
     refused = cli(["ingest", str(docs / "a.md"), "-t", "acme", "--data-dir", "data", "--prune"])
     assert refused.exit_code == 2
     assert "--prune needs a folder" in refused.output
@@ -82,11 +88,7 @@ def test_prune_refuses_one_file(cli: Invoke, tmp_path: Path) -> None:
 
 
 def test_documents_lists_what_a_tenant_has_indexed(cli: Invoke, tmp_path: Path) -> None:
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "a.md").write_text("Parking is behind building C.\n")
-    (docs / "b.md").write_text("The gym is on floor 3.\n")
-    _ingest(cli, docs, "acme")
+    _two_documents(cli, tmp_path)
     listed = cli(["documents", "-t", "acme", "--data-dir", "data"])
     assert listed.exit_code == 0, listed.output
     assert "tenant 'acme', collection 'default': 2 documents, 2 chunks" in listed.stdout
