@@ -23,13 +23,22 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any
 
 import qdrant_edge as qe
 
 from ragsift.errors import ConfigurationError
 from ragsift.retrieval import qdrant_common
 from ragsift.retrieval.bm25 import Bm25Encoder
+from ragsift.retrieval.edge_requests import (
+    Conditions,
+    edge_filter,
+    edge_sparse,
+    raw_points,
+    shared_filter,
+    to_request,
+    uuid_text,
+)
 from ragsift.retrieval.errors import CollectionNotFoundError
 from ragsift.retrieval.qdrant_common import MAX_DOCUMENTS_LISTED, MAX_TENANTS_IN_INFO
 from ragsift.retrieval.records import (
@@ -39,7 +48,6 @@ from ragsift.retrieval.records import (
     TENANT_FIELD,
     ChunkRecord,
     CollectionInfo,
-    PayloadValue,
     SearchHit,
     SearchRequest,
     StoredCollection,
@@ -48,11 +56,8 @@ from ragsift.retrieval.records import (
     validate_collection_name,
 )
 from ragsift.retrieval.search_plan import (
-    RRF_K,
-    ChannelQuery,
     HybridFusion,
     PointKey,
-    RawPoint,
     SearchPlan,
     assemble_hits,
 )
@@ -60,8 +65,6 @@ from ragsift.retrieval.search_plan import (
 __all__ = ["MAX_TENANTS_IN_INFO", "EdgeIndex"]
 
 SIDECAR_SUFFIX = ".ragsift.json"
-
-Conditions: TypeAlias = tuple[tuple[str, PayloadValue], ...]
 
 
 class _Collection:
@@ -72,93 +75,6 @@ class _Collection:
         self.shard = shard
         self.stored = stored
         self.write_lock = threading.Lock()
-
-
-def _match(value: PayloadValue) -> qe.MatchValue | qe.MatchAny:
-    if isinstance(value, str | int | bool):
-        return qe.MatchValue(value)
-    strings = [item for item in value if isinstance(item, str)]
-    if strings:
-        return qe.MatchAny(strings)
-    return qe.MatchAny([item for item in value if isinstance(item, int)])
-
-
-def _filter(conditions: Sequence[tuple[str, PayloadValue]]) -> qe.Filter:
-    return qe.Filter(
-        must=[qe.FieldCondition(key=key, match=_match(value)) for key, value in conditions]
-    )
-
-
-def _shared_filter(cache: dict[Conditions, qe.Filter], conditions: Conditions) -> qe.Filter:
-    """The filter of ``conditions``, built once per batch (a tenant's queries share one)."""
-    try:
-        return cache[conditions]
-    except KeyError:
-        flt = cache[conditions] = _filter(conditions)
-        return flt
-    except TypeError:  # a list-valued condition is not hashable: build it each time
-        return _filter(conditions)
-
-
-def _sparse(encoding: Any) -> qe.SparseVector:
-    return qe.SparseVector(list(encoding.indices), list(encoding.values))
-
-
-def _to_request(query: ChannelQuery, flt: qe.Filter) -> qe.QueryRequest:
-    if query.kind == "dense":
-        assert query.dense is not None  # plan_search sets it for dense channels
-        return qe.QueryRequest(
-            limit=query.limit,
-            query=qe.Query.Nearest(query.dense, using=DENSE_VECTOR),
-            filter=flt,
-            with_payload=query.with_payload,
-        )
-    if query.kind == "sparse":
-        return qe.QueryRequest(
-            limit=query.limit,
-            query=qe.Query.Nearest(_sparse(query.sparse), using=SPARSE_VECTOR),
-            filter=flt,
-            with_payload=query.with_payload,
-        )
-    prefetches = []
-    if query.dense is not None:
-        prefetches.append(
-            qe.Prefetch(
-                limit=query.prefetch_limit,
-                query=qe.Query.Nearest(query.dense, using=DENSE_VECTOR),
-                filter=flt,
-            )
-        )
-    if query.sparse is not None:
-        prefetches.append(
-            qe.Prefetch(
-                limit=query.prefetch_limit,
-                query=qe.Query.Nearest(_sparse(query.sparse), using=SPARSE_VECTOR),
-                filter=flt,
-            )
-        )
-    return qe.QueryRequest(
-        limit=query.limit,
-        prefetches=prefetches,
-        # The stub types `query` as Fusion; Fusion.Rrf is the variant the engine expects.
-        query=qe.Fusion.Rrf(k=RRF_K),  # type: ignore[arg-type]
-        filter=flt,
-        with_payload=query.with_payload,
-    )
-
-
-def _raw(points: Sequence[qe.ScoredPoint], with_payload: bool) -> list[RawPoint]:
-    # Point ids are UUIDs (point_id); their 128-bit integers hash and compare in C
-    # where UUID objects call Python methods, and are not tracked by the collector.
-    if with_payload:
-        return [RawPoint(p.id.int, p.score, p.payload) for p in points]  # type: ignore[union-attr]
-    # A channel query without payload: reading the absent payload still costs a call per point.
-    return [RawPoint(p.id.int, p.score) for p in points]  # type: ignore[union-attr]
-
-
-def _uuid_text(key: PointKey) -> str:
-    """A point key as the binding accepts a UUID: 32 hex digits (a third of ``uuid.UUID(int=)``)."""
-    return f"{int(key):032x}"
 
 
 class EdgeIndex:
@@ -306,7 +222,7 @@ class EdgeIndex:
                 qe.Point(id=point_id(record), vector=vector, payload=payload)
                 for record in batch
                 for vector, payload in [
-                    qdrant_common.point_parts(record, opened.stored.dim, self.bm25, _sparse)
+                    qdrant_common.point_parts(record, opened.stored.dim, self.bm25, edge_sparse)
                 ]
             ]
             with opened.write_lock:
@@ -318,7 +234,7 @@ class EdgeIndex:
         """Delete every chunk of ``doc_id`` owned by ``tenant_id``."""
         qdrant_common.check_delete(tenant_id, doc_id)
         opened = self._open(collection)
-        flt = _filter([(TENANT_FIELD, tenant_id), (DOC_FIELD, doc_id)])
+        flt = edge_filter([(TENANT_FIELD, tenant_id), (DOC_FIELD, doc_id)])
         with opened.write_lock:
             opened.shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
 
@@ -326,7 +242,7 @@ class EdgeIndex:
 
     async def documents(self, collection: str, tenant_id: str) -> dict[str, int]:
         """One tenant's document ids and their chunk counts."""
-        flt, most = _filter([(TENANT_FIELD, require_tenant(tenant_id))]), MAX_DOCUMENTS_LISTED
+        flt, most = edge_filter([(TENANT_FIELD, require_tenant(tenant_id))]), MAX_DOCUMENTS_LISTED
         facet = self._open(collection).shard.facet(qe.FacetRequest(DOC_FIELD, most, True, flt))
         return qdrant_common.document_counts(collection, tenant_id, facet.hits)
 
@@ -335,9 +251,9 @@ class EdgeIndex:
     ) -> dict[PointKey, Mapping[str, Any]]:
         if not keys:
             return {}
-        ids: list[qe.PointId] = [_uuid_text(key) for key in keys]
+        ids: list[qe.PointId] = [uuid_text(key) for key in keys]
         records = opened.shard.retrieve(ids, True, False)
-        return {r.id.int: r.payload or {} for r in records}  # type: ignore[union-attr]  # UUIDs, see _raw
+        return {r.id.int: r.payload or {} for r in records}  # type: ignore[union-attr]  # UUIDs, see raw_points
 
     async def search(self, collection: str, request: SearchRequest) -> list[SearchHit]:
         """Search one tenant's chunks (see :mod:`ragsift.retrieval.search_plan` for hybrid)."""
@@ -356,13 +272,13 @@ class EdgeIndex:
         ]
         filters: dict[Conditions, qe.Filter] = {}
         native = [
-            _to_request(query, _shared_filter(filters, plan.conditions))
+            to_request(query, shared_filter(filters, plan.conditions))
             for plan in plans
             for query in plan.queries
         ]
         answers = opened.shard.query_batch(qe.QueryBatchRequest(native)) if native else []
         asked = [query.with_payload for plan in plans for query in plan.queries]
-        raw = [_raw(answer, payload) for answer, payload in zip(answers, asked, strict=True)]
+        raw = [raw_points(answer, payload) for answer, payload in zip(answers, asked, strict=True)]
         ranked = qdrant_common.rank_batch(plans, raw)
         wanted = {pid: None for r in ranked for pid in r.payload_ids}
         payloads = self._payloads(opened, list(wanted))

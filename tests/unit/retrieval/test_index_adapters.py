@@ -19,7 +19,8 @@ from retrieval_corpus import (
 )
 
 from ragsift.retrieval.bm25 import Bm25Encoder
-from ragsift.retrieval.edge import EdgeIndex, _uuid_text
+from ragsift.retrieval.edge import EdgeIndex
+from ragsift.retrieval.edge_requests import uuid_text
 from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.errors import (
     CollectionNotFoundError,
@@ -416,8 +417,8 @@ def test_channel_answers_are_ranked_by_score_then_id(
 
 def test_edge_fetches_payloads_by_uuid_text_of_the_integer_key() -> None:
     pid = uuid.uuid4()
-    assert uuid.UUID(_uuid_text(pid.int)) == pid
-    assert _uuid_text(1) == "0" * 31 + "1"  # zero-padded: small ids are still 128-bit UUIDs
+    assert uuid.UUID(uuid_text(pid.int)) == pid
+    assert uuid_text(1) == "0" * 31 + "1"  # zero-padded: small ids are still 128-bit UUIDs
 
 
 @pytest.mark.parametrize(
