@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -346,6 +347,12 @@ class _OnlyChunks:
     async def documents(self, collection: str, tenant_id: str) -> dict[str, int]:
         """Not offered: assessing reads the given chunks, not the collection's list."""
         raise InvalidEventError("assessing chunks never lists the collection's documents")
+
+    async def chunk_payloads(
+        self, collection: str, tenant_id: str, chunk_ids: Sequence[str]
+    ) -> dict[str, Mapping[str, Any]]:
+        """Not offered: assessing searches the given chunks, it does not read them."""
+        raise InvalidEventError("assessing chunks never reads stored chunks")
 
     async def search(self, collection: str, request: SearchRequest) -> list[SearchHit]:
         """Search among the given chunks only."""

@@ -216,9 +216,10 @@ def ingest(
                     collection=collection,
                     progress=lambda done, total: tick("indexing chunks", done, total),
                 )
+            same = f"; {report.unchanged} unchanged, not embedded again" if report.unchanged else ""
             console.print(
                 f"indexed {report.documents} documents as {report.chunks} chunks for tenant"
-                f" {tenant!r} in collection {collection!r}"
+                f" {tenant!r} in collection {collection!r}{same}"
             )
             if prune:
                 keep = {d.doc_id for d in docs} | _passed_over(path, skipped)

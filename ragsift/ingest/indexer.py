@@ -10,6 +10,8 @@ index version is bumped afterwards, which invalidates its cache keys only.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -18,7 +20,7 @@ from ragsift.ingest.chunking import Chunk, Chunker
 from ragsift.ingest.loaders import SourceDocument, check_unique_ids
 from ragsift.retrieval.cache import ResultCache
 from ragsift.retrieval.embedders import Embedder
-from ragsift.retrieval.index import ChunkRecord, VectorIndex
+from ragsift.retrieval.index import FINGERPRINT_FIELD, ChunkRecord, VectorIndex
 from ragsift.schemas import DocumentEvent
 
 __all__ = ["Indexer", "IngestReport"]
@@ -28,12 +30,14 @@ EMBED_BATCH = 64  # chunks embedded per call: bounded memory, fewer round trips
 
 @dataclass(frozen=True, slots=True)
 class IngestReport:
-    """What one ingestion did."""
+    """What one ingestion did: ``documents`` written as ``chunks``, and ``unchanged``
+    documents left as they were indexed (their fingerprint had not moved)."""
 
     documents: int
     chunks: int
     deleted_documents: int
     index_version: int | None
+    unchanged: int = 0
 
 
 class Indexer:
@@ -71,7 +75,9 @@ class Indexer:
         otherwise cost one embedder call per document. Every document is split
         before the first is embedded, so progress counts chunks of the whole
         ingest: one large file among small ones no longer holds it at one
-        document for minutes.
+        document for minutes. A document indexed before exactly as it would be
+        written now (:meth:`_unchanged`) is left alone: ingesting a folder again
+        embeds only what changed.
 
         Raises:
             InvalidEventError: two documents share an id (one would overwrite
@@ -83,6 +89,8 @@ class Indexer:
             _check_storable(doc)
         await self.ensure(collection)
         split = [(doc, self.chunker.split(doc.doc_id, doc.text)) for doc in docs]
+        unchanged = await self._unchanged(tenant_id, collection, split)
+        split = [(doc, pieces) for doc, pieces in split if doc.doc_id not in unchanged]
         total = sum(len(pieces) for _, pieces in split)
         pending: list[tuple[int, SourceDocument, Chunk]] = []  # (document index, ...)
         replaced: set[str] = set()  # documents whose old chunks are already deleted
@@ -99,8 +107,49 @@ class Indexer:
         chunks += await self._flush(tenant_id, collection, pending, replaced)
         if progress is not None and docs:
             progress(chunks, total)
-        version = await self._bump(tenant_id, collection) if docs else None
-        return IngestReport(len(docs), chunks, 0, version)
+        version = await self._bump(tenant_id, collection) if split else None
+        return IngestReport(len(split), chunks, 0, version, unchanged=len(unchanged))
+
+    def fingerprint(self, doc: SourceDocument) -> str:
+        """What ``doc``'s chunks are made of here: its text, title, source, metadata, the
+        chunking and the embedder (stored with each chunk, ``FINGERPRINT_FIELD``)."""
+        made_of = [
+            doc.doc_id,
+            doc.text,
+            doc.source or doc.doc_id,
+            doc.source_type,
+            doc.stored_metadata(),
+            [self.chunker.max_chars, self.chunker.overlap_chars],
+            self.embedder.embedder_id,
+        ]
+        text = json.dumps(made_of, sort_keys=True, ensure_ascii=False, default=str)
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+    async def _unchanged(
+        self, tenant_id: str, collection: str, split: list[tuple[SourceDocument, list[Chunk]]]
+    ) -> set[str]:
+        """The documents already indexed as they would be written now: as many chunks,
+        and the first one's fingerprint this document's. A document cut short by a
+        failed write has fewer chunks, one written before fingerprints none: both are
+        written again."""
+        try:
+            counts = await self.index.documents(collection, tenant_id)
+        except ValueError:  # too many documents to list whole: write them all
+            return set()
+        same = [
+            (doc, pieces)
+            for doc, pieces in split
+            if pieces and counts.get(doc.doc_id) == len(pieces)
+        ]
+        if not same:
+            return set()
+        firsts = [pieces[0].chunk_id for _, pieces in same]
+        stored = await self.index.chunk_payloads(collection, tenant_id, firsts)
+        return {
+            doc.doc_id
+            for doc, pieces in same
+            if stored.get(pieces[0].chunk_id, {}).get(FINGERPRINT_FIELD) == self.fingerprint(doc)
+        }
 
     async def remove(self, tenant_id: str, collection: str, doc_ids: Iterable[str]) -> IngestReport:
         """Delete a tenant's documents (``ingest --prune``), under one new index version
@@ -162,6 +211,7 @@ class Indexer:
         if not part:
             return 0
         vectors = await self.embedder.embed([c.text for _, _, c in part])
+        prints = {doc.doc_id: self.fingerprint(doc) for _, doc, _ in part}
         records = [
             ChunkRecord(
                 chunk_id=c.chunk_id,
@@ -173,6 +223,7 @@ class Indexer:
                 source_type=doc.source_type,
                 vector=vec,
                 metadata=doc.stored_metadata(),
+                fingerprint=prints[doc.doc_id],
             )
             for (_, doc, c), vec in zip(part, vectors, strict=True)
         ]

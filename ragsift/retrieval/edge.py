@@ -21,6 +21,7 @@ import asyncio
 import json
 import os
 import threading
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ from ragsift.retrieval.records import (
     SearchHit,
     SearchRequest,
     StoredCollection,
+    chunk_point_id,
     point_id,
     require_tenant,
     validate_collection_name,
@@ -245,6 +247,17 @@ class EdgeIndex:
         flt, most = edge_filter([(TENANT_FIELD, require_tenant(tenant_id))]), MAX_DOCUMENTS_LISTED
         facet = self._open(collection).shard.facet(qe.FacetRequest(DOC_FIELD, most, True, flt))
         return qdrant_common.document_counts(collection, tenant_id, facet.hits)
+
+    async def chunk_payloads(
+        self, collection: str, tenant_id: str, chunk_ids: Sequence[str]
+    ) -> dict[str, Mapping[str, Any]]:
+        """The stored payloads of a tenant's chunks by chunk id; one not stored is absent."""
+        tenant = require_tenant(tenant_id)
+        keys: dict[PointKey, str] = {
+            uuid.UUID(chunk_point_id(tenant, collection, c)).int: c for c in chunk_ids
+        }
+        found = self._payloads(self._open(collection), list(keys))
+        return {keys[k]: p for k, p in found.items() if p.get(TENANT_FIELD) == tenant}
 
     def _payloads(
         self, opened: _Collection, keys: list[PointKey]

@@ -15,8 +15,8 @@ keeps working wherever it was written before the split (issue 18).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 # Star imports on purpose: each module's ``__all__`` is the one list of what it
 # publishes, so the re-export cannot drift from it (``test_index_modules`` checks).
@@ -59,6 +59,12 @@ class VectorIndex(Protocol):
             MissingTenantError: no tenant.
             ValueError: more documents than can be listed whole.
         """
+        ...
+
+    async def chunk_payloads(
+        self, collection: str, tenant_id: str, chunk_ids: Sequence[str]
+    ) -> dict[str, Mapping[str, Any]]:
+        """The stored payloads of a tenant's chunks by chunk id; one not stored is absent."""
         ...
 
     async def search(self, collection: str, request: SearchRequest) -> list[SearchHit]:

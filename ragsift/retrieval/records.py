@@ -50,6 +50,7 @@ __all__ = [
     "DEFAULT_PREFETCH_LIMIT",
     "DENSE_VECTOR",
     "DOC_FIELD",
+    "FINGERPRINT_FIELD",
     "METADATA_FORMAT",
     "POINT_ID_NAMESPACE",
     "RESERVED_FIELDS",
@@ -67,6 +68,7 @@ __all__ = [
     "Vector",
     "as_vector",
     "check_embedder",
+    "chunk_point_id",
     "dense_for_upsert",
     "filter_conditions",
     "metadata_error",
@@ -87,11 +89,15 @@ DOC_FIELD = "doc_id"
 #: The chunk's distinct BM25 term ids, as its sparse vector indexes them: term coverage
 #: (ADR 020) reads them from the payload instead of tokenizing the text at query time.
 TERMS_FIELD = "bm25_terms"
+#: What the chunk's document was when it was written (text, metadata, chunking,
+#: embedder): an ingest leaves a document alone whose fingerprint has not moved.
+FINGERPRINT_FIELD = "doc_fingerprint"
 #: Payload keys the index writes itself; a record's metadata cannot shadow them.
 RESERVED_FIELDS = frozenset(
     {
         *("chunk_id", TENANT_FIELD, "collection", DOC_FIELD, "text", "source", "source_type"),
         TERMS_FIELD,
+        FINGERPRINT_FIELD,
     }
 )
 DEFAULT_LIMIT = 10
@@ -109,7 +115,12 @@ def point_id(record: ChunkRecord) -> str:
     unique within a tenant: without them one tenant's upsert overwrote another
     tenant's chunk of the same document id (issue 12).
     """
-    scoped = tenant_scoped(record.tenant_id, f"{record.collection}/{record.chunk_id}")
+    return chunk_point_id(record.tenant_id, record.collection, record.chunk_id)
+
+
+def chunk_point_id(tenant_id: str, collection: str, chunk_id: str) -> str:
+    """:func:`point_id` of the chunk ``chunk_id`` of a tenant's collection."""
+    scoped = tenant_scoped(tenant_id, f"{collection}/{chunk_id}")
     return str(uuid.uuid5(POINT_ID_NAMESPACE, scoped))
 
 
@@ -181,6 +192,7 @@ class ChunkRecord:
         source_type: kind of source (``government``, ``regulatory``...).
         vector: the dense embedding.
         metadata: extra JSON-serializable payload; may not use reserved keys.
+        fingerprint: its document's fingerprint (:data:`FINGERPRINT_FIELD`), if any.
     """
 
     chunk_id: str
@@ -192,6 +204,7 @@ class ChunkRecord:
     source_type: str
     vector: Vector
     metadata: Mapping[str, Any] | None = None
+    fingerprint: str | None = None
 
     def __post_init__(self) -> None:
         require_tenant(self.tenant_id)
@@ -225,6 +238,8 @@ def record_payload(record: ChunkRecord, terms: Sequence[int] = ()) -> dict[str, 
     payload: dict[str, Any] = dict(record.metadata or {})
     if terms:
         payload[TERMS_FIELD] = list(terms)
+    if record.fingerprint:
+        payload[FINGERPRINT_FIELD] = record.fingerprint
     payload.update(
         chunk_id=record.chunk_id,
         tenant_id=record.tenant_id,

@@ -39,6 +39,7 @@ from ragsift.retrieval.records import (
     SearchHit,
     SearchRequest,
     StoredCollection,
+    chunk_point_id,
     point_id,
     require_tenant,
     validate_collection_name,
@@ -281,6 +282,23 @@ class QdrantServerIndex:
             await self.client.delete(collection, points_selector=selector, wait=True)
 
     # -- reads ----------------------------------------------------------------
+
+    async def chunk_payloads(
+        self, collection: str, tenant_id: str, chunk_ids: Sequence[str]
+    ) -> dict[str, Mapping[str, Any]]:
+        """The stored payloads of a tenant's chunks by chunk id; one not stored is absent."""
+        tenant = require_tenant(tenant_id)
+        await self._load(collection)
+        ids = {chunk_point_id(tenant, collection, c): c for c in chunk_ids}
+        async with _qdrant_errors(collection):
+            records = await self.client.retrieve(
+                collection, ids=list(ids), with_payload=True, with_vectors=False
+            )
+        return {
+            ids[str(r.id)]: r.payload or {}
+            for r in records
+            if (r.payload or {}).get(TENANT_FIELD) == tenant
+        }
 
     async def documents(self, collection: str, tenant_id: str) -> dict[str, int]:
         """One tenant's document ids and their chunk counts."""

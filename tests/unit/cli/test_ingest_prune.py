@@ -56,6 +56,9 @@ def test_prune_removes_what_left_the_folder_and_only_that(cli: Invoke, tmp_path:
 
     again = _ingest(cli, docs, "acme", "--prune")
     assert f"pruned nothing: every document of the collection is under {docs}" in again
+    # Nothing changed: nothing embedded again (the binary leave.md is passed over).
+    assert "indexed 0 documents as 0 chunks" in again
+    assert "1 unchanged, not embedded again" in again
 
 
 def test_an_empty_folder_prunes_nothing(cli: Invoke, tmp_path: Path) -> None:

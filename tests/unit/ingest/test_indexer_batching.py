@@ -10,9 +10,10 @@ import pytest
 from ragsift.errors import InvalidEventError
 from ragsift.ingest.indexer import EMBED_BATCH, Indexer
 from ragsift.ingest.loaders import SourceDocument
+from ragsift.retrieval.cache import InMemoryCache
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import FloatMatrix, HashingEmbedder
-from ragsift.retrieval.index import SearchRequest
+from ragsift.retrieval.index import ChunkRecord, SearchRequest
 
 DIM = 64
 
@@ -87,3 +88,49 @@ async def test_one_large_document_shows_progress_as_its_chunks_land(tmp_path: Pa
     assert {t for _, t in done} == {report.chunks}
     assert [d for d, _ in done][:2] == [EMBED_BATCH, 2 * EMBED_BATCH]
     assert done[-1] == (report.chunks, report.chunks)
+
+
+async def test_a_document_indexed_as_it_is_now_is_not_embedded_again(tmp_path: Path) -> None:
+    # Before: every ingest of a folder embedded every document again, changed or not.
+    embedder = CountingEmbedder()
+    index = EdgeIndex(tmp_path)
+    docs = _docs(5)
+    try:
+        indexer = Indexer(index, embedder, cache=InMemoryCache())
+        first = await indexer.ingest("t", "c", docs)
+        again = await indexer.ingest("t", "c", docs)
+        assert (again.documents, again.chunks, again.unchanged) == (0, 0, 5)
+        assert again.index_version is None  # nothing changed: cached results stand
+        assert embedder.calls == [5]
+        edited = [docs[0], SourceDocument(doc_id="p1", text="Paragraph 1, edited."), *docs[2:]]
+        retitled = SourceDocument(doc_id="p2", text=docs[2].text, title="A new title")
+        later = await indexer.ingest("t", "c", [*edited[:2], retitled, *edited[3:]])
+        assert (later.documents, later.unchanged) == (2, 3)
+        assert embedder.calls == [5, 2]
+        other = await indexer.ingest("u", "c", docs)  # another tenant's same ids: its own
+        assert (other.documents, other.unchanged) == (5, 0)
+        # A document cut short (a chunk lost) is written again, whatever its first says.
+        big = SourceDocument(doc_id="big", text=" ".join(f"w{i}" for i in range(4000)))
+        whole = await indexer.ingest("t", "c", [big])
+        assert whole.chunks > 2
+        last = f"big:{whole.chunks - 1}"
+        assert last in await index.chunk_payloads("c", "t", [last])
+        await index.delete("c", "t", "big")
+        await index.upsert("c", [_record("t", "big", "big:0", "w0 w1")])  # no fingerprint
+        assert (await indexer.ingest("t", "c", [big])).documents == 1
+    finally:
+        await index.close()
+    assert first.index_version is not None
+
+
+def _record(tenant: str, doc_id: str, chunk_id: str, text: str) -> ChunkRecord:
+    return ChunkRecord(
+        chunk_id=chunk_id,
+        tenant_id=tenant,
+        collection="c",
+        doc_id=doc_id,
+        text=text,
+        source=doc_id,
+        source_type="unknown",
+        vector=HashingEmbedder(DIM).embed_sync(text),
+    )

@@ -221,6 +221,17 @@ async def test_documents_lists_one_tenants_documents_and_their_chunks(
         await index.documents(COLLECTION, "")
 
 
+async def test_chunk_payloads_reads_one_tenants_stored_chunks(index: VectorIndex) -> None:
+    found = await index.chunk_payloads(COLLECTION, "acme", ["acme-0", "acme-3", "nope"])
+    assert sorted(found) == ["acme-0", "acme-3"]  # a chunk not stored is absent
+    assert found["acme-3"]["doc_id"] == "acme-doc-1"
+    assert found["acme-0"]["text"] == CORPUS["acme"][0]
+    # Another tenant's chunk ids name its own chunks, never acme's.
+    assert await index.chunk_payloads(COLLECTION, "globex", ["acme-0"]) == {}
+    with pytest.raises(MissingTenantError):
+        await index.chunk_payloads(COLLECTION, "", ["acme-0"])
+
+
 async def test_payload_filter_narrows_within_the_tenant(index: VectorIndex) -> None:
     req = request(
         "acme", "password reset refund", "hybrid", limit=10, filter={"source_type": "government"}
