@@ -14,6 +14,7 @@ from ragsift.retrieval.cache import InMemoryCache
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import FloatMatrix, HashingEmbedder
 from ragsift.retrieval.index import ChunkRecord, SearchRequest
+from ragsift.schemas import DocumentEvent
 
 DIM = 64
 
@@ -109,12 +110,16 @@ async def test_a_document_indexed_as_it_is_now_is_not_embedded_again(tmp_path: P
         assert embedder.calls == [5, 2]
         other = await indexer.ingest("u", "c", docs)  # another tenant's same ids: its own
         assert (other.documents, other.unchanged) == (5, 0)
-        # A document cut short (a chunk lost) is written again, whatever its first says.
+        # A version with a chunk past its last, or written before fingerprints, is
+        # written again, whatever its first chunk says.
         big = SourceDocument(doc_id="big", text=" ".join(f"w{i}" for i in range(4000)))
         whole = await indexer.ingest("t", "c", [big])
         assert whole.chunks > 2
-        last = f"big:{whole.chunks - 1}"
-        assert last in await index.chunk_payloads("c", "t", [last])
+        assert (await indexer.ingest("t", "c", [big])).unchanged == 1
+        tail = _record("t", "big", f"big:{whole.chunks}", "w1", indexer.fingerprint(big))
+        await index.upsert("c", [tail])
+        assert (await indexer.ingest("t", "c", [big])).documents == 1
+        assert f"big:{whole.chunks}" not in await index.chunk_payloads("c", "t", [tail.chunk_id])
         await index.delete("c", "t", "big")
         await index.upsert("c", [_record("t", "big", "big:0", "w0 w1")])  # no fingerprint
         assert (await indexer.ingest("t", "c", [big])).documents == 1
@@ -123,8 +128,11 @@ async def test_a_document_indexed_as_it_is_now_is_not_embedded_again(tmp_path: P
     assert first.index_version is not None
 
 
-def _record(tenant: str, doc_id: str, chunk_id: str, text: str) -> ChunkRecord:
+def _record(
+    tenant: str, doc_id: str, chunk_id: str, text: str, fingerprint: str | None = None
+) -> ChunkRecord:
     return ChunkRecord(
+        fingerprint=fingerprint,
         chunk_id=chunk_id,
         tenant_id=tenant,
         collection="c",
@@ -134,3 +142,22 @@ def _record(tenant: str, doc_id: str, chunk_id: str, text: str) -> ChunkRecord:
         source_type="unknown",
         vector=HashingEmbedder(DIM).embed_sync(text),
     )
+
+
+async def test_a_replayed_document_event_embeds_nothing(tmp_path: Path) -> None:
+    # At-least-once: a rebalance or a restart hands the indexer events it applied.
+    embedder = CountingEmbedder()
+    index = EdgeIndex(tmp_path)
+    event = DocumentEvent(
+        event_id="e1", tenant_id="t", collection="c", doc_id="policy", text="Refunds in 30 days."
+    )
+    try:
+        indexer = Indexer(index, embedder, cache=InMemoryCache())
+        first = await indexer.apply(event)
+        replay = await indexer.apply(event)
+        edited = await indexer.apply(event.model_copy(update={"text": "Refunds in 14 days."}))
+    finally:
+        await index.close()
+    assert (first.documents, replay.documents, replay.unchanged, edited.documents) == (1, 0, 1, 1)
+    assert embedder.calls == [1, 1]
+    assert replay.index_version is None  # nothing changed: cached results stand
