@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from ragsift.errors import InvalidEventError
@@ -20,7 +20,8 @@ from ragsift.ingest.chunking import Chunk, Chunker
 from ragsift.ingest.loaders import SourceDocument, check_unique_ids
 from ragsift.retrieval.cache import ResultCache
 from ragsift.retrieval.embedders import Embedder
-from ragsift.retrieval.index import FINGERPRINT_FIELD, ChunkRecord, VectorIndex
+from ragsift.retrieval.index import FINGERPRINT_FIELD, ChunkRecord, CollectionInfo, VectorIndex
+from ragsift.retrieval.qdrant_common import MAX_TENANTS_IN_INFO
 from ragsift.schemas import DocumentEvent
 
 __all__ = ["Indexer", "IngestReport"]
@@ -56,9 +57,11 @@ class Indexer:
         self.chunker = chunker or Chunker()
         self.cache = cache
 
-    async def ensure(self, collection: str) -> None:
-        """Create the collection for this embedder (or check it matches)."""
-        await self.index.ensure_collection(collection, self.embedder.dim, self.embedder.embedder_id)
+    async def ensure(self, collection: str) -> CollectionInfo:
+        """Create the collection for this embedder (or check it matches); what it holds."""
+        return await self.index.ensure_collection(
+            collection, self.embedder.dim, self.embedder.embedder_id
+        )
 
     async def ingest(
         self,
@@ -87,9 +90,10 @@ class Indexer:
         docs = check_unique_ids(documents)
         for doc in docs:
             _check_storable(doc)
-        await self.ensure(collection)
+        info = await self.ensure(collection)
+        prints = {doc.doc_id: self.fingerprint(doc) for doc in docs}
         split = [(doc, self.chunker.split(doc.doc_id, doc.text)) for doc in docs]
-        unchanged = await self._unchanged(tenant_id, collection, split)
+        unchanged = await self._unchanged(tenant_id, collection, split, prints, info)
         split = [(doc, pieces) for doc, pieces in split if doc.doc_id not in unchanged]
         total = sum(len(pieces) for _, pieces in split)
         pending: list[tuple[int, SourceDocument, Chunk]] = []  # (document index, ...)
@@ -100,11 +104,12 @@ class Indexer:
                 await self.index.delete(collection, tenant_id, doc.doc_id)
             pending.extend((n, doc, c) for c in pieces)
             while len(pending) >= EMBED_BATCH:
-                chunks += await self._flush(tenant_id, collection, pending[:EMBED_BATCH], replaced)
+                part = pending[:EMBED_BATCH]
+                chunks += await self._flush(tenant_id, collection, part, replaced, prints)
                 del pending[:EMBED_BATCH]
                 if progress is not None:
                     progress(chunks, total)
-        chunks += await self._flush(tenant_id, collection, pending, replaced)
+        chunks += await self._flush(tenant_id, collection, pending, replaced, prints)
         if progress is not None and docs:
             progress(chunks, total)
         version = await self._bump(tenant_id, collection) if split else None
@@ -126,13 +131,22 @@ class Indexer:
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
     async def _unchanged(
-        self, tenant_id: str, collection: str, split: list[tuple[SourceDocument, list[Chunk]]]
+        self,
+        tenant_id: str,
+        collection: str,
+        split: list[tuple[SourceDocument, list[Chunk]]],
+        prints: Mapping[str, str],
+        info: CollectionInfo,
     ) -> set[str]:
         """The documents already indexed as they would be written now: their first and
         last chunks stored with this document's fingerprint, and no chunk after the
         last. Three point reads per document, whatever the collection's size. A
         version cut short by a failed write lacks its last chunk, an old one written
-        before fingerprints has none: both are written again."""
+        before fingerprints has none: both are written again. A tenant the collection
+        holds nothing of (``info``) is not asked: a first ingest reads no points."""
+        tenants = info.tenants
+        if tenants is not None and len(tenants) < MAX_TENANTS_IN_INFO and tenant_id not in tenants:
+            return set()
         asked = [(doc, pieces) for doc, pieces in split if pieces]
         if not asked:
             return set()
@@ -144,7 +158,7 @@ class Indexer:
         stored = await self.index.chunk_payloads(collection, tenant_id, ids)
         unchanged = set()
         for doc, pieces in asked:
-            mark = self.fingerprint(doc)
+            mark = prints[doc.doc_id]
             ends = (stored.get(pieces[0].chunk_id), stored.get(pieces[-1].chunk_id))
             if _after(doc, pieces) not in stored and all(
                 end is not None and end.get(FINGERPRINT_FIELD) == mark for end in ends
@@ -163,7 +177,7 @@ class Indexer:
 
     async def apply(self, event: DocumentEvent) -> IngestReport:
         """Apply one DocumentEvent (upsert or delete) from the documents topic."""
-        await self.ensure(event.collection)
+        info = await self.ensure(event.collection)
         if event.op == "delete":
             await self.index.delete(event.collection, event.tenant_id, event.doc_id)
             version = await self._bump(event.tenant_id, event.collection)
@@ -178,15 +192,21 @@ class Indexer:
         )
         _check_storable(doc)  # before its old version is deleted
         pieces = self.chunker.split(doc.doc_id, doc.text)
+        prints = {doc.doc_id: self.fingerprint(doc)}
         # A replay (at-least-once, a rebalance) of what is indexed already embeds nothing.
-        if await self._unchanged(event.tenant_id, event.collection, [(doc, pieces)]):
+        if await self._unchanged(event.tenant_id, event.collection, [(doc, pieces)], prints, info):
             return IngestReport(0, 0, 0, None, unchanged=1)
-        chunks = await self._write(event.tenant_id, event.collection, doc, pieces)
+        chunks = await self._write(event.tenant_id, event.collection, doc, pieces, prints)
         version = await self._bump(event.tenant_id, event.collection)
         return IngestReport(1, chunks, 0, version)
 
     async def _write(
-        self, tenant_id: str, collection: str, doc: SourceDocument, split: list[Chunk]
+        self,
+        tenant_id: str,
+        collection: str,
+        doc: SourceDocument,
+        split: list[Chunk],
+        prints: Mapping[str, str],
     ) -> int:
         pieces = [(0, doc, c) for c in split]
         if not pieces:  # nothing to write: the old version still has to go
@@ -199,7 +219,7 @@ class Indexer:
         replaced: set[str] = set()
         for start in range(0, len(pieces), EMBED_BATCH):
             part = pieces[start : start + EMBED_BATCH]
-            written += await self._flush(tenant_id, collection, part, replaced)
+            written += await self._flush(tenant_id, collection, part, replaced, prints)
         return written
 
     async def _flush(
@@ -208,8 +228,10 @@ class Indexer:
         collection: str,
         part: list[tuple[int, SourceDocument, Chunk]],
         replaced: set[str],
+        prints: Mapping[str, str],
     ) -> int:
-        """Embed one batch of chunks (of one or more documents), then write them.
+        """Embed one batch of chunks (of one or more documents), then write them with
+        their documents' fingerprints (``prints``, by doc id: each computed once).
 
         A document's old chunks are deleted right before its first new ones are
         written (so a shorter new version leaves no stale tail); ``replaced``
@@ -218,7 +240,6 @@ class Indexer:
         if not part:
             return 0
         vectors = await self.embedder.embed([c.text for _, _, c in part])
-        prints = {doc.doc_id: self.fingerprint(doc) for _, doc, _ in part}
         records = [
             ChunkRecord(
                 chunk_id=c.chunk_id,

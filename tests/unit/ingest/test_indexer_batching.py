@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,12 +95,14 @@ async def test_one_large_document_shows_progress_as_its_chunks_land(tmp_path: Pa
 async def test_a_document_indexed_as_it_is_now_is_not_embedded_again(tmp_path: Path) -> None:
     # Before: every ingest of a folder embedded every document again, changed or not.
     embedder = CountingEmbedder()
-    index = EdgeIndex(tmp_path)
+    index = ReadCountingIndex(tmp_path)
     docs = _docs(5)
     try:
         indexer = Indexer(index, embedder, cache=InMemoryCache())
         first = await indexer.ingest("t", "c", docs)
+        assert index.reads == 0  # a tenant the collection holds nothing of: no point read
         again = await indexer.ingest("t", "c", docs)
+        assert index.reads == 1
         assert (again.documents, again.chunks, again.unchanged) == (0, 0, 5)
         assert again.index_version is None  # nothing changed: cached results stand
         assert embedder.calls == [5]
@@ -126,6 +129,18 @@ async def test_a_document_indexed_as_it_is_now_is_not_embedded_again(tmp_path: P
     finally:
         await index.close()
     assert first.index_version is not None
+
+
+class ReadCountingIndex(EdgeIndex):
+    """Qdrant Edge, counting the chunk reads the indexer asks for."""
+
+    reads = 0
+
+    async def chunk_payloads(
+        self, collection: str, tenant_id: str, chunk_ids: Sequence[str]
+    ) -> dict[str, Mapping[str, Any]]:
+        self.reads += 1
+        return await super().chunk_payloads(collection, tenant_id, chunk_ids)
 
 
 def _record(
