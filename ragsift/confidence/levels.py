@@ -35,6 +35,7 @@ __all__ = [
     "ReviewLevel",
     "Status",
     "advisory_codes",
+    "level_code",
     "level_codes",
 ]
 
@@ -79,6 +80,23 @@ def _codes(
     return (c[..., None] < np.array(bounds)).sum(axis=-1).astype(np.int8)
 
 
+#: Level code of a query with no kept hit, whatever its confidence (A4).
+NO_CONTEXT_CODE = 3
+#: The worst level code of an answered query: ``low_confidence`` / LOW.
+ANSWERED_WORST_CODE = 2
+
+
+def level_code(
+    confidence: float, thresholds: LevelThresholds, *, kept: bool, answered: bool
+) -> int:
+    """:func:`level_codes` of one query, without numpy's per-call cost."""
+    if not kept:
+        return NO_CONTEXT_CODE
+    t = thresholds
+    code = (confidence < t.high) + (confidence < t.medium) + (confidence < t.low)
+    return min(code, ANSWERED_WORST_CODE) if answered else int(code)
+
+
 def level_codes(
     confidence: npt.NDArray[np.float64],
     thresholds: LevelThresholds,
@@ -95,9 +113,10 @@ def level_codes(
     """
     codes = _codes(confidence, (thresholds.high, thresholds.medium, thresholds.low))
     if answered is not None:
-        codes = np.where(np.asarray(answered, dtype=bool), np.minimum(codes, 2), codes)
+        capped = np.minimum(codes, ANSWERED_WORST_CODE)
+        codes = np.where(np.asarray(answered, dtype=bool), capped, codes)
     if kept_count is not None:
-        codes = np.where(np.asarray(kept_count) > 0, codes, 3)
+        codes = np.where(np.asarray(kept_count) > 0, codes, NO_CONTEXT_CODE)
     return codes.astype(np.int8)
 
 

@@ -23,13 +23,10 @@ import numpy as np
 from ragsift.confidence.assessment import Assessment, build_assessment
 from ragsift.confidence.config import ConfidenceConfig, LevelThresholds
 from ragsift.confidence.errors import ConfidenceError
-from ragsift.confidence.levels import ADVISORY_FLAGS, advisory_codes
+from ragsift.confidence.levels import ADVISORY_FLAGS, advisory_codes, level_code
 from ragsift.confidence.mix import at_share
 
 __all__ = ["AnswerPolicy", "PriorShift", "apply_policy"]
-
-# Level code of a query with no kept hit, whatever its confidence (A4).
-_NO_CONTEXT_CODE = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,12 +114,7 @@ def apply_policy(assessment: Assessment, cfg: ConfidenceConfig, policy: AnswerPo
     if policy.prior is not None:  # decided above; only what is reported moves
         conf, threshold = policy.prior.apply(conf), policy.prior.apply(threshold)
         advisory = int(advisory_codes(np.array([conf]), cfg.advisory)[0])
-    if not a.kept_indices:
-        code = _NO_CONTEXT_CODE
-    else:
-        code = (conf < levels.high) + (conf < levels.medium) + (conf < levels.low)
-        if answerable:  # answered is never no_relevant_context (levels.level_codes)
-            code = min(code, _NO_CONTEXT_CODE - 1)
+    code = level_code(conf, levels, kept=bool(a.kept_indices), answered=answerable)
     return build_assessment(
         cfg,
         confidence=conf,
