@@ -236,8 +236,8 @@ _PRUNED_SHOWN = 5
 
 
 def _passed_over(path: Path, skipped: list[tuple[Path, str]]) -> set[str]:
-    """The document ids of the files under ``path`` read and passed over this time (a
-    JSONL line passed over names no file: its document cannot be kept this way)."""
+    """The document ids of the files under the folder ``path`` read and passed over this
+    time (a JSONL line passed over names no file: its document cannot be kept this way)."""
     from ragsift.ingest.loaders import file_doc_id
 
     return {file_doc_id(f, path) for f, _ in skipped if f.exists()}

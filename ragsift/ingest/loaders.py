@@ -157,11 +157,10 @@ def iter_documents(
         yield doc
 
 
-def file_doc_id(file: Path, path: Path) -> str:
-    """The id of the document a ``file`` found under ``path`` (a file or folder) is
-    indexed as: its path from the folder (a file's own folder), made safe."""
-    base = path.parent if path.is_file() else path
-    return safe_doc_id(file.relative_to(base).as_posix())
+def file_doc_id(file: Path, folder: Path) -> str:
+    """The id of the document a ``file`` found under ``folder`` is indexed as: its path
+    from the folder (for a file ingested on its own, its own folder), made safe."""
+    return safe_doc_id(file.relative_to(folder).as_posix())
 
 
 def _collision(first: SourceDocument, second: SourceDocument) -> InvalidEventError:
@@ -234,7 +233,7 @@ def _iter_documents(
             else:
                 rel = file.relative_to(base).as_posix()
                 yield SourceDocument(
-                    doc_id=file_doc_id(file, path),
+                    doc_id=file_doc_id(file, base),
                     text=text,
                     title=title or _shown_name(Path(file.stem)),
                     source=_shown_name(Path(rel)),
