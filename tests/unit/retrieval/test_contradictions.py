@@ -163,7 +163,16 @@ def test_a_quantity_knows_what_it_measures() -> None:
 
 @pytest.mark.parametrize(
     "hostile",
-    ["9" * 5000 + " days", "\x00\u202e days 30 days", "день " * 1000, "(" * 10_000],
+    [
+        "9" * 5000 + " days",
+        "\x00\u202e days 30 days",
+        "день " * 1000,
+        "(" * 10_000,
+        "9:" * 5000 + " am",  # times of day: long runs of what almost is one
+        "12:30 p.m. " * 2000,
+        "\u0669am and \u0661\u0662:\u0663\u0660 pm",  # Arabic-Indic digits are digits
+        "99999999:99 pm 25:61 0:00am",
+    ],
 )
 def test_hostile_text_is_read_without_error(hostile: str) -> None:
     hits = [chunk("a", hostile), chunk("b", "return item within 14 days " + hostile, 2)]
@@ -426,3 +435,10 @@ def test_quantities_are_not_scanned_for_where_none_can_start(
         assert [q.value for q in quantities(text)[kind]] == [value]
     assert quantities("within TEN days") == {}  # capitalised number words name things
     assert quantity.scans == 4  # nor is the capitalised one: it cannot match
+
+
+def test_a_time_of_day_is_always_a_minute_of_one_day() -> None:
+    hostile = "9:" * 5000 + " am 12:30 p.m. \u0669am \u0661\u0662:\u0663\u0660 pm 99:99 pm 23:59"
+    times = [q.value for q in quantities(hostile).get(CLOCK, [])]
+    assert times  # something was read, and every reading is a minute of the day
+    assert all(0 <= t < 24 * 60 for t in times)
