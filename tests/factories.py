@@ -6,7 +6,7 @@ import importlib.util
 import io
 import sys
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -179,22 +179,25 @@ def make_docx(
     body: str, *, title: str | None = None, extra: dict[str, bytes] | None = None
 ) -> bytes:
     """A minimal .docx: ``body`` is the XML inside ``w:body``."""
+    parts: dict[str, str | bytes] = {
+        "[Content_Types].xml": "<Types/>",
+        "word/document.xml": f'<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="{W}">'
+        f"<w:body>{body}</w:body></w:document>",
+    }
+    if title is not None:
+        parts["docProps/core.xml"] = (
+            '<cp:coreProperties xmlns:cp="http://schemas.openxmlformats.org/package/2006/'
+            'metadata/core-properties" xmlns:dc="http://purl.org/dc/elements/1.1/">'
+            f"<dc:title>{title}</dc:title></cp:coreProperties>"
+        )
+    return zipped({**parts, **(extra or {})})
+
+
+def zipped(parts: Mapping[str, str | bytes]) -> bytes:
+    """A deflated zip of ``parts`` (name to content), written in their order."""
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
-        package.writestr("[Content_Types].xml", "<Types/>")
-        package.writestr(
-            "word/document.xml",
-            f'<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="{W}">'
-            f"<w:body>{body}</w:body></w:document>",
-        )
-        if title is not None:
-            package.writestr(
-                "docProps/core.xml",
-                '<cp:coreProperties xmlns:cp="http://schemas.openxmlformats.org/package/2006/'
-                'metadata/core-properties" xmlns:dc="http://purl.org/dc/elements/1.1/">'
-                f"<dc:title>{title}</dc:title></cp:coreProperties>",
-            )
-        for name, data in (extra or {}).items():
+        for name, data in parts.items():
             package.writestr(name, data)
     return out.getvalue()
 
@@ -211,23 +214,19 @@ def make_odt(body: str, *, title: str | None = None) -> bytes:
         ' xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"'
         ' xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0"'
     )
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
-        package.writestr("mimetype", "application/vnd.oasis.opendocument.text")
-        package.writestr(
-            "content.xml",
-            f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {ns}>'
-            f"<office:body><office:text>{body}</office:text></office:body>"
-            "</office:document-content>",
+    parts: dict[str, str | bytes] = {
+        "mimetype": "application/vnd.oasis.opendocument.text",
+        "content.xml": f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {ns}>'
+        f"<office:body><office:text>{body}</office:text></office:body>"
+        "</office:document-content>",
+    }
+    if title is not None:
+        parts["meta.xml"] = (
+            '<office:document-meta xmlns:office="urn:oasis:names:tc:opendocument:xmlns:'
+            'office:1.0" xmlns:dc="http://purl.org/dc/elements/1.1/"><office:meta>'
+            f"<dc:title>{title}</dc:title></office:meta></office:document-meta>"
         )
-        if title is not None:
-            package.writestr(
-                "meta.xml",
-                '<office:document-meta xmlns:office="urn:oasis:names:tc:opendocument:xmlns:'
-                'office:1.0" xmlns:dc="http://purl.org/dc/elements/1.1/"><office:meta>'
-                f"<dc:title>{title}</dc:title></office:meta></office:document-meta>",
-            )
-    return out.getvalue()
+    return zipped(parts)
 
 
 def make_epub(
@@ -256,24 +255,17 @@ def make_epub(
         f'<manifest>{items}<item id="css" href="style.css" media-type="text/css"/></manifest>'
         f'<spine>{refs}<itemref idref="css"/></spine></package>'
     )
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
-        package.writestr("mimetype", "application/epub+zip")
-        package.writestr(
-            "META-INF/container.xml",
-            '<?xml version="1.0"?><container version="1.0"'
-            ' xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
-            '<rootfile full-path="OEBPS/book.opf" media-type="application/oebps-package+xml"/>'
-            "</rootfiles></container>",
+    parts: dict[str, str | bytes] = {
+        "mimetype": "application/epub+zip",
+        "META-INF/container.xml": '<?xml version="1.0"?><container version="1.0"'
+        ' xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
+        '<rootfile full-path="OEBPS/book.opf" media-type="application/oebps-package+xml"/>'
+        "</rootfiles></container>",
+        "OEBPS/book.opf": opf,
+    }
+    for href, body in pages.items():
+        parts["OEBPS/" + href.replace("%20", " ")] = (
+            '<?xml version="1.0" encoding="UTF-8"?><html xmlns="http://www.w3.org/1999/xhtml">'
+            f"<head><title>{href}</title></head><body>{body}</body></html>"
         )
-        package.writestr("OEBPS/book.opf", opf)
-        for href, body in pages.items():
-            name = "OEBPS/" + href.replace("%20", " ")
-            package.writestr(
-                name,
-                '<?xml version="1.0" encoding="UTF-8"?><html xmlns="http://www.w3.org/1999/xhtml">'
-                f"<head><title>{href}</title></head><body>{body}</body></html>",
-            )
-        for name, data in (extra or {}).items():
-            package.writestr(name, data)
-    return out.getvalue()
+    return zipped({**parts, **(extra or {})})
