@@ -11,6 +11,7 @@ import pytest
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.ingest.loaders import SourceDocument
 from ragsift.retrieval import contradictions
+from ragsift.retrieval import quantities as quantity_reading
 from ragsift.retrieval.contradictions import CLOCK, ContradictionDetector, _values, quantities
 from ragsift.schemas import Citation, QueryEvent, RetrievalResult, RetrievedChunk
 from ragsift.settings import ContradictionSettings, EmbedderSettings, Settings
@@ -421,8 +422,8 @@ def test_quantities_are_not_scanned_for_where_none_can_start(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A sentence without a digit, currency sign or number word skips the full scan."""
-    quantity = _CountingPattern(contradictions._QUANTITY)
-    monkeypatch.setattr(contradictions, "_QUANTITY", quantity)
+    quantity = _CountingPattern(quantity_reading._QUANTITY)
+    monkeypatch.setattr(quantity_reading, "_QUANTITY", quantity)
     assert quantities("Returns are accepted at any store, WITHIN REASON.") == {}
     assert quantity.scans == 0
     # Each way a quantity can start is still scanned for, and read as before.

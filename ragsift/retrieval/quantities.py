@@ -1,0 +1,169 @@
+"""The quantities a sentence states, read for the D7 contradiction check.
+
+A quantity is a number with a unit that says what kind of thing it measures: a
+duration (compared in days), a percentage, an amount of one currency, or a time
+of day (compared to the minute). Each comes with the content words around it,
+which say *what* it measures, and, written as a modifier ("a 2-year limited
+warranty"), the words it modifies. Bare numbers (years, counts), ages
+("13-year-old") and capitalised number words ("the Seven Years' War") are not read.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from ragsift.retrieval.terms import content_terms
+
+__all__ = ["CLOCK", "Quantity", "quantities", "same_value"]
+
+VALUE_TOLERANCE = 0.03  # 12 months vs 1 year (360 vs 365 days) is the same period
+# Words either side of a quantity that say what it measures: "return an item within
+# [30 days] of delivery". Four reach past the usual preposition and article.
+CONTEXT_WORDS = 4
+MODIFIED_WORDS = 2  # words after "2-year" that name what it measures: "limited warranty"
+MIN_CONTEXT_CHARS = 3  # "s" of "city's" is no evidence of anything
+# Words next to almost any quantity ("within 30 days", "every 2 weeks"): sharing one
+# says nothing about measuring the same thing.
+_CONTEXT_STOP = frozenset(
+    ("within", "after", "before", "during", "per", "each", "every", "up", "least", "over",
+     "under", "until", "around", "about", "only", "just", "first", "last", "next", "later",
+     "ago", "another", "one", "two", "year", "month", "week", "day", "hour", "minute")
+)  # fmt: skip
+
+_DAY = 1.0
+_TIME_UNITS = {
+    "second": _DAY / 86_400,
+    "minute": _DAY / 1_440,
+    "hour": _DAY / 24,
+    "day": _DAY,
+    "week": 7 * _DAY,
+    "month": 30 * _DAY,
+    "year": 365 * _DAY,
+}
+_CURRENCIES = {
+    "$": "usd", "dollar": "usd", "usd": "usd",
+    "€": "eur", "euro": "eur", "eur": "eur",
+    "£": "gbp", "gbp": "gbp",
+}  # fmt: skip
+_WORD_NUMBERS = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fourteen": 14,
+    "fifteen": 15, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
+    "ninety": 90,
+}  # fmt: skip
+_SCALES = {"thousand": 1e3, "million": 1e6, "m": 1e6, "billion": 1e9, "bn": 1e9}
+# Number words in lower case only: capitalised, they name things ("Six-Day War").
+_NUMBER = r"\d[\d,]*(?:\.\d+)?|(?-i:" + "|".join(_WORD_NUMBERS) + ")"
+# "30 days", "14 business days", "thirty-day", "20%", "5 percent", "$50", "$4 million",
+# "50 euros"; not "13-year-old" (an age).
+_QUANTITY = re.compile(
+    r"(?P<currency>[$€£])\s?(?P<amount>\d[\d,]*(?:\.\d+)?)"
+    r"(?:\s?(?P<scale>thousand|million|billion|bn|m)\b)?"
+    rf"|(?<![\w.,])(?P<number>{_NUMBER})[\s-]?"
+    r"(?:(?P<qualifier>business|working|calendar)[\s-])?"
+    r"(?P<unit>%|(?:second|minute|hour|day|week|month|year|percent|per\s?cent|dollar|euro|usd"
+    r"|eur|gbp)s?\b(?![\s-]old\b))",
+    re.IGNORECASE,
+)
+# A time of day: "9am", "9 a.m.", "5:30 pm" (not "noon": no digit); or a 24-hour
+# "09:00"/"17:30" with two digits for the hour ("3:16" is a verse or a ratio as often).
+_CLOCK = re.compile(
+    r"(?<![\w:.,])(?P<hour>1[0-2]|0?[1-9])(?::(?P<minute>[0-5]\d))?"
+    r"\s?(?P<half>[ap])(?:\.\s?m\.|\s?m\b)"
+    r"|(?<![\w:.,])(?P<hour24>[01]\d|2[0-3]):(?P<minute24>[0-5]\d)(?![\w:])",
+    re.IGNORECASE,
+)
+#: The kind of a time of day: compared to the minute (9:00 and 9:15 are two times).
+CLOCK = "time of day"
+# What every _QUANTITY and _CLOCK match starts with, but a lower-case number word
+# (checked as a substring: those are matched case-sensitively): a currency sign or a digit.
+_QUANTITY_START = re.compile(r"[$€£\d]")
+_WORD = re.compile(r"[^\W_]+")
+
+
+class Quantity(NamedTuple):
+    """One stated quantity: its value in its kind's base unit (days, percent, currency
+    units), the text that stated it, the content words around it, and for a modifier
+    ("a 2-year limited warranty") the :data:`MODIFIED_WORDS` that name what it measures."""
+
+    value: float
+    text: str
+    context: frozenset[str]
+    modifies: frozenset[str] = frozenset()
+
+
+def quantities(sentence: str) -> dict[str, list[Quantity]]:
+    """The sentence's quantities by kind: ``duration`` (``duration:business``...),
+    ``percent``, ``money:usd`` (``:eur``, ``:gbp``), and :data:`CLOCK` (in minutes
+    after midnight)."""
+    out: dict[str, list[Quantity]] = {}
+    if _QUANTITY_START.search(sentence) is None and not any(
+        word in sentence for word in _WORD_NUMBERS
+    ):
+        return out  # no match can start: scanning for the two is ~half of a full match
+    for m in _CLOCK.finditer(sentence):
+        if m["half"]:
+            hour = int(m["hour"]) % 12 + (12 if m["half"].casefold() == "p" else 0)
+            minute = int(m["minute"] or 0)
+        else:
+            hour, minute = int(m["hour24"]), int(m["minute24"])
+        context = _context(sentence[: m.start()], sentence[m.end() :])
+        out.setdefault(CLOCK, []).append(
+            Quantity(60.0 * hour + minute, m.group(0).strip(), context)
+        )
+    for m in _QUANTITY.finditer(sentence):
+        if m["currency"]:
+            kind, value = f"money:{_CURRENCIES[m['currency']]}", _parse(m["amount"])
+            if m["scale"]:
+                value *= _SCALES[m["scale"].casefold()]
+        else:
+            value = _parse(m["number"])
+            unit = m["unit"].casefold().rstrip("s") if m["unit"] != "%" else "%"
+            if unit in _TIME_UNITS:
+                qualifier = m["qualifier"]
+                kind = f"duration:{qualifier.casefold()}" if qualifier else "duration"
+                value *= _TIME_UNITS[unit]
+            elif unit in _CURRENCIES:
+                kind = f"money:{_CURRENCIES[unit]}"
+            else:
+                kind = "percent"
+        after = sentence[m.end() :]
+        context = _context(sentence[: m.start()], after)
+        written = m.group(0).strip()
+        modifies = _modified(after) if "-" in written else frozenset()
+        out.setdefault(kind, []).append(Quantity(value, written, context, modifies))
+    return out
+
+
+def _modified(after: str) -> frozenset[str]:
+    """The first content words after a quantity written as a modifier: what it measures."""
+    found: list[str] = []
+    for word in _WORD.findall(after)[: 2 * MODIFIED_WORDS]:
+        found.extend(content_terms(word))
+        if len(found) >= MODIFIED_WORDS:
+            break
+    return frozenset(found[:MODIFIED_WORDS])
+
+
+def _context(before: str, after: str) -> frozenset[str]:
+    words = _WORD.findall(before)[-CONTEXT_WORDS:] + _WORD.findall(after)[:CONTEXT_WORDS]
+    terms = content_terms(" ".join(words))
+    return frozenset(
+        t
+        for t in terms
+        if len(t) >= MIN_CONTEXT_CHARS and t not in _CONTEXT_STOP and not t.isdigit()
+    )
+
+
+def _parse(number: str) -> float:
+    word = _WORD_NUMBERS.get(number.casefold())
+    return float(word) if word is not None else float(number.replace(",", ""))
+
+
+def same_value(a: float, b: float, kind: str) -> bool:
+    """Whether two values of one ``kind`` are the same: times of day to the minute,
+    others within :data:`VALUE_TOLERANCE`."""
+    if kind == CLOCK:
+        return a == b
+    return abs(a - b) <= VALUE_TOLERANCE * max(abs(a), abs(b))
