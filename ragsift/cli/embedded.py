@@ -27,6 +27,7 @@ from ragsift.cli.common import (
     print_error,
     read_documents,
 )
+from ragsift.cli.prune import kept_ids, refuse_prune_of_file, show_pruned
 from ragsift.schemas.base import MAX_K
 
 __all__ = ["ask", "demo", "ingest"]
@@ -190,12 +191,8 @@ def ingest(
     estimate how often a question on its subjects whose answer it lacks would still be
     answered (docs/confidence.md, section 12)."""
     _check_names(tenant=tenant, collection=collection)  # before anything is written
-    if prune and path.is_file():
-        print_error(
-            f"--prune needs a folder: with the one file {path} it would remove every other"
-            f" document of tenant {tenant!r} in collection {collection!r}"
-        )
-        raise typer.Exit(2)
+    if prune:
+        refuse_prune_of_file(path, tenant, collection)
     skipped: list[tuple[Path, str]] = []
     docs = read_documents(path, source_type, skipped, data_dir)
     if not docs:
@@ -222,34 +219,13 @@ def ingest(
                 f" {tenant!r} in collection {collection!r}{same}"
             )
             if prune:
-                keep = {d.doc_id for d in docs} | _passed_over(path, skipped)
-                _show_pruned(await runtime.prune(tenant, keep, collection=collection), path)
+                keep = kept_ids((d.doc_id for d in docs), path, skipped)
+                show_pruned(await runtime.prune(tenant, keep, collection=collection), path)
             if probing:
                 done = await _reprobe(runtime, settings, tenant, collection)
                 _show_reprobe(done, "`--no-probe`")
 
     _embedded(run())
-
-
-#: Removed document ids named in ``ingest --prune``'s line; the rest are counted.
-_PRUNED_SHOWN = 5
-
-
-def _passed_over(path: Path, skipped: list[tuple[Path, str]]) -> set[str]:
-    """The document ids of the files under the folder ``path`` read and passed over this
-    time (a JSONL line passed over names no file: its document cannot be kept this way)."""
-    from ragsift.ingest.loaders import file_doc_id
-
-    return {file_doc_id(f, path) for f, _ in skipped if f.exists()}
-
-
-def _show_pruned(removed: list[str], path: Path) -> None:
-    if not removed:
-        console.print(f"pruned nothing: every document of the collection is under {path}")
-        return
-    shown = ", ".join(removed[:_PRUNED_SHOWN])
-    more = f" and {len(removed) - _PRUNED_SHOWN} more" if len(removed) > _PRUNED_SHOWN else ""
-    console.print(f"pruned {len(removed)} documents no longer under {path}: {shown}{more}")
 
 
 async def _reprobe(runtime: Any, settings: Any, tenant: str, collection: str) -> Any:

@@ -19,6 +19,7 @@ from ragsift.cli.common import (
     err_console,
     print_error,
 )
+from ragsift.cli.submit_files import send_events, submit_files
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
 
@@ -193,10 +194,21 @@ def submit(
         str,
         typer.Option(help="With --files: where the documents come from, as for ingest."),
     ] = "unknown",
+    prune: Annotated[
+        bool,
+        typer.Option(
+            "--prune",
+            help="With --files: then publish a delete (a tombstone) for each of --tenant's"
+            " documents of --collection that the documents topic holds and the folder SOURCE"
+            " no longer does (files deleted or renamed since they were published). A file"
+            " passed over this time (unreadable, empty) or rejected keeps its document.",
+        ),
+    ] = False,
 ) -> None:
     """Publish events (one JSON object per line) to a ragsift topic on Kafka, or with
-    --files a folder of documents to the documents topic. Every event is checked first;
-    each rejected one is named, and makes the exit status 2."""
+    --files a folder of documents to the documents topic (--prune: and deletes for those
+    no longer in it). Every event is checked first; each rejected one is named, and
+    makes the exit status 2."""
     import sys
 
     from ragsift.streams.codec import EventCodec
@@ -218,12 +230,11 @@ def submit(
             print_error("--files needs --tenant: whose documents they are")
             raise typer.Exit(2)
         _check_names(tenant=tenant, collection=collection)  # once, not per document
-        _publish(
-            settings,
-            spec.name(settings.kafka.topic_prefix),
-            *_document_events(Path(source), tenant, collection, source_type),
-        )
+        submit_files(settings, Path(source), tenant, collection, source_type, prune=prune)
         return
+    if prune:
+        print_error("--prune goes with --files: it compares a folder with the documents topic")
+        raise typer.Exit(2)
     if source != "-" and not Path(source).is_file():
         print_error(f"no such file: {source}")
         raise typer.Exit(2)
@@ -232,7 +243,7 @@ def submit(
     lines = (sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()).splitlines()
 
     # Every line is checked before connecting: a bad file is refused without a broker.
-    events: list[tuple[bytes | None, bytes]] = []
+    events: list[tuple[bytes | None, bytes | None]] = []
     rejected = 0
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
@@ -254,76 +265,13 @@ def submit(
 
 
 def _publish(
-    settings: Settings, name: str, events: list[tuple[bytes | None, bytes]], rejected: int
+    settings: Settings, name: str, events: list[tuple[bytes | None, bytes | None]], rejected: int
 ) -> None:
     """Send checked events to topic ``name``; exit 2 when any was rejected."""
-    from ragsift.streams import clients
-
-    async def run() -> int:
-        producer = clients.producer(settings.kafka, linger_ms=5)
-        try:
-            await producer.start()
-            for key, payload in events:
-                await producer.send(name, payload, key=key)
-            await producer.flush()
-        finally:
-            await producer.stop()
-        return len(events)
-
-    sent = _kafka(settings, run()) if events else 0
+    sent = _kafka(settings, send_events(settings, name, events)) if events else 0
     console.print(f"sent {sent} events to {name}; rejected {rejected}")
     if rejected:
         raise typer.Exit(EXIT_USAGE)
-
-
-def _document_events(
-    path: Path, tenant: str, collection: str, source_type: str
-) -> tuple[list[tuple[bytes | None, bytes]], int]:
-    """The documents under ``path`` as keyed, encoded upserts, and how many were
-    rejected (each named on stderr). The event id is derived from the tenant,
-    collection, document and text, so publishing a file again is the same event."""
-    import hashlib
-
-    from pydantic import ValidationError
-
-    from ragsift.cli.common import read_documents
-    from ragsift.errors import describe_validation_error
-    from ragsift.schemas import DocumentEvent
-    from ragsift.streams.codec import EventCodec
-    from ragsift.streams.topics import TOPICS
-
-    documents = read_documents(path, source_type)
-    spec, codec = TOPICS["documents"], EventCodec(DocumentEvent)
-    events: list[tuple[bytes | None, bytes]] = []
-    rejected = 0
-    for doc in documents:
-        digest = hashlib.sha256(
-            "\0".join((tenant, collection, doc.doc_id, doc.text)).encode("utf-8", "replace")
-        ).hexdigest()[:32]
-        try:
-            event = DocumentEvent(
-                event_id=f"doc-{digest}",
-                tenant_id=tenant,
-                collection=collection,
-                doc_id=doc.doc_id,
-                text=doc.text,
-                title=doc.title,
-                source=doc.source,
-                source_type=doc.source_type,
-                metadata=doc.metadata,
-            )
-        except ValidationError as exc:
-            where = doc.source or doc.doc_id
-            err_console.print(
-                Text.assemble(f"{where}: ", ("rejected ", "red"), describe_validation_error(exc))
-            )
-            rejected += 1
-            continue
-        events.append((spec.key_of(event).encode(), codec.encode(event)))
-    if not events and not rejected:
-        print_error(f"nothing to publish under {path}: no document with text in it")
-        raise typer.Exit(2)
-    return events, rejected
 
 
 def tail(

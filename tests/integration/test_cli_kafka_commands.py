@@ -97,3 +97,58 @@ def _json_blocks(text: str) -> list[str]:
     if current:
         blocks.append("\n".join(current))
     return [b[: b.rindex("}") + 1] for b in blocks]
+
+
+def test_submit_files_prune_deletes_what_left_the_folder_and_only_that(
+    kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    """The topic is the streaming index's record: a document whose file is gone gets a
+    tombstone; one passed over this time, another collection's and another tenant's stay."""
+    import asyncio
+
+    from ragsift.settings import KafkaSettings
+    from ragsift.streams.live_documents import live_documents
+
+    prefix = f"it-prune-{unique}"
+    env = {
+        "RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "RAGSIFT_KAFKA_TOPIC_PREFIX": prefix,
+        "RAGSIFT_KAFKA_PARTITIONS": "2",  # keys spread over both: the read covers each
+        "COLUMNS": "300",
+    }
+    runner = CliRunner()
+    assert runner.invoke(app, ["topics", "--create"], env=env).exit_code == 0
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in {"a.md": "Boilers", "b.md": "Tanks", "c.md": "Pumps", "d.md": "Fans"}.items():
+        (docs / name).write_text(f"{text} are serviced yearly.", "utf-8")
+
+    def submit(tenant: str, collection: str, *extra: str) -> str:
+        command = ["submit", str(docs), "--files", "-t", tenant, "-c", collection, *extra]
+        sent = runner.invoke(app, command, env=env)
+        assert sent.exit_code == 0, sent.output
+        return sent.stdout
+
+    submit("acme", "manuals")
+    submit("other", "manuals")
+    submit("acme", "faq")
+    (docs / "b.md").unlink()
+    (docs / "d.md").unlink()
+    (docs / "c.md").write_text("  ", "utf-8")  # passed over as empty: its version stays
+    out = submit("acme", "manuals", "--prune")
+    assert f"sent 1 events to {prefix}.documents.v1; rejected 0" in out
+    assert f"pruned 2 documents no longer under {docs}: b.md, d.md" in out
+
+    kafka = KafkaSettings(bootstrap_servers=kafka_bootstrap)
+    topic = f"{prefix}.documents.v1"
+
+    def live(tenant: str, collection: str) -> set[str]:
+        return asyncio.run(live_documents(kafka, topic, tenant, collection))
+
+    assert live("acme", "manuals") == {"a.md", "c.md"}
+    assert live("other", "manuals") == {"a.md", "b.md", "c.md", "d.md"}
+    assert live("acme", "faq") == {"a.md", "b.md", "c.md", "d.md"}
+    assert "pruned nothing" in submit("acme", "manuals", "--prune")
+    (docs / "b.md").write_text("Tanks are back.", "utf-8")  # a pruned document published again
+    submit("acme", "manuals", "--prune")
+    assert live("acme", "manuals") == {"a.md", "b.md", "c.md"}

@@ -69,3 +69,55 @@ def test_a_document_the_event_contract_refuses_is_named_and_nothing_is_sent(
     (line,) = [x for x in error_lines(result) if "rejected" in x]
     assert line.startswith(f"{rows}:1: rejected title: String should have at most 500")
     assert "sent 0 events to ragsift.documents.v1; rejected 1" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["docs/a.md", "--files", "-t", "acme", "--prune"],
+            "error: --prune needs a folder: with the one file docs/a.md it would remove every"
+            " other document of tenant 'acme' in collection 'default'",
+        ),
+        (
+            ["events.jsonl", "--prune"],
+            "error: --prune goes with --files: it compares a folder with the documents topic",
+        ),
+    ],
+)
+def test_prune_is_refused_before_any_broker_where_it_cannot_mean_a_folder(
+    args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("The boiler is serviced yearly.", "utf-8")
+    (tmp_path / "events.jsonl").write_text("", "utf-8")
+    result = run_cli(["submit", *args], env=NO_BROKER)
+    assert result.exit_code == 2, result.output
+    assert error_lines(result) == [message]
+
+
+def _document(doc_id: str = "a.md", **fields: object) -> bytes:
+    event = {"event_id": "e1", "tenant_id": "acme", "collection": "manuals", "doc_id": doc_id}
+    return json.dumps({**event, "text": "Boilers are serviced yearly.", **fields}).encode()
+
+
+@pytest.mark.parametrize(
+    ("value", "keeps"),
+    [
+        (_document(), True),
+        (None, False),  # a tombstone
+        (_document(op="delete", text=None), False),
+        (b"{not json", None),  # dead-lettered by the indexer: it changed nothing
+        (_document(doc_id="b.md"), None),  # another document than its key names
+        (_document(tenant_id="other"), None),
+    ],
+)
+def test_what_a_documents_topic_record_says_of_the_document_its_key_names(
+    value: bytes | None, keeps: bool | None
+) -> None:
+    from ragsift.schemas import DocumentEvent
+    from ragsift.streams.codec import EventCodec
+    from ragsift.streams.live_documents import _is_upsert
+
+    assert _is_upsert(EventCodec(DocumentEvent), value, "acme", "manuals", "a.md") is keeps

@@ -1,0 +1,45 @@
+"""``--prune``, shared by ``ingest`` (the embedded index) and ``submit --files`` (the
+documents topic): which documents a folder keeps, and the line saying what went."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import typer
+
+from ragsift.cli.common import EXIT_USAGE, console, print_error
+
+__all__ = ["kept_ids", "refuse_prune_of_file", "show_pruned"]
+
+#: Removed document ids named in the ``pruned`` line; the rest are counted.
+PRUNED_SHOWN = 5
+
+
+def refuse_prune_of_file(path: Path, tenant: str, collection: str) -> None:
+    """Exit 2 for ``--prune`` with one file: every other document would go."""
+    if path.is_file():
+        print_error(
+            f"--prune needs a folder: with the one file {path} it would remove every other"
+            f" document of tenant {tenant!r} in collection {collection!r}"
+        )
+        raise typer.Exit(EXIT_USAGE)
+
+
+def kept_ids(read: Iterable[str], path: Path, skipped: Iterable[tuple[Path, str]]) -> set[str]:
+    """The documents ``--prune`` keeps: those ``read`` under the folder ``path`` now, and
+    the files under it passed over this time (unreadable, empty), whose indexed version
+    stays. A JSONL line passed over names no file: its document cannot be kept this way."""
+    from ragsift.ingest.loaders import file_doc_id
+
+    return set(read) | {file_doc_id(f, path) for f, _ in skipped if f.exists()}
+
+
+def show_pruned(removed: list[str], path: Path) -> None:
+    """One line naming the documents ``--prune`` removed (the first few, then a count)."""
+    if not removed:
+        console.print(f"pruned nothing: every document of the collection is under {path}")
+        return
+    shown = ", ".join(removed[:PRUNED_SHOWN])
+    more = f" and {len(removed) - PRUNED_SHOWN} more" if len(removed) > PRUNED_SHOWN else ""
+    console.print(f"pruned {len(removed)} documents no longer under {path}: {shown}{more}")
