@@ -116,8 +116,8 @@ def read_documents(
 
 
 def print_skipped(path: Path, skipped: Sequence[tuple[Path, str]]) -> None:
-    """One warning line counting the files under ``path`` that were passed over, by why
-    (:func:`~ragsift.ingest.loaders.iter_documents`); nothing when none were."""
+    """One warning line counting the files (and folders) under ``path`` that were passed
+    over, by why (:func:`~ragsift.ingest.loaders.iter_documents`); nothing when none were."""
     if not skipped:
         return
     from ragsift.ingest.docx_text import UNREADABLE_DOCX
@@ -141,10 +141,11 @@ def print_skipped(path: Path, skipped: Sequence[tuple[Path, str]]) -> None:
 
     why = Counter(reason for _, reason in skipped)
     lines = why[EMPTY_LINE]
-    files = len(skipped) - lines
+    folders = sum(1 for p, reason in skipped if reason != EMPTY_LINE and p.is_dir())
+    files = len(skipped) - lines - folders
     counted = [
         f"{n} {what}{'s' if n > 1 else ''}"
-        for n, what in ((files, "file"), (lines, "JSONL line"))
+        for n, what in ((files, "file"), (folders, "folder"), (lines, "JSONL line"))
         if n
     ]
     print_warning(

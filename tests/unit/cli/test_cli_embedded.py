@@ -245,6 +245,18 @@ def test_ingest_counts_passed_over_files_and_jsonl_lines_apart(cli: Invoke, tmp_
     )
 
 
+def test_ingest_counts_passed_over_folders_as_folders(cli: Invoke, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    (docs / ".git").mkdir(parents=True)
+    (docs / ".git" / "HEAD").write_text("ref: refs/heads/main\n", "utf-8")
+    (docs / ".cache").mkdir()
+    (docs / ".notes.md").write_text("a hidden file\n", "utf-8")
+    (docs / "boiler.md").write_text("The boiler is serviced every twelve months.\n", "utf-8")
+    ingested = cli(["ingest", str(docs), "--tenant", "acme", "--data-dir", "data", "--no-probe"])
+    assert ingested.exit_code == 0, ingested.output
+    assert f"skipped 1 file and 2 folders under {docs}: 3 hidden" in ingested.stderr
+
+
 def test_a_jsonl_line_with_no_text_is_passed_over_not_indexed_as_nothing(
     cli: Invoke, tmp_path: Path
 ) -> None:
