@@ -8,11 +8,13 @@ The check reads the kept hits' sentences, no model and nothing fitted:
 2. Two statements from *different documents* that share those same query words
    contradict when
    - **value**: both state a quantity of the same kind (a duration, a
-     percentage, an amount of one currency, a time of day) about the same thing (the words
+     percentage, an amount of one currency, a time of day, a range of two times
+     of day) about the same thing (the words
      around the two quantities share a content word: "*return* an item within
      30 days" vs "*returned* within 14 days"), and no value of one matches a
      value of the other ("2 weeks" and "14 days" agree: durations are compared
-     in days, within 3 %); or
+     in days, within 3 %; a range is one value, so "9am–5:30pm" and
+     "8am–5:30pm" differ though both say 5:30pm); or
    - **negation**: they say nearly the same thing (at least 60 % of their
      content words in common) and exactly one of them is negated ("refunds are
      issued for opened items" vs "refunds are not issued for opened items").

@@ -1,8 +1,10 @@
 """The quantities a sentence states, read for the D7 contradiction check.
 
 A quantity is a number with a unit that says what kind of thing it measures: a
-duration (compared in days), a percentage, an amount of one currency, or a time
-of day (compared to the minute). Each comes with the content words around it,
+duration (compared in days), a percentage, an amount of one currency, a time
+of day (compared to the minute), or a range of two times of day ("9am–5:30pm",
+"from 9 a.m. to 5 p.m.", "between 12 and 2 pm"), one value: two ranges that share
+an end are still two ranges. Each comes with the content words around it,
 which say *what* it measures, and, written as a modifier ("a 2-year limited
 warranty"), the words it modifies. Bare numbers (years, counts), ages
 ("13-year-old") and capitalised number words ("the Seven Years' War") are not read.
@@ -15,7 +17,7 @@ from typing import NamedTuple
 
 from ragsift.retrieval.terms import content_terms
 
-__all__ = ["CLOCK", "Quantity", "quantities", "same_value"]
+__all__ = ["CLOCK", "CLOCK_RANGE", "Quantity", "quantities", "same_value"]
 
 VALUE_TOLERANCE = 0.03  # 12 months vs 1 year (360 vs 365 days) is the same period
 # Words either side of a quantity that say what it measures: "return an item within
@@ -76,7 +78,27 @@ _CLOCK = re.compile(
 )
 #: The kind of a time of day: compared to the minute (9:00 and 9:15 are two times).
 CLOCK = "time of day"
-# What every _QUANTITY and _CLOCK match starts with, but a lower-case number word
+#: The kind of two times of day joined as a range: one value, start and end to the
+#: minute (``start * MINUTES_PER_DAY + end``). Its two ends are times of day as well.
+CLOCK_RANGE = "range of times of day"
+MINUTES_PER_DAY = 24 * 60
+_HALF_DAY = 12 * 60
+# Two times of day joined by a dash, "to", "until", "till", "through" or, after
+# "between", "and". Either side is what _CLOCK reads, or a start without am/pm checked
+# in _clock_range ("9–5pm", "9:00–17:30"). Every piece, the spaces too, is bounded:
+# an attempt reads a few dozen characters at most, so a scan stays linear.
+_TIME = r"\d{1,2}(?::\d\d)?(?:\s?[ap](?:\.\s?m\.|\s?m\b))?"
+_RANGE = re.compile(
+    rf"(?<![\w:.,])(?:(?P<between>between)\s{{1,3}})?(?P<start>{_TIME})"
+    r"(?:\s{0,3}[-\u2010-\u2014]\s{0,3}|\s{1,3}(?P<join>to|until|till|through|thru|and)\s{1,3})"
+    rf"(?P<end>{_TIME})(?![\w:])",
+    re.IGNORECASE,
+)
+# A start without am/pm: an hour of the end's half-day before a 12-hour end, or a
+# one-digit hour with its minutes before a 24-hour end.
+_BARE_12 = re.compile(r"(?P<hour>1[0-2]|0?[1-9])(?::(?P<minute>[0-5]\d))?")
+_BARE_24 = re.compile(r"(?P<hour>[0-9]):(?P<minute>[0-5]\d)")
+# What every _QUANTITY, _CLOCK and _RANGE match holds, but a lower-case number word
 # (checked as a substring: those are matched case-sensitively): a currency sign or a digit.
 _QUANTITY_START = re.compile(r"[$€£\d]")
 _WORD = re.compile(r"[^\W_]+")
@@ -84,7 +106,8 @@ _WORD = re.compile(r"[^\W_]+")
 
 class Quantity(NamedTuple):
     """One stated quantity: its value in its kind's base unit (days, percent, currency
-    units), the text that stated it, the content words around it, and for a modifier
+    units, minutes after midnight; a :data:`CLOCK_RANGE` both ends), the text that
+    stated it, the content words around it, and for a modifier
     ("a 2-year limited warranty") the :data:`MODIFIED_WORDS` that name what it measures."""
 
     value: float
@@ -95,23 +118,20 @@ class Quantity(NamedTuple):
 
 def quantities(sentence: str) -> dict[str, list[Quantity]]:
     """The sentence's quantities by kind: ``duration`` (``duration:business``...),
-    ``percent``, ``money:usd`` (``:eur``, ``:gbp``), and :data:`CLOCK` (in minutes
-    after midnight)."""
+    ``percent``, ``money:usd`` (``:eur``, ``:gbp``), :data:`CLOCK` (in minutes
+    after midnight) and :data:`CLOCK_RANGE` (the ends of a range are in :data:`CLOCK`
+    too, in the order written)."""
     out: dict[str, list[Quantity]] = {}
     if _QUANTITY_START.search(sentence) is None and not any(
         word in sentence for word in _WORD_NUMBERS
     ):
         return out  # no match can start: scanning for the two is ~half of a full match
+    clocks = _clock_ranges(sentence, out)
     for m in _CLOCK.finditer(sentence):
-        if m["half"]:
-            hour = int(m["hour"]) % 12 + (12 if m["half"].casefold() == "p" else 0)
-            minute = int(m["minute"] or 0)
-        else:
-            hour, minute = int(m["hour24"]), int(m["minute24"])
         context = _context(sentence[: m.start()], sentence[m.end() :])
-        out.setdefault(CLOCK, []).append(
-            Quantity(60.0 * hour + minute, m.group(0).strip(), context)
-        )
+        clocks.append((m.start(), Quantity(float(_minute(m)), m.group(0).strip(), context)))
+    if clocks:
+        out[CLOCK] = [q for _, q in sorted(clocks, key=lambda c: c[0])]
     for m in _QUANTITY.finditer(sentence):
         if m["currency"]:
             kind, value = f"money:{_CURRENCIES[m['currency']]}", _parse(m["amount"])
@@ -134,6 +154,63 @@ def quantities(sentence: str) -> dict[str, list[Quantity]]:
         modifies = _modified(after) if "-" in written else frozenset()
         out.setdefault(kind, []).append(Quantity(value, written, context, modifies))
     return out
+
+
+def _clock_ranges(sentence: str, out: dict[str, list[Quantity]]) -> list[tuple[int, Quantity]]:
+    """Adds the sentence's ranges of times of day to ``out``; returns the starts that
+    only a range reads ("9" of "9–5pm"), each with where it was written."""
+    starts: list[tuple[int, Quantity]] = []
+    at = 0
+    while (m := _RANGE.search(sentence, at)) is not None:
+        read = _clock_range(m)
+        if read is None:
+            at = m.start("end")  # "99–9am–5pm": the end may start a range of its own
+            continue
+        first, last, bare = read
+        context = _context(sentence[: m.start()], sentence[m.end() :])
+        value = float(first * MINUTES_PER_DAY + last)
+        out.setdefault(CLOCK_RANGE, []).append(Quantity(value, m.group(0), context))
+        if bare:
+            begin, end = m.span("start")
+            context = _context(sentence[:begin], sentence[end:])
+            starts.append((begin, Quantity(float(first), m["start"], context)))
+        at = m.end()  # an end starts no other range: "9am–5pm–8pm" is one, then 8pm
+    return starts
+
+
+def _clock_range(m: re.Match[str]) -> tuple[int, int, bool] | None:
+    """A :data:`_RANGE` match's start and end (minutes after midnight) and whether the
+    start has no reading of its own; None when the two are not times of day."""
+    if m["join"] and m["join"].casefold() == "and" and not m["between"]:
+        return None  # "at 9am and 5pm" lists two times
+    end = _CLOCK.fullmatch(m["end"])
+    if end is None:
+        return None
+    last = _minute(end)
+    start = _CLOCK.fullmatch(m["start"])
+    if start is not None:
+        return _minute(start), last, False
+    if not end["half"]:
+        bare = _BARE_24.fullmatch(m["start"])
+        if bare is None:
+            return None
+        return 60 * int(bare["hour"]) + int(bare["minute"]), last, True
+    bare = _BARE_12.fullmatch(m["start"])
+    if bare is None:
+        return None
+    # The end's half-day ("1–5pm"), or the other one for a start later in it ("9–5pm").
+    first = int(bare["hour"]) % 12 * 60 + int(bare["minute"] or 0)
+    half = last - last % _HALF_DAY
+    first += half if first <= last - half else _HALF_DAY - half
+    return first, last, True
+
+
+def _minute(m: re.Match[str]) -> int:
+    """Minutes after midnight of a :data:`_CLOCK` match."""
+    if m["half"]:
+        hour = int(m["hour"]) % 12 + (12 if m["half"].casefold() == "p" else 0)
+        return 60 * hour + int(m["minute"] or 0)
+    return 60 * int(m["hour24"]) + int(m["minute24"])
 
 
 def _modified(after: str) -> frozenset[str]:
@@ -164,6 +241,6 @@ def _parse(number: str) -> float:
 def same_value(a: float, b: float, kind: str) -> bool:
     """Whether two values of one ``kind`` are the same: times of day to the minute,
     others within :data:`VALUE_TOLERANCE`."""
-    if kind == CLOCK:
+    if kind in (CLOCK, CLOCK_RANGE):
         return a == b
     return abs(a - b) <= VALUE_TOLERANCE * max(abs(a), abs(b))

@@ -13,6 +13,7 @@ from ragsift.ingest.loaders import SourceDocument
 from ragsift.retrieval import contradictions
 from ragsift.retrieval import quantities as quantity_reading
 from ragsift.retrieval.contradictions import CLOCK, ContradictionDetector, _values, quantities
+from ragsift.retrieval.quantities import CLOCK_RANGE, MINUTES_PER_DAY
 from ragsift.schemas import Citation, QueryEvent, RetrievalResult, RetrievedChunk
 from ragsift.settings import ContradictionSettings, EmbedderSettings, Settings
 from tests.factories import low_bar_confidence
@@ -140,11 +141,22 @@ def test_only_the_top_sources_are_read() -> None:
         ),
         ("a $4.5 billion endowment", {"money:usd": [(4.5e9, "$4.5 billion")]}),
         ("in 1998, 3 members and 4.5 stars", {}),
-        ("open 9 a.m. to 5:30pm", {CLOCK: [(540.0, "9 a.m."), (1050.0, "5:30pm")]}),
+        (
+            "open 9 a.m. to 5:30pm",
+            {
+                CLOCK: [(540.0, "9 a.m."), (1050.0, "5:30pm")],
+                CLOCK_RANGE: [(540 * MINUTES_PER_DAY + 1050, "9 a.m. to 5:30pm")],
+            },
+        ),
         (
             "from 06:30 until 22:00, 12am",
-            {CLOCK: [(390.0, "06:30"), (1320.0, "22:00"), (0, "12am")]},
+            {
+                CLOCK: [(390.0, "06:30"), (1320.0, "22:00"), (0, "12am")],
+                CLOCK_RANGE: [(390 * MINUTES_PER_DAY + 1320, "06:30 until 22:00")],
+            },
         ),
+        # times listed, not joined: no range
+        ("at 9am and 5pm, 1pm", {CLOCK: [(540.0, "9am"), (1020.0, "5pm"), (780.0, "1pm")]}),
         ("John 3:16, a 9 amp fuse, 10.30 and 1:2", {}),
         ("the Seven Years' War, a 13-year-old", {}),
     ],
@@ -173,6 +185,11 @@ def test_a_quantity_knows_what_it_measures() -> None:
         "12:30 p.m. " * 2000,
         "\u0669am and \u0661\u0662:\u0663\u0660 pm",  # Arabic-Indic digits are digits
         "99999999:99 pm 25:61 0:00am",
+        "9am-" * 5000,  # ranges of times of day: long chains of dashes and joins
+        "9–" * 5000 + "5pm",
+        "between " * 3000 + "9 and 5 pm",
+        "9am" + " " * 10_000 + "- 5pm",
+        "\u0669am–\u0665pm \u0669:00-17:30 25:00-26:00 09:00-24:00",
     ],
 )
 def test_hostile_text_is_read_without_error(hostile: str) -> None:
@@ -443,3 +460,105 @@ def test_a_time_of_day_is_always_a_minute_of_one_day() -> None:
     times = [q.value for q in quantities(hostile).get(CLOCK, [])]
     assert times  # something was read, and every reading is a minute of the day
     assert all(0 <= t < 24 * 60 for t in times)
+
+
+#: Two versions of one café's opening hours that differ at one end only: before, the
+#: shared end ("they agree on one value") hid the other. (first, second, values found)
+OPENING_HOURS = [
+    (
+        "The café is open 9am–5:30pm on weekdays.",
+        "The café is open 8am–5:30pm on weekdays.",
+        ["9am–5:30pm", "8am–5:30pm"],
+    ),
+    (
+        "The café is open from 9 a.m. to 5:30 p.m. on weekdays.",
+        "On weekdays the café is open from 8 a.m. to 5:30 p.m.",
+        ["9 a.m. to 5:30 p.m.", "8 a.m. to 5:30 p.m."],
+    ),
+    (
+        "On weekdays the café is open between 9am and 5pm.",
+        "The café is open between 9am and 6pm on weekdays.",
+        ["between 9am and 5pm", "between 9am and 6pm"],
+    ),
+    (
+        "The café is open 9:00-17:30 on weekdays.",
+        "On weekdays the café is open 09:00 until 18:00.",
+        ["9:00-17:30", "09:00 until 18:00"],
+    ),
+    (
+        "The café is open 9 - 5:30pm on weekdays.",
+        "The café is open 8am till 5:30 pm on weekdays.",
+        ["9 - 5:30pm", "8am till 5:30 pm"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("first", "second", "values"), OPENING_HOURS)
+def test_two_opening_hours_that_differ_at_one_end_contradict(
+    first: str, second: str, values: list[str]
+) -> None:
+    query = "When is the café open on weekdays?"
+    found = ContradictionDetector().find(query, [chunk("v1", first), chunk("v2", second, 2)])
+    assert found is not None
+    assert found.kind == "value"
+    assert found.values == values
+
+
+@pytest.mark.parametrize(
+    ("text", "ranges"),
+    [
+        ("open 9am–5:30pm", [(540, 1050, "9am–5:30pm")]),
+        (
+            "open 9 a.m. through 5 p.m., 6pm thru 8pm",
+            [(540, 1020, "9 a.m. through 5 p.m."), (1080, 1200, "6pm thru 8pm")],
+        ),
+        ("Between 12 p.m. and 12:30 p.m.", [(720, 750, "Between 12 p.m. and 12:30 p.m.")]),
+        # a start without am/pm: the end's half-day, or the other one when later in it
+        (
+            "9–5pm, 1-5pm, 11 — 1am, 12–2pm",
+            [
+                (540, 1020, "9–5pm"),
+                (780, 1020, "1-5pm"),
+                (1380, 60, "11 — 1am"),
+                (720, 840, "12–2pm"),
+            ],
+        ),
+        ("9:00-17:30", [(540, 1050, "9:00-17:30")]),
+        # an end starts no second range; a start that is no time leaves the end to start one
+        ("9am-5pm-8pm, 25:00-09:00-10:00", [(540, 1020, "9am-5pm"), (540, 600, "09:00-10:00")]),
+        # not two times of day: a list, a verse, a duration, bare numbers, other digits
+        ("at 9am and 5pm, John 3:16-17, 2-3 hours, from 2 to 3, \u0669am\u2013\u0665pm", []),
+    ],
+)
+def test_a_range_of_times_of_day_is_read_as_one_value(
+    text: str, ranges: list[tuple[int, int, str]]
+) -> None:
+    read = quantities(text)
+    found = [(q.value, q.text) for q in read.get(CLOCK_RANGE, [])]
+    assert found == [(start * MINUTES_PER_DAY + end, written) for start, end, written in ranges]
+    # Each end is a time of day too: a range still agrees with one time it spans.
+    ends = {q.value for q in read.get(CLOCK, [])}
+    assert {v for start, end, _ in ranges for v in (start, end)} <= ends
+
+
+def test_a_range_agrees_with_one_time_it_spans_and_a_list_of_times_is_no_range() -> None:
+    query = "When is the café open on weekdays?"
+    hours = chunk("v1", "The café is open 9–5:30pm on weekdays.")
+    # "9" is read as 9am only as the start of the range: before, 5:30pm alone met 9am
+    assert find(hours, chunk("v2", "The café opens at 9am on weekdays.", 2), query=query) is None
+    found = find(hours, chunk("v2", "The café opens at 8am on weekdays.", 2), query=query)
+    assert found is not None
+    assert found.values == ["9", "8am"]
+    listed = [
+        chunk("v1", "The café is open at 9am and 5:30pm on weekdays."),
+        chunk("v2", "The café is open at 8am and 5:30pm on weekdays.", 2),
+    ]
+    assert find(*listed, query=query) is None  # two times each, one shared: two cases
+
+
+def test_a_range_of_times_of_day_is_always_two_minutes_of_one_day() -> None:
+    hostile = "9am-" * 2000 + "9–" * 2000 + "5pm 99:99-09:00 \u0669:00-17:30 between 1 and 2pm"
+    ranges = [divmod(q.value, MINUTES_PER_DAY) for q in quantities(hostile).get(CLOCK_RANGE, [])]
+    # the 9am-9am pairs, 9-5pm and 1-2pm; 99:99 is no time and \u0669 no ASCII digit
+    assert len(ranges) == 1000 + 1 + 1
+    assert all(0 <= t < MINUTES_PER_DAY for pair in ranges for t in pair)

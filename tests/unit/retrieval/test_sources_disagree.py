@@ -24,21 +24,23 @@ from tests.factories import low_bar_confidence
 QUERY = "When does the café open on weekdays?"
 
 
-def _docs(second: str) -> list[SourceDocument]:
+def _docs(second: str, first: str) -> list[SourceDocument]:
     return [
-        SourceDocument(doc_id="hours-2023", text="Hours. The café opens at 9am on weekdays."),
-        SourceDocument(doc_id="hours-2024", text=f"Hours. On weekdays the café opens at {second}."),
+        SourceDocument(doc_id="hours-2023", text=f"Hours. The café {first} on weekdays."),
+        SourceDocument(doc_id="hours-2024", text=f"Hours. On weekdays the café {second}."),
     ]
 
 
-async def _answer(tmp_path: Path, second: str) -> tuple[RetrievalResult, list[EvidenceType]]:
+async def _answer(
+    tmp_path: Path, second: str, first: str = "opens at 9am"
+) -> tuple[RetrievalResult, list[EvidenceType]]:
     settings = Settings(
         data_dir=tmp_path,
         confidence=low_bar_confidence(),
         embedder=EmbedderSettings(kind="hashing"),
     )
     async with EmbeddedRuntime(settings) as rt:
-        await rt.ingest("acme", _docs(second))
+        await rt.ingest("acme", _docs(second, first))
         [result] = await rt.ask([QueryEvent(query_id="q1", tenant_id="acme", query=QUERY)])
     assert isinstance(result, RetrievalResult)
     assert {h.doc_id for h in result.hits} == {"hours-2023", "hours-2024"}
@@ -49,7 +51,7 @@ async def _answer(tmp_path: Path, second: str) -> tuple[RetrievalResult, list[Ev
 async def test_two_opening_times_flag_the_result_for_review_with_evidence(
     tmp_path: Path,
 ) -> None:
-    result, evidence = await _answer(tmp_path, "8 a.m.")
+    result, evidence = await _answer(tmp_path, "opens at 8 a.m.")
     assert result.contradiction is not None
     assert result.contradiction.values == ["9am", "8 a.m."]
     assert result.should_flag_for_review
@@ -59,8 +61,23 @@ async def test_two_opening_times_flag_the_result_for_review_with_evidence(
 
 
 async def test_one_opening_time_written_two_ways_is_no_disagreement(tmp_path: Path) -> None:
-    result, evidence = await _answer(tmp_path, "09:00")
+    result, evidence = await _answer(tmp_path, "opens at 09:00")
     assert result.contradiction is None
+    assert EvidenceType.SOURCES_DISAGREE not in evidence
+
+
+async def test_two_opening_hours_that_share_one_end_flag_the_result(tmp_path: Path) -> None:
+    """Before: 9am–5:30pm and 8am–5:30pm shared 5:30pm, and that one shared time of day
+    passed the two for "another case": HIGH, no contradiction, no review."""
+    result, evidence = await _answer(tmp_path, "is open 8am–5:30pm", first="is open 9am–5:30pm")
+    assert result.contradiction is not None
+    assert result.contradiction.values == ["9am–5:30pm", "8am–5:30pm"]
+    assert result.should_flag_for_review
+    assert EvidenceType.SOURCES_DISAGREE in evidence
+    same, evidence = await _answer(
+        tmp_path / "same", "is open 9 a.m. to 5:30 p.m.", first="is open 9am–5:30pm"
+    )
+    assert same.contradiction is None
     assert EvidenceType.SOURCES_DISAGREE not in evidence
 
 
@@ -81,7 +98,7 @@ def test_a_confident_decision_on_disagreeing_sources_goes_to_review() -> None:
 
 
 async def test_the_decision_worker_flags_and_queues_it(tmp_path: Path) -> None:
-    result, _ = await _answer(tmp_path, "8 a.m.")
+    result, _ = await _answer(tmp_path, "opens at 8 a.m.")
     confident = result.model_copy(
         update={"confidence": 0.97, "level": "HIGH", "should_flag_for_review": True}
     )
