@@ -25,6 +25,10 @@ VALUE_TOLERANCE = 0.03  # 12 months vs 1 year (360 vs 365 days) is the same peri
 CONTEXT_WORDS = 4
 MODIFIED_WORDS = 2  # words after "2-year" that name what it measures: "limited warranty"
 MIN_CONTEXT_CHARS = 3  # "s" of "city's" is no evidence of anything
+# The words either side of a quantity are read within this many characters of it (four
+# words fit many times over): reading all the text before and after each quantity made
+# a long sentence of many quantities quadratic (~6 s for 5,000 times of day in 20 KB).
+CONTEXT_CHARS = 200
 # Words next to almost any quantity ("within 30 days", "every 2 weeks"): sharing one
 # says nothing about measuring the same thing.
 _CONTEXT_STOP = frozenset(
@@ -128,7 +132,7 @@ def quantities(sentence: str) -> dict[str, list[Quantity]]:
         return out  # no match can start: scanning for the two is ~half of a full match
     clocks = _clock_ranges(sentence, out)
     for m in _CLOCK.finditer(sentence):
-        context = _context(sentence[: m.start()], sentence[m.end() :])
+        context = _context(sentence, m.start(), m.end())
         clocks.append((m.start(), Quantity(float(_minute(m)), m.group(0).strip(), context)))
     if clocks:
         out[CLOCK] = [q for _, q in sorted(clocks, key=lambda c: c[0])]
@@ -148,10 +152,9 @@ def quantities(sentence: str) -> dict[str, list[Quantity]]:
                 kind = f"money:{_CURRENCIES[unit]}"
             else:
                 kind = "percent"
-        after = sentence[m.end() :]
-        context = _context(sentence[: m.start()], after)
+        context = _context(sentence, m.start(), m.end())
         written = m.group(0).strip()
-        modifies = _modified(after) if "-" in written else frozenset()
+        modifies = _modified(sentence, m.end()) if "-" in written else frozenset()
         out.setdefault(kind, []).append(Quantity(value, written, context, modifies))
     return out
 
@@ -167,12 +170,12 @@ def _clock_ranges(sentence: str, out: dict[str, list[Quantity]]) -> list[tuple[i
             at = m.start("end")  # "99–9am–5pm": the end may start a range of its own
             continue
         first, last, bare = read
-        context = _context(sentence[: m.start()], sentence[m.end() :])
+        context = _context(sentence, m.start(), m.end())
         value = float(first * MINUTES_PER_DAY + last)
         out.setdefault(CLOCK_RANGE, []).append(Quantity(value, m.group(0), context))
         if bare:
             begin, end = m.span("start")
-            context = _context(sentence[:begin], sentence[end:])
+            context = _context(sentence, begin, end)
             starts.append((begin, Quantity(float(first), m["start"], context)))
         at = m.end()  # an end starts no other range: "9am–5pm–8pm" is one, then 8pm
     return starts
@@ -213,24 +216,44 @@ def _minute(m: re.Match[str]) -> int:
     return 60 * int(m["hour24"]) + int(m["minute24"])
 
 
-def _modified(after: str) -> frozenset[str]:
+def _modified(sentence: str, end: int) -> frozenset[str]:
     """The first content words after a quantity written as a modifier: what it measures."""
     found: list[str] = []
-    for word in _WORD.findall(after)[: 2 * MODIFIED_WORDS]:
+    for word in _after(sentence, end)[: 2 * MODIFIED_WORDS]:
         found.extend(content_terms(word))
         if len(found) >= MODIFIED_WORDS:
             break
     return frozenset(found[:MODIFIED_WORDS])
 
 
-def _context(before: str, after: str) -> frozenset[str]:
-    words = _WORD.findall(before)[-CONTEXT_WORDS:] + _WORD.findall(after)[:CONTEXT_WORDS]
+def _context(sentence: str, start: int, end: int) -> frozenset[str]:
+    """The content words around ``sentence[start:end]`` that say what it measures."""
+    words = _before(sentence, start)[-CONTEXT_WORDS:] + _after(sentence, end)[:CONTEXT_WORDS]
     terms = content_terms(" ".join(words))
     return frozenset(
         t
         for t in terms
         if len(t) >= MIN_CONTEXT_CHARS and t not in _CONTEXT_STOP and not t.isdigit()
     )
+
+
+def _before(sentence: str, start: int) -> list[str]:
+    """The words within :data:`CONTEXT_CHARS` before ``start``, but one the bound cuts."""
+    begin = max(0, start - CONTEXT_CHARS)
+    words = _WORD.findall(sentence, begin, start)
+    return words[1:] if words and _cuts(sentence, begin) else words
+
+
+def _after(sentence: str, end: int) -> list[str]:
+    """The words within :data:`CONTEXT_CHARS` after ``end``, but one the bound cuts."""
+    stop = end + CONTEXT_CHARS
+    words = _WORD.findall(sentence, end, stop)
+    return words[:-1] if words and _cuts(sentence, stop) else words
+
+
+def _cuts(sentence: str, at: int) -> bool:
+    """Whether a bound at ``at`` falls inside a word."""
+    return 0 < at < len(sentence) and _WORD.fullmatch(sentence, at - 1, at + 1) is not None
 
 
 def _parse(number: str) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -562,3 +563,31 @@ def test_a_range_of_times_of_day_is_always_two_minutes_of_one_day() -> None:
     # the 9am-9am pairs, 9-5pm and 1-2pm; 99:99 is no time and \u0669 no ASCII digit
     assert len(ranges) == 1000 + 1 + 1
     assert all(0 <= t < MINUTES_PER_DAY for pair in ranges for t in pair)
+
+
+class _ReadingPattern:
+    """A compiled pattern that counts the characters it is given to read."""
+
+    def __init__(self, pattern: re.Pattern[str]):
+        self.pattern = pattern
+        self.chars = 0
+
+    def findall(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> list[str]:
+        self.chars += min(endpos, len(text)) - pos
+        return self.pattern.findall(text, pos, endpos)
+
+    def fullmatch(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> object:
+        self.chars += min(endpos, len(text)) - pos
+        return self.pattern.fullmatch(text, pos, endpos)
+
+
+def test_the_words_around_a_quantity_are_read_near_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """All the text before and after each quantity was read for its context: quadratic,
+    ~6 s for a 20 KB sentence of 5,000 times of day."""
+    words = _ReadingPattern(quantity_reading._WORD)
+    monkeypatch.setattr(quantity_reading, "_WORD", words)
+    read = quantities("9am-" * 5000 + "a 2-year " * 1000)
+    found = len(read[CLOCK]) + len(read[CLOCK_RANGE]) + len(read["duration"])
+    assert found == 5000 + 2500 + 1000
+    # each quantity reads its window either side (a 2-year the words it modifies again)
+    assert words.chars <= 3 * 2 * quantity_reading.CONTEXT_CHARS * found
