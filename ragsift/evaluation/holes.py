@@ -36,6 +36,7 @@ from ragsift.evaluation.probes import probe_confidence
 from ragsift.evaluation.reads import read_embedded
 from ragsift.evaluation.report import proportion_interval
 from ragsift.evaluation.selfcal import (
+    MIN_PROBED_CHUNKS,
     chunks_per_tenant,
     pseudo_query,
     sample_chunks,
@@ -131,12 +132,12 @@ async def missing_answer_rate(
     passage has no sentence long enough).
 
     Raises:
-        InvalidEventError: the collection (or tenant) has fewer than MIN_CHUNKS chunks.
+        InvalidEventError: the collection (or tenant) has no chunk (MIN_PROBED_CHUNKS).
         CollectionNotFoundError: no such collection.
     """
     if sample <= 0:
         raise ValueError(f"sample must be > 0, got {sample}")
-    _, counts = await chunks_per_tenant(index, collection, tenant)
+    _, counts = await chunks_per_tenant(index, collection, tenant, minimum=MIN_PROBED_CHUNKS)
     total = sum(counts.values())
     rng = np.random.default_rng(seed)
     owners = sorted(counts)

@@ -40,7 +40,7 @@ from ragsift.evaluation.dataset import EvalQuery, LabelledSet
 from ragsift.evaluation.probe_vectors import with_bank_vectors
 from ragsift.evaluation.reads import read_embedded
 from ragsift.evaluation.scoring import served_config
-from ragsift.evaluation.selfcal import chunks_per_tenant, search_as_pipeline
+from ragsift.evaluation.selfcal import MIN_PROBED_CHUNKS, chunks_per_tenant, search_as_pipeline
 from ragsift.ingest.loaders import json_line
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.embedders import Embedder
@@ -305,7 +305,7 @@ async def probe_calibrate(
     provenance says why.
 
     Raises:
-        InvalidEventError: the collection (or tenant) has fewer than MIN_CHUNKS chunks.
+        InvalidEventError: the collection (or tenant) has no chunk (MIN_PROBED_CHUNKS).
         CollectionNotFoundError: no such collection.
         ConfidenceError: ``base`` reads reader signals or keeps no in-scope sample;
             too few probes.
@@ -313,7 +313,7 @@ async def probe_calibrate(
     why = unprobed_because(base)  # before the searches, which it would waste
     if why is not None:
         raise ConfidenceError(why)
-    info, counts = await chunks_per_tenant(index, collection, tenant)
+    info, counts = await chunks_per_tenant(index, collection, tenant, minimum=MIN_PROBED_CHUNKS)
     total = sum(counts.values())
     owners = sorted(counts)
     asker = with_bank_vectors(embedder)  # the bundled bank's vectors are embedded once

@@ -28,7 +28,7 @@ from ragsift.confidence.registry import CalibrationScope, CalibrationStore
 from ragsift.confidence.selfcal import left_out_of, mark_uncertified, unprobed_because
 from ragsift.evaluation.holes import MissingAnswers, missing_answer_rate, with_missing_answers
 from ragsift.evaluation.probes import BUNDLED, bundled_probes, method_of, probe_calibrate
-from ragsift.evaluation.selfcal import MIN_CHUNKS
+from ragsift.evaluation.selfcal import MIN_PROBED_CHUNKS
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.index import VectorIndex
 
@@ -58,7 +58,7 @@ class Reprobe:
     ``outcome``: ``stored`` (a new calibration is in the store), ``not_due``
     (the scope changed by no more than the fraction since its last probes),
     ``kept`` (the scope's calibration was not made by the bundled probes),
-    ``too_small`` (under MIN_CHUNKS chunks), ``unsupported`` (the shipped
+    ``too_small`` (no chunk: MIN_PROBED_CHUNKS), ``unsupported`` (the shipped
     calibration reads reader signals or keeps no in-scope sample) or
     ``infeasible`` (no threshold certified on this collection: the calibration in
     force is stored again with the mark, so its results say so); ``no_collection``
@@ -140,9 +140,12 @@ async def reprobe_after_ingest(
     info = await index.collection_info(collection)
     counts = info.tenants or {}
     chunks = int(sum(counts.values()) if tenant is None else counts.get(tenant, 0))
-    if chunks < MIN_CHUNKS:
+    if chunks < MIN_PROBED_CHUNKS:
         return Reprobe(
-            scope, "too_small", f"{chunks} chunks; probing needs at least {MIN_CHUNKS}", chunks
+            scope,
+            "too_small",
+            f"{chunks} chunks; probing needs at least {MIN_PROBED_CHUNKS}",
+            chunks,
         )
     why_not = unprobed_because(base)
     if why_not is not None:

@@ -50,6 +50,7 @@ from ragsift.retrieval.reader import ChunkTerms, ReaderScores, split_sentences
 
 __all__ = [
     "MIN_CHUNKS",
+    "MIN_PROBED_CHUNKS",
     "PseudoQuery",
     "SelfCalibration",
     "chunks_per_tenant",
@@ -63,6 +64,10 @@ __all__ = [
 # Below this many chunks a collection gives too few distinct pseudo-queries for a
 # re-map and a certificate (MIN_POSITIVES answerable ones, at most MAX_PER_CHUNK each).
 MIN_CHUNKS: Final = 10
+# Probing asks the bundled questions, none of them the collection's own: one chunk is
+# something to align on and certify against (ADR 047), and a collection left unprobed
+# is read on the calibration corpus's scale, which refused most of a tiny one's answers.
+MIN_PROBED_CHUNKS: Final = 1
 # Pseudo-queries made per sampled chunk (different sentences / dropouts): at least
 # MIN_PER_CHUNK, more (up to MAX_PER_CHUNK) when a small collection needs them to
 # reach the sample size the certificate needs.
@@ -235,12 +240,12 @@ async def search_as_pipeline(
 
 
 async def chunks_per_tenant(
-    index: VectorIndex, collection: str, tenant: str | None
+    index: VectorIndex, collection: str, tenant: str | None, *, minimum: int = MIN_CHUNKS
 ) -> tuple[CollectionInfo, dict[str, int]]:
     """The collection's info and its chunks per tenant (only ``tenant``'s, when given).
 
     Raises:
-        InvalidEventError: fewer than MIN_CHUNKS chunks in all.
+        InvalidEventError: fewer than ``minimum`` chunks in all.
         CollectionNotFoundError: no such collection.
     """
     info = await index.collection_info(collection)
@@ -248,11 +253,11 @@ async def chunks_per_tenant(
     if tenant is not None:
         counts = {tenant: counts.get(tenant, 0)}
     total = sum(counts.values())
-    if total < MIN_CHUNKS:
+    if total < minimum:
         who = f"tenant {tenant!r} in " if tenant else ""
         raise InvalidEventError(
             f"{who}collection {collection!r} has {total} chunks; calibrating it needs at"
-            f" least {MIN_CHUNKS} (ingest more documents, or keep the shipped calibration)"
+            f" least {minimum} (ingest more documents, or keep the shipped calibration)"
         )
     return info, counts
 
