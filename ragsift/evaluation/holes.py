@@ -32,11 +32,10 @@ import numpy as np
 
 from ragsift.confidence import CalibrationArtifact
 from ragsift.confidence.artifact import MissingAnswerEstimate
-from ragsift.evaluation.probes import probe_confidence
+from ragsift.evaluation.probes import MIN_PROBED_CHUNKS, probe_confidence
 from ragsift.evaluation.reads import read_embedded
 from ragsift.evaluation.report import proportion_interval
 from ragsift.evaluation.selfcal import (
-    MIN_PROBED_CHUNKS,
     chunks_per_tenant,
     pseudo_query,
     sample_chunks,

@@ -40,7 +40,7 @@ from ragsift.evaluation.dataset import EvalQuery, LabelledSet
 from ragsift.evaluation.probe_vectors import with_bank_vectors
 from ragsift.evaluation.reads import read_embedded
 from ragsift.evaluation.scoring import served_config
-from ragsift.evaluation.selfcal import MIN_PROBED_CHUNKS, chunks_per_tenant, search_as_pipeline
+from ragsift.evaluation.selfcal import chunks_per_tenant, search_as_pipeline
 from ragsift.ingest.loaders import json_line
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.embedders import Embedder
@@ -50,6 +50,7 @@ from ragsift.retrieval.reader import ChunkTerms, ReaderScores
 
 __all__ = [
     "BUNDLED",
+    "MIN_PROBED_CHUNKS",
     "Probe",
     "aligned_on_probes",
     "alignment_on",
@@ -68,6 +69,11 @@ BUNDLED: Final = "bundled"
 _BANK = "probe_questions.jsonl"
 #: Characters of one probe question past which the line is not a question.
 MAX_PROBE_CHARS: Final = 2_000
+#: Chunks a scope needs to be probed. The probes are the bank's questions, none cut from
+#: the collection (as pseudo-queries are, which need MIN_CHUNKS): one chunk is something
+#: to align on and certify against, and a scope left unprobed is read on the fit
+#: corpus's scale, which refused most of a two-file collection's answers (ADR 047).
+MIN_PROBED_CHUNKS: Final = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,8 +27,13 @@ from ragsift.confidence.artifact import UNCERTIFIED_ADVICE_CODE, Provenance
 from ragsift.confidence.registry import CalibrationScope, CalibrationStore
 from ragsift.confidence.selfcal import left_out_of, mark_uncertified, unprobed_because
 from ragsift.evaluation.holes import MissingAnswers, missing_answer_rate, with_missing_answers
-from ragsift.evaluation.probes import BUNDLED, bundled_probes, method_of, probe_calibrate
-from ragsift.evaluation.selfcal import MIN_PROBED_CHUNKS
+from ragsift.evaluation.probes import (
+    BUNDLED,
+    MIN_PROBED_CHUNKS,
+    bundled_probes,
+    method_of,
+    probe_calibrate,
+)
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.index import VectorIndex
 

@@ -50,7 +50,6 @@ from ragsift.retrieval.reader import ChunkTerms, ReaderScores, split_sentences
 
 __all__ = [
     "MIN_CHUNKS",
-    "MIN_PROBED_CHUNKS",
     "PseudoQuery",
     "SelfCalibration",
     "chunks_per_tenant",
@@ -64,10 +63,6 @@ __all__ = [
 # Below this many chunks a collection gives too few distinct pseudo-queries for a
 # re-map and a certificate (MIN_POSITIVES answerable ones, at most MAX_PER_CHUNK each).
 MIN_CHUNKS: Final = 10
-# Probing asks the bundled questions, none of them the collection's own: one chunk is
-# something to align on and certify against (ADR 047), and a collection left unprobed
-# is read on the calibration corpus's scale, which refused most of a tiny one's answers.
-MIN_PROBED_CHUNKS: Final = 1
 # Pseudo-queries made per sampled chunk (different sentences / dropouts): at least
 # MIN_PER_CHUNK, more (up to MAX_PER_CHUNK) when a small collection needs them to
 # reach the sample size the certificate needs.
