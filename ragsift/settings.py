@@ -465,8 +465,9 @@ class CalibrationSettings(BaseSettings):
     #: store every replica shares (``RAGSIFT_REDIS_URL``), for streaming deployments.
     store: Literal["directory", "redis"] = "directory"
     #: Folder of scoped calibration artifacts (``ragsift calibrate --collection``, the
-    #: feedback re-fit). The embedded runtime uses ``<data dir>/calibrations`` when
-    #: unset; streaming workers then use the default artifact only.
+    #: feedback re-fit). When unset, the embedded runtime and a streaming worker that
+    #: hosts the retrieval agent use ``<data dir>/calibrations``; other workers then
+    #: have none (the calibration worker refuses to start, the indexer does not re-probe).
     store_dir: Path | None = None
     #: Seconds between checks of the store for new or changed calibrations: a re-fit
     #: reaches running workers within this time, without a restart.
@@ -479,7 +480,8 @@ class CalibrationSettings(BaseSettings):
     reprobe_fraction: float = Field(default=0.2, gt=0, le=100)
     #: Streaming: the indexer worker re-probes a scope once no document has reached it
     #: for this many seconds (a bulk load is probed once, when it settles). It needs a
-    #: store the retrieval workers read (``RAGSIFT_CALIBRATION_STORE``/``_STORE_DIR``).
+    #: store the retrieval workers read (``RAGSIFT_CALIBRATION_STORE``/``_STORE_DIR``, or
+    #: its own data dir's when the worker hosts the retrieval agent too).
     reprobe_quiet_s: float = Field(default=30.0, ge=0, le=86_400)
     #: Where the bundled probe bank's vectors are kept, one file per embedder, so
     #: that probing does not embed the same 3,480 questions on every run (18 s with

@@ -266,16 +266,21 @@ def build_calibration_registry(
 
 
 def build_reprober(
-    settings: Settings, index: VectorIndex, embedder: Embedder, metrics: Metrics
+    settings: Settings,
+    index: VectorIndex,
+    embedder: Embedder,
+    metrics: Metrics,
+    default_dir: Path | None = None,
 ) -> Reprober | None:
     """The indexer's re-probing of the scopes it changes (ADR 014), or None when off,
-    when the scorer is not the calibrated one, or when no store is configured (a
-    re-certified calibration would reach no retrieval worker)."""
+    when the scorer is not the calibrated one, or when there is no store: none
+    configured and no ``default_dir`` (a re-certified calibration would reach no
+    retrieval worker)."""
     calibration = settings.calibration
     if not calibration.reprobe_after_ingest:
         return None
     base = EngineSet(settings.confidence, embedder.embedder_id).calibration
-    store = build_calibration_store(settings)
+    store = build_calibration_store(settings, default_dir)
     if base is None or store is None:
         log.info(
             "indexer: no re-probing after ingest (%s)",

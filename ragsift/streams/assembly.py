@@ -25,7 +25,9 @@ from ragsift.retrieval.pipeline import RetrievalPipeline
 from ragsift.retrieval.redis_cache import RedisCache
 from ragsift.settings import Settings
 from ragsift.wiring import (
+    CALIBRATIONS_DIR,
     build_calibration_registry,
+    build_calibration_store,
     build_embedder,
     build_index,
     build_mix_state,
@@ -47,6 +49,7 @@ __all__ = [
     "WorkerName",
     "assemble",
     "build_calibration_handlers",
+    "own_calibrations",
     "readiness_state",
 ]
 
@@ -106,6 +109,7 @@ def assemble(
     mix_state: MixStateStore | None = None
     cache: RedisCache | None = None
     reprober: Reprober | None = None
+    calibrations = own_calibrations(names, settings)
     if "retrieval" in names or "indexer" in names:
         embedder = build_embedder(settings.embedder)
         index = build_index(settings.qdrant, settings.data_dir)
@@ -118,12 +122,13 @@ def assemble(
                 metrics=metrics,
                 cache=cache,
                 source="/ragsift/worker/retrieval",
+                calibration_store=build_calibration_store(settings, calibrations),
             )
             handlers.append(RetrievalHandler(pipeline))
-            mix_state = build_mix_state(settings)
+            mix_state = build_mix_state(settings, calibrations)
             restore_mix(pipeline, mix_state)
         if "indexer" in names:
-            reprober = build_reprober(settings, index, embedder, metrics)
+            reprober = build_reprober(settings, index, embedder, metrics, calibrations)
             handlers.append(IndexerHandler(Indexer(index, embedder, cache=cache), reprober))
     if "audit" in names:
         audit = audit_dir or settings.data_dir / "audit"
@@ -134,7 +139,7 @@ def assemble(
     if "report" in names:
         handlers.append(build_report_handler(settings, metrics))
     if "calibration" in names:
-        handlers.extend(build_calibration_handlers(settings, metrics))
+        handlers.extend(build_calibration_handlers(settings, metrics, calibrations))
     group_id = settings.kafka.app_id
     if "app_id" not in settings.kafka.model_fields_set:
         group_id = f"{group_id}-{'-'.join(sorted(names))}"
@@ -150,17 +155,28 @@ def assemble(
     )
 
 
-def build_calibration_handlers(settings: Settings, metrics: Metrics) -> list[Handler[Any]]:
+def own_calibrations(names: Sequence[WorkerName], settings: Settings) -> Path | None:
+    """The calibrations folder a worker uses when none is configured: the data dir's,
+    as the embedded runtime's, where the process hosts the retrieval agent that reads
+    it (re-probes and re-fits then reach its queries). None for a worker without it:
+    what it wrote there no retrieval worker would read, so it needs a configured store
+    (``RAGSIFT_CALIBRATION_STORE=redis`` for workers on several hosts)."""
+    return Path(settings.data_dir) / CALIBRATIONS_DIR if "retrieval" in names else None
+
+
+def build_calibration_handlers(
+    settings: Settings, metrics: Metrics, default_dir: Path | None = None
+) -> list[Handler[Any]]:
     """The feedback re-fit: one handler joins results, one applies labels (X2).
 
     Labels and results live in Redis (shared by replicas); the re-fit calibrations
     go to the configured calibration store (``RAGSIFT_CALIBRATION_STORE=redis`` for
-    workers on several hosts).
+    workers on several hosts), else to ``default_dir`` (:func:`own_calibrations`).
     """
     embedder_id = build_embedder(settings.embedder).embedder_id
     loop = FeedbackLoop(
         RedisFeedbackStore(settings.redis),
-        build_calibration_registry(settings, embedder_id),
+        build_calibration_registry(settings, embedder_id, default_dir),
         settings.feedback,
         metrics,
     )
