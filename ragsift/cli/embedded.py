@@ -181,7 +181,8 @@ def ingest(
             "--prune",
             help="Then remove the tenant's other documents of this collection: those not"
             " under the folder PATH now (files deleted or renamed since they were ingested)."
-            " A file passed over this time (unreadable, empty) keeps what was indexed of it.",
+            " A file or JSONL line passed over this time (unreadable, empty) keeps what was"
+            " indexed of it.",
         ),
     ] = False,
     data_dir: DataDir = None,

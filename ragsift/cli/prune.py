@@ -28,11 +28,13 @@ def refuse_prune_of_file(path: Path, tenant: str, collection: str) -> None:
 
 def kept_ids(read: Iterable[str], path: Path, skipped: Iterable[tuple[Path, str]]) -> set[str]:
     """The documents ``--prune`` keeps: those ``read`` under the folder ``path`` now, and
-    the files under it passed over this time (unreadable, empty), whose indexed version
-    stays. A JSONL line passed over names no file: its document cannot be kept this way."""
-    from ragsift.ingest.loaders import file_doc_id
+    those passed over this time (a file unreadable or empty, a JSONL line with no text),
+    whose indexed versions stay."""
+    from ragsift.ingest.loaders import empty_line_doc_ids, file_doc_id
 
-    return set(read) | {file_doc_id(f, path) for f, _ in skipped if f.exists()}
+    skipped = list(skipped)
+    files = {file_doc_id(f, path) for f, _ in skipped if f.exists()}
+    return set(read) | files | empty_line_doc_ids(skipped)
 
 
 def show_pruned(removed: list[str], path: Path) -> None:

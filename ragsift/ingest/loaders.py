@@ -33,6 +33,7 @@ __all__ = [
     "SUPPORTED_SUFFIXES",
     "SourceDocument",
     "check_unique_ids",
+    "empty_line_doc_ids",
     "file_doc_id",
     "iter_documents",
     "json_line",
@@ -351,7 +352,6 @@ def _jsonl(
         if not row["text"].strip():  # as an empty file: it would replace the document by nothing
             skipped.append((Path(f"{file}:{lineno}"), EMPTY_LINE))
             continue
-        raw_id = row.get("doc_id") or row.get("id") or f"{file.stem}-{lineno}"
         stype = row.get("source_type", default_type)
         if not isinstance(stype, str) or stype not in _SOURCE_TYPES:
             raise InvalidEventError(
@@ -359,7 +359,7 @@ def _jsonl(
                 f" got {stype!r}"
             )
         doc = SourceDocument(
-            doc_id=safe_doc_id(str(raw_id)),
+            doc_id=_row_doc_id(row, file, lineno),
             text=row["text"],
             title=row.get("title"),
             source=row.get("source") or f"{_shown_name(file)}:{lineno}",
@@ -374,3 +374,27 @@ def _jsonl(
         if problem is not None:
             raise InvalidEventError(f"{file}:{lineno}: {problem}")
         yield doc
+
+
+def _row_doc_id(row: dict[str, Any], file: Path, lineno: int) -> str:
+    return safe_doc_id(str(row.get("doc_id") or row.get("id") or f"{file.stem}-{lineno}"))
+
+
+def empty_line_doc_ids(skipped: Iterable[tuple[Path, str]]) -> set[str]:
+    """The documents whose JSONL lines were passed over as :data:`EMPTY_LINE`, by id:
+    as an empty file's, their indexed versions stay (``ingest --prune`` keeps them).
+    Each file is read again once; one no longer readable keeps none."""
+    wanted: dict[Path, set[int]] = {}
+    for where, reason in skipped:
+        if reason == EMPTY_LINE:
+            name, _, number = str(where).rpartition(":")
+            wanted.setdefault(Path(name), set()).add(int(number))
+    ids: set[str] = set()
+    for file, lines in wanted.items():
+        try:
+            for lineno, row in jsonl_rows(file):
+                if lineno in lines and isinstance(row, dict):
+                    ids.add(_row_doc_id(row, file, lineno))
+        except (InvalidEventError, OSError):  # changed since it was read: keep none of it
+            continue
+    return ids

@@ -61,6 +61,32 @@ def test_prune_removes_what_left_the_folder_and_only_that(cli: Invoke, tmp_path:
     assert "1 unchanged, not embedded again" in again
 
 
+def test_a_jsonl_line_passed_over_keeps_its_document_under_prune(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    """As an empty file keeps its indexed version, so does a JSONL row whose text is
+    blank this time, by the id the row names (or its line's, when it names none)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+
+    def rows(*texts: str) -> None:
+        lines = [
+            {"id": "hours", "text": texts[0]},
+            {"text": texts[1]},
+            {"id": "gym", "text": "Floor 3."},
+        ]
+        (docs / "faq.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines), "utf-8")
+
+    rows("The office opens at 9am.", "Parking is behind building C.")
+    _ingest(cli, docs, "acme")
+    data = tmp_path / "data"
+    assert set(_documents(data, "acme")) == {"hours", "faq-2", "gym"}
+    rows(" ", "")
+    out = _ingest(cli, docs, "acme", "--prune")
+    assert f"pruned nothing: every document of the collection is under {docs}" in out
+    assert set(_documents(data, "acme")) == {"hours", "faq-2", "gym"}
+
+
 def test_an_empty_folder_prunes_nothing(cli: Invoke, tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
