@@ -49,6 +49,9 @@ async def test_a_worker_hosting_retrieval_reads_and_reprobes_into_its_data_dir(
         assert parts.pipeline.engines.calibration_for("other", "docs") == base
     finally:
         await parts.close()
+    # README's one worker hosting every agent starts: its feedback re-fits go there too.
+    every = assemble(["retrieval", "indexer", "calibration"], settings)
+    await every.close()
 
 
 async def test_a_worker_without_retrieval_still_needs_a_configured_store(
