@@ -281,8 +281,10 @@ def calibrations_reprobe(
     refit it, and queries skip it until then), or its chunk count moved by more than
     RAGSIFT_CALIBRATION_REPROBE_FRACTION since its probes. Every other scope keeps its
     calibration, and the reason is printed (fit on feedback, made with your own probes
-    or pseudo-queries, not moved). Exit 1 when a scope ends with no bar certified on
-    its own scores, or its collection is gone.
+    or pseudo-queries, not moved). With --collection (and --tenant) naming a scope that
+    has nothing stored, that scope is probed (one never probed: under 10 chunks before
+    ADR 047, or ingested with --no-probe). Exit 1 when a scope ends with no bar
+    certified on its own scores, or its collection is gone.
     """
     from ragsift.confidence.registry import CalibrationScope
     from ragsift.evaluation.sweep import reprobe_stored
@@ -317,6 +319,7 @@ def calibrations_reprobe(
                     runtime.calibration_store,
                     fraction=settings.calibration.reprobe_fraction,
                     only=only,
+                    named=None if collection is None else CalibrationScope(collection, tenant),
                     progress=tick,
                     done=show,
                 )

@@ -52,19 +52,23 @@ async def reprobe_stored(
     *,
     fraction: float = DEFAULT_FRACTION,
     only: Callable[[CalibrationScope], bool] | None = None,
+    named: CalibrationScope | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     done: Callable[[Reprobe], None] | None = None,
 ) -> list[Reprobe]:
     """Re-probe each stored scope (those ``only`` accepts) that is due; one outcome each.
+    When none is stored, ``named`` is probed: a scope never probed (one under 10 chunks
+    before ADR 047, or ingested with ``--no-probe``) has nothing in the store.
 
     ``done`` is called with each outcome as it is known, so a long sweep shows its
     progress. A scope whose collection is gone is reported ``no_collection`` and left
     in the store (``ragsift calibrations remove`` takes it away).
     """
+    scopes = [s for s in store.scopes() if only is None or only(s)]
+    if not scopes and named is not None:
+        scopes = [named]
     outcomes: list[Reprobe] = []
-    for scope in store.scopes():
-        if only is not None and not only(scope):
-            continue
+    for scope in scopes:
         try:
             outcome = await reprobe_after_ingest(
                 index,
@@ -77,13 +81,13 @@ async def reprobe_stored(
                 progress=progress,
             )
         except CollectionNotFoundError:
-            outcome = Reprobe(
-                scope,
-                "no_collection",
-                f"the index has no collection {scope.collection!r}; its calibration is"
-                " kept (remove it with `ragsift calibrations remove`)",
-                0,
+            kept = (
+                "nothing to probe"
+                if scope is named
+                else "its calibration is kept (remove it with `ragsift calibrations remove`)"
             )
+            gone = f"the index has no collection {scope.collection!r}; {kept}"
+            outcome = Reprobe(scope, "no_collection", gone, 0)
         outcomes.append(outcome)
         if done is not None:
             done(outcome)
