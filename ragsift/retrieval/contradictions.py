@@ -11,10 +11,12 @@ The check reads the kept hits' sentences, no model and nothing fitted:
      percentage, an amount of one currency, a time of day, a range of two times
      of day) about the same thing (the words
      around the two quantities share a content word: "*return* an item within
-     30 days" vs "*returned* within 14 days"), and no value of one matches a
-     value of the other ("2 weeks" and "14 days" agree: durations are compared
-     in days, within 3 %; a range is one value, so "9am–5:30pm" and
-     "8am–5:30pm" differ though both say 5:30pm); or
+     30 days" vs "*returned* within 14 days"), and neither value is one the
+     other statement gives too ("2 weeks" and "14 days" agree: durations are
+     compared in days, within 3 %; a range is one value, so "9am–5:30pm" and
+     "8am–5:30pm" differ though both say 5:30pm). Beside a value both give, the
+     others are cases of a list, and two conflict only when each one's words are
+     all said by the other statement (Saturday's hours are not Sunday's); or
    - **negation**: they say nearly the same thing (at least 60 % of their
      content words in common) and exactly one of them is negated ("refunds are
      issued for opened items" vs "refunds are not issued for opened items").
@@ -112,16 +114,24 @@ def _value_conflict(
     """
     for kind, left in a.values.items():
         right = b.values.get(kind, [])
-        if any(same_value(x.value, y.value, kind) for x in left for y in right):
-            continue  # they agree on one value: the other is another case, not a conflict
-        for x in left:
-            for y in right:
+        # A value both give is agreed; only values the other side does not give can
+        # conflict. Once one is agreed, the two are lists of cases, and two values
+        # conflict only when each one's words are all said by the other statement:
+        # "8am–5pm weekdays" against "9am–5pm weekdays" beside an agreed Saturday, not
+        # "10am–2pm on Saturdays" against "10am–4pm on Sundays" beside agreed weekdays.
+        # Before, one agreed value passed the whole kind over.
+        alone = [x for x in left if not any(same_value(x.value, y.value, kind) for y in right)]
+        other = [y for y in right if not any(same_value(x.value, y.value, kind) for x in left)]
+        listed = len(alone) < len(left) or len(other) < len(right)
+        for x in alone:
+            for y in other:
                 if (
                     len(x.context & y.context) >= min_context
                     and x.context & wanted <= b.terms
                     and y.context & wanted <= a.terms
                     and _measured_by(x, b)
                     and _measured_by(y, a)
+                    and (not listed or (x.context <= b.terms and y.context <= a.terms))
                 ):
                     return x.text, y.text
     return None

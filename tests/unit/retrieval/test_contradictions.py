@@ -491,7 +491,26 @@ OPENING_HOURS = [
         "The café is open 8am till 5:30 pm on weekdays.",
         ["9 - 5:30pm", "8am till 5:30 pm"],
     ),
+    # Two lists of hours, one range agreed: before, it passed the other over.
+    (
+        "The café is open 9am–5pm on weekdays and 10am–2pm on Saturdays.",
+        "The café is open 8am–5pm on weekdays and 10am–2pm on Saturdays.",
+        ["9am–5pm", "8am–5pm"],
+    ),
+    (
+        "The café is open 9am–5pm on weekdays and 10am–2pm on Saturdays.",
+        "The café is open 9am–5pm on weekdays and 10am–4pm on Saturdays.",
+        ["10am–2pm", "10am–4pm"],
+    ),
 ]
+
+
+def test_beside_an_agreed_value_another_case_is_no_contradiction() -> None:
+    """Saturday's hours and Sunday's are two cases, not two versions of one."""
+    query = "When is the café open on weekdays?"
+    first = "The café is open 9am–5pm on weekdays and 10am–2pm on Saturdays."
+    second = "The café is open 9am–5pm on weekdays and 10am–4pm on Sundays."
+    assert ContradictionDetector().find(query, [chunk("v1", first), chunk("v2", second, 2)]) is None
 
 
 @pytest.mark.parametrize(("first", "second", "values"), OPENING_HOURS)
@@ -554,7 +573,11 @@ def test_a_range_agrees_with_one_time_it_spans_and_a_list_of_times_is_no_range()
         chunk("v1", "The café is open at 9am and 5:30pm on weekdays."),
         chunk("v2", "The café is open at 8am and 5:30pm on weekdays.", 2),
     ]
-    assert find(*listed, query=query) is None  # two times each, one shared: two cases
+    # Two times each, not ranges; one shared, and the other said in the same words on
+    # both sides: the two disagree on it.
+    found = find(*listed, query=query)
+    assert found is not None
+    assert found.values == ["9am", "8am"]
 
 
 def test_a_range_of_times_of_day_is_always_two_minutes_of_one_day() -> None:
