@@ -98,3 +98,34 @@ def test_hostile_jsonl_is_one_clear_error(
         path.write_text(content, encoding="utf-8")
     with pytest.raises(InvalidEventError, match=message):
         list(iter_documents(path))
+
+
+def test_the_ids_of_blank_jsonl_lines_are_read_again_and_a_changed_file_keeps_none(
+    tmp_path: Path,
+) -> None:
+    """`--prune` keeps a document whose JSONL line is blank this time, by the id the row
+    names; a folder named with a colon is still split at the line number, and a file
+    that changed or went since it was read keeps nothing (no error mid-prune)."""
+    import json
+
+    from ragsift.ingest.loaders import EMPTY_LINE, empty_line_doc_ids
+
+    folder = tmp_path / "ex:port 10:30"
+    folder.mkdir()
+    rows = folder / "faq.jsonl"
+    lines = [
+        {"id": "hours", "text": " "},
+        {"text": "kept"},
+        {"text": ""},
+        {"id": "ü\x1b", "text": ""},
+    ]
+    rows.write_text("".join(json.dumps(r) + "\n" for r in lines), "utf-8")
+    skipped: list[tuple[Path, str]] = []
+    assert [d.doc_id for d in iter_documents(folder, skipped=skipped)] == ["faq-2"]
+    assert [reason for _, reason in skipped] == [EMPTY_LINE] * 3
+    assert empty_line_doc_ids(skipped) == {"hours", "faq-3", safe_doc_id("ü\x1b")}
+    assert empty_line_doc_ids([(folder / "faq.jsonl", "empty")]) == set()  # a file's skip
+    rows.write_text("{not json\n", "utf-8")
+    assert empty_line_doc_ids(skipped) == set()
+    rows.unlink()
+    assert empty_line_doc_ids(skipped) == set()
