@@ -553,6 +553,9 @@ class RuntimeSettings(BaseSettings):
     console_backlog: int = Field(default=200, ge=1, le=100_000)
 
 
+#: ``RAGSIFT_DATA_DIR`` unset: under the working directory.
+DEFAULT_DATA_DIR = Path(".ragsift")
+
 #: A result with k=50 hits is ~50-150 KiB of JSON; 64 MiB holds several hundred
 #: of them and leaves most of the API pod's 512 Mi limit to the process itself.
 DEFAULT_API_STORE_BYTES = 64 * 1024 * 1024
@@ -569,9 +572,10 @@ class ApiSettings(BaseSettings):
     #: /metrics, /healthz and /readyz live on their own bind, apart from the query API
     metrics_host: str = "127.0.0.1"
     metrics_port: int = Field(default=9464, ge=1, le=65_535)
-    keys_file: Path = Field(
-        default=Path(".ragsift/api-keys.json"),
-        description="API keys (sha256 hashes only), managed by `ragsift keys`.",
+    keys_file: Path | None = Field(
+        default=None,
+        description="API keys (sha256 hashes only), managed by `ragsift keys`;"
+        " unset: `<data dir>/api-keys.json`.",
     )
     #: JWT bearer tokens (OIDC): enabled when a secret, public key or JWKS file is set.
     jwt_hs256_secret: SecretStr | None = None
@@ -682,7 +686,8 @@ class Settings(BaseSettings):
     model_config = _config("RAGSIFT_")
 
     data_dir: Path = Field(
-        default=Path(".ragsift"), description="Embedded mode: shards, audit files, results."
+        default=DEFAULT_DATA_DIR,
+        description="Embedded mode: shards, audit files, results; the API keys file by default.",
     )
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     redis: RedisSettings = Field(default_factory=RedisSettings)

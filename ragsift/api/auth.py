@@ -30,7 +30,7 @@ import jwt
 
 from ragsift.errors import ConfigurationError, RagsiftError
 from ragsift.schemas.base import TENANT_PATTERN
-from ragsift.settings import ApiSettings
+from ragsift.settings import DEFAULT_DATA_DIR, ApiSettings
 
 __all__ = [
     "KEY_PREFIX",
@@ -42,6 +42,7 @@ __all__ = [
     "KeyStore",
     "Principal",
     "Scope",
+    "resolve_keys_file",
 ]
 
 Scope = Literal["query", "read", "admin"]
@@ -55,6 +56,32 @@ JWT_LEEWAY_S = 30
 _ASYMMETRIC = ["RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256"]
 _TENANT_RE = re.compile(TENANT_PATTERN)
 _log = logging.getLogger(__name__)
+KEYS_FILE_NAME = "api-keys.json"
+#: The keys file when neither it nor the data dir is set (and, before 2026-11-30, even
+#: when the data dir was): relative to the working directory.
+WORKING_DIR_KEYS_FILE = DEFAULT_DATA_DIR / KEYS_FILE_NAME
+
+
+def resolve_keys_file(settings: ApiSettings, data_dir: Path) -> tuple[Path, str | None]:
+    """The keys file ``ragsift keys`` writes and the API reads, and a note for the user.
+
+    ``RAGSIFT_API_KEYS_FILE`` when set, else ``<data dir>/api-keys.json``. Until
+    2026-11-30 the default was ``.ragsift/api-keys.json`` under the working directory
+    whatever the data dir, so where that file exists and the data dir's does not, it
+    is still the one used, and the note says so: a deployment that set only the data
+    dir keeps its keys.
+    """
+    if settings.keys_file is not None:
+        return settings.keys_file, None
+    path = data_dir / KEYS_FILE_NAME
+    old = WORKING_DIR_KEYS_FILE
+    if not path.exists() and old.is_file() and old.resolve() != path.resolve():
+        return old, (
+            f"API keys are read from {old.resolve()}, where ragsift kept them before it"
+            f" kept them in the data dir: move the file to {path}, or set"
+            " RAGSIFT_API_KEYS_FILE to it"
+        )
+    return path, None
 
 
 class AuthError(RagsiftError):
@@ -347,13 +374,17 @@ class Authenticator:
         self.insecure = insecure
 
     @classmethod
-    def from_settings(cls, settings: ApiSettings, *, insecure: bool = False) -> Authenticator:
-        """Keys from the keys file, JWTs when configured; refuses to run with neither."""
-        keys = KeyStore(settings.keys_file)
+    def from_settings(
+        cls, settings: ApiSettings, *, keys_file: Path | None = None, insecure: bool = False
+    ) -> Authenticator:
+        """Keys from ``keys_file`` (None: :func:`resolve_keys_file` in the default data
+        dir), JWTs when configured; refuses to run with neither."""
+        path = keys_file or resolve_keys_file(settings, DEFAULT_DATA_DIR)[0]
+        keys = KeyStore(path)
         verifier = JwtVerifier(settings) if settings.jwt_enabled else None
         if not insecure and verifier is None and not keys.active():
             raise ConfigurationError(
-                f"no API keys in {settings.keys_file} and no JWT verification configured:"
+                f"no API keys in {path} and no JWT verification configured:"
                 " create a key with `ragsift keys create`, or pass --insecure-no-auth"
                 " (loopback only) for local development"
             )

@@ -14,7 +14,15 @@ from rich.table import Table
 from rich.text import Text
 
 from ragsift import __version__
-from ragsift.cli.common import _check_writable, _fail, _settings, console, err_console, print_error
+from ragsift.cli.common import (
+    _check_writable,
+    _fail,
+    _settings,
+    console,
+    err_console,
+    keys_file,
+    print_error,
+)
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
 
@@ -106,6 +114,10 @@ def show_settings() -> None:
     settings = _settings()
     shown = settings.masked()
     shown["confidence"].update(_applied_confidence(settings))
+    if shown["api"]["keys_file"] is None:  # the file in effect: the data dir's by default
+        from ragsift.api.auth import resolve_keys_file
+
+        shown["api"]["keys_file"] = str(resolve_keys_file(settings.api, settings.data_dir)[0])
     console.print_json(json.dumps(shown))
 
 
@@ -130,7 +142,7 @@ def schemas_export(
 def _key_store() -> Any:
     from ragsift.api.auth import KeyStore
 
-    return KeyStore(_settings().api.keys_file)
+    return KeyStore(keys_file(_settings()))
 
 
 @keys_app.command("create")

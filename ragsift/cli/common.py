@@ -38,6 +38,7 @@ __all__ = [
     "Tenant",
     "console",
     "err_console",
+    "keys_file",
 ]
 
 
@@ -237,6 +238,17 @@ def _kafka(settings: Settings, work: Coroutine[Any, Any, T]) -> T:
             f" is not usable ({reason}); start the brokers or set RAGSIFT_KAFKA_BOOTSTRAP_SERVERS",
             EXIT_FAILURE,
         )
+
+
+def keys_file(settings: Settings) -> Path:
+    """The API keys file of ``settings`` (its data dir's unless set), saying on stderr
+    when it is still the one under the working directory (``resolve_keys_file``)."""
+    from ragsift.api.auth import resolve_keys_file
+
+    path, note = resolve_keys_file(settings.api, Path(settings.data_dir))
+    if note is not None:
+        print_warning(note)
+    return path
 
 
 def _runtime(data_dir: Path | None, *, existing: bool = False) -> tuple[Settings, Any]:

@@ -14,6 +14,7 @@ from ragsift.cli.common import (
     _runtime,
     _settings,
     err_console,
+    keys_file,
     print_error,
     print_warning,
 )
@@ -80,7 +81,9 @@ def api(
         print_error("the query API and metrics need different ports")
         raise typer.Exit(2)
     try:
-        auth = Authenticator.from_settings(settings.api, insecure=insecure_no_auth)
+        auth = Authenticator.from_settings(
+            settings.api, keys_file=keys_file(settings), insecure=insecure_no_auth
+        )
     except RagsiftError as exc:
         print_error(str(exc))
         raise typer.Exit(2) from exc
@@ -149,7 +152,12 @@ def serve_console(
 
     try:
         # credentials first: a console that may not start opens (and creates) nothing
-        auth = Authenticator.from_settings(_settings().api, insecure=host in LOOPBACK_HOSTS)
+        settings = _settings()
+        if data_dir is not None:
+            settings = settings.model_copy(update={"data_dir": data_dir})
+        auth = Authenticator.from_settings(
+            settings.api, keys_file=keys_file(settings), insecure=host in LOOPBACK_HOSTS
+        )
     except RagsiftError as exc:
         print_error(str(exc))
         raise typer.Exit(2) from exc
