@@ -23,6 +23,9 @@ VALUE_TOLERANCE = 0.03  # 12 months vs 1 year (360 vs 365 days) is the same peri
 # Words either side of a quantity that say what it measures: "return an item within
 # [30 days] of delivery". Four reach past the usual preposition and article.
 CONTEXT_WORDS = 4
+# Where those four hold no content word ("30 days, or within [60 days] if you are a
+# member"), the words this far either side: a value said of nothing is never compared.
+WIDE_CONTEXT_WORDS = 8
 MODIFIED_WORDS = 2  # words after "2-year" that name what it measures: "limited warranty"
 MIN_CONTEXT_CHARS = 3  # "s" of "city's" is no evidence of anything
 # The words either side of a quantity are read within this many characters of it (four
@@ -227,12 +230,18 @@ def _modified(sentence: str, end: int) -> frozenset[str]:
 
 
 def _context(sentence: str, start: int, end: int) -> frozenset[str]:
-    """The content words around ``sentence[start:end]`` that say what it measures."""
-    words = _before(sentence, start)[-CONTEXT_WORDS:] + _after(sentence, end)[:CONTEXT_WORDS]
-    terms = content_terms(" ".join(words))
+    """The content words around ``sentence[start:end]`` that say what it measures: the
+    :data:`CONTEXT_WORDS` either side, or :data:`WIDE_CONTEXT_WORDS` where those hold
+    none ("or within 60 days if you are a member")."""
+    before, after = _before(sentence, start), _after(sentence, end)
+    near = _context_terms(before[-CONTEXT_WORDS:] + after[:CONTEXT_WORDS])
+    return near or _context_terms(before[-WIDE_CONTEXT_WORDS:] + after[:WIDE_CONTEXT_WORDS])
+
+
+def _context_terms(words: list[str]) -> frozenset[str]:
     return frozenset(
         t
-        for t in terms
+        for t in content_terms(" ".join(words))
         if len(t) >= MIN_CONTEXT_CHARS and t not in _CONTEXT_STOP and not t.isdigit()
     )
 

@@ -614,3 +614,20 @@ def test_the_words_around_a_quantity_are_read_near_it(monkeypatch: pytest.Monkey
     assert found == 5000 + 2500 + 1000
     # each quantity reads its window either side (a 2-year the words it modifies again)
     assert words.chars <= 3 * 2 * quantity_reading.CONTEXT_CHARS * found
+
+
+def test_a_value_said_among_function_words_is_read_with_the_words_further_out() -> None:
+    """"or within 60 days if you are a member": the four words either side of the value
+    hold no content word, and a value said of nothing was never compared."""
+    query = "How long do members have to return an item?"
+    first = "Items may be returned within 30 days, or within 60 days if you are a member."
+    second = "Items may be returned within 30 days, or within 90 days if you are a member."
+    found = ContradictionDetector().find(query, [chunk("v1", first), chunk("v2", second, 2)])
+    assert found is not None
+    assert found.values == ["60 days", "90 days"]
+    agreed, member = quantities(first)["duration"]
+    assert agreed.context == {"return"}  # the four words held one: read no further
+    assert "member" in member.context
+    # read further out, another case is still another case
+    online = "Items may be returned within 30 days, or within 90 days if you bought them online."
+    assert ContradictionDetector().find(query, [chunk("v1", first), chunk("v2", online, 2)]) is None
