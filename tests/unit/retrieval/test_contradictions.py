@@ -617,7 +617,7 @@ def test_the_words_around_a_quantity_are_read_near_it(monkeypatch: pytest.Monkey
 
 
 def test_a_value_said_among_function_words_is_read_with_the_words_further_out() -> None:
-    """"or within 60 days if you are a member": the four words either side of the value
+    """ "or within 60 days if you are a member": the four words either side of the value
     hold no content word, and a value said of nothing was never compared."""
     query = "How long do members have to return an item?"
     first = "Items may be returned within 30 days, or within 60 days if you are a member."
