@@ -115,7 +115,7 @@ def show_settings() -> None:
     shown = settings.masked()
     shown["confidence"].update(_applied_confidence(settings))
     if shown["api"]["keys_file"] is None:  # the file in effect: the data dir's by default
-        from ragsift.api.auth import resolve_keys_file
+        from ragsift.api.keys_file import resolve_keys_file
 
         shown["api"]["keys_file"] = str(resolve_keys_file(settings.api, settings.data_dir)[0])
     console.print_json(json.dumps(shown))

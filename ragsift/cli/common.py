@@ -243,7 +243,7 @@ def _kafka(settings: Settings, work: Coroutine[Any, Any, T]) -> T:
 def keys_file(settings: Settings) -> Path:
     """The API keys file of ``settings`` (its data dir's unless set), saying on stderr
     when it is still the one under the working directory (``resolve_keys_file``)."""
-    from ragsift.api.auth import resolve_keys_file
+    from ragsift.api.keys_file import resolve_keys_file
 
     path, note = resolve_keys_file(settings.api, Path(settings.data_dir))
     if note is not None:

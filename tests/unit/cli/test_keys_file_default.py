@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ragsift.api.auth import Authenticator, resolve_keys_file
+from ragsift.api.auth import Authenticator
+from ragsift.api.keys_file import resolve_keys_file
 from ragsift.errors import ConfigurationError
 from ragsift.settings import ApiSettings
 from tests.unit.cli.conftest import Invoke, error_lines
