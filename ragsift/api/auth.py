@@ -211,6 +211,10 @@ class KeyStore:
         except FileNotFoundError:
             self._records, self._seen = {}, None
             return
+        except OSError as exc:  # a file where a folder of its path should be, no permission
+            raise ConfigurationError(
+                f"cannot read the API keys file {self.path}: {exc.strerror or exc}"
+            ) from exc
         if self._seen == (stat.st_mtime_ns, stat.st_size):
             return
         try:
@@ -231,8 +235,11 @@ class KeyStore:
         self._seen = (stat.st_mtime_ns, stat.st_size)
 
     def _write(self) -> None:
-        """Replace the file atomically, readable by its owner only."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Replace the file atomically, readable by its owner only.
+
+        Raises:
+            ConfigurationError: its folder cannot be made or written to.
+        """
         body = {
             "version": 1,
             "keys": [
@@ -240,7 +247,13 @@ class KeyStore:
                 for r in self._records.values()
             ],
         }
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".api-keys-")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".api-keys-")
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot write the API keys file {self.path}: {exc.strerror or exc}"
+            ) from exc
         with os.fdopen(fd, "w") as out:
             json.dump(body, out, indent=2)
         os.chmod(tmp, 0o600)

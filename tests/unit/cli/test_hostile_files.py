@@ -295,3 +295,27 @@ def test_calibrate_collection_names_a_name_no_query_could_use(
     assert result.exit_code == 2, result.output
     [line] = error_lines(result)
     assert line.startswith(f"error: {option}: ")
+
+
+def test_keys_commands_name_a_data_dir_that_is_a_file(tmp_path: Path) -> None:
+    """The keys file lives in the data dir by default: one that is a file was a
+    traceback (NotADirectoryError) from every keys command."""
+    data = tmp_path / "data"
+    data.write_text("not a folder")
+    env = {"RAGSIFT_DATA_DIR": str(data)}
+    for args in (["keys", "list"], ["keys", "create", "--tenant", "t"], ["keys", "revoke", "a"]):
+        result = run_cli(args, env=env)
+        assert result.exit_code == 2, (args, result.output)
+        assert error_lines(result) == [
+            f"error: cannot read the API keys file {data / 'api-keys.json'}: Not a directory"
+        ]
+    assert data.read_text() == "not a folder"
+
+
+def test_keys_create_names_a_keys_file_it_cannot_write() -> None:
+    result = run_cli(
+        ["keys", "create", "--tenant", "t"], env={"RAGSIFT_API_KEYS_FILE": "/proc/api-keys.json"}
+    )
+    assert result.exit_code == 2, result.output
+    [line] = error_lines(result)
+    assert line.startswith("error: cannot write the API keys file /proc/api-keys.json: "), line
