@@ -208,18 +208,13 @@ class KeyStore:
     def _reload(self) -> None:
         try:
             stat = self.path.stat()
+            if self._seen == (stat.st_mtime_ns, stat.st_size):
+                return
+            text = self.path.read_bytes()
         except FileNotFoundError:
             self._records, self._seen = {}, None
             return
-        except OSError as exc:  # a file where a folder of its path should be, no permission
-            raise ConfigurationError(
-                f"cannot read the API keys file {self.path}: {exc.strerror or exc}"
-            ) from exc
-        if self._seen == (stat.st_mtime_ns, stat.st_size):
-            return
-        try:
-            text = self.path.read_bytes()
-        except OSError as exc:  # a directory, no permission, an I/O error
+        except OSError as exc:  # a directory, a file for a folder, no permission, I/O
             raise ConfigurationError(
                 f"cannot read the API keys file {self.path}: {exc.strerror or exc}"
             ) from exc
@@ -235,11 +230,8 @@ class KeyStore:
         self._seen = (stat.st_mtime_ns, stat.st_size)
 
     def _write(self) -> None:
-        """Replace the file atomically, readable by its owner only.
-
-        Raises:
-            ConfigurationError: its folder cannot be made or written to.
-        """
+        """Replace the file atomically, readable by its owner only (ConfigurationError
+        where its folder cannot be made or written to)."""
         body = {
             "version": 1,
             "keys": [
