@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ragsift.cli.common import (
+    EXIT_FAILURE,
     EXIT_USAGE,
     _check_names,
     _kafka,
@@ -19,7 +20,8 @@ from ragsift.cli.common import (
     err_console,
     print_error,
 )
-from ragsift.cli.submit_files import send_events, submit_files
+from ragsift.cli.publish import report_refused, send_events
+from ragsift.cli.submit_files import submit_files
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
 
@@ -244,6 +246,7 @@ def submit(
 
     # Every line is checked before connecting: a bad file is refused without a broker.
     events: list[tuple[bytes | None, bytes | None]] = []
+    linenos: list[int] = []
     rejected = 0
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
@@ -260,16 +263,15 @@ def submit(
             key = spec.key_of(event).encode()
             payload = codec.encode(event)
         events.append((key or None, payload))
+        linenos.append(lineno)
 
-    _publish(settings, spec.name(settings.kafka.topic_prefix), events, rejected)
-
-
-def _publish(
-    settings: Settings, name: str, events: list[tuple[bytes | None, bytes | None]], rejected: int
-) -> None:
-    """Send checked events to topic ``name``; exit 2 when any was rejected."""
-    sent = _kafka(settings, send_events(settings, name, events)) if events else 0
-    console.print(f"sent {sent} events to {name}; rejected {rejected}")
+    name = spec.name(settings.kafka.topic_prefix)
+    refused = _kafka(settings, send_events(settings, name, events)) if events else []
+    report_refused(refused, lambda i: f"line {linenos[i]}", name)
+    lost = f"; not written {len(refused)}" if refused else ""
+    console.print(f"sent {len(events) - len(refused)} events to {name}; rejected {rejected}{lost}")
+    if refused:
+        raise typer.Exit(EXIT_FAILURE)
     if rejected:
         raise typer.Exit(EXIT_USAGE)
 

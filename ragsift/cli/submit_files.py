@@ -15,6 +15,7 @@ import typer
 from rich.text import Text
 
 from ragsift.cli.common import (
+    EXIT_FAILURE,
     EXIT_USAGE,
     _kafka,
     _stage_progress,
@@ -24,26 +25,10 @@ from ragsift.cli.common import (
     read_documents,
 )
 from ragsift.cli.prune import kept_ids, refuse_prune_of_file, show_pruned
+from ragsift.cli.publish import Event, report_refused, send_events
 from ragsift.settings import Settings
 
-__all__ = ["document_events", "send_events", "submit_files"]
-
-Event = tuple[bytes | None, bytes | None]
-
-
-async def send_events(settings: Settings, name: str, events: list[Event]) -> int:
-    """Send keyed events to topic ``name`` (a None value is a tombstone); how many."""
-    from ragsift.streams import clients
-
-    producer = clients.producer(settings.kafka, linger_ms=5)
-    try:
-        await producer.start()
-        for key, payload in events:
-            await producer.send(name, payload, key=key)
-        await producer.flush()
-    finally:
-        await producer.stop()
-    return len(events)
+__all__ = ["document_events", "submit_files"]
 
 
 def submit_files(
@@ -64,17 +49,26 @@ def submit_files(
         refuse_prune_of_file(path, tenant, collection)
     name = TOPICS["documents"].name(settings.kafka.topic_prefix)
     skipped: list[tuple[Path, str]] = []
-    events, kept, rejected = document_events(path, tenant, collection, source_type, skipped)
+    events, sources, kept, rejected = document_events(
+        path, tenant, collection, source_type, skipped
+    )
     stale: list[str] = []
     if prune:  # read before anything is sent: a failed read publishes nothing
         live = _kafka(settings, _live(settings, name, tenant, collection))
         stale = sorted(live - kept_ids(kept, path, skipped))
     tombstones: list[Event] = [(f"{tenant}/{collection}/{d}".encode(), None) for d in stale]
     sending = [*events, *tombstones]
-    sent = _kafka(settings, send_events(settings, name, sending)) if sending else 0
-    console.print(f"sent {sent - len(tombstones)} events to {name}; rejected {rejected}")
+    refused = _kafka(settings, send_events(settings, name, sending)) if sending else []
+    labels = [*sources, *(f"delete of {d}" for d in stale)]
+    report_refused(refused, labels.__getitem__, name)
+    unwritten = {r.index for r in refused}
+    written = sum(i not in unwritten for i in range(len(events)))
+    lost = f"; not written {len(refused)}" if refused else ""
+    console.print(f"sent {written} events to {name}; rejected {rejected}{lost}")
     if prune:
-        show_pruned(stale, path)
+        show_pruned([d for i, d in enumerate(stale, len(events)) if i not in unwritten], path)
+    if refused:
+        raise typer.Exit(EXIT_FAILURE)
     if rejected:
         raise typer.Exit(EXIT_USAGE)
 
@@ -102,10 +96,11 @@ def document_events(
     collection: str,
     source_type: str,
     skipped: list[tuple[Path, str]] | None = None,
-) -> tuple[list[Event], list[str], int]:
-    """The documents under ``path`` as keyed, encoded upserts; the ids of every document
-    read, those rejected included (``--prune`` keeps them); and how many were rejected
-    (each named on stderr). The event id is derived from the tenant, collection,
+) -> tuple[list[Event], list[str], list[str], int]:
+    """The documents under ``path`` as keyed, encoded upserts, and where each came from;
+    the ids of every document read, those rejected included (``--prune`` keeps them);
+    and how many were rejected (each named on stderr: invalid, or larger as an event
+    than a consumer reads). The event id is derived from the tenant, collection,
     document and text, so publishing a file again is the same event."""
     import hashlib
 
@@ -113,14 +108,16 @@ def document_events(
 
     from ragsift.errors import describe_validation_error
     from ragsift.schemas import DocumentEvent
-    from ragsift.streams.codec import EventCodec
+    from ragsift.streams.codec import MAX_PAYLOAD_BYTES, EventCodec
     from ragsift.streams.topics import TOPICS
 
     documents = read_documents(path, source_type, skipped)
     spec, codec = TOPICS["documents"], EventCodec(DocumentEvent)
     events: list[Event] = []
+    sources: list[str] = []
     rejected = 0
     for doc in documents:
+        where = doc.source or doc.doc_id
         digest = hashlib.sha256(
             "\0".join((tenant, collection, doc.doc_id, doc.text)).encode("utf-8", "replace")
         ).hexdigest()[:32]
@@ -137,14 +134,26 @@ def document_events(
                 metadata=doc.metadata,
             )
         except ValidationError as exc:
-            where = doc.source or doc.doc_id
             err_console.print(
                 Text.assemble(f"{where}: ", ("rejected ", "red"), describe_validation_error(exc))
             )
             rejected += 1
             continue
-        events.append((spec.key_of(event).encode(), codec.encode(event)))
+        payload = codec.encode(event)
+        if len(payload) > MAX_PAYLOAD_BYTES:  # the indexer's codec would dead-letter it
+            err_console.print(
+                Text.assemble(
+                    f"{where}: ",
+                    ("rejected ", "red"),
+                    f"{len(payload)} bytes as an event, over the {MAX_PAYLOAD_BYTES} a worker"
+                    " reads: split the file",
+                )
+            )
+            rejected += 1
+            continue
+        events.append((spec.key_of(event).encode(), payload))
+        sources.append(where)
     if not events and not rejected:
         print_error(f"nothing to publish under {path}: no document with text in it")
         raise typer.Exit(EXIT_USAGE)
-    return events, [d.doc_id for d in documents], rejected
+    return events, sources, [d.doc_id for d in documents], rejected

@@ -24,9 +24,14 @@ from ragsift.schemas import (
     RetrievalResult,
     ReviewItem,
 )
+from ragsift.streams.codec import MAX_PAYLOAD_BYTES
 from ragsift.streams.tombstones import tombstone_delete
 
-__all__ = ["TOPICS", "TopicSpec", "topic_name"]
+__all__ = ["MAX_MESSAGE_BYTES", "TOPICS", "TopicSpec", "topic_name"]
+
+#: The largest message a producer of ragsift's sends and the documents topic takes: the
+#: largest event the codec reads (4 MiB) and room for the key and the record's framing.
+MAX_MESSAGE_BYTES = MAX_PAYLOAD_BYTES + 64 * 1024
 
 _DAY_MS = 24 * 3600 * 1000
 
@@ -50,6 +55,8 @@ class TopicSpec:
     """A compacted topic's reading of a record with a key and no value: the event its
     key stands for, or None when the key names none (passed over and counted). None
     here: a null value is a broken message, dead-lettered."""
+    max_message_bytes: int | None = None
+    """The topic's ``max.message.bytes``; None: the broker's (1 MiB by default)."""
 
     def key_of(self, event: BaseModel) -> str:
         """The message key of ``event`` on this topic."""
@@ -66,10 +73,12 @@ class TopicSpec:
         return f"{prefix}.{self.logical}.v{self.version}"
 
     def config(self) -> dict[str, str]:
-        """Kafka topic configs (``cleanup.policy``, ``retention.ms``)."""
+        """Kafka topic configs (``cleanup.policy``, ``retention.ms``, ``max.message.bytes``)."""
         cfg: dict[str, str] = {"cleanup.policy": self.cleanup_policy}
         if self.retention_ms is not None:
             cfg["retention.ms"] = str(self.retention_ms)
+        if self.max_message_bytes is not None:
+            cfg["max.message.bytes"] = str(self.max_message_bytes)
         return cfg
 
 
@@ -118,6 +127,9 @@ TOPICS: dict[str, TopicSpec] = {
             cleanup_policy="compact",
             retention_ms=None,
             tombstone=tombstone_delete,
+            # A document may hold MAX_TEXT_CHARS characters: up to 4 MiB as UTF-8, over
+            # the broker's default 1 MiB (600,000 Chinese characters are 1.8 MB).
+            max_message_bytes=MAX_MESSAGE_BYTES,
             description="Live ingestion (per-document ordering by tenant/collection/doc_id key).",
         ),
         TopicSpec(

@@ -152,3 +152,64 @@ def test_submit_files_prune_deletes_what_left_the_folder_and_only_that(
     (docs / "b.md").write_text("Tanks are back.", "utf-8")  # a pruned document published again
     submit("acme", "manuals", "--prune")
     assert live("acme", "manuals") == {"a.md", "b.md", "c.md"}
+
+
+def test_submit_writes_a_document_over_a_mebibyte_and_names_what_the_broker_refuses(
+    kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    """660,000 Chinese characters are 2 MB as an event: over the broker's default
+    1 MiB, and refused ("Kafka is not usable"). Where a topic does refuse an event, the
+    event is named and the exit status is 1: `submit` used to count it as sent."""
+    import asyncio
+
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    from ragsift.streams.topics import MAX_MESSAGE_BYTES
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "big.txt").write_text("检索增强生成的置信度。" * 60_000, "utf-8")
+    (docs / "small.txt").write_text("Returns are accepted for 30 days.", "utf-8")
+    env = {
+        "RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "RAGSIFT_KAFKA_TOPIC_PREFIX": f"it-big-{unique}",  # no topic yet: submit makes it
+        "RAGSIFT_KAFKA_PARTITIONS": "1",
+        "COLUMNS": "200",
+    }
+    runner = CliRunner()
+    command = ["submit", str(docs), "--files", "-t", "acme", "-c", "manuals"]
+    sent = runner.invoke(app, command, env=env)
+    assert sent.exit_code == 0, sent.output
+    assert f"sent 2 events to it-big-{unique}.documents.v1; rejected 0" in sent.stdout
+    tailed = runner.invoke(
+        app,
+        ["tail", "documents", "--from-beginning", "--limit", "2", "--idle-timeout", "30"],
+        env=env,
+    )
+    assert tailed.exit_code == 0, tailed.output
+    texts = {e["doc_id"]: e["text"] for e in map(json.loads, _json_blocks(tailed.stdout))}
+    assert len(texts["big.txt"]) == 660_000
+
+    # A documents topic made before (here: with a 64 KiB limit) refuses the big one.
+    small_prefix = f"it-small-{unique}"
+
+    async def make_small_topic() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        await admin.start()
+        try:
+            limit = {"cleanup.policy": "compact", "max.message.bytes": str(64 * 1024)}
+            await admin.create_topics(
+                [NewTopic(f"{small_prefix}.documents.v1", 1, 1, topic_configs=limit)]
+            )
+        finally:
+            await admin.close()
+
+    asyncio.run(make_small_topic())
+    refused = runner.invoke(app, command, env={**env, "RAGSIFT_KAFKA_TOPIC_PREFIX": small_prefix})
+    assert refused.exit_code == 1, refused.output
+    assert f"sent 1 events to {small_prefix}.documents.v1; rejected 0; not written 1" in (
+        refused.stdout
+    )
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert lines[0].startswith("big.txt: not written MessageSizeTooLargeError")
+    assert f"--add-config max.message.bytes={MAX_MESSAGE_BYTES}" in refused.stderr

@@ -121,3 +121,25 @@ def test_what_a_documents_topic_record_says_of_the_document_its_key_names(
     from ragsift.streams.live_documents import _is_upsert
 
     assert _is_upsert(EventCodec(DocumentEvent), value, "acme", "manuals", "a.md") is keeps
+
+
+def test_a_document_larger_than_a_worker_reads_is_rejected_before_sending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The indexer's codec refuses an event over MAX_PAYLOAD_BYTES (it would be
+    dead-lettered): such a document is named and left out, the others kept."""
+    from ragsift.cli.submit_files import document_events
+    from ragsift.streams import codec
+
+    monkeypatch.setattr(codec, "MAX_PAYLOAD_BYTES", 2_000)  # the real one is 4 MiB
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "big.md").write_text("The boiler is serviced yearly. " * 100, "utf-8")
+    (docs / "small.md").write_text("The tank holds water.", "utf-8")
+    events, sources, read, rejected = document_events(docs, "acme", "manuals", "unknown")
+    assert (sources, rejected) == (["small.md"], 1)
+    assert [json.loads(payload or b"")["doc_id"] for _, payload in events] == ["small.md"]
+    assert sorted(read) == ["big.md", "small.md"]  # --prune keeps a rejected one's document
+    err = capsys.readouterr().err
+    assert "big.md: rejected " in err
+    assert "over the 2000 a worker reads: split the file" in err

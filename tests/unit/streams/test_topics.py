@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ragsift.schemas import DocumentEvent, QueryEvent
-from ragsift.streams.topics import TOPICS, topic_name
+from ragsift.schemas import MAX_TEXT_CHARS, DocumentEvent, QueryEvent
+from ragsift.streams.codec import MAX_PAYLOAD_BYTES
+from ragsift.streams.topics import MAX_MESSAGE_BYTES, TOPICS, topic_name
 
 
 def test_every_architecture_topic_is_registered() -> None:
@@ -49,7 +50,13 @@ def test_a_compacted_topic_keeps_one_tenants_document_apart_from_anothers() -> N
 
 
 def test_documents_topic_is_compacted_and_prefix_applies() -> None:
-    assert TOPICS["documents"].config() == {"cleanup.policy": "compact"}
+    # compacted, and taking a document of MAX_TEXT_CHARS as UTF-8 (over Kafka's 1 MiB)
+    assert TOPICS["documents"].config() == {
+        "cleanup.policy": "compact",
+        "max.message.bytes": str(MAX_MESSAGE_BYTES),
+    }
+    assert MAX_MESSAGE_BYTES > MAX_PAYLOAD_BYTES >= 4 * MAX_TEXT_CHARS
+    assert "max.message.bytes" not in TOPICS["queries"].config()  # the broker's own
     assert topic_name("queries", "acme") == "acme.queries.v1"
     with pytest.raises(KeyError, match="unknown topic"):
         topic_name("nope")
