@@ -163,3 +163,37 @@ def test_settings_are_checked_where_they_are_given() -> None:
             deadline_s=1,
             max_original_bytes=-1,
         )
+
+
+class _WorkGrows(ScriptedHandler):
+    """A handler whose slow events get a longer deadline, as the indexer's long
+    documents do (``deadline_for``): ``slow`` takes SLOW_S, past DEADLINE_S."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[tuple[int, float]] = []
+
+    def deadline_for(self, events: list[object], default: float) -> float:
+        self.asked.append((len(events), default))
+        slow = sum(getattr(e, "query", "") == "slow" for e in events)
+        return default + slow * 2.0
+
+
+async def test_a_handler_whose_work_grows_gets_the_deadline_it_asks_for_each_call() -> None:
+    """Before, one flat deadline: a long document past it was dead-lettered though the
+    indexer was only slow, not stuck (a 300-chunk page of a manual, a busy machine)."""
+    from tests.unit.streams.scripted import SLOW_S
+
+    assert SLOW_S > DEADLINE_S
+    sender, metrics, handler = RecordingSender(), Metrics(), _WorkGrows()
+    routed = BatchRouter(handler, sender, metrics=metrics, deadline_s=DEADLINE_S)
+    await routed.process(received([raw("a"), raw("long", "slow"), raw("b")]))
+    assert sorted(sender.output_ids()) == ["a", "b", "long"]
+    assert sender.dead_letters() == []
+    assert handler.asked == [(3, DEADLINE_S)]  # one call, the whole batch's deadline
+    # a hang still ends at its deadline, and so does the retry of each event alone
+    handler.asked.clear()
+    await routed.process(received([raw("c"), raw("stuck", "hang")]))
+    [letter] = sender.dead_letters()
+    assert (letter.query_id, letter.stage) == ("stuck", "deadline")
+    assert handler.asked == [(2, DEADLINE_S), (1, DEADLINE_S), (1, DEADLINE_S)]
