@@ -447,7 +447,8 @@ class LimitSettings(BaseSettings):
     batch_timeout_s: float = Field(default=0.05, gt=0, le=10)
     #: total time one handler call may take (a batch, or one event when a batch
     #: is retried event by event); an event that overruns it alone is
-    #: dead-lettered with stage "deadline". 30 s covers a cold embedder or LLM call.
+    #: dead-lettered with stage "deadline". 30 s covers a cold embedder or LLM call;
+    #: the indexer adds a second per 2,000 characters it embeds (docs/reliability.md).
     handler_deadline_s: float = Field(default=30.0, gt=0, le=3_600)
     #: bytes of a poison message a dead letter keeps (with its full length and
     #: SHA-256); 512 KiB base64-encoded still fits Kafka's default 1 MB limit.
