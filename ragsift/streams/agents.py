@@ -33,6 +33,8 @@ from ragsift.workers.base import Handler
 __all__ = ["AgentHealth", "attach_handler", "flush_now"]
 
 log = logging.getLogger(__name__)
+#: Between two runs of a batch whose outputs the broker did not all take.
+REDELIVERY_PAUSE_S = 1.0
 
 
 class AgentHealth:
@@ -75,12 +77,28 @@ class _ProducerSender:
     def __init__(self, app: faust.App, prefix: str):
         self.app = app
         self.names = {name: spec.name(prefix) for name, spec in TOPICS.items()}
+        self.deliveries: list[Any] = []  # each output's future, until its batch is checked
 
     async def send(self, topic: str, key: bytes, value: bytes) -> None:
         producer = await self.app.maybe_start_producer()
-        await producer.send(
-            self.names[topic], key, value, partition=None, timestamp=None, headers=None
+        self.deliveries.append(
+            await producer.send(
+                self.names[topic], key, value, partition=None, timestamp=None, headers=None
+            )
         )
+
+    async def undelivered(self) -> list[str]:
+        """Why each output sent since the last call was not taken (after a flush: each
+        has its answer); empty when the broker took them all. A flush waits for the
+        answers and raises none of them."""
+        deliveries, self.deliveries = self.deliveries, []
+        if deliveries:
+            await asyncio.wait([asyncio.ensure_future(d) for d in deliveries])
+        return [
+            "cancelled" if d.cancelled() else repr(d.exception())
+            for d in deliveries
+            if d.cancelled() or d.exception() is not None
+        ]
 
     async def send_and_wait(self, topic: str, key: bytes, value: bytes, timeout_s: float) -> None:
         producer = await self.app.maybe_start_producer()
@@ -131,9 +149,10 @@ def attach_handler(
     router (which dead-letters what the consumer could not read, too)."""
     source = declare_topic(app, handler.source, prefix)
     declare_topic(app, "deadletter", prefix)
+    sender = _ProducerSender(app, prefix)
     router = BatchRouter(
         handler,
-        _ProducerSender(app, prefix),
+        sender,
         metrics=metrics,
         deadline_s=deadline_s,
         max_original_bytes=max_original_bytes,
@@ -152,27 +171,41 @@ def attach_handler(
             # take_events is on the concrete Stream, not on the StreamT protocol.
             batches = cast(faust.Stream[bytes], stream).take_events(batch_size, within=within_s)
             async for events in batches:
-                await router.process(
-                    [
-                        Received(
-                            value=event.value if isinstance(event.value, bytes) else None,
-                            key=event.key if isinstance(event.key, bytes) else None,
-                            topic=event.message.topic,
-                            partition=event.message.partition,
-                            offset=event.message.offset,
-                        )
-                        for event in events
-                    ]
-                )
-                # Outputs are on the broker before this batch's offsets can be committed.
-                if len(events) < batch_size:
-                    # Keeping up with the stream: nothing more is coming for these
-                    # outputs, and each millisecond is a user's.
-                    await flush_now(app.producer)
-                else:
-                    # A backlog: the next batch is already waiting, and the linger
-                    # (~1% of a full batch's time) is left to gather outputs.
-                    await app.producer.flush()
+                received = [
+                    Received(
+                        value=event.value if isinstance(event.value, bytes) else None,
+                        key=event.key if isinstance(event.key, bytes) else None,
+                        topic=event.message.topic,
+                        partition=event.message.partition,
+                        offset=event.message.offset,
+                    )
+                    for event in events
+                ]
+                # Outputs are on the broker before this batch's offsets can be committed:
+                # a batch with an output the broker did not take runs again, as on the
+                # plain runtime (output ids are deterministic). Until 2026-11-30 the flush
+                # was taken for delivery, and such an output was lost with its offset.
+                while True:
+                    await router.process(received)
+                    if len(events) < batch_size:
+                        # Keeping up with the stream: nothing more is coming for these
+                        # outputs, and each millisecond is a user's.
+                        await flush_now(app.producer)
+                    else:
+                        # A backlog: the next batch is already waiting, and the linger
+                        # (~1% of a full batch's time) is left to gather outputs.
+                        await app.producer.flush()
+                    failed = await sender.undelivered()
+                    if not failed:
+                        break
+                    log.warning(
+                        "%s: %d outputs of a batch of %d not delivered (%s); it runs again",
+                        name,
+                        len(failed),
+                        len(events),
+                        failed[0],
+                    )
+                    await asyncio.sleep(REDELIVERY_PAUSE_S)
                 yield None
         finally:
             if health is not None:

@@ -191,3 +191,53 @@ async def test_a_worker_dead_letters_what_the_consumer_passed_through_its_topics
     await app.on_unreadable(tp, UnreadableRecordsError(tp, 7, 9, ValueError("x")))  # type: ignore[attr-defined]
     await app.on_unreadable(TopicPartition("other.v1", 0), ValueError("y"))  # type: ignore[attr-defined]
     assert letters == [(source, 2, 7, "UnreadableRecordsError")]  # no router for another topic
+
+
+async def test_a_batch_whose_output_the_broker_did_not_take_runs_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A flush waits for the broker's answers and raises none of them: the Faust agent
+    took a flush for delivery, and an output the broker refused was lost with its
+    batch's offsets. Now the batch runs again until every output is taken."""
+    import asyncio
+
+    from aiokafka.errors import NotEnoughReplicasError
+
+    from ragsift.streams import agents
+    from tests.unit.streams.scripted import raw
+
+    app, _ = agent_app()
+    sent: list[tuple[str, bytes]] = []
+    refuse = ["q2"]  # the broker refuses q2's output once
+
+    class Producer:
+        async def send(self, topic: str, key: bytes, value: bytes, **_: Any) -> Any:
+            done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            if key.decode() in refuse:
+                refuse.remove(key.decode())
+                done.set_exception(NotEnoughReplicasError("not enough in-sync replicas"))
+            else:
+                sent.append((topic, key))
+                done.set_result(None)
+            return done
+
+    async def producer() -> Producer:
+        return Producer()
+
+    async def no_flush(*_: Any) -> None:
+        return None
+
+    monkeypatch.setattr(app, "maybe_start_producer", producer)
+    monkeypatch.setattr("ragsift.streams.agents.flush_now", no_flush)
+    monkeypatch.setattr(agents, "REDELIVERY_PAUSE_S", 0.0)
+    events = [
+        SimpleNamespace(
+            value=raw(q), key=None, message=SimpleNamespace(topic="t", partition=0, offset=i)
+        )
+        for i, q in enumerate(("q1", "q2", "q3"))
+    ]
+    loop = app.agents["ragsift.scripted"].fun(FakeStream([events]))
+    await loop.__anext__()  # the batch is done only once every output was taken
+    keys = [key.decode() for _, key in sent]
+    assert keys == ["q1", "q3", "q1", "q2", "q3"]  # run again: q2's output taken now
+    assert refuse == []
