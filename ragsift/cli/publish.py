@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from ragsift.cli.common import err_console
+from ragsift.cli.common import err_console, print_warning
 from ragsift.settings import Settings
 
 __all__ = ["Event", "Refused", "report_refused", "send_events"]
@@ -33,9 +33,9 @@ class Refused:
 
 
 async def send_events(settings: Settings, name: str, events: Sequence[Event]) -> list[Refused]:
-    """Create the registry's missing topics, send keyed events to topic ``name`` (a None
-    value is a tombstone) and wait for each one's acknowledgement; the events that were
-    not written, in order.
+    """Create the registry's missing topics (warning of what an existing one lacks), send
+    keyed events to topic ``name`` (a None value is a tombstone) and wait for each one's
+    acknowledgement; the events that were not written, in order.
 
     Raises:
         KafkaError: the cluster cannot be reached (nothing is known to be written).
@@ -43,12 +43,15 @@ async def send_events(settings: Settings, name: str, events: Sequence[Event]) ->
     from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
     from ragsift.streams import clients
-    from ragsift.streams.admin import ensure_topics
+    from ragsift.streams.admin import ensure_topics, topic_shortfalls
     from ragsift.streams.topics import MAX_MESSAGE_BYTES
 
     # A broker that creates topics on first use would make the documents topic with its
-    # defaults (not compacted, 1 MiB messages) if `submit` came before any worker.
+    # defaults (not compacted, 1 MiB messages) if `submit` came before any worker; one
+    # made so before is named, with the setting it lacks.
     await ensure_topics(settings.kafka)
+    for note in await topic_shortfalls(settings.kafka):
+        print_warning(note)
     producer = clients.producer(settings.kafka, linger_ms=5, max_request_size=MAX_MESSAGE_BYTES)
     pending = []
     refused: list[Refused] = []

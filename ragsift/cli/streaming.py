@@ -19,6 +19,7 @@ from ragsift.cli.common import (
     console,
     err_console,
     print_error,
+    print_warning,
 )
 from ragsift.cli.publish import report_refused, send_events
 from ragsift.cli.submit_files import submit_files
@@ -39,10 +40,12 @@ def topics(
     settings = _settings()
     prefix = settings.kafka.topic_prefix
     if create:
-        from ragsift.streams.admin import ensure_topics
+        from ragsift.streams.admin import ensure_topics, topic_shortfalls
 
         created = _kafka(settings, ensure_topics(settings.kafka))
         console.print(f"created {len(created)} topics: {', '.join(created) or '-'}")
+        for note in _kafka(settings, topic_shortfalls(settings.kafka)):
+            print_warning(note)
     table = Table("topic", "contract", "key", "cleanup", "retention (days)", "what")
     for spec in TOPICS.values():
         days = "-" if spec.retention_ms is None else f"{spec.retention_ms / 86_400_000:g}"
@@ -145,13 +148,15 @@ def worker(
     except RagsiftError as exc:
         print_error(str(exc))
         raise typer.Exit(2) from exc
-    from ragsift.streams.admin import ensure_topics
+    from ragsift.streams.admin import ensure_topics, topic_shortfalls
 
     if settings.cache.enabled and {"retrieval", "indexer"} & set(names):
         _warn_unless_redis(settings)
     created = _kafka(settings, ensure_topics(settings.kafka))
     if created:
         err_console.print(f"created topics: {', '.join(created)}")
+    for note in _kafka(settings, topic_shortfalls(settings.kafka)):
+        print_warning(note)
     if chosen == "plain":
         from ragsift.streams.plain import run_plain_worker
 

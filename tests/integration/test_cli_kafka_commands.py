@@ -211,5 +211,54 @@ def test_submit_writes_a_document_over_a_mebibyte_and_names_what_the_broker_refu
         refused.stdout
     )
     lines = [line for line in refused.stderr.splitlines() if line.strip()]
-    assert lines[0].startswith("big.txt: not written MessageSizeTooLargeError")
-    assert f"--add-config max.message.bytes={MAX_MESSAGE_BYTES}" in refused.stderr
+    assert lines[0] == (
+        f"warning: {small_prefix}.documents.v1 takes messages up to 65536 bytes, under the"
+        f" {MAX_MESSAGE_BYTES} a document may need; kafka-configs.sh --bootstrap-server"
+        f" BROKER --alter --entity-type topics --entity-name {small_prefix}.documents.v1"
+        f" --add-config max.message.bytes={MAX_MESSAGE_BYTES}"
+    )
+    assert lines[1].startswith("big.txt: not written MessageSizeTooLargeError")
+    assert f"--add-config max.message.bytes={MAX_MESSAGE_BYTES}" in lines[2]
+
+
+def test_a_documents_topic_made_with_the_broker_defaults_is_named_with_its_fix(
+    kafka_bootstrap: str, unique: str
+) -> None:
+    """A broker that creates topics on first use made the documents topic itself when a
+    producer came before any worker: deleted by age (so a rebuilt index loses documents)
+    and 1 MiB messages. `topics --create` and every worker now say so, with the fix."""
+    import asyncio
+
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    prefix = f"it-defaults-{unique}"
+    name = f"{prefix}.documents.v1"
+
+    async def make_topic_with_defaults() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(name, 1, 1)])
+        finally:
+            await admin.close()
+
+    asyncio.run(make_topic_with_defaults())
+    env = {
+        "RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "RAGSIFT_KAFKA_TOPIC_PREFIX": prefix,
+        "RAGSIFT_KAFKA_PARTITIONS": "1",
+        "COLUMNS": "200",
+    }
+    created = CliRunner().invoke(app, ["topics", "--create"], env=env)
+    assert created.exit_code == 0, created.output
+    warnings = [line for line in created.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 2, created.stderr
+    assert warnings[0].startswith(f"warning: {name} is not compacted (cleanup.policy=delete)")
+    assert warnings[0].endswith(f"--entity-name {name} --add-config cleanup.policy=compact")
+    assert "max.message.bytes=4259840" in warnings[1]
+    # the topics it made itself lack nothing
+    again = CliRunner().invoke(
+        app, ["topics", "--create"], env={**env, "RAGSIFT_KAFKA_TOPIC_PREFIX": f"{prefix}x"}
+    )
+    assert again.exit_code == 0, again.output
+    assert "warning:" not in again.stderr
