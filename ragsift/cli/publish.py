@@ -43,14 +43,14 @@ async def send_events(settings: Settings, name: str, events: Sequence[Event]) ->
     from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
     from ragsift.streams import clients
-    from ragsift.streams.admin import ensure_topics, topic_shortfalls
+    from ragsift.streams.admin import prepare_topics
     from ragsift.streams.topics import MAX_MESSAGE_BYTES
 
     # A broker that creates topics on first use would make the documents topic with its
     # defaults (not compacted, 1 MiB messages) if `submit` came before any worker; one
     # made so before is named, with the setting it lacks.
-    await ensure_topics(settings.kafka)
-    for note in await topic_shortfalls(settings.kafka):
+    _, shortfalls = await prepare_topics(settings.kafka)
+    for note in shortfalls:
         print_warning(note)
     producer = clients.producer(settings.kafka, linger_ms=5, max_request_size=MAX_MESSAGE_BYTES)
     pending = []
@@ -76,6 +76,7 @@ async def send_events(settings: Settings, name: str, events: Sequence[Event]) ->
 def report_refused(refused: Sequence[Refused], label: Callable[[int], str], name: str) -> None:
     """Name each event that was not written (``label`` of its index) on stderr, and how
     to let the topic take a message too large for it."""
+    from ragsift.streams.admin import config_fix
     from ragsift.streams.topics import MAX_MESSAGE_BYTES
 
     for r in refused[:REFUSED_SHOWN]:
@@ -83,12 +84,11 @@ def report_refused(refused: Sequence[Refused], label: Callable[[int], str], name
     if len(refused) > REFUSED_SHOWN:
         err_console.print(f"… and {len(refused) - REFUSED_SHOWN} more not written")
     if any("MessageSizeTooLarge" in r.reason for r in refused):
+        fix = config_fix(name, "max.message.bytes", MAX_MESSAGE_BYTES)
         err_console.print(
             f"{name} takes messages up to its max.message.bytes (the broker's 1 MiB unless"
             f" set). ragsift creates its documents topic with {MAX_MESSAGE_BYTES} since"
-            " 2026-11-30; to raise a topic's: kafka-configs.sh --bootstrap-server BROKER"
-            f" --alter --entity-type topics --entity-name {name}"
-            f" --add-config max.message.bytes={MAX_MESSAGE_BYTES}"
+            f" 2026-11-30; to raise a topic's: {fix}"
         )
 
 

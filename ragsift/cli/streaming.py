@@ -40,11 +40,11 @@ def topics(
     settings = _settings()
     prefix = settings.kafka.topic_prefix
     if create:
-        from ragsift.streams.admin import ensure_topics, topic_shortfalls
+        from ragsift.streams.admin import prepare_topics
 
-        created = _kafka(settings, ensure_topics(settings.kafka))
+        created, shortfalls = _kafka(settings, prepare_topics(settings.kafka))
         console.print(f"created {len(created)} topics: {', '.join(created) or '-'}")
-        for note in _kafka(settings, topic_shortfalls(settings.kafka)):
+        for note in shortfalls:
             print_warning(note)
     table = Table("topic", "contract", "key", "cleanup", "retention (days)", "what")
     for spec in TOPICS.values():
@@ -148,14 +148,14 @@ def worker(
     except RagsiftError as exc:
         print_error(str(exc))
         raise typer.Exit(2) from exc
-    from ragsift.streams.admin import ensure_topics, topic_shortfalls
+    from ragsift.streams.admin import prepare_topics
 
     if settings.cache.enabled and {"retrieval", "indexer"} & set(names):
         _warn_unless_redis(settings)
-    created = _kafka(settings, ensure_topics(settings.kafka))
+    created, shortfalls = _kafka(settings, prepare_topics(settings.kafka))
     if created:
         err_console.print(f"created topics: {', '.join(created)}")
-    for note in _kafka(settings, topic_shortfalls(settings.kafka)):
+    for note in shortfalls:
         print_warning(note)
     if chosen == "plain":
         from ragsift.streams.plain import run_plain_worker
