@@ -49,9 +49,7 @@ def _registry(data_dir: Path | None) -> Any:
     from ragsift.retrieval.engines import EngineSet
     from ragsift.wiring import CALIBRATIONS_DIR, build_calibration_store, build_embedder
 
-    settings = _settings()
-    if data_dir is not None:
-        settings = settings.model_copy(update={"data_dir": data_dir})
+    settings = _settings(data_dir)
     try:
         engines = EngineSet(settings.confidence, build_embedder(settings.embedder).embedder_id)
     except (RagsiftError, OSError) as exc:

@@ -198,12 +198,15 @@ def _check_names(*, tenant: str | None = None, collection: str | None = None) ->
             _fail(f"--{field}: {describe_validation_error(exc).removeprefix('<event>: ')}")
 
 
-def _settings() -> Settings:
+def _settings(data_dir: Path | None = None) -> Settings:
+    """The settings from the environment, with ``data_dir`` (a ``--data-dir``) in place
+    of ``RAGSIFT_DATA_DIR`` when given; exit 2 on a bad setting."""
     try:
-        return Settings.from_env()
+        settings = Settings.from_env()
     except RagsiftError as exc:
         print_error(str(exc))
         raise typer.Exit(2) from exc
+    return settings if data_dir is None else settings.model_copy(update={"data_dir": data_dir})
 
 
 #: the report builder's C3 "advisory only" warning: the CLI shows the flag itself
@@ -256,9 +259,7 @@ def _runtime(data_dir: Path | None, *, existing: bool = False) -> tuple[Settings
     refuses a data directory nothing was ingested into, and does not create it."""
     from ragsift.embedded import EmbeddedRuntime
 
-    settings = _settings()
-    if data_dir is not None:
-        settings = settings.model_copy(update={"data_dir": data_dir})
+    settings = _settings(data_dir)
     local = settings.qdrant.mode == "edge"  # a Qdrant server holds its data elsewhere
     if existing and local and not Path(settings.data_dir).is_dir():
         _fail(

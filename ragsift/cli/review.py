@@ -184,9 +184,7 @@ def feedback(
     from ragsift.wiring import build_embedder
     from ragsift.workers.calibration import FeedbackRefused
 
-    settings = _settings()
-    if data_dir is not None:
-        settings = settings.model_copy(update={"data_dir": data_dir})
+    settings = _settings(data_dir)
     try:
         loop = embedded_feedback_loop(
             settings, build_embedder(settings.embedder).embedder_id, Metrics()

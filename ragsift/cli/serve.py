@@ -152,9 +152,7 @@ def serve_console(
 
     try:
         # credentials first: a console that may not start opens (and creates) nothing
-        settings = _settings()
-        if data_dir is not None:
-            settings = settings.model_copy(update={"data_dir": data_dir})
+        settings = _settings(data_dir)
         auth = Authenticator.from_settings(
             settings.api, keys_file=keys_file(settings), insecure=host in LOOPBACK_HOSTS
         )
