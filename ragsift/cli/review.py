@@ -228,6 +228,12 @@ def feedback(
     count = f"{len(held)} label{'' if len(held) == 1 else 's'}"
     if unsampled := sum(not s.sampled for s in held):
         count += f", {unsampled} of them reported (never fit on)"
+    # What a fit reads (FeedbackLoop.maybe_refit): sampled labels of results that were
+    # not keyword-only. Without this a user labelled on and never learnt how far to go.
+    usable = sum(s.sampled and not s.record.keyword for s in held)
+    if version is None and usable < loop.settings.min_labels:
+        more = loop.settings.min_labels - usable
+        count += f"; {more} more sampled label{'' if more == 1 else 's'} until a fit"
     console.print(
         f"labelled {query_id} {'relevant' if relevant else 'not relevant'}"
         f"{' (reported)' if reported else ''} ({scope}: {count})"

@@ -67,6 +67,12 @@ def test_labels_refit_the_tenants_calibration_once_enough_exist(
         assert out.exit_code == 0, out.output
         outputs.append(out.output)
     assert "re-fit the calibration of acme/default" in outputs[-1]
+    # Each label before says how far the fit is; the one that fits does not.
+    assert f"(acme/default: 1 label; {MIN_LABELS - 1} more sampled labels until a fit)" in (
+        " ".join(outputs[0].split())
+    )
+    assert "1 more sampled label until a fit" in " ".join(outputs[-2].split())
+    assert "until a fit" not in outputs[-1]
     said = " ".join(outputs[-1].split())
     assert f"on {MIN_LABELS} labels" in said  # and what it did to the bar
     assert "answer threshold" in said
@@ -132,6 +138,8 @@ def test_reported_labels_are_kept_and_said_so_but_never_re_fit(
         in (outputs[-1])
     )
     assert "reported (never fit on)" in outputs[-1]
+    # Reports bring a fit no nearer: as many sampled labels are wanted as at the start.
+    assert f"; {MIN_LABELS} more sampled labels until a fit" in outputs[-1]
     assert (
         DirectoryCalibrationStore(tmp_path / "calibrations").get(
             CalibrationScope("default", "acme")
