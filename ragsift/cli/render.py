@@ -76,6 +76,14 @@ def _answer(result: RetrievalResult) -> Text:
     return Text(f"{best.text[:160]}… [{best.citation.source}]")
 
 
+def _answer_title(result: RetrievalResult) -> str:
+    # An answered result's panel shows the top hit's first characters, often from
+    # inside a sentence (chunks overlap); the answer is the report's, printed after.
+    if result.answer_hint:
+        return "answer"
+    return "top hit" if result.answerable and result.hits else "refusal"
+
+
 def print_result(console: Console, result: RetrievalResult | DeadLetter) -> None:
     """One result in full: the confidence line, disclaimer, hits, drops, advice."""
     if isinstance(result, DeadLetter):
@@ -87,7 +95,7 @@ def print_result(console: Console, result: RetrievalResult | DeadLetter) -> None
     console.print(
         Panel(
             _answer(result),
-            title="answer" if result.answerable else "refusal",
+            title=_answer_title(result),
             border_style="green" if result.answerable else "red",
         )
     )

@@ -70,3 +70,13 @@ def test_an_answered_result_lists_its_kept_context() -> None:
     text = _render(_result("high_confidence", 0.93, answerable=True))
     assert "kept context" in text
     assert "none relevant" not in text
+
+
+def test_an_answered_result_shows_its_top_hit_under_that_name_not_as_the_answer() -> None:
+    """The panel holds the top hit's first characters; the answer is the report's."""
+    answered = _render(_result("high_confidence", 0.93, answerable=True))
+    assert " top hit " in answered.splitlines()[1]
+    assert "─ answer ─" not in answered
+    assert "Every Orbit thermostat carries a 2-year limited warranty.… [warranty.md]" in answered
+    refused = _render(_result("no_relevant_context", 0.30, answerable=False))
+    assert any(" refusal " in line and line.startswith("╭") for line in refused.splitlines())
