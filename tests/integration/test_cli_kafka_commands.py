@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
@@ -66,13 +67,7 @@ def test_submit_files_publishes_documents_keyed_by_tenant_and_again_as_the_same_
         sent = runner.invoke(app, command, env=env)
         assert sent.exit_code == 0, sent.output
         assert f"sent 2 events to it-docs-{unique}.documents.v1; rejected 0" in sent.stdout
-    tailed = runner.invoke(
-        app,
-        ["tail", "documents", "--from-beginning", "--limit", "4", "--idle-timeout", "30"],
-        env=env,
-    )
-    assert tailed.exit_code == 0, tailed.output
-    events = [json.loads(block) for block in _json_blocks(tailed.stdout)]
+    events = _tail_documents(runner, env, 4)
     assert len(events) == 4
     by_doc = {e["doc_id"]: e for e in events}
     assert set(by_doc) == {"faq.html", "tank.pdf"}
@@ -85,9 +80,21 @@ def test_submit_files_publishes_documents_keyed_by_tenant_and_again_as_the_same_
     assert len({e["event_id"] for e in events}) == 2  # each document's twice, one id
 
 
+def _tail_documents(runner: CliRunner, env: dict[str, str], limit: int) -> list[dict[str, Any]]:
+    """The first ``limit`` events of the documents topic, read back with `ragsift tail`."""
+    tailed = runner.invoke(
+        app,
+        ["tail", "documents", "--from-beginning", "--limit", str(limit), "--idle-timeout", "30"],
+        env=env,
+    )
+    assert tailed.exit_code == 0, tailed.output
+    return [json.loads(block) for block in _json_blocks(tailed.stdout)]
+
+
 def _json_blocks(text: str) -> list[str]:
     """The JSON objects `tail` printed, one after each rule line."""
-    blocks, current = [], []
+    blocks: list[str] = []
+    current: list[str] = []
     for line in text.splitlines():
         if line.startswith("{") and current:
             blocks.append("\n".join(current))
@@ -181,13 +188,7 @@ def test_submit_writes_a_document_over_a_mebibyte_and_names_what_the_broker_refu
     sent = runner.invoke(app, command, env=env)
     assert sent.exit_code == 0, sent.output
     assert f"sent 2 events to it-big-{unique}.documents.v1; rejected 0" in sent.stdout
-    tailed = runner.invoke(
-        app,
-        ["tail", "documents", "--from-beginning", "--limit", "2", "--idle-timeout", "30"],
-        env=env,
-    )
-    assert tailed.exit_code == 0, tailed.output
-    texts = {e["doc_id"]: e["text"] for e in map(json.loads, _json_blocks(tailed.stdout))}
+    texts = {e["doc_id"]: e["text"] for e in _tail_documents(runner, env, 2)}
     assert len(texts["big.txt"]) == 660_000
 
     # A documents topic made before (here: with a 64 KiB limit) refuses the big one.
