@@ -228,9 +228,9 @@ def feedback(
     count = f"{len(held)} label{'' if len(held) == 1 else 's'}"
     if unsampled := sum(not s.sampled for s in held):
         count += f", {unsampled} of them reported (never fit on)"
-    # What a fit reads (FeedbackLoop.maybe_refit): sampled labels of results that were
-    # not keyword-only. Without this a user labelled on and never learnt how far to go.
-    usable = sum(s.sampled and not s.record.keyword for s in held)
+    # How far the fit is, in the labels it reads: without this a user labelled on and
+    # never learnt that a fit wants min_labels of them, nor that reports do not count.
+    usable = len(loop.usable(held))
     if version is None and usable < loop.settings.min_labels:
         more = loop.settings.min_labels - usable
         count += f"; {more} more sampled label{'' if more == 1 else 's'} until a fit"

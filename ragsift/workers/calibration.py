@@ -183,14 +183,20 @@ class FeedbackLoop:
             return held
         return base if base is not None else self.registry.resolve(None, scope.collection)
 
+    @staticmethod
+    def usable(labels: Sequence[StoredLabel]) -> list[StoredLabel]:
+        """The labels a re-fit reads, in order.
+
+        Reported labels are chosen by their outcome: on them a re-fit would read the
+        users' reporting habit as the scope's risk (ADR 023). Labels of keyword-only
+        results judge the keyword model (ADR 029), which a re-fit of the scope's hybrid
+        model does not re-map. Both are kept, not used.
+        """
+        return [s for s in labels if s.sampled and not s.record.keyword]
+
     def maybe_refit(self, scope: CalibrationScope) -> str | None:
         """Re-fit ``scope`` if it has enough labels, they changed, and the interval passed."""
-        # Reported labels are chosen by their outcome: on them a re-fit would read the
-        # users' reporting habit as the scope's risk (ADR 023). They are kept, not used.
-        # Labels of keyword-only results judge the keyword model (ADR 029), which a
-        # re-fit of the scope's hybrid model does not re-map: they are kept, not used.
-        usable = [s for s in self.store.labels(scope) if s.sampled and not s.record.keyword]
-        labels = usable[-self.settings.window :]
+        labels = self.usable(self.store.labels(scope))[-self.settings.window :]
         if len(labels) < self.settings.min_labels:
             return None
         digest = _digest(labels)
