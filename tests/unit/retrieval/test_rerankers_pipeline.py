@@ -329,7 +329,6 @@ def test_bad_reranker_settings_are_clear_errors(
     [
         (RerankerSettings(kind="tei"), "RAGSIFT_RERANKER_URL"),
         (RerankerSettings(kind="jina", url="http://127.0.0.1:1"), "RAGSIFT_RERANKER_MODEL"),
-        (RerankerSettings(kind="onnx"), "RAGSIFT_RERANKER_MODEL_DIR"),
         (RerankerSettings(kind="tei", url="ftp://host"), "http"),
         (RerankerSettings(kind="onnx", model_dir=Path("/nonexistent/model")), "does not exist"),
     ],
