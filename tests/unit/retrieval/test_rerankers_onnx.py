@@ -103,6 +103,8 @@ async def test_batched_across_queries_and_session_runs(tmp_path: Path) -> None:
     reranker = OnnxCrossEncoder(folder(tmp_path), batch_size=2)
     other = "shipping days?"
     many = await reranker.rerank_many([(QUERY, TEXTS), (other, TEXTS[:2]), (other, [])])
+    # Two runs of TEXTS sorted by length (longest last): each logit back in its text's place.
+    assert many[0] == pytest.approx([expected(QUERY, t) for t in TEXTS], rel=1e-6)
     assert many[0] == pytest.approx(await reranker.rerank(QUERY, TEXTS), rel=1e-6)
     assert many[1] == pytest.approx([expected(other, t) for t in TEXTS[:2]], rel=1e-6)
     assert many[2] == []

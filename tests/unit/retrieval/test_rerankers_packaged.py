@@ -41,6 +41,20 @@ def test_onnx_without_a_folder_runs_the_packaged_cross_encoder() -> None:
     assert off_topic < -5.0
 
 
+def test_a_query_scores_the_same_whatever_else_its_batch_holds() -> None:
+    # The graph is int8: one activation scale per session run. Were queries to share
+    # runs, a replayed event could be scored (and ranked) otherwise than the first time.
+    reranker = build_reranker(RerankerSettings(kind="onnx", max_length=128))
+    assert reranker is not None
+    texts = [ANSWER, OFF_TOPIC]
+    alone = asyncio.run(reranker.rerank(QUERY, texts))
+    long_text = " ".join([OFF_TOPIC] * 12)  # pads a shared run far past this query's pairs
+    together = asyncio.run(
+        reranker.rerank_many([("Where is the Met?", [long_text, OFF_TOPIC]), (QUERY, texts)])
+    )
+    assert together[1] == alone
+
+
 def test_a_folder_named_in_the_settings_wins_over_the_package(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="does not exist"):
         build_reranker(RerankerSettings(kind="onnx", model_dir=tmp_path / "absent"))
