@@ -7,10 +7,14 @@ engine), not a model's inference time, which depends on the model and the GPU.
 The same queries run through the embedded pipeline with the reranker off and
 on: single queries (p50/p99) and batches of 64; ``overhead_ms_per_query`` is
 the difference. The bare client's latency for one query's 20 texts is measured
-too. Progress on stderr; one JSON object on the last line of stdout; never
-asserts on time.
+too. ``model`` is a model's cost on this machine's CPU: the cross-encoder
+``ragsift[reranker]`` installs (``docs/reranking.md``) in the same pipeline, over
+``--model-candidates`` hits of ``--model-queries`` queries at 256 tokens a pair
+(``--model-queries 0`` leaves it out; without the extra it says so). Progress on
+stderr; one JSON object on the last line of stdout; never asserts on time.
 
     python bench/rerank.py [--chunks 2000] [--queries 500] [--candidates 20]
+                           [--model-queries 128] [--model-candidates 8]
 """
 
 from __future__ import annotations
@@ -33,8 +37,10 @@ from corpus import make_corpus, make_queries, query_events
 from quick import parse_args
 
 from ragsift.embedded import EmbeddedRuntime
+from ragsift.errors import ConfigurationError
 from ragsift.gc_policy import settle as settle_gc
 from ragsift.retrieval.rerank import HttpReranker
+from ragsift.retrieval.rerank.packaged import PACKAGED_RERANKER_ID, packaged_model_dir
 from ragsift.settings import EmbedderSettings, RerankerSettings, Settings
 
 TENANT = "bench"
@@ -78,7 +84,12 @@ async def _ready(url: str) -> None:
 
 
 async def _pipeline(
-    tmp: Path, corpus: Any, texts: list[str], reranker: RerankerSettings, tag: str
+    tmp: Path,
+    corpus: Any,
+    texts: list[str],
+    reranker: RerankerSettings,
+    tag: str,
+    singles: int = 200,
 ) -> dict[str, float]:
     # Hashing, not the default onnx: this measures ragsift's cost around a reranker, and
     # indexing 2,000 made-up-word chunks twice with the model would take minutes.
@@ -88,15 +99,16 @@ async def _pipeline(
     await runtime.ingest(TENANT, corpus)
     vectors = await runtime.embedder.embed(texts)
     events = query_events(texts, vectors, runtime.embedder.embedder_id, tag, TENANT)
-    warm, singles_in, timed = events[:BATCH], events[BATCH : BATCH + 200], events[BATCH + 200 :]
+    warm, singles_in = events[:BATCH], events[BATCH : BATCH + singles]
+    timed = events[BATCH + singles :]
     settle_gc()
     pipeline = runtime.pipeline
     await pipeline.process(warm)
-    singles: list[float] = []
+    single_times: list[float] = []
     for event in singles_in:
         t = time.perf_counter()
         await pipeline.process([event])
-        singles.append(time.perf_counter() - t)
+        single_times.append(time.perf_counter() - t)
     start = time.perf_counter()
     for i in range(0, len(timed), BATCH):
         outputs = await pipeline.process(timed[i : i + BATCH])
@@ -124,8 +136,8 @@ async def _pipeline(
     await runtime.close()
     gc.unfreeze()
     return {
-        "single_p50_ms": _ms(singles, 50),
-        "single_p99_ms": _ms(singles, 99),
+        "single_p50_ms": _ms(single_times, 50),
+        "single_p99_ms": _ms(single_times, 99),
         "batched_ms_per_query": round(batched * 1000, 3),
         "batched_queries_per_s": round(1 / batched, 1),
         "reranker_failures": failures or 0.0,
@@ -133,7 +145,36 @@ async def _pipeline(
     }
 
 
-async def run(chunks: int, n_queries: int, candidates: int) -> dict[str, object]:
+MODEL_SINGLES = 32  # a model's single queries take a second each at 20 candidates
+MODEL_MAX_LENGTH = 256
+
+
+async def _model(
+    tmp: Path, corpus: Any, texts: list[str], n_queries: int, candidates: int
+) -> dict[str, object]:
+    """The packaged cross-encoder in the pipeline, or why it was not run."""
+    if n_queries <= 0:
+        return {"skipped": "--model-queries 0"}
+    try:
+        packaged_model_dir()
+    except ConfigurationError as exc:
+        return {"skipped": str(exc)}
+    settings = RerankerSettings(kind="onnx", candidates=candidates, max_length=MODEL_MAX_LENGTH)
+    wanted = texts[: BATCH + MODEL_SINGLES + n_queries]
+    _log(f"pipeline with the packaged cross-encoder over {candidates} candidates…")
+    figures = await _pipeline(tmp, corpus, wanted, settings, "model", singles=MODEL_SINGLES)
+    return {
+        "reranker_id": PACKAGED_RERANKER_ID,
+        "queries": n_queries,
+        "candidates": candidates,
+        "max_length": MODEL_MAX_LENGTH,
+        **figures,
+    }
+
+
+async def run(
+    chunks: int, n_queries: int, candidates: int, model_queries: int, model_candidates: int
+) -> dict[str, object]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
@@ -142,7 +183,8 @@ async def run(chunks: int, n_queries: int, candidates: int) -> dict[str, object]
     try:
         await _ready(url)
         corpus = make_corpus(chunks)
-        texts = make_queries(corpus, n_queries + BATCH + 200)
+        asked = max(n_queries + 200, model_queries + MODEL_SINGLES) + BATCH
+        texts = make_queries(corpus, asked)
         client = HttpReranker("tei", url)
         passages = [d.text[:1000] for d in corpus[:candidates]]
         calls: list[float] = []
@@ -152,6 +194,8 @@ async def run(chunks: int, n_queries: int, candidates: int) -> dict[str, object]
             calls.append(time.perf_counter() - t)
         await client.close()
         with tempfile.TemporaryDirectory() as tmp:
+            model = await _model(Path(tmp), corpus, texts, model_queries, model_candidates)
+            texts = texts[: n_queries + BATCH + 200]
             _log(f"pipeline without reranker: {chunks} chunks, {n_queries} queries…")
             off = await _pipeline(Path(tmp), corpus, texts, RerankerSettings(), "off")
             _log(f"pipeline with a TEI reranker over {candidates} candidates…")
@@ -171,6 +215,7 @@ async def run(chunks: int, n_queries: int, candidates: int) -> dict[str, object]
         "on": on,
         "single_overhead_p50_ms": round(on["single_p50_ms"] - off["single_p50_ms"], 3),
         "overhead_ms_per_query": round(on["batched_ms_per_query"] - off["batched_ms_per_query"], 3),
+        "model": model,
     }
 
 
@@ -179,8 +224,13 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=2_000)
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--candidates", type=int, default=20)
-    args = parse_args(parser, {"chunks": 300, "queries": 100})
-    print(json.dumps(asyncio.run(run(args.chunks, args.queries, args.candidates))))
+    parser.add_argument("--model-queries", type=int, default=128)
+    parser.add_argument("--model-candidates", type=int, default=8)
+    args = parse_args(parser, {"chunks": 300, "queries": 100, "model_queries": 32})
+    figures = run(
+        args.chunks, args.queries, args.candidates, args.model_queries, args.model_candidates
+    )
+    print(json.dumps(asyncio.run(figures)))
 
 
 if __name__ == "__main__":
