@@ -1,7 +1,8 @@
 """What ``eval`` reads besides the labelled set: a collection's held-out pseudo-queries
 and extra documents (``--pseudo-queries``, ``--corpus``), the seeded limits on each kind
-of question (``--max-*``), and the corrective retrieval it replays when
-``RAGSIFT_CORRECTIVE_ENABLED`` is set (B10)."""
+of question (``--max-*``), the corrective retrieval it replays when
+``RAGSIFT_CORRECTIVE_ENABLED`` is set (B10), and the reranker it reorders the hits
+with when ``RAGSIFT_RERANKER_KIND`` is set (the first-hit line)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from typing import Any
 
 import typer
 
-from ragsift.cli.common import print_error, print_skipped
+from ragsift.cli.common import _run, _stage_progress, print_error, print_skipped
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
 
-__all__ = ["eval_correction", "limited", "with_pseudo_queries"]
+__all__ = ["eval_correction", "first_hit_words", "first_hits_of", "limited", "with_pseudo_queries"]
 
 
 def with_pseudo_queries(ds: Any, pseudo_queries: Path | None, corpus: Path | None) -> Any:
@@ -71,3 +72,52 @@ def limited(ds: Any, **limits: int | None) -> Any:
             print_error(str(exc))
             raise typer.Exit(2) from exc
     return ds
+
+
+def first_hits_of(run: Any, evaluated: Any, settings: Settings) -> dict[str, Any]:
+    """How often each order puts the relevant hit first (``ragsift.evaluation.first_hit``);
+    with ``RAGSIFT_RERANKER_KIND`` set, reordered by that reranker too. Exit 2 when the
+    reranker cannot be built or fails on a question."""
+    from ragsift.evaluation.first_hit import RerankFailedError, first_hits
+    from ragsift.wiring import build_reranker
+
+    try:
+        reranker = build_reranker(settings.reranker)
+    except RagsiftError as exc:
+        print_error(f"reranker: {exc}")
+        raise typer.Exit(2) from exc
+
+    async def measure() -> dict[str, Any]:
+        try:
+            with _stage_progress() as tick:
+                return await first_hits(
+                    run,
+                    evaluated,
+                    reranker,
+                    candidates=settings.reranker.candidates,
+                    progress=tick,
+                )
+        finally:
+            if reranker is not None:
+                await reranker.close()
+
+    try:
+        return _run(measure())
+    except RerankFailedError as exc:
+        print_error(f"reranker failed: {exc}")
+        raise typer.Exit(2) from exc
+
+
+def first_hit_words(first: dict[str, Any]) -> str:
+    """The first-hit line under the eval table."""
+    orders = [f"the retriever's order {first['retriever']:.3f}"]
+    if first["dense"] is not None:
+        orders.append(f"by cosine (a result's order) {first['dense']:.3f}")
+    line = f"first hit relevant, {first['in_scope']} in-scope questions: " + ", ".join(orders)
+    if first.get("reranked") is None:
+        return line
+    return (
+        f"{line}, reranked by {first['reranker_id']} over the first"
+        f" {first['reranked_window']} hits {first['reranked']:.3f} (the confidence figures"
+        " above are scored without the reranker)"
+    )

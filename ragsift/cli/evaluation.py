@@ -17,7 +17,13 @@ from ragsift.cli.common import (
     print_error,
     print_warning,
 )
-from ragsift.cli.eval_inputs import eval_correction, limited, with_pseudo_queries
+from ragsift.cli.eval_inputs import (
+    eval_correction,
+    first_hit_words,
+    first_hits_of,
+    limited,
+    with_pseudo_queries,
+)
 from ragsift.cli.labelled import (
     SQUAD_DIR,
     Dataset,
@@ -211,7 +217,9 @@ def evaluate(
     """Measure the confidence scores on a labelled dataset: ranking, calibration, answer
     rate and risk at the answer threshold, the calibrated scorer against the simple rules.
 
-    With RAGSIFT_CORRECTIVE_ENABLED=1 and --artifact: corrective retrieval (docs/corrective.md)."""
+    With RAGSIFT_CORRECTIVE_ENABLED=1 and --artifact: corrective retrieval (docs/corrective.md).
+    With RAGSIFT_RERANKER_KIND set: how often the reranker's first hit is the relevant one,
+    beside the retriever's and the cosine order (the confidence is scored without it)."""
     import numpy as np
 
     from ragsift.cli.probing import eval_probes, probe_certified, with_probe_rows
@@ -334,6 +342,7 @@ def evaluate(
             for row in result.per_query(run):
                 handle.write(json.dumps(row) + "\n")
     in_scope = np.array([q.kind == "in_scope" for q in run.queries])
+    first_hit = first_hits_of(run, evaluated, settings)
     summary = {
         "dataset": run.dataset.name,
         "embedder_id": run.embedder_id,
@@ -348,6 +357,7 @@ def evaluate(
         "recall_at_k": float((run.relevant_rank()[in_scope] > 0).mean())
         if in_scope.any()
         else None,
+        "first_hit": first_hit,
         "scorers": [r.to_dict() for r in result.reports],
         "mix": result.mix.to_dict(),
     }
@@ -375,6 +385,8 @@ def evaluate(
     plain_console(width=max(console.width, 200)).print(table)
     if summary["recall_at_k"] is not None:
         console.print(f"recall@{run.k} of in-scope questions: {summary['recall_at_k']:.3f}")
+    if first_hit["retriever"] is not None:
+        console.print(first_hit_words(first_hit))
     if correction is not None:
         console.print(f"corrective retrieval: {json.dumps(summary['corrective'])}")
     if result.orders is not None:
