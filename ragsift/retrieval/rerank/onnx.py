@@ -38,7 +38,8 @@ _Encoder = Callable[[Sequence[tuple[str, str]], int], tuple[Int64Array, Int64Arr
 
 
 class OnnxCrossEncoder:
-    """A cross-encoder run by onnxruntime on the CPU, batched across queries.
+    """A cross-encoder run by onnxruntime on the CPU: one thread hop per batch of queries,
+    each query's pairs in session runs of their own (:meth:`rerank_many`).
 
     Args:
         folder: the model folder (see the module docstring).
