@@ -10,6 +10,7 @@ plain aiokafka loop (:mod:`ragsift.streams.plain`) both start from an
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.feedback_store import RedisFeedbackStore
 from ragsift.retrieval.pipeline import RetrievalPipeline
 from ragsift.retrieval.redis_cache import RedisCache
-from ragsift.settings import Settings
+from ragsift.settings import KafkaSettings, Settings
 from ragsift.wiring import (
     CALIBRATIONS_DIR,
     build_calibration_registry,
@@ -43,6 +44,10 @@ from ragsift.workers.decision import DecisionHandler
 from ragsift.workers.indexer import IndexerHandler
 from ragsift.workers.retrieval import RetrievalHandler
 
+log = logging.getLogger(__name__)
+
+DEFAULT_TOPIC_PREFIX = KafkaSettings.model_fields["topic_prefix"].default
+
 __all__ = [
     "WORKER_NAMES",
     "Assembly",
@@ -51,6 +56,7 @@ __all__ = [
     "build_calibration_handlers",
     "own_calibrations",
     "readiness_state",
+    "shared_group_warning",
 ]
 
 WorkerName = Literal["retrieval", "indexer", "audit", "decision", "report", "calibration"]
@@ -143,6 +149,9 @@ def assemble(
     group_id = settings.kafka.app_id
     if "app_id" not in settings.kafka.model_fields_set:
         group_id = f"{group_id}-{'-'.join(sorted(names))}"
+    shared = shared_group_warning(group_id, settings.kafka.topic_prefix)
+    if shared is not None:
+        log.warning(shared)
     return Assembly(
         names=tuple(names),
         handlers=handlers,
@@ -152,6 +161,26 @@ def assemble(
         mix_state=mix_state,
         cache=cache,
         reprober=reprober,
+    )
+
+
+def shared_group_warning(group_id: str, topic_prefix: str) -> str | None:
+    """Why a consumer group may be shared with another deployment, or None.
+
+    Consumer groups are named by ``RAGSIFT_KAFKA_APP_ID``, not by the topic prefix.
+    Two deployments on one cluster that differ only in their prefix (``staging``
+    beside the default ``ragsift``) would join the same groups: each one's restarts
+    would rebalance the other's workers. Renaming the groups of a running deployment
+    would make them start over from the earliest retained offset, so this warns and
+    changes nothing.
+    """
+    if topic_prefix == DEFAULT_TOPIC_PREFIX or topic_prefix in group_id:
+        return None
+    return (
+        f"consumer group {group_id!r} does not name the topic prefix {topic_prefix!r}:"
+        " another deployment on this cluster with the same RAGSIFT_KAFKA_APP_ID would"
+        " share it (and rebalance with these workers); set RAGSIFT_KAFKA_APP_ID, e.g."
+        f" {topic_prefix}-{group_id.split('-', 1)[-1]}"
     )
 
 
