@@ -144,13 +144,15 @@ def calibrations_list(
     if as_json:
         print(json.dumps({"default": shipped, "scopes": rows}, ensure_ascii=False))
         return
-    table = Table()
+    table = Table(pad_edge=False, show_edge=False)
     table.add_column("scope", no_wrap=True)
     table.add_column("version", no_wrap=True)
-    table.add_column("made by")
-    table.add_column("answer threshold", justify="right")
-    table.add_column("answered, answer missing", justify="right")
-    table.add_column("state")
+    # Headers broken where a narrow column would cut them ("thresho…"), and the
+    # made-by and state columns folded rather than cut: 80 columns show every word.
+    table.add_column("made by", overflow="fold")
+    table.add_column("answer\nthreshold", justify="right", min_width=9, overflow="fold")
+    table.add_column("answered,\nanswer\nmissing", justify="right")
+    table.add_column("state", overflow="fold")
     table.add_row(
         "(default)",
         default.version,

@@ -63,6 +63,14 @@ def test_a_fresh_data_dir_has_only_the_default_and_is_not_created(tmp_path: Path
         app, ["calibrations", "list", "--data-dir", str(data)], env={**ENV, "COLUMNS": "200"}
     )
     assert f"(keyword-only {DEFAULT.keyword.conformal.threshold:.2f})" in wide.output
+    # 80 columns: every header and cell whole, folded onto more lines, none cut ("thresho…").
+    narrow = runner.invoke(
+        app, ["calibrations", "list", "--data-dir", str(data)], env={**ENV, "COLUMNS": "80"}
+    )
+    assert narrow.exit_code == 0, narrow.output
+    assert "…" not in narrow.output
+    assert max(len(line) for line in narrow.output.splitlines()) <= 80
+    assert "threshold" in narrow.output.split()
     assert not data.exists()
 
 
