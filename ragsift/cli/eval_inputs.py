@@ -15,7 +15,14 @@ from ragsift.cli.common import _run, _stage_progress, print_error, print_skipped
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
 
-__all__ = ["eval_correction", "first_hit_words", "first_hits_of", "limited", "with_pseudo_queries"]
+__all__ = [
+    "eval_correction",
+    "eval_reranker",
+    "first_hit_words",
+    "first_hits_of",
+    "limited",
+    "with_pseudo_queries",
+]
 
 
 def with_pseudo_queries(ds: Any, pseudo_queries: Path | None, corpus: Path | None) -> Any:
@@ -74,18 +81,23 @@ def limited(ds: Any, **limits: int | None) -> Any:
     return ds
 
 
-def first_hits_of(run: Any, evaluated: Any, settings: Settings) -> dict[str, Any]:
-    """How often each order puts the relevant hit first (``ragsift.evaluation.first_hit``);
-    with ``RAGSIFT_RERANKER_KIND`` set, reordered by that reranker too. Exit 2 when the
-    reranker cannot be built or fails on a question."""
-    from ragsift.evaluation.first_hit import RerankFailedError, first_hits
+def eval_reranker(settings: Settings) -> Any:
+    """The reranker ``RAGSIFT_RERANKER_KIND`` configures (None: off), built before the
+    retrieval run so a bad setting costs no run; exit 2 when it cannot be built."""
     from ragsift.wiring import build_reranker
 
     try:
-        reranker = build_reranker(settings.reranker)
+        return build_reranker(settings.reranker)
     except RagsiftError as exc:
         print_error(f"reranker: {exc}")
         raise typer.Exit(2) from exc
+
+
+def first_hits_of(run: Any, evaluated: Any, settings: Settings, reranker: Any) -> dict[str, Any]:
+    """How often each order puts the relevant hit first (``ragsift.evaluation.first_hit``);
+    with a ``reranker`` (:func:`eval_reranker`), reordered by it too, then closed. Exit 2
+    when it fails on a question."""
+    from ragsift.evaluation.first_hit import RerankFailedError, first_hits
 
     async def measure() -> dict[str, Any]:
         try:

@@ -19,6 +19,7 @@ from ragsift.cli.common import (
 )
 from ragsift.cli.eval_inputs import (
     eval_correction,
+    eval_reranker,
     first_hit_words,
     first_hits_of,
     limited,
@@ -256,6 +257,7 @@ def evaluate(
     reads = _reads(features)
     probes, probes_source = eval_probes(probes_source, artifact, ds.queries)
     correction = eval_correction(settings, artifact)
+    reranker = eval_reranker(settings)  # before the run: a bad setting costs no retrieval
     # The service probes a collection with hybrid searches, whatever its queries' mode;
     # a keyword query is held to the mix its scope's hybrid traffic shows (ADR 029).
     hybrid_too = probes or (mode == "keyword" and artifact is not None)
@@ -342,7 +344,7 @@ def evaluate(
             for row in result.per_query(run):
                 handle.write(json.dumps(row) + "\n")
     in_scope = np.array([q.kind == "in_scope" for q in run.queries])
-    first_hit = first_hits_of(run, evaluated, settings)
+    first_hit = first_hits_of(run, evaluated, settings, reranker)
     summary = {
         "dataset": run.dataset.name,
         "embedder_id": run.embedder_id,

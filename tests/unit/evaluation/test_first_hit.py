@@ -152,3 +152,4 @@ def test_eval_prints_the_packaged_cross_encoders_order(
     assert broken.exit_code == 2
     assert "reranker:" in broken.output
     assert "does not exist" in broken.output
+    assert "documents," not in broken.output  # refused before the set was searched
