@@ -16,7 +16,6 @@ depend on the texts batched with it.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import importlib
 import threading
 from collections.abc import Iterator, Sequence
@@ -34,6 +33,7 @@ from ragsift.retrieval.embedders.models import (
     find_packaged_onnx_minilm,
 )
 from ragsift.retrieval.errors import OptionalDependencyError
+from ragsift.retrieval.model_files import file_sha256
 from ragsift.retrieval.recent import RecentTexts
 
 __all__ = [
@@ -90,7 +90,6 @@ MAX_TOKENS_PER_BATCH = 2048
 #: churn. 1,024 kept texts of this length are ~50 MB as float16, ~15 MB for questions
 #: of 20 tokens.
 KEPT_STATE_TOKENS = 64
-_HASH_CHUNK = 1 << 20
 
 
 class ModelIntegrityError(ConfigurationError):
@@ -114,14 +113,9 @@ class ModelIntegrityError(ConfigurationError):
 def _verify_sha256(path: Path, expected: str, remedy: str) -> None:
     if not path.is_file():
         raise ModelIntegrityError(path=path, expected=expected, actual=None, remedy=remedy)
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        while chunk := file.read(_HASH_CHUNK):
-            digest.update(chunk)
-    if digest.hexdigest() != expected:
-        raise ModelIntegrityError(
-            path=path, expected=expected, actual=digest.hexdigest(), remedy=remedy
-        )
+    actual = file_sha256(path)
+    if actual != expected:
+        raise ModelIntegrityError(path=path, expected=expected, actual=actual, remedy=remedy)
 
 
 def packaged_int8_model() -> Path:

@@ -12,12 +12,12 @@ model's id. Nothing is downloaded at run time.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 from pathlib import Path
 from typing import Final
 
 from ragsift.errors import ConfigurationError
+from ragsift.retrieval.model_files import file_sha256
 
 __all__ = ["PACKAGED_RERANKER_ID", "packaged_model_dir"]
 
@@ -49,17 +49,9 @@ def packaged_model_dir(package: str = PACKAGE) -> Path:
     if not model.is_file():
         raise ConfigurationError(f"{package} is installed but has no {model}: {_INSTALL}")
     size = model.stat().st_size
-    if size != MODEL_BYTES or _sha256(model) != MODEL_SHA256:
+    if size != MODEL_BYTES or file_sha256(model) != MODEL_SHA256:
         raise ConfigurationError(
             f"{model} is not the ms-marco-MiniLM-L-12-v2 graph ragsift pins ({size} bytes;"
             f" want {MODEL_BYTES} with sha256 {MODEL_SHA256[:12]}…): {_INSTALL}"
         )
     return folder
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
