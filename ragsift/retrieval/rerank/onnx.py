@@ -31,6 +31,10 @@ __all__ = ["OnnxCrossEncoder"]
 DEFAULT_MAX_LENGTH = 512  # BERT-family position embeddings end here
 DEFAULT_BATCH_SIZE = 32  # pairs per session run: bounds the padded tensor's memory
 _TWO_CLASS = 2
+# Characters of each side kept before tokenizing: max_length tokens need far fewer
+# (a WordPiece token of running text is ~4-6 characters). The tokenizer's pair
+# truncation grows much faster than the text: a 51,200-character pair took 1.6 GB.
+CHARS_PER_TOKEN = 16
 
 Int64Array = npt.NDArray[np.int64]
 # (pairs, max_length) -> input_ids, token_type_ids, attention_mask, all padded alike.
@@ -43,7 +47,8 @@ class OnnxCrossEncoder:
 
     Args:
         folder: the model folder (see the module docstring).
-        max_length: tokens per (query, passage) pair, ``>= 5``.
+        max_length: tokens per (query, passage) pair, ``>= 5``; each side is first
+            clipped to ``max_length * CHARS_PER_TOKEN`` characters.
         batch_size: pairs per session run, ``> 0``.
         threads: onnxruntime intra-op threads; 0 lets it choose.
         reranker_id: what results and cache keys name it; ``onnx:<folder name>`` by default.
@@ -136,6 +141,8 @@ class OnnxCrossEncoder:
     def _score(self, pairs: list[tuple[str, str]]) -> list[float]:
         """One query's pairs; past ``batch_size`` of them, in runs of similar length
         (a run is padded to its longest pair)."""
+        clip = self.max_length * CHARS_PER_TOKEN
+        pairs = [(q[:clip], p[:clip]) for q, p in pairs]
         order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][1]))
         out = [0.0] * len(pairs)
         for start in range(0, len(order), self.batch_size):

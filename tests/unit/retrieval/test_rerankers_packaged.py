@@ -8,6 +8,7 @@ The failure paths use stand-in packages written to ``tmp_path``.
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 from pathlib import Path
 
@@ -95,3 +96,19 @@ def test_another_graph_is_refused_by_size_or_hash(on_path: Path, size: int) -> N
     _package(on_path, f"ragsift_fake_{size}", b"\0" * size)
     with pytest.raises(ConfigurationError, match=rf"not the ms-marco.*\({size} bytes"):
         packaged_model_dir(f"ragsift_fake_{size}")
+
+
+def test_hostile_text_gets_one_finite_logit_per_passage() -> None:
+    # A 200k-character query of control, non-Latin and surrogate-free odd characters,
+    # an empty passage and a huge one: truncated to max_length, never an error or a NaN.
+    reranker = build_reranker(RerankerSettings(kind="onnx", max_length=64))
+    assert reranker is not None
+    query = ("\x00\x1b[31m退款 ∞ 𝔘 " * 20_000)[:200_000]
+    texts = ["", "\u200b\ufeff", ANSWER * 5_000, "9" * 10_000]
+    scores = asyncio.run(reranker.rerank(query, texts))
+    assert len(scores) == len(texts)
+    assert all(math.isfinite(s) for s in scores)
+    # The other query of the same call keeps its own scores (runs are per query).
+    together = asyncio.run(reranker.rerank_many([(query, texts), (QUERY, [ANSWER, OFF_TOPIC])]))
+    assert together[0] == scores
+    assert together[1] == asyncio.run(reranker.rerank(QUERY, [ANSWER, OFF_TOPIC]))
