@@ -7,16 +7,18 @@
 ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
-# Same uv as scripts/install, so the image resolves exactly requirements.lock.
+# Same uv as scripts/install. The image installs requirements-runtime.lock:
+# ragsift and its reranker extra, at the versions requirements.lock pins for the
+# tests, without the test, lint and bench tools (scripts/lock writes both files).
 ARG UV_VERSION=0.13.8
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 \
     UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never
 RUN python -m pip install "uv==${UV_VERSION}"
 WORKDIR /src
-# Dependencies first: this layer is reused until requirements.lock changes.
-COPY requirements.lock ./
+# Dependencies first: this layer is reused until the lock changes.
+COPY requirements-runtime.lock ./
 RUN uv venv /opt/venv --python /usr/local/bin/python \
- && uv pip sync --python /opt/venv/bin/python requirements.lock
+ && uv pip sync --python /opt/venv/bin/python requirements-runtime.lock
 COPY pyproject.toml README.md ./
 COPY ragsift ./ragsift
 RUN uv pip install --python /opt/venv/bin/python --no-deps . \

@@ -6,13 +6,16 @@ PY := .venv/bin/python
 unexport PYTHONDONTWRITEBYTECODE
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test unit e2e-faults lint format bench bench-quick bench-scale bench-plots services-up services-down services-status deploy-tools schemas clean
+.PHONY: help install lock demo test unit e2e-faults lint format bench bench-quick bench-scale bench-plots services-up services-down services-status deploy-tools schemas clean
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
 
 install: ## Create .venv with the locked dependencies (cached outside the repo)
 	@scripts/install
+
+lock: ## Re-resolve requirements.lock and requirements-runtime.lock after pyproject.toml changes
+	@scripts/lock
 
 demo: install ## Run the main job on the embedded default (no servers needed)
 	@.venv/bin/ragsift demo

@@ -174,7 +174,7 @@ def test_dockerignore_keeps_the_build_context_small() -> None:
         if line.strip() and not line.startswith("#")
     ]
     assert rules[0] == "**", "exclude everything, then allow what the image needs"
-    assert {"!ragsift/", "!requirements.lock", "!pyproject.toml"} <= set(rules)
+    assert {"!ragsift/", "!requirements-runtime.lock", "!pyproject.toml"} <= set(rules)
 
 
 # Services whose ports may be published on every interface: the API (the product).
