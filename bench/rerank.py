@@ -6,15 +6,19 @@ scores by word overlap, so the figures are what ragsift adds around a reranker
 engine), not a model's inference time, which depends on the model and the GPU.
 The same queries run through the embedded pipeline with the reranker off and
 on: single queries (p50/p99) and batches of 64; ``overhead_ms_per_query`` is
-the difference. The bare client's latency for one query's 20 texts is measured
-too. ``model`` is a model's cost on this machine's CPU: the cross-encoder
-``ragsift[reranker]`` installs (``docs/reranking.md``) in the same pipeline, over
-``--model-candidates`` hits of ``--model-queries`` queries at 256 tokens a pair
-(``--model-queries 0`` leaves it out; without the extra it says so). Progress on
-stderr; one JSON object on the last line of stdout; never asserts on time.
+the difference. Those two runs use the weighted scorer, the one that reranks a
+window of ``--candidates`` hits; ``order_kept`` is the same pair with the
+calibrated scorer (the default), where the reranker only orders each query's
+kept hits (ADR 048). The bare client's latency for one query's 20 texts is
+measured too. ``model`` is a model's cost on this machine's CPU: the
+cross-encoder ``ragsift[reranker]`` installs (``docs/reranking.md``) in the
+same pipeline with the calibrated scorer, ordering the kept hits of
+``--model-queries`` queries at 256 tokens a pair (``--model-queries 0`` leaves it
+out; without the extra it says so). Progress on stderr; one JSON object on the
+last line of stdout; never asserts on time.
 
     python bench/rerank.py [--chunks 2000] [--queries 500] [--candidates 20]
-                           [--model-queries 128] [--model-candidates 8]
+                           [--model-queries 128]
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from aiohttp import web
@@ -90,11 +94,14 @@ async def _pipeline(
     reranker: RerankerSettings,
     tag: str,
     singles: int = 200,
+    scorer: Literal["weighted", "calibrated"] = "weighted",
 ) -> dict[str, float]:
     # Hashing, not the default onnx: this measures ragsift's cost around a reranker, and
     # indexing 2,000 made-up-word chunks twice with the model would take minutes.
     hashing = EmbedderSettings(kind="hashing")
     settings = Settings.from_env(data_dir=tmp / tag, reranker=reranker, embedder=hashing)
+    confidence = settings.confidence.model_copy(update={"scorer": scorer})
+    settings = settings.model_copy(update={"confidence": confidence})
     runtime = EmbeddedRuntime(settings)
     await runtime.ingest(TENANT, corpus)
     vectors = await runtime.embedder.embed(texts)
@@ -149,31 +156,31 @@ MODEL_SINGLES = 32  # a model's single queries take a second each at 20 candidat
 MODEL_MAX_LENGTH = 256
 
 
-async def _model(
-    tmp: Path, corpus: Any, texts: list[str], n_queries: int, candidates: int
-) -> dict[str, object]:
-    """The packaged cross-encoder in the pipeline, or why it was not run."""
+async def _model(tmp: Path, corpus: Any, texts: list[str], n_queries: int) -> dict[str, object]:
+    """The packaged cross-encoder in the pipeline (calibrated scorer), or why it was not run."""
     if n_queries <= 0:
         return {"skipped": "--model-queries 0"}
     try:
         packaged_model_dir()
     except ConfigurationError as exc:
         return {"skipped": str(exc)}
-    settings = RerankerSettings(kind="onnx", candidates=candidates, max_length=MODEL_MAX_LENGTH)
+    settings = RerankerSettings(kind="onnx", max_length=MODEL_MAX_LENGTH)
     wanted = texts[: BATCH + MODEL_SINGLES + n_queries]
-    _log(f"pipeline with the packaged cross-encoder over {candidates} candidates…")
-    figures = await _pipeline(tmp, corpus, wanted, settings, "model", singles=MODEL_SINGLES)
+    _log("pipeline with the packaged cross-encoder ordering the kept hits…")
+    figures = await _pipeline(
+        tmp, corpus, wanted, settings, "model", singles=MODEL_SINGLES, scorer="calibrated"
+    )
     return {
         "reranker_id": PACKAGED_RERANKER_ID,
         "queries": n_queries,
-        "candidates": candidates,
+        "reranks": "the kept hits (ADR 048)",
         "max_length": MODEL_MAX_LENGTH,
         **figures,
     }
 
 
 async def run(
-    chunks: int, n_queries: int, candidates: int, model_queries: int, model_candidates: int
+    chunks: int, n_queries: int, candidates: int, model_queries: int
 ) -> dict[str, object]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -194,13 +201,20 @@ async def run(
             calls.append(time.perf_counter() - t)
         await client.close()
         with tempfile.TemporaryDirectory() as tmp:
-            model = await _model(Path(tmp), corpus, texts, model_queries, model_candidates)
+            model = await _model(Path(tmp), corpus, texts, model_queries)
             texts = texts[: n_queries + BATCH + 200]
             _log(f"pipeline without reranker: {chunks} chunks, {n_queries} queries…")
             off = await _pipeline(Path(tmp), corpus, texts, RerankerSettings(), "off")
             _log(f"pipeline with a TEI reranker over {candidates} candidates…")
             on_settings = RerankerSettings(kind="tei", url=url, candidates=candidates)
             on = await _pipeline(Path(tmp), corpus, texts, on_settings, "on")
+            _log("the same two, calibrated: the reranker orders the kept hits…")
+            kept_off = await _pipeline(
+                Path(tmp), corpus, texts, RerankerSettings(), "kept-off", scorer="calibrated"
+            )
+            kept_on = await _pipeline(
+                Path(tmp), corpus, texts, on_settings, "kept-on", scorer="calibrated"
+            )
     finally:
         server.terminate()
         server.join(5)
@@ -215,6 +229,16 @@ async def run(
         "on": on,
         "single_overhead_p50_ms": round(on["single_p50_ms"] - off["single_p50_ms"], 3),
         "overhead_ms_per_query": round(on["batched_ms_per_query"] - off["batched_ms_per_query"], 3),
+        "order_kept": {
+            "off": kept_off,
+            "on": kept_on,
+            "single_overhead_p50_ms": round(
+                kept_on["single_p50_ms"] - kept_off["single_p50_ms"], 3
+            ),
+            "overhead_ms_per_query": round(
+                kept_on["batched_ms_per_query"] - kept_off["batched_ms_per_query"], 3
+            ),
+        },
         "model": model,
     }
 
@@ -225,11 +249,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--candidates", type=int, default=20)
     parser.add_argument("--model-queries", type=int, default=128)
-    parser.add_argument("--model-candidates", type=int, default=8)
     args = parse_args(parser, {"chunks": 300, "queries": 100, "model_queries": 32})
-    figures = run(
-        args.chunks, args.queries, args.candidates, args.model_queries, args.model_candidates
-    )
+    figures = run(args.chunks, args.queries, args.candidates, args.model_queries)
     print(json.dumps(asyncio.run(figures)))
 
 

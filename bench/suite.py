@@ -24,8 +24,9 @@ On one seeded corpus (bench/corpus.py, 10,000 chunks by default) it runs:
   first and last;
 - bench/scale.py: cost as the corpus grows (10k, 30k, 100k chunks; 1M under
   ``make bench-scale``);
-- bench/rerank.py: the per-query overhead of reranking 20 candidates, and the
-  packaged cross-encoder's cost on this CPU;
+- bench/rerank.py: the per-query overhead of reranking 20 candidates (weighted
+  scorer), of ordering the kept hits (calibrated, ADR 048), and the packaged
+  cross-encoder's cost on this CPU;
 
 and reports the ratios the issue sets targets for. Needs Kafka and Redis
 (``make bench`` starts them). ``--quick`` runs every part at a small size (a
@@ -165,6 +166,8 @@ def main() -> None:
         "scale": scale,
         "rerank_overhead_ms_per_query": rerank["overhead_ms_per_query"],
         "rerank_single_overhead_p50_ms": rerank["single_overhead_p50_ms"],
+        # calibrated queries: the reranker orders their kept hits (ADR 048)
+        "rerank_order_kept_overhead_ms_per_query": rerank["order_kept"]["overhead_ms_per_query"],
         # the packaged cross-encoder on this CPU (or why it did not run)
         "rerank_model": rerank["model"],
         "pipeline_over_engine": pipeline["pipeline_engine_ratio"],

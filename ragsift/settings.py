@@ -386,9 +386,11 @@ class RerankerSettings(BaseSettings):
             " cross-encoder the reranker extra installs (rerank/packaged.py)."
         ),
     )
-    #: hits per query the reranker reads: the search fetches max(k, candidates)
+    #: hits per query the reranker reads where the weighted scorer scores the query: the
+    #: search fetches max(k, candidates). A calibrated query's kept hits are only ordered
+    #: (ADR 048), so neither this nor the threshold applies to it.
     candidates: int = Field(default=20, ge=1, le=MAX_K)
-    #: A1 hit bar for reranked queries on sigmoid(logit); 0.5 = logit 0, the model's boundary
+    #: A1 hit bar for reranked (weighted) queries on sigmoid(logit); 0.5 = logit 0
     threshold: float = Field(default=0.5, ge=0, le=1)
     timeout_s: float = Field(default=5.0, gt=0, le=120)
     #: whole rerank call, retries included; past it the query is scored without the reranker

@@ -4,10 +4,12 @@ A calibration artifact is fit for one embedder and one score metric. Dense and
 hybrid retrieval rank by the dense channel (cosine), so they use it; keyword-only
 retrieval ranks by BM25, so those queries use the artifact's keyword model (ADR
 029), or, with an artifact fit before it, the weighted scorer, and say so in the
-result's breakdown. Reranked queries
-rank by the cross-encoder's score; an artifact fit on cosines does not cover
-it either, so they too use the weighted scorer, with the reranker's own hit bar
-(``RAGSIFT_RERANKER_THRESHOLD``) instead of the cosine one.
+result's breakdown. A reranker does not change that (ADR 048): where a query
+is scored by a calibrated model, it is scored on its retrieved hits as without
+the reranker, which then orders the kept hits. Only queries the weighted scorer
+scores are reranked before scoring: they rank by the cross-encoder's score, with
+the reranker's own hit bar (``RAGSIFT_RERANKER_THRESHOLD``) instead of the cosine
+one (:meth:`EngineSet.engine` with ``reranked=True``).
 """
 
 from __future__ import annotations
@@ -234,6 +236,14 @@ class EngineSet:
                 " RAGSIFT_CONFIDENCE_READER_SIGNALS=on or use an artifact fit without them"
             )
         return artifact
+
+    def scores_calibrated(
+        self, selection: Selection, mode: SearchMode, calibration: CalibrationArtifact | None
+    ) -> bool:
+        """Whether a query of this selection and mode, not reranked, is scored by a
+        calibrated model: then a reranker only orders its kept hits (ADR 048)."""
+        engine = self.engine(selection, mode, calibration=calibration)
+        return engine.config.scorer == "calibrated"
 
     def engine(
         self,

@@ -23,6 +23,9 @@ class Pending:
     key: str | None = None
     vector: list[float] | None = None
     rerank_failed: bool = False
+    #: A calibrated model scores this query as without a reranker; the reranker then
+    #: only orders its kept hits (ADR 048). False: reranked before scoring, or no reranker.
+    orders_kept: bool = False
     reader: ReaderScores | None = None
     #: The calibration this query is scored with (its tenant's or collection's, else
     #: the default); resolved once at admission so its cache key and score agree.

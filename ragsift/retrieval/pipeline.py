@@ -58,6 +58,7 @@ from ragsift.retrieval.results import (
     bypass_result,
     error_result,
     evidence_for,
+    ordered_by_reranker,
     scored_result,
     uncertified_advice,
 )
@@ -322,7 +323,16 @@ class RetrievalPipeline:
         elif selection == "adaptive":
             limit = max(limit, strategy_for(task).max_k)
         calibration = self.engines.calibration_for(query.tenant_id, query.collection)
-        return Pending(position, query, selection, limit, vector=vector, calibration=calibration)
+        pending = Pending(position, query, selection, limit, vector=vector, calibration=calibration)
+        pending.orders_kept = self._orders_kept(pending)
+        return pending
+
+    def _orders_kept(self, p: Pending) -> bool:
+        """Whether the reranker only orders ``p``'s kept hits: a calibrated model scores
+        it, on its retrieved hits, as without a reranker (ADR 048)."""
+        return self.rerank is not None and self.engines.scores_calibrated(
+            p.selection, p.query.mode, p.calibration
+        )
 
     async def _bypass(
         self, pending: list[Pending], out: list[PipelineOutput | Exception | None]
@@ -420,6 +430,7 @@ class RetrievalPipeline:
         self.metrics.stage_seconds.labels("embed").observe(t_embed - t0)
         self.metrics.stage_seconds.labels("search").observe(t_search - t_embed)
         self.metrics.stage_seconds.labels("score").observe(time.perf_counter() - t_read)
+        await self._order_kept(scorable, results)  # observes its own stage, "rerank"
         return [r if r is not None else RuntimeError("query was not scored") for r in results]
 
     async def _correct(
@@ -437,7 +448,9 @@ class RetrievalPipeline:
             first = Scored.of(result)
             retry = corrector.plan(p.query.query, p.query.mode, p.limit, p.candidates, first)
             if retry is not None:
-                planned.append((i, corrector, retry, self._retry_pending(p, retry)))
+                again = self._retry_pending(p, retry)
+                again.orders_kept = self._orders_kept(again)  # a keyword retry's own model
+                planned.append((i, corrector, retry, again))
         if not planned:
             return results
         retried = await self._retrieve([r for *_, r in planned])
@@ -484,14 +497,51 @@ class RetrievalPipeline:
 
     async def _rerank(self, found: list[_Found]) -> list[_Found]:
         """Rerank every query's candidates in one call; a failure leaves a query unreranked."""
-        if self.rerank is None or not found:
+        window = [item for item in found if not item[1].orders_kept]
+        if self.rerank is None or not window:
             return found
-        outcomes = await self.rerank.apply([(p.query.query, hits, p.limit) for _, p, hits in found])
-        out: list[_Found] = []
-        for (position, p, _), outcome in zip(found, outcomes, strict=True):
+        outcomes = await self.rerank.apply(
+            [(p.query.query, hits, p.limit) for _, p, hits in window]
+        )
+        reranked: dict[int, list[SearchHit]] = {}
+        for (position, p, _), outcome in zip(window, outcomes, strict=True):
             p.rerank_failed = outcome.error is not None
-            out.append((position, p, outcome.hits))
-        return out
+            reranked[position] = outcome.hits
+        return [(position, p, reranked.get(position, hits)) for position, p, hits in found]
+
+    async def _order_kept(
+        self, found: list[_Found], results: list[RetrievalResult | Exception | None]
+    ) -> None:
+        """ADR 048: the reranker orders the kept hits of the queries a calibrated model
+        scored, in one call for the batch; their confidence and kept set stay as scored.
+        A failure leaves a query in the retriever's order, with the advice that says so."""
+        if self.rerank is None:
+            return
+        todo = [
+            (position, p, result)
+            for position, p, _ in found
+            if p.orders_kept
+            and isinstance(result := results[position], RetrievalResult)
+            and result.outcome == "ok"
+            and len(result.hits) > 1
+        ]
+        if not todo:
+            return
+        started = time.perf_counter()
+        scored = await self.rerank.score(
+            [(p.query.query, [h.text for h in result.hits]) for _, p, result in todo]
+        )
+        rerank_ms = round((time.perf_counter() - started) * 1000, 3)  # the batch's one call
+        for (position, p, result), scores in zip(todo, scored, strict=True):
+            timings = {**result.timings_ms, "rerank": rerank_ms}
+            if isinstance(scores, Exception):
+                p.rerank_failed = True
+                advice = [*result.recommendations, RERANKER_UNAVAILABLE]
+                update = {"recommendations": advice, "timings_ms": timings}
+                results[position] = result.model_copy(update=update)
+                continue
+            ordered = ordered_by_reranker(result, scores)
+            results[position] = ordered.model_copy(update={"timings_ms": timings})
 
     async def _read(self, found: list[_Found]) -> None:
         """Reader scores for every query's final hits, in one embedder call.
@@ -574,8 +624,11 @@ class RetrievalPipeline:
         return [dataclasses.replace(h, rank=rank) for rank, h in enumerate(merged, 1)]
 
     def _search_limit(self, p: Pending) -> int:
-        # With a reranker the search fills its candidate window; the rerank keeps k.
-        return p.limit if self.rerank is None else self.rerank.fetch_limit(p.limit)
+        # A reranker that picks k of a window (the weighted scorer) needs the window
+        # searched; one that orders the kept hits (ADR 048) needs what the query keeps.
+        if self.rerank is None or p.orders_kept:
+            return p.limit
+        return self.rerank.fetch_limit(p.limit)
 
     def _dense_cut(self, p: Pending) -> DenseCut | None:
         """E3: an adaptive hybrid query's dense step is cut adaptively before fusion."""

@@ -146,6 +146,8 @@ class CacheStage:
         }
         if self.reranker_id is not None:  # only when on: keys of a reranker-free setup stay put
             params["reranker"] = self.reranker_id
+            if p.orders_kept:  # ADR 048: the reranker orders the kept hits, nothing more
+                params["rerank_use"] = "order-kept"
         # Added only when set, as above: keys of single-collection queries stay put.
         if q.collections:
             params["collections"] = [[c, v] for c, v in zip(q.searched, versions, strict=True)]

@@ -154,6 +154,26 @@ def scored_result(
     )
 
 
+def ordered_by_reranker(result: RetrievalResult, scores: Sequence[float]) -> RetrievalResult:
+    """``result`` with its kept hits in the reranker's order (ADR 048): ``scores`` holds
+    one score per hit, best first after sorting (ties keep the scored order); each hit
+    carries its score as ``raw_scores["rerank"]`` and its new rank. Nothing else moves:
+    the confidence and the kept set are the ones the calibrated model gave the hits."""
+    if len(scores) != len(result.hits):
+        raise ValueError(f"{len(scores)} reranker scores for {len(result.hits)} hits")
+    order = sorted(range(len(scores)), key=lambda i: -scores[i])
+    hits = [
+        result.hits[i].model_copy(
+            update={
+                "rank": rank,
+                "raw_scores": {**result.hits[i].raw_scores, "rerank": float(scores[i])},
+            }
+        )
+        for rank, i in enumerate(order, 1)
+    ]
+    return result.model_copy(update={"hits": hits})
+
+
 def searched_mode(result: RetrievalResult) -> SearchMode:
     """The mode ``result``'s hits were searched in: its query's, or ``keyword`` where a
     corrective keyword retry won. It says which model scored them (ADR 028, 029)."""

@@ -239,33 +239,104 @@ async def test_a_backend_raising_fails_no_query(tmp_path: Path, index: EdgeIndex
     assert failures(metrics, "error") == 1
 
 
-async def test_calibrated_scorer_with_reranker_scores_falls_back_to_weighted(
+def _comparable(result: Any) -> dict[str, Any]:
+    """A result without what a reranker may change (hit order) or each run changes."""
+    data = result.model_dump(mode="json", exclude={"timings_ms", "timestamp"})
+    data["hits"] = sorted(
+        ({k: v for k, v in h.items() if k not in ("rank", "raw_scores")} for h in data["hits"]),
+        key=lambda h: h["chunk_id"],
+    )
+    return data
+
+
+@pytest.mark.parametrize("k", [2, 4])
+async def test_a_calibrated_query_is_scored_as_without_the_reranker_which_orders_its_kept_hits(
+    tmp_path: Path, index: EdgeIndex, k: int
+) -> None:
+    # ADR 048. Before it, a reranked query fell back to the weighted scorer: turning the
+    # reranker on cost every query its calibrated confidence.
+    plain, _, _ = build(tmp_path, index, None, scorer="calibrated")
+    before = ok((await plain.process([q(k=k)]))[0]).result
+    assert before.breakdown.scorer == "calibrated"
+    reranker = KeywordReranker()
+    pipe, metrics, _ = build(tmp_path, index, reranker, scorer="calibrated")
+    result = ok((await pipe.process([q(k=k)]))[0]).result
+    # Confidence, level, signals, kept set, dropped hits: all as without the reranker.
+    assert _comparable(result) == _comparable(before)
+    # The reranker saw the kept hits only (not a 4-candidate window) and ordered them.
+    assert reranker.calls == [[(QUESTION, len(before.hits))]]
+    scores = [h.raw_scores["rerank"] for h in result.hits]
+    assert scores == sorted(scores, reverse=True)
+    assert [h.rank for h in result.hits] == list(range(1, len(result.hits) + 1))
+    expected = [h.text for h in sorted(before.hits, key=lambda h: "bank transfer" not in h.text)]
+    assert [h.text for h in result.hits] == expected
+    if k == 4:  # the answer was kept, third by the retriever: first now
+        assert result.hits[0].text == ANSWER
+        assert before.hits[0].text != ANSWER
+    else:  # a reranker that orders the kept hits cannot bring in one the score left out
+        assert ANSWER not in [h.text for h in result.hits]
+    assert failures(metrics, "error") == 0
+
+
+async def test_a_reranker_failure_leaves_a_calibrated_query_in_the_retrievers_order(
     tmp_path: Path, index: EdgeIndex
 ) -> None:
-    # The packaged artifact is fit on cosines. Before reranked queries got their own
-    # engine, the rerank channel became primary and every query failed at "score" with
-    # a CalibrationMismatchError (metric reranker != cosine).
-    pipe, _, _ = build(tmp_path, index, KeywordReranker(), scorer="calibrated")
+    text = "broken: how are refunds paid?"
+    plain, _, _ = build(tmp_path, index, None, scorer="calibrated")
+    before = ok((await plain.process([q(text=text, k=4)]))[0]).result
+    error = RerankerUnavailableError("reranker down", attempts=3)
+    pipe, metrics, cache = build(tmp_path, index, BrokenReranker(error), scorer="calibrated")
+    result = ok((await pipe.process([q(text=text, k=4)]))[0]).result
+    assert [h.chunk_id for h in result.hits] == [h.chunk_id for h in before.hits]
+    assert all("rerank" not in h.raw_scores for h in result.hits)
+    assert result.confidence == before.confidence
+    assert "reranker_unavailable" in [r.code for r in result.recommendations]
+    assert failures(metrics, "unavailable") == 1
+    assert len(cache._data) == 0  # degraded: asked again, the reranker is tried again
+
+
+@pytest.mark.parametrize(
+    "answer", [[1.0], [float("nan"), 0.0, 1.0, 2.0], "not a list of scores per query"]
+)
+async def test_a_reranker_answering_wrong_counts_leaves_the_query_unordered(
+    tmp_path: Path, index: EdgeIndex, answer: Any
+) -> None:
+    class Wrong(KeywordReranker):
+        async def rerank_many(
+            self, queries: Sequence[tuple[str, Sequence[str]]]
+        ) -> list[list[float] | Exception]:
+            return [answer] if isinstance(answer, list) else []  # type: ignore[list-item]
+
+    pipe, metrics, _ = build(tmp_path, index, Wrong(), scorer="calibrated")
+    result = ok((await pipe.process([q(k=4)]))[0]).result
+    assert result.outcome == "ok"
+    assert "reranker_unavailable" in [r.code for r in result.recommendations]
+    assert failures(metrics, "response") == 1
+
+
+async def test_the_weighted_scorer_reranks_the_window_with_the_rerankers_bar(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    reranker = KeywordReranker()
+    pipe, _, _ = build(tmp_path, index, reranker, scorer="weighted")
     result = ok((await pipe.process([q(k=2)]))[0]).result
-    assert result.outcome == "ok", result.error
     assert result.breakdown.scorer == "weighted"
+    assert reranker.calls == [[(QUESTION, 4)]]  # the 4-candidate window
+    assert result.hits[0].text == ANSWER  # brought in from the retriever's third place
     # The reranker's own bar on sigmoid(logit), not the one fit for cosines.
     assert (
         pipe.engines.engine("threshold", "hybrid", reranked=True).config.similarity_threshold == 0.5
     )
-    assert [h.text for h in result.hits][:1] == [ANSWER]
-    # Without the reranker the calibrated scorer still scores the same index.
-    plain, _, _ = build(tmp_path, index, None, scorer="calibrated")
-    before = ok((await plain.process([q(k=2)]))[0]).result
-    assert before.breakdown.scorer == "calibrated"
 
 
 async def test_cache_keys_change_with_the_reranker(tmp_path: Path, index: EdgeIndex) -> None:
     plain, _, _ = build(tmp_path, index, None)
     reranked, _, _ = build(tmp_path, index, KeywordReranker())
-    assert plain.cached.key(plain._admit(0, q()), 1) != reranked.cached.key(
-        reranked._admit(0, q()), 1
-    )
+    ordered, _, _ = build(tmp_path, index, KeywordReranker(), scorer="calibrated")
+    keys = {pipe.cached.key(pipe._admit(0, q()), 1) for pipe in (plain, reranked, ordered)}
+    assert len(keys) == 3
+    assert ordered._admit(0, q()).orders_kept
+    assert not reranked._admit(0, q()).orders_kept
 
 
 async def test_hostile_query_text_goes_to_the_reranker_unharmed(
