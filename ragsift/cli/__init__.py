@@ -22,12 +22,14 @@ from ragsift.cli.admin import (
 )
 from ragsift.cli.calibration import calibrate
 from ragsift.cli.calibrations import calibrations_app
+from ragsift.cli.common import print_error
 from ragsift.cli.documents import documents
 from ragsift.cli.embedded import ask, demo, ingest
 from ragsift.cli.evaluation import evaluate
 from ragsift.cli.review import assess, feedback
 from ragsift.cli.serve import api, serve_console
 from ragsift.cli.streaming import submit, tail, topics, worker
+from ragsift.errors import ConfigurationError, InvalidEventError, RagsiftError
 
 __all__ = ["app", "main"]
 
@@ -83,5 +85,17 @@ _flowing_help(app)
 
 
 def main() -> None:
-    """Entry point of the ``ragsift`` console script."""
-    app()
+    """Entry point of the ``ragsift`` console script.
+
+    Commands turn the errors they expect into one line and an exit status themselves.
+    An error ragsift raised on purpose that a command did not expect (a shard another
+    process holds, a damaged index file) still gets one line, never a traceback: exit 2
+    for a setting or an input, 1 for anything else.
+    """
+    try:
+        app()
+    except RagsiftError as exc:
+        print_error(str(exc))
+        raise SystemExit(
+            2 if isinstance(exc, ConfigurationError | InvalidEventError) else 1
+        ) from exc

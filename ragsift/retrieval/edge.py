@@ -28,7 +28,7 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from ragsift.errors import ConfigurationError
+from ragsift.errors import ConfigurationError, ServiceUnavailableError
 from ragsift.retrieval import qdrant_common
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.edge_requests import (
@@ -156,9 +156,28 @@ class EdgeIndex:
             # The shard's own config, to size its search pool (Qdrant Edge checks it
             # against the stored one); None keeps what is stored.
             sized = None if self.search_threads is None else self._config(stored.dim)
-            opened = _Collection(name, qe.EdgeShard.load(str(shard_dir), sized), stored)
+            opened = _Collection(name, self._load(shard_dir, sized), stored)
             self._collections[name] = opened
             return opened
+
+    def _load(self, shard_dir: Path, sized: qe.EdgeConfig | None) -> qe.EdgeShard:
+        """Open a stored shard; what the engine refuses becomes an error that says why."""
+        try:
+            return qe.EdgeShard.load(str(shard_dir), sized)
+        except Exception as exc:  # the binding raises bare Exceptions with the engine's text
+            text = str(exc)
+            if "WouldBlock" in text:  # another process holds the shard's write-ahead log
+                raise ServiceUnavailableError(
+                    f"the index at {str(shard_dir)!r} is open in another process (an ingest,"
+                    " a worker or a console on this data dir): wait for it to finish, or"
+                    " give this command another --data-dir",
+                    service="qdrant-edge",  # in process: no server or setting to name
+                ) from exc
+            raise ConfigurationError(
+                f"cannot open the index at {str(shard_dir)!r}: {text}. Restore the data dir"
+                f" from a backup, or remove {str(shard_dir)!r} and"
+                f" {str(self._sidecar(shard_dir.name))!r} and ingest again"
+            ) from exc
 
     def _config(self, dim: int) -> qe.EdgeConfig:
         return qe.EdgeConfig(

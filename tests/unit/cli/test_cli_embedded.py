@@ -396,3 +396,27 @@ def test_an_advisory_answer_does_not_also_log_a_warning(
     assert code == 0
     assert "Advisory only" in out or "advisory" in out.lower()
     assert not [r for r in caplog.records if "advisory only" in r.getMessage()]
+
+
+def test_an_error_no_command_expects_is_one_line_from_the_real_entry_point(
+    tmp_path: Path,
+) -> None:
+    # A damaged index file reached `ask` as a traceback: the commands catch the errors
+    # they expect, and main() now turns any other RagsiftError into one line (exit 2
+    # for a setting or an input).
+    shards = tmp_path / "data" / "qdrant"
+    shards.mkdir(parents=True)
+    (shards / "default.ragsift.json").write_text("{bad")
+    args = ["ask", "--data-dir", str(tmp_path / "data"), "-t", "demo", "how long?"]
+    done = subprocess.run(
+        [sys.executable, "-m", "ragsift", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "RAGSIFT_EMBEDDER_KIND": "hashing", "COLUMNS": "200"},
+    )
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert lines == [lines[0]]
+    assert lines[0].startswith("error: unreadable metadata file")

@@ -26,3 +26,48 @@ def test_a_damaged_metadata_file_is_one_configuration_error(tmp_path: Path, body
     sidecar.write_bytes(body)
     with pytest.raises(ConfigurationError, match="unreadable metadata file"):
         index._open("docs")
+
+
+# -- the shard itself: held by another process, or damaged ---------------------------------
+
+
+async def _indexed(tmp_path: Path) -> Path:
+    from ragsift.ingest.indexer import Indexer
+    from ragsift.ingest.loaders import SourceDocument
+    from ragsift.retrieval.embedders import HashingEmbedder
+
+    index = EdgeIndex(tmp_path / "shards")
+    await Indexer(index, HashingEmbedder()).ingest(
+        "t", "docs", [SourceDocument("a.md", "The warranty lasts two years.")]
+    )
+    await index.close()
+    return tmp_path / "shards"
+
+
+async def test_a_shard_another_index_holds_is_a_clear_unavailable_error(tmp_path: Path) -> None:
+    # Two processes on one data dir (an ingest while `ask` runs) used to end in a traceback
+    # of the binding's bare Exception: "Can't init WAL: Kind(WouldBlock)".
+    from ragsift.errors import ServiceUnavailableError
+
+    path = await _indexed(tmp_path)
+    holder = EdgeIndex(path)
+    holder._open("docs")  # the WAL's lock is per open file: a second index here conflicts
+    try:
+        with pytest.raises(ServiceUnavailableError, match="open in another process") as caught:
+            EdgeIndex(path)._open("docs")
+        assert caught.value.service == "qdrant-edge"
+    finally:
+        await holder.close()
+    EdgeIndex(path)._open("docs")  # released: it opens
+
+
+@pytest.mark.parametrize("damaged", ["edge_config.json", "wal/open-1"])
+async def test_a_damaged_shard_is_one_configuration_error_saying_what_to_do(
+    tmp_path: Path, damaged: str
+) -> None:
+    path = await _indexed(tmp_path)
+    target = path / "docs" / damaged
+    target.write_bytes(b"garbage" * 1000)
+    with pytest.raises(ConfigurationError, match="cannot open the index") as caught:
+        EdgeIndex(path)._open("docs")
+    assert "ingest again" in str(caught.value)
