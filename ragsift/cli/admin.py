@@ -250,7 +250,9 @@ def audit_verify(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Walk the hash chain; name the first broken row and exit 1, or print a summary."""
+    """Walk the hash chain; name the first broken row and exit 1, or print a summary.
+
+    Nothing to verify (no audit files, or files without a row) exits 1 as well."""
     from ragsift.audit import GENESIS, AuditFileSink, verify_chain
     from ragsift.audit.verify import ChainReport, describe
 
@@ -263,6 +265,12 @@ def audit_verify(
     secret = os.environ.get(key_env)
     key = secret.encode() if secret else None
     files, report = walk()
+    if not files:  # a folder without audit files: the wrong folder, or a wiped trail
+        shown = ", ".join(str(p) for p in paths)
+        err_console.print(
+            Text.assemble(("nothing to verify", "red"), f": no audit files in {shown}")
+        )
+        raise typer.Exit(1)
     if report.problem is not None and report.problem.kind == "torn":
         # A running sink may be mid-write: read once more before calling the line torn.
         _settle()
@@ -271,6 +279,10 @@ def audit_verify(
         console.print_json(json.dumps(describe(report)))
     elif report.problem is not None:
         err_console.print(Text.assemble(("chain broken", "red"), f" at {report.problem}"))
+    elif not report.rows:  # an emptied trail vouches for nothing, whatever its files hold
+        err_console.print(
+            Text.assemble(("nothing to verify", "red"), f": no rows in {len(files)} file(s)")
+        )
     else:
         console.print(
             f"chain intact: {report.rows} rows in {len(files)} file(s), seq"
@@ -287,5 +299,5 @@ def audit_verify(
             console.print(
                 Text(f"HMACs present but not checked: {key_env} is unset", style="yellow")
             )
-    if report.problem is not None:
+    if report.problem is not None or not report.rows:
         raise typer.Exit(1)

@@ -188,3 +188,21 @@ def test_cli_reads_a_live_sinks_unfinished_last_line_again_before_calling_it_tor
     torn = runner.invoke(app, ["audit", "verify", str(tmp_path), "--json"])
     assert torn.exit_code == 1
     assert json.loads(torn.output)["break"]["kind"] == "torn"
+
+
+@pytest.mark.parametrize("flags", [[], ["--from-genesis"], ["--json"]])
+def test_nothing_to_verify_is_not_an_intact_chain(tmp_path: Path, flags: list[str]) -> None:
+    # An emptied trail, a folder without audit files and /dev/null all printed
+    # "chain intact: 0 rows" and exited 0, with --from-genesis too.
+    runner = CliRunner()
+    trail = tmp_path / "audit"
+    trail.mkdir()
+    (trail / "audit.jsonl").write_text("")
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    for target in (trail, trail / "audit.jsonl", other, Path("/dev/null")):
+        done = runner.invoke(app, ["audit", "verify", str(target), *flags])
+        assert done.exit_code == 1, (target, done.output)
+        assert "chain intact" not in done.output
+        if "--json" not in flags:
+            assert "nothing to verify" in done.output
