@@ -3,6 +3,9 @@
 - UTF-8, with a byte order mark or without: as it is.
 - UTF-16 and UTF-32 with their byte order mark (what Windows' editors save as
   "Unicode"): decoded by it. Read as UTF-8 they were a NUL between every letter.
+  More than :data:`MAX_REPLACED_SHARE` of the characters undecodable after the mark
+  (lone surrogates) is no text: random bytes behind a mark were indexed as chunks of
+  CJK-looking noise.
 - A file that is not UTF-8 because it was saved in a legacy single-byte encoding
   (most of its non-ASCII bytes are no UTF-8 sequence): read as Windows-1252, which
   covers Latin-1's letters, so "café" is not indexed as "caf\ufffd". A UTF-8 file
@@ -21,7 +24,7 @@ from typing import Final
 
 from ragsift.ingest.file_text import UnreadableFile
 
-__all__ = ["MAX_CONTROL_SHARE", "NOT_TEXT", "SNIFF_BYTES", "plain_text"]
+__all__ = ["MAX_CONTROL_SHARE", "MAX_REPLACED_SHARE", "NOT_TEXT", "SNIFF_BYTES", "plain_text"]
 
 #: The skipped-file reason for bytes that are no text.
 NOT_TEXT: Final = "not text"
@@ -29,6 +32,8 @@ NOT_TEXT: Final = "not text"
 SNIFF_BYTES: Final = 8000
 #: Control characters (not tab, line or page ends, nor ESC) a text may hold, as a share of it.
 MAX_CONTROL_SHARE: Final = 0.01
+#: Characters a file with a UTF-16 or UTF-32 mark may fail to decode, as a share of them.
+MAX_REPLACED_SHARE: Final = 0.01
 #: Of a non-UTF-8 file's non-ASCII bytes, the share that must fail as UTF-8 for it to be
 #: read as Windows-1252 (a single-byte encoding fails on nearly every one).
 LEGACY_SHARE: Final = 0.5
@@ -53,7 +58,15 @@ def plain_text(data: bytes) -> str:
     """
     for mark, codec in _MARKS:
         if data.startswith(mark):
-            return _checked(data.decode(codec, errors="replace"))
+            text = data.decode(codec, errors="replace")
+            replaced = text.count("\ufffd") - data.decode(codec, errors="ignore").count("\ufffd")
+            if replaced > MAX_REPLACED_SHARE * max(len(text), 1):
+                raise UnreadableFile(
+                    NOT_TEXT,
+                    f"{replaced:,} of {len(text):,} characters are no {codec.upper()}"
+                    " after its byte order mark (binary data?)",
+                )
+            return _checked(text)
     if b"\x00" in data[:SNIFF_BYTES]:
         raise UnreadableFile(
             NOT_TEXT,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import random
 from pathlib import Path
 
 import numpy as np
@@ -124,3 +125,24 @@ def test_hidden_files_and_folders_and_the_data_directory_are_passed_over(tmp_pat
     )
     # A hidden folder named as the path is read: it is what was asked for.
     assert [d.source for d in iter_documents(tmp_path / ".git")] == ["README.md"]
+
+
+@pytest.mark.parametrize(
+    ("mark", "body"),
+    [
+        (codecs.BOM_UTF16_LE, random.Random(7).randbytes(20_000)),  # noise behind a mark
+        (codecs.BOM_UTF16_LE, b"\x00\xd8" * 3),  # nothing but lone surrogates
+        (codecs.BOM_UTF16_BE, random.Random(8).randbytes(4_000)),
+    ],
+)
+def test_bytes_behind_a_utf16_mark_that_do_not_decode_are_no_text(mark: bytes, body: bytes) -> None:
+    # Indexed as 11 chunks of CJK-looking noise before: the mark skipped every check.
+    with pytest.raises(UnreadableFile, match="after its byte order mark"):
+        plain_text(mark + body)
+
+
+def test_utf16_text_with_one_damaged_unit_or_its_own_replacement_characters_is_text() -> None:
+    damaged = ("x" * 500).encode("utf-16-le") + b"\x00\xd8" + ("y" * 500).encode("utf-16-le")
+    assert plain_text(codecs.BOM_UTF16_LE + damaged).count("\ufffd") == 1
+    own = ("a\ufffd" * 100).encode("utf-16-le")  # U+FFFD written by the text's author
+    assert plain_text(codecs.BOM_UTF16_LE + own) == "a\ufffd" * 100
