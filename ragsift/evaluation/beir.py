@@ -55,9 +55,14 @@ def _field(path: Path, lineno: int, row: dict[str, Any], name: str) -> str:
     value = row.get(name)
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not value.strip():  # whitespace alone is no question
         raise InvalidEventError(f"{path}:{lineno}: needs a non-empty string {name!r}")
     return value
+
+
+def _same(text: str) -> str:
+    """A question's text as compared across files: case and spacing aside."""
+    return " ".join(text.casefold().split())
 
 
 def _corpus(folder: Path) -> tuple[list[SourceDocument], dict[str, str]]:
@@ -177,13 +182,22 @@ def load_beir(
                 candidates=pools.get(query_id),
             )
         )
+    also_asked: list[str] = []
     if out_of_scope is not None:
+        # A question of the set is no out-of-scope question, whatever a file says: the
+        # same text would be scored once as each (as SQuAD's loader skips an article on
+        # both sides).
+        texts = {_same(q.text) for q in queries}
         for lineno, row in _jsonl(out_of_scope):
             query_id = _field(out_of_scope, lineno, row, "_id")
+            text = _field(out_of_scope, lineno, row, "text")
+            if _same(text) in texts:
+                also_asked.append(query_id)
+                continue
             queries.append(
                 EvalQuery(
                     query_id=f"oos-{query_id}",
-                    text=_field(out_of_scope, lineno, row, "text"),
+                    text=text,
                     kind="out_of_scope",
                     relevant=frozenset(),
                     group=f"{OUT_OF_SCOPE_GROUP}{query_id}",
@@ -193,6 +207,12 @@ def load_beir(
         raise InvalidEventError(f"{folder}: no query of split {split!r} is in queries.jsonl")
     unasked = sorted(set(qrels) - asked)
     notes = []
+    if also_asked:
+        are = "question is" if len(also_asked) == 1 else "questions are"
+        notes.append(
+            f"{out_of_scope}: {len(also_asked)} out-of-scope {are} also in queries.jsonl,"
+            f" left out (first: {also_asked[0]!r})"
+        )
     if unasked:
         are = "query is" if len(unasked) == 1 else "queries are"
         notes.append(

@@ -148,3 +148,29 @@ def test_cli_shows_what_loading_left_out(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["eval", "--dataset", str(folder), "--half", "3"])
     assert result.exit_code == 2
     assert "1 judged query is not in queries.jsonl, left out (first: 'q7')" in result.stderr
+
+
+@pytest.mark.parametrize("text", ["\t \u3000 ", "\n"])
+def test_a_whitespace_question_is_refused_as_an_empty_one(tmp_path: Path, text: str) -> None:
+    # Only "" was refused: whitespace questions were evaluated, and took recall@8 from
+    # 1.000 to 0.558 on a set where half the questions were blank.
+    folder = write_beir(tmp_path / "blank")
+    (folder / "queries.jsonl").write_text(
+        json.dumps({"_id": "q1", "text": text}) + "\n", encoding="utf-8"
+    )
+    with pytest.raises(InvalidEventError, match=r"queries\.jsonl:1: needs a non-empty string"):
+        load_beir(folder)
+
+
+def test_a_set_question_in_the_out_of_scope_file_is_left_out_and_said(tmp_path: Path) -> None:
+    folder = write_beir(tmp_path / "both")
+    oos = tmp_path / "oos.jsonl"
+    rows = [
+        {"_id": "o1", "text": "  WHERE does kelpmoss   grow? "},  # q2, case and spacing aside
+        {"_id": "o2", "text": "Who painted the ceiling of the Sistine Chapel?"},
+    ]
+    oos.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    labelled = load_beir(folder, out_of_scope=oos)
+    off = [q for q in labelled.queries if q.kind == "out_of_scope"]
+    assert [q.query_id for q in off] == ["oos-o2"]
+    assert any("1 out-of-scope question is also in queries.jsonl" in n for n in labelled.notes)
