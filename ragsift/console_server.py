@@ -120,6 +120,14 @@ class _ConsoleApi:
             async with self._labelling:
                 await asyncio.to_thread(loop.apply, read)
         except FeedbackRefused as exc:
+            if exc.reason == "tenant_mismatch":
+                # Answered as a query never asked: a caller must not learn that another
+                # tenant asked this id (the metric still counts it as a mismatch).
+                detail = (
+                    f"feedback for query {read.query_id!r}: no scored result of tenant"
+                    f" {read.tenant_id!r} within the join window"
+                )
+                return error_response(404, "unknown_query", detail, query_id=read.query_id)
             return error_response(404, exc.reason, str(exc), query_id=read.query_id)
         except ValueError as exc:  # as `ragsift feedback` refuses it
             return error_response(422, "rejected", str(exc), query_id=read.query_id)

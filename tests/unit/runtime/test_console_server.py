@@ -218,7 +218,15 @@ async def test_a_label_is_applied_by_the_embedded_feedback_loop(tmp_path: Path) 
                 "/v1/feedback", json={**label, "relevant": False, "tenant_id": "globex"}
             )
             assert theirs.status == 404
-            assert (await theirs.json())["error"] == "tenant_mismatch"
+            # ... answered as for an id never asked: globex learns nothing of acme's ids
+            answer = await theirs.json()
+            assert answer["error"] == "unknown_query"
+            assert "acme" not in json.dumps(answer)
+            assert "another tenant" not in json.dumps(answer)
+            mismatches = runtime.metrics.registry.get_sample_value(
+                "ragsift_feedback_total", {"result": "tenant_mismatch"}
+            )
+            assert mismatches == 1
             [still] = runtime.feedback.store.labels(runtime.feedback.scope_of(record))
             assert still.relevant
             bad = await client.post("/v1/feedback", json={"query_id": "to-label"})
