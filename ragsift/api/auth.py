@@ -223,7 +223,16 @@ class KeyStore:
             keys = data["keys"] if isinstance(data, dict) else None
             if not isinstance(keys, list):
                 raise ValueError("no 'keys' list")
+            if data.get("version", 1) != 1:
+                raise ValueError(f"version {data.get('version')!r}; this ragsift reads version 1")
             records = [_key_record(r) for r in keys]
+            seen: set[str] = set()
+            for r in records:
+                # Two records of one id: one would shadow the other, and a revoke would
+                # rewrite the file without it (the record deleted, not revoked).
+                if r.key_id in seen:
+                    raise ValueError(f"key id {r.key_id!r} appears twice")
+                seen.add(r.key_id)
         except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise ConfigurationError(f"unreadable API keys file {self.path}: {exc}") from exc
         self._records = {r.key_id: r for r in records}

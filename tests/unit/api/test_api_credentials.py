@@ -52,6 +52,21 @@ def test_a_corrupt_keys_file_is_a_clear_error(tmp_path: Path) -> None:
         KeyStore(tmp_path / "keys.json").records()
 
 
+def test_a_keys_file_with_one_id_twice_or_another_version_is_refused(tmp_path: Path) -> None:
+    # Two records of id "a": `keys list` showed the second, and `keys revoke a` rewrote
+    # the file without the first: a key's record deleted, not revoked.
+    store = KeyStore(tmp_path / "keys.json")
+    store.create(["alpha"], ["query"])
+    data = json.loads((tmp_path / "keys.json").read_text())
+    twin = {**data["keys"][0], "tenants": ["beta"], "label": "twin"}
+    (tmp_path / "keys.json").write_text(json.dumps({**data, "keys": [*data["keys"], twin]}))
+    with pytest.raises(ConfigurationError, match="appears twice"):
+        KeyStore(tmp_path / "keys.json").records()
+    (tmp_path / "keys.json").write_text(json.dumps({**data, "version": 2}))
+    with pytest.raises(ConfigurationError, match="reads version 1"):
+        KeyStore(tmp_path / "keys.json").records()
+
+
 def test_a_keys_file_that_cannot_be_read_is_a_clear_error(tmp_path: Path) -> None:
     # A directory where the file should be (a mis-mounted Secret) used to escape as
     # IsADirectoryError with a traceback; a permission problem likewise.
