@@ -185,6 +185,9 @@ def feedback(
     from ragsift.workers.calibration import FeedbackRefused
 
     settings = _settings(data_dir)
+    if not Path(settings.data_dir).exists():  # nothing was asked there: create nothing
+        print_error(f"no data directory at {settings.data_dir}: no query was scored there")
+        raise typer.Exit(2)
     try:
         loop = embedded_feedback_loop(
             settings, build_embedder(settings.embedder).embedder_id, Metrics()

@@ -319,3 +319,12 @@ def test_keys_create_names_a_keys_file_it_cannot_write() -> None:
     assert result.exit_code == 2, result.output
     [line] = error_lines(result)
     assert line.startswith("error: cannot write the API keys file /proc/api-keys.json: "), line
+
+
+def test_feedback_on_a_data_dir_that_does_not_exist_creates_nothing(tmp_path: Path) -> None:
+    # It used to create the folder and a feedback.sqlite in it before refusing the id.
+    data = tmp_path / "typo" / "data"
+    result = run_cli(["feedback", "demo-0", "--relevant", "--data-dir", str(data)])
+    assert result.exit_code == 2, result.output
+    assert error_lines(result) == [f"error: no data directory at {data}: no query was scored there"]
+    assert not (tmp_path / "typo").exists()
