@@ -32,13 +32,19 @@ EMBED_BATCH = 64  # chunks embedded per call: bounded memory, fewer round trips
 @dataclass(frozen=True, slots=True)
 class IngestReport:
     """What one ingestion did: ``documents`` written as ``chunks``, and ``unchanged``
-    documents left as they were indexed (their fingerprint had not moved)."""
+    documents left as they were indexed (their fingerprint had not moved).
+
+    ``other_sources``: ``(doc_id, stored source, new source)`` of each document that
+    replaced one of its id indexed from another source: two files that map to one id
+    across ingests (``a b.txt`` and ``a-b.txt``), where one ingest refuses them.
+    """
 
     documents: int
     chunks: int
     deleted_documents: int
     index_version: int | None
     unchanged: int = 0
+    other_sources: tuple[tuple[str, str, str], ...] = ()
 
 
 class Indexer:
@@ -79,7 +85,7 @@ class Indexer:
         before the first is embedded, so progress counts chunks of the whole
         ingest: one large file among small ones no longer holds it at one
         document for minutes. A document indexed before exactly as it would be
-        written now (:meth:`_unchanged`) is left alone: ingesting a folder again
+        written now (:meth:`_stored`) is left alone: ingesting a folder again
         embeds only what changed.
 
         Raises:
@@ -93,8 +99,13 @@ class Indexer:
         info = await self.ensure(collection)
         prints = {doc.doc_id: self.fingerprint(doc) for doc in docs}
         split = [(doc, self.chunker.split(doc.doc_id, doc.text)) for doc in docs]
-        unchanged = await self._unchanged(tenant_id, collection, split, prints, info)
+        unchanged, sources = await self._stored(tenant_id, collection, split, prints, info)
         split = [(doc, pieces) for doc, pieces in split if doc.doc_id not in unchanged]
+        other = tuple(
+            (doc.doc_id, sources[doc.doc_id], _source(doc))
+            for doc, _ in split
+            if sources.get(doc.doc_id, _source(doc)) != _source(doc)
+        )
         total = sum(len(pieces) for _, pieces in split)
         pending: list[tuple[int, SourceDocument, Chunk]] = []  # (document index, ...)
         replaced: set[str] = set()  # documents whose old chunks are already deleted
@@ -113,7 +124,9 @@ class Indexer:
         if progress is not None and docs:
             progress(chunks, total)
         version = await self._bump(tenant_id, collection) if split else None
-        return IngestReport(len(split), chunks, 0, version, unchanged=len(unchanged))
+        return IngestReport(
+            len(split), chunks, 0, version, unchanged=len(unchanged), other_sources=other
+        )
 
     def fingerprint(self, doc: SourceDocument) -> str:
         """What ``doc``'s chunks are made of here: its text, title, source, metadata, the
@@ -130,26 +143,29 @@ class Indexer:
         text = json.dumps(made_of, sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
-    async def _unchanged(
+    async def _stored(
         self,
         tenant_id: str,
         collection: str,
         split: list[tuple[SourceDocument, list[Chunk]]],
         prints: Mapping[str, str],
         info: CollectionInfo,
-    ) -> set[str]:
-        """The documents already indexed as they would be written now: their first and
-        last chunks stored with this document's fingerprint, and no chunk after the
-        last. Three point reads per document, whatever the collection's size. A
-        version cut short by a failed write lacks its last chunk, an old one written
-        before fingerprints has none: both are written again. A tenant the collection
-        holds nothing of (``info``) is not asked: a first ingest reads no points."""
+    ) -> tuple[set[str], dict[str, str]]:
+        """The documents already indexed as they would be written now, and the source
+        each document id was indexed from (its first chunk's), where one is.
+
+        Unchanged: their first and last chunks stored with this document's fingerprint,
+        and no chunk after the last. Three point reads per document, whatever the
+        collection's size. A version cut short by a failed write lacks its last chunk,
+        an old one written before fingerprints has none: both are written again. A
+        tenant the collection holds nothing of (``info``) is not asked: a first ingest
+        reads no points."""
         tenants = info.tenants
         if tenants is not None and len(tenants) < MAX_TENANTS_IN_INFO and tenant_id not in tenants:
-            return set()
+            return set(), {}
         asked = [(doc, pieces) for doc, pieces in split if pieces]
         if not asked:
-            return set()
+            return set(), {}
         ids = [
             chunk_id
             for doc, pieces in asked
@@ -157,14 +173,17 @@ class Indexer:
         ]
         stored = await self.index.chunk_payloads(collection, tenant_id, ids)
         unchanged = set()
+        sources: dict[str, str] = {}
         for doc, pieces in asked:
             mark = prints[doc.doc_id]
             ends = (stored.get(pieces[0].chunk_id), stored.get(pieces[-1].chunk_id))
+            if ends[0] is not None and isinstance(ends[0].get("source"), str):
+                sources[doc.doc_id] = ends[0]["source"]
             if _after(doc, pieces) not in stored and all(
                 end is not None and end.get(FINGERPRINT_FIELD) == mark for end in ends
             ):
                 unchanged.add(doc.doc_id)
-        return unchanged
+        return unchanged, sources
 
     async def remove(self, tenant_id: str, collection: str, doc_ids: Iterable[str]) -> IngestReport:
         """Delete a tenant's documents (``ingest --prune``), under one new index version
@@ -194,11 +213,16 @@ class Indexer:
         pieces = self.chunker.split(doc.doc_id, doc.text)
         prints = {doc.doc_id: self.fingerprint(doc)}
         # A replay (at-least-once, a rebalance) of what is indexed already embeds nothing.
-        if await self._unchanged(event.tenant_id, event.collection, [(doc, pieces)], prints, info):
+        unchanged, sources = await self._stored(
+            event.tenant_id, event.collection, [(doc, pieces)], prints, info
+        )
+        if unchanged:
             return IngestReport(0, 0, 0, None, unchanged=1)
         chunks = await self._write(event.tenant_id, event.collection, doc, pieces, prints)
         version = await self._bump(event.tenant_id, event.collection)
-        return IngestReport(1, chunks, 0, version)
+        stored = sources.get(doc.doc_id, _source(doc))
+        other = ((doc.doc_id, stored, _source(doc)),) if stored != _source(doc) else ()
+        return IngestReport(1, chunks, 0, version, other_sources=other)
 
     async def _write(
         self,
@@ -247,7 +271,7 @@ class Indexer:
                 collection=collection,
                 doc_id=doc.doc_id,
                 text=c.text,
-                source=doc.source or doc.doc_id,
+                source=_source(doc),
                 source_type=doc.source_type,
                 vector=vec,
                 metadata=doc.stored_metadata(),
@@ -275,6 +299,11 @@ class Indexer:
         if self.cache is None:
             return None
         return await self.cache.bump_index_version(tenant_id, collection)
+
+
+def _source(doc: SourceDocument) -> str:
+    """The source a document's chunks are stored with (its id where it names none)."""
+    return doc.source or doc.doc_id
 
 
 def _after(doc: SourceDocument, pieces: list[Chunk]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
     from ragsift.evaluation.sweep import Reprober
 
 __all__ = ["IndexerHandler"]
+
+log = logging.getLogger(__name__)
 
 #: The slowest rate, in characters a second, at which a document is assumed to be
 #: chunked, embedded and written: the onnx model read ~17,000 a second on two quiet
@@ -58,11 +61,21 @@ class IndexerHandler:
         outcomes: list[Outcome] = []
         for event in events:
             try:
-                await self.indexer.apply(event)
+                report = await self.indexer.apply(event)
             except Exception as exc:  # each failure is routed to the dead-letter topic
                 outcomes.append(exc)
             else:
                 outcomes.append([])
+                for doc_id, before, now in report.other_sources:
+                    log.warning(
+                        "document %r of tenant %r in %r, from %r, replaced one of its id"
+                        " indexed from %r",
+                        doc_id,
+                        event.tenant_id,
+                        event.collection,
+                        now,
+                        before,
+                    )
                 if self.reprober is not None:
                     self.reprober.touched(event.tenant_id, event.collection)
         return outcomes

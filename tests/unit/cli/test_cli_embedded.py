@@ -420,3 +420,22 @@ def test_an_error_no_command_expects_is_one_line_from_the_real_entry_point(
     assert "Traceback" not in done.stderr
     assert lines == [lines[0]]
     assert lines[0].startswith("error: unreadable metadata file")
+
+
+def test_ingest_warns_when_a_file_replaces_another_files_document(
+    cli: Invoke, tmp_path: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "opening hours.txt").write_text("The zebra enclosure opens at nine.")
+    (docs / "opening-hours.txt").write_text("Parking costs five euros.")
+    first = cli(["ingest", str(docs / "opening hours.txt"), "-t", "t1", "--no-probe"])
+    assert first.exit_code == 0, first.output
+    assert not [line for line in error_lines(first) if line.startswith("warning:")]
+    second = cli(["ingest", str(docs / "opening-hours.txt"), "-t", "t1", "--no-probe"])
+    assert second.exit_code == 0, second.output
+    [warning] = [line for line in error_lines(second) if line.startswith("warning:")]
+    assert "'opening-hours.txt' replaced document 'opening-hours.txt'" in warning
+    assert "from 'opening hours.txt'" in warning
+    again = cli(["ingest", str(docs / "opening-hours.txt"), "-t", "t1", "--no-probe"])
+    assert not [line for line in error_lines(again) if line.startswith("warning:")]

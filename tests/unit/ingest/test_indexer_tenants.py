@@ -123,3 +123,37 @@ async def test_embedded_runtime_keeps_each_tenants_answers(tmp_path: Path) -> No
         assert not other.cache.hit
         assert all(h.text == BRAVO_TEXT for h in other.hits)
         assert other.result_id != cached.result_id
+
+
+async def test_a_document_replacing_its_id_from_another_source_is_reported(
+    index: VectorIndex,
+) -> None:
+    # "opening hours.txt" and "opening-hours.txt" map to one id: one ingest refuses
+    # them, but two ingests replaced the first without a word.
+    indexer = Indexer(index, EMBEDDER)
+    first = SourceDocument(
+        "opening-hours.txt", "The zebra enclosure opens at nine.", source="opening hours.txt"
+    )
+    done = await indexer.ingest("alpha", COLLECTION, [first])
+    assert done.other_sources == ()
+    second = SourceDocument("opening-hours.txt", "Parking costs five euros.")
+    done = await indexer.ingest("alpha", COLLECTION, [second])
+    assert done.other_sources == (("opening-hours.txt", "opening hours.txt", "opening-hours.txt"),)
+    # The same source again, changed or not, is an update: nothing to report.
+    again = SourceDocument("opening-hours.txt", "Parking costs six euros.")
+    assert (await indexer.ingest("alpha", COLLECTION, [again])).other_sources == ()
+    # Another tenant's document of that id is not this one's.
+    other = SourceDocument("opening-hours.txt", "Bravo's hours.", source="elsewhere.txt")
+    assert (await indexer.ingest("bravo", COLLECTION, [other])).other_sources == ()
+    # The documents topic reports it as well.
+    event = DocumentEvent(
+        event_id="e-1",
+        doc_id="opening-hours.txt",
+        tenant_id="alpha",
+        collection=COLLECTION,
+        text="The zebra enclosure opens at ten.",
+        source="opening hours.txt",
+    )
+    assert (await indexer.apply(event)).other_sources == (
+        ("opening-hours.txt", "opening-hours.txt", "opening hours.txt"),
+    )
