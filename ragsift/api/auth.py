@@ -281,6 +281,17 @@ def _key_record(raw: Any) -> KeyRecord:
         if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
             raise ValueError(f"key {raw.get('key_id')!r}: {name} must be a list of strings")
         lists[name] = tuple(value)
+    # What `keys create` refuses, a hand-edited file may not hold either: a tenant no
+    # query can name ("*" is no wildcard), or a scope no route asks for.
+    tenants, scopes = list(lists["tenants"] or ()), list(lists["scopes"] or ())
+    if not tenants or not all(_TENANT_RE.match(t) for t in tenants):
+        raise ValueError(
+            f"key {raw.get('key_id')!r}: tenants must match {TENANT_PATTERN}, got {tenants}"
+        )
+    if not scopes or set(scopes) - set(SCOPES):
+        raise ValueError(
+            f"key {raw.get('key_id')!r}: scopes must be some of {list(SCOPES)}, got {scopes}"
+        )
     return KeyRecord(**{**raw, **lists})
 
 

@@ -67,6 +67,28 @@ def test_a_keys_file_with_one_id_twice_or_another_version_is_refused(tmp_path: P
         KeyStore(tmp_path / "keys.json").records()
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("tenants", ["*"], "tenants must match"),
+        ("tenants", ["../x"], "tenants must match"),
+        ("tenants", [], "tenants must match"),
+        ("scopes", ["root"], "scopes must be some of"),
+        ("scopes", [], "scopes must be some of"),
+    ],
+)
+def test_a_hand_edited_key_with_what_keys_create_refuses_is_refused(
+    tmp_path: Path, field: str, value: list[str], message: str
+) -> None:
+    store = KeyStore(tmp_path / "keys.json")
+    store.create(["alpha"], ["query"])
+    data = json.loads((tmp_path / "keys.json").read_text())
+    data["keys"][0][field] = value
+    (tmp_path / "keys.json").write_text(json.dumps(data))
+    with pytest.raises(ConfigurationError, match=message):
+        KeyStore(tmp_path / "keys.json").records()
+
+
 def test_a_keys_file_that_cannot_be_read_is_a_clear_error(tmp_path: Path) -> None:
     # A directory where the file should be (a mis-mounted Secret) used to escape as
     # IsADirectoryError with a traceback; a permission problem likewise.
