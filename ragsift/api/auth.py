@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import jwt
 
-from ragsift.api.keys_file import resolve_keys_file
+from ragsift.api.keys_file import read_keys, resolve_keys_file
 from ragsift.errors import ConfigurationError, RagsiftError
 from ragsift.schemas.base import TENANT_PATTERN
 from ragsift.settings import DEFAULT_DATA_DIR, ApiSettings
@@ -219,20 +219,7 @@ class KeyStore:
                 f"cannot read the API keys file {self.path}: {exc.strerror or exc}"
             ) from exc
         try:
-            data = json.loads(text)
-            keys = data["keys"] if isinstance(data, dict) else None
-            if not isinstance(keys, list):
-                raise ValueError("no 'keys' list")
-            if data.get("version", 1) != 1:
-                raise ValueError(f"version {data.get('version')!r}; this ragsift reads version 1")
-            records = [_key_record(r) for r in keys]
-            seen: set[str] = set()
-            for r in records:
-                # Two records of one id: one would shadow the other, and a revoke would
-                # rewrite the file without it (the record deleted, not revoked).
-                if r.key_id in seen:
-                    raise ValueError(f"key id {r.key_id!r} appears twice")
-                seen.add(r.key_id)
+            records = [KeyRecord(**fields) for fields in read_keys(text, SCOPES)]
         except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise ConfigurationError(f"unreadable API keys file {self.path}: {exc}") from exc
         self._records = {r.key_id: r for r in records}
@@ -260,39 +247,6 @@ class KeyStore:
         os.chmod(tmp, 0o600)
         os.replace(tmp, self.path)
         self._seen = None  # re-read on next use (mtime granularity may hide this write)
-
-
-def _key_record(raw: Any) -> KeyRecord:
-    """One key as the keys file holds it, every field of the type ``KeyStore`` writes: a
-    hand-edited ``"tenants": "alpha"`` would otherwise read as tenants a, l, p and h.
-
-    Raises:
-        ValueError: a field is missing, of another type, or unknown.
-    """
-    if not isinstance(raw, dict):
-        raise ValueError(f"a key must be an object, got {type(raw).__name__}")
-    strings = ("key_id", "sha256", "label", "created_at")
-    if not all(isinstance(raw.get(name, ""), str) for name in strings) or not isinstance(
-        raw.get("revoked_at"), str | None
-    ):
-        raise ValueError(f"key {raw.get('key_id')!r}: {', '.join(strings)} must be strings")
-    lists = {name: raw.get(name) for name in ("tenants", "scopes")}
-    for name, value in lists.items():
-        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
-            raise ValueError(f"key {raw.get('key_id')!r}: {name} must be a list of strings")
-        lists[name] = tuple(value)
-    # What `keys create` refuses, a hand-edited file may not hold either: a tenant no
-    # query can name ("*" is no wildcard), or a scope no route asks for.
-    tenants, scopes = list(lists["tenants"] or ()), list(lists["scopes"] or ())
-    if not tenants or not all(_TENANT_RE.match(t) for t in tenants):
-        raise ValueError(
-            f"key {raw.get('key_id')!r}: tenants must match {TENANT_PATTERN}, got {tenants}"
-        )
-    if not scopes or set(scopes) - set(SCOPES):
-        raise ValueError(
-            f"key {raw.get('key_id')!r}: scopes must be some of {list(SCOPES)}, got {scopes}"
-        )
-    return KeyRecord(**{**raw, **lists})
 
 
 class JwtVerifier:

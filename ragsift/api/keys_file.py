@@ -1,4 +1,5 @@
-"""Where the API keys file is: ``RAGSIFT_API_KEYS_FILE``, else the data dir's.
+"""Where the API keys file is (``RAGSIFT_API_KEYS_FILE``, else the data dir's), and
+what it must hold.
 
 ``ragsift keys`` writes it and ``ragsift api`` and ``ragsift console`` read it
 (:class:`~ragsift.api.auth.KeyStore`); all three find it here.
@@ -6,11 +7,18 @@
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from ragsift.schemas.base import TENANT_PATTERN
 from ragsift.settings import DEFAULT_DATA_DIR, ApiSettings
 
-__all__ = ["KEYS_FILE_NAME", "WORKING_DIR_KEYS_FILE", "resolve_keys_file"]
+__all__ = ["KEYS_FILE_NAME", "WORKING_DIR_KEYS_FILE", "read_keys", "resolve_keys_file"]
+
+_TENANT_RE = re.compile(TENANT_PATTERN)
 
 KEYS_FILE_NAME = "api-keys.json"
 #: The keys file when neither it nor the data dir is set (and, before 2026-11-30, even
@@ -38,3 +46,60 @@ def resolve_keys_file(settings: ApiSettings, data_dir: Path) -> tuple[Path, str 
             " RAGSIFT_API_KEYS_FILE to it"
         )
     return path, None
+
+
+def read_keys(text: bytes, scopes: Sequence[str]) -> list[dict[str, Any]]:
+    """The key records of a keys file's bytes, each as ``KeyRecord``'s fields.
+
+    Raises:
+        ValueError: not a version-1 keys file, a key of the wrong shape, or one id twice
+            (one record would shadow the other, and a revoke would rewrite the file
+            without it: the record deleted, not revoked).
+    """
+    data = json.loads(text)
+    keys = data["keys"] if isinstance(data, dict) else None
+    if not isinstance(keys, list):
+        raise ValueError("no 'keys' list")
+    if data.get("version", 1) != 1:
+        raise ValueError(f"version {data.get('version')!r}; this ragsift reads version 1")
+    records = [_key_fields(raw, scopes) for raw in keys]
+    seen: set[str] = set()
+    for record in records:
+        if record["key_id"] in seen:
+            raise ValueError(f"key id {record['key_id']!r} appears twice")
+        seen.add(record["key_id"])
+    return records
+
+
+def _key_fields(raw: Any, known_scopes: Sequence[str]) -> dict[str, Any]:
+    """One key as the keys file holds it, every field of the type ``KeyStore`` writes: a
+    hand-edited ``"tenants": "alpha"`` would otherwise read as tenants a, l, p and h.
+    What ``keys create`` refuses a hand-edited file may not hold either: a tenant no
+    query can name (``*`` is no wildcard), or a scope no route asks for.
+
+    Raises:
+        ValueError: a field is missing, of another type, or unknown.
+    """
+    if not isinstance(raw, dict):
+        raise ValueError(f"a key must be an object, got {type(raw).__name__}")
+    strings = ("key_id", "sha256", "label", "created_at")
+    if not all(isinstance(raw.get(name, ""), str) for name in strings) or not isinstance(
+        raw.get("revoked_at"), str | None
+    ):
+        raise ValueError(f"key {raw.get('key_id')!r}: {', '.join(strings)} must be strings")
+    lists: dict[str, tuple[str, ...]] = {}
+    for name in ("tenants", "scopes"):
+        value = raw.get(name)
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            raise ValueError(f"key {raw.get('key_id')!r}: {name} must be a list of strings")
+        lists[name] = tuple(value)
+    tenants, scopes = list(lists["tenants"]), list(lists["scopes"])
+    if not tenants or not all(_TENANT_RE.match(t) for t in tenants):
+        raise ValueError(
+            f"key {raw.get('key_id')!r}: tenants must match {TENANT_PATTERN}, got {tenants}"
+        )
+    if not scopes or set(scopes) - set(known_scopes):
+        raise ValueError(
+            f"key {raw.get('key_id')!r}: scopes must be some of {list(known_scopes)}, got {scopes}"
+        )
+    return {**raw, **lists}
