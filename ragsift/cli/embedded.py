@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,9 +26,9 @@ from ragsift.cli.common import (
     err_console,
     plain_console,
     print_error,
-    print_warning,
     read_documents,
 )
+from ragsift.cli.ingest_warnings import warn_interrupted, warn_other_sources
 from ragsift.cli.prune import kept_ids, refuse_prune_of_file, show_pruned
 from ragsift.schemas.base import MAX_K
 
@@ -210,18 +210,22 @@ def ingest(
     async def run() -> Any:
         async with runtime:
             with _stage_progress(transient=False) as tick:
-                report = await runtime.ingest(
-                    tenant,
-                    docs,
-                    collection=collection,
-                    progress=lambda done, total: tick("indexing chunks", done, total),
-                )
+                try:
+                    report = await runtime.ingest(
+                        tenant,
+                        docs,
+                        collection=collection,
+                        progress=lambda done, total: tick("indexing chunks", done, total),
+                    )
+                except asyncio.CancelledError:  # Ctrl-C: asyncio.run cancels, then re-raises
+                    warn_interrupted()
+                    raise
             same = f"; {report.unchanged} unchanged, not embedded again" if report.unchanged else ""
             console.print(
                 f"indexed {report.documents} documents as {report.chunks} chunks for tenant"
                 f" {tenant!r} in collection {collection!r}{same}"
             )
-            _warn_other_sources(report.other_sources)
+            warn_other_sources(report.other_sources)
             if prune:
                 keep = kept_ids((d.doc_id for d in docs), path, skipped)
                 show_pruned(await runtime.prune(tenant, keep, collection=collection), path)
@@ -230,18 +234,6 @@ def ingest(
                 _show_reprobe(done, "`--no-probe`")
 
     _embedded(run())
-
-
-def _warn_other_sources(replaced: Sequence[tuple[str, str, str]], shown: int = 5) -> None:
-    """One warning line per document that replaced one of its id from another source
-    (two files that map to one document id across ingests), the first ``shown``."""
-    for doc_id, before, now in replaced[:shown]:
-        print_warning(
-            f"{now!r} replaced document {doc_id!r}, indexed before from {before!r}: ids are"
-            " file paths under the folder ingested, made safe; rename one to keep both"
-        )
-    if len(replaced) > shown:
-        print_warning(f"... and {len(replaced) - shown} more documents like it")
 
 
 async def _reprobe(runtime: Any, settings: Any, tenant: str, collection: str) -> Any:

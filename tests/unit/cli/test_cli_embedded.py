@@ -439,3 +439,46 @@ def test_ingest_warns_when_a_file_replaces_another_files_document(
     assert "from 'opening hours.txt'" in warning
     again = cli(["ingest", str(docs / "opening-hours.txt"), "-t", "t1", "--no-probe"])
     assert not [line for line in error_lines(again) if line.startswith("warning:")]
+
+
+INTERRUPTED_INGEST = """
+import asyncio, sys
+from ragsift.embedded import EmbeddedRuntime
+from ragsift.cli import main
+
+async def held(*args, **kwargs):
+    print("writing", flush=True)
+    await asyncio.sleep(120)
+
+EmbeddedRuntime.ingest = held
+sys.argv = ["ragsift", *sys.argv[1:]]
+main()
+"""
+
+
+def test_an_interrupted_ingest_says_how_to_complete_it(tmp_path: Path) -> None:
+    # Ctrl-C during a long ingest printed "Aborted!" and left a document indexed in part,
+    # served as if whole, with nothing said about running the ingest again.
+    import signal
+
+    doc = tmp_path / "a.txt"
+    doc.write_text("The warranty lasts two years.")
+    args = ["ingest", str(doc), "-t", "t1", "--no-probe", "--data-dir", str(tmp_path / "d")]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED_INGEST, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RAGSIFT_EMBEDDER_KIND": "hashing", "COLUMNS": "200"},
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "writing"  # inside the ingest now
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    warnings = [line for line in stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        "warning: interrupted: a document being written may be indexed in part and is"
+        " served so; run the same ingest again to complete it (documents indexed as they"
+        " are now are skipped)"
+    ], stderr

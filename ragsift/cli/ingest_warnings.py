@@ -1,0 +1,31 @@
+"""What ``ragsift ingest`` warns about beyond its counts: a document that replaced one
+of its id indexed from another file, and an ingest stopped midway."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ragsift.cli.common import print_warning
+
+__all__ = ["warn_interrupted", "warn_other_sources"]
+
+
+def warn_other_sources(replaced: Sequence[tuple[str, str, str]], shown: int = 5) -> None:
+    """One warning line per document that replaced one of its id from another source
+    (two files that map to one document id across ingests), the first ``shown``."""
+    for doc_id, before, now in replaced[:shown]:
+        print_warning(
+            f"{now!r} replaced document {doc_id!r}, indexed before from {before!r}: ids are"
+            " file paths under the folder ingested, made safe; rename one to keep both"
+        )
+    if len(replaced) > shown:
+        print_warning(f"... and {len(replaced) - shown} more documents like it")
+
+
+def warn_interrupted() -> None:
+    """Ctrl-C during an ingest: what was written stays, and how to complete it."""
+    print_warning(
+        "interrupted: a document being written may be indexed in part and is served so;"
+        " run the same ingest again to complete it (documents indexed as they are now"
+        " are skipped)"
+    )
