@@ -184,6 +184,13 @@ def feedback(
     from ragsift.wiring import build_embedder
     from ragsift.workers.calibration import FeedbackRefused
 
+    try:  # a query id or tenant no event may carry: said before anything else
+        FeedbackEvent(
+            event_id="cli-check", query_id=query_id, tenant_id=tenant or "t", relevant=relevant
+        )
+    except ValidationError as exc:
+        print_error(describe_validation_error(exc))
+        raise typer.Exit(2) from exc
     settings = _settings(data_dir)
     if not Path(settings.data_dir).exists():  # nothing was asked there: create nothing
         print_error(f"no data directory at {settings.data_dir}: no query was scored there")
