@@ -6,7 +6,7 @@ import asyncio
 import json
 from typing import Any
 
-from aiohttp import web
+from aiohttp import web, web_protocol
 
 from ragsift.errors import RagsiftError
 
@@ -78,6 +78,8 @@ async def read_json_body(request: web.Request, *, max_bytes: int, timeout_s: flo
         raise BodyError(
             408, "body_timeout", f"the body did not arrive within {timeout_s} s"
         ) from exc
+    except web_protocol.RequestPayloadError as exc:  # e.g. gzip that is not gzip
+        raise BodyError(400, "bad_body", f"the body cannot be read: {exc}") from exc
     body = b"".join(chunks)
     if _too_deep(body):
         raise BodyError(400, "bad_json", f"the body nests deeper than {MAX_JSON_DEPTH} levels")

@@ -208,3 +208,14 @@ async def test_insecure_mode_still_needs_a_tenant_in_the_body(tmp_path: Any) -> 
         response = await client.post("/v1/query", json={"query": "q"})
         assert response.status == 422
         assert ["tenant_id"] in [f["loc"] for f in (await response.json())["fields"]]
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+async def test_a_body_its_content_encoding_cannot_decode_is_a_400(
+    client: Client, keys: Keys, encoding: str
+) -> None:
+    # It was a text/plain 500 with a traceback in the log, never counted by route.
+    status, body = await _post(client, keys, b"notgzip", **{"Content-Encoding": encoding})
+    assert status == 400
+    assert body["error"] == "bad_body"
+    assert "cannot be read" in body["detail"]
