@@ -46,9 +46,11 @@ STATIC_FILES = {
 }
 #: messages an open page may fall behind by before it misses some (each one is counted)
 CLIENT_QUEUE_SIZE = 256
-#: tenants counted apart; later ones share "other", so hostile tenant ids cannot grow memory
+#: tenants counted apart; later ones share OTHER_TENANT, so hostile tenant ids cannot grow memory
 DEFAULT_MAX_TENANTS = 50
-OTHER_TENANT = "other"
+#: No tenant id can be this (TENANT_PATTERN has no space or parenthesis): a tenant called
+#: "other" read the overflow tenants' counters when the bucket was named so.
+OTHER_TENANT = "(other tenants)"
 #: a comment line this often keeps proxies from closing an idle stream
 HEARTBEAT_S = 15.0
 #: text of a hit shown on the page: a glance, the full text is in the API's result
@@ -116,7 +118,7 @@ class ConsoleHub:
 
     Args:
         backlog: messages replayed to a page that connects, ``>= 1``.
-        max_tenants: tenants with their own counters; later ones share ``other``.
+        max_tenants: tenants with their own counters; later ones share :data:`OTHER_TENANT`.
         on_drop: called once per message a slow page did not get (count it).
     """
 
@@ -144,7 +146,8 @@ class ConsoleHub:
         self._backlog.append(message)
         for client in list(self._clients):
             self._send(client, message)
-            if message["kind"] in ("result", "report"):
+            # Only to pages that see the tenant: another's page would learn when it asked.
+            if message["kind"] in ("result", "report") and client.sees(message["tenant_id"]):
                 self._send(client, self._counters_message(client.tenants))
 
     def counters(self, tenants: frozenset[str] | None) -> dict[str, dict[str, float | int]]:

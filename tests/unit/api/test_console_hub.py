@@ -232,3 +232,26 @@ async def test_a_stopping_server_ends_the_event_streams_without_waiting_for_them
         if page_stays:
             assert (await resp.content.read()).strip() == b""  # the stream ended
             assert resp.content.at_eof()  # (an open page's EventSource then reconnects)
+
+
+def test_a_tenant_named_other_never_reads_the_overflow_counters() -> None:
+    # The overflow bucket was the tenant id "other": that tenant's page showed every
+    # tenant past the limit's queries and refusals as its own.
+    hub = ConsoleHub(backlog=5, max_tenants=2)
+    hub.accept("retrievals", build_result("q0", "other"))
+    hub.accept("retrievals", build_result("q1", "t1"))
+    for i in range(5):
+        hub.accept("retrievals", build_result(f"v{i}", "victim"))
+    theirs = hub.counters(frozenset({"other"}))
+    assert theirs == {"other": theirs["other"]}
+    assert theirs["other"]["queries"] == 1
+    assert hub.counters(None)[OTHER_TENANT]["queries"] == 5
+
+
+def test_a_page_gets_counters_only_when_a_tenant_it_sees_asks() -> None:
+    hub = ConsoleHub(backlog=5)
+    page, _ = hub.open(frozenset({"t0"}))
+    hub.accept("retrievals", build_result("q1", "t1"))  # another tenant's question
+    assert drain(page.queue) == []
+    hub.accept("retrievals", build_result("q2", "t0"))
+    assert [m["kind"] for m in drain(page.queue)] == ["result", "counters"]
