@@ -123,9 +123,9 @@ class _ConsoleApi:
             if exc.reason == "tenant_mismatch":
                 # Answered as a query never asked: a caller must not learn that another
                 # tenant asked this id (the metric still counts it as a mismatch).
-                detail = (
-                    f"feedback for query {read.query_id!r}: no scored result of tenant"
-                    f" {read.tenant_id!r} within the join window"
+                detail = (  # word for word what an id never asked gets
+                    f"feedback for query {read.query_id!r}: no scored result within the join"
+                    f" window ({loop.settings.join_ttl_s}s)"
                 )
                 return error_response(404, "unknown_query", detail, query_id=read.query_id)
             return error_response(404, exc.reason, str(exc), query_id=read.query_id)

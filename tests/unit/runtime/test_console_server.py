@@ -220,9 +220,14 @@ async def test_a_label_is_applied_by_the_embedded_feedback_loop(tmp_path: Path) 
             assert theirs.status == 404
             # ... answered as for an id never asked: globex learns nothing of acme's ids
             answer = await theirs.json()
-            assert answer["error"] == "unknown_query"
+            never = await (
+                await client.post(
+                    "/v1/feedback", json={**label, "query_id": "never-asked", "tenant_id": "globex"}
+                )
+            ).json()
+            assert answer["error"] == never["error"] == "unknown_query"
+            assert answer["detail"] == never["detail"].replace("never-asked", "to-label")
             assert "acme" not in json.dumps(answer)
-            assert "another tenant" not in json.dumps(answer)
             mismatches = runtime.metrics.registry.get_sample_value(
                 "ragsift_feedback_total", {"result": "tenant_mismatch"}
             )
