@@ -138,12 +138,21 @@ class _ConsoleApi:
         principal = request[_PRINCIPAL]
         principal.require("read")
         query_id = request.match_info["query_id"]
-        found = self.runtime.find_answer(query_id)
-        if found is None or (
-            principal.tenants is not None and found.result.tenant_id not in principal.tenants
-        ):
-            return error_response(404, "not_found", f"no result stored for query id {query_id!r}")
-        return web.json_response(text=found.result.model_dump_json())
+        asked = request.query.get("tenant_id")
+        # As the API reads it: per tenant the caller may act for (ids are the clients'
+        # own, so another tenant's newer query of the same id must not hide this one).
+        tenants: list[str | None] = (
+            [principal.tenant_for(asked)]
+            if asked is not None
+            else [None]
+            if principal.tenants is None
+            else [*sorted(principal.tenants)]
+        )
+        for tenant in tenants:
+            found = self.runtime.find_answer(query_id, tenant)
+            if found is not None:
+                return web.json_response(text=found.result.model_dump_json())
+        return error_response(404, "not_found", f"no result stored for query id {query_id!r}")
 
 
 def create_console_app(

@@ -125,6 +125,19 @@ async def test_off_loopback_a_key_is_needed_and_scopes_the_tenant(
         assert (await resp.json())["result"]["tenant_id"] == "acme"
         theirs = await client.get("/v1/queries/mine", headers={"X-API-Key": other})
         assert theirs.status == 404
+        # Another tenant asking the same id never hides acme's result (it read the
+        # newest of any tenant, then refused it as another's: a 404 for acme).
+        again = await client.post(
+            "/v1/query",
+            json={"query": "what else?", "query_id": "mine"},
+            headers={"X-API-Key": other},
+        )
+        assert again.status == 200
+        mine = await client.get("/v1/queries/mine", headers={"X-API-Key": acme})
+        assert mine.status == 200
+        assert (await mine.json())["tenant_id"] == "acme"
+        asked = await client.get("/v1/queries/mine?tenant_id=globex", headers={"X-API-Key": acme})
+        assert asked.status == 403  # as the API answers a tenant the credential does not cover
         spoof = await client.post(
             "/v1/query",
             json={"query": IN_SCOPE, "tenant_id": "acme"},
