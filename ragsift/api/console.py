@@ -313,7 +313,8 @@ class ConsoleRoutes:
         """Mount ``/console``, ``/console/static/{name}`` and ``/console/events``."""
         app.router.add_get(CONSOLE_PATH, self.page)
         app.router.add_get(CONSOLE_PATH + "/static/{name}", self.static)
-        app.router.add_get(CONSOLE_PATH + "/events", self.events)
+        # No HEAD: aiohttp answers one with the GET handler, which streamed events to it.
+        app.router.add_get(CONSOLE_PATH + "/events", self.events, allow_head=False)
         # An open page's stream never ends by itself: without this, a stopping server
         # waited for the next heartbeat's failed write (15 s) or its shutdown timeout.
         app.on_shutdown.append(self._end_streams)

@@ -35,6 +35,17 @@ async def ask(client: TestClient[Any, Any], query: str, **body: Any) -> Any:
     return resp.status, await resp.json()
 
 
+async def test_a_head_request_on_the_event_stream_gets_no_stream(
+    loopback: TestClient[Any, Any],
+) -> None:
+    # aiohttp answered HEAD with the GET handler: a 200 that streamed events and never
+    # ended, a body where none may be and a connection held open.
+    async with asyncio.timeout(10):
+        head = await loopback.head("/console/events")
+    assert head.status == 405
+    assert (await loopback.head("/console")).status == 200  # the page itself keeps HEAD
+
+
 async def test_an_answer_comes_back_with_its_report_and_streams_live(
     loopback: TestClient[Any, Any],
 ) -> None:
