@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from ragsift.errors import DecodeError, RagsiftError
+from ragsift.errors import DecodeError, InvalidEventError, RagsiftError
 from ragsift.observability.metrics import Metrics
 from ragsift.schemas import DeadLetter
 from ragsift.schemas.deadletter import DEFAULT_MAX_ORIGINAL_BYTES
@@ -112,8 +112,11 @@ class BatchRouter:
         self.deadline_s = deadline_s
         self.max_original_bytes = max_original_bytes
         self._decode = EventCodec(handler.model)
-        # On a compacted topic a null value is a tombstone, not a broken message.
-        self._tombstone = TOPICS[handler.source].tombstone
+        # On a compacted topic a null value is a tombstone, not a broken message, and
+        # the key is what compaction keeps: it must name the event (_mismatched_key).
+        spec = TOPICS[handler.source]
+        self._tombstone = spec.tombstone
+        self._compacted = spec if spec.cleanup_policy == "compact" else None
         self._codecs = {name: EventCodec(spec.model) for name, spec in TOPICS.items()}
 
     async def process(self, batch: Sequence[Received]) -> None:
@@ -130,9 +133,15 @@ class BatchRouter:
                     decoded.append((message, deleted))
                 continue
             try:
-                decoded.append((message, self._decode.decode(message.value)))
+                event = self._decode.decode(message.value)
             except DecodeError as exc:
                 await self.dead_letter(message, exc)
+                continue
+            mismatch = self._mismatched_key(message.key, event)
+            if mismatch is not None:
+                await self.dead_letter(message, mismatch, getattr(event, "query_id", None))
+                continue
+            decoded.append((message, event))
         if not decoded:
             return
         self.metrics.batch_size.labels(name).observe(len(decoded))
@@ -157,6 +166,24 @@ class BatchRouter:
                 await self.dead_letter(message, failure, query_id)
                 continue
             self.metrics.events.labels(name, "ok").inc()
+
+    def _mismatched_key(self, key: bytes | None, event: BaseModel) -> InvalidEventError | None:
+        """On a compacted topic, a record whose key names another event than its body:
+        compaction keeps the last record per key, so such a record would take another
+        document's place in a rebuild while the live index kept both. A key written
+        before the documents topic was keyed by tenant and collection (``doc_id``
+        alone) is still read."""
+        spec = self._compacted
+        if spec is None:
+            return None
+        wanted = spec.key_of(event)
+        got = key.decode("utf-8", "replace") if key is not None else None
+        if got == wanted or got == getattr(event, "doc_id", None):
+            return None
+        return InvalidEventError(
+            f"the record's key {got!r} is not its event's {wanted!r} ({spec.key_name}):"
+            " on a compacted topic it would replace the record of another key's event"
+        )
 
     async def _emit(self, emits: list[Emit]) -> None:
         for emit in emits:

@@ -116,3 +116,20 @@ class RecordingSender:
     def output_ids(self) -> list[str]:
         codec = EventCodec(FeedbackEvent)
         return [codec.decode(value).query_id for value in self.on(ScriptedHandler.OUT_TOPIC)]
+
+
+def record_key(logical: str, value: bytes | None, default: bytes | None) -> bytes | None:
+    """The key a producer writes ``value`` under on topic ``logical`` where the topic is
+    compacted and the value an event (the router refuses another key there); else
+    ``default``, as a test feeds any key to any other record."""
+    from ragsift.errors import DecodeError
+    from ragsift.streams.codec import EventCodec
+    from ragsift.streams.topics import TOPICS
+
+    spec = TOPICS[logical]
+    if spec.cleanup_policy != "compact" or value is None:
+        return default
+    try:
+        return spec.key_of(EventCodec(spec.model).decode(value)).encode()
+    except DecodeError:
+        return default

@@ -47,7 +47,7 @@ from ragsift.workers.decision import DecisionHandler
 from ragsift.workers.indexer import IndexerHandler
 from ragsift.workers.retrieval import RetrievalHandler
 from tests.factories import embedded_settings
-from tests.unit.streams.scripted import RecordingSender
+from tests.unit.streams.scripted import RecordingSender, record_key
 
 #: Generous for the hashing embedder on a shared CI core; a hang still fails fast.
 DEADLINE_S = 10.0
@@ -156,8 +156,12 @@ class Rig:
         topic = TOPICS[chosen.handler.source].name()
         base = next(self._serial) * 1_000
         sent_before, counted_before = len(chosen.sender.sent), chosen.counts()
+        source = chosen.handler.source
         await chosen.router.process(
-            [Received(value, key, topic, 0, base + n) for n, (value, key) in enumerate(records)]
+            [
+                Received(value, record_key(source, value, key), topic, 0, base + n)
+                for n, (value, key) in enumerate(records)
+            ]
         )
         batch = Batch(letters={n: [] for n in range(len(records))})
         for topic_name, _, value in chosen.sender.sent[sent_before:]:

@@ -23,7 +23,7 @@ from ragsift.schemas.ingest import DocumentEvent
 from ragsift.streams.routing import BatchRouter, Received
 from ragsift.workers import indexer as indexer_module
 from ragsift.workers.indexer import MAX_DEADLINE_S, IndexerHandler
-from tests.unit.streams.scripted import RecordingSender
+from tests.unit.streams.scripted import RecordingSender, record_key
 
 TOPIC = "ragsift.documents.v1"
 FLAT_S = 0.3  # the runtime's deadline in these tests
@@ -58,7 +58,10 @@ async def feed(index: EdgeIndex, embedder: HashingEmbedder, *values: bytes) -> R
     sender = RecordingSender()
     handler = IndexerHandler(Indexer(index, embedder))
     router = BatchRouter(handler, sender, metrics=Metrics(), deadline_s=FLAT_S)
-    await router.process([Received(v, b"k", TOPIC, 0, i) for i, v in enumerate(values)])
+    keys = [record_key("documents", v, b"k") for v in values]
+    await router.process(
+        [Received(v, k, TOPIC, 0, i) for i, (v, k) in enumerate(zip(values, keys, strict=True))]
+    )
     return sender
 
 

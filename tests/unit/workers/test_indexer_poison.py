@@ -25,7 +25,7 @@ from ragsift.schemas.ingest import DocumentEvent
 from ragsift.schemas.payload import MAX_METADATA_BYTES, MAX_METADATA_DEPTH
 from ragsift.streams.routing import BatchRouter, Received
 from ragsift.workers.indexer import IndexerHandler
-from tests.unit.streams.scripted import RecordingSender
+from tests.unit.streams.scripted import RecordingSender, record_key
 
 EMBEDDER = HashingEmbedder(64)
 TOPIC = "ragsift.documents.v1"
@@ -56,7 +56,9 @@ class Rig:
     async def feed(self, *values: bytes) -> None:
         batch = []
         for value in values:
-            batch.append(Received(value, b"k", TOPIC, 0, self.offset))
+            batch.append(
+                Received(value, record_key("documents", value, b"k"), TOPIC, 0, self.offset)
+            )
             self.offset += 1
         await self.router.process(batch)
 

@@ -103,3 +103,32 @@ async def test_a_null_value_elsewhere_is_still_a_broken_message() -> None:
     await router.process([Received(None, b"q-1", "ragsift.queries.v1", 0, 0)])
     (letter,) = sender.dead_letters()
     assert "empty message (null value)" in letter.error
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        b"acme/default/terms",  # another document of the tenant: compaction replaced it
+        b"zeta/default/news",  # another tenant's key over acme's body
+        b"k",
+        None,
+    ],
+)
+async def test_an_upsert_whose_key_names_another_document_is_dead_lettered(
+    rig: Rig, key: bytes | None
+) -> None:
+    # It was applied: the live index had both documents while compaction kept only this
+    # record under the other key, so a rebuild from the topic lost acme's "terms".
+    await rig.feed_keyed((upsert("acme", "news"), key))
+    assert "(acme news)" not in " ".join(await rig.texts_of("acme"))
+    (letter,) = rig.sender.dead_letters()
+    assert letter.stage == "validate"
+    assert "is not its event's 'acme/default/news'" in letter.error
+    # The right key, or the doc_id alone (keys written before the topic was keyed by
+    # tenant and collection), is read.
+    await rig.feed_keyed((upsert("acme", "news"), b"acme/default/news"))
+    await rig.feed_keyed((upsert("acme", "old"), b"old"))
+    texts = " ".join(await rig.texts_of("acme"))
+    assert "(acme news)" in texts
+    assert "(acme old)" in texts
+    assert len(rig.sender.dead_letters()) == 1
