@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -104,7 +105,7 @@ class Indexer:
         other = tuple(
             (doc.doc_id, sources[doc.doc_id], _source(doc))
             for doc, _ in split
-            if sources.get(doc.doc_id, _source(doc)) != _source(doc)
+            if _moved(sources.get(doc.doc_id), _source(doc))
         )
         total = sum(len(pieces) for _, pieces in split)
         pending: list[tuple[int, SourceDocument, Chunk]] = []  # (document index, ...)
@@ -220,8 +221,9 @@ class Indexer:
             return IngestReport(0, 0, 0, None, unchanged=1)
         chunks = await self._write(event.tenant_id, event.collection, doc, pieces, prints)
         version = await self._bump(event.tenant_id, event.collection)
-        stored = sources.get(doc.doc_id, _source(doc))
-        other = ((doc.doc_id, stored, _source(doc)),) if stored != _source(doc) else ()
+        stored = sources.get(doc.doc_id)
+        moved = stored is not None and _moved(stored, _source(doc))
+        other = ((doc.doc_id, stored, _source(doc)),) if stored is not None and moved else ()
         return IngestReport(1, chunks, 0, version, other_sources=other)
 
     async def _write(
@@ -304,6 +306,16 @@ class Indexer:
 def _source(doc: SourceDocument) -> str:
     """The source a document's chunks are stored with (its id where it names none)."""
     return doc.source or doc.doc_id
+
+
+def _moved(stored: str | None, now: str) -> bool:
+    """Whether a document id was indexed from another file than it is now. A JSONL
+    line's source is ``file:line`` where the line names none: a line moved within its
+    file is the same document."""
+    return stored is not None and _LINE.sub("", stored) != _LINE.sub("", now)
+
+
+_LINE = re.compile(r":\d+$")
 
 
 def _after(doc: SourceDocument, pieces: list[Chunk]) -> str:

@@ -142,6 +142,15 @@ async def test_a_document_replacing_its_id_from_another_source_is_reported(
     # The same source again, changed or not, is an update: nothing to report.
     again = SourceDocument("opening-hours.txt", "Parking costs six euros.")
     assert (await indexer.ingest("alpha", COLLECTION, [again])).other_sources == ()
+    # A JSONL line that moved within its file (source "file:line") is the same document.
+    line = SourceDocument("faq-7", "Question seven.", source="faq.jsonl:3")
+    await indexer.ingest("alpha", COLLECTION, [line])
+    moved = SourceDocument("faq-7", "Question seven, answered.", source="faq.jsonl:4")
+    assert (await indexer.ingest("alpha", COLLECTION, [moved])).other_sources == ()
+    elsewhere = SourceDocument("faq-7", "Another file's seven.", source="other.jsonl:4")
+    assert (await indexer.ingest("alpha", COLLECTION, [elsewhere])).other_sources == (
+        ("faq-7", "faq.jsonl:4", "other.jsonl:4"),
+    )
     # Another tenant's document of that id is not this one's.
     other = SourceDocument("opening-hours.txt", "Bravo's hours.", source="elsewhere.txt")
     assert (await indexer.ingest("bravo", COLLECTION, [other])).other_sources == ()
