@@ -174,9 +174,9 @@ class EdgeIndex:
                     service="qdrant-edge",  # in process: no server or setting to name
                 ) from exc
             raise ConfigurationError(
-                f"cannot open the index at {str(shard_dir)!r}: {text}. Restore the data dir"
-                f" from a backup, or remove {str(shard_dir)!r} and"
-                f" {str(self._sidecar(shard_dir.name))!r} and ingest again"
+                f"cannot open the index at {str(shard_dir)!r}: {text}. If its files are"
+                f" damaged, restore the data dir from a backup, or remove {str(shard_dir)!r}"
+                f" and {str(self._sidecar(shard_dir.name))!r} and ingest again"
             ) from exc
 
     def _config(self, dim: int) -> qe.EdgeConfig:
