@@ -18,7 +18,6 @@ import hmac
 import json
 import logging
 import os
-import re
 import secrets
 import tempfile
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ import jwt
 
 from ragsift.api.keys_file import read_keys, resolve_keys_file
 from ragsift.errors import ConfigurationError, RagsiftError
-from ragsift.schemas.base import TENANT_PATTERN
+from ragsift.schemas.base import TENANT_PATTERN, is_tenant_id
 from ragsift.settings import DEFAULT_DATA_DIR, ApiSettings
 
 __all__ = [
@@ -54,7 +53,6 @@ _SECRET_BYTES = 32  # 256 bits: guessing is out of reach, so sha256 storage is e
 #: clock skew tolerated on exp/nbf/iat between the issuer and this host
 JWT_LEEWAY_S = 30
 _ASYMMETRIC = ["RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256"]
-_TENANT_RE = re.compile(TENANT_PATTERN)
 _log = logging.getLogger(__name__)
 
 
@@ -158,7 +156,7 @@ class KeyStore:
         if not tenants:
             raise ConfigurationError("a key needs at least one tenant")
         for tenant in tenants:
-            if not _TENANT_RE.match(tenant):
+            if not is_tenant_id(tenant):
                 raise ConfigurationError(f"tenant must match {TENANT_PATTERN}, got {tenant!r}")
         bad = sorted(set(scopes) - set(SCOPES))
         if bad or not scopes:
@@ -301,7 +299,7 @@ class JwtVerifier:
         except jwt.PyJWTError as exc:
             raise AuthError(f"invalid token: {exc}") from exc
         tenants = _claim_list(claims.get(self.settings.jwt_tenant_claim))
-        if not tenants or not all(_TENANT_RE.match(t) for t in tenants):
+        if not tenants or not all(is_tenant_id(t) for t in tenants):
             raise AuthError(f"the token's {self.settings.jwt_tenant_claim!r} claim names no tenant")
         scopes = frozenset(_claim_list(claims.get(self.settings.jwt_scope_claim))) & set(SCOPES)
         return Principal(f"jwt:{claims['sub']}", frozenset(tenants), scopes)

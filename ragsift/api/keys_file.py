@@ -8,17 +8,15 @@ what it must hold.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragsift.schemas.base import TENANT_PATTERN
+from ragsift.schemas.base import TENANT_PATTERN, is_tenant_id
 from ragsift.settings import DEFAULT_DATA_DIR, ApiSettings
 
 __all__ = ["KEYS_FILE_NAME", "WORKING_DIR_KEYS_FILE", "read_keys", "resolve_keys_file"]
 
-_TENANT_RE = re.compile(TENANT_PATTERN)
 
 KEYS_FILE_NAME = "api-keys.json"
 #: The keys file when neither it nor the data dir is set (and, before 2026-11-30, even
@@ -94,7 +92,7 @@ def _key_fields(raw: Any, known_scopes: Sequence[str]) -> dict[str, Any]:
             raise ValueError(f"key {raw.get('key_id')!r}: {name} must be a list of strings")
         lists[name] = tuple(value)
     tenants, scopes = list(lists["tenants"]), list(lists["scopes"])
-    if not tenants or not all(_TENANT_RE.match(t) for t in tenants):
+    if not tenants or not all(is_tenant_id(t) for t in tenants):
         raise ValueError(
             f"key {raw.get('key_id')!r}: tenants must match {TENANT_PATTERN}, got {tenants}"
         )

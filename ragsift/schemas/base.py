@@ -31,6 +31,7 @@ __all__ = [
     "Vector",
     "derive_id",
     "derive_query_id",
+    "is_tenant_id",
     "tenant_scoped",
     "utcnow",
 ]
@@ -103,8 +104,14 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def is_tenant_id(value: str) -> bool:
+    """Whether ``value`` is a tenant id (:data:`TENANT_PATTERN`, the whole string: with
+    ``re.match`` the pattern's ``$`` let a trailing newline through)."""
+    return _TENANT_RE.fullmatch(value) is not None
+
+
 def _check_tenant(value: str) -> str:
-    if not _TENANT_RE.fullmatch(value):
+    if not is_tenant_id(value):
         raise ValueError(
             f"tenant_id must match {TENANT_PATTERN} (1-64 chars of letters, digits, '_', '.', '-')"
         )

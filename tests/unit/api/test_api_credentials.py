@@ -37,7 +37,13 @@ def test_keys_are_stored_as_hashes_only(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("tenants", "scopes"),
-    [([], ["query"]), (["bad tenant"], ["query"]), (["a"], ["root"]), (["a"], [])],
+    [
+        ([], ["query"]),
+        (["bad tenant"], ["query"]),
+        (["acme\n"], ["query"]),  # the pattern's $ let a trailing newline through re.match
+        (["a"], ["root"]),
+        (["a"], []),
+    ],
 )
 def test_bad_key_requests_are_refused(
     tmp_path: Path, tenants: list[str], scopes: list[str]
@@ -72,6 +78,7 @@ def test_a_keys_file_with_one_id_twice_or_another_version_is_refused(tmp_path: P
     [
         ("tenants", ["*"], "tenants must match"),
         ("tenants", ["../x"], "tenants must match"),
+        ("tenants", ["alpha\n"], "tenants must match"),
         ("tenants", [], "tenants must match"),
         ("scopes", ["root"], "scopes must be some of"),
         ("scopes", [], "scopes must be some of"),
@@ -136,6 +143,7 @@ def test_a_valid_hs256_token_names_tenant_and_scopes(tmp_path: Path) -> None:
         _claims(aud="someone-else"),
         _claims(tenant_id=None),
         _claims(tenant_id={"nested": ["alpha"]}),
+        _claims(tenant_id=["alpha\n"]),  # a trailing newline passed re.match and $
         _claims(exp=None),
     ],
 )
