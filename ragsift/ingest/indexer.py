@@ -102,11 +102,7 @@ class Indexer:
         split = [(doc, self.chunker.split(doc.doc_id, doc.text)) for doc in docs]
         unchanged, sources = await self._stored(tenant_id, collection, split, prints, info)
         split = [(doc, pieces) for doc, pieces in split if doc.doc_id not in unchanged]
-        other = tuple(
-            (doc.doc_id, sources[doc.doc_id], _source(doc))
-            for doc, _ in split
-            if _moved(sources.get(doc.doc_id), _source(doc))
-        )
+        other = _other_sources([doc for doc, _ in split], sources)
         total = sum(len(pieces) for _, pieces in split)
         pending: list[tuple[int, SourceDocument, Chunk]] = []  # (document index, ...)
         replaced: set[str] = set()  # documents whose old chunks are already deleted
@@ -221,10 +217,7 @@ class Indexer:
             return IngestReport(0, 0, 0, None, unchanged=1)
         chunks = await self._write(event.tenant_id, event.collection, doc, pieces, prints)
         version = await self._bump(event.tenant_id, event.collection)
-        stored = sources.get(doc.doc_id)
-        moved = stored is not None and _moved(stored, _source(doc))
-        other = ((doc.doc_id, stored, _source(doc)),) if stored is not None and moved else ()
-        return IngestReport(1, chunks, 0, version, other_sources=other)
+        return IngestReport(1, chunks, 0, version, other_sources=_other_sources([doc], sources))
 
     async def _write(
         self,
@@ -308,11 +301,18 @@ def _source(doc: SourceDocument) -> str:
     return doc.source or doc.doc_id
 
 
-def _moved(stored: str | None, now: str) -> bool:
-    """Whether a document id was indexed from another file than it is now. A JSONL
-    line's source is ``file:line`` where the line names none: a line moved within its
-    file is the same document."""
-    return stored is not None and _LINE.sub("", stored) != _LINE.sub("", now)
+def _other_sources(
+    docs: Iterable[SourceDocument], stored: Mapping[str, str]
+) -> tuple[tuple[str, str, str], ...]:
+    """``(doc_id, stored source, new source)`` of each document whose id was indexed from
+    another file than it is now. A JSONL line's source is ``file:line`` where the line
+    names none: a line moved within its file is the same document."""
+    return tuple(
+        (doc.doc_id, before, _source(doc))
+        for doc in docs
+        if (before := stored.get(doc.doc_id)) is not None
+        and _LINE.sub("", before) != _LINE.sub("", _source(doc))
+    )
 
 
 _LINE = re.compile(r":\d+$")
