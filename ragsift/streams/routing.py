@@ -80,6 +80,10 @@ class Sender(Protocol):
         ...
 
 
+#: Characters of a mismatched record key a dead letter's reason shows.
+SHOWN_KEY_CHARS = 200
+
+
 class BatchRouter:
     """Drives one handler over batches of raw messages (see the module docstring).
 
@@ -180,8 +184,9 @@ class BatchRouter:
         got = key.decode("utf-8", "replace") if key is not None else None
         if got == wanted or got == getattr(event, "doc_id", None):
             return None
-        return InvalidEventError(
-            f"the record's key {got!r} is not its event's {wanted!r} ({spec.key_name}):"
+        shown = got if got is None or len(got) <= SHOWN_KEY_CHARS else got[:SHOWN_KEY_CHARS] + "…"
+        return InvalidEventError(  # a key of any length leaves the reason readable
+            f"the record's key {shown!r} is not its event's {wanted!r} ({spec.key_name}):"
             " on a compacted topic it would replace the record of another key's event"
         )
 

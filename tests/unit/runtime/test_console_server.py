@@ -149,6 +149,13 @@ async def test_off_loopback_a_key_is_needed_and_scopes_the_tenant(
         assert (await mine.json())["tenant_id"] == "acme"
         asked = await client.get("/v1/queries/mine?tenant_id=globex", headers={"X-API-Key": acme})
         assert asked.status == 403  # as the API answers a tenant the credential does not cover
+        for hostile in ("../acme", "acme\n", "\u202eemca", "", "a" * 5_000, "acme%00"):
+            odd = await client.get(
+                "/v1/queries/mine", params={"tenant_id": hostile}, headers={"X-API-Key": acme}
+            )
+            assert odd.status == 403, hostile
+            assert (await odd.json())["error"]
+        assert (await client.get("/v1/queries/mine", headers={"X-API-Key": acme})).status == 200
         spoof = await client.post(
             "/v1/query",
             json={"query": IN_SCOPE, "tenant_id": "acme"},

@@ -112,6 +112,9 @@ async def test_a_null_value_elsewhere_is_still_a_broken_message() -> None:
         b"zeta/default/news",  # another tenant's key over acme's body
         b"k",
         None,
+        b"\xff\xfe/default/news",  # not UTF-8
+        b"acme/default/" + b"n" * 100_000,  # oversized
+        "acme/default/news\u202e".encode(),  # a control character past the right key
     ],
 )
 async def test_an_upsert_whose_key_names_another_document_is_dead_lettered(
