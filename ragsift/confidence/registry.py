@@ -27,6 +27,7 @@ import re
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,10 @@ log = logging.getLogger(__name__)
 # How often a registry asks its store whether anything changed: new calibrations
 # reach workers within this many seconds, and a busy worker polls at most 1/s.
 DEFAULT_REFRESH_S: Final = 5.0
+#: Scopes a registry remembers (found or not), least recently used first out. A worker
+#: serving many tenants looks one up per tenant and collection; unbounded, the answers
+#: ("nothing stored") grew ~70 bytes a tenant for as long as the store did not change.
+DEFAULT_MAX_CACHED_SCOPES: Final = 4096
 _COLLECTION_FILE: Final = "_collection.json"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 #: Why a stored calibration is not used: fit for another embedder or metric; made on
@@ -201,6 +206,8 @@ class CalibrationRegistry:
         store: scoped artifacts; None means every scope gets ``default``.
         refresh_s: how often to ask the store whether anything changed.
         clock: monotonic seconds (tests pass a fake).
+        max_cached_scopes: scopes remembered between store changes, least recently
+            used evicted first (an evicted scope is read from the store again).
 
     Thread-safe: the streaming runtime resolves from one event loop while a
     feedback re-fit may publish from another thread.
@@ -213,15 +220,19 @@ class CalibrationRegistry:
         *,
         refresh_s: float = DEFAULT_REFRESH_S,
         clock: Callable[[], float] = time.monotonic,
+        max_cached_scopes: int = DEFAULT_MAX_CACHED_SCOPES,
     ):
         if refresh_s < 0:
             raise ConfidenceError(f"refresh_s must be >= 0, got {refresh_s}")
+        if max_cached_scopes < 2:  # a query reads two scopes: its tenant's and the collection's
+            raise ConfidenceError(f"max_cached_scopes must be >= 2, got {max_cached_scopes}")
+        self.max_cached_scopes = max_cached_scopes
         self.default = default
         self.store = store
         self.refresh_s = refresh_s
         self._clock = clock
         self._lock = threading.Lock()
-        self._cache: dict[CalibrationScope, CalibrationArtifact | None] = {}
+        self._cache: OrderedDict[CalibrationScope, CalibrationArtifact | None] = OrderedDict()
         self._generation: str | None = None
         self._checked_at = float("-inf")
         #: Artifacts found in the store but refused (wrong embedder/metric, invalid).
@@ -280,10 +291,13 @@ class CalibrationRegistry:
     def _lookup(self, scope: CalibrationScope) -> CalibrationArtifact | None:
         with self._lock:
             if scope in self._cache:
+                self._cache.move_to_end(scope)
                 return self._cache[scope]
         artifact, ignored = self._read(scope)
         with self._lock:
             self._cache[scope] = artifact
+            if len(self._cache) > self.max_cached_scopes:
+                self._cache.popitem(last=False)
             if ignored is None:
                 self._ignored.pop(scope, None)
             else:

@@ -162,3 +162,42 @@ def test_each_ignored_calibration_is_reported_with_its_reason(tmp_path: Path, re
     assert registry.resolve(None, "docs") is default
     assert reasons == [reason]
     assert registry.rejected == 1
+
+
+class _CountingStore(DirectoryCalibrationStore):
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.reads = 0
+
+    def get(self, scope: CalibrationScope) -> CalibrationArtifact | None:
+        self.reads += 1
+        return super().get(scope)
+
+
+def test_the_scopes_remembered_are_bounded_least_recently_used_first(tmp_path: Path) -> None:
+    default = load_default_calibration()
+    store = _CountingStore(tmp_path)
+    registry = CalibrationRegistry(default, store, refresh_s=3600, max_cached_scopes=8)
+    tenant_cal = _variant(default, 2.0)
+    registry.put(CalibrationScope("docs", "acme"), tenant_cal)
+
+    assert registry.resolve("acme", "docs").version == tenant_cal.version
+    before = store.reads
+    for n in range(1_000):  # a thousand tenants without calibrations of their own
+        assert registry.resolve(f"t{n}", "docs").version == default.version
+        assert registry.resolve("acme", "docs").version == tenant_cal.version  # kept: recent
+    # Each new tenant's scope is read once, the collection's the first time; acme's stays.
+    assert store.reads - before == 1_001
+    assert len(registry._cache) == 8
+    reads = store.reads
+    assert registry.resolve("acme", "docs").version == tenant_cal.version
+    assert store.reads == reads  # still remembered
+    assert registry.resolve("t0", "docs").version == default.version
+    assert store.reads == reads + 1  # evicted long ago: read again (its collection scope is kept)
+
+
+def test_a_registry_must_remember_a_querys_two_scopes(tmp_path: Path) -> None:
+    with pytest.raises(ConfidenceError, match="max_cached_scopes must be >= 2"):
+        CalibrationRegistry(
+            load_default_calibration(), DirectoryCalibrationStore(tmp_path), max_cached_scopes=1
+        )
