@@ -8,7 +8,8 @@ from typing import Any
 
 from aiohttp import web, web_protocol
 
-from ragsift.errors import RagsiftError
+from ragsift.errors import RagsiftError, shown_value
+from ragsift.schemas.payload import RepeatsNoted
 
 __all__ = ["MAX_JSON_DEPTH", "BodyError", "read_json_body"]
 
@@ -84,6 +85,11 @@ async def read_json_body(request: web.Request, *, max_bytes: int, timeout_s: flo
     if _too_deep(body):
         raise BodyError(400, "bad_json", f"the body nests deeper than {MAX_JSON_DEPTH} levels")
     try:
-        return json.loads(body)
+        data = json.loads(body, object_pairs_hook=RepeatsNoted)
     except ValueError as exc:  # also bad UTF-8 and integers past the digit limit
         raise BodyError(400, "bad_json", f"the body is not JSON: {exc}") from exc
+    if isinstance(data, RepeatsNoted) and data.repeated:
+        # A proxy that read the first "tenant_id" would authorize another body than ours.
+        names = ", ".join(shown_value(name) for name in sorted(data.repeated)[:5])
+        raise BodyError(400, "bad_json", f"the body gives {names} more than once")
+    return data

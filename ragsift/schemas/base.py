@@ -165,6 +165,11 @@ class EventModel(BaseModel):
 
     #: Bump on a breaking change (which also gets a new topic, ``*.v2``).
     SCHEMA_VERSION: ClassVar[str] = "1"
+    #: Top-level names a payload may give only once. JSON parsers disagree on a
+    #: repeated name (Python's and pydantic's keep the last, many keep the first), so a
+    #: gateway that checked ``"tenant_id":"acme","tenant_id":"evil"`` as acme's would
+    #: see ragsift serve evil. Checked by :class:`~ragsift.streams.codec.EventCodec`.
+    UNREPEATED_KEYS: ClassVar[tuple[str, ...]] = ()
 
     schema_version: str = Field(default="1", description="Contract version of this event.")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -29,6 +29,8 @@ SourceType = Literal[
 
 class DocumentEvent(EventModel):
     """Add, replace or delete one document of a tenant (topic ``ragsift.documents.v1``)."""
+
+    UNREPEATED_KEYS: ClassVar[tuple[str, ...]] = ("tenant_id",)
 
     event_id: EventId
     tenant_id: TenantId
@@ -63,6 +65,8 @@ class FeedbackEvent(EventModel):
 
     The calibration updater uses these labels to re-fit per-tenant calibration (X2).
     """
+
+    UNREPEATED_KEYS: ClassVar[tuple[str, ...]] = ("tenant_id",)
 
     event_id: EventId
     query_id: EventId

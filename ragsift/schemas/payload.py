@@ -21,7 +21,13 @@ from typing import Any
 
 from ragsift.errors import shown_value
 
-__all__ = ["MAX_METADATA_BYTES", "MAX_METADATA_DEPTH", "lone_surrogate", "metadata_problem"]
+__all__ = [
+    "MAX_METADATA_BYTES",
+    "MAX_METADATA_DEPTH",
+    "RepeatsNoted",
+    "lone_surrogate",
+    "metadata_problem",
+]
 
 #: Deepest nesting of a metadata value (a key's value is level 1). Qdrant Edge's WAL
 #: cannot read back ~125; real metadata (tags, authors, a section path) is 1-3 deep,
@@ -81,3 +87,21 @@ def _nodes(value: Any) -> Iterator[tuple[int, Any]]:
                 stack.append((depth + 1, item))
         elif isinstance(node, list | tuple):
             stack.extend((depth + 1, item) for item in node)
+
+
+class RepeatsNoted(dict[str, Any]):
+    """A JSON object as ``json.loads(..., object_pairs_hook=RepeatsNoted)`` builds it:
+    the last of a repeated name kept, as without the hook, and the names given more
+    than once in :attr:`repeated`. Parsers disagree on which one counts (many keep the
+    first), so where the name says whose data it is, the stream and the API refuse it.
+    """
+
+    def __init__(self, pairs: list[tuple[str, Any]]):
+        super().__init__(pairs)
+        self.repeated: set[str] = set()
+        if len(self) < len(pairs):
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen:
+                    self.repeated.add(key)
+                seen.add(key)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
@@ -37,6 +37,8 @@ Selection = Literal["threshold", "adaptive", "top_k"]
 
 class QueryEvent(EventModel):
     """One retrieval request. Optional fields fall back to the worker's settings."""
+
+    UNREPEATED_KEYS: ClassVar[tuple[str, ...]] = ("tenant_id",)
 
     query_id: EventId = Field(description="Caller-chosen id; results and evidence derive theirs.")
     tenant_id: TenantId = Field(description="Only this tenant's documents are ever searched.")

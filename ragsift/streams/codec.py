@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ragsift.errors import DecodeError, describe_validation_error
+from ragsift.schemas.payload import RepeatsNoted
 
 __all__ = ["EventCodec"]
 
@@ -30,6 +31,9 @@ class EventCodec(Generic[M]):
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise TypeError(f"model must be a pydantic model class, got {model!r}")
         self.model = model
+        self._unrepeated = tuple(
+            (key, f'"{key}"'.encode()) for key in getattr(model, "UNREPEATED_KEYS", ())
+        )
 
     def encode(self, event: M) -> bytes:
         """The event as compact JSON bytes."""
@@ -53,6 +57,8 @@ class EventCodec(Generic[M]):
                 f"{name}: payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES} bytes"
             )
         try:
+            if self._unrepeated:
+                self._refuse_repeated(payload)
             try:
                 # Parsing and validating in one pydantic-core call is the fast path; a
                 # payload it refuses takes the step-by-step path, which names the fault.
@@ -71,6 +77,33 @@ class EventCodec(Generic[M]):
             raise DecodeError(
                 f"{name}: payload could not be decoded ({type(exc).__name__}: {exc})"
             ) from exc
+
+    def _refuse_repeated(self, payload: bytes) -> None:
+        """Raise when the payload's object gives one of the model's ``UNREPEATED_KEYS``
+        twice (:class:`~ragsift.schemas.base.EventModel`).
+
+        Two byte searches decide almost every payload: a name written once cannot be
+        repeated, unless an escape spells it (``"tenant\\u005fid"``). Only a payload
+        that holds the name twice (say in its metadata) or an escape is parsed here.
+        """
+        # A lone byte is searched with memchr: most payloads hold no backslash at all.
+        escaped = b"\\" in payload and b"\\u" in payload
+        if not escaped and all(payload.count(q) < 2 for _, q in self._unrepeated):
+            return
+        try:
+            data = json.loads(payload, object_pairs_hook=RepeatsNoted)
+        except ValueError:  # not JSON, or not UTF-8: the decode proper names the fault
+            return
+        if not isinstance(data, RepeatsNoted):  # not an object: the decode proper says so
+            return
+        for key, _ in self._unrepeated:
+            if key in data.repeated:
+                query_id = data.get("query_id")
+                raise DecodeError(
+                    f"{self.model.__name__}: payload gives {key} more than once; parsers"
+                    " disagree on which one counts, so none is taken",
+                    query_id=query_id if isinstance(query_id, str) else None,
+                )
 
     def _decode_slowly(self, payload: bytes) -> M:
         """Parse, then validate: slower than one call, but each failure names its cause."""

@@ -49,6 +49,26 @@ async def test_brackets_inside_strings_do_not_count_as_nesting(
     assert api.sent[0][0].query.startswith("[[[[")
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"tenant_id": "alpha", "query": "q", "tenant_id": "beta"}',
+        '{"tenant_id": "beta", "query": "q", "tenant\\u005fid": "alpha"}',
+        '{"query": "refunds?", "query": "q", "k": 3}',
+    ],
+)
+async def test_a_body_that_gives_a_name_twice_is_a_400_and_nothing_is_sent(
+    client: Client, api: RecordingApi, keys: Keys, text: str
+) -> None:
+    # Parsers disagree on which one counts: a proxy that authorized the first tenant
+    # must not see the API act for the last.
+    status, body = await _post(client, keys, text)
+    assert status == 400, body
+    assert body["error"] == "bad_json"
+    assert "more than once" in body["detail"]
+    assert api.sent == []
+
+
 async def test_a_5000_digit_k_is_a_400(client: Client, keys: Keys) -> None:
     status, body = await _post(client, keys, '{"query": "q", "k": %s}' % ("9" * 5_000))
     assert status == 400

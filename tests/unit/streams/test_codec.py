@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel, field_validator
 
 from ragsift.errors import DecodeError
-from ragsift.schemas import QueryEvent
+from ragsift.schemas import DocumentEvent, FeedbackEvent, QueryEvent
 from ragsift.streams.codec import MAX_PAYLOAD_BYTES, EventCodec
 
 codec = EventCodec(QueryEvent)
@@ -91,3 +91,51 @@ def test_nothing_but_decode_error_escapes_whatever_a_validator_raises() -> None:
 
     with pytest.raises(DecodeError, match="KeyError"):
         EventCodec(Touchy).decode(b'{"value": 1}')
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"query_id": "q-7", "tenant_id": "acme", "tenant_id": "evil", "query": "x"}',
+        b'{"query_id": "q-7", "tenant_id": "acme", "query": "x", "tenant_id": "acme"}',
+        # An escape spells the same name: the byte search alone would miss it.
+        b'{"query_id": "q-7", "tenant\\u005fid": "acme", "tenant_id": "evil", "query": "x"}',
+        b'{"query_id": "q-7", "\\u0074enant_id": "evil", "tenant_id": "acme", "query": "x"}',
+    ],
+)
+def test_a_payload_that_names_its_tenant_twice_is_refused(payload: bytes) -> None:
+    # Python keeps the last of a repeated name, many parsers the first: a gateway that
+    # checked acme's event would have seen ragsift serve evil.
+    with pytest.raises(DecodeError, match="gives tenant_id more than once") as exc:
+        codec.decode(payload)
+    assert exc.value.stage == "decode"
+    assert exc.value.query_id == "q-7"
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        # The name inside a value, once as text and once escaped as a quoted word.
+        b'{"query_id": "q1", "tenant_id": "acme", "query": "tenant_id \\"tenant_id\\""}',
+        # An escape elsewhere (non-ASCII text as Python's json.dumps writes it).
+        b'{"query_id": "q1", "tenant_id": "acme", "query": "caf\\u00e9 \\"tenant_id\\""}',
+    ],
+)
+def test_the_name_in_a_value_or_an_escape_elsewhere_is_no_repeat(payload: bytes) -> None:
+    assert codec.decode(payload).tenant_id == "acme"
+
+
+def test_a_nested_object_may_name_a_tenant_and_repeat_names_as_before() -> None:
+    documents = EventCodec(DocumentEvent)
+    event = documents.decode(
+        b'{"event_id": "e1", "tenant_id": "acme", "doc_id": "d1", "text": "hi",'
+        b' "metadata": {"tenant_id": "x", "tag": "a", "tag": "b"}}'
+    )
+    assert (event.tenant_id, event.metadata) == ("acme", {"tenant_id": "x", "tag": "b"})
+
+
+def test_every_event_a_tenant_sends_refuses_a_repeated_tenant() -> None:
+    for model in (QueryEvent, DocumentEvent, FeedbackEvent):
+        assert "tenant_id" in model.UNREPEATED_KEYS
+        with pytest.raises(DecodeError, match="more than once"):
+            EventCodec(model).decode(b'{"tenant_id": "acme", "tenant_id": "evil"}')

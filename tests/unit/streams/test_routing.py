@@ -78,6 +78,7 @@ async def test_an_event_past_its_deadline_is_dead_lettered_with_stage_deadline()
         (raw("nl", "x").replace(b'"default"', b'"default\\n"'), "collection"),
         (b'{"query": "\xff"}', "not UTF-8"),
         (None, "empty message"),
+        (raw("twice", "x").replace(b'"tenant_id"', b'"tenant_id":"evil","tenant_id"'), "more than"),
     ],
 )
 async def test_undecodable_events_are_dead_lettered_and_the_next_ones_processed(
