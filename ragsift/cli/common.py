@@ -22,6 +22,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from ragsift.cli.terminal import PlainConsole
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
 
@@ -67,7 +68,7 @@ def _run(work: Coroutine[Any, Any, T]) -> T:
 def plain_console(**options: Any) -> Console:
     """A Console that prints text as it is (no markup, no emoji codes), with ``options``
     besides."""
-    return Console(markup=False, emoji=False, **options)
+    return PlainConsole(markup=False, emoji=False, **options)
 
 
 console = plain_console()
