@@ -71,3 +71,20 @@ def test_a_hit_with_escape_sequences_is_shown_not_acted_on(
     assert "␛]0;pwned" in asked.output
     assert "␛[2J" in asked.output
     assert not set(asked.output) & _ACTED_ON
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_json_output_keeps_every_character_as_a_json_escape(terminal: bool) -> None:
+    value = {"text": "a\x85b\x1bc\x9bd\x7fe café", "n": 1}
+    out = io.StringIO()
+    console = plain_console(file=out, force_terminal=terminal, width=40)
+    console.print_json(json.dumps(value))
+    console.print_json(data=value, indent=None)
+    printed = out.getvalue()
+    assert not set(printed) & (_ACTED_ON - {"\x1b"})  # ESC only in rich's own styles
+    for escape in ("\\u0085", "\\u009b", "\\u007f"):
+        assert printed.count(escape) == 2
+    if not terminal:
+        first, second = printed.split("\n}\n")
+        assert json.loads(first + "}") == value
+        assert json.loads(second) == value
