@@ -17,7 +17,7 @@ from ragsift.schemas import (
     RetrievalResult,
     Selection,
 )
-from ragsift.schemas.base import COLLECTION_PATTERN
+from ragsift.schemas.base import COLLECTION_PATTERN, CountOrNone, Number
 from ragsift.schemas.query import MAX_ENTITY_CHARS
 
 __all__ = [
@@ -88,7 +88,7 @@ class QueryRequest(BaseModel):
         json_schema_extra={"uniqueItems": True},
         description="D3: further collections searched with ``collection``.",
     )
-    k: int | None = Field(default=None, ge=1, le=MAX_K)
+    k: CountOrNone = Field(default=None, ge=1, le=MAX_K)
     mode: str = Field(default="hybrid", pattern=r"^(hybrid|dense|keyword)$")
     selection: Selection | None = Field(
         default=None, description="threshold, adaptive or top_k; the deployment's when unset."
@@ -98,14 +98,14 @@ class QueryRequest(BaseModel):
         json_schema_extra={"enum": [*_TASKS, None]},
         description="E2 task type; implies adaptive selection, refused with another one.",
     )
-    similarity_threshold: float | None = Field(
+    similarity_threshold: Number | None = Field(
         default=None, ge=0.0, le=1.0, description="A1 hit bar for this query."
     )
     entities: list[_Entity] = Field(
         default_factory=list, max_length=MAX_ENTITIES, description="E1 entities for coverage."
     )
     want_report: bool = Field(default=False, strict=True)
-    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, ge=MIN_TIMEOUT_S, le=MAX_TIMEOUT_S)
+    timeout_s: Number = Field(default=DEFAULT_TIMEOUT_S, ge=MIN_TIMEOUT_S, le=MAX_TIMEOUT_S)
 
     @field_validator("task_type")
     @classmethod

@@ -11,9 +11,17 @@ import math
 import re
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    field_validator,
+)
 
 __all__ = [
     "COLLECTION_PATTERN",
@@ -25,8 +33,10 @@ __all__ = [
     "MAX_VECTOR_DIM",
     "TENANT_PATTERN",
     "CollectionName",
+    "CountOrNone",
     "EventId",
     "EventModel",
+    "Number",
     "TenantId",
     "Vector",
     "derive_id",
@@ -152,10 +162,25 @@ def _check_vector(value: list[float]) -> list[float]:
     return value
 
 
+def _no_bool_or_text(value: Any) -> Any:
+    if isinstance(value, bool | str | bytes):
+        raise ValueError(f"must be a JSON integer, not {type(value).__name__}")
+    return value
+
+
 TenantId = Annotated[str, AfterValidator(_check_tenant)]
 EventId = Annotated[str, AfterValidator(_check_id)]
 CollectionName = Annotated[str, AfterValidator(_check_collection)]
-Vector = Annotated[list[float], AfterValidator(_check_vector)]
+#: A JSON number where the contract asks for one. Pydantic's lax mode read ``true`` as
+#: 1.0 (a threshold that refuses everything) and ``"0.5"`` as 0.5, which the JSON
+#: Schemas refuse: every reader of the contract has to agree on what an event says.
+Number = Annotated[float, Strict()]
+#: A JSON integer (``5``, or ``5.0`` as JSON Schema's "integer" allows) or null, never a
+#: bool or a string: lax mode read ``"k": true`` as k = 1. (The validator wraps the
+#: union: on ``int`` inside it, pydantic wrote a field's bounds into the JSON Schema as
+#: ``ge``/``le`` instead of ``minimum``/``maximum``.)
+CountOrNone = Annotated[int | None, BeforeValidator(_no_bool_or_text)]
+Vector = Annotated[list[Number], AfterValidator(_check_vector)]
 
 
 class EventModel(BaseModel):

@@ -12,6 +12,7 @@ from ragsift.schemas.base import (
     CollectionName,
     EventId,
     EventModel,
+    Number,
     TenantId,
     derive_query_id,
     utcnow,
@@ -82,8 +83,8 @@ class FeedbackEvent(EventModel):
             " are kept and counted but never re-fit (docs/feedback.md)."
         ),
     )
-    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
-    signals: dict[str, float] = Field(default_factory=dict)
+    confidence: Number | None = Field(default=None, ge=0.0, le=1.0)
+    signals: dict[str, Number] = Field(default_factory=dict)
     embedder_id: str | None = None
     comment: str | None = Field(default=None, max_length=2_000)
     created_at: datetime = Field(default_factory=utcnow)

@@ -11,8 +11,10 @@ from ragsift.schemas.base import (
     MAX_K,
     MAX_QUERY_CHARS,
     CollectionName,
+    CountOrNone,
     EventId,
     EventModel,
+    Number,
     TenantId,
     Vector,
     utcnow,
@@ -59,7 +61,7 @@ class QueryEvent(EventModel):
             " confidence."
         ),
     )
-    k: int | None = Field(
+    k: CountOrNone = Field(
         default=None, ge=1, le=MAX_K, description="Hits to fetch (max_k when adaptive)."
     )
     mode: SearchMode = Field(
@@ -77,7 +79,7 @@ class QueryEvent(EventModel):
             " when selection is unset, and is refused with threshold or top_k."
         ),
     )
-    similarity_threshold: float | None = Field(
+    similarity_threshold: Number | None = Field(
         default=None, ge=0.0, le=1.0, description="Per-query override of the hit filter (A1)."
     )
     entities: list[Entity] = Field(

@@ -81,6 +81,20 @@ async def test_nested_object_where_a_string_belongs_is_a_422(client: Client, key
     assert {tuple(f["loc"]) for f in body["fields"]} == {("query",), ("mode",)}
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("k", "true"), ("k", '"5"'), ("similarity_threshold", "true"), ("timeout_s", '"1"')],
+)
+async def test_a_bool_or_a_string_where_a_number_belongs_is_a_422(
+    client: Client, api: RecordingApi, keys: Keys, field: str, value: str
+) -> None:
+    # Read laxly, `"k": true` was k = 1 and `"similarity_threshold": true` refused every hit.
+    status, body = await _post(client, keys, f'{{"query": "q", "{field}": {value}}}')
+    assert status == 422, body
+    assert [tuple(f["loc"]) for f in body["fields"]] == [(field,)]
+    assert api.sent == []
+
+
 async def test_text_plain_is_415(client: Client, keys: Keys) -> None:
     status, body = await _post(client, keys, '{"query": "q"}', **{"Content-Type": "text/plain"})
     assert status == 415

@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 
+import jsonschema
 import numpy as np
 import pytest
 from pydantic import ValidationError
@@ -20,6 +21,7 @@ from ragsift.schemas import (
     EvidenceData,
     EvidenceEvent,
     EvidenceType,
+    FeedbackEvent,
     QueryEvent,
     derive_id,
     json_schema_documents,
@@ -273,3 +275,47 @@ def test_exported_json_schemas_are_current() -> None:
     assert set(on_disk) == set(expected), "run `ragsift schemas export`"
     stale = [name for name, text in expected.items() if on_disk[name] != text]
     assert not stale, f"stale JSON Schemas {stale}: run `ragsift schemas export`"
+
+
+_QUERY = {"query_id": "q-1", "tenant_id": "acme", "query": "refund policy?", "embedder_id": "e"}
+_LABEL = {"event_id": "e-1", "query_id": "q-1", "tenant_id": "acme", "relevant": True}
+
+
+@pytest.mark.parametrize(
+    ("model", "fields", "field", "value", "valid"),
+    [
+        (QueryEvent, _QUERY, "k", 5, True),
+        (QueryEvent, _QUERY, "k", 5.0, True),
+        (QueryEvent, _QUERY, "k", True, False),
+        (QueryEvent, _QUERY, "k", "5", False),
+        (QueryEvent, _QUERY, "similarity_threshold", 1, True),
+        (QueryEvent, _QUERY, "similarity_threshold", True, False),
+        (QueryEvent, _QUERY, "similarity_threshold", "0.5", False),
+        (QueryEvent, _QUERY, "vector", [1, 0.5], True),
+        (QueryEvent, _QUERY, "vector", [True, 0.5], False),
+        (QueryEvent, _QUERY, "vector", ["1", 0.5], False),
+        (FeedbackEvent, _LABEL, "confidence", 0.5, True),
+        (FeedbackEvent, _LABEL, "confidence", False, False),
+        (FeedbackEvent, _LABEL, "signals", {"top": 1}, True),
+        (FeedbackEvent, _LABEL, "signals", {"top": "0.5"}, False),
+    ],
+)
+def test_a_number_field_reads_json_as_its_json_schema_does(
+    model: type[QueryEvent | FeedbackEvent],
+    fields: dict[str, object],
+    field: str,
+    value: object,
+    valid: bool,
+) -> None:
+    """Read laxly, ``true`` was 1 (k = 1; a threshold that refused every hit) and
+    ``"0.5"`` was 0.5, where the published JSON Schema refuses both."""
+    payload = json.dumps({**fields, field: value})
+    name = {QueryEvent: "query_event", FeedbackEvent: "feedback_event"}[model]
+    schema = json.loads((JSON_DIR / f"{name}.v1.schema.json").read_text(encoding="utf-8"))
+    assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(payload)) is valid
+    if valid:
+        model.model_validate_json(payload)
+        return
+    with pytest.raises(ValidationError) as exc:
+        model.model_validate_json(payload)
+    assert [e["loc"][0] for e in exc.value.errors()] == [field]
