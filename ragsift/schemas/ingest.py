@@ -72,8 +72,11 @@ class FeedbackEvent(EventModel):
     event_id: EventId
     query_id: EventId
     tenant_id: TenantId
-    relevant: bool = Field(description="True when the kept context contained the answer.")
+    relevant: bool = Field(
+        strict=True, description="True when the kept context contained the answer."
+    )
     sampled: bool = Field(
+        strict=True,
         default=True,
         description=(
             "True when the result was picked for labelling without looking at how it"

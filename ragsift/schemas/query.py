@@ -89,7 +89,9 @@ class QueryEvent(EventModel):
     embedder_id: str | None = Field(
         default=None, max_length=200, description="Embedder that produced ``vector``."
     )
-    want_report: bool = Field(default=False, description="Ask report workers for a report.")
+    want_report: bool = Field(
+        default=False, strict=True, description="Ask report workers for a report."
+    )
     traceparent: str | None = Field(
         default=None, max_length=128, description="W3C trace context carried to outputs."
     )

@@ -298,17 +298,22 @@ _LABEL = {"event_id": "e-1", "query_id": "q-1", "tenant_id": "acme", "relevant":
         (FeedbackEvent, _LABEL, "confidence", False, False),
         (FeedbackEvent, _LABEL, "signals", {"top": 1}, True),
         (FeedbackEvent, _LABEL, "signals", {"top": "0.5"}, False),
+        (FeedbackEvent, _LABEL, "relevant", "no", False),
+        (FeedbackEvent, _LABEL, "sampled", 0, False),
+        (QueryEvent, _QUERY, "want_report", "true", False),
+        (QueryEvent, _QUERY, "want_report", True, True),
     ],
 )
-def test_a_number_field_reads_json_as_its_json_schema_does(
+def test_a_number_or_flag_reads_json_as_its_json_schema_does(
     model: type[QueryEvent | FeedbackEvent],
     fields: dict[str, object],
     field: str,
     value: object,
     valid: bool,
 ) -> None:
-    """Read laxly, ``true`` was 1 (k = 1; a threshold that refused every hit) and
-    ``"0.5"`` was 0.5, where the published JSON Schema refuses both."""
+    """Read laxly, ``true`` was 1 (k = 1; a threshold that refused every hit),
+    ``"0.5"`` was 0.5 and a label's ``"no"`` was False, where the published JSON Schema
+    refuses them all."""
     payload = json.dumps({**fields, field: value})
     name = {QueryEvent: "query_event", FeedbackEvent: "feedback_event"}[model]
     schema = json.loads((JSON_DIR / f"{name}.v1.schema.json").read_text(encoding="utf-8"))
