@@ -28,7 +28,7 @@ from typing import Any, Literal
 import jwt
 
 from ragsift.api.keys_file import read_keys, resolve_keys_file
-from ragsift.errors import ConfigurationError, RagsiftError
+from ragsift.errors import ConfigurationError, RagsiftError, shown_value
 from ragsift.schemas.base import TENANT_PATTERN, is_tenant_id
 from ragsift.settings import DEFAULT_DATA_DIR, ApiSettings
 
@@ -102,7 +102,9 @@ class Principal:
                 "this credential covers several tenants: say which in tenant_id", status=403
             )
         if asked not in self.tenants:
-            raise AuthError(f"this credential may not act for tenant {asked!r}", status=403)
+            raise AuthError(
+                f"this credential may not act for tenant {shown_value(asked)}", status=403
+            )
         return asked
 
 
@@ -277,11 +279,11 @@ class JwtVerifier:
             for jwk in self._jwks.keys:
                 if kid is None or jwk.key_id == kid:
                     return jwk.key, [alg]
-            raise AuthError(f"no key with kid {kid!r} in the JWKS")
+            raise AuthError(f"no key with kid {shown_value(kid)} in the JWKS")
         if alg in _ASYMMETRIC and self._public_key is not None:
             return self._public_key, [alg]
         # never let the token pick "none" or an algorithm we hold no key for
-        raise AuthError(f"token algorithm {alg!r} is not accepted here")
+        raise AuthError(f"token algorithm {shown_value(alg)} is not accepted here")
 
     def verify(self, token: str) -> Principal:
         """The principal for a valid token; AuthError (401) otherwise."""
@@ -353,6 +355,10 @@ class Authenticator:
             token = rest.strip()
         if not token:
             raise AuthError("no credential: send 'Authorization: Bearer <key or token>'")
+        if not (token.isascii() and token.isprintable()):
+            # Keys and JWTs are printable ASCII. A header's bytes that are not UTF-8 reach
+            # here as surrogates, which hashing a key could not encode (a 500).
+            raise AuthError("the credential must be printable ASCII")
         if token.startswith(KEY_PREFIX + "_"):
             try:
                 principal = self.keys.lookup(token) if self.keys is not None else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from pathlib import Path
@@ -162,6 +163,28 @@ def test_wrong_signature_and_alg_none_are_401(tmp_path: Path) -> None:
     ):
         with pytest.raises(AuthError):
             auth.authenticate(f"Bearer {token}", None)
+
+
+@pytest.mark.parametrize(
+    "token", ["eyJ\udcff.a.b", "rsk_abc_\udcff", "eyJ\x00.a.b", "eyJhbGciOiJIUzI1NiJ9.é.x"]
+)
+def test_a_credential_that_is_not_printable_ascii_is_401(tmp_path: Path, token: str) -> None:
+    # A header's bytes that are not UTF-8 arrive as surrogates: PyJWT and the key hash
+    # raised UnicodeEncodeError on them, a 500.
+    auth = Authenticator.from_settings(_settings(tmp_path), keys_file=tmp_path / "k.json")
+    for authorization, api_key in ((f"Bearer {token}", None), (None, token)):
+        with pytest.raises(AuthError) as caught:
+            auth.authenticate(authorization, api_key)
+        assert caught.value.status == 401
+
+
+def test_an_algorithm_name_is_shown_cut_short(tmp_path: Path) -> None:
+    auth = Authenticator.from_settings(_settings(tmp_path))
+    header = base64.urlsafe_b64encode(json.dumps({"alg": "X" * 5_000}).encode()).rstrip(b"=")
+    token = header.decode() + "." + jwt.encode(_claims(), SECRET).split(".", 1)[1]
+    with pytest.raises(AuthError) as caught:
+        auth.authenticate(f"Bearer {token}", None)
+    assert len(str(caught.value)) < 200
 
 
 def test_es256_token_verified_against_a_jwks_file(tmp_path: Path) -> None:

@@ -129,6 +129,31 @@ async def test_a_body_that_never_finishes_gets_408(
         await server.close()
 
 
+@pytest.mark.parametrize(
+    "header", [b"X-API-Key: {key}\xff\xfe", b"Authorization: Bearer {key}\xff", b"X-API-Key: \xff"]
+)
+async def test_a_credential_whose_bytes_are_not_utf8_is_a_401_not_a_500(
+    api: RecordingApi, keys: Keys, header: bytes
+) -> None:
+    """aiohttp hands such bytes on as surrogates, which hashing a key could not encode."""
+    server = TestServer(create_web_app(api))
+    await server.start_server()
+    try:
+        reader, writer = await asyncio.open_connection(server.host, server.port)
+        writer.write(
+            b"GET /v1/queries/q1 HTTP/1.1\r\nHost: x\r\n"
+            + header.replace(b"{key}", keys.alpha.encode())
+            + b"\r\nConnection: close\r\n\r\n"
+        )
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), timeout=30)
+        writer.close()
+    finally:
+        await server.close()
+    assert answer.startswith(b"HTTP/1.1 401 "), answer[:200]
+    assert b"printable ASCII" in answer
+
+
 def test_the_store_is_bounded_by_bytes_and_counts_evictions() -> None:
     evicted: list[int] = []
     store = RecentEvents(max_bytes=10_000, on_evict=lambda: evicted.append(1))
