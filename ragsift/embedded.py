@@ -77,6 +77,8 @@ class _Collected:
     report: Report | None = None
     decision: Decision | None = None
     letters: list[DeadLetter] = field(default_factory=list)
+    #: Set when the ask ends: another ask of the same query id waits for it.
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 #: The embedded runtime's labels and scored results (``ragsift feedback``), under the data dir.
@@ -217,19 +219,22 @@ class EmbeddedRuntime:
         ids = [q.query_id for q in queries]
         if len(set(ids)) != len(ids):
             raise InvalidEventError("query ids must be distinct within one call")
-        busy = sorted(set(ids) & self._asking.keys())
-        if busy:
-            raise InvalidEventError(f"query ids already being asked: {busy}")
-        for query_id in ids:
-            self._asking[query_id] = _Collected()
+        # Outputs are told apart by query id alone (a dead letter names no tenant), so an
+        # id being asked (a client's retry, or another tenant's query: ids are the
+        # clients' own) waits for that ask to end instead of being refused. Refused, it
+        # was a 422 for a valid query that told the caller another tenant used the id.
+        while busy := [self._asking[i].ended for i in ids if i in self._asking]:
+            await asyncio.gather(*(ended.wait() for ended in busy))
+        collected = [_Collected() for _ in ids]
+        self._asking.update(zip(ids, collected, strict=True))
         try:
             for q in queries:
                 await self.bus.publish("queries", q.query_id, q)
             await self.bus.drain()
-            collected = [self._asking[query_id] for query_id in ids]
         finally:
-            for query_id in ids:
-                self._asking.pop(query_id, None)
+            for query_id, got in zip(ids, collected, strict=True):
+                del self._asking[query_id]
+                got.ended.set()
         out: list[Outcome] = []
         for query_id, got in zip(ids, collected, strict=True):
             if got.result is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,31 @@ async def test_a_rejected_query_is_a_dead_letter_and_is_not_stored(
 async def test_duplicate_ids_in_one_call_are_refused(runtime: EmbeddedRuntime) -> None:
     with pytest.raises(InvalidEventError, match="distinct"):
         await runtime.answer([q("same", IN_SCOPE), q("same", OUT_OF_SCOPE)])
+
+
+async def test_an_id_being_asked_waits_and_each_tenant_gets_its_own_outcome(
+    runtime: EmbeddedRuntime,
+) -> None:
+    # Ids are the clients' own: another tenant's query (or a retry) of an id in flight
+    # was refused ("already being asked", a 422 at the console) and named the id.
+    asked = [
+        q("same", IN_SCOPE, "acme"),
+        q("same", IN_SCOPE, "other"),
+        q("same", "x " * 300, "third"),  # dead-lettered: a letter names no tenant
+        q("same", IN_SCOPE, "acme"),
+    ]
+    outcomes = await asyncio.gather(*(runtime.answer([event]) for event in asked))
+    acme, other, third, retry = (outcome for [outcome] in outcomes)
+    assert isinstance(acme, StoredAnswer)
+    assert isinstance(other, StoredAnswer)
+    assert isinstance(retry, StoredAnswer)
+    assert isinstance(third, DeadLetter)
+    assert acme.result.tenant_id == retry.result.tenant_id == "acme"
+    assert acme.result.match_count > 0
+    assert other.result.tenant_id == "other"
+    assert other.result.match_count == 0  # nothing indexed for "other"
+    assert runtime.find_result("same", "third") is None
+    assert not runtime._asking
 
 
 async def test_memory_stays_bounded_after_many_queries(tmp_path: Path) -> None:
