@@ -26,7 +26,7 @@ from ragsift.api.feedback_input import feedback_accepted, read_feedback
 from ragsift.api.openapi import QueryAnswer
 from ragsift.api.query_input import error_response, http_error_response, read_query
 from ragsift.embedded import EmbeddedRuntime
-from ragsift.errors import RagsiftError
+from ragsift.errors import RagsiftError, shown_value
 from ragsift.gc_policy import settle as settle_gc
 from ragsift.schemas import DeadLetter
 from ragsift.wiring import MIX_SAVE_INTERVAL_S
@@ -152,7 +152,8 @@ class _ConsoleApi:
             found = self.runtime.find_answer(query_id, tenant)
             if found is not None:
                 return web.json_response(text=found.result.model_dump_json())
-        return error_response(404, "not_found", f"no result stored for query id {query_id!r}")
+        detail = f"no result stored for query id {shown_value(query_id)}"
+        return error_response(404, "not_found", detail)
 
 
 def create_console_app(

@@ -46,6 +46,7 @@ from ragsift.api.query_input import (
     read_query,
 )
 from ragsift.api.store import RecentEvents, SharedResults, StoreKey
+from ragsift.errors import shown_value
 from ragsift.observability.metrics import Metrics
 from ragsift.schemas import DeadLetter, QueryEvent, Report, RetrievalResult
 from ragsift.settings import ApiSettings, KafkaSettings, LimitSettings
@@ -308,7 +309,8 @@ class QueryApi(KafkaLink):
                 result = await self.shared.get(key)  # answered by another replica, or before
             if result is not None:
                 return web.Response(body=result, content_type="application/json")
-        return error_response(404, "not_found", f"no result seen for query id {query_id!r}")
+        detail = f"no result seen for query id {shown_value(query_id)}"
+        return error_response(404, "not_found", detail)
 
     async def healthz(self, request: web.Request) -> web.Response:
         """Liveness."""

@@ -106,6 +106,9 @@ async def test_get_is_scoped_to_the_callers_tenant(
 async def test_revoked_key_stops_working_without_restart(client: Client, keys: Keys) -> None:
     headers = keys.header(keys.alpha)
     assert (await client.get("/v1/queries/x", headers=headers)).status == 404
+    unknown = await client.get("/v1/queries/" + "a" * 8_000, headers=headers)
+    assert unknown.status == 404
+    assert len((await unknown.json())["detail"]) < 200  # the id was echoed whole
     keys.store.revoke(keys.alpha.split("_")[1])
     assert (await client.get("/v1/queries/x", headers=headers)).status == 401
 

@@ -110,6 +110,9 @@ async def test_a_stored_result_can_be_polled(loopback: TestClient[Any, Any]) -> 
     assert found.status == 200
     assert (await found.json())["query_id"] == "poll-me"
     assert (await loopback.get("/v1/queries/never")).status == 404
+    unknown = await loopback.get("/v1/queries/" + "a" * 8_000)
+    assert unknown.status == 404
+    assert len((await unknown.json())["detail"]) < 200  # the id was echoed whole
 
 
 async def test_home_redirects_to_the_console(loopback: TestClient[Any, Any]) -> None:
