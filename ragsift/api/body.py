@@ -28,10 +28,12 @@ class BodyError(RagsiftError):
 
     stage = "decode"
 
-    def __init__(self, status: int, error: str, message: str):
+    def __init__(self, status: int, error: str, message: str, *, close: bool = False):
         super().__init__(message)
         self.status = status
         self.error = error
+        #: The connection cannot carry another request: answer with Connection: close.
+        self.close = close
 
 
 def _too_deep(body: bytes) -> bool:
@@ -80,7 +82,11 @@ async def read_json_body(request: web.Request, *, max_bytes: int, timeout_s: flo
             408, "body_timeout", f"the body did not arrive within {timeout_s} s"
         ) from exc
     except web_protocol.RequestPayloadError as exc:  # e.g. gzip that is not gzip
-        raise BodyError(400, "bad_body", f"the body cannot be read: {exc}") from exc
+        # Not to be read to its end: the body is over for aiohttp, and the connection
+        # closes after the answer (its parser is past use). Else aiohttp drained the rest
+        # after answering, met the same error and logged a traceback per request.
+        request.content.feed_eof()
+        raise BodyError(400, "bad_body", f"the body cannot be read: {exc}", close=True) from exc
     body = b"".join(chunks)
     if _too_deep(body):
         raise BodyError(400, "bad_json", f"the body nests deeper than {MAX_JSON_DEPTH} levels")

@@ -91,7 +91,10 @@ async def read_body(request: web.Request, settings: ApiSettings) -> Any | web.Re
             request, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s
         )
     except BodyError as exc:
-        return error_response(exc.status, exc.error, exc.message)
+        response = error_response(exc.status, exc.error, exc.message)
+        if exc.close:
+            response.force_close()
+        return response
 
 
 def field_errors(exc: ValidationError) -> list[dict[str, Any]]:
