@@ -83,7 +83,10 @@ def decode_html(data: bytes) -> str:
             encoding = codecs.lookup(declared.group(1).decode("ascii")).name
     if encoding == "utf-8":
         encoding = "utf-8-sig"
-    return data.decode(encoding, errors="replace")
+    try:
+        return data.decode(encoding, errors="replace")
+    except (LookupError, UnicodeError):  # no page's charset (rot13, base64, idna): UTF-8
+        return data.decode("utf-8-sig", errors="replace")
 
 
 class HtmlPage(NamedTuple):

@@ -113,6 +113,14 @@ def test_bytes_are_decoded_as_the_page_declares() -> None:
     )
 
 
+@pytest.mark.parametrize("charset", ["rot13", "base64", "zlib", "undefined", "idna"])
+def test_a_charset_no_page_is_written_in_reads_as_utf8(charset: str) -> None:
+    # Python knows these codecs, but not as text encodings (or they refuse any text):
+    # decoding raised LookupError or UnicodeError, and one such page stopped an ingest.
+    page = f'<meta charset="{charset}"><p>café</p>'
+    assert html_text(decode_html(page.encode()))[0] == "café"
+
+
 def test_the_loader_indexes_html_files_by_their_text(tmp_path: Path) -> None:
     (tmp_path / "guide").mkdir()
     (tmp_path / "guide" / "returns.html").write_text(PAGE, encoding="utf-8")
