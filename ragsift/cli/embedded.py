@@ -29,7 +29,7 @@ from ragsift.cli.common import (
     read_documents,
 )
 from ragsift.cli.ingest_warnings import warn_interrupted, warn_other_sources
-from ragsift.cli.prune import kept_ids, refuse_prune_of_file, show_pruned
+from ragsift.cli.prune import kept_ids, prune_blocked, refuse_prune_of_file, show_pruned
 from ragsift.schemas.base import MAX_K
 
 __all__ = ["ask", "demo", "ingest"]
@@ -184,7 +184,7 @@ def ingest(
             help="Then remove the tenant's other documents of this collection: those not"
             " under the folder PATH now (files deleted or renamed since they were ingested)."
             " A file or JSONL line passed over this time (unreadable, empty) keeps what was"
-            " indexed of it.",
+            " indexed of it; a folder that cannot be read stops the prune (nothing removed).",
         ),
     ] = False,
     data_dir: DataDir = None,
@@ -226,7 +226,7 @@ def ingest(
                 f" {tenant!r} in collection {collection!r}{same}"
             )
             warn_other_sources(report.other_sources)
-            if prune:
+            if prune and not prune_blocked(path, skipped):
                 keep = kept_ids((d.doc_id for d in docs), path, skipped)
                 show_pruned(await runtime.prune(tenant, keep, collection=collection), path)
             if probing:

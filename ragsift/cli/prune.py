@@ -8,9 +8,9 @@ from pathlib import Path
 
 import typer
 
-from ragsift.cli.common import EXIT_USAGE, console, print_error
+from ragsift.cli.common import EXIT_USAGE, console, print_error, print_warning
 
-__all__ = ["kept_ids", "refuse_prune_of_file", "show_pruned"]
+__all__ = ["kept_ids", "prune_blocked", "refuse_prune_of_file", "show_pruned"]
 
 #: Removed document ids named in the ``pruned`` line; the rest are counted.
 PRUNED_SHOWN = 5
@@ -24,6 +24,23 @@ def refuse_prune_of_file(path: Path, tenant: str, collection: str) -> None:
             f" document of tenant {tenant!r} in collection {collection!r}"
         )
         raise typer.Exit(EXIT_USAGE)
+
+
+def prune_blocked(path: Path, skipped: Iterable[tuple[Path, str]]) -> bool:
+    """Whether ``--prune`` must remove nothing: a folder under ``path`` could not be
+    listed, so the documents indexed from it cannot be told from removed ones (it once
+    removed them all). Says so."""
+    from ragsift.ingest.loaders import UNREADABLE_FOLDER
+
+    unread = [str(folder) for folder, why in skipped if why == UNREADABLE_FOLDER]
+    if unread:
+        shown = ", ".join(unread[:PRUNED_SHOWN])
+        print_warning(
+            f"--prune removed nothing: {len(unread)} folder(s) under {path} could not be"
+            f" read ({shown}), and the documents indexed from them cannot be told from"
+            " removed ones"
+        )
+    return bool(unread)
 
 
 def kept_ids(read: Iterable[str], path: Path, skipped: Iterable[tuple[Path, str]]) -> set[str]:

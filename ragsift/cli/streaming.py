@@ -208,7 +208,8 @@ def submit(
             help="With --files: then publish a delete (a tombstone) for each of --tenant's"
             " documents of --collection that the documents topic holds and the folder SOURCE"
             " no longer does (files deleted or renamed since they were published). A file"
-            " passed over this time (unreadable, empty) or rejected keeps its document.",
+            " passed over this time (unreadable, empty) or rejected keeps its document; a"
+            " folder that cannot be read stops the prune (no tombstones).",
         ),
     ] = False,
 ) -> None:

@@ -24,7 +24,7 @@ from ragsift.cli.common import (
     print_error,
     read_documents,
 )
-from ragsift.cli.prune import kept_ids, refuse_prune_of_file, show_pruned
+from ragsift.cli.prune import kept_ids, prune_blocked, refuse_prune_of_file, show_pruned
 from ragsift.cli.publish import Event, report_refused, send_events
 from ragsift.settings import Settings
 
@@ -53,6 +53,7 @@ def submit_files(
         path, tenant, collection, source_type, skipped
     )
     stale: list[str] = []
+    prune = prune and not prune_blocked(path, skipped)
     if prune:  # read before anything is sent: a failed read publishes nothing
         live = _kafka(settings, _live(settings, name, tenant, collection))
         stale = sorted(live - kept_ids(kept, path, skipped))

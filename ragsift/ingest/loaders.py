@@ -31,6 +31,7 @@ __all__ = [
     "LINK_OUT",
     "PLURALS",
     "SUPPORTED_SUFFIXES",
+    "UNREADABLE_FOLDER",
     "SourceDocument",
     "check_unique_ids",
     "empty_line_doc_ids",
@@ -176,7 +177,11 @@ def _files(path: Path, skipped: list[tuple[Path, str]], exclude: set[Path]) -> l
     (a hidden or excluded folder once, not each of its files). Linked folders are not
     walked."""
     found: list[Path] = []
-    for top, folders, names in os.walk(path):
+
+    def unread(exc: OSError) -> None:  # os.walk passed such a folder over without a word
+        skipped.append((Path(exc.filename or path), UNREADABLE_FOLDER))
+
+    for top, folders, names in os.walk(path, onerror=unread):
         here = Path(top)
         kept = []
         for name in sorted(folders):
@@ -222,12 +227,18 @@ def _iter_documents(
             skipped.append((file, f"unsupported type {file.suffix or '(none)'}"))
             continue
         if file.suffix.lower() == ".jsonl":
-            yield from _jsonl(file, source_type, skipped)
+            try:
+                yield from _jsonl(file, source_type, skipped)
+            except OSError as exc:  # no permission, an I/O error
+                skipped.append((file, _cannot_read(exc)))
         else:
             try:
                 text, title = _read_file(file)
             except UnreadableFile as passed:
                 skipped.append((file, passed.reason))
+                continue
+            except OSError as exc:
+                skipped.append((file, _cannot_read(exc)))
                 continue
             if not text.strip():
                 skipped.append((file, "empty"))
@@ -249,6 +260,9 @@ DATA_DIR = "ragsift's data directory"
 #: uploads must not index /etc/passwd through one), or to a file indexed by its own name.
 LINK_OUT = "link out of the folder"
 LINK_IN = "link to a file indexed by its own name"
+#: Why a folder is passed over: it cannot be listed. ``--prune`` then removes nothing,
+#: since its documents cannot be told from removed ones.
+UNREADABLE_FOLDER = "folder that cannot be read"
 
 
 #: The reasons above said of several files, for the skipped line.
@@ -256,7 +270,13 @@ PLURALS = {
     LINK_OUT: "links out of the folder",
     LINK_IN: "links to files indexed by their own names",
     DATA_DIR: "ragsift data directories",
+    UNREADABLE_FOLDER: "folders that cannot be read",
 }
+
+
+def _cannot_read(exc: OSError) -> str:
+    """Why a file that could not be opened or read is passed over."""
+    return f"cannot be read ({exc.strerror or type(exc).__name__})"
 
 
 def _link(file: Path, root: Path) -> str:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
+
+import pytest
 
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.settings import EmbedderSettings, Settings
@@ -126,3 +129,45 @@ def test_documents_lists_what_a_tenant_has_indexed(cli: Invoke, tmp_path: Path) 
     nobody = cli(["documents", "-t", "nobody", "--data-dir", "data"])
     assert nobody.exit_code == 2
     assert "tenant 'nobody' has no documents" in nobody.output
+
+
+def test_an_unreadable_folder_is_named_and_prune_then_removes_nothing(
+    cli: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # os.walk passed a folder it could not list over without a word, and --prune then
+    # removed every document indexed from it.
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "hours.md").write_text("The office opens at 9am.\n")
+    (docs / "sub" / "moles.md").write_text("Moles dig tunnels in the garden.\n")
+    (docs / "gone.md").write_text("This one leaves the folder.\n")
+    _ingest(cli, docs, "acme")
+    (docs / "gone.md").unlink()
+    scandir = os.scandir
+
+    def locked(path: str | os.PathLike[str] = ".") -> object:
+        if Path(path) == docs / "sub":  # as without read permission (root has it anyway)
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", locked)
+    done = cli(["ingest", str(docs), "-t", "acme", "--data-dir", "data", "--no-probe", "--prune"])
+    assert done.exit_code == 0, done.output
+    assert "folder that cannot be read" in done.output
+    assert "--prune removed nothing: 1 folder(s) under" in done.output
+    assert "pruned" not in done.stdout
+    assert set(_documents(tmp_path / "data", "acme")) == {"hours.md", "sub-moles.md", "gone.md"}
+
+
+def test_a_file_that_cannot_be_read_is_named_not_a_traceback(cli: Invoke, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "hours.md").write_text("The office opens at 9am.\n")
+    (docs / "mem.txt").symlink_to("/proc/self/mem")  # reading it is an I/O error
+    out = cli(["ingest", str(docs / "mem.txt"), "-t", "acme", "--data-dir", "data", "--no-probe"])
+    # It was an OSError traceback; now the skip is named, and nothing left to index is
+    # the usual one-line error.
+    assert out.exit_code == 2, out.output
+    assert "1 cannot be read (Input/output error)" in out.output
+    assert "error: nothing to index" in out.output
+    assert "Traceback" not in out.output
