@@ -16,6 +16,17 @@ from ragsift.errors import InvalidEventError, shown_value
 from ragsift.ingest.docx_text import DOCX_SUFFIX, docx_text
 from ragsift.ingest.epub_text import EPUB_SUFFIX, epub_text
 from ragsift.ingest.file_text import FileText, UnreadableFile
+from ragsift.ingest.folders import (
+    DATA_DIR,
+    HIDDEN,
+    LINK_IN,
+    LINK_OUT,
+    PLURALS,
+    UNREADABLE_FOLDER,
+    cannot_read,
+    files_under,
+    link_reason,
+)
 from ragsift.ingest.html_text import HTML_SUFFIXES, REDIRECT, decode_html, html_text
 from ragsift.ingest.odt_text import ODT_SUFFIX, odt_text
 from ragsift.ingest.pdf_text import PDF_SUFFIX, pdf_text
@@ -172,36 +183,6 @@ def _collision(first: SourceDocument, second: SourceDocument) -> InvalidEventErr
     )
 
 
-def _files(path: Path, skipped: list[tuple[Path, str]], exclude: set[Path]) -> list[Path]:
-    """The files under the folder ``path``, sorted; hidden and excluded ones passed over
-    (a hidden or excluded folder once, not each of its files). Linked folders are not
-    walked."""
-    found: list[Path] = []
-
-    def unread(exc: OSError) -> None:  # os.walk passed such a folder over without a word
-        skipped.append((Path(exc.filename or path), UNREADABLE_FOLDER))
-
-    for top, folders, names in os.walk(path, onerror=unread):
-        here = Path(top)
-        kept = []
-        for name in sorted(folders):
-            folder = here / name
-            if name.startswith("."):
-                skipped.append((folder, HIDDEN))
-            elif folder.resolve() in exclude:
-                skipped.append((folder, DATA_DIR))
-            else:
-                kept.append(name)
-        folders[:] = kept
-        for name in names:
-            file = here / name
-            if name.startswith("."):
-                skipped.append((file, HIDDEN))
-            elif file.is_file():
-                found.append(file)
-    return sorted(found)
-
-
 def _iter_documents(
     path: Path, source_type: str, skipped: list[tuple[Path, str]], exclude: set[Path]
 ) -> Iterator[SourceDocument]:
@@ -211,12 +192,12 @@ def _iter_documents(
         )
     if not path.exists():
         raise InvalidEventError(f"no such file or folder: {path}")
-    files = [path] if path.is_file() else _files(path, skipped, exclude)
+    files = [path] if path.is_file() else files_under(path, skipped, exclude)
     base = path.parent if path.is_file() else path
     root = path.resolve()
     for file in files:
         if file is not path and file.is_symlink():
-            skipped.append((file, _link(file, root)))
+            skipped.append((file, link_reason(file, root)))
             continue
         if file.suffix.lower() not in SUPPORTED_SUFFIXES:
             if path.is_file():
@@ -230,7 +211,7 @@ def _iter_documents(
             try:
                 yield from _jsonl(file, source_type, skipped)
             except OSError as exc:  # no permission, an I/O error
-                skipped.append((file, _cannot_read(exc)))
+                skipped.append((file, cannot_read(exc)))
         else:
             try:
                 text, title = _read_file(file)
@@ -238,7 +219,7 @@ def _iter_documents(
                 skipped.append((file, passed.reason))
                 continue
             except OSError as exc:
-                skipped.append((file, _cannot_read(exc)))
+                skipped.append((file, cannot_read(exc)))
                 continue
             if not text.strip():
                 skipped.append((file, "empty"))
@@ -251,37 +232,6 @@ def _iter_documents(
                     source=_shown_name(Path(rel)),
                     source_type=source_type,
                 )
-
-
-#: Why a folder's hidden file or folder, or its data directory, is passed over.
-HIDDEN = "hidden"
-DATA_DIR = "ragsift's data directory"
-#: Why a link in a folder is passed over: it leads out of the folder (a folder of
-#: uploads must not index /etc/passwd through one), or to a file indexed by its own name.
-LINK_OUT = "link out of the folder"
-LINK_IN = "link to a file indexed by its own name"
-#: Why a folder is passed over: it cannot be listed. ``--prune`` then removes nothing,
-#: since its documents cannot be told from removed ones.
-UNREADABLE_FOLDER = "folder that cannot be read"
-
-
-#: The reasons above said of several files, for the skipped line.
-PLURALS = {
-    LINK_OUT: "links out of the folder",
-    LINK_IN: "links to files indexed by their own names",
-    DATA_DIR: "ragsift data directories",
-    UNREADABLE_FOLDER: "folders that cannot be read",
-}
-
-
-def _cannot_read(exc: OSError) -> str:
-    """Why a file that could not be opened or read is passed over."""
-    return f"cannot be read ({exc.strerror or type(exc).__name__})"
-
-
-def _link(file: Path, root: Path) -> str:
-    """Why the symbolic link ``file``, found under the folder ``root``, is passed over."""
-    return LINK_IN if file.resolve().is_relative_to(root) else LINK_OUT
 
 
 def _read_file(file: Path) -> FileText:
