@@ -30,7 +30,7 @@ def prune_blocked(path: Path, skipped: Iterable[tuple[Path, str]]) -> bool:
     """Whether ``--prune`` must remove nothing: a folder under ``path`` could not be
     listed, so the documents indexed from it cannot be told from removed ones (it once
     removed them all). Says so."""
-    from ragsift.ingest.loaders import UNREADABLE_FOLDER
+    from ragsift.ingest.folders import UNREADABLE_FOLDER
 
     unread = [str(folder) for folder, why in skipped if why == UNREADABLE_FOLDER]
     if unread:
