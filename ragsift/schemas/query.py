@@ -19,6 +19,7 @@ from ragsift.schemas.base import (
     Vector,
     utcnow,
 )
+from ragsift.schemas.trace import TraceParent
 
 __all__ = ["MAX_COLLECTIONS", "MAX_ENTITY_CHARS", "QueryEvent", "SearchMode", "Selection"]
 
@@ -92,8 +93,10 @@ class QueryEvent(EventModel):
     want_report: bool = Field(
         default=False, strict=True, description="Ask report workers for a report."
     )
-    traceparent: str | None = Field(
-        default=None, max_length=128, description="W3C trace context carried to outputs."
+    traceparent: TraceParent = Field(
+        default=None,
+        max_length=128,
+        description="W3C trace context carried to outputs; an unparsable one is ignored.",
     )
     created_at: datetime = Field(default_factory=utcnow)
 

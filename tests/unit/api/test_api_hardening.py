@@ -96,6 +96,22 @@ async def test_a_bool_or_a_string_where_a_number_belongs_is_a_422(
     assert api.sent == []
 
 
+@pytest.mark.parametrize(
+    ("header", "carried"),
+    [
+        ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", True),
+        ("00-" + "a" * 200, False),  # longer than the contract's 128: was a 422
+        ("not-a-trace", False),
+    ],
+)
+async def test_a_traceparent_header_is_carried_when_valid_and_ignored_when_not(
+    client: Client, api: RecordingApi, keys: Keys, header: str, carried: bool
+) -> None:
+    status, body = await _post(client, keys, '{"query": "q", "timeout_s": 1}', traceparent=header)
+    assert status == 504, body  # accepted and sent; nobody answers here
+    assert api.sent[0][0].traceparent == (header if carried else None)
+
+
 async def test_text_plain_is_415(client: Client, keys: Keys) -> None:
     status, body = await _post(client, keys, '{"query": "q"}', **{"Content-Type": "text/plain"})
     assert status == 415
