@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web, web_protocol
 
 from ragsift.errors import RagsiftError, shown_value
-from ragsift.schemas.payload import RepeatsNoted
+from ragsift.schemas.payload import RepeatsNoted, not_utf8
 
 __all__ = ["MAX_JSON_DEPTH", "BodyError", "read_json_body"]
 
@@ -88,6 +88,8 @@ async def read_json_body(request: web.Request, *, max_bytes: int, timeout_s: flo
         request.content.feed_eof()
         raise BodyError(400, "bad_body", f"the body cannot be read: {exc}", close=True) from exc
     body = b"".join(chunks)
+    if encoding := not_utf8(body):
+        raise BodyError(400, "bad_json", f"the body is {encoding}; JSON must be UTF-8 (RFC 8259)")
     if _too_deep(body):
         raise BodyError(400, "bad_json", f"the body nests deeper than {MAX_JSON_DEPTH} levels")
     try:

@@ -27,6 +27,7 @@ __all__ = [
     "RepeatsNoted",
     "lone_surrogate",
     "metadata_problem",
+    "not_utf8",
 ]
 
 #: Deepest nesting of a metadata value (a key's value is level 1). Qdrant Edge's WAL
@@ -105,3 +106,16 @@ class RepeatsNoted(dict[str, Any]):
                 if key in seen:
                     self.repeated.add(key)
                 seen.add(key)
+
+
+def not_utf8(payload: bytes) -> str | None:
+    """The encoding ``payload`` is in when it is JSON but not UTF-8, else None.
+
+    RFC 8259 (section 8.1) has JSON between systems in UTF-8 (a byte order mark may be
+    ignored). ``json.loads`` on bytes also reads UTF-16 and UTF-32, which a gateway or
+    an audit consumer that reads UTF-8 sees as something else; and a byte search for a
+    name such as ``"tenant_id"`` (the repeated-name guard's first step) misses it in
+    a UTF-16 payload. So the stream and the API take UTF-8 only.
+    """
+    encoding = json.detect_encoding(payload)
+    return None if encoding in ("utf-8", "utf-8-sig") else encoding

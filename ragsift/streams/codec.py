@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ragsift.errors import DecodeError, describe_validation_error
-from ragsift.schemas.payload import RepeatsNoted
+from ragsift.schemas.payload import RepeatsNoted, not_utf8
 
 __all__ = ["EventCodec"]
 
@@ -108,6 +108,9 @@ class EventCodec(Generic[M]):
     def _decode_slowly(self, payload: bytes) -> M:
         """Parse, then validate: slower than one call, but each failure names its cause."""
         name = self.model.__name__
+        # The fast path reads UTF-8 only; json.loads would read UTF-16 and UTF-32 too.
+        if encoding := not_utf8(payload):
+            raise DecodeError(f"{name}: payload is {encoding}; events must be UTF-8 JSON")
         try:
             data: Any = json.loads(payload)
         except UnicodeDecodeError as exc:

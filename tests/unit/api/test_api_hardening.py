@@ -112,6 +112,16 @@ async def test_a_traceparent_header_is_carried_when_valid_and_ignored_when_not(
     assert api.sent[0][0].traceparent == (header if carried else None)
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32-le"])
+async def test_a_body_in_another_unicode_encoding_is_a_400_and_nothing_is_sent(
+    client: Client, api: RecordingApi, keys: Keys, encoding: str
+) -> None:
+    status, body = await _post(client, keys, '{"query": "q"}'.encode(encoding))
+    assert (status, body["error"]) == (400, "bad_json")
+    assert "must be UTF-8" in body["detail"]
+    assert api.sent == []
+
+
 async def test_text_plain_is_415(client: Client, keys: Keys) -> None:
     status, body = await _post(client, keys, '{"query": "q"}', **{"Content-Type": "text/plain"})
     assert status == 415

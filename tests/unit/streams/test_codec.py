@@ -112,6 +112,20 @@ def test_a_payload_that_names_its_tenant_twice_is_refused(payload: bytes) -> Non
     assert exc.value.query_id == "q-7"
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32"])
+def test_json_in_another_unicode_encoding_is_refused(encoding: str) -> None:
+    # json.loads reads these too, and in UTF-16 the byte search for "tenant_id" saw no
+    # name at all: a repeated tenant passed the guard, the last one winning.
+    text = '{"query_id": "q-7", "tenant_id": "acme", "tenant_id": "evil", "query": "x"}'
+    with pytest.raises(DecodeError, match=f"payload is {encoding}; events must be UTF-8"):
+        codec.decode(text.encode(encoding))
+
+
+def test_a_utf8_byte_order_mark_is_ignored() -> None:
+    text = '{"query_id": "q-7", "tenant_id": "acme", "query": "x"}'
+    assert codec.decode(text.encode("utf-8-sig")).tenant_id == "acme"
+
+
 @pytest.mark.parametrize(
     "payload",
     [
