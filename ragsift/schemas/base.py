@@ -15,6 +15,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import (
     AfterValidator,
+    AllowInfNan,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -174,13 +175,18 @@ CollectionName = Annotated[str, AfterValidator(_check_collection)]
 #: A JSON number where the contract asks for one. Pydantic's lax mode read ``true`` as
 #: 1.0 (a threshold that refuses everything) and ``"0.5"`` as 0.5, which the JSON
 #: Schemas refuse: every reader of the contract has to agree on what an event says.
-Number = Annotated[float, Strict()]
+#: ``NaN`` and ``Infinity`` are not JSON numbers either (Python's parser reads them):
+#: refused as "a finite number", where a threshold of NaN was told it should be at
+#: most 1 and a feedback signal of NaN was kept.
+Number = Annotated[float, Strict(), AllowInfNan(False)]
 #: A JSON integer (``5``, or ``5.0`` as JSON Schema's "integer" allows) or null, never a
 #: bool or a string: lax mode read ``"k": true`` as k = 1. (The validator wraps the
 #: union: on ``int`` inside it, pydantic wrote a field's bounds into the JSON Schema as
 #: ``ge``/``le`` instead of ``minimum``/``maximum``.)
 CountOrNone = Annotated[int | None, BeforeValidator(_no_bool_or_text)]
-Vector = Annotated[list[Number], AfterValidator(_check_vector)]
+#: Components are checked in one pass over the list (finite, within bounds), whose
+#: message names the first bad index.
+Vector = Annotated[list[Annotated[float, Strict()]], AfterValidator(_check_vector)]
 
 
 class EventModel(BaseModel):

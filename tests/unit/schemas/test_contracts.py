@@ -324,3 +324,32 @@ def test_a_number_or_flag_reads_json_as_its_json_schema_does(
     with pytest.raises(ValidationError) as exc:
         model.model_validate_json(payload)
     assert [e["loc"][0] for e in exc.value.errors()] == [field]
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
+@pytest.mark.parametrize(
+    ("model", "body"),
+    [
+        (
+            QueryEvent,
+            '{"query_id": "q", "tenant_id": "t", "query": "q", "similarity_threshold": %s}',
+        ),
+        (
+            FeedbackEvent,
+            '{"event_id": "e", "query_id": "q", "tenant_id": "t", "relevant": true,'
+            ' "confidence": %s}',
+        ),
+        (
+            FeedbackEvent,
+            '{"event_id": "e", "query_id": "q", "tenant_id": "t", "relevant": true,'
+            ' "signals": {"top_score": %s}}',
+        ),
+    ],
+)
+def test_a_number_that_is_not_finite_is_refused_as_such(
+    model: type[QueryEvent | FeedbackEvent], body: str, literal: str
+) -> None:
+    # Python's parser reads NaN and Infinity; JSON has neither. A NaN threshold was told
+    # it "should be less than or equal to 1", and a NaN feedback signal was kept.
+    with pytest.raises(ValidationError, match="finite number"):
+        model.model_validate(json.loads(body % literal))
