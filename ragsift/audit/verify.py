@@ -20,8 +20,19 @@ from ragsift.audit.chain import GENESIS, HASH, MAC, PREV, SEQ, row_hash, row_mac
 __all__ = ["Break", "BreakKind", "ChainReport", "describe", "verify_chain"]
 
 BreakKind = Literal[
-    "edited", "deleted", "reordered", "inserted", "bad_hmac", "unreadable", "torn", "truncated"
+    "edited",
+    "deleted",
+    "reordered",
+    "inserted",
+    "bad_hmac",
+    "unreadable",
+    "torn",
+    "truncated",
+    "unchained",
 ]
+
+
+_UNCHAINED = "no chain fields (stripped, or written before the chain began)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +79,8 @@ class _Walk:
     report: ChainReport
     key: bytes | None
     anchor: str | None
+    #: rows without chain fields before the chain are a break, not "not covered"
+    all_chained: bool = False
     last: str | None = None
     before_last: str | None = None
     last_line: tuple[Path, int] | None = None
@@ -87,6 +100,8 @@ class _Walk:
         report.rows += 1
         if HASH not in row:
             if self.last is None:
+                if self.all_chained:
+                    return Break(file, line_no, "unchained", _UNCHAINED)
                 report.unchained += 1
                 return None
             return Break(file, line_no, "inserted", "row carries no chain fields")
@@ -166,9 +181,13 @@ def verify_chain(
             rows were cut from the end (or the chain was rewritten).
         from_genesis: the first chained row must be the chain's first (seq 0);
             without it a walk may start mid-chain (older files shipped away).
+
+    Rows without chain fields before the first chained one (written before chaining)
+    are counted as not covered, unless a key or ``from_genesis`` is given: then every
+    row must be chained. Rows of which none is chained are a break either way.
     """
     report = ChainReport(files=list(files), macs_checked=key is not None)
-    walk = _Walk(report, key, anchor)
+    walk = _Walk(report, key, anchor, all_chained=key is not None or from_genesis)
     if anchor is not None:
         report.anchor_found = False
     for index, file in enumerate(files):
@@ -183,6 +202,13 @@ def verify_chain(
             if problem is not None:
                 report.problem = problem
                 return report
+    if report.rows and report.head is None:
+        # Rows, none of them chained: the chain vouches for nothing here. Reported as
+        # intact, a trail whose chain fields were stripped (and rows then edited) passed.
+        report.problem = Break(
+            files[0], 1, "unchained", f"none of the {report.rows} rows: {_UNCHAINED}"
+        )
+        return report
     if anchor is not None and not report.anchor_found:
         where = files[-1] if files else Path("-")
         report.problem = Break(

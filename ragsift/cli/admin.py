@@ -246,7 +246,8 @@ def audit_verify(
         typer.Option(help="A head hash recorded elsewhere; the chain must contain it."),
     ] = None,
     from_genesis: Annotated[
-        bool, typer.Option(help="The files must hold the chain from its first row.")
+        bool,
+        typer.Option(help="The files must hold the chain from its first row, every row chained."),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:

@@ -206,3 +206,47 @@ def test_nothing_to_verify_is_not_an_intact_chain(tmp_path: Path, flags: list[st
         assert "chain intact" not in done.output
         if "--json" not in flags:
             assert "nothing to verify" in done.output
+
+
+def strip_chain(row: dict[str, object]) -> None:
+    for name in ("auditseq", "auditprev", HASH, MAC):
+        row.pop(name, None)
+
+
+@pytest.mark.parametrize("key", [None, KEY])
+def test_a_trail_stripped_of_every_chain_field_is_a_break(
+    tmp_path: Path, key: bytes | None
+) -> None:
+    # Such a trail reported "chain intact" and exited 0, even with the key: every row
+    # counted as "written before the chain", so edits to any of them went unseen.
+    path = trail(tmp_path)
+    rows = lines(path)
+    for row in rows:
+        strip_chain(row)
+    rows[2]["source"] = "/forged"
+    rewrite(path, rows)
+    report = verify_chain([path], key=key)
+    assert report.problem is not None
+    assert (report.problem.line, report.problem.kind) == (1, "unchained")
+    assert "no chain fields" in report.problem.detail
+    done = CliRunner().invoke(app, ["audit", "verify", str(path)])
+    assert done.exit_code == 1
+    assert "chain intact" not in done.output
+
+
+def test_leading_unchained_rows_are_a_break_with_a_key_or_from_genesis(tmp_path: Path) -> None:
+    # The first rows stripped and edited, the rest still chained and MACed: without a
+    # key they read as rows that predate the chain; with one they cannot pass.
+    path = trail(tmp_path)
+    rows = lines(path)
+    for row in rows[:2]:
+        strip_chain(row)
+    rows[0]["source"] = "/forged"
+    rewrite(path, rows)
+    loose = verify_chain([path])
+    assert loose.intact
+    assert loose.unchained == 2
+    assert first_break(path) == (1, "unchained")
+    strict = verify_chain([path], from_genesis=True).problem
+    assert strict is not None
+    assert (strict.line, strict.kind) == (1, "unchained")
