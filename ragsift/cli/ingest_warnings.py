@@ -15,8 +15,9 @@ def warn_other_sources(replaced: Sequence[tuple[str, str, str]], shown: int = 5)
     (two files that map to one document id across ingests), the first ``shown``."""
     for doc_id, before, now in replaced[:shown]:
         print_warning(
-            f"{now!r} replaced document {doc_id!r}, indexed before from {before!r}: ids are"
-            " file paths under the folder ingested, made safe; rename one to keep both"
+            f"{now!r} replaced document {doc_id!r}, indexed before from {before!r}: a"
+            " document's id is its path under the folder ingested (a JSONL line's: its"
+            " 'id' or 'doc_id'), made safe; rename one, or give it another id, to keep both"
         )
     if len(replaced) > shown:
         print_warning(f"... and {len(replaced) - shown} more documents like it")

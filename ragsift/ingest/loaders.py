@@ -89,10 +89,10 @@ class SourceDocument:
         metadata the index cannot keep (:func:`~ragsift.retrieval.records.metadata_error`).
         Checked before anything is written, so a bad document never costs the old
         version of itself or of the documents after it."""
-        for name in ("text", "source"):
+        for name in ("text", "title", "source"):
             if not isinstance(getattr(self, name), str | None):
                 return f"'{name}' must be a string, got {shown_value(getattr(self, name))}"
-        surrogate = lone_surrogate([self.text, self.source])
+        surrogate = lone_surrogate([self.text, self.title, self.source])
         if surrogate is not None:
             return f"holds {surrogate}, a lone surrogate: not Unicode text"
         problem = metadata_error(self.stored_metadata())
@@ -347,7 +347,17 @@ def _jsonl(
 
 
 def _row_doc_id(row: dict[str, Any], file: Path, lineno: int) -> str:
-    return safe_doc_id(str(row.get("doc_id") or row.get("id") or f"{file.stem}-{lineno}"))
+    given = row.get("doc_id") or row.get("id")
+    if not given:
+        return safe_doc_id(f"{file.stem}-{lineno}")
+    # A string or a number names a document; an object or a list (or true) read as
+    # its Python text ("{'n': 1}", "True") named one by accident.
+    if isinstance(given, bool) or not isinstance(given, str | int | float):
+        name = "doc_id" if row.get("doc_id") else "id"
+        raise InvalidEventError(
+            f"{file}:{lineno}: '{name}' must be a string or a number, got {shown_value(given)}"
+        )
+    return safe_doc_id(str(given))
 
 
 def empty_line_doc_ids(skipped: Iterable[tuple[Path, str]]) -> set[str]:

@@ -100,6 +100,33 @@ def test_hostile_jsonl_is_one_clear_error(
         list(iter_documents(path))
 
 
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        # Stored as a chunk's title, an object showed in citations as "{'x': 1}".
+        ('{"id": "a", "text": "hi", "title": {"x": 1}}', r"rows.jsonl:1: 'title' must be a string"),
+        ('{"id": "a", "text": "hi", "title": ["a"]}', "'title' must be a string"),
+        # An object, a list or true named a document by its Python text ("True").
+        ('{"id": {"n": 1}, "text": "hi"}', r"'id' must be a string or a number, got \{'n': 1\}"),
+        ('{"doc_id": true, "text": "hi"}', "'doc_id' must be a string or a number, got True"),
+        ('{"id": ["a"], "text": "hi"}', "'id' must be a string or a number"),
+    ],
+)
+def test_a_jsonl_title_or_id_of_the_wrong_type_is_refused(
+    tmp_path: Path, row: str, message: str
+) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text(row + "\n", encoding="utf-8")
+    with pytest.raises(InvalidEventError, match=message):
+        list(iter_documents(path))
+
+
+def test_a_jsonl_id_may_be_a_number(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"id": 7, "text": "a", "title": "T"}\n{"id": 2.5, "text": "b"}\n', "utf-8")
+    assert [(d.doc_id, d.title) for d in iter_documents(path)] == [("7", "T"), ("2.5", None)]
+
+
 def test_the_ids_of_blank_jsonl_lines_are_read_again_and_a_changed_file_keeps_none(
     tmp_path: Path,
 ) -> None:
