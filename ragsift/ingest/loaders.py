@@ -192,6 +192,8 @@ def _iter_documents(
         )
     if not path.exists():
         raise InvalidEventError(f"no such file or folder: {path}")
+    if not (path.is_file() or path.is_dir()):
+        raise InvalidEventError(f"not a file or a folder: {path} (a pipe, socket or device)")
     files = [path] if path.is_file() else files_under(path, skipped, exclude)
     base = path.parent if path.is_file() else path
     root = path.resolve()

@@ -17,7 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragsift.errors import InvalidEventError
 from ragsift.ingest.file_text import UnreadableFile
+from ragsift.ingest.folders import BROKEN_LINK, LINKED_FOLDER, NOT_A_FILE
 from ragsift.ingest.loaders import DATA_DIR, HIDDEN, LINK_IN, LINK_OUT, iter_documents
 from ragsift.ingest.plain_text import NOT_TEXT, SNIFF_BYTES, plain_text
 
@@ -93,10 +95,30 @@ def test_a_folder_s_links_are_not_followed(tmp_path: Path) -> None:
     found = list(iter_documents(docs, skipped=skipped))
     assert [d.source for d in found] == ["a.md"]
     assert sorted(skipped) == sorted(
-        [(docs / "passwd.txt", LINK_OUT), (docs / "again.md", LINK_IN)]
+        [
+            (docs / "passwd.txt", LINK_OUT),
+            (docs / "again.md", LINK_IN),
+            (docs / "up", LINKED_FOLDER),  # was passed over without a word
+        ]
     )
     # A link named on the command line is the user's choice: it is read.
     assert [d.text for d in iter_documents(docs / "passwd.txt")] == [outside.read_text()]
+
+
+def test_broken_links_pipes_and_sockets_are_named_not_dropped(tmp_path: Path) -> None:
+    # All three were passed over in silence: not counted in the skipped line.
+    (tmp_path / "a.md").write_text("The office is in Berlin.\n")
+    os.symlink(tmp_path / "gone.md", tmp_path / "broken.md")
+    os.mkfifo(tmp_path / "pipe.md")
+    skipped: list[tuple[Path, str]] = []
+    assert [d.source for d in iter_documents(tmp_path, skipped=skipped)] == ["a.md"]
+    assert sorted(skipped) == [
+        (tmp_path / "broken.md", BROKEN_LINK),
+        (tmp_path / "pipe.md", NOT_A_FILE),
+    ]
+    # Named on the command line, a pipe is refused: it read as an unlistable folder.
+    with pytest.raises(InvalidEventError, match=r"not a file or a folder: .*pipe\.md"):
+        list(iter_documents(tmp_path / "pipe.md"))
 
 
 def test_hidden_files_and_folders_and_the_data_directory_are_passed_over(tmp_path: Path) -> None:
