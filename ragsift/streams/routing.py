@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from ragsift.errors import DecodeError, InvalidEventError, RagsiftError
+from ragsift.errors import DecodeError, InvalidEventError, RagsiftError, shown_value
 from ragsift.observability.metrics import Metrics
 from ragsift.schemas import DeadLetter
 from ragsift.schemas.deadletter import DEFAULT_MAX_ORIGINAL_BYTES
@@ -131,7 +131,11 @@ class BatchRouter:
             if message.value is None and self._tombstone is not None:
                 deleted = self._tombstone(message.key)
                 if deleted is None:
-                    log.warning("passed over a tombstone whose key names nothing: %r", message.key)
+                    # The key is the producer's: shown cut, as every value an error names.
+                    log.warning(
+                        "passed over a tombstone whose key names nothing: %s",
+                        shown_value(message.key),
+                    )
                     self.metrics.events.labels(name, TOMBSTONE_SKIPPED).inc()
                 else:
                     decoded.append((message, deleted))

@@ -7,6 +7,7 @@ in the live index though a rebuild from the compacted topic would not have it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -94,6 +95,17 @@ async def test_a_tombstone_whose_key_names_no_document_is_passed_over_and_counte
     await rig.feed_keyed((None, key))
     assert await rig.texts_of("acme") == [f"{TEXT} (acme faq)", f"{TEXT} (acme terms)"]
     assert rig.sender.dead_letters() == []
+    assert rig.count(TOMBSTONE_SKIPPED) == 1
+
+
+async def test_the_log_line_of_a_passed_over_tombstone_is_bounded(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The key is the producer's: a 900 KB one was logged whole, on one line.
+    with caplog.at_level(logging.WARNING):
+        await rig.feed_keyed((None, b"acme/default/" + b"x" * 900_000))
+    (line,) = [r.getMessage() for r in caplog.records if "tombstone" in r.getMessage()]
+    assert len(line) < 200
     assert rig.count(TOMBSTONE_SKIPPED) == 1
 
 
