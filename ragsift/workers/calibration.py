@@ -125,6 +125,10 @@ class FeedbackLoop:
         #: Per scope, why its last re-fit was withheld (ADR 031); gone once one is put
         #: in force.
         self.withheld: dict[CalibrationScope, str] = {}
+        #: Scopes whose labels changed since their last re-fit, which the interval held
+        #: back or which could not be stored: any label of theirs checks again, a
+        #: replayed one too (else only a changed label did, and one may never come).
+        self._due: set[CalibrationScope] = set()
 
     def remember(self, results: Sequence[RetrievalResult]) -> None:
         """Keep the scored results' signals for the join window (errors and bypasses: none)."""
@@ -161,7 +165,7 @@ class FeedbackLoop:
         changed = self.store.put_label(scope, label)
         if not changed:
             self.metrics.feedback.labels("unchanged").inc()
-            return None
+            return self.maybe_refit(scope) if scope in self._due else None
         self.metrics.feedback.labels("labelled" if event.sampled else "reported").inc()
         # A reported label cannot start a re-fit, but it can end one's use of a label
         # that was sampled before and is now reported (the set of sampled labels changed).
@@ -183,6 +187,26 @@ class FeedbackLoop:
             return held
         return base if base is not None else self.registry.resolve(None, scope.collection)
 
+    def refit_base(self, scope: CalibrationScope) -> CalibrationArtifact:
+        """What a re-fit of ``scope`` re-maps: the collection's calibration (else the
+        default), never the scope's last re-fit, so re-fits do not compound; with the
+        score alignment the scope's queries are read with (ADR 024).
+
+        A scope's probe calibration (``ragsift ingest``, the indexer's re-probe) moves
+        its scores onto the fit corpus's scale, and the labelled results' signals were
+        read so. A re-fit on the collection's unaligned calibration served the scope's
+        next queries on another scale than its labels: a question labelled relevant 25
+        times at 0.88 was refused at 0.25. The re-fit carries the alignment on, so the
+        scope's own artifact holds it whichever kind it is. The registry skips a stored
+        artifact it cannot use.
+        """
+        base = self.registry.resolve(None, scope.collection)
+        held, reason, _ = self.registry.examine(scope)
+        if held is None or reason is not None or held.alignment == base.alignment:
+            return base
+        # Its version stays the collection's: the re-fit's notes name what it re-fit.
+        return base.model_copy(update={"alignment": held.alignment})
+
     @staticmethod
     def usable(labels: Sequence[StoredLabel]) -> list[StoredLabel]:
         """The labels a re-fit reads, in order.
@@ -202,13 +226,13 @@ class FeedbackLoop:
         digest = _digest(labels)
         now = self._clock()
         last = self.store.last_refit(scope)
-        if last is not None and (
-            last[0] == digest or now - last[1] < self.settings.refit_interval_s
-        ):
+        if last is not None and last[0] == digest:
+            self._due.discard(scope)
             return None
-        # The collection's calibration (else the default), never the tenant's last re-fit:
-        # re-fits do not compound. The registry skips a stored artifact it cannot use.
-        base = self.registry.resolve(None, scope.collection)
+        if last is not None and now - last[1] < self.settings.refit_interval_s:
+            self._due.add(scope)
+            return None
+        base = self.refit_base(scope)
         fitted = [
             LabelledResult(
                 s.record.query_id,
@@ -231,15 +255,22 @@ class FeedbackLoop:
             log.info("calibration re-fit of %s postponed: %s", scope, exc)
             return None
         withheld = withheld_because(artifact, fitted)
-        self.store.mark_refit(scope, digest, now)
         if withheld is not None:  # ADR 031: too few labels, not too many wrong answers
+            self.store.mark_refit(scope, digest, now)
+            self._due.discard(scope)
             self.withheld[scope] = withheld
             self.metrics.calibration_refits.labels(outcome="withheld").inc()
             log.info("calibration re-fit of %s withheld: %s", scope, withheld)
             return None
         self.withheld.pop(scope, None)
         previous = self.in_force(scope, base)  # what the new one replaces, for the log
+        # Stored, then marked done: marked first, a put that failed (or a crash between
+        # the two) left the scope on its old calibration for good, every later check
+        # finding these labels "already re-fit".
+        self._due.add(scope)
         self.registry.put(scope, artifact)
+        self.store.mark_refit(scope, digest, now)
+        self._due.discard(scope)
         outcome = "certified" if artifact.conformal.feasible else "uncertified"
         self.metrics.calibration_refits.labels(outcome=outcome).inc()
         log.log(

@@ -239,6 +239,43 @@ def test_the_base_is_the_collections_calibration_not_the_tenants_last_refit(
     assert first.version not in second.data.notes
 
 
+def test_a_refit_keeps_the_score_alignment_of_the_scopes_probe_calibration(
+    loop: FeedbackLoop,
+) -> None:
+    # ingest's probes store a calibration for the scope that aligns its scores; the
+    # labelled results were scored on that scale. The re-fit took the collection's
+    # unaligned calibration as its base and dropped the alignment: questions labelled
+    # relevant at 0.88 were then refused at 0.25.
+    from ragsift.confidence.alignment import ProbeLevels, ScoreAlignment
+
+    alignment = ScoreAlignment(
+        dense_offset=0.147, bm25_scale=2.95, levels=ProbeLevels(dense=0.1, bm25=2.5, probes=300)
+    )
+    probed = CalibrationArtifact.model_validate(
+        {**base_artifact().model_dump(mode="json"), "version": "", "alignment": alignment}
+    )
+    loop.registry.put(SCOPE, probed)
+    refit_all(loop, traffic(200))
+    first = loop.registry.resolve("acme", "docs")
+    assert first.version != probed.version
+    assert first.alignment == alignment
+    assert loop.registry.default.version in first.data.notes  # re-fits the collection's
+    r, y = traffic(200)[0]
+    loop.apply(feedback(r.query_id, not y))  # a changed label: a second re-fit
+    second = loop.registry.resolve("acme", "docs")
+    assert second.version != first.version
+    assert second.alignment == alignment
+    # Another tenant of the collection, never probed, re-fits without one.
+    other = [
+        (result(f"b{i}", r.breakdown.signals["top_score"], "beta"), y)  # type: ignore[union-attr]
+        for i, (r, y) in enumerate(traffic(200, seed=3))
+    ]
+    loop.remember([r for r, _ in other])
+    for r, y in other:
+        loop.apply(feedback(r.query_id, y, "beta"))
+    assert loop.registry.resolve("beta", "docs").alignment is None
+
+
 def test_a_corrupt_collection_calibration_falls_back_to_the_default(
     loop: FeedbackLoop, tmp_path: Path
 ) -> None:
@@ -457,3 +494,67 @@ def test_in_force_is_the_scopes_own_usable_calibration_else_the_broader_one(
     other = loop.in_force(SCOPE).model_copy(update={"embedder_id": "another-model"})
     DirectoryCalibrationStore(tmp_path / "calibrations").put(SCOPE, other)
     assert loop.in_force(SCOPE) == default
+
+
+def test_a_refit_that_could_not_be_stored_is_retried_by_the_next_label_even_a_replay(
+    loop: FeedbackLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The re-fit was marked done before it was stored: a put that failed left the scope
+    # on its old calibration for good (every later check: "these labels are re-fit").
+    labelled = traffic(200)
+    loop.remember([r for r, _ in labelled])
+    for r, y in labelled[:-1]:
+        assert loop.apply(feedback(r.query_id, y)) is None
+    registry_put = loop.registry.put
+
+    def full_disk(scope: CalibrationScope, artifact: CalibrationArtifact) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(loop.registry, "put", full_disk)
+    last, y = labelled[-1]
+    with pytest.raises(OSError, match="No space left"):
+        loop.apply(feedback(last.query_id, y))
+    assert loop.store.last_refit(SCOPE) is None
+    assert loop.registry.resolve("acme", "docs").version == loop.registry.default.version
+    monkeypatch.setattr(loop.registry, "put", registry_put)
+    version = loop.apply(feedback(last.query_id, y))  # the same label again: unchanged
+    assert version is not None
+    assert loop.registry.resolve("acme", "docs").version == version
+    assert loop.apply(feedback(last.query_id, y)) is None  # done: a replay changes nothing
+
+
+def test_a_label_inside_the_interval_re_fits_once_it_has_passed_on_any_label(
+    loop: FeedbackLoop, clock: Clock
+) -> None:
+    loop.settings = FeedbackSettings(min_labels=200, refit_interval_s=600, join_ttl_s=3600)
+    labelled = traffic(201)
+    first = refit_all(loop, labelled[:200])
+    loop.remember([labelled[200][0]])
+    clock.now += 10
+    assert loop.apply(feedback(labelled[200][0].query_id, labelled[200][1])) is None  # held
+    clock.now += 600
+    r, y = labelled[0]
+    second = loop.apply(feedback(r.query_id, y))  # unchanged, but the scope is due
+    assert second not in (None, first)
+
+
+def test_an_unreadable_label_row_is_passed_over_not_a_block_on_the_scope(
+    loop: FeedbackLoop, tmp_path: Path
+) -> None:
+    # One damaged row (or one a newer release wrote) made every label of its scope fail
+    # after being stored, and no re-fit could run.
+    import sqlite3
+
+    labelled = traffic(201)
+    loop.remember([r for r, _ in labelled])
+    with sqlite3.connect(tmp_path / "feedback.sqlite") as db:
+        db.execute(
+            "INSERT INTO labels VALUES (?, ?, ?, ?)", ("docs\x1facme", "zzz", '{"record":{}}', 0)
+        )
+        db.execute(
+            "INSERT INTO labels VALUES (?, ?, ?, ?)",
+            ("docs\x1facme", labelled[0][0].query_id, "not json", 0),
+        )
+    versions = [loop.apply(feedback(r.query_id, y)) for r, y in labelled]
+    assert any(v is not None for v in versions)
+    assert len(loop.store.labels(SCOPE)) == 201  # the damaged row of q0 overwritten
