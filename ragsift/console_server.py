@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -33,6 +34,8 @@ from ragsift.wiring import MIX_SAVE_INTERVAL_S
 from ragsift.workers.calibration import FeedbackRefused
 
 __all__ = ["create_console_app"]
+
+log = logging.getLogger(__name__)
 
 _PRINCIPAL = web.RequestKey("principal", Principal)
 
@@ -131,6 +134,10 @@ class _ConsoleApi:
             return error_response(404, exc.reason, str(exc), query_id=read.query_id)
         except ValueError as exc:  # as `ragsift feedback` refuses it
             return error_response(422, "rejected", str(exc), query_id=read.query_id)
+        except OSError as exc:  # the label is stored; its re-fit could not be written
+            log.error("feedback for %r: re-fit not stored: %s", read.query_id, exc)
+            detail = "the label is stored, but its re-fit could not be: sending it again retries"
+            return error_response(503, "refit_not_stored", detail, query_id=read.query_id)
         return feedback_accepted(read)
 
     async def get_query(self, request: web.Request) -> web.Response:

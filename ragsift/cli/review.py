@@ -232,6 +232,12 @@ def feedback(
     except (FeedbackRefused, ValueError) as exc:
         print_error(str(exc))
         raise typer.Exit(1) from exc
+    except OSError as exc:  # the re-fit could not be written (the label is stored)
+        print_error(
+            f"labelled {query_id}, but its re-fit could not be stored ({exc}); the label is"
+            " kept, and the next label (this one again too) re-fits"
+        )
+        raise typer.Exit(1) from exc
     assert record is not None  # apply refuses an unknown query
     scope = f"{record.tenant_id}/{record.collection}"
     held = loop.store.labels(loop.scope_of(record))

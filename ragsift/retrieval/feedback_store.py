@@ -19,8 +19,9 @@ import logging
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 import redis
 from pydantic import BaseModel, ConfigDict
@@ -40,6 +41,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_Row = TypeVar("_Row", bound=BaseModel)
 
 _SEP: Final = "\x1f"  # never in a tenant id or collection name (both are ASCII word chars)
 
@@ -116,10 +118,29 @@ def _scope_key(scope: CalibrationScope) -> str:
     return f"{scope.collection}{_SEP}{scope.tenant or ''}"
 
 
+def _readable(model: type[_Row], bodies: Iterable[str | bytes], what: str) -> list[_Row]:
+    """The ``bodies`` that read as ``model``; each one that does not is passed over with a
+    warning. One damaged row (or one written by a newer release: the models forbid
+    fields they do not know) stopped every label and re-fit of its scope, and the
+    label's sender was told its label was rejected though it had been stored."""
+    found, damaged = [], 0
+    for body in bodies:
+        try:
+            found.append(model.model_validate_json(body))
+        except ValueError:  # pydantic's ValidationError: not JSON, or not this model
+            damaged += 1
+    if damaged:
+        log.warning("feedback store: passed over %d unreadable %s", damaged, what)
+    return found
+
+
 def _changed(old: Any, label: StoredLabel) -> bool:
     if old is None:
         return True
-    previous = StoredLabel.model_validate_json(old)
+    readable = _readable(StoredLabel, [old], "label row (overwritten)")
+    if not readable:
+        return True
+    previous = readable[0]
     return (previous.relevant, previous.sampled, previous.record) != (
         label.relevant,
         label.sampled,
@@ -180,7 +201,7 @@ class SqliteFeedbackStore:
                 " UNION ALL SELECT body FROM results WHERE query_id = ? AND expires >= ?",
                 (query_id, now, query_id, now),
             ).fetchall()
-        return [ScoredRecord.model_validate_json(body) for (body,) in rows]
+        return _readable(ScoredRecord, (body for (body,) in rows), "result rows")
 
     def recall(self, query_id: str, tenant_id: str) -> ScoredRecord | None:
         """The tenant's record of ``query_id`` within its window (see :class:`FeedbackStore`)."""
@@ -212,7 +233,7 @@ class SqliteFeedbackStore:
                 "SELECT body FROM labels WHERE scope = ? ORDER BY at, query_id",
                 (_scope_key(scope),),
             ).fetchall()
-        return [StoredLabel.model_validate_json(body) for (body,) in rows]
+        return _readable(StoredLabel, (body for (body,) in rows), "label rows")
 
     def last_refit(self, scope: CalibrationScope) -> tuple[str, float] | None:
         """The scope's last re-fit (see :class:`FeedbackStore`)."""
@@ -270,13 +291,13 @@ class RedisFeedbackStore:
 
     def _legacy(self, query_id: str) -> ScoredRecord | None:
         raw = self._call(lambda: self.client.get(f"{self.prefix}:result:{query_id}"))
-        return None if raw is None else ScoredRecord.model_validate_json(raw)
+        return next(iter(_readable(ScoredRecord, [raw], "result")), None) if raw else None
 
     def recall(self, query_id: str, tenant_id: str) -> ScoredRecord | None:
         """The tenant's record of ``query_id`` within its window (see :class:`FeedbackStore`)."""
         raw = self._call(lambda: self.client.get(self._scored(tenant_id, query_id)))
         if raw is not None:
-            return ScoredRecord.model_validate_json(raw)
+            return next(iter(_readable(ScoredRecord, [raw], "result")), None)
         legacy = self._legacy(query_id)
         return legacy if legacy is not None and legacy.tenant_id == tenant_id else None
 
@@ -309,7 +330,7 @@ class RedisFeedbackStore:
     def labels(self, scope: CalibrationScope) -> list[StoredLabel]:
         """The scope's labels, oldest first (see :class:`FeedbackStore`)."""
         raw = self._call(lambda: self.client.hvals(f"{self.prefix}:labels:{_scope_key(scope)}"))
-        found = [StoredLabel.model_validate_json(v) for v in raw]
+        found = _readable(StoredLabel, raw, "labels")
         return sorted(found, key=lambda s: (s.at, s.record.query_id))
 
     def last_refit(self, scope: CalibrationScope) -> tuple[str, float] | None:
