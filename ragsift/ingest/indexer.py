@@ -21,6 +21,7 @@ from ragsift.ingest.chunking import Chunk, Chunker
 from ragsift.ingest.loaders import SourceDocument, check_unique_ids
 from ragsift.retrieval.cache import ResultCache
 from ragsift.retrieval.embedders import Embedder
+from ragsift.retrieval.errors import CollectionNotFoundError
 from ragsift.retrieval.index import FINGERPRINT_FIELD, ChunkRecord, CollectionInfo, VectorIndex
 from ragsift.retrieval.qdrant_common import MAX_TENANTS_IN_INFO
 from ragsift.schemas import DocumentEvent
@@ -193,11 +194,17 @@ class Indexer:
 
     async def apply(self, event: DocumentEvent) -> IngestReport:
         """Apply one DocumentEvent (upsert or delete) from the documents topic."""
-        info = await self.ensure(event.collection)
         if event.op == "delete":
-            await self.index.delete(event.collection, event.tenant_id, event.doc_id)
+            # Not ensured first: a delete in a collection that does not exist deletes
+            # nothing, where it created the collection (collections are shared by
+            # every tenant, and any tombstone could add one).
+            try:
+                await self.index.delete(event.collection, event.tenant_id, event.doc_id)
+            except CollectionNotFoundError:
+                return IngestReport(0, 0, 0, None)
             version = await self._bump(event.tenant_id, event.collection)
             return IngestReport(0, 0, 1, version)
+        info = await self.ensure(event.collection)
         doc = SourceDocument(
             doc_id=event.doc_id,
             text=event.text or "",

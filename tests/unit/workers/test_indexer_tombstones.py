@@ -15,6 +15,7 @@ import pytest
 
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.edge import EdgeIndex
+from ragsift.retrieval.errors import CollectionNotFoundError
 from ragsift.retrieval.index import SearchRequest
 from ragsift.streams.routing import BatchRouter, Received
 from ragsift.streams.tombstones import TOMBSTONE_SKIPPED, tombstone_delete
@@ -107,6 +108,16 @@ async def test_the_log_line_of_a_passed_over_tombstone_is_bounded(
     (line,) = [r.getMessage() for r in caplog.records if "tombstone" in r.getMessage()]
     assert len(line) < 200
     assert rig.count(TOMBSTONE_SKIPPED) == 1
+
+
+async def test_a_tombstone_in_a_collection_that_does_not_exist_creates_none(rig: Rig) -> None:
+    # The delete ensured the collection first: any tombstone could add one, and a query
+    # to it then answered "no relevant context" instead of "unknown collection".
+    await rig.feed_keyed((None, b"acme/nocoll/faq"))
+    assert rig.sender.dead_letters() == []
+    assert rig.count("ok") == 4  # the fixture's three upserts and this delete
+    with pytest.raises(CollectionNotFoundError):
+        await rig.index.collection_info("nocoll")
 
 
 async def test_a_null_value_elsewhere_is_still_a_broken_message() -> None:
