@@ -70,7 +70,10 @@ class DeadLetter(EventModel):
         query_id: str | None = None,
         max_original_bytes: int = DEFAULT_MAX_ORIGINAL_BYTES,
     ) -> DeadLetter:
-        """A dead letter whose id is stable for the same (topic, partition, offset, stage).
+        """A dead letter whose id is stable for the same (worker, topic, partition, offset,
+        stage): a replay of one worker's letter is the same letter, and two workers (two
+        consumer groups) that both refuse a record write two letters, which a consumer
+        keeping one letter per id would otherwise have merged.
 
         The original and the key are cut to ``max_original_bytes`` so that the letter
         can always be published; the original's full length and SHA-256 still
@@ -78,7 +81,7 @@ class DeadLetter(EventModel):
         """
         if max_original_bytes < 0:
             raise ValueError(f"max_original_bytes must be >= 0, got {max_original_bytes}")
-        origin = f"{topic}:{partition}:{offset}:{stage}"
+        origin = f"{worker}:{topic}:{partition}:{offset}:{stage}"
         if offset is None:  # no position (embedded bus): fall back to the content
             origin += ":" + base64.b64encode(original[:256]).decode()
         kept_key = key[:max_original_bytes] if key is not None else None

@@ -194,6 +194,27 @@ def test_dead_letter_keeps_original_bytes() -> None:
     assert again.dead_letter_id == dl.dead_letter_id
 
 
+def test_a_dead_letter_id_is_one_workers_letter() -> None:
+    # Three workers refusing one record wrote three letters with one id: a consumer
+    # keeping one letter per id (ADR 004) kept one and dropped the others.
+    fields: dict[str, object] = {
+        "original": b"not json at all",
+        "stage": "decode",
+        "error_type": "DecodeError",
+        "error": "bad",
+        "topic": "ragsift.retrievals.v1",
+        "partition": 0,
+        "offset": 9,
+    }
+    ids = {
+        DeadLetter.build(worker=worker, **fields).dead_letter_id  # type: ignore[arg-type]
+        for worker in ("decision", "report", "calibration-results")
+    }
+    assert len(ids) == 3
+    again = DeadLetter.build(worker="report", **fields)  # type: ignore[arg-type]
+    assert again.dead_letter_id in ids  # a replay of one worker's letter is that letter
+
+
 def build_letter(original: bytes, **overrides: object) -> DeadLetter:
     fields: dict[str, object] = {
         "original": original,
