@@ -36,6 +36,7 @@ from ragsift.streams.codec import EventCodec
 from ragsift.streams.isolation import EmitFailedError, failure_stage, handle_isolated
 from ragsift.streams.tombstones import TOMBSTONE_SKIPPED
 from ragsift.streams.topics import TOPICS
+from ragsift.streams.unreadable import UnreadableRecordsError
 from ragsift.workers.base import Emit, Handler
 
 __all__ = ["BatchRouter", "Received", "Sender", "agent_name"]
@@ -221,7 +222,14 @@ class BatchRouter:
             max_original_bytes=self.max_original_bytes,
         )
         self.metrics.dead_letters.labels(name, stage).inc()
-        self.metrics.events.labels(name, "dead_letter").inc()
+        # One letter for a span the Kafka client could not read, whose every record is
+        # an event not processed: counted one, whatever the span. Offsets are records
+        # on a topic that is not compacted (ragsift writes no transaction markers); on
+        # a compacted one a span may cross a gap of millions, so it stays one there.
+        lost = 1
+        if isinstance(exc, UnreadableRecordsError) and self._compacted is None:
+            lost = max(exc.end - exc.first, 1)
+        self.metrics.events.labels(name, "dead_letter").inc(lost)
         log.warning(
             "dead-lettered %s[%s]@%s at %s: %.500s",
             message.topic,

@@ -153,13 +153,17 @@ async def test_the_rest_of_its_batch_goes_with_it_in_one_letter() -> None:
     # record in its batch cannot be read; what precedes it can, and is answered.
     batch = [*good(0, 0, 1), (2, UNREADABLE), *good(0, 3, 4)]
     consumer = LogConsumer({TP0: [batch, good(0, 5, 6)], TP1: [good(1, 0)]})
-    sender = RecordingSender()
-    await run(consumer, sender, Metrics())
+    sender, metrics = RecordingSender(), Metrics()
+    await run(consumer, sender, metrics)
     assert answered(sender) == ["p0-0", "p0-1", "p0-5", "p0-6", "p1-0"]
     [letter] = sender.dead_letters()
     assert letter.offset == 2
     assert letter.error.startswith(f"{TOPIC}[0] offsets 2..4 could not be read")
     assert consumer.commits == {TP0: 7, TP1: 1}
+    # One letter, three events not processed (it counted one).
+    sample = metrics.registry.get_sample_value
+    assert sample("ragsift_dead_letters_total", {"worker": "scripted", "stage": "decode"}) == 1
+    assert sample("ragsift_events_total", {"worker": "scripted", "result": "dead_letter"}) == 3
 
 
 async def test_the_unreadable_span_is_found_in_few_reads_across_a_compacted_gap() -> None:
