@@ -511,7 +511,7 @@ class WorkerSettings(BaseSettings):
     #: (docs/adr/018-the-plain-loop-runtime.md).
     runtime: Literal["plain", "faust"] = "plain"
     #: tenants and collections with their own metric series; later ones share
-    #: "other", so hostile input cannot grow /metrics without bound
+    #: "(other)", so hostile input cannot grow /metrics without bound
     metrics_max_tenants: int = Field(default=50, ge=0, le=10_000)
     metrics_max_collections: int = Field(default=50, ge=0, le=10_000)
 

@@ -51,11 +51,14 @@ class BoundedLabeler:
     """Maps free-form values (tenant ids, collections) to a bounded label set.
 
     The first ``max_values`` distinct values seen keep their own label; every
-    later one is ``other``. Values come from events, so an unbounded label would
+    later one is ``(other)``. Values come from events, so an unbounded label would
     let hostile input grow /metrics (and Prometheus) without limit.
     """
 
-    OTHER = "other"
+    #: No tenant id or collection name can be this (neither pattern allows
+    #: parentheses): named ``other``, the bucket merged a real tenant "other" with
+    #: every overflow one.
+    OTHER = "(other)"
 
     def __init__(self, max_values: int = DEFAULT_MAX_LABEL_VALUES):
         if max_values < 0:
@@ -65,7 +68,7 @@ class BoundedLabeler:
         self._lock = threading.Lock()
 
     def __call__(self, value: str) -> str:
-        """``value`` if it has (or may take) its own series, else ``other``."""
+        """``value`` if it has (or may take) its own series, else :attr:`OTHER`."""
         if value in self._seen:
             return value
         with self._lock:

@@ -21,10 +21,10 @@ def test_five_thousand_collections_make_a_bounded_number_of_series() -> None:
         metrics.reviews.labels(f"col-{i}", "low_confidence").inc()
     for name in ("ragsift_decisions_total", "ragsift_reports_total", "ragsift_review_items_total"):
         lines = series(metrics, name)
-        assert len(lines) == 11, name  # ten collections and "other"
-        assert any('collection="other"' in line for line in lines)
+        assert len(lines) == 11, name  # ten collections and "(other)"
+        assert any('collection="(other)"' in line for line in lines)
     total = metrics.registry.get_sample_value(
-        "ragsift_decisions_total", {"collection": "other", "use_context": "false"}
+        "ragsift_decisions_total", {"collection": "(other)", "use_context": "false"}
     )
     assert total == 4990  # nothing is lost, only pooled
 
@@ -38,4 +38,10 @@ def test_tenants_are_bounded_the_same_way() -> None:
 
 def test_a_labeler_keeps_the_first_values_it_sees() -> None:
     labeler = BoundedLabeler(2)
-    assert [labeler(v) for v in ("a", "b", "c", "a", "d")] == ["a", "b", "other", "a", "other"]
+    assert [labeler(v) for v in ("a", "b", "c", "a", "d")] == ["a", "b", "(other)", "a", "(other)"]
+
+
+def test_a_tenant_called_other_keeps_its_own_series() -> None:
+    # The overflow bucket was named "other": a real tenant of that name shared it.
+    labeler = BoundedLabeler(1)
+    assert [labeler(v) for v in ("other", "newcorp", "other")] == ["other", "(other)", "other"]
