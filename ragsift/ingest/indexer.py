@@ -213,7 +213,18 @@ class Indexer:
             source_type=event.source_type,
             metadata=dict(event.metadata),
         )
-        _check_storable(doc)  # before its old version is deleted
+        try:
+            _check_storable(doc)  # before anything of it is written
+        except InvalidEventError as exc:
+            # The topic keeps this record as the document's last, not the version
+            # before: withdrawn here too, so this index agrees with one rebuilt from
+            # the topic (BatchRouter._withdraw says why).
+            await self.index.delete(event.collection, event.tenant_id, event.doc_id)
+            await self._bump(event.tenant_id, event.collection)
+            raise InvalidEventError(
+                f"{exc}; its indexed version is withdrawn, as an index rebuilt from the"
+                " compacted topic would not have it: send a valid version to restore it"
+            ) from exc
         pieces = self.chunker.split(doc.doc_id, doc.text)
         prints = {doc.doc_id: self.fingerprint(doc)}
         # A replay (at-least-once, a rebalance) of what is indexed already embeds nothing.

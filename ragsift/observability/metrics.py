@@ -238,6 +238,14 @@ class Metrics:
             ["worker", "letter"],
             registry=r,
         )
+        # A refused documents-topic record withdraws the document its key names (the
+        # record itself is a dead letter, counted as such).
+        self.documents_withdrawn = Counter(
+            "ragsift_documents_withdrawn_total",
+            "Documents withdrawn because the last record of their key was refused.",
+            ["worker"],
+            registry=r,
+        )
         self.batch_retries = Counter(
             "ragsift_batch_retries_total",
             "Handler batch calls retried event by event, by reason (error, deadline).",

@@ -7,7 +7,8 @@ Per event, in order:
 1. decode: any failure is a :class:`~ragsift.errors.DecodeError` (stage ``decode``);
    on a topic whose spec reads tombstones (the documents topic) a null value is the
    event its key stands for (:mod:`~ragsift.streams.tombstones`: the delete of the
-   document it names), or passed over and counted when its key names none;
+   document it names), or passed over and counted when its key names none, and a
+   refused record withdraws the document its key names (:meth:`BatchRouter._withdraw`);
 2. handle: :func:`~ragsift.streams.isolation.handle_isolated` keeps a failure
    (or an overrun deadline) with the event that caused it;
 3. emit the event's outputs: one that cannot be sent fails its event (stage ``emit``);
@@ -128,6 +129,7 @@ class BatchRouter:
         """Decode, handle and route every message of ``batch``; never raises for one."""
         name = self.handler.name
         decoded: list[tuple[Received, BaseModel]] = []
+        withdrawals: set[int] = set()  # ids of the messages whose delete is a withdrawal
         for message in batch:
             if message.value is None and self._tombstone is not None:
                 deleted = self._tombstone(message.key)
@@ -145,10 +147,12 @@ class BatchRouter:
                 event = self._decode.decode(message.value)
             except DecodeError as exc:
                 await self.dead_letter(message, exc)
+                self._withdraw(message, decoded, withdrawals)
                 continue
             mismatch = self._mismatched_key(message.key, event)
             if mismatch is not None:
                 await self.dead_letter(message, mismatch, getattr(event, "query_id", None))
+                self._withdraw(message, decoded, withdrawals)
                 continue
             decoded.append((message, event))
         if not decoded:
@@ -174,12 +178,40 @@ class BatchRouter:
                 )
                 await self.dead_letter(message, failure, query_id)
                 continue
-            self.metrics.events.labels(name, "ok").inc()
+            if id(message) in withdrawals:  # its dead letter counted the event
+                self.metrics.documents_withdrawn.labels(name).inc()
+            else:
+                self.metrics.events.labels(name, "ok").inc()
+
+    def _withdraw(
+        self,
+        message: Received,
+        decoded: list[tuple[Received, BaseModel]],
+        withdrawals: set[int],
+    ) -> None:
+        """On a topic that reads tombstones (the compacted documents topic): a refused
+        record withdraws the document its key names, as a tombstone would.
+
+        Compaction keeps a key's last record, and this one is refused: an indexer
+        rebuilt from the topic (a new replica) has no version of that document. The
+        live index kept the version before, so replicas answered from different
+        corpora. Withdrawn, every index agrees with the topic; the dead letter says
+        why, and sending a valid version restores the document. A key that names no
+        document (``doc_id`` alone, written before the topic was keyed by tenant and
+        collection) withdraws nothing, as such a tombstone deletes nothing.
+        """
+        if self._tombstone is None:
+            return
+        delete = self._tombstone(message.key)
+        if delete is not None:
+            decoded.append((message, delete))
+            withdrawals.add(id(message))
 
     def _mismatched_key(self, key: bytes | None, event: BaseModel) -> InvalidEventError | None:
         """On a compacted topic, a record whose key names another event than its body:
         compaction keeps the last record per key, so such a record would take another
-        document's place in a rebuild while the live index kept both. A key written
+        document's place in a rebuild while the live index kept both. Refused, it
+        withdraws the document its key names (:meth:`_withdraw`). A key written
         before the documents topic was keyed by tenant and collection (``doc_id``
         alone) is still read."""
         spec = self._compacted

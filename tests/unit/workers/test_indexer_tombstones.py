@@ -120,6 +120,41 @@ async def test_a_tombstone_in_a_collection_that_does_not_exist_creates_none(rig:
         await rig.index.collection_info("nocoll")
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        b"not json at all",
+        b'{"event_id": "e", "tenant_id": "acme"}',
+        b"",
+        upsert("acme", "faq")[:-1],
+    ],
+)
+async def test_a_record_that_does_not_decode_withdraws_the_document_its_key_names(
+    rig: Rig, value: bytes
+) -> None:
+    # A rebuild from the compacted topic finds this record as the key's last, refuses
+    # it, and has no "faq"; the live index kept the version before, so a new replica
+    # answered from another corpus than the old ones.
+    await rig.feed_keyed((value, b"acme/default/faq"))
+    (letter,) = rig.sender.dead_letters()
+    assert letter.stage == "decode"
+    assert await rig.texts_of("acme") == [f"{TEXT} (acme terms)"]
+    assert await rig.texts_of("zeta") == [f"{TEXT} (zeta faq)"]  # same doc id, other tenant
+    withdrawn = rig.metrics.registry.get_sample_value(
+        "ragsift_documents_withdrawn_total", {"worker": "indexer"}
+    )
+    assert withdrawn == 1
+    assert rig.count("ok") == 3  # the fixture's upserts: the withdrawal is not an event
+    await rig.feed_keyed((upsert("acme", "faq"), b"acme/default/faq"))  # a valid version
+    assert f"{TEXT} (acme faq)" in await rig.texts_of("acme")
+
+
+async def test_a_record_keyed_by_doc_id_alone_withdraws_nothing(rig: Rig) -> None:
+    await rig.feed_keyed((b"not json", b"faq"))  # whose faq? as such a tombstone
+    assert len(rig.sender.dead_letters()) == 1
+    assert await rig.texts_of("acme") == [f"{TEXT} (acme faq)", f"{TEXT} (acme terms)"]
+
+
 async def test_a_null_value_elsewhere_is_still_a_broken_message() -> None:
     sender, metrics = RecordingSender(), Metrics()
     router = BatchRouter(ScriptedHandler(), sender, metrics=metrics, deadline_s=1)
@@ -146,7 +181,12 @@ async def test_an_upsert_whose_key_names_another_document_is_dead_lettered(
     # It was applied: the live index had both documents while compaction kept only this
     # record under the other key, so a rebuild from the topic lost acme's "terms".
     await rig.feed_keyed((upsert("acme", "news"), key))
-    assert "(acme news)" not in " ".join(await rig.texts_of("acme"))
+    texts = " ".join(await rig.texts_of("acme"))
+    assert "(acme news)" not in texts
+    # The document the key names is withdrawn (as in a rebuild, where this record is
+    # the key's last); a key that names none withdraws nothing.
+    assert ("(acme terms)" in texts) == (key != b"acme/default/terms")
+    assert await rig.texts_of("zeta") == [f"{TEXT} (zeta faq)"]
     (letter,) = rig.sender.dead_letters()
     assert letter.stage == "validate"
     assert "is not its event's 'acme/default/news'" in letter.error
