@@ -51,12 +51,15 @@ from aiokafka.errors import KafkaError
 from ragsift.streams.routing import BatchRouter, Received, agent_name
 from ragsift.streams.unreadable import UnreadableRecordsError, readable_from
 
-__all__ = ["COMMIT_INTERVAL_S", "BatchLoop", "Flusher"]
+__all__ = ["COMMIT_INTERVAL_S", "MAX_HOLD_S", "BatchLoop", "Flusher"]
 
 log = logging.getLogger(__name__)
 
 #: Seconds between two commits of done offsets (Faust's ``broker_commit_interval``).
 COMMIT_INTERVAL_S = 2.8
+#: Longest a following topic is held while the topic it follows is behind; then one
+#: fetch takes both, so a leader that never catches up cannot starve it.
+MAX_HOLD_S = 30.0
 #: First pause after a batch or a fetch failed as a whole, doubled up to the maximum.
 RETRY_INITIAL_S = 0.5
 RETRY_MAX_S = 30.0
@@ -84,6 +87,12 @@ class BatchLoop:
         batch_size: most records a batch takes.
         within_s: how long an empty fetch waits.
         commit_interval_s: seconds between commits of done offsets.
+        follows: topics (full names) that wait for another: a following topic's
+            partitions are paused while a partition of the topic it follows has
+            records this loop has not read, for up to :data:`MAX_HOLD_S` at a time.
+            Feedback follows results: read first in a backlog, a label found no
+            result to join and was dead-lettered (101 of 101 labels, at a
+            calibration worker's start).
     """
 
     def __init__(
@@ -95,6 +104,7 @@ class BatchLoop:
         batch_size: int,
         within_s: float,
         commit_interval_s: float = COMMIT_INTERVAL_S,
+        follows: Mapping[str, str] | None = None,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -115,6 +125,8 @@ class BatchLoop:
         self._lock = asyncio.Lock()  # a batch, or a revocation's commit
         self._done: dict[TopicPartition, int] = {}  # next offset to commit, outputs flushed
         self._committed: dict[TopicPartition, int] = {}
+        self.follows = {f: lead for f, lead in (follows or {}).items() if {f, lead} <= set(routers)}
+        self._held_since: float | None = None
 
     @property
     def names(self) -> list[str]:
@@ -139,6 +151,7 @@ class BatchLoop:
         try:
             while not stop.is_set():
                 try:
+                    await self._hold_followers()
                     records = await self._fetch()
                     if records:
                         async with self._lock:
@@ -164,6 +177,29 @@ class BatchLoop:
             await self.commit()
         finally:
             self.running = False
+
+    async def _hold_followers(self) -> None:
+        """Pause each following topic's partitions while the topic it follows is behind
+        (see ``follows``); resume them once it is not, or after :data:`MAX_HOLD_S`."""
+        if not self.follows:
+            return
+        assigned = self.consumer.assignment()
+        leaders = {lead for lead in self.follows.values()}
+        behind = False
+        for tp in assigned:
+            if tp.topic in leaders:
+                end = self.consumer.highwater(tp)  # None until a fetch has told
+                behind |= end is None or end > await self.consumer.position(tp)
+        now = time.monotonic()
+        if behind and self._held_since is None:
+            self._held_since = now
+        hold = behind and self._held_since is not None and now - self._held_since < MAX_HOLD_S
+        followers = [tp for tp in assigned if tp.topic in self.follows]
+        if hold:
+            self.consumer.pause(*followers)
+            return
+        self.consumer.resume(*followers)
+        self._held_since = None
 
     async def _fetch(self) -> list[ConsumerRecord[bytes, bytes]]:
         try:

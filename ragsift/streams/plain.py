@@ -167,12 +167,20 @@ class PlainWorker:
             max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
             rebalance_timeout_ms=REBALANCE_TIMEOUT_MS,
         )
+        # A handler that reads after another topic (feedback after the results it
+        # joins to) waits for it when this process consumes both.
+        follows = {
+            TOPICS[h.source].name(kafka.topic_prefix): TOPICS[lead].name(kafka.topic_prefix)
+            for h in self.parts.handlers
+            if (lead := getattr(h, "follows", None)) is not None
+        }
         self.loop = BatchLoop(
             consumer,
             routers,
             sender.flush,
             batch_size=limits.batch_size,
             within_s=limits.batch_timeout_s,
+            follows=follows,
         )
         self.loop.subscribe()
         return producer

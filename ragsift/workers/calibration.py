@@ -314,6 +314,9 @@ class FeedbackHandler:
 
     name = "calibration"
     source = "feedback"
+    #: Read after the results it joins to, where the runtime can (the plain loop's
+    #: ``follows``): a label read before its result was refused as an unknown query.
+    follows = "retrievals"
 
     def __init__(self, loop: FeedbackLoop):
         self.loop = loop
