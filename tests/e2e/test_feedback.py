@@ -4,6 +4,7 @@ results carry its new version; a replay changes nothing."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 
 import pytest
@@ -26,6 +27,9 @@ from tests.e2e.harness import (
 )
 
 N_LABELS = 200
+#: Queries whose results make a backlog for a calibration worker that starts later, and
+#: labels on the last of them.
+BACKLOG, LATE_LABELS = 2_000, 50
 # Greetings and scope questions among the demo queries are not scored (nothing to
 # label): ask more than N_LABELS to have N_LABELS scored results.
 N_QUERIES = 300
@@ -184,3 +188,68 @@ async def test_200_labels_move_the_tenants_threshold_and_a_replay_changes_nothin
     assert store.generation() == generation
     assert worker.metric("ragsift_calibration_refits_total") == 1
     store.close()
+
+
+def test_a_calibration_worker_started_on_the_backlog_joins_every_label(
+    feedback_stack: Stack,
+    worker: WorkerProcess,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The topics the test above filled, read from the start by a new calibration worker
+    (its own group and store): before, it read labels before their results and refused
+    them as unknown queries (101 of 101 on a real broker)."""
+    stack = feedback_stack
+    # A backlog of results, and labels on its last ones: read in no order, they came
+    # long before their results.
+    texts = [q.text for q in DEMO_QUERIES]
+    backlog = [
+        QueryEvent(query_id=f"bl-{i}", tenant_id=TENANT, query=texts[i % len(texts)])
+        for i in range(BACKLOG)
+    ]
+    with_results = len(backlog) + worker.metric(
+        "ragsift_events_total", {"worker": "calibration-results", "result": "ok"}
+    )
+    asyncio.run(produce(stack, "queries", backlog))
+    wait_for(
+        lambda: (
+            worker.metric("ragsift_events_total", {"worker": "calibration-results", "result": "ok"})
+            >= with_results
+        ),
+        "the backlog's results",
+    )
+    before = worker.metric("ragsift_feedback_total")
+    last = [
+        FeedbackEvent(event_id=f"late-{q.query_id}", query_id=q.query_id, tenant_id=TENANT,
+                      relevant=i % 2 == 0, sampled=False)
+        for i, q in enumerate(backlog[-LATE_LABELS:])
+    ]  # fmt: skip
+    asyncio.run(produce(stack, "feedback", last, key="tenant_id"))
+    wait_for(
+        lambda: worker.metric("ragsift_feedback_total") >= before + len(last),
+        "the first worker to read the late labels",
+    )
+    seen = {
+        result: worker.metric("ragsift_feedback_total", {"result": result})
+        for result in ("labelled", "unchanged", "reported", "unknown_query")
+    }
+    late = dataclasses.replace(
+        stack,
+        extra_env={
+            **stack.extra_env,
+            "RAGSIFT_KAFKA_APP_ID": f"{stack.prefix}-late",
+            "RAGSIFT_REDIS_KEY_PREFIX": f"{stack.prefix}-late",
+        },
+    )
+    fresh = hashing_worker(late, ["calibration"], tmp_path_factory, "cal-late")
+    try:
+        wait_for(
+            lambda: fresh.metric("ragsift_feedback_total") >= sum(seen.values()),
+            "the new worker to read every label",
+        )
+        for result, count in seen.items():
+            assert fresh.metric("ragsift_feedback_total", {"result": result}) == count, result
+        # Read live, the first worker refused only what no worker can join: the stray
+        # label, and the late labels on queries answered without scoring (greetings).
+        assert seen["unknown_query"] < 1 + LATE_LABELS / 2
+    finally:
+        fresh.stop()
