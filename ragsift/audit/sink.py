@@ -7,21 +7,32 @@ redelivery writes the row instead of dropping it as a duplicate. Files rotate
 by size (``audit.jsonl`` → ``audit-<UTC time>.jsonl``); the chain runs on across
 rotations and restarts. ``write`` raises ``OSError`` when the disk fails and
 leaves the sink exactly as it was, so the caller can simply try again.
+
+Several processes may write one folder (a console and an ``ask`` on one data dir,
+two workers given one ``--audit-dir``): each start and each batch holds an
+exclusive lock on ``.audit.lock`` and first takes in what the others wrote since
+(their rows' ids and the chain head). Before, each process wrote at the size it
+had seen and cut what it found past it as the remains of its own failed attempt:
+another process's rows were destroyed, and ``audit verify`` still read an intact
+chain.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+import os
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from ragsift.audit.chain import HASH, SEQ, ChainHead, seal
 from ragsift.audit.repair import TornTail, repair_torn_tail
-from ragsift.audit.writer import DiskWriter, RowWriter, fsync_directory
+from ragsift.audit.writer import FILE_MODE, DiskWriter, RowWriter, fsync_directory
 from ragsift.schemas import EvidenceEvent
 
 __all__ = ["CURRENT", "DEFAULT_MAX_BYTES", "DEFAULT_REMEMBER", "AuditFileSink", "FsyncPolicy"]
@@ -32,6 +43,8 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # rotate at 64 MiB: easy to ship, quick to
 DEFAULT_REMEMBER = 1_000_000  # ids kept for dedup (~100 MB worst case); replays are recent
 MIN_MAX_BYTES = 1024
 CURRENT = "audit.jsonl"
+#: Held while a sink starts or writes a batch (see the module docstring).
+LOCK = ".audit.lock"
 
 FsyncPolicy = Literal["batch", "off"]
 """``batch``: fsync each batch before it counts as written; ``off``: leave it to the OS."""
@@ -79,11 +92,13 @@ class AuditFileSink:
         self._writer: RowWriter = writer or DiskWriter()
         self._seen: OrderedDict[str, None] = OrderedDict()
         directory.mkdir(parents=True, exist_ok=True)
-        #: what start-up cut off a torn last line, if anything
-        self.repaired: TornTail | None = repair_torn_tail(self.path)
-        self._size = self.path.stat().st_size if self.path.exists() else 0
         self.head = ChainHead()
-        self._load_state()
+        self._remains: tuple[int, int | None] | None = None
+        with self._exclusive():  # another sink's batch is never mid-write here
+            #: what start-up cut off a torn last line, if anything
+            self.repaired: TornTail | None = repair_torn_tail(self.path)
+            self._size, self._inode = self._stat()
+            self._load_state()
         log.info(
             "audit sink at %s: chain head seq %d hash %s", self.path, self.head.seq, self.head.hash
         )
@@ -111,6 +126,17 @@ class AuditFileSink:
             OSError: the disk failed; nothing was written or remembered, so the
                 same call can be retried.
         """
+        with self._exclusive():
+            self._catch_up()
+            try:
+                return self._write(events)
+            except OSError:
+                # What the failed attempt left (when the writer could not cut it) is
+                # this sink's to cut, not rows to take in, unless another writes after.
+                self._remains = self._stat()
+                raise
+
+    def _write(self, events: Sequence[EvidenceEvent]) -> int:
         head = self.head
         batch: dict[str, bytes] = {}
         for event in events:
@@ -130,10 +156,60 @@ class AuditFileSink:
             fsync_directory(self.directory)
         # Durable: only now do the rows count, and their ids stop later copies.
         self._size += len(data)
+        self._inode = self._stat()[1]
+        self._remains = None
         self.head = head
         for event_id in batch:
             self._remember(event_id)
         return len(batch)
+
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """The folder's lock, across processes (released when its descriptor closes)."""
+        fd = os.open(self.directory / LOCK, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _stat(self) -> tuple[int, int | None]:
+        """The current file's size and inode (0 and None while there is none)."""
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            return 0, None
+        return stat.st_size, stat.st_ino
+
+    def _catch_up(self) -> None:
+        """Take in what other sinks wrote to the folder since this one last did."""
+        size, inode = self._stat()
+        if (size, inode) == (self._size, self._inode) or (size, inode) == self._remains:
+            return  # unchanged, or only this sink's failed attempt: cut by the next write
+        if inode == self._inode and size > self._size:
+            # Appended to: the rows' ids and the chain head are taken in. Bytes after
+            # the last whole line are the remains of a failed attempt (a writer holds
+            # the lock to its end), cut by the next write at the offset kept here.
+            with self.path.open("rb") as handle:
+                handle.seek(self._size)
+                tail = handle.read(size - self._size)
+            whole = tail[: tail.rfind(b"\n") + 1]
+            for line in whole.splitlines():
+                row = _parsed(line)
+                if row is None:
+                    continue
+                if isinstance(row.get(HASH), str) and isinstance(row.get(SEQ), int):
+                    self.head = ChainHead(row[HASH], row[SEQ])
+                if isinstance(row.get("id"), str):
+                    self._remember(row["id"])
+            self._size += len(whole)
+            return
+        # Rotated, replaced or cut by another process: learn the folder again (a
+        # process that died mid-batch left a torn line: cut, as at a start).
+        self.repaired = repair_torn_tail(self.path) or self.repaired
+        self._size, self._inode = self._stat()
+        self._seen.clear()
+        self._load_state()
 
     def read_all(self) -> list[dict[str, object]]:
         """Every event in every file, oldest first (for tests and the demo)."""
@@ -206,11 +282,17 @@ def _rows_backwards(file: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         line = lines[index]
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except (ValueError, RecursionError):  # bad JSON or UTF-8, huge ints; deep nesting
-            row = None
-        if not isinstance(row, dict):
+        row = _parsed(line)
+        if row is None:
             log.error("audit file %s line %d is not a JSON object: skipped", file, index + 1)
             continue
         yield index + 1, row
+
+
+def _parsed(line: bytes) -> dict[str, Any] | None:
+    """A line's row, or None when it is not a JSON object."""
+    try:
+        row = json.loads(line)
+    except (ValueError, RecursionError):  # bad JSON or UTF-8, huge ints; deep nesting
+        return None
+    return row if isinstance(row, dict) else None
