@@ -156,7 +156,10 @@ class _ConsoleApi:
             else [*sorted(principal.tenants)]
         )
         for tenant in tenants:
-            found = self.runtime.find_answer(query_id, tenant)
+            try:
+                found = self.runtime.find_answer(query_id, tenant)
+            except RagsiftError as exc:  # its stored row does not read
+                return error_response(500, "unreadable_result", str(exc), query_id=query_id)
             if found is not None:
                 return web.json_response(text=found.result.model_dump_json())
         detail = f"no result stored for query id {shown_value(query_id)}"

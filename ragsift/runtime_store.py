@@ -9,14 +9,17 @@ after a restart) finds what ``ask``, ``demo`` or the console answered.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragsift.errors import ConfigurationError
+from ragsift.errors import ConfigurationError, RagsiftError, shown_value
 from ragsift.schemas import Decision, Report, RetrievalResult
 
 __all__ = ["STORE_FILE", "ResultStore", "StoredAnswer"]
+
+log = logging.getLogger(__name__)
 
 STORE_FILE = "results.sqlite3"
 #: a second writer (another ragsift process on the same data dir) waits this long for the lock
@@ -105,14 +108,23 @@ class ResultStore:
             sql += " AND tenant_id = ?"
             args += (tenant_id,)
         row = self._db.execute(sql + " ORDER BY seq DESC LIMIT 1", args).fetchone()
-        return None if row is None else _answer(row)
+        if row is None:
+            return None
+        answer = _answer(row)
+        if answer is None:
+            raise RagsiftError(
+                f"the stored answer of {shown_value(query_id)} in {self.path} does not read"
+                " (damaged, or written by a newer release): ask the question again",
+                query_id=query_id,
+            )
+        return answer
 
     def recent(self, limit: int) -> list[StoredAnswer]:
         """The newest ``limit`` answers, oldest first."""
         rows = self._db.execute(
             "SELECT result, report, decision FROM answers ORDER BY seq DESC LIMIT ?", (limit,)
         ).fetchall()
-        return [_answer(row) for row in reversed(rows)]
+        return [a for row in reversed(rows) if (a := _answer(row)) is not None]
 
     def __len__(self) -> int:
         (count,) = self._db.execute("SELECT COUNT(*) FROM answers").fetchone()
@@ -123,10 +135,17 @@ class ResultStore:
         self._db.close()
 
 
-def _answer(row: tuple[str, str | None, str | None]) -> StoredAnswer:
+def _answer(row: tuple[str, str | None, str | None]) -> StoredAnswer | None:
+    """The stored answer, or None (logged) when its row does not read: damaged, or
+    written by a newer release (the models refuse fields they do not know). One such
+    row stopped the console from starting, since it reads the recent answers."""
     result, report, decision = row
-    return StoredAnswer(
-        RetrievalResult.model_validate_json(result),
-        Report.model_validate_json(report) if report else None,
-        Decision.model_validate_json(decision) if decision else None,
-    )
+    try:
+        return StoredAnswer(
+            RetrievalResult.model_validate_json(result),
+            Report.model_validate_json(report) if report else None,
+            Decision.model_validate_json(decision) if decision else None,
+        )
+    except ValueError as exc:  # pydantic's ValidationError: not JSON, or not the model
+        log.warning("results store: passed over a stored answer that does not read: %.300s", exc)
+        return None

@@ -54,3 +54,29 @@ def test_hostile_ids_find_nothing_and_break_nothing(tmp_path: Path, query_id: st
 def test_the_bound_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="max_results must be >= 1, got 0"):
         ResultStore(tmp_path / "r.sqlite3", max_results=0)
+
+
+@pytest.mark.parametrize("damage", ["{bad", "newer"])
+def test_a_row_that_does_not_read_is_passed_over_and_named_when_asked_for(
+    tmp_path: Path, damage: str
+) -> None:
+    # One such row (damaged, or written by a newer release with a field this one does
+    # not know) stopped the console from starting: it reads the recent answers.
+    import json
+    import sqlite3
+
+    from ragsift.errors import RagsiftError
+
+    path = tmp_path / "r.sqlite3"
+    store = ResultStore(path, max_results=10)
+    for name in ("a", "b", "c"):
+        store.put(answer(name))
+    with sqlite3.connect(path) as db:
+        (body,) = db.execute("SELECT result FROM answers WHERE query_id = 'b'").fetchone()
+        bad = "{bad" if damage == "{bad" else json.dumps({**json.loads(body), "added": 1})
+        db.execute("UPDATE answers SET result = ? WHERE query_id = 'b'", (bad,))
+    assert [x.result.query_id for x in store.recent(10)] == ["a", "c"]
+    with pytest.raises(RagsiftError, match=r"stored answer of 'b' .* does not read"):
+        store.get("b")
+    found = store.get("c")
+    assert found is not None
