@@ -28,6 +28,7 @@ from ragsift.cli.common import (
     print_error,
     read_documents,
 )
+from ragsift.cli.demo_folder import not_the_demos
 from ragsift.cli.ingest_warnings import warn_interrupted, warn_other_sources
 from ragsift.cli.prune import kept_ids, prune_blocked, refuse_prune_of_file, show_pruned
 from ragsift.schemas.base import MAX_K
@@ -74,7 +75,7 @@ def demo(
     from ragsift.schemas import QueryEvent
 
     if data_dir.exists():
-        if (problem := _not_the_demos(data_dir)) is not None:
+        if (problem := not_the_demos(data_dir)) is not None:
             _fail(
                 f"--data-dir {data_dir} {problem}; the demo deletes its folder to start from a"
                 " clean shard: give it a new or empty one (default .ragsift/demo)"
@@ -128,23 +129,6 @@ def demo(
         f' {data_dir} --tenant demo "{DEMO_ASK}"'
     )
     console.print(f"then: ragsift assess --data-dir {data_dir} demo-0")
-
-
-def _not_the_demos(folder: Path) -> str | None:
-    """Why ``demo`` must not delete ``folder``, or None: an empty folder, or one an earlier
-    demo wrote (its ``corpus`` holds sample handbook pages only). ``--data-dir .`` or a
-    data dir holding a user's own collections was deleted whole before."""
-    from ragsift.ingest.sample import SAMPLE_DOCUMENTS
-
-    if not folder.is_dir():
-        return "is not a folder"
-    if not any(folder.iterdir()):
-        return None
-    corpus = folder / "corpus"
-    pages = {p.name for p in corpus.iterdir()} if corpus.is_dir() else set()
-    if pages and pages <= set(SAMPLE_DOCUMENTS):
-        return None
-    return "holds files an earlier `ragsift demo` did not write"
 
 
 def ingest(

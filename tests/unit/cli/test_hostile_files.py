@@ -151,6 +151,37 @@ def test_demo_starts_again_on_its_own_folder_and_on_an_empty_one(tmp_path: Path)
     assert (empty / "results.jsonl").is_file()
 
 
+@pytest.mark.parametrize(
+    ("ingested", "why"),
+    [
+        (
+            ["--collection", "mydocs"],
+            "holds collections an earlier `ragsift demo` did not write (mydocs)",
+        ),
+        ([], "indexes tenants an earlier `ragsift demo` did not (mine)"),
+    ],
+)
+def test_demo_keeps_its_folder_once_a_user_ingested_into_it(
+    tmp_path: Path, ingested: list[str], why: str
+) -> None:
+    # The demo checked its corpus folder only: a user's collection (or tenant) ingested
+    # into a demo's data dir was deleted with it, without a word.
+    quick = {"RAGSIFT_CALIBRATION_REPROBE_AFTER_INGEST": "false"}
+    data = tmp_path / "demo"
+    assert run_cli(["demo", "--data-dir", str(data)], env=quick).exit_code == 0
+    mine = tmp_path / "mine.md"
+    mine.write_text("Our own notes on the office.", encoding="utf-8")
+    done = run_cli(
+        ["ingest", str(mine), "--tenant", "mine", "--no-probe", "--data-dir", str(data), *ingested]
+    )
+    assert done.exit_code == 0, done.output
+    result = run_cli(["demo", "--data-dir", str(data)], env=quick)
+    assert result.exit_code == 2, result.output
+    [line] = error_lines(result)
+    assert why in line
+    assert (data / "qdrant").is_dir()
+
+
 @pytest.mark.parametrize("where", ["a folder", "an empty file", "binary", "truncated JSON"])
 def test_ingest_of_odd_files_is_one_line_or_a_clean_skip(tmp_path: Path, where: str) -> None:
     """What ``ingest`` is pointed at: a folder with no documents, an empty file, binary
