@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -239,7 +240,18 @@ class EmbeddedRuntime:
         for query_id, got in zip(ids, collected, strict=True):
             if got.result is not None:
                 answer = StoredAnswer(got.result, got.report, got.decision)
-                self.store.put(answer)
+                try:
+                    self.store.put(answer)
+                except sqlite3.Error as exc:  # locked by another process, read-only
+                    # The answer stands; only looking it up later fails. It was a
+                    # traceback after the whole query had run, the answer unseen.
+                    log.warning(
+                        "the answer to %s is not kept in %s (%s): assess and the console"
+                        " will not find it",
+                        query_id,
+                        self.store.path,
+                        exc,
+                    )
                 out.append(answer)
             elif got.letters:
                 out.append(got.letters[0])

@@ -17,6 +17,7 @@ __all__ = [
     "ServiceUnavailableError",
     "describe_validation_error",
     "shown_value",
+    "unusable_store",
 ]
 
 
@@ -139,3 +140,21 @@ def shown_value(value: object) -> str:
     except (RecursionError, ValueError) as exc:  # ValueError: an int past the digit limit
         return f"<{type(value).__name__}: {type(exc).__name__}>"
     return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
+def unusable_store(what: str, path: object, exc: Exception, lost: str) -> ConfigurationError:
+    """The error for a SQLite store (``what`` at ``path``) that could not be opened, with
+    the way out its cause calls for. Every failure read as damage before: "move it
+    aside" for a file another process held locked (moving it loses what it keeps,
+    ``lost``) or one that may not be written here."""
+    text = str(exc).lower()
+    if "locked" in text or "busy" in text:
+        advice = (
+            "another ragsift process holds it (a console, an ask or an ingest on this data"
+            " dir): try again once it is done"
+        )
+    elif "readonly" in text or "read-only" in text or "unable to open" in text:
+        advice = "it cannot be written here: check the permissions of the file and its folder"
+    else:
+        advice = f"move it aside, and a new one is started ({lost})"
+    return ConfigurationError(f"the {what} {path} is not usable ({exc}): {advice}")

@@ -14,7 +14,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragsift.errors import ConfigurationError, RagsiftError, shown_value
+from ragsift.errors import RagsiftError, shown_value, unusable_store
 from ragsift.schemas import Decision, Report, RetrievalResult
 
 __all__ = ["STORE_FILE", "ResultStore", "StoredAnswer"]
@@ -68,10 +68,9 @@ class ResultStore:
             self._db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
             self._db.execute(_SCHEMA)
             self._db.commit()
-        except sqlite3.DatabaseError as exc:  # not SQLite (overwritten, damaged), a folder
-            raise ConfigurationError(
-                f"the results store {path} is not usable ({exc}): move it aside, and a new"
-                " one is started (the results kept in it are then not found by assess)"
+        except sqlite3.DatabaseError as exc:  # damaged, a folder, locked, read-only
+            raise unusable_store(
+                "results store", path, exc, "the results kept in it are then not found by assess"
             ) from exc
 
     def put(self, answer: StoredAnswer) -> None:

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from redis.exceptions import RedisError
 
 from ragsift.confidence.registry import CalibrationScope
-from ragsift.errors import ConfigurationError, ServiceUnavailableError
+from ragsift.errors import ServiceUnavailableError, unusable_store
 from ragsift.retrieval.redis_calibration import sync_client
 from ragsift.settings import RedisSettings
 
@@ -176,10 +176,9 @@ class SqliteFeedbackStore:
                     "CREATE TABLE IF NOT EXISTS refits"
                     " (scope TEXT PRIMARY KEY, digest TEXT NOT NULL, at REAL NOT NULL);"
                 )
-        except sqlite3.DatabaseError as exc:  # not SQLite (overwritten, damaged), a folder
-            raise ConfigurationError(
-                f"the feedback store {self.path} is not usable ({exc}): move it aside,"
-                " and a new one is started (its labels are then not counted)"
+        except sqlite3.DatabaseError as exc:  # damaged, a folder, locked, read-only
+            raise unusable_store(
+                "feedback store", self.path, exc, "its labels are then not counted"
             ) from exc
 
     def remember(self, records: list[ScoredRecord], ttl_s: int) -> None:

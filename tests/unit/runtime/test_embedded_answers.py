@@ -183,3 +183,41 @@ async def test_closing_leaves_every_sqlite_file_whole(tmp_path: Path) -> None:
     await rt.close()
     leftovers = sorted(p.name for p in data.rglob("*") if p.name.endswith(("-wal", "-shm")))
     assert leftovers == []
+
+
+async def test_an_answer_the_results_store_cannot_keep_is_still_given(
+    runtime: EmbeddedRuntime, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Another process holding results.sqlite3 (or a read-only one) made `ask` end in a
+    # traceback after the whole query had run: the answer was never shown.
+    import sqlite3
+
+    def locked(answer: StoredAnswer) -> None:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(runtime.store, "put", locked)
+    [answer] = await runtime.answer([q("kept-not", IN_SCOPE)])
+    assert isinstance(answer, StoredAnswer)
+    assert answer.result.query_id == "kept-not"
+    assert "the answer to kept-not is not kept in" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("cause", "advice"),
+    [
+        ("database is locked", "another ragsift process holds it"),
+        ("attempt to write a readonly database", "check the permissions"),
+        ("file is not a database", "move it aside, and a new one is started (x)"),
+    ],
+)
+def test_a_store_that_cannot_be_opened_gets_the_way_out_its_cause_calls_for(
+    cause: str, advice: str
+) -> None:
+    # A held lock was answered "move it aside", which loses what the store keeps.
+    import sqlite3
+
+    from ragsift.errors import unusable_store
+
+    error = unusable_store("results store", "/d/results.sqlite3", sqlite3.DatabaseError(cause), "x")
+    assert str(error).startswith(f"the results store /d/results.sqlite3 is not usable ({cause})")
+    assert advice in str(error)
