@@ -99,6 +99,15 @@ class AuditFileSink:
             self.repaired: TornTail | None = repair_torn_tail(self.path)
             self._size, self._inode = self._stat()
             self._load_state()
+            if self.path.exists():  # made read-only or immutable: say so now, not at a batch
+                try:
+                    os.close(os.open(self.path, os.O_WRONLY))
+                except OSError as exc:
+                    # Found at the first batch instead, a one-shot `ask` held its answer
+                    # and retried for ever (a sink holds evidence until the disk takes it).
+                    raise OSError(
+                        exc.errno, f"the audit trail {self.path} cannot be written ({exc.strerror})"
+                    ) from exc
         log.info(
             "audit sink at %s: chain head seq %d hash %s", self.path, self.head.seq, self.head.hash
         )

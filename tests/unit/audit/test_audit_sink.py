@@ -214,3 +214,26 @@ def test_processes_writing_one_folder_at_once_lose_no_row(tmp_path: Path) -> Non
     assert report.intact, report.problem
     assert report.rows == 180
     assert len({r["subject"] for r in sink.read_all()}) == 180
+
+
+def test_a_trail_that_cannot_be_written_is_refused_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found at the first batch instead, a one-shot `ask` held its answer and retried
+    # for ever. (Root ignores file modes: the refusal is injected, as `chattr +i` gives.)
+    import errno as codes
+    import os
+
+    from ragsift.audit import sink as sink_module
+
+    AuditFileSink(tmp_path).write([evidence("q1")])
+    real_open = os.open
+
+    def immutable(path: Any, flags: int, *args: Any) -> int:
+        if str(path).endswith("audit.jsonl") and flags & os.O_WRONLY:
+            raise PermissionError(codes.EPERM, "Operation not permitted")
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(sink_module.os, "open", immutable)
+    with pytest.raises(OSError, match=r"audit trail .*audit\.jsonl cannot be written"):
+        AuditFileSink(tmp_path)
