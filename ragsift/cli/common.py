@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shlex
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator, Sequence
@@ -265,7 +266,8 @@ def _runtime(data_dir: Path | None, *, existing: bool = False) -> tuple[Settings
     if existing and local and not Path(settings.data_dir).is_dir():
         _fail(
             f"no ragsift data in {settings.data_dir}: nothing has been indexed there; run"
-            f" `ragsift ingest PATH --tenant T --data-dir {settings.data_dir}` first"
+            f" `ragsift ingest PATH --tenant T --data-dir {shlex.quote(str(settings.data_dir))}`"
+            " first"
         )
     try:
         return settings, EmbeddedRuntime(settings)

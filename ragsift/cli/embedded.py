@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -126,9 +127,9 @@ def demo(
     console.print(
         f"results (one JSON line per query): {results}; kept for ragsift assess in"
         f" {data_dir / STORE_FILE}  ·  try: ragsift ask --data-dir"
-        f' {data_dir} --tenant demo "{DEMO_ASK}"'
+        f" {shlex.quote(str(data_dir))} --tenant demo {shlex.quote(DEMO_ASK)}"
     )
-    console.print(f"then: ragsift assess --data-dir {data_dir} demo-0")
+    console.print(f"then: ragsift assess --data-dir {shlex.quote(str(data_dir))} demo-0")
 
 
 def ingest(

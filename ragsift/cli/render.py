@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -215,7 +216,8 @@ def print_answer_extras(
         print_report(console, outcome.report)
     if outcome.decision is not None:
         print_decision(console, outcome.decision)
-    where = f" --data-dir {data_dir}" if data_dir is not None else ""
+    # Quoted as a shell reads it: a path with a space could not be pasted back.
+    where = f" --data-dir {shlex.quote(str(data_dir))}" if data_dir is not None else ""
     console.print(
         Text(f"come back to it: ragsift assess{where} {outcome.result.query_id}", style="dim")
     )

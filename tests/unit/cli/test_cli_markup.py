@@ -8,6 +8,7 @@ codes are text too: /etc/passwd's ``root:x:0`` was shown as ``root❌0``.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,7 @@ def test_a_document_query_and_path_with_markup_are_shown_as_they_are(tmp_path: P
     assert f"The warranty {TRICKY} period" in asked.output  # the hit's text, brackets and all
     assert "❌" not in asked.output  # nowhere was an emoji code read
     assert "😄" not in asked.output
-    assert f"--data-dir {data}" in asked.output
+    assert f"--data-dir {shlex.quote(str(data))}" in asked.output  # as a shell reads it back
 
 
 def test_an_error_naming_such_a_path_is_one_plain_line(tmp_path: Path) -> None:
