@@ -43,7 +43,8 @@ def _not_the_demos_index(shards: Path) -> str | None:
 
     if not shards.is_dir():
         return None
-    others = sorted({p.name.removesuffix(SIDECAR_SUFFIX) for p in shards.iterdir()} - _DEMO_SHARD)
+    names = {p.name.removesuffix(SIDECAR_SUFFIX) for p in shards.iterdir()}
+    others = sorted({n for n in names if not n.startswith(".")} - _DEMO_SHARD)  # dotfiles: locks
     if others:
         return f"holds collections an earlier `ragsift demo` did not write ({', '.join(others)})"
     if not (shards / "default").is_dir():

@@ -18,11 +18,13 @@ yield to the loop between them. Writes to a collection are serialized by a lock.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +69,8 @@ from ragsift.retrieval.search_plan import (
 __all__ = ["MAX_TENANTS_IN_INFO", "EdgeIndex"]
 
 SIDECAR_SUFFIX = ".ragsift.json"
+#: Held while a collection is created (see :meth:`EdgeIndex._creating`).
+CREATE_LOCK = ".create.lock"
 
 
 class _Collection:
@@ -186,9 +190,25 @@ class EdgeIndex:
             max_search_threads=self.search_threads,
         )
 
+    @contextmanager
+    def _creating(self) -> Iterator[None]:
+        """The index folder's creation lock, across processes: two ingests creating one
+        new collection at once made one of them fail on the other's half-made shard."""
+        fd = os.open(self.path / CREATE_LOCK, os.O_RDWR | os.O_CREAT, 0o640)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
     def _create(self, name: str, dim: int, embedder_id: str) -> _Collection:
         stored = StoredCollection(embedder_id, dim, self.bm25.encoder_id)
-        shard = qe.EdgeShard.create(str(self.path / name), self._config(dim))
+        try:
+            shard = qe.EdgeShard.create(str(self.path / name), self._config(dim))
+        except Exception as exc:  # the binding raises bare Exceptions with the engine's text
+            raise ConfigurationError(
+                f"cannot create the shard of collection {name!r} in {self.path}: {exc}"
+            ) from exc
         # is_tenant lets Qdrant co-locate each tenant's points; doc_id serves re-ingestion deletes.
         shard.update(
             qe.UpdateOperation.create_field_index(
@@ -206,15 +226,21 @@ class EdgeIndex:
         try:
             opened = self._open(name)
         except CollectionNotFoundError:
-            with self._open_lock:
-                if name not in self._collections:
-                    if (self.path / name).exists():
-                        raise ConfigurationError(
-                            f"shard directory {str(self.path / name)!r} exists without its "
-                            f"metadata file {str(self._sidecar(name))!r}; remove or restore it"
-                        ) from None
+            with self._open_lock, self._creating():
+                made = name in self._collections or self._sidecar(name).exists()
+                if not made and (self.path / name).exists():
+                    # Under the lock no other process is creating it: a creation that did
+                    # not finish (a crash). Another ingest creating the same new
+                    # collection read as this before, with advice to remove its shard.
+                    raise ConfigurationError(
+                        f"shard directory {str(self.path / name)!r} exists without its"
+                        f" metadata file {str(self._sidecar(name))!r}: its creation did not"
+                        " finish (a crash); remove the directory (nothing was indexed in it)"
+                        " or restore both from a backup"
+                    ) from None
+                if not made:
                     self._collections[name] = self._create(name, dim, embedder_id)
-                opened = self._collections[name]
+            opened = self._open(name)  # made here, or by another process meanwhile
         qdrant_common.check_stored_embedder(name, opened.stored, embedder_id, dim)
         return await self.collection_info(name)
 

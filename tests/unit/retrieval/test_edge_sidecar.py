@@ -4,6 +4,7 @@ disk: one ConfigurationError naming the file, never a traceback of another kind.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,3 +72,43 @@ async def test_a_damaged_shard_is_one_configuration_error_saying_what_to_do(
     with pytest.raises(ConfigurationError, match="cannot open the index") as caught:
         EdgeIndex(path)._open("docs")
     assert "ingest again" in str(caught.value)
+
+
+def _ensure(path: str, go: Any, out: Any) -> None:
+    import asyncio
+
+    async def run() -> str:
+        index = EdgeIndex(path)
+        try:
+            await index.ensure_collection("fresh", 8, "test-embedder")
+            await asyncio.sleep(0.5)  # hold it open while the other tries
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        finally:
+            await index.close()
+        return "ok"
+
+    go.wait()
+    out.put(asyncio.run(run()))
+
+
+def test_two_processes_creating_one_new_collection_do_not_blame_a_crash(tmp_path: Path) -> None:
+    # The one that lost read the other's half-made shard as a crash's and was told to
+    # remove it (the winner's finished shard), or got the engine's bare Exception.
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    go, out = context.Barrier(2), context.Queue()
+    procs = [
+        context.Process(target=_ensure, args=(str(tmp_path / "shards"), go, out)) for _ in "ab"
+    ]
+    for p in procs:
+        p.start()
+    outcomes = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert "ok" in outcomes
+    for outcome in outcomes:
+        assert outcome == "ok" or (
+            outcome.startswith("ServiceUnavailableError") and "open in another process" in outcome
+        ), outcome
