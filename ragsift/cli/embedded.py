@@ -27,6 +27,7 @@ from ragsift.cli.common import (
     err_console,
     plain_console,
     print_error,
+    print_warning,
     read_documents,
 )
 from ragsift.cli.demo_folder import not_the_demos
@@ -354,6 +355,12 @@ def ask(
     with _quiet("ragsift.streams.routing"), _quiet(ADVISORY_LOGGER):
         outcome = _embedded(run())
     result = getattr(outcome, "result", outcome)  # a StoredAnswer, or the DeadLetter
+    # What the query's other handlers could not do (the feedback store remembering the
+    # result, a report) was dead-lettered under the quiet logger: said once each, else
+    # a later `ragsift feedback` found "no scored result" without a word why.
+    for letter in runtime.bus.published["deadletter"]:
+        if isinstance(letter, DeadLetter) and letter.worker != "retrieval":  # not the query's
+            print_warning(f"{letter.worker} could not handle it ({letter.stage}): {letter.error}")
     if isinstance(result, DeadLetter):
         stage = result.stage
         _fail(

@@ -482,3 +482,27 @@ def test_an_interrupted_ingest_says_how_to_complete_it(tmp_path: Path) -> None:
         " served so; run the same ingest again to complete it (documents indexed as they"
         " are now are skipped)"
     ], stderr
+
+
+def test_ask_says_what_its_other_handlers_could_not_do(
+    demo_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The feedback store could not remember the result (held locked by another process):
+    # dead-lettered under the quiet routing logger, so a later `ragsift feedback` found
+    # "no scored result within the join window" without a word why.
+    import shutil
+
+    from ragsift.retrieval.feedback_store import SqliteFeedbackStore
+
+    data = tmp_path / "data"
+    shutil.copytree(demo_dir, data)
+
+    def locked(self: SqliteFeedbackStore, records: object, ttl_s: int) -> None:
+        raise OSError("database is locked")
+
+    monkeypatch.setattr(SqliteFeedbackStore, "remember", locked)
+    code, _, err = _ask(data, QUESTION)
+    assert code == 0, err
+    assert "could not handle it" in err
+    assert "database is locked" in err
+    assert "calibration-results" in err
