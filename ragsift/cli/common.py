@@ -263,6 +263,9 @@ def _runtime(data_dir: Path | None, *, existing: bool = False) -> tuple[Settings
 
     settings = _settings(data_dir)
     local = settings.qdrant.mode == "edge"  # a Qdrant server holds its data elsewhere
+    if local and Path(settings.data_dir).exists() and not Path(settings.data_dir).is_dir():
+        # `ask` read it as "nothing indexed there", `ingest` as a missing setting's file
+        _fail(f"the data directory {settings.data_dir} is a file, not a folder: name another")
     if existing and local and not Path(settings.data_dir).is_dir():
         _fail(
             f"no ragsift data in {settings.data_dir}: nothing has been indexed there; run"

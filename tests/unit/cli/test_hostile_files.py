@@ -359,3 +359,19 @@ def test_feedback_on_a_data_dir_that_does_not_exist_creates_nothing(tmp_path: Pa
     assert result.exit_code == 2, result.output
     assert error_lines(result) == [f"error: no data directory at {data}: no query was scored there"]
     assert not (tmp_path / "typo").exists()
+
+
+def test_ask_and_ingest_name_a_data_dir_that_is_a_file(tmp_path: Path) -> None:
+    # `ask` said "nothing has been indexed there", `ingest` "[Errno 20] Not a directory:
+    # 'data/qdrant' (check the RAGSIFT_* settings that name files)".
+    data = tmp_path / "data"
+    data.write_text("not a folder")
+    doc = tmp_path / "a.md"
+    doc.write_text("Some text.", encoding="utf-8")
+    for args in (["ask", "hi?", "-t", "t"], ["ingest", str(doc), "-t", "t", "--no-probe"]):
+        result = run_cli([*args, "--data-dir", str(data)])
+        assert result.exit_code == 2, (args, result.output)
+        assert error_lines(result) == [
+            f"error: the data directory {data} is a file, not a folder: name another"
+        ]
+    assert data.read_text() == "not a folder"
