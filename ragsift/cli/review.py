@@ -250,9 +250,10 @@ def feedback(
     if version is None and usable < loop.settings.min_labels:
         more = loop.settings.min_labels - usable
         count += f"; {more} more sampled label{'' if more == 1 else 's'} until a fit"
+    same = "; unchanged: it was labelled so already" if loop.last_result == "unchanged" else ""
     console.print(
         f"labelled {query_id} {'relevant' if relevant else 'not relevant'}"
-        f"{' (reported)' if reported else ''} ({scope}: {count})"
+        f"{' (reported)' if reported else ''} ({scope}: {count}{same})"
     )
     if version is None and (why := loop.withheld.get(loop.scope_of(record))) is not None:
         console.print(f"re-fit of {scope} withheld: {why}", markup=False)

@@ -129,6 +129,9 @@ class FeedbackLoop:
         #: back or which could not be stored: any label of theirs checks again, a
         #: replayed one too (else only a changed label did, and one may never come).
         self._due: set[CalibrationScope] = set()
+        #: What the last applied label did: ``labelled``, ``reported`` or ``unchanged``
+        #: (the same label again), for the CLI to say.
+        self.last_result = ""
 
     def remember(self, results: Sequence[RetrievalResult]) -> None:
         """Keep the scored results' signals for the join window (errors and bypasses: none)."""
@@ -164,9 +167,11 @@ class FeedbackLoop:
         )
         changed = self.store.put_label(scope, label)
         if not changed:
+            self.last_result = "unchanged"
             self.metrics.feedback.labels("unchanged").inc()
             return self.maybe_refit(scope) if scope in self._due else None
-        self.metrics.feedback.labels("labelled" if event.sampled else "reported").inc()
+        self.last_result = "labelled" if event.sampled else "reported"
+        self.metrics.feedback.labels(self.last_result).inc()
         # A reported label cannot start a re-fit, but it can end one's use of a label
         # that was sampled before and is now reported (the set of sampled labels changed).
         return self.maybe_refit(scope)

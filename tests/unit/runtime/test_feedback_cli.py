@@ -146,3 +146,17 @@ def test_reported_labels_are_kept_and_said_so_but_never_re_fit(
         )
         is None
     )
+
+
+def test_the_same_label_again_is_said_to_change_nothing(
+    tmp_path: Path, answered: list[RetrievalResult]
+) -> None:
+    # The output was the same whether the label was new or already there.
+    first = label(tmp_path, answered[0].query_id, True)
+    assert first.exit_code == 0, first.output
+    assert "unchanged" not in first.output
+    again = label(tmp_path, answered[0].query_id, True)
+    assert again.exit_code == 0, again.output
+    assert "unchanged: it was labelled so already" in " ".join(again.output.split())
+    flipped = label(tmp_path, answered[0].query_id, False)
+    assert "unchanged" not in flipped.output
