@@ -19,13 +19,12 @@ chain.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +32,7 @@ from typing import Any, Literal
 from ragsift.audit.chain import HASH, SEQ, ChainHead, seal
 from ragsift.audit.repair import TornTail, repair_torn_tail
 from ragsift.audit.writer import FILE_MODE, DiskWriter, RowWriter, fsync_directory
+from ragsift.file_lock import exclusive
 from ragsift.schemas import EvidenceEvent
 
 __all__ = ["CURRENT", "DEFAULT_MAX_BYTES", "DEFAULT_REMEMBER", "AuditFileSink", "FsyncPolicy"]
@@ -172,15 +172,9 @@ class AuditFileSink:
             self._remember(event_id)
         return len(batch)
 
-    @contextmanager
-    def _exclusive(self) -> Iterator[None]:
-        """The folder's lock, across processes (released when its descriptor closes)."""
-        fd = os.open(self.directory / LOCK, os.O_RDWR | os.O_CREAT, FILE_MODE)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+    def _exclusive(self) -> AbstractContextManager[None]:
+        """The folder's lock, across processes."""
+        return exclusive(self.directory / LOCK, FILE_MODE)
 
     def _stat(self) -> tuple[int, int | None]:
         """The current file's size and inode (0 and None while there is none)."""

@@ -18,19 +18,19 @@ yield to the loop between them. Writes to a collection are serialized by a lock.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
 import os
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import qdrant_edge as qe
 
 from ragsift.errors import ConfigurationError, ServiceUnavailableError
+from ragsift.file_lock import exclusive
 from ragsift.retrieval import qdrant_common
 from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.edge_requests import (
@@ -190,16 +190,10 @@ class EdgeIndex:
             max_search_threads=self.search_threads,
         )
 
-    @contextmanager
-    def _creating(self) -> Iterator[None]:
+    def _creating(self) -> AbstractContextManager[None]:
         """The index folder's creation lock, across processes: two ingests creating one
         new collection at once made one of them fail on the other's half-made shard."""
-        fd = os.open(self.path / CREATE_LOCK, os.O_RDWR | os.O_CREAT, 0o640)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+        return exclusive(self.path / CREATE_LOCK)
 
     def _create(self, name: str, dim: int, embedder_id: str) -> _Collection:
         stored = StoredCollection(embedder_id, dim, self.bm25.encoder_id)

@@ -184,7 +184,7 @@ class BatchLoop:
         if not self.follows:
             return
         assigned = self.consumer.assignment()
-        leaders = {lead for lead in self.follows.values()}
+        leaders = set(self.follows.values())
         behind = False
         for tp in assigned:
             if tp.topic in leaders:
@@ -193,7 +193,7 @@ class BatchLoop:
         now = time.monotonic()
         if behind and self._held_since is None:
             self._held_since = now
-        hold = behind and self._held_since is not None and now - self._held_since < MAX_HOLD_S
+        hold = behind and now - (self._held_since or now) < MAX_HOLD_S
         followers = [tp for tp in assigned if tp.topic in self.follows]
         if hold:
             self.consumer.pause(*followers)
