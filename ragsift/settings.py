@@ -103,8 +103,9 @@ class KafkaSettings(BaseSettings):
             self.sasl_mechanism and self.sasl_username and self.sasl_password
         ):
             raise ValueError(
-                f"security_protocol {self.security_protocol} needs sasl_mechanism,"
-                " sasl_username and sasl_password"
+                f"RAGSIFT_KAFKA_SECURITY_PROTOCOL={self.security_protocol} needs"
+                " RAGSIFT_KAFKA_SASL_MECHANISM, RAGSIFT_KAFKA_SASL_USERNAME and"
+                " RAGSIFT_KAFKA_SASL_PASSWORD"
             )
         return self
 
@@ -841,7 +842,12 @@ def _describe_settings_error(exc: ValidationError, concerns: Iterable[type[BaseS
     parts = []
     for err in errors:
         loc = [str(p) for p in err["loc"]]
-        field = by_alias.get(loc[0], loc[0]) if loc else ""
+        message = err["msg"].removeprefix("Value error, ")
+        if not loc:  # a check across the concern's fields: what it was given, secrets hidden
+            given = _given_variables(model, prefix, by_alias, err.get("input"))
+            parts.append(f"{prefix}* ({section}): {message} (set: {given})")
+            continue
+        field = by_alias.get(loc[0], loc[0])
         alias = model.model_fields[field].validation_alias if field in model.model_fields else None
         if isinstance(alias, AliasChoices):  # the names it may be set by (A11's aliases)
             variable = " or ".join(str(c) for c in alias.choices)
@@ -852,7 +858,23 @@ def _describe_settings_error(exc: ValidationError, concerns: Iterable[type[BaseS
             value = "a value not shown"  # a secret, even a malformed one, stays out of logs
         else:
             value = shown_value(_mask_strings(err.get("input")))  # URL credentials masked
-        message = err["msg"].removeprefix("Value error, ")
         where = ".".join([section, field, *loc[1:]])
         parts.append(f"{variable} ({where}): {message} (got {value})")
     return "; ".join(parts)
+
+
+def _given_variables(
+    model: type[BaseSettings], prefix: str, by_alias: dict[str, str], given: object
+) -> str:
+    """The variables a concern was given, ``NAME=value``: URL credentials masked and a
+    secret's value never shown (a check across fields receives them all)."""
+    if not isinstance(given, dict):
+        return shown_value(_mask_strings(given))
+    shown = []
+    for key, value in given.items():
+        field = by_alias.get(str(key), str(key))
+        name = str(key) if str(key) in by_alias else f"{prefix}{key}".upper()
+        info = model.model_fields.get(field)
+        secret = info is not None and "SecretStr" in str(info.annotation)
+        shown.append(f"{name}={'<not shown>' if secret else shown_value(_mask_strings(value))}")
+    return ", ".join(shown) or "nothing"

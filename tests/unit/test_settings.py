@@ -54,7 +54,7 @@ def test_misordered_thresholds_are_a_configuration_error(monkeypatch: pytest.Mon
 
 
 def test_sasl_needs_credentials_and_secrets_are_masked(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(ValueError, match="needs sasl_mechanism"):
+    with pytest.raises(ValueError, match="needs RAGSIFT_KAFKA_SASL_MECHANISM"):
         KafkaSettings(security_protocol="SASL_SSL")
     monkeypatch.setenv("RAGSIFT_KAFKA_SECURITY_PROTOCOL", "SASL_SSL")
     monkeypatch.setenv("RAGSIFT_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512")
@@ -294,6 +294,48 @@ def test_a_bad_variable_is_one_line_naming_it_as_it_is_set(
     assert "\n" not in message
     assert "errors.pydantic.dev" not in message
     assert "KafkaSettings(" not in message
+
+
+@pytest.mark.parametrize(
+    ("variables", "says"),
+    [
+        (  # a SASL password without its username: the check across fields got them all
+            {
+                "RAGSIFT_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+                "RAGSIFT_KAFKA_SASL_PASSWORD": "hunter2",
+            },
+            "RAGSIFT_KAFKA_* (kafka): RAGSIFT_KAFKA_SECURITY_PROTOCOL=SASL_SSL needs"
+            " RAGSIFT_KAFKA_SASL_MECHANISM, RAGSIFT_KAFKA_SASL_USERNAME and"
+            " RAGSIFT_KAFKA_SASL_PASSWORD (set: RAGSIFT_KAFKA_SECURITY_PROTOCOL='SASL_SSL',"
+            " RAGSIFT_KAFKA_SASL_PASSWORD=<not shown>)",
+        ),
+        (
+            {"RAGSIFT_REPORT_NONCE_KEY": "hunter2"},
+            "RAGSIFT_REPORT_* (report): nonce_key must be at least 16 characters, got 7"
+            " (set: RAGSIFT_REPORT_NONCE_KEY=<not shown>)",
+        ),
+        (
+            {
+                "RAGSIFT_AUDIT_HMAC_KEY": "hunter2",
+                "RAGSIFT_AUDIT_RETRY_INITIAL_S": "9",
+                "RAGSIFT_AUDIT_RETRY_MAX_S": "1",
+            },
+            "RAGSIFT_AUDIT_* (audit): retry_initial_s (9.0) must be <= retry_max_s (1.0)",
+        ),
+    ],
+)
+def test_a_check_across_variables_names_them_and_hides_secrets(
+    monkeypatch: pytest.MonkeyPatch, variables: dict[str, str], says: str
+) -> None:
+    # It was "RAGSIFT_KAFKA_ (kafka.): ... (got {'sasl_password': 'hunter2', ...})": the
+    # concern's whole input, a secret in clear, on stderr and into the logs.
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigurationError) as err:
+        Settings.from_env()
+    message = str(err.value)
+    assert message.startswith(f"invalid ragsift settings: {says}"), message
+    assert "hunter2" not in message
 
 
 def test_a_bad_value_is_echoed_without_its_credentials() -> None:
