@@ -1,4 +1,5 @@
-"""The README and docs/ name only variables the code reads, and commands and flags the CLI has.
+"""The README and docs/ name only variables the code reads, every setting the code reads,
+and only commands and flags the CLI has.
 
 A setting renamed or removed in the code but not in the docs sends a user to a
 variable that does nothing, silently (pydantic-settings ignores unknown ones).
@@ -32,18 +33,26 @@ CODE_SPAN = re.compile(r"`(ragsift [^`]+)`")
 READERS = ("ragsift/**/*.py", "scripts/*", "bench/**/*.py", "tests/**/*.py", "Makefile")
 
 
-def setting_names() -> set[str]:
-    names: set[str] = set()
+def setting_variables() -> list[set[str]]:
+    """Each setting's variables: its own name and its aliases (any of them sets it)."""
+    found: list[set[str]] = []
     for model in vars(settings).values():
         if not (isinstance(model, type) and issubclass(model, BaseSettings)):
             continue
         prefix = str(model.model_config.get("env_prefix", ""))
         for field, info in model.model_fields.items():
-            names.add(f"{prefix}{field}".upper())
+            if isinstance(info.annotation, type) and issubclass(info.annotation, BaseSettings):
+                continue  # a concern (Settings.kafka): its fields are the variables
             alias = info.validation_alias
             choices = alias.choices if isinstance(alias, AliasChoices) else [alias]
+            names = {f"{prefix}{field}".upper()}
             names.update(str(c).upper() for c in choices if isinstance(c, str))
-    return names
+            found.append(names)
+    return found
+
+
+def setting_names() -> set[str]:
+    return set().union(*setting_variables())
 
 
 def read_directly() -> set[str]:
@@ -107,6 +116,18 @@ def test_every_variable_the_docs_name_is_read_by_the_code() -> None:
         elif name not in known:
             unknown[name] = sorted(where)
     assert unknown == {}, f"named in the docs, read by nothing: {unknown}"
+
+
+def test_every_setting_is_named_in_the_docs() -> None:
+    """The other way round: a setting no page names is one a user cannot find."""
+    named = set(documented())
+    prefixes = tuple(name[:-1] for name in named if name.endswith("_*"))
+    undocumented = sorted(
+        min(names)
+        for names in setting_variables()
+        if not names & named and not any(n.startswith(prefixes) for n in names)
+    )
+    assert undocumented == [], f"settings no page of the docs names: {undocumented}"
 
 
 def test_every_command_and_flag_the_docs_run_is_one_the_cli_has() -> None:
