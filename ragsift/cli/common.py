@@ -302,7 +302,10 @@ def _embedded(work: Coroutine[Any, Any, T]) -> T:
 
 
 DataDir = Annotated[
-    Path | None, typer.Option("--data-dir", help="Embedded data directory (default .ragsift).")
+    Path | None,
+    typer.Option(
+        "--data-dir", help="Embedded data directory (default: RAGSIFT_DATA_DIR or .ragsift)."
+    ),
 ]
 
 

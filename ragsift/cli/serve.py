@@ -43,12 +43,17 @@ def api(
     metrics_port: Annotated[
         int | None,
         typer.Option(
-            help="Port of /metrics, /healthz, /readyz (default: 9464).", min=1, max=65_535
+            help="Port of /metrics, /healthz, /readyz (default: RAGSIFT_API_METRICS_PORT or 9464).",
+            min=1,
+            max=65_535,
         ),
     ] = None,
     metrics_host: Annotated[
         str | None,
-        typer.Option(help="Interface of /metrics, /healthz, /readyz (default: 127.0.0.1)."),
+        typer.Option(
+            help="Interface of /metrics, /healthz, /readyz"
+            " (default: RAGSIFT_API_METRICS_HOST or 127.0.0.1)."
+        ),
     ] = None,
     insecure_no_auth: Annotated[
         bool,

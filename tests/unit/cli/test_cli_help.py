@@ -106,7 +106,9 @@ def test_worker_help_names_every_worker() -> None:
 @pytest.mark.parametrize(
     ("command", "shown"),
     [
-        (["api"], "(default: 9464)"),
+        (["api"], "(default: RAGSIFT_API_METRICS_PORT or 9464)"),
+        (["api"], "(default: RAGSIFT_API_METRICS_HOST or 127.0.0.1)"),
+        (["ask"], "(default: RAGSIFT_DATA_DIR or .ragsift)"),
         (["api"], "(default: RAGSIFT_API_PORT or 8080)"),
         (["keys", "create"], "(default: query and read)"),
     ],
