@@ -249,9 +249,10 @@ def _message(event: BaseModel) -> Message | None:
         }
         return _wrap("evidence", event.data.tenant_id, event.data.query_id, data)
     if isinstance(event, DeadLetter) and event.worker == "retrieval":
-        # a dead letter names no tenant: only a page that sees every tenant gets it
+        # a letter of an event that did not decode names no tenant: only a page that
+        # sees every tenant gets it; one that did goes to its tenant's pages too
         data = {"stage": event.stage, "error": event.error[:500]}
-        return _wrap("rejected", None, event.query_id, data)
+        return _wrap("rejected", event.tenant_id, event.query_id, data)
     return None
 
 

@@ -20,9 +20,9 @@ DEFAULT_MAX_ORIGINAL_BYTES = 64 * 1024
 MINIMAL_ERROR_CHARS = 500
 # Error text kept by a full letter: enough for every field's message of a large event.
 _MAX_ERROR_CHARS = 4_000
-# Query id kept by a letter: a valid one has at most 128 characters (ID_PATTERN); one
-# read from an event that failed to decode can be megabytes, and is cut like the error
-# so that the letter, and its minimal form, still fit the broker's message limit.
+# Query id (and tenant id) kept by a letter: a valid one has at most 128 characters
+# (ID_PATTERN); one read from an event that failed to decode can be megabytes, and is cut
+# like the error so that the letter, and its minimal form, still fit the broker's limit.
 _MAX_QUERY_ID_CHARS = 256
 
 
@@ -42,6 +42,10 @@ class DeadLetter(EventModel):
         description="The original message value, base64; its first bytes if truncated."
     )
     query_id: str | None = None
+    tenant_id: str | None = Field(
+        default=None,
+        description="The tenant of the failed event, when it decoded: whose event it was.",
+    )
     failed_at: datetime = Field(default_factory=utcnow)
     original_length: int | None = Field(
         default=None, ge=0, description="Length of the whole original value in bytes."
@@ -68,6 +72,7 @@ class DeadLetter(EventModel):
         offset: int | None = None,
         key: bytes | None = None,
         query_id: str | None = None,
+        tenant_id: str | None = None,
         max_original_bytes: int = DEFAULT_MAX_ORIGINAL_BYTES,
     ) -> DeadLetter:
         """A dead letter whose id is stable for the same (worker, topic, partition, offset,
@@ -100,6 +105,7 @@ class DeadLetter(EventModel):
             key_b64=base64.b64encode(kept_key).decode() if kept_key is not None else None,
             original_b64=base64.b64encode(original[:max_original_bytes]).decode(),
             query_id=query_id[:_MAX_QUERY_ID_CHARS] if query_id is not None else None,
+            tenant_id=tenant_id[:_MAX_QUERY_ID_CHARS] if tenant_id is not None else None,
             original_length=len(original),
             original_sha256=hashlib.sha256(original).hexdigest(),
             original_truncated=truncated,

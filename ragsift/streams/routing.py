@@ -151,7 +151,7 @@ class BatchRouter:
                 continue
             mismatch = self._mismatched_key(message.key, event)
             if mismatch is not None:
-                await self.dead_letter(message, mismatch, getattr(event, "query_id", None))
+                await self.dead_letter(message, mismatch, event)
                 self._withdraw(message, decoded, withdrawals)
                 continue
             decoded.append((message, event))
@@ -167,7 +167,7 @@ class BatchRouter:
         for (message, event), outcome in zip(decoded, outcomes, strict=True):
             query_id = getattr(event, "query_id", None)
             if isinstance(outcome, Exception):
-                await self.dead_letter(message, outcome, query_id)
+                await self.dead_letter(message, outcome, event)
                 continue
             try:
                 await self._emit(outcome)
@@ -176,7 +176,7 @@ class BatchRouter:
                     f"could not publish an output ({type(exc).__name__}: {exc})",
                     query_id=query_id,
                 )
-                await self.dead_letter(message, failure, query_id)
+                await self.dead_letter(message, failure, event)
                 continue
             if id(message) in withdrawals:  # its dead letter counted the event
                 self.metrics.documents_withdrawn.labels(name).inc()
@@ -233,11 +233,13 @@ class BatchRouter:
             await self.sender.send(emit.topic, emit.key.encode(), value)
 
     async def dead_letter(
-        self, message: Received, exc: Exception, query_id: str | None = None
+        self, message: Received, exc: Exception, event: BaseModel | None = None
     ) -> None:
-        """Publish (or, failing that, count the drop of) a dead letter for ``message``."""
+        """Publish (or, failing that, count the drop of) a dead letter for ``message``;
+        ``event``, when it decoded, names the letter's query and tenant."""
         name = self.handler.name
         stage = failure_stage(exc)
+        query_id = getattr(event, "query_id", None)
         if isinstance(exc, RagsiftError) and exc.query_id:
             query_id = exc.query_id
         letter = DeadLetter.build(
@@ -251,6 +253,7 @@ class BatchRouter:
             offset=message.offset,
             key=message.key,
             query_id=query_id,
+            tenant_id=getattr(event, "tenant_id", None),
             max_original_bytes=self.max_original_bytes,
         )
         self.metrics.dead_letters.labels(name, stage).inc()

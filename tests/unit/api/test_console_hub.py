@@ -57,6 +57,28 @@ def test_dead_letters_name_no_tenant_so_only_all_tenant_pages_get_them() -> None
     assert [m["kind"] for m in drain(everyone.queue)] == ["rejected"]
 
 
+def test_a_letter_of_a_tenants_query_reaches_that_tenants_pages_alone() -> None:
+    # Before letters named their tenant, a tenant's page never heard its query failed.
+    hub = ConsoleHub(backlog=10)
+    alpha, _ = hub.open(frozenset({"alpha"}))
+    beta, _ = hub.open(frozenset({"beta"}))
+    everyone, _ = hub.open(None)
+    letter = DeadLetter.build(
+        original=b"{}",
+        stage="handler",
+        error_type="X",
+        error="the index failed",
+        worker="retrieval",
+        topic="ragsift.queries.v1",
+        query_id="q1",
+        tenant_id="alpha",
+    )
+    hub.accept("deadletter", letter)
+    assert [(m["kind"], m["query_id"]) for m in drain(alpha.queue)] == [("rejected", "q1")]
+    assert drain(beta.queue) == []
+    assert [m["kind"] for m in drain(everyone.queue)] == ["rejected"]
+
+
 def test_backlog_and_tenants_are_bounded() -> None:
     hub = ConsoleHub(backlog=5, max_tenants=2)
     for i in range(50):

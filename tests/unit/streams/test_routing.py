@@ -57,6 +57,18 @@ async def test_a_batch_that_raises_dead_letters_only_the_events_that_fail_alone(
     assert sample(metrics, "ragsift_events_total", worker="scripted", result="ok") == 36
 
 
+async def test_a_letter_names_the_tenant_whose_event_failed_when_it_decoded() -> None:
+    # A platform team routes each tenant's failures back to it; the letter named only
+    # the query, whose id is unique per tenant alone.
+    sender, metrics = RecordingSender(), Metrics()
+    values = [raw("bad-0", "crash"), b"not json", raw("ok-0")]
+    await router(sender, metrics).process(received(values))
+    letters = {d.stage: d for d in sender.dead_letters()}
+    assert (letters["handler"].tenant_id, letters["handler"].query_id) == ("acme", "bad-0")
+    assert letters["handler"].minimal().tenant_id == "acme"
+    assert letters["decode"].tenant_id is None  # nothing in it can be trusted to name one
+
+
 async def test_an_event_past_its_deadline_is_dead_lettered_with_stage_deadline() -> None:
     sender, metrics = RecordingSender(), Metrics()
     values = [raw("a"), raw("slow", "hang"), raw("b")]
