@@ -288,7 +288,8 @@ class Metrics:
             "Calibrations re-fit from feedback, by outcome: certified or uncertified"
             " (published; uncertified: the labels' answers were wrong more often than alpha,"
             " the scope refuses its queries), or withheld (no threshold certified on too"
-            " few labels: not published, the calibration in force stays).",
+            " few labels: not published, the calibration in force stays), or postponed (no"
+            " re-fit can be made of these labels, e.g. all of one kind: until new ones).",
             ["outcome"],
             registry=r,
         )

@@ -129,6 +129,8 @@ class FeedbackLoop:
         #: back or which could not be stored: any label of theirs checks again, a
         #: replayed one too (else only a changed label did, and one may never come).
         self._due: set[CalibrationScope] = set()
+        #: the labels' digest per scope whose re-fit could not be made of them
+        self._postponed: dict[CalibrationScope, str] = {}
         #: What the last applied label did: ``labelled``, ``reported`` or ``unchanged``
         #: (the same label again), for the CLI to say.
         self.last_result = ""
@@ -231,7 +233,7 @@ class FeedbackLoop:
         digest = _digest(labels)
         now = self._clock()
         last = self.store.last_refit(scope)
-        if last is not None and last[0] == digest:
+        if (last is not None and last[0] == digest) or self._postponed.get(scope) == digest:
             self._due.discard(scope)
             return None
         if last is not None and now - last[1] < self.settings.refit_interval_s:
@@ -256,7 +258,13 @@ class FeedbackLoop:
                 scope=str(scope),
                 fitted_at=datetime.fromtimestamp(now, UTC),
             )
-        except ConfidenceError as exc:  # e.g. every label the same: wait for more
+        except ConfidenceError as exc:  # e.g. every label the same: wait for other labels
+            # These labels are not tried again (they were at every later label, replays
+            # too); the next new one is, at once: nothing was published, so the re-fit
+            # interval does not start, as it would were the scope marked re-fit.
+            self._postponed[scope] = digest
+            self._due.discard(scope)
+            self.metrics.calibration_refits.labels(outcome="postponed").inc()
             log.info("calibration re-fit of %s postponed: %s", scope, exc)
             return None
         withheld = withheld_because(artifact, fitted)

@@ -396,6 +396,27 @@ def test_a_refit_too_few_labels_certify_is_withheld_and_the_scope_keeps_answerin
     assert registry.get_sample_value(total, {"outcome": "withheld"}) == 1
 
 
+def test_a_refit_labels_of_one_kind_cannot_make_is_counted_once_and_not_redone(
+    loop: FeedbackLoop, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every label "relevant": no re-fit can be made (nothing to separate). It was
+    logged at info alone, no metric, and tried again at every later label of the
+    scope, replays included, each try reading every label."""
+    labelled = [result(f"a{i}", 0.5 + i / 1000) for i in range(200)]
+    loop.remember(labelled)
+    with caplog.at_level("INFO", logger="ragsift.workers.calibration"):
+        versions = [loop.apply(feedback(r.query_id, True)) for r in labelled]
+    assert versions == [None] * 200
+    assert loop.registry.resolve("acme", "docs").version == loop.registry.default.version
+    total = "ragsift_calibration_refits_total"
+    registry = loop.metrics.registry
+    assert registry.get_sample_value(total, {"outcome": "postponed"}) == 1
+    assert any("postponed" in r.getMessage() for r in caplog.records)
+    again = [loop.apply(feedback(r.query_id, True, n=1)) for r in labelled]
+    assert again == [None] * 200
+    assert registry.get_sample_value(total, {"outcome": "postponed"}) == 1
+
+
 def test_reported_labels_are_kept_and_counted_but_never_re_fit(loop: FeedbackLoop) -> None:
     """The 200 thumbs-downs above, sent as users' own reports: the scope keeps its
     calibration (they are chosen by their outcome: ADR 023), and every one is held."""
