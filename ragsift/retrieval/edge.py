@@ -33,6 +33,7 @@ from ragsift.errors import ConfigurationError, ServiceUnavailableError
 from ragsift.file_lock import exclusive
 from ragsift.retrieval import qdrant_common
 from ragsift.retrieval.bm25 import Bm25Encoder
+from ragsift.retrieval.edge_holder import describe_holder, record_holder, release_holder
 from ragsift.retrieval.edge_requests import (
     Conditions,
     edge_filter,
@@ -167,14 +168,16 @@ class EdgeIndex:
     def _load(self, shard_dir: Path, sized: qe.EdgeConfig | None) -> qe.EdgeShard:
         """Open a stored shard; what the engine refuses becomes an error that says why."""
         try:
-            return qe.EdgeShard.load(str(shard_dir), sized)
+            shard = qe.EdgeShard.load(str(shard_dir), sized)
         except Exception as exc:  # the binding raises bare Exceptions with the engine's text
             text = str(exc)
             if "WouldBlock" in text:  # another process holds the shard's write-ahead log
+                holder = describe_holder(self.path, shard_dir.name)
+                by = f"held by {holder}" if holder else "open in another process"
                 raise ServiceUnavailableError(
-                    f"the index at {str(shard_dir)!r} is open in another process (an ingest,"
-                    " a worker or a console on this data dir): wait for it to finish, or"
-                    " give this command another --data-dir",
+                    f"the index at {str(shard_dir)!r} is {by}: a console or a worker on"
+                    " this data dir keeps it until it stops, an ingest until it ends; stop"
+                    " it or wait, or give this command another --data-dir",
                     service="qdrant-edge",  # in process: no server or setting to name
                 ) from exc
             raise ConfigurationError(
@@ -182,6 +185,8 @@ class EdgeIndex:
                 f" damaged, restore the data dir from a backup, or remove {str(shard_dir)!r}"
                 f" and {str(self._sidecar(shard_dir.name))!r} and ingest again"
             ) from exc
+        record_holder(self.path, shard_dir.name)
+        return shard
 
     def _config(self, dim: int) -> qe.EdgeConfig:
         return qe.EdgeConfig(
@@ -211,6 +216,7 @@ class EdgeIndex:
         )
         shard.update(qe.UpdateOperation.create_field_index(DOC_FIELD, qe.PayloadSchemaType.Keyword))
         shard.flush()
+        record_holder(self.path, name)
         self._write_sidecar(name, stored)  # last: a sidecar only ever names a complete shard
         return _Collection(name, shard, stored)
 
@@ -364,4 +370,5 @@ class EdgeIndex:
                 with opened.write_lock:
                     opened.shard.flush()
                     opened.shard.close()
+                release_holder(self.path, opened.name)
             self._collections.clear()

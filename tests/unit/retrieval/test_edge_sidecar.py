@@ -54,12 +54,45 @@ async def test_a_shard_another_index_holds_is_a_clear_unavailable_error(tmp_path
     holder = EdgeIndex(path)
     holder._open("docs")  # the WAL's lock is per open file: a second index here conflicts
     try:
-        with pytest.raises(ServiceUnavailableError, match="open in another process") as caught:
+        with pytest.raises(ServiceUnavailableError, match="held by this process") as caught:
             EdgeIndex(path)._open("docs")
         assert caught.value.service == "qdrant-edge"
     finally:
         await holder.close()
     EdgeIndex(path)._open("docs")  # released: it opens
+
+
+def _hold(path: str, held: Any, done: Any) -> None:
+    index = EdgeIndex(path)
+    index._open("docs")
+    held.set()
+    done.wait(60)
+
+
+async def test_the_error_names_the_process_that_holds_the_shard(tmp_path: Path) -> None:
+    # "open in another process" left a user with a console in one terminal and an
+    # ingest in another guessing which to stop.
+    import multiprocessing
+
+    from ragsift.errors import ServiceUnavailableError
+    from ragsift.retrieval.edge_holder import describe_holder
+
+    path = await _indexed(tmp_path)
+    context = multiprocessing.get_context("spawn")
+    held, done = context.Event(), context.Event()
+    proc = context.Process(target=_hold, args=(str(path), held, done))
+    proc.start()
+    try:
+        assert held.wait(120)
+        with pytest.raises(ServiceUnavailableError) as caught:
+            EdgeIndex(path)._open("docs")
+        assert "held by `" in str(caught.value)
+        assert f"(pid {proc.pid}, since " in str(caught.value)
+    finally:
+        done.set()
+        proc.join(60)
+    assert describe_holder(path, "docs") is None  # the record names a process now gone
+    EdgeIndex(path)._open("docs")
 
 
 @pytest.mark.parametrize("damaged", ["edge_config.json", "wal/open-1"])
@@ -110,5 +143,6 @@ def test_two_processes_creating_one_new_collection_do_not_blame_a_crash(tmp_path
     assert "ok" in outcomes
     for outcome in outcomes:
         assert outcome == "ok" or (
-            outcome.startswith("ServiceUnavailableError") and "open in another process" in outcome
+            outcome.startswith("ServiceUnavailableError")
+            and ("open in another process" in outcome or "held by `" in outcome)
         ), outcome
