@@ -117,7 +117,10 @@ log = logging.getLogger(__name__)
 class EmbeddedRuntime:
     """Ingest and query in-process; use as ``async with EmbeddedRuntime(settings) as rt``."""
 
-    def __init__(self, settings: Settings, *, metrics: Metrics | None = None):
+    def __init__(self, settings: Settings, *, metrics: Metrics | None = None, answers: bool = True):
+        """``answers=False``: a runtime that ingests, lists and probes, and opens neither
+        the result store nor the feedback store (``ingest`` and ``documents`` refused to
+        run on a damaged one, which they never read)."""
         self.settings = settings
         self.data_dir = settings.data_dir
         self.metrics = metrics or Metrics()
@@ -145,12 +148,20 @@ class EmbeddedRuntime:
         audit = build_audit_handler(settings.audit, Path(self.data_dir) / "audit", self.metrics)
         self.audit = audit.sink
         # Scored results are remembered so `ragsift feedback` can label them later.
-        self.feedback = embedded_feedback_loop(
-            settings, self.embedder.embedder_id, self.metrics, self.pipeline.engines.registry
+        self.feedback = (
+            embedded_feedback_loop(
+                settings, self.embedder.embedder_id, self.metrics, self.pipeline.engines.registry
+            )
+            if answers
+            else None
         )
         join = [ResultJoinHandler(self.feedback)] if self.feedback is not None else []
-        self.store = ResultStore(
-            Path(self.data_dir) / STORE_FILE, max_results=settings.runtime.store_max_results
+        self._store = (
+            ResultStore(
+                Path(self.data_dir) / STORE_FILE, max_results=settings.runtime.store_max_results
+            )
+            if answers
+            else None
         )
         self.reports = build_report_handler(settings, self.metrics)
         self.bus = InProcessBus(
@@ -173,6 +184,13 @@ class EmbeddedRuntime:
         # query id -> outputs of a query being asked; only those ids are collected
         self._asking: dict[str, _Collected] = {}
         self.bus.subscribe(self._collect)
+
+    @property
+    def store(self) -> ResultStore:
+        """The answers kept for ``assess`` and the console."""
+        if self._store is None:
+            raise RuntimeError("this runtime keeps no answers (made with answers=False)")
+        return self._store
 
     async def __aenter__(self) -> EmbeddedRuntime:
         return self
@@ -333,7 +351,8 @@ class EmbeddedRuntime:
         self.save_mix()
         await self.pipeline.close()
         await self.index.close()
-        self.store.close()
+        if self._store is not None:
+            self._store.close()
         if self.feedback is not None:
             # its SQLite file is left whole (no -wal beside it) for a copy or a backup
             self.feedback.store.close()

@@ -247,7 +247,7 @@ def _self_calibrate(
     from ragsift.confidence.registry import CalibrationScope
     from ragsift.evaluation.selfcal import self_calibrate
 
-    _, runtime = _runtime(data_dir)
+    _, runtime = _runtime(data_dir, answers=False)
     base = base_calibration(runtime, alpha)
 
     result = run_collection_job(

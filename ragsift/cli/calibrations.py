@@ -292,7 +292,7 @@ def calibrations_reprobe(
     if tenant is not None and not tenant.strip():
         _fail("--tenant must name a tenant; leave it out to probe every tenant's scopes")
     _check_names(collection, tenant)
-    settings, runtime = _runtime(data_dir, existing=True)
+    settings, runtime = _runtime(data_dir, existing=True, answers=False)
     base = runtime.pipeline.engines.calibration
     if base is None:
         _fail(

@@ -256,9 +256,12 @@ def keys_file(settings: Settings) -> Path:
     return path
 
 
-def _runtime(data_dir: Path | None, *, existing: bool = False) -> tuple[Settings, Any]:
+def _runtime(
+    data_dir: Path | None, *, existing: bool = False, answers: bool = True
+) -> tuple[Settings, Any]:
     """The embedded runtime on ``data_dir``; ``existing``: a command that only reads
-    refuses a data directory nothing was ingested into, and does not create it."""
+    refuses a data directory nothing was ingested into, and does not create it;
+    ``answers=False``: a command that asks nothing opens no result or feedback store."""
     from ragsift.embedded import EmbeddedRuntime
 
     settings = _settings(data_dir)
@@ -273,7 +276,7 @@ def _runtime(data_dir: Path | None, *, existing: bool = False) -> tuple[Settings
             " first"
         )
     try:
-        return settings, EmbeddedRuntime(settings)
+        return settings, EmbeddedRuntime(settings, answers=answers)
     except RagsiftError as exc:
         _fail(str(exc))
     except OSError as exc:  # a file a setting names (a calibration artifact, a model) is missing

@@ -32,7 +32,7 @@ def documents(
     """List a tenant's documents in a collection, each with its chunks: what `ingest`
     wrote, and what `ingest --prune` would keep or remove."""
     _check_names(tenant=tenant, collection=collection)
-    _, runtime = _runtime(data_dir, existing=True)
+    _, runtime = _runtime(data_dir, existing=True, answers=False)
 
     async def run() -> dict[str, int]:
         async with runtime:

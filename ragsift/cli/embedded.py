@@ -190,7 +190,7 @@ def ingest(
             " no .txt/.md/.html/.pdf/.docx/.odt/.epub/.jsonl document with text in it"
         )
         raise typer.Exit(2)
-    settings, runtime = _runtime(data_dir)
+    settings, runtime = _runtime(data_dir, answers=False)
     probing = settings.calibration.reprobe_after_ingest if probe is None else probe
 
     async def run() -> Any:

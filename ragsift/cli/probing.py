@@ -263,7 +263,7 @@ def probe_calibrate_collection(
     from ragsift.evaluation.probes import probe_calibrate
 
     probes = _load_probes(source)
-    _, runtime = _runtime(data_dir)
+    _, runtime = _runtime(data_dir, answers=False)
     # Not re-labelled with the requested alpha: its own certificate is the floor
     # (ADR 014), and only at its own alpha.
     base = base_calibration(runtime, None)

@@ -375,3 +375,26 @@ def test_ask_and_ingest_name_a_data_dir_that_is_a_file(tmp_path: Path) -> None:
             f"error: the data directory {data} is a file, not a folder: name another"
         ]
     assert data.read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("store", ["results.sqlite3", "feedback.sqlite"])
+def test_a_damaged_answer_store_stops_only_the_commands_that_read_it(
+    tmp_path: Path, store: str
+) -> None:
+    """``ingest`` and ``documents`` never read the kept answers or the labels, yet
+    refused to run while either file was damaged; ``ask`` still says what to do."""
+    docs, data = tmp_path / "docs", tmp_path / "data"
+    docs.mkdir()
+    (docs / "a.md").write_text("Refunds are issued within 30 days.", encoding="utf-8")
+    where = ["--tenant", "t", "--data-dir", str(data)]
+    assert run_cli(["ingest", str(docs), *where, "--no-probe"]).exit_code == 0
+    (data / store).write_bytes(b"garbage" * 100)
+    (docs / "b.md").write_text("Shipping takes five days.", encoding="utf-8")
+    ingested = run_cli(["ingest", str(docs), *where, "--no-probe"])
+    assert ingested.exit_code == 0, ingested.output
+    listed = run_cli(["documents", *where, "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert {"a.md", "b.md"} <= set(listed.output.replace('"', " ").split())
+    asked = run_cli(["ask", "how long do refunds take?", *where])
+    assert asked.exit_code != 0
+    assert f"{data / store} is not usable" in error_lines(asked)[-1]
