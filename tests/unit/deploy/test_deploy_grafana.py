@@ -20,6 +20,8 @@ REQUIRED_PANELS = {
     "p50 / p99": "ragsift_stage_duration_seconds_bucket",
     "lag": "kafka_consumergroup_lag",
     "dead letters": "ragsift_dead_letters_total",
+    "lost": "ragsift_dead_letters_dropped_total",
+    "withdrawn": "ragsift_documents_withdrawn_total",
     "cache hit ratio": "ragsift_cache_requests_total",
     # Issue 14: whether each scope's confidence still means what it says.
     "drift psi": "ragsift_calibration_drift_psi",

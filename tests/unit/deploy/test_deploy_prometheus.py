@@ -17,6 +17,7 @@ REQUIRED_ALERTS = {
     "RagsiftHighFilterRate": "ragsift_filtered_results_total",
     "RagsiftTenantNoContextMajority": "ragsift_no_context_queries_total",
     "RagsiftDeadLetters": "ragsift_dead_letters_total",
+    "RagsiftDeadLettersDropped": "ragsift_dead_letters_dropped_total",
     "RagsiftConsumerLagHigh": "kafka_consumergroup_lag",
     "RagsiftCacheErrorRate": "ragsift_cache_requests_total",
     "RagsiftRetrievalErrors": "ragsift_retrieval_errors_total",
