@@ -22,6 +22,8 @@ REQUIRED_PANELS = {
     "dead letters": "ragsift_dead_letters_total",
     "lost": "ragsift_dead_letters_dropped_total",
     "withdrawn": "ragsift_documents_withdrawn_total",
+    "llm fallbacks": "ragsift_report_llm_fallbacks_total",
+    "reranker failures": "ragsift_reranker_failures_total",
     "cache hit ratio": "ragsift_cache_requests_total",
     # Issue 14: whether each scope's confidence still means what it says.
     "drift psi": "ragsift_calibration_drift_psi",
