@@ -43,6 +43,7 @@ from ragsift.retrieval.edge_requests import (
     to_request,
     uuid_text,
 )
+from ragsift.retrieval.edge_unfinished import clear_unfinished
 from ragsift.retrieval.errors import CollectionNotFoundError
 from ragsift.retrieval.qdrant_common import MAX_DOCUMENTS_LISTED, MAX_TENANTS_IN_INFO
 from ragsift.retrieval.records import (
@@ -230,14 +231,9 @@ class EdgeIndex:
                 made = name in self._collections or self._sidecar(name).exists()
                 if not made and (self.path / name).exists():
                     # Under the lock no other process is creating it: a creation that did
-                    # not finish (a crash). Another ingest creating the same new
-                    # collection read as this before, with advice to remove its shard.
-                    raise ConfigurationError(
-                        f"shard directory {str(self.path / name)!r} exists without its"
-                        f" metadata file {str(self._sidecar(name))!r}: its creation did not"
-                        " finish (a crash); remove the directory (nothing was indexed in it)"
-                        " or restore both from a backup"
-                    ) from None
+                    # not finish (a kill). Another ingest creating the same new collection
+                    # read as this before, with advice to remove its shard.
+                    clear_unfinished(self.path / name, self._sidecar(name))
                 if not made:
                     self._collections[name] = self._create(name, dim, embedder_id)
             opened = self._open(name)  # made here, or by another process meanwhile

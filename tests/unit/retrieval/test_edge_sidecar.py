@@ -146,3 +146,51 @@ def test_two_processes_creating_one_new_collection_do_not_blame_a_crash(tmp_path
             outcome.startswith("ServiceUnavailableError")
             and ("open in another process" in outcome or "held by `" in outcome)
         ), outcome
+
+
+# -- a creation that did not finish (an ingest killed while it made the shard) ---------------
+
+
+async def test_a_half_made_shard_is_moved_aside_and_the_collection_made(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # It was an error asking for the folder's removal by hand, while `ask` sent the user
+    # back to the `ingest` that refused: a circle (an ingest killed at creation, 12 of 12).
+    from ragsift.retrieval.edge_unfinished import UNFINISHED_DIR
+
+    root = tmp_path / "shards"
+    (root / "docs" / "wal").mkdir(parents=True)
+    (root / "docs" / "wal" / "open-1").write_bytes(b"\0" * 64)
+    index = EdgeIndex(root)
+    try:
+        info = await index.ensure_collection("docs", 8, "test-embedder")
+    finally:
+        await index.close()
+    assert info.points_count == 0
+    (aside,) = (root / UNFINISHED_DIR).iterdir()
+    assert (aside / "wal" / "open-1").read_bytes() == b"\0" * 64  # moved, not deleted
+    assert any("did not finish" in r.getMessage() for r in caplog.records)
+
+
+async def test_an_empty_shard_without_metadata_is_removed_and_made_again(tmp_path: Path) -> None:
+    from ragsift.retrieval.edge_unfinished import UNFINISHED_DIR
+
+    root = tmp_path / "shards"
+    index = EdgeIndex(root)
+    await index.ensure_collection("docs", 8, "test-embedder")
+    await index.close()
+    (root / "docs.ragsift.json").unlink()  # as if killed before the metadata was written
+    again = EdgeIndex(root)
+    try:
+        assert (await again.ensure_collection("docs", 8, "test-embedder")).points_count == 0
+    finally:
+        await again.close()
+    assert not (root / UNFINISHED_DIR).exists()
+
+
+async def test_a_shard_with_points_but_no_metadata_is_never_cleared(tmp_path: Path) -> None:
+    path = await _indexed(tmp_path)
+    (path / "docs.ragsift.json").unlink()
+    with pytest.raises(ConfigurationError, match="holds 1 point but has no metadata file"):
+        await EdgeIndex(path).ensure_collection("docs", 8, "test-embedder")
+    assert (path / "docs").is_dir()
