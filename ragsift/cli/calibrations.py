@@ -12,6 +12,7 @@ else ``RAGSIFT_CALIBRATION_STORE_DIR``, else ``<data dir>/calibrations``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -31,6 +32,7 @@ from ragsift.cli.common import (
     console,
     err_console,
     print_error,
+    print_warning,
 )
 
 __all__ = ["calibrations_app"]
@@ -312,17 +314,24 @@ def calibrations_reprobe(
     async def run() -> Any:
         async with runtime:
             with _stage_progress() as tick:
-                return await reprobe_stored(
-                    runtime.index,
-                    runtime.embedder,
-                    base,
-                    runtime.calibration_store,
-                    fraction=settings.calibration.reprobe_fraction,
-                    only=only,
-                    named=None if collection is None else CalibrationScope(collection, tenant),
-                    progress=tick,
-                    done=show,
-                )
+                try:
+                    return await reprobe_stored(
+                        runtime.index,
+                        runtime.embedder,
+                        base,
+                        runtime.calibration_store,
+                        fraction=settings.calibration.reprobe_fraction,
+                        only=only,
+                        named=None if collection is None else CalibrationScope(collection, tenant),
+                        progress=tick,
+                        done=show,
+                    )
+                except asyncio.CancelledError:  # Ctrl-C: it exited 130 without a word
+                    print_warning(
+                        "interrupted: a scope named above is stored as it says; the one"
+                        " being probed and the rest keep the calibration in force"
+                    )
+                    raise
 
     try:
         outcomes = _embedded(run())

@@ -31,7 +31,11 @@ from ragsift.cli.common import (
     read_documents,
 )
 from ragsift.cli.demo_folder import not_the_demos
-from ragsift.cli.ingest_warnings import warn_interrupted, warn_other_sources
+from ragsift.cli.ingest_warnings import (
+    warn_interrupted,
+    warn_other_sources,
+    warn_probing_interrupted,
+)
 from ragsift.cli.prune import kept_ids, prune_blocked, refuse_prune_of_file, show_pruned
 from ragsift.schemas.base import MAX_K
 
@@ -216,7 +220,11 @@ def ingest(
                 keep = kept_ids((d.doc_id for d in docs), path, skipped)
                 show_pruned(await runtime.prune(tenant, keep, collection=collection), path)
             if probing:
-                done = await _reprobe(runtime, settings, tenant, collection)
+                try:
+                    done = await _reprobe(runtime, settings, tenant, collection)
+                except asyncio.CancelledError:  # Ctrl-C while probing: it exited silently
+                    warn_probing_interrupted(tenant, collection, data_dir)
+                    raise
                 _show_reprobe(done, "`--no-probe`")
 
     _embedded(run())

@@ -3,11 +3,13 @@ of its id indexed from another file, and an ingest stopped midway."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
+from pathlib import Path
 
 from ragsift.cli.common import print_warning
 
-__all__ = ["warn_interrupted", "warn_other_sources"]
+__all__ = ["warn_interrupted", "warn_other_sources", "warn_probing_interrupted"]
 
 
 def warn_other_sources(replaced: Sequence[tuple[str, str, str]], shown: int = 5) -> None:
@@ -29,4 +31,16 @@ def warn_interrupted() -> None:
         "interrupted: a document being written may be indexed in part and is served so;"
         " run the same ingest again to complete it (documents indexed as they are now"
         " are skipped)"
+    )
+
+
+def warn_probing_interrupted(tenant: str, collection: str, data_dir: Path | None) -> None:
+    """Ctrl-C while an ingest probes its scope: the documents are in, the calibration
+    is not re-made, and how to make it."""
+    where = "" if data_dir is None else f" --data-dir {shlex.quote(str(data_dir))}"
+    print_warning(
+        "interrupted while probing: the documents are indexed, but the calibration of"
+        f" tenant {tenant!r} on collection {collection!r} is as it was; run `ragsift"
+        f" calibrations reprobe --collection {shlex.quote(collection)} --tenant"
+        f" {shlex.quote(tenant)}{where}` to probe it"
     )

@@ -4,6 +4,7 @@ threshold there (docs/adr/014-certify-on-the-collections-own-probes.md)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -378,7 +379,11 @@ def run_collection_job(
     async def run() -> T:
         async with runtime:
             with _stage_progress() as tick:
-                return await job(tick)
+                try:
+                    return await job(tick)
+                except asyncio.CancelledError:  # Ctrl-C: it exited 130 without a word
+                    print_warning("interrupted: nothing was stored; the calibration in force stays")
+                    raise
 
     try:
         return _run(run())

@@ -7,6 +7,7 @@ applied to the same hit lists.
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -152,6 +153,7 @@ async def run_retrievals(
                         read[mode].extend(await reader.score(reader_items(part, vectors, found)))
                 if progress:
                     progress("query", min(start + QUERY_BATCH, len(queries)), len(queries))
+                await asyncio.sleep(0)  # Ctrl-C lands here, not after the last batch
         finally:
             await index.close()
     return {

@@ -183,3 +183,31 @@ def test_the_in_scope_share_can_be_set_too() -> None:
     assert [q.kind for q in limited.queries] == ["in_scope", "in_scope", "out_of_scope"]
     with pytest.raises(InvalidEventError, match="in-scope limit must be >= 0"):
         limit_questions(base, "in_scope", -1)
+
+
+async def test_a_long_probe_search_stops_at_the_next_batch_when_cancelled() -> None:
+    # Qdrant Edge searches in the calling thread and cached probe vectors need no await:
+    # Ctrl-C (a cancellation) waited for the last of 28 batches, 16 s on 20,000 chunks.
+    import asyncio
+
+    from ragsift.evaluation.selfcal import search_as_pipeline
+
+    searched: list[int] = []
+
+    class Index:
+        async def search_batch(self, collection: str, requests: list[object]) -> list[list[object]]:
+            searched.append(len(requests))  # no await inside: as Qdrant Edge's
+            return [[] for _ in requests]
+
+    class Keyword:  # keyword mode embeds nothing: no await there either
+        embedder_id = "none"
+
+    items = [("t", f"question {i}", None) for i in range(3_480)]
+    task = asyncio.ensure_future(
+        search_as_pipeline(Index(), Keyword(), "docs", items, 8, mode="keyword")  # type: ignore[arg-type]
+    )
+    await asyncio.sleep(0)  # the task runs its first batch
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert 1 <= len(searched) < 3  # it stopped after a batch or two, not all 28
