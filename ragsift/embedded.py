@@ -118,9 +118,8 @@ class EmbeddedRuntime:
     """Ingest and query in-process; use as ``async with EmbeddedRuntime(settings) as rt``."""
 
     def __init__(self, settings: Settings, *, metrics: Metrics | None = None, answers: bool = True):
-        """``answers=False``: a runtime that ingests, lists and probes, and opens neither
-        the result store nor the feedback store (``ingest`` and ``documents`` refused to
-        run on a damaged one, which they never read)."""
+        """``answers=False``: one that ingests, lists and probes opens no result or feedback
+        store (``ingest`` refused to run on a damaged one, which it never reads)."""
         self.settings = settings
         self.data_dir = settings.data_dir
         self.metrics = metrics or Metrics()
@@ -148,21 +147,15 @@ class EmbeddedRuntime:
         audit = build_audit_handler(settings.audit, Path(self.data_dir) / "audit", self.metrics)
         self.audit = audit.sink
         # Scored results are remembered so `ragsift feedback` can label them later.
-        self.feedback = (
-            embedded_feedback_loop(
+        self.feedback: FeedbackLoop | None = None
+        self._store: ResultStore | None = None
+        if answers:
+            self.feedback = embedded_feedback_loop(
                 settings, self.embedder.embedder_id, self.metrics, self.pipeline.engines.registry
             )
-            if answers
-            else None
-        )
+            kept = Path(self.data_dir) / STORE_FILE
+            self._store = ResultStore(kept, max_results=settings.runtime.store_max_results)
         join = [ResultJoinHandler(self.feedback)] if self.feedback is not None else []
-        self._store = (
-            ResultStore(
-                Path(self.data_dir) / STORE_FILE, max_results=settings.runtime.store_max_results
-            )
-            if answers
-            else None
-        )
         self.reports = build_report_handler(settings, self.metrics)
         self.bus = InProcessBus(
             [
@@ -187,9 +180,8 @@ class EmbeddedRuntime:
 
     @property
     def store(self) -> ResultStore:
-        """The answers kept for ``assess`` and the console."""
-        if self._store is None:
-            raise RuntimeError("this runtime keeps no answers (made with answers=False)")
+        """The answers kept for ``assess`` and the console (none with answers=False)."""
+        assert self._store is not None, "this runtime keeps no answers (answers=False)"
         return self._store
 
     async def __aenter__(self) -> EmbeddedRuntime:

@@ -18,10 +18,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AliasChoices,
+    BeforeValidator,
     Field,
     SecretStr,
     ValidationError,
@@ -60,6 +61,18 @@ __all__ = [
 ]
 
 
+def _no_empty_path(value: Any) -> Any:
+    """An empty variable read as a path is ``.``: ``RAGSIFT_DATA_DIR=`` (a compose
+    file's ``${VAR}`` of an unset one) wrote the data dir into the working folder."""
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("an empty path; unset the variable for the default")
+    return value
+
+
+#: A path a setting names; an empty value is refused, not read as the working folder.
+SettingPath = Annotated[Path, BeforeValidator(_no_empty_path)]
+
+
 def _config(prefix: str) -> SettingsConfigDict:
     return SettingsConfigDict(env_prefix=prefix, frozen=True, extra="ignore", populate_by_name=True)
 
@@ -76,7 +89,7 @@ class KafkaSettings(BaseSettings):
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     sasl_username: str | None = None
     sasl_password: SecretStr | None = None
-    ssl_cafile: Path | None = None
+    ssl_cafile: SettingPath | None = None
     topic_prefix: str = Field(default="ragsift", pattern=r"^[A-Za-z0-9._-]+$")
     app_id: str = Field(default="ragsift", pattern=r"^[A-Za-z0-9._-]+$")
     #: at_least_once + deterministic output ids is the default (ADR 004);
@@ -135,7 +148,7 @@ class QdrantSettings(BaseSettings):
     mode: Literal["edge", "server"] = "edge"
     url: str = "http://127.0.0.1:6333"
     api_key: SecretStr | None = None
-    shard_path: Path = Path(".ragsift/qdrant")
+    shard_path: SettingPath = Path(".ragsift/qdrant")
     timeout_s: float = Field(default=5.0, gt=0, le=120)
     #: bounded retries with backoff before a result gets outcome "error"
     max_retries: int = Field(default=3, ge=0, le=10)
@@ -177,7 +190,7 @@ class ConfidenceSettings(BaseSettings):
     model_config = _config("RAGSIFT_CONFIDENCE_")
 
     scorer: Literal["calibrated", "weighted", "mean-kept", "composite"] = "calibrated"
-    calibration_path: Path | None = Field(
+    calibration_path: SettingPath | None = Field(
         default=None, description="Calibration artifact; the packaged default when unset."
     )
     similarity_threshold: float = Field(  # A1
@@ -311,7 +324,7 @@ class GuardrailSettings(BaseSettings):
     collection_thresholds: dict[str, float] = Field(default_factory=dict)
     #: A13: per-tenant level bounds, answer threshold and cache TTLs (YAML or JSON;
     #: docs/confidence.md, "Per-tenant thresholds"); re-read when it changes.
-    tenant_thresholds_path: Path | None = None
+    tenant_thresholds_path: SettingPath | None = None
     #: Least seconds between two checks of that file for a change.
     tenant_thresholds_poll_s: float = Field(default=5.0, gt=0, le=3_600)
 
@@ -380,7 +393,7 @@ class RerankerSettings(BaseSettings):
     url: str | None = Field(default=None, description="Server root, for tei, cohere and jina.")
     api_key: SecretStr | None = None
     model: str | None = Field(default=None, description="Model name sent to cohere and jina.")
-    model_dir: Path | None = Field(
+    model_dir: SettingPath | None = Field(
         default=None,
         description=(
             "For kind=onnx: model.onnx plus tokenizer.json or vocab.txt; unset, the"
@@ -476,7 +489,7 @@ class CalibrationSettings(BaseSettings):
     #: feedback re-fit). When unset, the embedded runtime and a streaming worker that
     #: hosts the retrieval agent use ``<data dir>/calibrations``; other workers then
     #: have none (the calibration worker refuses to start, the indexer does not re-probe).
-    store_dir: Path | None = None
+    store_dir: SettingPath | None = None
     #: Seconds between checks of the store for new or changed calibrations: a re-fit
     #: reaches running workers within this time, without a restart.
     refresh_s: float = Field(default=5.0, ge=0, le=3600)
@@ -580,15 +593,15 @@ class ApiSettings(BaseSettings):
     #: /metrics, /healthz and /readyz live on their own bind, apart from the query API
     metrics_host: str = "127.0.0.1"
     metrics_port: int = Field(default=9464, ge=1, le=65_535)
-    keys_file: Path | None = Field(
+    keys_file: SettingPath | None = Field(
         default=None,
         description="API keys (sha256 hashes only), managed by `ragsift keys`;"
         " unset: `<data dir>/api-keys.json`.",
     )
     #: JWT bearer tokens (OIDC): enabled when a secret, public key or JWKS file is set.
     jwt_hs256_secret: SecretStr | None = None
-    jwt_public_key_file: Path | None = Field(default=None, description="PEM, RS256/ES256.")
-    jwt_jwks_file: Path | None = Field(default=None, description="A JWKS document (by kid).")
+    jwt_public_key_file: SettingPath | None = Field(default=None, description="PEM, RS256/ES256.")
+    jwt_jwks_file: SettingPath | None = Field(default=None, description="A JWKS document (by kid).")
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
     jwt_tenant_claim: str = "tenant_id"
@@ -693,7 +706,7 @@ class Settings(BaseSettings):
 
     model_config = _config("RAGSIFT_")
 
-    data_dir: Path = Field(
+    data_dir: SettingPath = Field(
         default=DEFAULT_DATA_DIR,
         description="Embedded mode: shards, audit files, results; the API keys file by default.",
     )
@@ -753,7 +766,7 @@ class Settings(BaseSettings):
                 **overrides,
             )
         except ValidationError as exc:
-            problem = _describe_settings_error(exc, concerns.values())
+            problem = _describe_settings_error(exc, [*concerns.values(), cls])
             raise ConfigurationError(f"invalid ragsift settings: {problem}") from exc
         except ValueError as exc:
             raise ConfigurationError(f"invalid ragsift settings: {exc}") from exc
@@ -843,6 +856,9 @@ def _describe_settings_error(exc: ValidationError, concerns: Iterable[type[BaseS
     for err in errors:
         loc = [str(p) for p in err["loc"]]
         message = err["msg"].removeprefix("Value error, ")
+        if not loc and model is Settings:  # a check across concerns names its variables
+            parts.append(message)
+            continue
         if not loc:  # a check across the concern's fields: what it was given, secrets hidden
             given = _given_variables(model, prefix, by_alias, err.get("input"))
             parts.append(f"{prefix}* ({section}): {message} (set: {given})")
@@ -858,7 +874,7 @@ def _describe_settings_error(exc: ValidationError, concerns: Iterable[type[BaseS
             value = "a value not shown"  # a secret, even a malformed one, stays out of logs
         else:
             value = shown_value(_mask_strings(err.get("input")))  # URL credentials masked
-        where = ".".join([section, field, *loc[1:]])
+        where = ".".join(part for part in [section, field, *loc[1:]] if part)
         parts.append(f"{variable} ({where}): {message} (got {value})")
     return "; ".join(parts)
 

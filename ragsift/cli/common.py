@@ -304,10 +304,19 @@ def _embedded(work: Coroutine[Any, Any, T]) -> T:
         _fail(f"{exc}" + (f"; start it or set {setting}" if setting else ""), EXIT_FAILURE)
 
 
+def _data_dir(value: str) -> Path:
+    """``--data-dir ""`` read as ``.``: the data written into the working folder."""
+    if not value.strip():
+        raise typer.BadParameter("an empty path; leave the option out for the default")
+    return Path(value)
+
+
 DataDir = Annotated[
     Path | None,
     typer.Option(
-        "--data-dir", help="Embedded data directory (default: RAGSIFT_DATA_DIR or .ragsift)."
+        "--data-dir",
+        parser=_data_dir,
+        help="Embedded data directory (default: RAGSIFT_DATA_DIR or .ragsift).",
     ),
 ]
 

@@ -18,6 +18,7 @@ from ragsift.cli.common import (
     DataDir,
     Tenant,
     _check_names,
+    _data_dir,
     _embedded,
     _fail,
     _quiet,
@@ -68,7 +69,12 @@ async def _require_documents(runtime: Any, tenant: str, collection: str) -> None
 
 def demo(
     data_dir: Annotated[
-        Path, typer.Option("--data-dir", help="Where the demo writes its shard and audit file.")
+        Path,
+        typer.Option(
+            "--data-dir",
+            parser=_data_dir,
+            help="Where the demo writes its shard and audit file.",
+        ),
     ] = Path(".ragsift/demo"),
 ) -> None:
     """Ingest a sample handbook and play scripted queries on the embedded runtime."""

@@ -232,10 +232,7 @@ async def search_as_pipeline(
         out.extend(await index.search_batch(collection, requests))
         if progress:
             progress("search", len(out), len(items))
-        # Qdrant Edge searches in this thread, and cached probe vectors need no await:
-        # without a yield, Ctrl-C (a cancellation) waited for the last batch, 16 s on a
-        # 20,000-chunk collection.
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # Edge searches in this thread: Ctrl-C waited out the loop
     return out
 
 

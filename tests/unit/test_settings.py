@@ -356,3 +356,18 @@ def test_a_bad_value_is_echoed_without_its_credentials() -> None:
     assert "RAGSIFT_PROBE_TOKEN (probe.token)" in message
     assert "hunter2" not in message  # a URL's password is masked
     assert "hunter3" not in message  # a secret is never echoed, even a malformed one
+
+
+@pytest.mark.parametrize(
+    "variable", ["RAGSIFT_DATA_DIR", "RAGSIFT_CALIBRATION_STORE_DIR", "RAGSIFT_KAFKA_SSL_CAFILE"]
+)
+def test_an_empty_path_is_refused_not_read_as_the_working_folder(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    # RAGSIFT_DATA_DIR= (a compose file's ${VAR} of an unset one) wrote the index, the
+    # audit trail and the stores into the folder the command ran in.
+    monkeypatch.setenv(variable, " ")
+    with pytest.raises(ConfigurationError) as err:
+        Settings.from_env()
+    assert str(err.value).startswith(f"invalid ragsift settings: {variable} (")
+    assert "an empty path; unset the variable for the default" in str(err.value)

@@ -398,3 +398,14 @@ def test_a_damaged_answer_store_stops_only_the_commands_that_read_it(
     asked = run_cli(["ask", "how long do refunds take?", *where])
     assert asked.exit_code != 0
     assert f"{data / store} is not usable" in error_lines(asked)[-1]
+
+
+def test_an_empty_data_dir_option_is_refused_not_read_as_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.md").write_text("Refunds are issued within 30 days.", encoding="utf-8")
+    result = run_cli(["ingest", "a.md", "--tenant", "t", "--data-dir", "", "--no-probe"])
+    assert result.exit_code == 2, result.output
+    assert "an empty path" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.md"]
