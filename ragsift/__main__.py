@@ -1,5 +1,5 @@
 """``python -m ragsift`` runs the CLI."""
 
-from ragsift.cli import main
+from ragsift.entry import main
 
 main()
