@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from ragsift.schemas.base import (
     MAX_K,
@@ -130,6 +130,12 @@ class QueryEvent(EventModel):
     def _vector_names_its_embedder(self) -> QueryEvent:
         if self.vector is not None and not self.embedder_id:
             raise ValueError("embedder_id is required when vector is given")
-        if not self.query.strip():
-            raise ValueError("query must contain non-whitespace text")
         return self
+
+    @field_validator("query")
+    @classmethod
+    def _query_has_text(cls, query: str) -> str:
+        # On the field, so that the error names it and shows the query, not the event.
+        if not query.strip():
+            raise ValueError("must contain non-whitespace text")
+        return query

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from ragsift.errors import describe_validation_error
 from ragsift.schemas import (
     MAX_K,
     MAX_QUERY_CHARS,
@@ -64,8 +65,12 @@ def test_query_too_long_is_rejected() -> None:
 
 
 def test_blank_query_is_rejected() -> None:
-    with pytest.raises(ValidationError, match="non-whitespace"):
+    with pytest.raises(ValidationError, match="non-whitespace") as caught:
         make_query(query="   ")
+    # named as the field, with its value: it was "<event>: ... (got {the whole event})"
+    assert describe_validation_error(caught.value) == (
+        "query: must contain non-whitespace text (got '   ')"
+    )
 
 
 @pytest.mark.parametrize("tenant", ["", "a b", "x" * 65, "-lead", "ten/ant", "é"])
