@@ -836,6 +836,11 @@ def _mask_strings(value: Any) -> Any:
     return value
 
 
+#: A Kubernetes service link's value (``RAGSIFT_API_PORT=tcp://10.96.0.12:8080`` for a
+#: Service named ragsift-api), which a setting of that name reads.
+_SERVICE_LINK = re.compile(r"^(tcp|udp|sctp)://[^/\s]+:\d+$")
+
+
 def _describe_settings_error(exc: ValidationError, concerns: Iterable[type[BaseSettings]]) -> str:
     """One line naming each bad variable (``RAGSIFT_CONFIDENCE_NEAR_MISS``), the field it
     fills (``confidence.near_miss``), the problem and the value."""
@@ -875,6 +880,11 @@ def _describe_settings_error(exc: ValidationError, concerns: Iterable[type[BaseS
         else:
             value = shown_value(_mask_strings(err.get("input")))  # URL credentials masked
         where = ".".join(part for part in [section, field, *loc[1:]] if part)
+        if isinstance(err.get("input"), str) and _SERVICE_LINK.match(err["input"]):
+            message += (
+                "; it looks like the variable Kubernetes sets for a Service of that name:"
+                " set enableServiceLinks: false on the pod"
+            )
         parts.append(f"{variable} ({where}): {message} (got {value})")
     return "; ".join(parts)
 

@@ -275,6 +275,13 @@ def test_the_edge_search_pool_size_is_unset_by_default_and_read_when_set(
             "TLS",
             "RAGSIFT_KAFKA_SECURITY_PROTOCOL (kafka.security_protocol):",
         ),
+        (  # a Service named ragsift-api, its link injected into every pod of the namespace
+            "RAGSIFT_API_PORT",
+            "tcp://10.96.0.12:8080",
+            "RAGSIFT_API_PORT (api.port): Input should be a valid integer, unable to parse"
+            " string as an integer; it looks like the variable Kubernetes sets for a Service"
+            " of that name: set enableServiceLinks: false on the pod",
+        ),
         (  # a check across concerns names its variables itself; no dump of every concern
             "RAGSIFT_LLM_DEADLINE_S",
             "999",

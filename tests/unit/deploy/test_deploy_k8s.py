@@ -150,6 +150,31 @@ def test_every_deployment_has_probes_resources_and_a_pdb(overlay: Resources) -> 
         assert pdbs[name]["spec"]["selector"] == deployment["spec"]["selector"], name
 
 
+def test_no_variable_kubernetes_injects_for_a_service_is_read_as_a_setting(
+    overlay: Resources,
+) -> None:
+    # Service links put <NAME>_PORT=tcp://<ip>:<port> (and more) in every pod of the
+    # namespace: the Service ragsift-api made RAGSIFT_API_PORT, which every ragsift
+    # command read as ApiSettings.port and refused ("Input should be a valid
+    # integer"), so pods started after the Service existed crashed.
+    from tests.unit.test_docs_agree import setting_names
+
+    injected = set()
+    for name, service in _kind(overlay, "Service").items():
+        if service["spec"].get("clusterIP") == "None":
+            continue  # a headless Service gets no variables
+        prefix = name.upper().replace("-", "_")
+        injected |= {f"{prefix}_SERVICE_HOST", f"{prefix}_SERVICE_PORT", f"{prefix}_PORT"}
+        for port in service["spec"]["ports"]:
+            proto = port.get("protocol", "TCP")
+            injected.add(f"{prefix}_SERVICE_PORT_{port['name'].upper().replace('-', '_')}")
+            injected |= {f"{prefix}_PORT_{port['port']}_{proto}{s}" for s in ("", "_PORT")}
+    clashes = injected & setting_names()
+    assert clashes == {"RAGSIFT_API_PORT"}  # why the links must be off; a new one is news
+    for name, deployment in _kind(overlay, "Deployment").items():
+        assert deployment["spec"]["template"]["spec"]["enableServiceLinks"] is False, name
+
+
 def test_config_map_reference_resolves(overlay: Resources) -> None:
     maps = _kind(overlay, "ConfigMap")
     for deployment in _kind(overlay, "Deployment").values():
