@@ -15,6 +15,7 @@ stands alone, so the file grows with the number of concerns, not with any one.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -29,7 +30,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from ragsift.errors import ConfigurationError, shown_value
 from ragsift.schemas.base import MAX_K, MAX_QUERY_CHARS
@@ -768,6 +769,9 @@ class Settings(BaseSettings):
         except ValidationError as exc:
             problem = _describe_settings_error(exc, [*concerns.values(), cls])
             raise ConfigurationError(f"invalid ragsift settings: {problem}") from exc
+        except SettingsError as exc:  # a JSON value (a dict setting) that does not parse
+            problem = _describe_unparsed(exc, [*concerns.values(), cls])
+            raise ConfigurationError(f"invalid ragsift settings: {problem}") from exc
         except ValueError as exc:
             raise ConfigurationError(f"invalid ragsift settings: {exc}") from exc
 
@@ -904,3 +908,19 @@ def _given_variables(
         secret = info is not None and "SecretStr" in str(info.annotation)
         shown.append(f"{name}={'<not shown>' if secret else shown_value(_mask_strings(value))}")
     return ", ".join(shown) or "nothing"
+
+
+def _describe_unparsed(exc: SettingsError, concerns: Iterable[type[BaseSettings]]) -> str:
+    """pydantic-settings' 'error parsing value for field "collection_thresholds" from
+    source "EnvSettingsSource"' as the variable, the JSON error and the value."""
+    match = re.search(r'field "(?P<field>[^"]+)"', str(exc))
+    for model in concerns if match else ():
+        prefix = str(model.model_config.get("env_prefix", ""))
+        variable = f"{prefix}{match['field']}".upper() if match else ""
+        if match and match["field"] in model.model_fields and variable in os.environ:
+            section = prefix.removeprefix("RAGSIFT_").rstrip("_").lower()
+            value = shown_value(_mask_strings(os.environ[variable]))
+            why = f"not valid JSON ({exc.__cause__})" if exc.__cause__ else str(exc)
+            where = ".".join(part for part in (section, match["field"]) if part)
+            return f"{variable} ({where}): {why} (got {value})"
+    return str(exc)

@@ -275,6 +275,13 @@ def test_the_edge_search_pool_size_is_unset_by_default_and_read_when_set(
             "TLS",
             "RAGSIFT_KAFKA_SECURITY_PROTOCOL (kafka.security_protocol):",
         ),
+        (  # JSON that does not parse: it was pydantic-settings' "error parsing value for
+            # field ... from source EnvSettingsSource", naming no variable
+            "RAGSIFT_GUARDRAILS_COLLECTION_THRESHOLDS",
+            "{legal: 0.9}",
+            "RAGSIFT_GUARDRAILS_COLLECTION_THRESHOLDS (guardrails.collection_thresholds):"
+            " not valid JSON (Expecting property name enclosed in double quotes",
+        ),
         (  # a Service named ragsift-api, its link injected into every pod of the namespace
             "RAGSIFT_API_PORT",
             "tcp://10.96.0.12:8080",
