@@ -33,7 +33,12 @@ from ragsift.errors import ConfigurationError, ServiceUnavailableError
 from ragsift.file_lock import exclusive
 from ragsift.retrieval import qdrant_common
 from ragsift.retrieval.bm25 import Bm25Encoder
-from ragsift.retrieval.edge_holder import describe_holder, record_holder, release_holder
+from ragsift.retrieval.edge_holder import (
+    describe_holder,
+    load_waiting,
+    record_holder,
+    release_holder,
+)
 from ragsift.retrieval.edge_requests import (
     Conditions,
     edge_filter,
@@ -169,7 +174,9 @@ class EdgeIndex:
     def _load(self, shard_dir: Path, sized: qe.EdgeConfig | None) -> qe.EdgeShard:
         """Open a stored shard; what the engine refuses becomes an error that says why."""
         try:
-            shard = qe.EdgeShard.load(str(shard_dir), sized)
+            shard = load_waiting(
+                lambda: qe.EdgeShard.load(str(shard_dir), sized), self.path, shard_dir.name
+            )
         except Exception as exc:  # the binding raises bare Exceptions with the engine's text
             text = str(exc)
             if "WouldBlock" in text:  # another process holds the shard's write-ahead log

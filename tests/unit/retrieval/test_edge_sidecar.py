@@ -69,6 +69,48 @@ def _hold(path: str, held: Any, done: Any) -> None:
     done.wait(60)
 
 
+def _hold_as(path: str, command: list[str], held: Any, seconds: float) -> None:
+    import sys
+    import time
+
+    sys.argv = command  # what the holder record names
+    index = EdgeIndex(path)
+    index._open("docs")
+    held.set()
+    time.sleep(seconds)  # then exits, letting the shard go
+
+
+@pytest.mark.parametrize(
+    ("command", "waited"), [(["ragsift", "ask"], True), (["ragsift", "console"], False)]
+)
+async def test_an_ask_holding_the_shard_is_waited_for_a_console_is_not(
+    tmp_path: Path, command: list[str], waited: bool
+) -> None:
+    # Two `ragsift ask` at once on one collection: one of them failed (2 of 8 in a test).
+    import multiprocessing
+
+    from ragsift.errors import ServiceUnavailableError
+
+    path = await _indexed(tmp_path)
+    context = multiprocessing.get_context("spawn")
+    held = context.Event()
+    hold_s = 1.5 if waited else 60.0
+    proc = context.Process(target=_hold_as, args=(str(path), command, held, hold_s))
+    proc.start()
+    try:
+        assert held.wait(120)
+        if waited:
+            EdgeIndex(path)._open("docs")  # held when asked: it opens once the ask lets go
+            proc.join(60)
+        else:
+            with pytest.raises(ServiceUnavailableError, match="held by `ragsift console`"):
+                EdgeIndex(path)._open("docs")
+            assert proc.is_alive()  # refused while it holds on: not waited out
+    finally:
+        proc.kill()
+        proc.join(60)
+
+
 async def test_the_error_names_the_process_that_holds_the_shard(tmp_path: Path) -> None:
     # "open in another process" left a user with a console in one terminal and an
     # ingest in another guessing which to stop.
