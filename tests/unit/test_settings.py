@@ -250,6 +250,15 @@ def test_the_edge_search_pool_size_is_unset_by_default_and_read_when_set(
     assert Settings.from_env().qdrant.edge_search_threads == 256
 
 
+def _refusal(monkeypatch: pytest.MonkeyPatch, variables: dict[str, str]) -> str:
+    """The error ``Settings.from_env`` refuses these variables with."""
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigurationError) as err:
+        Settings.from_env()
+    return str(err.value)
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "says"),
     [
@@ -300,10 +309,7 @@ def test_a_bad_variable_is_one_line_naming_it_as_it_is_set(
     monkeypatch: pytest.MonkeyPatch, variable: str, value: str, says: str
 ) -> None:
     # It was pydantic's report: the model and field names, an input line and a URL.
-    monkeypatch.setenv(variable, value)
-    with pytest.raises(ConfigurationError) as err:
-        Settings.from_env()
-    message = str(err.value)
+    message = _refusal(monkeypatch, {variable: value})
     assert message.startswith(f"invalid ragsift settings: {says}"), message
     assert "\n" not in message
     assert "errors.pydantic.dev" not in message
@@ -343,11 +349,7 @@ def test_a_check_across_variables_names_them_and_hides_secrets(
 ) -> None:
     # It was "RAGSIFT_KAFKA_ (kafka.): ... (got {'sasl_password': 'hunter2', ...})": the
     # concern's whole input, a secret in clear, on stderr and into the logs.
-    for name, value in variables.items():
-        monkeypatch.setenv(name, value)
-    with pytest.raises(ConfigurationError) as err:
-        Settings.from_env()
-    message = str(err.value)
+    message = _refusal(monkeypatch, variables)
     assert message.startswith(f"invalid ragsift settings: {says}"), message
     assert "hunter2" not in message
 
@@ -380,8 +382,6 @@ def test_an_empty_path_is_refused_not_read_as_the_working_folder(
 ) -> None:
     # RAGSIFT_DATA_DIR= (a compose file's ${VAR} of an unset one) wrote the index, the
     # audit trail and the stores into the folder the command ran in.
-    monkeypatch.setenv(variable, " ")
-    with pytest.raises(ConfigurationError) as err:
-        Settings.from_env()
-    assert str(err.value).startswith(f"invalid ragsift settings: {variable} (")
-    assert "an empty path; unset the variable for the default" in str(err.value)
+    message = _refusal(monkeypatch, {variable: " "})
+    assert message.startswith(f"invalid ragsift settings: {variable} (")
+    assert "an empty path; unset the variable for the default" in message

@@ -39,20 +39,25 @@ def test_a_page_sees_only_its_tenants() -> None:
     assert [m["query_id"] for m in replay if m["kind"] == "result"] == ["b1"]
 
 
+def letter(stage: str, query_id: str, tenant_id: str | None = None) -> DeadLetter:
+    """The retrieval worker's letter of a query it refused at ``stage``."""
+    return DeadLetter.build(
+        original=b"{}",
+        stage=stage,
+        error_type="X",
+        error=f"refused at {stage}",
+        worker="retrieval",
+        topic="ragsift.queries.v1",
+        query_id=query_id,
+        tenant_id=tenant_id,
+    )
+
+
 def test_dead_letters_name_no_tenant_so_only_all_tenant_pages_get_them() -> None:
     hub = ConsoleHub(backlog=10)
     scoped, _ = hub.open(frozenset({"alpha"}))
     everyone, _ = hub.open(None)
-    letter = DeadLetter.build(
-        original=b"{}",
-        stage="validate",
-        error_type="X",
-        error="k must be <= 50",
-        worker="retrieval",
-        topic="ragsift.queries.v1",
-        query_id="bad",
-    )
-    hub.accept("deadletter", letter)
+    hub.accept("deadletter", letter("validate", "bad"))
     assert drain(scoped.queue) == []
     assert [m["kind"] for m in drain(everyone.queue)] == ["rejected"]
 
@@ -63,17 +68,7 @@ def test_a_letter_of_a_tenants_query_reaches_that_tenants_pages_alone() -> None:
     alpha, _ = hub.open(frozenset({"alpha"}))
     beta, _ = hub.open(frozenset({"beta"}))
     everyone, _ = hub.open(None)
-    letter = DeadLetter.build(
-        original=b"{}",
-        stage="handler",
-        error_type="X",
-        error="the index failed",
-        worker="retrieval",
-        topic="ragsift.queries.v1",
-        query_id="q1",
-        tenant_id="alpha",
-    )
-    hub.accept("deadletter", letter)
+    hub.accept("deadletter", letter("handler", "q1", "alpha"))
     assert [(m["kind"], m["query_id"]) for m in drain(alpha.queue)] == [("rejected", "q1")]
     assert drain(beta.queue) == []
     assert [m["kind"] for m in drain(everyone.queue)] == ["rejected"]
