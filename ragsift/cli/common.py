@@ -7,7 +7,6 @@ not by anything outside ``ragsift.cli``).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import shlex
@@ -23,6 +22,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from ragsift.cli.run_loop import run
 from ragsift.cli.terminal import PlainConsole
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
@@ -47,19 +47,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-def _run(work: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run(work)`` without formatting its result. On the way out, Python
-    3.11's runner looks up the SIGINT handler (a partial naming the finished task) and
-    ``signal.getsignal`` builds an error text it then drops from ``repr(task)``, which
-    prints the whole result: 13 s of an 80 s SQuAD fit went to printing arrays of a
-    retrieval run twice. The result is kept aside, so the task's own is ``None``."""
-    kept: list[T] = []
-
-    async def keep() -> None:
-        kept.append(await work)
-
-    asyncio.run(keep())
-    return kept[0]
+_run = run  # the commands' name for it
 
 
 # No markup and no emoji codes: what is printed (paths, documents, queries, errors) is
