@@ -292,9 +292,10 @@ def _embedded(work: Coroutine[Any, Any, T]) -> T:
         _fail(f"{exc}" + (f"; start it or set {setting}" if setting else ""), EXIT_FAILURE)
 
 
-def _data_dir(value: str) -> Path:
-    """``--data-dir ""`` read as ``.``: the data written into the working folder."""
-    if not value.strip():
+def _data_dir(value: str | Path) -> Path:
+    """``--data-dir ""`` read as ``.``: the data written into the working folder. (A
+    default, ``demo``'s, comes here as a Path.)"""
+    if not str(value).strip():
         raise typer.BadParameter("an empty path; leave the option out for the default")
     return Path(value)
 

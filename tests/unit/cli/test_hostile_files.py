@@ -409,3 +409,12 @@ def test_an_empty_data_dir_option_is_refused_not_read_as_the_working_folder(
     assert result.exit_code == 2, result.output
     assert "an empty path" in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.md"]
+
+
+def test_the_data_dir_parser_takes_a_default_path_as_it_is() -> None:
+    # demo's default (a Path) goes through the parser too: it raised AttributeError
+    # on Path.strip, and `ragsift demo` without --data-dir failed.
+    from ragsift.cli.common import _data_dir
+
+    assert _data_dir(Path(".ragsift/demo")) == Path(".ragsift/demo")
+    assert _data_dir("d") == Path("d")
