@@ -72,6 +72,7 @@ def api(
     from aiohttp import web
 
     from ragsift.api import Authenticator, QueryApi, create_admin_app, create_web_app
+    from ragsift.api.guarded_site import GuardedSite
     from ragsift.streams.admin import ensure_topics
 
     settings = _settings()
@@ -114,7 +115,7 @@ def api(
             runners, [(host, port), (metrics_host, metrics_port)], strict=True
         ):
             await runner.setup()
-            await web.TCPSite(runner, bind, bind_port).start()
+            await GuardedSite(runner, bind, bind_port).start()
         err_console.print(
             f"query API on http://{host}:{port}, metrics on http://{metrics_host}:{metrics_port}"
         )
@@ -153,6 +154,7 @@ def serve_console(
     from aiohttp import web
 
     from ragsift.api.auth import Authenticator
+    from ragsift.api.guarded_site import GuardedSite
     from ragsift.console_server import create_console_app
 
     try:
@@ -170,7 +172,7 @@ def serve_console(
         runner = web.AppRunner(create_console_app(runtime, auth=auth))
         await runner.setup()
         try:
-            await web.TCPSite(runner, host, port).start()
+            await GuardedSite(runner, host, port).start()
             shown = f"[{host}]" if ":" in host else host
             err_console.print(
                 f"console on http://{shown}:{port}/console (data dir {runtime.data_dir};"
