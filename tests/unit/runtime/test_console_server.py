@@ -328,3 +328,26 @@ async def test_a_label_is_applied_off_the_event_loop(
     finally:
         release.set()
         await runtime.close()
+
+
+async def test_a_query_past_its_timeout_is_a_504_and_its_answer_can_be_polled(
+    loopback: TestClient[Any, Any], runtime: EmbeddedRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # timeout_s was read and dropped: under load an answer came after 7.6 s for 1 s asked.
+    answer, went_on = runtime.answer, asyncio.Event()
+
+    async def slow(queries: Any) -> Any:
+        await asyncio.sleep(2.5)  # longer than the 1 s the request allows
+        try:
+            return await answer(queries)
+        finally:
+            went_on.set()
+
+    monkeypatch.setattr(runtime, "answer", slow)
+    status, body = await ask(loopback, IN_SCOPE, query_id="late", timeout_s=1)
+    assert status == 504
+    assert (body["error"], body["query_id"]) == ("timeout", "late")
+    async with asyncio.timeout(60):
+        await went_on.wait()  # the answer was made all the same
+    found = await loopback.get("/v1/queries/late", params={"tenant_id": "acme"})
+    assert found.status == 200
