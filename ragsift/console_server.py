@@ -25,7 +25,12 @@ from ragsift.api.console import (
 )
 from ragsift.api.feedback_input import feedback_accepted, read_feedback
 from ragsift.api.openapi import QueryAnswer
-from ragsift.api.query_input import error_response, http_error_response, read_query
+from ragsift.api.query_input import (
+    bad_tenant_param,
+    error_response,
+    http_error_response,
+    read_query,
+)
 from ragsift.embedded import EmbeddedRuntime, Outcome
 from ragsift.errors import RagsiftError, shown_value
 from ragsift.gc_policy import settle as settle_gc
@@ -161,6 +166,8 @@ class _ConsoleApi:
         principal.require("read")
         query_id = request.match_info["query_id"]
         asked = request.query.get("tenant_id")
+        if (bad := bad_tenant_param(asked)) is not None:
+            return bad
         # As the API reads it: per tenant the caller may act for (ids are the clients'
         # own, so another tenant's newer query of the same id must not hide this one).
         tenants: list[str | None] = (

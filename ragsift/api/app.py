@@ -40,6 +40,7 @@ from ragsift.api.feedback_input import publish_feedback
 from ragsift.api.kafka_link import KafkaLink
 from ragsift.api.openapi import openapi_document
 from ragsift.api.query_input import (
+    bad_tenant_param,
     check_limits,
     error_response,
     http_error_response,
@@ -297,6 +298,8 @@ class QueryApi(KafkaLink):
         principal.require("read")
         query_id = request.match_info["query_id"]
         asked = request.query.get("tenant_id")
+        if (bad := bad_tenant_param(asked)) is not None:
+            return bad
         tenants = (
             [principal.tenant_for(asked)]
             if asked is not None or principal.tenants is None

@@ -17,7 +17,9 @@ from pydantic import ValidationError
 from ragsift.api.auth import Principal
 from ragsift.api.body import BodyError, read_json_body
 from ragsift.api.openapi import EVENT_FIELDS, ErrorBody, QueryRequest
+from ragsift.errors import shown_value
 from ragsift.schemas import QueryEvent
+from ragsift.schemas.base import TENANT_PATTERN, is_tenant_id
 from ragsift.settings import ApiSettings, LimitSettings
 
 __all__ = [
@@ -38,6 +40,15 @@ def error_response(status: int, error: str, detail: str, **extra: Any) -> web.Re
     body = ErrorBody(error=error, detail=detail, **extra)
     headers = {"WWW-Authenticate": WWW_AUTHENTICATE} if status == 401 else None
     return web.json_response(body.model_dump(mode="json"), status=status, headers=headers)
+
+
+def bad_tenant_param(asked: str | None) -> web.Response | None:
+    """A 422 for a ``?tenant_id=`` that is no tenant id: it was a 404 ``not_found``,
+    as if the id had been looked up and not found, where a body's is a 422."""
+    if asked is None or is_tenant_id(asked):
+        return None
+    detail = f"tenant_id must match {TENANT_PATTERN} (got {shown_value(asked)})"
+    return error_response(422, "invalid_tenant", detail)
 
 
 def http_error_response(exc: web.HTTPException) -> web.Response:

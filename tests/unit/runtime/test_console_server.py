@@ -156,7 +156,7 @@ async def test_off_loopback_a_key_is_needed_and_scopes_the_tenant(
             odd = await client.get(
                 "/v1/queries/mine", params={"tenant_id": hostile}, headers={"X-API-Key": acme}
             )
-            assert odd.status == 403, hostile
+            assert odd.status == 422, hostile  # no tenant id at all: as a body's is
             assert (await odd.json())["error"]
         assert (await client.get("/v1/queries/mine", headers={"X-API-Key": acme})).status == 200
         spoof = await client.post(
@@ -351,3 +351,13 @@ async def test_a_query_past_its_timeout_is_a_504_and_its_answer_can_be_polled(
         await went_on.wait()  # the answer was made all the same
     found = await loopback.get("/v1/queries/late", params={"tenant_id": "acme"})
     assert found.status == 200
+
+
+@pytest.mark.parametrize("tenant", ["../x", "", "a b"])
+async def test_a_read_naming_no_tenant_id_is_a_422_not_a_404(
+    loopback: TestClient[Any, Any], tenant: str
+) -> None:
+    # It was 404 not_found, as if the id had been looked up; a body's is a 422.
+    got = await loopback.get("/v1/queries/poll-me", params={"tenant_id": tenant})
+    assert got.status == 422
+    assert (await got.json())["error"] == "invalid_tenant"
