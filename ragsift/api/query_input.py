@@ -80,10 +80,16 @@ async def read_query(
     try:
         req = QueryRequest.model_validate(body)
         check_limits(req, limits)
+        # the credential names the tenant; a body tenant_id must agree with it
+        tenant = principal.tenant_for(req.tenant_id)
+        if not tenant:  # no credential to name it (loopback, --insecure-no-auth): the body
+            missing = [{"loc": ["tenant_id"], "msg": "Field required: no credential names one"}]
+            return error_response(
+                422, "invalid_query", "the query breaks the contract", fields=missing
+            )
         event = QueryEvent(
             query_id=req.query_id or f"{id_prefix}-{uuid.uuid4().hex}",
-            # the credential names the tenant; a body tenant_id must agree with it
-            tenant_id=principal.tenant_for(req.tenant_id),
+            tenant_id=tenant,
             traceparent=request.headers.get("traceparent"),
             # unset fields stay unset: the event's defaults (collection!) apply
             **req.model_dump(include=set(EVENT_FIELDS), exclude_unset=True),

@@ -361,3 +361,15 @@ async def test_a_read_naming_no_tenant_id_is_a_422_not_a_404(
     got = await loopback.get("/v1/queries/poll-me", params={"tenant_id": tenant})
     assert got.status == 422
     assert (await got.json())["error"] == "invalid_tenant"
+
+
+async def test_a_query_without_a_tenant_on_loopback_says_the_field_is_missing(
+    loopback: TestClient[Any, Any],
+) -> None:
+    # It said "tenant_id must match ^[A-Za-z0-9]...", of a field that was not there.
+    got = await loopback.post("/v1/query", json={"query": IN_SCOPE})
+    assert got.status == 422
+    body = await got.json()
+    assert body["fields"] == [
+        {"loc": ["tenant_id"], "msg": "Field required: no credential names one"}
+    ]
