@@ -914,13 +914,16 @@ def _describe_unparsed(exc: SettingsError, concerns: Iterable[type[BaseSettings]
     """pydantic-settings' 'error parsing value for field "collection_thresholds" from
     source "EnvSettingsSource"' as the variable, the JSON error and the value."""
     match = re.search(r'field "(?P<field>[^"]+)"', str(exc))
-    for model in concerns if match else ():
+    if match is None:
+        return str(exc)
+    field = match["field"]
+    for model in concerns:
         prefix = str(model.model_config.get("env_prefix", ""))
-        variable = f"{prefix}{match['field']}".upper() if match else ""
-        if match and match["field"] in model.model_fields and variable in os.environ:
+        variable = f"{prefix}{field}".upper()
+        if field in model.model_fields and variable in os.environ:
             section = prefix.removeprefix("RAGSIFT_").rstrip("_").lower()
             value = shown_value(_mask_strings(os.environ[variable]))
             why = f"not valid JSON ({exc.__cause__})" if exc.__cause__ else str(exc)
-            where = ".".join(part for part in (section, match["field"]) if part)
+            where = ".".join(part for part in (section, field) if part)
             return f"{variable} ({where}): {why} (got {value})"
     return str(exc)

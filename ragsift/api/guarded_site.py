@@ -129,9 +129,8 @@ class GuardedSite(web.TCPSite):
 
     async def start(self) -> None:
         await web.BaseSite.start(self)  # registers the site with its runner
-        handler: Callable[[], asyncio.Protocol] | None = self._runner.server
-        assert handler is not None  # the runner was set up
-        made = handler
+        made: Callable[[], asyncio.Protocol] | None = self._runner.server
+        assert made is not None  # the runner was set up
 
         def guarded() -> asyncio.Protocol:
             return _Guarded(made(), self.gate, self.header_timeout_s)

@@ -31,6 +31,8 @@ _BRIEF = frozenset({"ask", "assess", "documents", "feedback"})
 BRIEF_WAIT_S = 30.0
 #: How long a holder that has not written its record yet (it just opened) is waited for.
 UNNAMED_WAIT_S = 2.0
+#: Longest command a record may name (a program and its subcommand).
+_MAX_COMMAND_CHARS = 64
 
 
 def _holder_file(root: Path, collection: str) -> Path:
@@ -81,12 +83,20 @@ def _alive(pid: int) -> bool:
 
 def _live_holder(root: Path, collection: str) -> tuple[int, str, float] | None:
     """The recorded holder's pid, command and start while that pid lives."""
-    try:
+    try:  # a file any process on the data dir can write: anything may be in it
         record = json.loads(_holder_file(root, collection).read_text(encoding="utf-8"))
-        pid, command, since = int(record["pid"]), str(record["command"]), float(record["since"])
-    except (OSError, ValueError, KeyError, TypeError):
+        pid, command, since = record["pid"], record["command"], float(record["since"])
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
-    return (pid, command, since) if pid > 0 and _alive(pid) else None
+    well_formed = (
+        type(pid) is int
+        and 0 < pid < 2**31
+        and isinstance(command, str)
+        and command.isprintable()
+        and len(command) <= _MAX_COMMAND_CHARS
+        and 0 <= since < 1e11  # a time.localtime can show (NaN, 1e308: it raised)
+    )
+    return (pid, command, since) if well_formed and _alive(pid) else None
 
 
 def describe_holder(root: Path, collection: str) -> str | None:

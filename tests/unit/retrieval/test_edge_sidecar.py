@@ -236,3 +236,38 @@ async def test_a_shard_with_points_but_no_metadata_is_never_cleared(tmp_path: Pa
     with pytest.raises(ConfigurationError, match="holds 1 point but has no metadata file"):
         await EdgeIndex(path).ensure_collection("docs", 8, "test-embedder")
     assert (path / "docs").is_dir()
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        b"garbage",
+        b"[]",
+        b'{"pid": -1, "command": "ragsift ask", "since": 0}',
+        b'{"pid": 0, "command": "ragsift ask", "since": 0}',
+        b'{"pid": 99999999999999999999, "command": "x", "since": 0}',
+        b'{"pid": "1", "command": "\\u202e\\n", "since": "nan"}',
+        b'{"pid": 1, "command": "ragsift ask", "since": 1e308}',
+        b"[" * 100_000 + b"]" * 100_000,
+        b"\xff\xfe\x00",
+    ],
+)
+def test_a_hostile_holder_record_names_nobody_and_is_not_waited_for(
+    tmp_path: Path, record: bytes
+) -> None:
+    # The record is a file any process on the data dir can write: it must never raise,
+    # name a process that is not the holder, or make an open wait.
+    from ragsift.retrieval.edge_holder import describe_holder, load_waiting
+
+    (tmp_path / ".docs.holder.json").write_bytes(record)
+    shown = describe_holder(tmp_path, "docs")
+    assert shown is None or "\n" not in shown
+    tries: list[int] = []
+
+    def refused() -> None:
+        tries.append(1)
+        raise RuntimeError("Can't init WAL: Kind(WouldBlock)")
+
+    with pytest.raises(RuntimeError, match="WouldBlock"):
+        load_waiting(refused, tmp_path, "docs")
+    assert len(tries) < 200  # at most the 2 s given a holder that names nobody
