@@ -265,6 +265,7 @@ def openapi_document(max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS)
                         "401": _json(error, "No valid credential (see WWW-Authenticate)."),
                         "403": _json(error, "The credential lacks the read scope or tenant."),
                         "404": _json(error, "No result for this id in the caller's tenants."),
+                        "422": _json(error, "The tenant_id parameter is no tenant id."),
                         "503": _json(error, "The server cannot read its API keys now."),
                     },
                 }
