@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 from aiohttp import web
 
@@ -43,6 +44,13 @@ __all__ = ["create_console_app"]
 log = logging.getLogger(__name__)
 
 _PRINCIPAL = web.RequestKey("principal", Principal)
+
+
+def _log_failure(query_id: str, done: asyncio.Future[list[Outcome]]) -> None:
+    """An answer no request waits for any more failed: say so, as nobody else will
+    (``asyncio.shield`` marks its error retrieved, so asyncio stays silent)."""
+    if not done.cancelled() and (exc := done.exception()) is not None:
+        log.error("query %r: its answer failed after its request gave up: %s", query_id, exc)
 
 
 class _ConsoleApi:
@@ -79,6 +87,12 @@ class _ConsoleApi:
                 raise  # the home page's redirect is an answer, not an error
             return http_error_response(exc)  # the API's JSON error, as the API answers it
 
+    async def settle(self) -> None:
+        """Wait for the answers still being made, so each lands in the result store
+        before the runtime closes (a 504 promised it could be polled)."""
+        if self._answering:
+            await asyncio.wait(list(self._answering))
+
     def tenants_of(self, request: web.Request) -> frozenset[str] | None:
         """The tenants the caller may watch."""
         principal = request[_PRINCIPAL]
@@ -113,6 +127,9 @@ class _ConsoleApi:
             )
         except RagsiftError as exc:
             return error_response(422, "rejected", str(exc), query_id=event.query_id)
+        finally:
+            if not answering.done():  # the request gave up (504, or its client left)
+                answering.add_done_callback(partial(_log_failure, event.query_id))
         if isinstance(outcome, DeadLetter):
             status, error = (
                 (404, "collection_not_found")
@@ -234,6 +251,7 @@ def create_console_app(
         )
 
     async def on_cleanup(_: web.Application) -> None:
+        await api.settle()
         unsubscribe()
         for task in saving:
             task.cancel()

@@ -373,3 +373,47 @@ async def test_a_query_without_a_tenant_on_loopback_says_the_field_is_missing(
     assert body["fields"] == [
         {"loc": ["tenant_id"], "msg": "Field required: no credential names one"}
     ]
+
+
+async def test_an_answer_failing_after_its_504_is_logged_not_lost_in_silence(
+    loopback: TestClient[Any, Any],
+    runtime: EmbeddedRuntime,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # asyncio.shield marks a shielded answer's error retrieved once the request gives
+    # up, so an answer failing after its 504 left no trace at all.
+    failed = asyncio.Event()
+
+    async def failing(queries: Any) -> Any:
+        await asyncio.sleep(2.5)
+        failed.set()
+        raise RuntimeError("the index went away")
+
+    monkeypatch.setattr(runtime, "answer", failing)
+    status, _ = await ask(loopback, IN_SCOPE, query_id="doomed", timeout_s=1)
+    assert status == 504
+    async with asyncio.timeout(60):
+        await failed.wait()
+    await asyncio.sleep(0.05)  # its done callbacks run
+    failures = [r for r in caplog.records if r.levelname == "ERROR" and "doomed" in r.message]
+    assert failures
+    assert "the index went away" in failures[0].message
+
+
+async def test_closing_the_console_waits_for_answers_past_their_504(
+    runtime: EmbeddedRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 504 says the answer can be polled; a console shut down meanwhile dropped it.
+    answer = runtime.answer
+
+    async def slow(queries: Any) -> Any:
+        await asyncio.sleep(2.5)
+        return await answer(queries)
+
+    monkeypatch.setattr(runtime, "answer", slow)
+    auth = Authenticator(None, None, insecure=True)
+    async with TestClient(TestServer(create_console_app(runtime, auth=auth))) as client:
+        status, _ = await ask(client, IN_SCOPE, query_id="kept", timeout_s=1)
+        assert status == 504
+    assert runtime.find_answer("kept", "acme") is not None
