@@ -141,11 +141,12 @@ def feedback(
     query_id: Annotated[str, typer.Argument(help="The query the label is about (from `ask`).")],
     relevant: Annotated[
         bool,
-        typer.Option(
-            "--relevant/--not-relevant",
-            help="Whether the result's kept context held the answer.",
-        ),
-    ],
+        typer.Option("--relevant", help="The result's kept context held the answer."),
+    ] = False,
+    not_relevant: Annotated[
+        bool,
+        typer.Option("--not-relevant", help="It did not (one of the two is needed)."),
+    ] = False,
     tenant: Annotated[
         str | None,
         typer.Option(
@@ -184,6 +185,9 @@ def feedback(
     from ragsift.wiring import build_embedder
     from ragsift.workers.calibration import FeedbackRefused
 
+    if relevant == not_relevant:  # both read as the last one given; neither as nothing
+        print_error("say --relevant or --not-relevant: one of the two, not both")
+        raise typer.Exit(2)
     try:  # a query id or tenant no event may carry: said before anything else
         FeedbackEvent(
             event_id="cli-check", query_id=query_id, tenant_id=tenant or "t", relevant=relevant

@@ -160,3 +160,12 @@ def test_the_same_label_again_is_said_to_change_nothing(
     assert "unchanged: it was labelled so already" in " ".join(again.output.split())
     flipped = label(tmp_path, answered[0].query_id, False)
     assert "unchanged" not in flipped.output
+
+
+@pytest.mark.parametrize("flags", [["--relevant", "--not-relevant"], []])
+def test_a_label_is_one_of_the_two_flags(tmp_path: Path, flags: list[str]) -> None:
+    # Both flags were accepted and the last one given won, silently.
+    got = CliRunner().invoke(app, ["feedback", "q1", *flags, "--data-dir", str(tmp_path)])
+    assert got.exit_code == 2
+    assert "--relevant or --not-relevant" in got.output
+    assert not any(tmp_path.iterdir())  # nothing was stored
