@@ -10,6 +10,10 @@ request's headers within :data:`HEADER_TIMEOUT_S` or is closed, and connections 
 arrive, so the server keeps descriptors to answer with. A request's body has its own
 deadline (``RAGSIFT_API_BODY_TIMEOUT_S``); a kept-alive connection's idle time is
 aiohttp's keep-alive timeout.
+
+A request aiohttp cannot parse (a request line over 8 KB, a broken header) is
+answered with the API's JSON error and logged on one line; aiohttp answered plain
+text and logged a traceback each time, so any client could flood the log.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import time
 from collections.abc import Callable
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestHandler
 
 __all__ = ["HEADER_TIMEOUT_S", "GuardedSite", "max_connections"]
 
@@ -57,6 +63,30 @@ class _Gate:
         if now - self.warned >= _WARN_EVERY_S:
             self.warned = now
             log.warning("refusing connections: %d are open, the most this process takes", self.live)
+
+
+class _AnswersBadRequests(RequestHandler):
+    """aiohttp's handler, but a request it cannot parse gets the API's JSON 400 and
+    one log line, not plain text and a traceback."""
+
+    __slots__ = ()
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        if status != 400 or not isinstance(exc, HttpProcessingError):
+            return super().handle_error(request, status, exc, message)
+        # aiohttp's message, with the start of what did not parse (repr'd): kept short
+        detail = (exc.message or "").splitlines()[0][:160] if exc.message else "no detail"
+        log.info("bad request from %s: %s", request.remote, detail)
+        body = {"error": "bad_request", "detail": f"the request does not parse: {detail}"}
+        response = web.json_response(body, status=400)
+        response.force_close()
+        return response
 
 
 class _Guarded(asyncio.Protocol):
@@ -133,7 +163,10 @@ class GuardedSite(web.TCPSite):
         assert made is not None  # the runner was set up
 
         def guarded() -> asyncio.Protocol:
-            return _Guarded(made(), self.gate, self.header_timeout_s)
+            handler = made()
+            if type(handler) is RequestHandler:  # aiohttp's own: answer bad requests
+                handler.__class__ = _AnswersBadRequests
+            return _Guarded(handler, self.gate, self.header_timeout_s)
 
         self._server = await asyncio.get_running_loop().create_server(
             guarded, self._host, self._port, backlog=self._backlog

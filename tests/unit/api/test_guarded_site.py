@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
@@ -82,3 +84,22 @@ def test_the_cap_stays_under_the_descriptor_limit() -> None:
     if soft != resource.RLIM_INFINITY:
         assert max_connections() <= max(16, soft - 256)
     assert max_connections() >= 16
+
+
+async def test_a_request_that_does_not_parse_gets_a_json_400_and_one_log_line(
+    site: GuardedSite, caplog: pytest.LogCaptureFixture
+) -> None:
+    # aiohttp answered plain text and logged a traceback at ERROR for each: any client
+    # could fill the log with a request line over 8 KB.
+    caplog.set_level("DEBUG")
+    reader, writer = await asyncio.open_connection("127.0.0.1", site.port)
+    writer.write(b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.read(), 30)
+    writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith((b"HTTP/1.0 400", b"HTTP/1.1 400"))
+    assert b"application/json" in head
+    assert json.loads(body)["error"] == "bad_request"
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
+    assert (await _ask(site.port)).endswith(b"done")  # and it answers again
