@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from ragsift.errors import InvalidEventError
+from ragsift.errors import InvalidEventError, ServiceUnavailableError
 from ragsift.ingest.chunking import Chunk, Chunker
 from ragsift.ingest.loaders import SourceDocument, check_unique_ids
 from ragsift.retrieval.cache import ResultCache
@@ -27,6 +28,8 @@ from ragsift.retrieval.qdrant_common import MAX_TENANTS_IN_INFO
 from ragsift.schemas import DocumentEvent
 
 __all__ = ["Indexer", "IngestReport"]
+
+log = logging.getLogger(__name__)
 
 EMBED_BATCH = 64  # chunks embedded per call: bounded memory, fewer round trips
 
@@ -64,6 +67,10 @@ class Indexer:
         self.embedder = embedder
         self.chunker = chunker or Chunker()
         self.cache = cache
+        #: scopes whose new index version the cache has not taken (see ``owed``)
+        self._owed: set[tuple[str, str]] = set()
+        #: scopes this indexer has bumped since it started
+        self._bumped: set[tuple[str, str]] = set()
 
     async def ensure(self, collection: str) -> CollectionInfo:
         """Create the collection for this embedder (or check it matches); what it holds."""
@@ -232,6 +239,12 @@ class Indexer:
             event.tenant_id, event.collection, [(doc, pieces)], prints, info
         )
         if unchanged:
+            # A replay: an indexer that wrote it and went down before its bump took (an
+            # outage, a crash) left results cached under the old version. This one has
+            # no record of that, so it bumps each scope once before trusting replays.
+            scope = (event.tenant_id, event.collection)
+            if self.cache is not None and scope not in self._bumped:
+                await self._bump(*scope)
             return IngestReport(0, 0, 0, None, unchanged=1)
         chunks = await self._write(event.tenant_id, event.collection, doc, pieces, prints)
         version = await self._bump(event.tenant_id, event.collection)
@@ -308,10 +321,34 @@ class Indexer:
                 start = end
         return len(part)
 
+    @property
+    def owed(self) -> frozenset[tuple[str, str]]:
+        """(tenant, collection) scopes whose index changed but whose new version the
+        cache did not take (Redis was down): their cached results are stale until
+        :meth:`settle` gets it in."""
+        return frozenset(self._owed)
+
+    async def settle(self) -> None:
+        """Try once more to bump each scope in :attr:`owed`."""
+        for tenant_id, collection in sorted(self._owed):
+            await self._bump(tenant_id, collection)
+
     async def _bump(self, tenant_id: str, collection: str) -> int | None:
+        """The scope's new index version; on a cache that does not answer, ``None``
+        and the scope is owed (a raise dead-lettered an event whose change was made,
+        and its replay, finding it indexed, bumped nothing: stale results for a day)."""
         if self.cache is None:
             return None
-        return await self.cache.bump_index_version(tenant_id, collection)
+        scope = (tenant_id, collection)
+        self._owed.add(scope)
+        try:
+            version = await self.cache.bump_index_version(tenant_id, collection)
+        except ServiceUnavailableError as exc:
+            log.warning("index version of %s/%s not bumped: %s", tenant_id, collection, exc)
+            return None
+        self._owed.discard(scope)
+        self._bumped.add(scope)
+        return version
 
 
 def _source(doc: SourceDocument) -> str:

@@ -14,6 +14,12 @@ sink waits for a failing disk instead of letting evidence be dead-lettered. A
 handler whose work grows with its events says so with ``deadline_for(events,
 default)``, asked for each call: the indexer's grows with the text it embeds, where
 a flat 30 s dead-lettered a 300-chunk page of a manual on a busy machine.
+
+A handler may also have ``settle()``: what its handled events still owe a service
+(the indexer's new index version, which Redis did not take), awaited after the
+events are handled and before their outcomes go back, with no deadline. It is
+back-pressure: the batch is not done, so not committed, until the service takes
+it; a deadline would turn an outage into dead letters of events already applied.
 """
 
 from __future__ import annotations
@@ -78,6 +84,16 @@ async def handle_isolated(
     """
     if deadline_s <= 0:
         raise ValueError(f"deadline_s must be > 0, got {deadline_s}")
+    outcomes = await _handle(handler, events, deadline_s, metrics)
+    settle = getattr(handler, "settle", None)
+    if settle is not None:
+        await settle()  # no deadline: back-pressure (module docstring)
+    return outcomes
+
+
+async def _handle(
+    handler: Handler[Any], events: Sequence[BaseModel], deadline_s: float, metrics: Metrics
+) -> list[Outcome]:
     try:
         return await _call(handler, events, _deadline(handler, events, deadline_s))
     except Exception as exc:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from ragsift.ingest.indexer import Indexer
 from ragsift.schemas import DocumentEvent
+from ragsift.workers.audit import Backoff
 from ragsift.workers.base import Outcome
 
 if TYPE_CHECKING:
@@ -28,6 +31,9 @@ SLOWEST_CHARS_PER_S = 2_000
 #: between polls (the plain runtime's and Faust's): 1,000,000 characters (the most a
 #: document event holds) get 500 s more than the flat deadline.
 MAX_DEADLINE_S = 600.0
+#: Waits between tries of a new index version Redis did not take: short at the most,
+#: as results cached under the old version are read again once Redis is back.
+SETTLE_BACKOFF = Backoff(initial_s=0.25, max_s=2.0)
 
 
 class IndexerHandler:
@@ -40,9 +46,18 @@ class IndexerHandler:
     name = "indexer"
     source = "documents"
 
-    def __init__(self, indexer: Indexer, reprober: Reprober | None = None):
+    def __init__(
+        self,
+        indexer: Indexer,
+        reprober: Reprober | None = None,
+        *,
+        backoff: Backoff = SETTLE_BACKOFF,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ):
         self.indexer = indexer
         self.reprober = reprober
+        self.backoff = backoff
+        self._sleep = sleep
 
     @property
     def model(self) -> type[BaseModel]:
@@ -79,6 +94,29 @@ class IndexerHandler:
                 if self.reprober is not None:
                     self.reprober.touched(event.tenant_id, event.collection)
         return outcomes
+
+    async def settle(self) -> None:
+        """Hold the batch until the cache takes every new index version it owes
+        (``Indexer.owed``): called by the runtime after the batch, with no deadline, so
+        a Redis outage holds the documents topic instead of dead-lettering events whose
+        change was made, and leaving results of the old text cached for a day."""
+        attempt, since = 0, time.monotonic()
+        while self.indexer.owed:
+            attempt += 1
+            if attempt == 1:
+                log.error(
+                    "the cache did not take the new index version of %s: holding the batch"
+                    " and retrying; nothing is dropped",
+                    ", ".join("/".join(scope) for scope in sorted(self.indexer.owed)),
+                )
+            await self._sleep(self.backoff.delay(attempt))
+            await self.indexer.settle()
+        if attempt:
+            log.warning(
+                "the cache took the new index versions after %d tries (%.1f s held)",
+                attempt + 1,
+                time.monotonic() - since,
+            )
 
     async def close(self) -> None:
         """The indexer's resources are owned by whoever built it; a pending re-probe stops."""

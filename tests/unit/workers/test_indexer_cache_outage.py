@@ -1,0 +1,104 @@
+"""A Redis outage while indexing holds the documents, never dead-letters what was applied.
+
+Before: the index was written, then the cache's version bump raised, so the event was
+dead-lettered though its change was made; the version never moved, and results of
+the old text stayed cached for a day (a deleted document was still served). A replay
+found the document indexed already and bumped nothing either.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from ragsift.errors import ServiceUnavailableError
+from ragsift.ingest.indexer import Indexer
+from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.edge import EdgeIndex
+from ragsift.retrieval.embedders import HashingEmbedder
+from ragsift.streams.routing import BatchRouter, Received
+from ragsift.workers.indexer import IndexerHandler
+from tests.unit.streams.scripted import RecordingSender, record_key
+
+TOPIC = "ragsift.documents.v1"
+TEXT = "Refunds are paid within fourteen days by bank transfer."
+
+
+class FlakyVersions:
+    """The index versions of a cache that is down for ``down_for`` bumps."""
+
+    def __init__(self, down_for: int = 0) -> None:
+        self.down_for = down_for
+        self.versions: dict[tuple[str, str], int] = {}
+        self.refused = 0
+
+    async def bump_index_version(self, tenant_id: str, collection: str) -> int:
+        if self.down_for > 0:
+            self.down_for -= 1
+            self.refused += 1
+            raise ServiceUnavailableError("redis: TimeoutError", service="redis")
+        scope = (tenant_id, collection)
+        self.versions[scope] = self.versions.get(scope, 0) + 1
+        return self.versions[scope]
+
+
+def document(doc_id: str, text: str | None = TEXT, op: str = "upsert") -> bytes:
+    body = {"event_id": f"e-{doc_id}-{op}", "tenant_id": "acme", "doc_id": doc_id, "op": op}
+    if text is not None:
+        body["text"] = text
+    return json.dumps(body).encode()
+
+
+@pytest.fixture
+async def index(tmp_path: Path) -> AsyncIterator[EdgeIndex]:
+    shard = EdgeIndex(tmp_path / "edge")
+    yield shard
+    await shard.close()
+
+
+def handler_on(index: EdgeIndex, cache: FlakyVersions) -> IndexerHandler:
+    """One indexer (one process's) on ``index``, with ``cache``'s versions; no sleeping."""
+
+    async def sleep(seconds: float) -> None:
+        pass
+
+    indexer = Indexer(index, HashingEmbedder(64), cache=cache)  # type: ignore[arg-type]
+    return IndexerHandler(indexer, sleep=sleep)
+
+
+async def feed(handler: IndexerHandler, *values: bytes) -> RecordingSender:
+    sender = RecordingSender()
+    router = BatchRouter(handler, sender, metrics=Metrics(), deadline_s=0.3)
+    keys = [record_key("documents", v, b"k") for v in values]
+    await router.process(
+        [Received(v, k, TOPIC, 0, i) for i, (v, k) in enumerate(zip(values, keys, strict=True))]
+    )
+    return sender
+
+
+async def test_an_outage_holds_the_batch_until_the_new_version_is_in(index: EdgeIndex) -> None:
+    cache = FlakyVersions(down_for=5)  # longer than the 0.3 s deadline would allow
+    handler = handler_on(index, cache)
+    sender = await feed(handler, document("gdpr"), document("gdpr", None, op="delete"))
+    assert sender.dead_letters() == []  # both applied: neither is a dead letter
+    assert cache.refused == 5
+    assert cache.versions[("acme", "default")] >= 1  # the version moved in the end
+    assert handler.indexer.owed == frozenset()
+    assert await index.documents("default", "acme") == {}
+
+
+async def test_a_new_indexer_bumps_once_on_a_replay_it_finds_indexed(index: EdgeIndex) -> None:
+    cache = FlakyVersions()
+    first = handler_on(index, cache)
+    await feed(first, document("gdpr"))
+    await feed(first, document("gdpr"))  # its own replay: it bumped this scope itself
+    assert cache.versions == {("acme", "default"): 1}
+    # Another indexer (a restart) replays it: whether the first one's bump took, it
+    # cannot know (an outage, then a crash, left the old text cached).
+    second = handler_on(index, cache)
+    for _ in range(2):
+        assert (await feed(second, document("gdpr"))).dead_letters() == []
+    assert cache.versions == {("acme", "default"): 2}
