@@ -26,8 +26,10 @@ import hashlib
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
+from functools import partial
+from typing import ClassVar
 
 from pydantic import BaseModel
 
@@ -47,10 +49,13 @@ from ragsift.retrieval.results import searched_dense_only, searched_keyword
 from ragsift.schemas import FeedbackEvent, RetrievalResult
 from ragsift.settings import FeedbackSettings
 from ragsift.workers.base import Outcome
+from ragsift.workers.held import until_available
 
 __all__ = ["FeedbackHandler", "FeedbackLoop", "FeedbackRefused", "ResultJoinHandler"]
 
 log = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
 
 
 class FeedbackRefused(InvalidEventError):
@@ -301,9 +306,12 @@ class ResultJoinHandler:
 
     name = "calibration-results"
     source = "retrievals"
+    #: No deadline: a store that does not answer is waited out (ragsift.workers.held).
+    deadline_s: ClassVar[float | None] = None
 
-    def __init__(self, loop: FeedbackLoop):
+    def __init__(self, loop: FeedbackLoop, *, sleep: Sleep = asyncio.sleep):
         self.loop = loop
+        self._sleep = sleep
 
     @property
     def model(self) -> type[BaseModel]:
@@ -311,10 +319,16 @@ class ResultJoinHandler:
         return RetrievalResult
 
     async def handle_batch(self, events: Sequence[RetrievalResult]) -> list[Outcome]:
-        """Remember the batch in one store round trip; nothing is emitted."""
+        """Remember the batch in one store round trip, waiting out a store that does
+        not answer (its results were dead-lettered, and their labels refused later);
+        nothing is emitted."""
         try:
-            await asyncio.to_thread(self.loop.remember, list(events))
-        except Exception as exc:  # the store is down: every event of the batch fails alike
+            await until_available(
+                partial(asyncio.to_thread, self.loop.remember, list(events)),
+                what=f"{self.name}: remembering {len(events)} result(s)",
+                sleep=self._sleep,
+            )
+        except Exception as exc:  # the store is unusable: every event fails alike
             return [exc for _ in events]
         return [[] for _ in events]
 
@@ -330,9 +344,12 @@ class FeedbackHandler:
     #: Read after the results it joins to, where the runtime can (the plain loop's
     #: ``follows``): a label read before its result was refused as an unknown query.
     follows = "retrievals"
+    #: No deadline: a store that does not answer is waited out (ragsift.workers.held).
+    deadline_s: ClassVar[float | None] = None
 
-    def __init__(self, loop: FeedbackLoop):
+    def __init__(self, loop: FeedbackLoop, *, sleep: Sleep = asyncio.sleep):
         self.loop = loop
+        self._sleep = sleep
 
     @property
     def model(self) -> type[BaseModel]:
@@ -340,15 +357,17 @@ class FeedbackHandler:
         return FeedbackEvent
 
     async def handle_batch(self, events: Sequence[FeedbackEvent]) -> list[Outcome]:
-        """Apply each label in order; a refused one is returned as its exception."""
-        return await asyncio.to_thread(self._apply_all, list(events))
-
-    def _apply_all(self, events: list[FeedbackEvent]) -> list[Outcome]:
+        """Apply each label in order, waiting out a store that does not answer; a
+        refused one is returned as its exception."""
         out: list[Outcome] = []
         for event in events:
             try:
-                self.loop.apply(event)
-            except Exception as exc:  # refused or store trouble: dead-letter this one
+                await until_available(
+                    partial(asyncio.to_thread, self.loop.apply, event),
+                    what=f"{self.name}: label for {event.query_id!r}",
+                    sleep=self._sleep,
+                )
+            except Exception as exc:  # refused, or an unusable store: dead-letter this one
                 out.append(exc)
                 continue
             out.append([])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -14,6 +15,7 @@ from ragsift.confidence.registry import (
     CalibrationScope,
     DirectoryCalibrationStore,
 )
+from ragsift.errors import ServiceUnavailableError
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.engines import packaged_calibration_path
 from ragsift.retrieval.feedback_store import ScoredRecord, SqliteFeedbackStore, StoredLabel
@@ -579,3 +581,47 @@ def test_an_unreadable_label_row_is_passed_over_not_a_block_on_the_scope(
     versions = [loop.apply(feedback(r.query_id, y)) for r, y in labelled]
     assert any(v is not None for v in versions)
     assert len(loop.store.labels(SCOPE)) == 201  # the damaged row of q0 overwritten
+
+
+class PausedStore:
+    """``inner``, refusing its first ``down_for`` calls as a paused Redis does."""
+
+    def __init__(self, inner: Any, down_for: int) -> None:
+        self.inner, self.down_for, self.refused = inner, down_for, 0
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.down_for > 0:
+                self.down_for -= 1
+                self.refused += 1
+                raise ServiceUnavailableError("redis feedback store: TimeoutError", service="redis")
+            return method(*args, **kwargs)
+
+        return call
+
+
+async def test_a_store_that_does_not_answer_is_waited_out_not_dead_lettered(
+    loop: FeedbackLoop,
+) -> None:
+    # A paused Redis dead-lettered the results (stage service), so their labels were
+    # refused later as unknown queries, and dead-lettered the labels sent meanwhile.
+    loop.store = PausedStore(loop.store, down_for=3)  # type: ignore[assignment]
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    handlers = [ResultJoinHandler(loop, sleep=sleep), FeedbackHandler(loop, sleep=sleep)]
+    bus = InProcessBus(handlers, metrics=loop.metrics, batch_size=16)
+    await bus.publish("retrievals", "q1", result("q1", 0.8))
+    await bus.drain()
+    loop.store.down_for = 2  # type: ignore[attr-defined]
+    await bus.publish("feedback", "acme", feedback("q1", True))
+    await bus.drain()
+    await bus.close()
+    assert [d for d in bus.published["deadletter"] if isinstance(d, DeadLetter)] == []
+    assert loop.store.refused == 5  # type: ignore[attr-defined]
+    assert len(waits) == 5
+    assert {s.record.query_id: s.relevant for s in loop.store.labels(SCOPE)} == {"q1": True}

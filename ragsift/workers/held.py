@@ -1,0 +1,59 @@
+"""Waiting out a service that does not answer, instead of dead-lettering good events.
+
+A valid event whose store is down (Redis paused, restarting, failing over) is not
+bad input: dead-lettering it loses it (a result the feedback join never saw, so
+its label was refused later). A handler that writes to such a store retries the
+write here, holding its batch: the runtime reads nothing more meanwhile, and
+nothing is committed, so the wait is back-pressure, like the audit sink's on a
+failing disk. Such a handler has no deadline (``deadline_s = None``), which would
+turn the wait into dead letters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from ragsift.errors import ServiceUnavailableError
+from ragsift.workers.audit import Backoff
+
+__all__ = ["STORE_BACKOFF", "until_available"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Waits between tries: short at the most, so the backlog moves soon after the store is back.
+STORE_BACKOFF = Backoff(initial_s=0.25, max_s=2.0)
+
+
+async def until_available(
+    op: Callable[[], Awaitable[T]],
+    *,
+    what: str,
+    backoff: Backoff = STORE_BACKOFF,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> T:
+    """``op()``, tried again after each :class:`ServiceUnavailableError` until it
+    answers; any other error is raised at once (it is the event's)."""
+    attempt, since = 0, time.monotonic()
+    while True:
+        try:
+            done = await op()
+        except ServiceUnavailableError as exc:
+            attempt += 1
+            if attempt == 1:
+                log.error("%s: %s; holding the batch and retrying, nothing is dropped", what, exc)
+            await sleep(backoff.delay(attempt))
+            continue
+        if attempt:
+            log.warning(
+                "%s: done after %d tries (%.1f s held)",
+                what,
+                attempt + 1,
+                time.monotonic() - since,
+            )
+        return done
