@@ -11,6 +11,10 @@ committed, no worker's offsets move.
 A record the indexer cannot read (not a document event) changed nothing in the
 index, so it changes nothing here either. The keys are read, and only a key of
 the tenant's collection (``tenant_id/collection/doc_id``) has its value decoded.
+Records the Kafka client cannot read at all (:mod:`ragsift.streams.unreadable`)
+are passed over as the workers pass them over: one such record, any tenant's,
+made every prune of every tenant fail with a traceback, for as long as compaction
+kept it.
 """
 
 from __future__ import annotations
@@ -18,13 +22,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from aiokafka import TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from ragsift.errors import RagsiftError
 from ragsift.schemas.ingest import DocumentEvent
 from ragsift.settings import KafkaSettings
 from ragsift.streams import clients
 from ragsift.streams.codec import EventCodec
+from ragsift.streams.unreadable import readable_from
 
 __all__ = ["TopicReadTimeout", "live_documents"]
 
@@ -68,18 +73,24 @@ async def live_documents(
         open_ = {tp for tp in partitions if starts[tp] < ends[tp]}
         live: dict[str, bool] = {}
         done, last = 0, time.monotonic()
+        read_to = dict(starts)  # per partition, the offset after the last record taken
         while open_:
-            batches = await consumer.getmany(*open_, timeout_ms=_FETCH_MS)
+            try:
+                batches = await consumer.getmany(*open_, timeout_ms=_FETCH_MS)
+            except UnicodeDecodeError:  # a record no client read takes: go round it
+                batches = await _read_around(consumer, sorted(open_), read_to, ends)
             for tp, records in batches.items():
                 for record in records:
                     if record.offset >= ends[tp]:
                         break
-                    done += 1
+                    read_to[tp] = max(read_to[tp], record.offset + 1)
                     if record.key is not None and record.key.startswith(prefix):
                         doc_id = record.key[len(prefix) :].decode("utf-8", "replace")
                         state = _is_upsert(codec, record.value, tenant_id, collection, doc_id)
                         if state is not None:
                             live[doc_id] = state
+            # offsets, not records: compaction's gaps and spans passed over count too
+            done = sum(read_to[tp] - starts[tp] for tp in partitions)
             if batches:
                 last = time.monotonic()
                 if progress is not None:
@@ -93,6 +104,36 @@ async def live_documents(
     finally:
         await consumer.stop()
     return {doc_id for doc_id, up in live.items() if up}
+
+
+async def _read_around(
+    consumer: AIOKafkaConsumer,
+    partitions: list[TopicPartition],
+    read_to: dict[TopicPartition, int],
+    ends: dict[TopicPartition, int],
+) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
+    """After a fetch that raised: each partition from where it was read to, one record
+    a call; an unreadable span is passed over (the caller counts it done)."""
+    out: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]] = {}
+    for tp in partitions:  # that fetch may have moved any of them past what it returned
+        consumer.seek(tp, read_to[tp])
+    for tp in partitions:
+        mine: list[ConsumerRecord[bytes, bytes]] = []
+        at = read_to[tp]
+        while at < ends[tp]:
+            try:
+                part = await consumer.getmany(tp, timeout_ms=_FETCH_MS, max_records=1)
+            except UnicodeDecodeError:
+                at = await readable_from(consumer, tp, at)
+                read_to[tp] = max(read_to[tp], min(at, ends[tp]))
+                continue
+            if not part.get(tp):
+                break
+            mine.extend(part[tp])
+            at = part[tp][-1].offset + 1
+        if mine:
+            out[tp] = mine
+    return out
 
 
 def _is_upsert(

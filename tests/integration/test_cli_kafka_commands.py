@@ -263,3 +263,66 @@ def test_a_documents_topic_made_with_the_broker_defaults_is_named_with_its_fix(
     )
     assert again.exit_code == 0, again.output
     assert "warning:" not in again.stderr
+
+
+def test_a_record_no_client_can_read_does_not_stop_a_prune(
+    kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    """One record whose header name is not UTF-8 (any tenant's: the broker stores it,
+    compaction keeps it) made every `submit --files --prune` fail with a traceback."""
+    import asyncio
+    import os
+    import subprocess
+    import sys
+
+    from ragsift.settings import KafkaSettings
+    from ragsift.streams.live_documents import live_documents
+    from tests.e2e.test_unreadable_record import UNREADABLE_NAME, UNREADABLE_WRITER
+
+    prefix = f"it-unreadable-{unique}"
+    env = {
+        "RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "RAGSIFT_KAFKA_TOPIC_PREFIX": prefix,
+        "RAGSIFT_KAFKA_PARTITIONS": "2",
+        "COLUMNS": "300",
+    }
+    runner = CliRunner()
+    assert runner.invoke(app, ["topics", "--create"], env=env).exit_code == 0
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("a.md", "b.md", "c.md"):
+        (docs / name).write_text(f"{name} is serviced yearly.", "utf-8")
+
+    def submit(*extra: str) -> str:
+        command = ["submit", str(docs), "--files", "-t", "acme", "-c", "manuals", *extra]
+        sent = runner.invoke(app, command, env=env)
+        assert sent.exit_code == 0, sent.output
+        return sent.stdout
+
+    submit()
+    for partition in ("0", "1"):  # wherever acme's keys went, a record before and after
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                UNREADABLE_WRITER,
+                kafka_bootstrap,
+                f"{prefix}.documents.v1",
+                partition,
+                UNREADABLE_NAME.hex(),
+            ],
+            input=b'{"tenant_id": "globex"}',
+            env={**os.environ, "AIOKAFKA_NO_EXTENSIONS": "1"},
+            capture_output=True,
+            check=True,
+            timeout=60,
+        )
+    (docs / "d.md").write_text("d.md is new.", "utf-8")
+    submit()  # after the unreadable records: must be read past them
+    (docs / "b.md").unlink()
+    out = submit("--prune")
+    assert f"pruned 1 documents no longer under {docs}: b.md" in out
+    kafka = KafkaSettings(bootstrap_servers=kafka_bootstrap)
+    topic = f"{prefix}.documents.v1"
+    live = asyncio.run(live_documents(kafka, topic, "acme", "manuals"))
+    assert live == {"a.md", "c.md", "d.md"}  # d.md, after both records, was read
