@@ -11,6 +11,19 @@ from typer.testing import CliRunner
 from ragsift.cli import app
 
 
+def _topics_created(kafka_bootstrap: str, prefix: str, *, partitions: int) -> dict[str, str]:
+    """The CLI's environment for topics under ``prefix``, once they are created."""
+    env = {
+        "RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "RAGSIFT_KAFKA_TOPIC_PREFIX": prefix,
+        "RAGSIFT_KAFKA_PARTITIONS": str(partitions),
+        "COLUMNS": "300",
+    }
+    created = CliRunner().invoke(app, ["topics", "--create"], env=env)
+    assert created.exit_code == 0, created.output
+    return env
+
+
 def test_topics_create_submit_then_tail(kafka_bootstrap: str, unique: str, tmp_path: Path) -> None:
     env = {
         "RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
@@ -48,14 +61,8 @@ def test_submit_files_publishes_documents_keyed_by_tenant_and_again_as_the_same_
 ) -> None:
     from tests.factories import make_pdf
 
-    env = {
-        "RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-        "RAGSIFT_KAFKA_TOPIC_PREFIX": f"it-docs-{unique}",
-        "RAGSIFT_KAFKA_PARTITIONS": "1",
-        "COLUMNS": "200",
-    }
+    env = _topics_created(kafka_bootstrap, f"it-docs-{unique}", partitions=1)
     runner = CliRunner()
-    assert runner.invoke(app, ["topics", "--create"], env=env).exit_code == 0
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "faq.html").write_text(
@@ -280,14 +287,8 @@ def test_a_record_no_client_can_read_does_not_stop_a_prune(
     from tests.e2e.test_unreadable_record import UNREADABLE_NAME, UNREADABLE_WRITER
 
     prefix = f"it-unreadable-{unique}"
-    env = {
-        "RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-        "RAGSIFT_KAFKA_TOPIC_PREFIX": prefix,
-        "RAGSIFT_KAFKA_PARTITIONS": "2",
-        "COLUMNS": "300",
-    }
+    env = _topics_created(kafka_bootstrap, prefix, partitions=2)
     runner = CliRunner()
-    assert runner.invoke(app, ["topics", "--create"], env=env).exit_code == 0
     docs = tmp_path / "docs"
     docs.mkdir()
     for name in ("a.md", "b.md", "c.md"):

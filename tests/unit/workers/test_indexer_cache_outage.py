@@ -9,10 +9,6 @@ found the document indexed already and bumped nothing either.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
 
 from ragsift.errors import ServiceUnavailableError
 from ragsift.ingest.indexer import Indexer
@@ -50,13 +46,6 @@ def document(doc_id: str, text: str | None = TEXT, op: str = "upsert") -> bytes:
     if text is not None:
         body["text"] = text
     return json.dumps(body).encode()
-
-
-@pytest.fixture
-async def index(tmp_path: Path) -> AsyncIterator[EdgeIndex]:
-    shard = EdgeIndex(tmp_path / "edge")
-    yield shard
-    await shard.close()
 
 
 def handler_on(index: EdgeIndex, cache: FlakyVersions) -> IndexerHandler:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -45,13 +44,6 @@ class SlowEmbedder(HashingEmbedder):
 def document(doc_id: str, text: str) -> bytes:
     body = {"event_id": f"e-{doc_id}", "tenant_id": "acme", "doc_id": doc_id, "text": text}
     return json.dumps(body).encode()
-
-
-@pytest.fixture
-async def index(tmp_path: Path) -> AsyncIterator[EdgeIndex]:
-    shard = EdgeIndex(tmp_path / "edge")
-    yield shard
-    await shard.close()
 
 
 async def feed(index: EdgeIndex, embedder: HashingEmbedder, *values: bytes) -> RecordingSender:
