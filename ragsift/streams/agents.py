@@ -206,6 +206,12 @@ def attach_handler(
                         failed[0],
                     )
                     await asyncio.sleep(REDELIVERY_PAUSE_S)
+                handled = getattr(app, "handled", None)  # PagesOnlyApp's (faust_follows)
+                if handled is not None:
+                    for message in received:
+                        if message.offset is not None:
+                            key = (message.topic, message.partition)
+                            handled[key] = max(handled.get(key, 0), message.offset + 1)
                 yield None
         finally:
             if health is not None:

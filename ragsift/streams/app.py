@@ -52,6 +52,11 @@ class PagesOnlyApp(faust.App):
     #: Called on the app's loop with each span the consumer passed (its partition and
     #: an UnreadableRecordsError); the worker sets it to dead-letter the span.
     on_unreadable: Callable[[TopicPartition, Exception], Awaitable[None]] | None = None
+    #: Following topic -> the topic it follows (full names), and per (topic, partition)
+    #: the offset after the last record an agent handled: the consumer thread holds a
+    #: following topic while the one it follows is behind (ragsift.streams.faust_follows).
+    follows: dict[str, str] | None = None
+    handled: dict[tuple[str, int], int] | None = None
 
     def _new_web(self) -> Web:
         # Faust picks the driver class from the ``web`` URL setting and offers no

@@ -28,6 +28,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from faust.transport.drivers import aiokafka as driver
 
+from ragsift.streams.faust_follows import Follows
 from ragsift.streams.unreadable import PROBE_WAIT_MS, UnreadableRecordsError, readable_from
 
 __all__ = ["SkippingConsumer", "SkippingConsumerThread", "SkippingTransport"]
@@ -36,6 +37,8 @@ log = logging.getLogger(__name__)
 
 #: Records read after a failed read when Faust set no maximum.
 _DEFAULT_MOST = 500
+#: Seconds a read waits when every partition it was given is held (faust_follows).
+_HOLD_POLL_S = 0.2
 
 
 def _positions(
@@ -69,14 +72,37 @@ class SkippingConsumerThread(driver.AIOKafkaConsumerThread):
         max_records: int | None = None,
     ) -> Mapping[TopicPartition, list[Any]]:
         before = _positions(consumer, active_partitions)
+        follows = self._follows()
+        if follows is not None:  # feedback waits for the results it joins to
+            held = follows.held(
+                consumer, active_partitions, _positions(consumer, consumer.assignment())
+            )
+            if held:
+                active_partitions = set(active_partitions) - held
+                if not active_partitions:
+                    await asyncio.sleep(min(timeout or _HOLD_POLL_S, _HOLD_POLL_S))
+                    return {}
         try:
-            return await super()._fetch_records(
+            records = await super()._fetch_records(
                 consumer, active_partitions, timeout=timeout, max_records=max_records
             )
         except UnicodeDecodeError:
-            return await self._read_around(
+            records = await self._read_around(
                 consumer, active_partitions, before, max_records or _DEFAULT_MOST
             )
+        if follows is not None:
+            follows.fetched(records)
+        return records
+
+    def _follows(self) -> Follows | None:
+        """The app's ``follows`` rule (:mod:`ragsift.streams.faust_follows`), made once."""
+        if not hasattr(self, "_follows_rule"):
+            follows = getattr(self.app, "follows", None)  # PagesOnlyApp's, set by the worker
+            handled = getattr(self.app, "handled", None)
+            self._follows_rule = (
+                Follows(follows, handled) if follows and handled is not None else None
+            )
+        return self._follows_rule
 
     async def _read_around(
         self,

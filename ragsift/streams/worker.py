@@ -90,6 +90,16 @@ def faust_worker(
             )
         )
     _dead_letter_unreadable(app, routers)
+    # Feedback is read after the results it joins to, as on the plain runtime.
+    prefix = settings.kafka.topic_prefix
+    pages = cast(PagesOnlyApp, app)
+    pages.follows = {
+        TOPICS[h.source].name(prefix): TOPICS[lead].name(prefix)
+        for h in parts.handlers
+        if (lead := getattr(h, "follows", None)) is not None
+        and lead in {other.source for other in parts.handlers}
+    }
+    pages.handled = {}
     _add_pages(app, parts.metrics, health, parts.handlers)
     return app
 
