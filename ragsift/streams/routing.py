@@ -211,20 +211,27 @@ class BatchRouter:
         """On a compacted topic, a record whose key names another event than its body:
         compaction keeps the last record per key, so such a record would take another
         document's place in a rebuild while the live index kept both. Refused, it
-        withdraws the document its key names (:meth:`_withdraw`). A key written
-        before the documents topic was keyed by tenant and collection (``doc_id``
-        alone) is still read."""
+        withdraws the document its key names (:meth:`_withdraw`). A key of the
+        ``doc_id`` alone (as the topic was keyed before 2026-11-30) is refused too:
+        two tenants' documents of one id shared it, and compaction kept only the
+        last of them (helper-23, 2026-12-02)."""
         spec = self._compacted
         if spec is None:
             return None
         wanted = spec.key_of(event)
         got = key.decode("utf-8", "replace") if key is not None else None
-        if got == wanted or got == getattr(event, "doc_id", None):
+        if got == wanted:
             return None
         shown = got if got is None or len(got) <= SHOWN_KEY_CHARS else got[:SHOWN_KEY_CHARS] + "…"
+        remedy = (
+            ": the doc id alone names no tenant, so another tenant's document of that id"
+            " would replace it; publish it again with `ragsift submit`, which keys it so"
+            if got is not None and got == getattr(event, "doc_id", None)
+            else ": on a compacted topic it would replace the record of another key's event"
+        )
         return InvalidEventError(  # a key of any length leaves the reason readable
-            f"the record's key {shown!r} is not its event's {wanted!r} ({spec.key_name}):"
-            " on a compacted topic it would replace the record of another key's event"
+            f"the record's key {shown!r} is not its event's {wanted!r} ({spec.key_name})"
+            + remedy
         )
 
     async def _emit(self, emits: list[Emit]) -> None:
