@@ -232,17 +232,20 @@ class FeedbackLoop:
 
     def maybe_refit(self, scope: CalibrationScope) -> str | None:
         """Re-fit ``scope`` if it has enough labels, they changed, and the interval passed."""
+        now = self._clock()
+        last = self.store.last_refit(scope)
+        if last is not None and now - last[1] < self.settings.refit_interval_s:
+            # Inside the interval nothing is fitted, so the labels are not read: each
+            # label read them all, O(labels) per label for a busy tenant. Checked when
+            # the interval has passed, by the next label (``_due``).
+            self._due.add(scope)
+            return None
         labels = self.usable(self.store.labels(scope))[-self.settings.window :]
         if len(labels) < self.settings.min_labels:
             return None
         digest = _digest(labels)
-        now = self._clock()
-        last = self.store.last_refit(scope)
         if (last is not None and last[0] == digest) or self._postponed.get(scope) == digest:
             self._due.discard(scope)
-            return None
-        if last is not None and now - last[1] < self.settings.refit_interval_s:
-            self._due.add(scope)
             return None
         base = self.refit_base(scope)
         fitted = [

@@ -163,6 +163,27 @@ def test_the_refit_interval_holds_back_a_second_refit(loop: FeedbackLoop, clock:
     assert loop.apply(feedback("late", True)) is not None
 
 
+def test_labels_inside_the_interval_do_not_read_every_label(
+    loop: FeedbackLoop, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each label read all of its scope's labels to see whether to re-fit, also where
+    # the interval ruled a re-fit out: O(labels) per label for a busy tenant.
+    loop.settings = FeedbackSettings(min_labels=200, refit_interval_s=600, join_ttl_s=3600)
+    labelled = traffic(300)
+    loop.remember([r for r, _ in labelled])
+    for r, y in labelled[:200]:
+        loop.apply(feedback(r.query_id, y))  # the 200th re-fits
+    reads: list[CalibrationScope] = []
+    labels = loop.store.labels
+    monkeypatch.setattr(loop.store, "labels", lambda scope: reads.append(scope) or labels(scope))
+    for r, y in labelled[200:]:
+        assert loop.apply(feedback(r.query_id, y)) is None
+    assert reads == []
+    clock.now += 601  # past the interval: the next label reads them and re-fits
+    assert loop.apply(feedback(labelled[0][0].query_id, not labelled[0][1])) is not None
+    assert reads == [SCOPE]
+
+
 def test_unknown_expired_and_other_tenants_feedback_is_refused_and_counted(
     loop: FeedbackLoop, clock: Clock
 ) -> None:
