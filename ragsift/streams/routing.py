@@ -230,8 +230,7 @@ class BatchRouter:
             else ": on a compacted topic it would replace the record of another key's event"
         )
         return InvalidEventError(  # a key of any length leaves the reason readable
-            f"the record's key {shown!r} is not its event's {wanted!r} ({spec.key_name})"
-            + remedy
+            f"the record's key {shown!r} is not its event's {wanted!r} ({spec.key_name})" + remedy
         )
 
     async def _emit(self, emits: list[Emit]) -> None:
