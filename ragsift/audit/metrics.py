@@ -39,6 +39,12 @@ class AuditMetrics:
             "1 while the audit sink waits for its disk (consumption paused), else 0.",
             registry=r,
         )
+        self.conflicts = Counter(
+            "ragsift_audit_conflicts_total",
+            "Evidence dropped as a duplicate of its id whose data differs from the row"
+            " written first: a forgery that got in first, or a query rescored since.",
+            registry=r,
+        )
         self.torn_tails = Counter(
             "ragsift_audit_torn_tails_repaired_total",
             "Torn last lines cut off at start-up (bytes kept in a side file).",

@@ -1,7 +1,11 @@
 """The audit file sink: evidence events → hash-chained, append-only JSONL, once each.
 
 At-least-once delivery can replay evidence; every evidence id is derived from
-the event that caused it, so the sink drops ids it has already written. An id
+the event that caused it, so the sink drops ids it has already written. A copy
+whose ``data`` differs from the row written under its id is dropped too, but
+counted as a conflict: a replay scores the same query the same way, so a
+conflict is a forgery that got in first (anyone who may write the audit topic
+can derive an id) or a query rescored after its calibration changed. An id
 is remembered only once its row is on disk, so a failed write followed by a
 redelivery writes the row instead of dropping it as a duplicate. Files rotate
 by size (``audit.jsonl`` → ``audit-<UTC time>.jsonl``); the chain runs on across
@@ -19,6 +23,7 @@ chain.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -88,9 +93,12 @@ class AuditFileSink:
         self.remember = remember
         self.fsync = fsync
         self.duplicates = 0
+        #: duplicates whose data differs from the row written under their id
+        self.conflicts = 0
         self._key = hmac_key
         self._writer: RowWriter = writer or DiskWriter()
-        self._seen: OrderedDict[str, None] = OrderedDict()
+        #: recent ids -> a digest of their row's data (None for a row without one)
+        self._seen: OrderedDict[str, bytes | None] = OrderedDict()
         directory.mkdir(parents=True, exist_ok=True)
         self.head = ChainHead()
         self._remains: tuple[int, int | None] | None = None
@@ -148,13 +156,25 @@ class AuditFileSink:
     def _write(self, events: Sequence[EvidenceEvent]) -> int:
         head = self.head
         batch: dict[str, bytes] = {}
+        digests: dict[str, bytes | None] = {}
         for event in events:
+            payload = json.loads(event.model_dump_json())
+            digest = _digest(payload)
             if event.id in self._seen or event.id in batch:
                 self.duplicates += 1
+                known = self._seen[event.id] if event.id in self._seen else digests[event.id]
+                if known is not None and known != digest:
+                    self.conflicts += 1
+                    log.warning(
+                        "evidence %s arrived again with other data; the row written first"
+                        " stays (a forgery, or the query rescored since)",
+                        event.id,
+                    )
                 continue
-            row = seal(json.loads(event.model_dump_json()), head, self._key)
+            row = seal(payload, head, self._key)
             head = head.next(row[HASH])
             batch[event.id] = _line(row)
+            digests[event.id] = digest
         if not batch:
             return 0
         self._maybe_rotate()
@@ -169,7 +189,7 @@ class AuditFileSink:
         self._remains = None
         self.head = head
         for event_id in batch:
-            self._remember(event_id)
+            self._remember(event_id, digests[event_id])
         return len(batch)
 
     def _exclusive(self) -> AbstractContextManager[None]:
@@ -204,7 +224,7 @@ class AuditFileSink:
                 if isinstance(row.get(HASH), str) and isinstance(row.get(SEQ), int):
                     self.head = ChainHead(row[HASH], row[SEQ])
                 if isinstance(row.get("id"), str):
-                    self._remember(row["id"])
+                    self._remember(row["id"], _digest(row))
             self._size += len(whole)
             return
         # Rotated, replaced or cut by another process: learn the folder again (a
@@ -222,8 +242,8 @@ class AuditFileSink:
                 rows.extend(json.loads(line) for line in handle if line.strip())
         return rows
 
-    def _remember(self, event_id: str) -> None:
-        self._seen[event_id] = None
+    def _remember(self, event_id: str, digest: bytes | None) -> None:
+        self._seen[event_id] = digest
         if len(self._seen) > self.remember:
             self._seen.popitem(last=False)
 
@@ -251,7 +271,7 @@ class AuditFileSink:
                     head = _head_of(row, file, line_no)
                 event_id = row.get("id")
                 if isinstance(event_id, str) and loaded < self.remember:
-                    self._seen[event_id] = None
+                    self._seen[event_id] = _digest(row)
                     self._seen.move_to_end(event_id, last=False)
                     loaded += 1
             if loaded >= self.remember:
@@ -299,3 +319,12 @@ def _parsed(line: bytes) -> dict[str, Any] | None:
     except (ValueError, RecursionError):  # bad JSON or UTF-8, huge ints; deep nesting
         return None
     return row if isinstance(row, dict) else None
+
+
+def _digest(row: dict[str, Any]) -> bytes | None:
+    """A short digest of a row's (or an event's) ``data``: what a replay repeats."""
+    data = row.get("data")
+    if data is None:
+        return None
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.blake2b(canonical.encode("utf-8", "surrogatepass"), digest_size=8).digest()

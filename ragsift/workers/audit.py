@@ -82,6 +82,7 @@ class AuditSinkHandler:
         self._sleep = sleep
         #: monotonic time the current stall began; ``None`` while writes succeed
         self.stalled_since: float | None = None
+        self._conflicts = sink.conflicts  # counted so far into the metric
         if sink.repaired is not None:
             self.metrics.torn_tails.inc()
 
@@ -118,6 +119,9 @@ class AuditSinkHandler:
             self.metrics.stalled.set(0)
         self.metrics.rows.inc(written)
         self.metrics.duplicates.inc(len(events) - written)
+        if self.sink.conflicts > self._conflicts:
+            self.metrics.conflicts.inc(self.sink.conflicts - self._conflicts)
+            self._conflicts = self.sink.conflicts
         empty: list[Emit] = []
         return [list(empty) for _ in events]
 

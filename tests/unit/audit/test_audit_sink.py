@@ -237,3 +237,32 @@ def test_a_trail_that_cannot_be_written_is_refused_at_start(
     monkeypatch.setattr(sink_module.os, "open", immutable)
     with pytest.raises(OSError, match=r"audit trail .*audit\.jsonl cannot be written"):
         AuditFileSink(tmp_path)
+
+
+def test_a_copy_with_other_data_is_dropped_but_counted_as_a_conflict(tmp_path: Path) -> None:
+    # Evidence ids derive from (tenant, query, type, source): a producer allowed on the
+    # audit topic published "all good" rows under the ids to come, and the genuine
+    # evidence was dropped as a plain duplicate, with nothing to tell them apart.
+    forged = evidence("q1", "FORGED: all good")
+    genuine = evidence("q1", "retrieval found no relevant context")
+    assert forged.id == genuine.id
+    sink = AuditFileSink(tmp_path)
+    assert sink.write([forged]) == 1
+    replay = genuine.model_copy(update={"data": forged.data})  # later `time`, same data
+    assert sink.write([replay, genuine]) == 0
+    assert (sink.duplicates, sink.conflicts) == (2, 1)
+    restarted = AuditFileSink(tmp_path)  # the digest is read back from the file
+    assert restarted.write([genuine]) == 0
+    assert restarted.conflicts == 1
+    assert [row["data"]["summary"] for row in restarted.read_all()] == ["FORGED: all good"]
+
+
+async def test_the_audit_worker_counts_conflicts_in_its_metric(tmp_path: Path) -> None:
+    from ragsift.audit import AuditMetrics
+    from ragsift.workers.audit import AuditSinkHandler
+
+    metrics = AuditMetrics()
+    handler = AuditSinkHandler(AuditFileSink(tmp_path), metrics=metrics)
+    await handler.handle_batch([evidence("q1", "FORGED: all good")])
+    await handler.handle_batch([evidence("q1", "the genuine row"), evidence("q1", "another")])
+    assert metrics.registry.get_sample_value("ragsift_audit_conflicts_total") == 2
