@@ -152,10 +152,12 @@ def promql_metric_names(expr: str) -> set[str]:
 def exported_metric_names() -> set[str]:
     """Every series name ragsift's metrics container can export.
 
-    Built from the registry of a fresh ``Metrics()``: labelled metrics have no
+    Built from the registry of a fresh ``Metrics()``, with the audit worker's metrics
+    registered on it as that worker registers them: labelled metrics have no
     samples until used, so names follow prometheus-client's suffix rules per
     metric type instead of being read from samples.
     """
+    from ragsift.audit import AuditMetrics
     from ragsift.observability.metrics import Metrics
 
     suffixes = {
@@ -169,7 +171,9 @@ def exported_metric_names() -> set[str]:
         "unknown": ("",),
     }
     names: set[str] = set()
-    for family in Metrics().registry.collect():
+    metrics = Metrics()
+    AuditMetrics(metrics)
+    for family in metrics.registry.collect():
         names.update(family.name + suffix for suffix in suffixes[family.type])
         names.update(sample.name for sample in family.samples)
     return names
