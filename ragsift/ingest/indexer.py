@@ -21,7 +21,7 @@ from ragsift.errors import InvalidEventError, ServiceUnavailableError
 from ragsift.ingest.chunking import Chunk, Chunker
 from ragsift.ingest.loaders import SourceDocument, check_unique_ids
 from ragsift.retrieval.cache import ResultCache
-from ragsift.retrieval.embedders import Embedder
+from ragsift.retrieval.embedders import Embedder, FloatMatrix
 from ragsift.retrieval.errors import CollectionNotFoundError
 from ragsift.retrieval.index import FINGERPRINT_FIELD, ChunkRecord, CollectionInfo, VectorIndex
 from ragsift.retrieval.qdrant_common import MAX_TENANTS_IN_INFO
@@ -262,14 +262,21 @@ class Indexer:
         if not pieces:  # nothing to write: the old version still has to go
             await self.index.delete(collection, tenant_id, doc.doc_id)
             return 0
+        # Every chunk is embedded before any is written: a version that cannot be
+        # embedded in full (the embedder down, or slow past the deadline) leaves the old
+        # one whole. Before, the old chunks went with the first 64 new ones, and a
+        # failure after them left part of the new version, served and never repaired
+        # (its offset was committed with its dead letter; helper-24, 2026-12-02).
+        parts = [
+            pieces[start : start + EMBED_BATCH] for start in range(0, len(pieces), EMBED_BATCH)
+        ]
+        vectors = [await self.embedder.embed([c.text for _, _, c in part]) for part in parts]
         written = 0
-        # _flush deletes the old chunks once the first new ones are embedded and built:
-        # a version that cannot be (the embedder down) leaves the old one in place
-        # instead of no version at all.
         replaced: set[str] = set()
-        for start in range(0, len(pieces), EMBED_BATCH):
-            part = pieces[start : start + EMBED_BATCH]
-            written += await self._flush(tenant_id, collection, part, replaced, prints)
+        for part, embedded in zip(parts, vectors, strict=True):
+            written += await self._flush(
+                tenant_id, collection, part, replaced, prints, vectors=embedded
+            )
         return written
 
     async def _flush(
@@ -279,9 +286,12 @@ class Indexer:
         part: list[tuple[int, SourceDocument, Chunk]],
         replaced: set[str],
         prints: Mapping[str, str],
+        *,
+        vectors: FloatMatrix | None = None,
     ) -> int:
-        """Embed one batch of chunks (of one or more documents), then write them with
-        their documents' fingerprints (``prints``, by doc id: each computed once).
+        """Embed one batch of chunks (of one or more documents; ``vectors`` where they
+        are embedded already), then write them with their documents' fingerprints
+        (``prints``, by doc id: each computed once).
 
         A document's old chunks are deleted right before its first new ones are
         written (so a shorter new version leaves no stale tail); ``replaced``
@@ -289,7 +299,8 @@ class Indexer:
         """
         if not part:
             return 0
-        vectors = await self.embedder.embed([c.text for _, _, c in part])
+        if vectors is None:
+            vectors = await self.embedder.embed([c.text for _, _, c in part])
         records = [
             ChunkRecord(
                 chunk_id=c.chunk_id,
