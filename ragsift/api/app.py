@@ -45,6 +45,7 @@ from ragsift.api.query_input import (
     error_response,
     http_error_response,
     read_query,
+    reused_query_id,
 )
 from ragsift.api.store import RecentEvents, SharedResults, StoreKey
 from ragsift.errors import shown_value
@@ -234,6 +235,9 @@ class QueryApi(KafkaLink):
             return read
         req, event = read
         key = (event.tenant_id, event.query_id)
+        reused = reused_query_id(self.store.get(("result", *key)), event.query, event.query_id)
+        if reused is not None:
+            return reused
         pending = _Pending(sent=self._query_codec.encode(event), want_report=req.want_report)
         # registered before sending: a fast dead letter must find its request
         self._pending.setdefault(key, []).append(pending)

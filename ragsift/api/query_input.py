@@ -8,6 +8,7 @@ one shape (``ErrorBody``).
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -30,6 +31,7 @@ __all__ = [
     "http_error_response",
     "read_body",
     "read_query",
+    "reused_query_id",
 ]
 
 WWW_AUTHENTICATE = 'Bearer realm="ragsift"'
@@ -142,3 +144,23 @@ def check_limits(req: QueryRequest, limits: LimitSettings) -> None:
                 for loc, msg in problems
             ],
         )
+
+
+def reused_query_id(stored: bytes | None, query: str, query_id: str) -> web.Response | None:
+    """A 409 when the tenant's query id has a ``stored`` result for another question:
+    it was answered 200 at once with that other question's result (ids derive from
+    tenant and query id, so the stream cannot tell the two apart; helper-24). The
+    same question again gets its result, as a retry expects."""
+    if stored is None:
+        return None
+    try:
+        asked = json.loads(stored).get("query")
+    except (ValueError, AttributeError):
+        return None
+    if asked is None or asked == query:
+        return None
+    detail = (
+        f"query id {shown_value(query_id)} already has a result for another question:"
+        " a query id names one question; send this one under a new id"
+    )
+    return error_response(409, "query_id_reused", detail, query_id=query_id)

@@ -194,3 +194,25 @@ async def test_another_requests_dead_letter_is_ignored(
         headers=keys.header(keys.alpha),
     )
     assert response.status == 504
+
+
+async def test_a_query_id_with_a_result_for_another_question_is_a_409(
+    client: Client, api: RecordingApi, keys: Keys
+) -> None:
+    # It was a 200 at once with the other question's result: ids derive from tenant and
+    # query id, so the stream answered (and audited) both questions as one.
+    def answer(a: QueryApi, event: QueryEvent, _: bytes) -> None:
+        a.accept_result(build_result(event.query_id, event.tenant_id, query=event.query))
+
+    api.answer = answer
+    headers = keys.header(keys.alpha)
+    first = {"query_id": "q1", "query": "How long is the warranty?", "timeout_s": 1}
+    assert (await client.post("/v1/query", json=first, headers=headers)).status == 200
+    again = await client.post("/v1/query", json=first, headers=headers)  # a retry
+    assert again.status == 200
+    assert (await again.json())["result"]["query"] == first["query"]
+    other = {**first, "query": "What are the API rate limits per key?"}
+    reused = await client.post("/v1/query", json=other, headers=headers)
+    assert reused.status == 409
+    assert (await reused.json())["error"] == "query_id_reused"
+    assert [event.query for event, _ in api.sent] == [first["query"]] * 2  # not sent
