@@ -113,6 +113,19 @@ def test_prometheus_scrapes_every_ragsift_service_and_the_exporter() -> None:
     assert jobs["kafka-exporter"]["static_configs"][0]["targets"] == ["kafka-exporter:9308"]
 
 
+def test_redis_keeps_its_lasting_state() -> None:
+    # It ran as a disposable cache (allkeys-lru, --save ""), yet holds labels, the
+    # results they join to, calibrations and index versions: a restart lost every
+    # label, and an evicted index version let old cached results be read again.
+    redis = _compose()["services"]["redis"]
+    command = redis["command"]
+    flags = dict(zip(command[1::2], command[2::2], strict=True))
+    assert flags["--maxmemory-policy"] == "volatile-lru"  # only keys with a TTL go
+    assert flags["--appendonly"] == "yes"
+    assert "--save" not in flags
+    assert any(volume.endswith(":/data") for volume in redis["volumes"])
+
+
 def test_kafka_runs_in_kraft_mode() -> None:
     env = _compose()["services"]["kafka"]["environment"]
     assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
