@@ -14,6 +14,7 @@ from ragsift.ingest.indexer import Indexer
 from ragsift.schemas import DocumentEvent
 from ragsift.workers.audit import Backoff
 from ragsift.workers.base import Outcome
+from ragsift.workers.held import STORE_BACKOFF
 
 if TYPE_CHECKING:
     from ragsift.evaluation.sweep import Reprober
@@ -31,9 +32,6 @@ SLOWEST_CHARS_PER_S = 2_000
 #: between polls (the plain runtime's and Faust's): 1,000,000 characters (the most a
 #: document event holds) get 500 s more than the flat deadline.
 MAX_DEADLINE_S = 600.0
-#: Waits between tries of a new index version Redis did not take: short at the most,
-#: as results cached under the old version are read again once Redis is back.
-SETTLE_BACKOFF = Backoff(initial_s=0.25, max_s=2.0)
 
 
 class IndexerHandler:
@@ -51,7 +49,7 @@ class IndexerHandler:
         indexer: Indexer,
         reprober: Reprober | None = None,
         *,
-        backoff: Backoff = SETTLE_BACKOFF,
+        backoff: Backoff = STORE_BACKOFF,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ):
         self.indexer = indexer
