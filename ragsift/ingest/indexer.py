@@ -340,9 +340,13 @@ class Indexer:
         return frozenset(self._owed)
 
     async def settle(self) -> None:
-        """Try once more to bump each scope in :attr:`owed`."""
+        """Try once more to bump each scope in :attr:`owed`; raise
+        ``ServiceUnavailableError`` while some still are."""
         for tenant_id, collection in sorted(self._owed):
             await self._bump(tenant_id, collection)
+        if self._owed:
+            scopes = ", ".join("/".join(scope) for scope in sorted(self._owed))
+            raise ServiceUnavailableError(f"index versions of {scopes} not bumped", service="cache")
 
     async def _bump(self, tenant_id: str, collection: str) -> int | None:
         """The scope's new index version; on a cache that does not answer, ``None``

@@ -48,7 +48,7 @@ from ragsift.streams import clients
 from ragsift.streams.assembly import Assembly, readiness_state
 from ragsift.streams.loop import BatchLoop
 from ragsift.streams.routing import BatchRouter, agent_name
-from ragsift.streams.topics import TOPICS
+from ragsift.streams.topics import TOPICS, follows_of
 from ragsift.wiring import MIX_SAVE_INTERVAL_S, save_mix
 
 __all__ = ["READY_LINE", "OutputsNotDeliveredError", "PlainWorker"]
@@ -169,11 +169,7 @@ class PlainWorker:
         )
         # A handler that reads after another topic (feedback after the results it
         # joins to) waits for it when this process consumes both.
-        follows = {
-            TOPICS[h.source].name(kafka.topic_prefix): TOPICS[lead].name(kafka.topic_prefix)
-            for h in self.parts.handlers
-            if (lead := getattr(h, "follows", None)) is not None
-        }
+        follows = follows_of(self.parts.handlers, kafka.topic_prefix)
         self.loop = BatchLoop(
             consumer,
             routers,

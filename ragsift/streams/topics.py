@@ -7,9 +7,9 @@ registry is the single source for Faust topic declarations, the Strimzi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -27,7 +27,7 @@ from ragsift.schemas import (
 from ragsift.streams.codec import MAX_PAYLOAD_BYTES
 from ragsift.streams.tombstones import tombstone_delete
 
-__all__ = ["MAX_MESSAGE_BYTES", "TOPICS", "TopicSpec", "topic_name"]
+__all__ = ["MAX_MESSAGE_BYTES", "TOPICS", "TopicSpec", "follows_of", "topic_name"]
 
 #: The largest message a producer of ragsift's sends and the documents topic takes: the
 #: largest event the codec reads (4 MiB) and room for the key and the record's framing.
@@ -150,3 +150,16 @@ def topic_name(logical: str, prefix: str = "ragsift") -> str:
         return TOPICS[logical].name(prefix)
     except KeyError:
         raise KeyError(f"unknown topic {logical!r}; known: {sorted(TOPICS)}") from None
+
+
+def follows_of(handlers: Iterable[Any], prefix: str) -> dict[str, str]:
+    """Following topic -> the topic it follows (full names), for the handlers of one
+    process that say so (``follows``: feedback after the results it joins to) and
+    whose leading topic the same process reads; both runtimes hold by it."""
+    handlers = list(handlers)
+    read = {handler.source for handler in handlers}
+    return {
+        TOPICS[handler.source].name(prefix): TOPICS[lead].name(prefix)
+        for handler in handlers
+        if (lead := getattr(handler, "follows", None)) is not None and lead in read
+    }

@@ -35,7 +35,7 @@ from ragsift.streams.assembly import (
     readiness_state,
 )
 from ragsift.streams.routing import BatchRouter, Received
-from ragsift.streams.topics import TOPICS
+from ragsift.streams.topics import TOPICS, follows_of
 from ragsift.wiring import MIX_SAVE_INTERVAL_S, save_mix
 from ragsift.workers.base import Handler
 
@@ -90,16 +90,12 @@ def faust_worker(
             )
         )
     _dead_letter_unreadable(app, routers)
-    # Feedback is read after the results it joins to, as on the plain runtime.
-    prefix = settings.kafka.topic_prefix
+    # Feedback is read after the results it joins to, as on the plain runtime; the
+    # agents note what they handled only where a topic follows another.
     pages = cast(PagesOnlyApp, app)
-    pages.follows = {
-        TOPICS[h.source].name(prefix): TOPICS[lead].name(prefix)
-        for h in parts.handlers
-        if (lead := getattr(h, "follows", None)) is not None
-        and lead in {other.source for other in parts.handlers}
-    }
-    pages.handled = {}
+    pages.follows = follows_of(parts.handlers, settings.kafka.topic_prefix)
+    if pages.follows:
+        pages.handled = {}
     _add_pages(app, parts.metrics, health, parts.handlers)
     return app
 

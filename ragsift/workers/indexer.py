@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -14,7 +13,7 @@ from ragsift.ingest.indexer import Indexer
 from ragsift.schemas import DocumentEvent
 from ragsift.workers.audit import Backoff
 from ragsift.workers.base import Outcome
-from ragsift.workers.held import STORE_BACKOFF
+from ragsift.workers.held import STORE_BACKOFF, until_available
 
 if TYPE_CHECKING:
     from ragsift.evaluation.sweep import Reprober
@@ -98,22 +97,12 @@ class IndexerHandler:
         (``Indexer.owed``): called by the runtime after the batch, with no deadline, so
         a Redis outage holds the documents topic instead of dead-lettering events whose
         change was made, and leaving results of the old text cached for a day."""
-        attempt, since = 0, time.monotonic()
-        while self.indexer.owed:
-            attempt += 1
-            if attempt == 1:
-                log.error(
-                    "the cache did not take the new index version of %s: holding the batch"
-                    " and retrying; nothing is dropped",
-                    ", ".join("/".join(scope) for scope in sorted(self.indexer.owed)),
-                )
-            await self._sleep(self.backoff.delay(attempt))
-            await self.indexer.settle()
-        if attempt:
-            log.warning(
-                "the cache took the new index versions after %d tries (%.1f s held)",
-                attempt + 1,
-                time.monotonic() - since,
+        if self.indexer.owed:
+            await until_available(
+                self.indexer.settle,
+                what=f"{self.name}: bumping index versions",
+                backoff=self.backoff,
+                sleep=self._sleep,
             )
 
     async def close(self) -> None:
