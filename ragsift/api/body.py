@@ -93,7 +93,9 @@ async def read_json_body(request: web.Request, *, max_bytes: int, timeout_s: flo
     if _too_deep(body):
         raise BodyError(400, "bad_json", f"the body nests deeper than {MAX_JSON_DEPTH} levels")
     try:
-        data = json.loads(body, object_pairs_hook=RepeatsNoted)
+        # Decoded as the stream decodes (codec.py): json.loads on the bytes would take
+        # b"\x00\x00\x00\x07junk" for UTF-32.
+        data = json.loads(body.decode("utf-8-sig", "surrogatepass"), object_pairs_hook=RepeatsNoted)
     except ValueError as exc:  # also bad UTF-8 and integers past the digit limit
         raise BodyError(400, "bad_json", f"the body is not JSON: {exc}") from exc
     if isinstance(data, RepeatsNoted) and data.repeated:

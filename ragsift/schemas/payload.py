@@ -108,6 +108,10 @@ class RepeatsNoted(dict[str, Any]):
                 seen.add(key)
 
 
+#: the characters a JSON text can start with (after white space)
+_JSON_STARTS = frozenset('{["-0123456789tfn')
+
+
 def not_utf8(payload: bytes) -> str | None:
     """The encoding ``payload`` is in when it is JSON but not UTF-8, else None.
 
@@ -118,4 +122,14 @@ def not_utf8(payload: bytes) -> str | None:
     a UTF-16 payload. So the stream and the API take UTF-8 only.
     """
     encoding = json.detect_encoding(payload)
-    return None if encoding in ("utf-8", "utf-8-sig") else encoding
+    if encoding in ("utf-8", "utf-8-sig"):
+        return None
+    # detect_encoding reads only the NUL bytes among the first four: b"\x00\x01junk{"
+    # is "utf-16-be" to it. Name an encoding only where the payload reads as JSON text
+    # in it; anything else is reported as what it is, not JSON. (Decoded as json.loads
+    # decodes, lone surrogates passed, else such a payload would slip by this check.)
+    try:
+        text = payload.decode(encoding, "surrogatepass")
+    except UnicodeDecodeError:
+        return None
+    return encoding if text.lstrip("\ufeff \t\r\n")[:1] in _JSON_STARTS else None

@@ -112,9 +112,13 @@ class EventCodec(Generic[M]):
         if encoding := not_utf8(payload):
             raise DecodeError(f"{name}: payload is {encoding}; events must be UTF-8 JSON")
         try:
-            data: Any = json.loads(payload)
+            # Decoded here, not by json.loads: it would take b"\x00\x00\x00\x07junk"
+            # for UTF-32 and call valid UTF-8 "not UTF-8".
+            text = payload.decode("utf-8-sig", "surrogatepass")
         except UnicodeDecodeError as exc:
             raise DecodeError(f"{name}: payload is not UTF-8 ({exc.reason})") from exc
+        try:
+            data: Any = json.loads(text)
         except json.JSONDecodeError as exc:
             raise DecodeError(
                 f"{name}: payload is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"

@@ -122,6 +122,18 @@ async def test_a_body_in_another_unicode_encoding_is_a_400_and_nothing_is_sent(
     assert api.sent == []
 
 
+@pytest.mark.parametrize("data", [b"\x00\x01garbage{", b"\x00\x00\x00\x07junk"])
+async def test_bytes_that_only_look_like_another_encoding_are_called_not_json(
+    client: Client, api: RecordingApi, keys: Keys, data: bytes
+) -> None:
+    # json.detect_encoding reads the NUL bytes alone: these were "utf-16-be" and a codec
+    # error about UTF-32, where the body is plain (if odd) UTF-8 that is not JSON.
+    status, body = await _post(client, keys, data)
+    assert (status, body["error"]) == (400, "bad_json")
+    assert body["detail"].startswith("the body is not JSON: Expecting value"), body
+    assert api.sent == []
+
+
 async def test_text_plain_is_415(client: Client, keys: Keys) -> None:
     status, body = await _post(client, keys, '{"query": "q"}', **{"Content-Type": "text/plain"})
     assert status == 415

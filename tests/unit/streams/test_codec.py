@@ -153,3 +153,21 @@ def test_every_event_a_tenant_sends_refuses_a_repeated_tenant() -> None:
         assert "tenant_id" in model.UNREPEATED_KEYS
         with pytest.raises(DecodeError, match="more than once"):
             EventCodec(model).decode(b'{"tenant_id": "acme", "tenant_id": "evil"}')
+
+
+@pytest.mark.parametrize("payload", [b"\x00\x01garbage{", b"\x00\x00\x00\x07junk"])
+def test_bytes_that_only_look_like_another_encoding_are_reported_as_not_json(
+    payload: bytes,
+) -> None:
+    # json.detect_encoding reads the NUL bytes alone: these were "payload is utf-16-be"
+    # and "utf-32-be", which sent whoever read the dead letter after an encoding bug.
+    with pytest.raises(DecodeError, match="payload is not JSON"):
+        codec.decode(payload)
+
+
+def test_utf16_json_with_a_lone_surrogate_is_still_refused_as_utf16() -> None:
+    # json.loads decodes with surrogatepass: the check must read it the same way, or this
+    # payload would pass the check and then parse, repeated tenant and all.
+    text = '{"query_id": "q-7", "tenant_id": "acme", "tenant_id": "evil", "query": "\ud800"}'
+    with pytest.raises(DecodeError, match="payload is utf-16-le; events must be UTF-8"):
+        codec.decode(text.encode("utf-16-le", "surrogatepass"))
