@@ -348,10 +348,14 @@ class Authenticator:
         if self.insecure:
             return ANONYMOUS
         token = api_key
-        if token is None and authorization is not None:
+        if authorization is not None:
             scheme, _, rest = authorization.partition(" ")
             if scheme.lower() != "bearer" or not rest.strip():
                 raise AuthError("the Authorization header must be 'Bearer <token>'")
+            if token is not None and token != rest.strip():
+                # Which one counts would be ours to pick: a proxy that checked the other
+                # would have authorized another caller than the one ragsift serves.
+                raise AuthError("send one credential: Authorization and X-API-Key differ")
             token = rest.strip()
         if not token:
             raise AuthError("no credential: send 'Authorization: Bearer <key or token>'")

@@ -42,6 +42,23 @@ async def test_garbage_and_unknown_credentials_are_401(client: Client, keys: Key
     assert response.status == 401
 
 
+async def test_two_different_credentials_are_401_and_nothing_is_sent(
+    client: Client, api: RecordingApi, keys: Keys
+) -> None:
+    # X-API-Key used to win silently: a proxy that checked the bearer token authorized
+    # one caller, and ragsift served another (here beta's key reading as alpha's tenant).
+    api.answer = answer_ok
+    both = {"Authorization": "Bearer " + keys.alpha, "X-API-Key": keys.beta}
+    response = await client.post("/v1/query", json={"query": "q", "timeout_s": 1}, headers=both)
+    assert response.status == 401
+    assert "send one credential" in (await response.json())["detail"]
+    assert api.sent == []
+    same = {"Authorization": "Bearer " + keys.alpha, "X-API-Key": keys.alpha}
+    response = await client.post("/v1/query", json={"query": "q", "timeout_s": 1}, headers=same)
+    assert response.status == 200, await response.text()
+    assert api.sent[0][0].tenant_id == "alpha"
+
+
 async def test_body_tenant_must_match_the_credential(
     client: Client, api: RecordingApi, keys: Keys
 ) -> None:
