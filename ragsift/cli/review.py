@@ -254,7 +254,10 @@ def feedback(
     if version is None and usable < loop.settings.min_labels:
         more = loop.settings.min_labels - usable
         count += f"; {more} more sampled label{'' if more == 1 else 's'} until a fit"
-    same = "; unchanged: it was labelled so already" if loop.last_result == "unchanged" else ""
+    same = {
+        "unchanged": "; unchanged: it was labelled so already",
+        "kept_sampled": "; not stored: the label sampler chose it, so its sampled label stays",
+    }.get(loop.last_result, "")
     console.print(
         f"labelled {query_id} {'relevant' if relevant else 'not relevant'}"
         f"{' (reported)' if reported else ''} ({scope}: {count}{same})"

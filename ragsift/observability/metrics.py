@@ -279,7 +279,8 @@ class Metrics:
         self.feedback = Counter(
             "ragsift_feedback_total",
             "Feedback events by result: labelled, reported (a user's own label: kept, never"
-            " re-fits), unchanged (duplicate/replay), or why refused.",
+            " re-fits), unchanged (duplicate/replay), kept_sampled (a report did not replace"
+            " a sampled label), or why refused.",
             ["result"],
             registry=r,
         )

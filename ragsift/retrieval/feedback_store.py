@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Literal, Protocol, TypeVar
 
 import redis
 from pydantic import BaseModel, ConfigDict
@@ -78,6 +78,12 @@ class StoredLabel(BaseModel):
     sampled: bool = True
 
 
+#: What became of a label: ``stored`` (new, or replacing another), ``unchanged`` (the
+#: same label again), ``kept_sampled`` (a reported label met a sampled one and did not
+#: replace it).
+Put = Literal["stored", "unchanged", "kept_sampled"]
+
+
 class FeedbackStore(Protocol):
     """Scored results for the join window, labels per scope, and each scope's last re-fit."""
 
@@ -93,8 +99,14 @@ class FeedbackStore(Protocol):
         """The tenants holding a record of ``query_id`` within its window, sorted."""
         ...
 
-    def put_label(self, scope: CalibrationScope, label: StoredLabel) -> bool:
-        """Store the label of ``label.record.query_id``; True if it is new or changed."""
+    def put_label(
+        self, scope: CalibrationScope, label: StoredLabel, *, keep_sampled: bool = False
+    ) -> Put:
+        """Store the label of ``label.record.query_id``; say what became of it.
+
+        ``keep_sampled``: a reported ``label`` leaves a sampled one in place (the result
+        is a member of the random label sample, whatever its labels say).
+        """
         ...
 
     def labels(self, scope: CalibrationScope) -> list[StoredLabel]:
@@ -134,18 +146,22 @@ def _readable(model: type[_Row], bodies: Iterable[str | bytes], what: str) -> li
     return found
 
 
-def _changed(old: Any, label: StoredLabel) -> bool:
+def _put(old: Any, label: StoredLabel, keep_sampled: bool) -> Put:
+    """What storing ``label`` over the row ``old`` (None: no row) comes to."""
     if old is None:
-        return True
+        return "stored"
     readable = _readable(StoredLabel, [old], "label row (overwritten)")
     if not readable:
-        return True
+        return "stored"
     previous = readable[0]
-    return (previous.relevant, previous.sampled, previous.record) != (
+    if keep_sampled and previous.sampled and not label.sampled:
+        return "kept_sampled"
+    same = (previous.relevant, previous.sampled, previous.record) == (
         label.relevant,
         label.sampled,
         label.record,
     )
+    return "unchanged" if same else "stored"
 
 
 class SqliteFeedbackStore:
@@ -210,20 +226,22 @@ class SqliteFeedbackStore:
         """The tenants holding ``query_id`` within its window (see :class:`FeedbackStore`)."""
         return sorted({r.tenant_id for r in self._found(query_id)})
 
-    def put_label(self, scope: CalibrationScope, label: StoredLabel) -> bool:
+    def put_label(
+        self, scope: CalibrationScope, label: StoredLabel, *, keep_sampled: bool = False
+    ) -> Put:
         """Store a label, keyed by query id (see :class:`FeedbackStore`)."""
         key = (_scope_key(scope), label.record.query_id)
         with self._lock, self._db:
             row = self._db.execute(
                 "SELECT body FROM labels WHERE scope = ? AND query_id = ?", key
             ).fetchone()
-            if not _changed(None if row is None else row[0], label):
-                return False
-            self._db.execute(
-                "INSERT OR REPLACE INTO labels VALUES (?, ?, ?, ?)",
-                (*key, label.model_dump_json(), label.at),
-            )
-        return True
+            put = _put(None if row is None else row[0], label, keep_sampled)
+            if put == "stored":
+                self._db.execute(
+                    "INSERT OR REPLACE INTO labels VALUES (?, ?, ?, ?)",
+                    (*key, label.model_dump_json(), label.at),
+                )
+        return put
 
     def labels(self, scope: CalibrationScope) -> list[StoredLabel]:
         """The scope's labels, oldest first (see :class:`FeedbackStore`)."""
@@ -316,15 +334,17 @@ class RedisFeedbackStore:
         legacy = self._legacy(query_id)
         return sorted(found | ({legacy.tenant_id} if legacy is not None else set()))
 
-    def put_label(self, scope: CalibrationScope, label: StoredLabel) -> bool:
+    def put_label(
+        self, scope: CalibrationScope, label: StoredLabel, *, keep_sampled: bool = False
+    ) -> Put:
         """Store a label, keyed by query id (see :class:`FeedbackStore`)."""
         key = f"{self.prefix}:labels:{_scope_key(scope)}"
         field = label.record.query_id
         old = self._call(lambda: self.client.hget(key, field))
-        if not _changed(old, label):
-            return False
-        self._call(lambda: self.client.hset(key, field, label.model_dump_json()))
-        return True
+        put = _put(old, label, keep_sampled)
+        if put == "stored":
+            self._call(lambda: self.client.hset(key, field, label.model_dump_json()))
+        return put
 
     def labels(self, scope: CalibrationScope) -> list[StoredLabel]:
         """The scope's labels, oldest first (see :class:`FeedbackStore`)."""

@@ -49,6 +49,7 @@ from ragsift.retrieval.results import searched_dense_only, searched_keyword
 from ragsift.schemas import FeedbackEvent, RetrievalResult
 from ragsift.settings import FeedbackSettings
 from ragsift.workers.base import Outcome
+from ragsift.workers.decision import sampled_for_labels
 from ragsift.workers.held import until_available
 
 __all__ = ["FeedbackHandler", "FeedbackLoop", "FeedbackRefused", "ResultJoinHandler"]
@@ -136,8 +137,9 @@ class FeedbackLoop:
         self._due: set[CalibrationScope] = set()
         #: the labels' digest per scope whose re-fit could not be made of them
         self._postponed: dict[CalibrationScope, str] = {}
-        #: What the last applied label did: ``labelled``, ``reported`` or ``unchanged``
-        #: (the same label again), for the CLI to say.
+        #: What the last applied label did: ``labelled``, ``reported``, ``unchanged``
+        #: (the same label again) or ``kept_sampled`` (a report met a sampled label),
+        #: for the CLI to say.
         self.last_result = ""
 
     def remember(self, results: Sequence[RetrievalResult]) -> None:
@@ -172,15 +174,20 @@ class FeedbackLoop:
         label = StoredLabel(
             record=record, relevant=event.relevant, at=self._clock(), sampled=event.sampled
         )
-        changed = self.store.put_label(scope, label)
-        if not changed:
-            self.last_result = "unchanged"
-            self.metrics.feedback.labels("unchanged").inc()
+        # A result the label sampler chose is in the random sample whatever its labels
+        # say: were a user's later complaint to take its reviewer's label out, the
+        # sample would lose the results users complained of (the wrong ones) and a
+        # re-fit read less risk than the traffic has. Elsewhere a label re-sent as
+        # reported moves out of the sample, to correct one sent as sampled (ADR 023).
+        chosen = sampled_for_labels(record.tenant_id, record.query_id, self.settings.sample_share)
+        put = self.store.put_label(scope, label, keep_sampled=chosen)
+        if put != "stored":
+            self.last_result = put
+            self.metrics.feedback.labels(put).inc()
             return self.maybe_refit(scope) if scope in self._due else None
         self.last_result = "labelled" if event.sampled else "reported"
         self.metrics.feedback.labels(self.last_result).inc()
-        # A reported label cannot start a re-fit, but it can end one's use of a label
-        # that was sampled before and is now reported (the set of sampled labels changed).
+        # A reported label can start no re-fit, but a changed sampled one can.
         return self.maybe_refit(scope)
 
     @staticmethod

@@ -124,10 +124,15 @@ def test_feedback_state_round_trip_with_ttl(settings: RedisSettings) -> None:
     assert store.owners("q-old") == ["acme"]
     scope = CalibrationScope("docs", "acme")
     label = StoredLabel(record=record, relevant=True, at=1.0)
-    assert store.put_label(scope, label)
-    assert not store.put_label(scope, label.model_copy(update={"at": 2.0}))  # same label
-    assert store.put_label(scope, label.model_copy(update={"relevant": False}))
+    assert store.put_label(scope, label) == "stored"
+    assert store.put_label(scope, label.model_copy(update={"at": 2.0})) == "unchanged"
+    assert store.put_label(scope, label.model_copy(update={"relevant": False})) == "stored"
     assert [s.relevant for s in store.labels(scope)] == [False]
+    reported = label.model_copy(update={"relevant": True, "sampled": False})
+    assert store.put_label(scope, reported, keep_sampled=True) == "kept_sampled"
+    assert [(s.relevant, s.sampled) for s in store.labels(scope)] == [(False, True)]
+    assert store.put_label(scope, reported) == "stored"  # moved out of the sample
+    assert [(s.relevant, s.sampled) for s in store.labels(scope)] == [(True, False)]
     assert store.last_refit(scope) is None
     store.mark_refit(scope, "abc", 5.0)
     assert store.last_refit(scope) == ("abc", 5.0)

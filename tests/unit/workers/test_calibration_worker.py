@@ -35,6 +35,7 @@ from ragsift.workers.calibration import (
     FeedbackRefused,
     ResultJoinHandler,
 )
+from ragsift.workers.decision import sampled_for_labels
 
 SCOPE = CalibrationScope("docs", "acme")
 
@@ -482,6 +483,34 @@ def test_only_the_sampled_labels_re_fit_and_a_label_can_change_kind(loop: Feedba
     # Sampled again: the 200 are back, with the same digest as the first re-fit's.
     assert loop.apply(feedback(r.query_id, y, n=2)) is None
     assert loop.registry.resolve("acme", "docs").version == first
+
+
+def test_a_report_on_a_result_the_label_sampler_chose_keeps_its_sampled_label(
+    loop: FeedbackLoop,
+) -> None:
+    """A reviewer labelled the chosen results at random; users then complained of the
+    wrong ones. Were the complaints to replace the reviewer's labels, the sample would
+    lose its wrong answers: here 20 of them, and a re-fit would read no risk at all."""
+    loop.settings = loop.settings.model_copy(update={"sample_share": 0.5})
+    chosen = [f"q{i}" for i in range(200) if sampled_for_labels("acme", f"q{i}", 0.5)][:40]
+    loop.remember([result(q, 0.8) for q in chosen])
+    for i, q in enumerate(chosen):  # the reviewer: every other answer wrong
+        loop.apply(feedback(q, i % 2 == 0))
+    for q in chosen[1::2]:  # the users: a complaint on each wrong one
+        loop.apply(feedback(q, False, n=1, sampled=False))
+    held = loop.store.labels(SCOPE)
+    assert sum(s.sampled for s in held) == 40
+    assert sum(not s.relevant for s in held) == 20
+    assert count(loop, "kept_sampled") == 20
+    assert count(loop, "reported") == 0
+    # A result the sampler did not choose: a label re-sent as reported still moves out
+    # of the sample (how one sent as sampled by mistake is corrected, ADR 023).
+    other = next(f"x{i}" for i in range(200) if not sampled_for_labels("acme", f"x{i}", 0.5))
+    loop.remember([result(other, 0.8)])
+    loop.apply(feedback(other, False))
+    loop.apply(feedback(other, False, n=1, sampled=False))
+    assert [s.sampled for s in loop.store.labels(SCOPE) if s.record.query_id == other] == [False]
+    assert count(loop, "reported") == 1
 
 
 def test_a_report_on_another_tenants_query_is_refused_and_stores_nothing(
