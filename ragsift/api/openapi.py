@@ -130,7 +130,13 @@ class FeedbackRequest(BaseModel):
     query_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
     relevant: bool = Field(strict=True, description="True when the kept context held the answer.")
     sampled: bool = Field(default=True, strict=True)
-    comment: str | None = Field(default=None, max_length=2_000)
+    comment: str | None = Field(
+        default=None,
+        max_length=2_000,
+        description="Free text for people: kept in the event on the feedback topic, not in"
+        " the stored label nor in the event id (the same label with another comment is the"
+        " same event).",
+    )
 
 
 class FeedbackAccepted(BaseModel):
