@@ -59,7 +59,12 @@ class ResultCache(Protocol):
         ...
 
     async def index_version(self, tenant_id: str, collection: str) -> int | None:
-        """The tenant's index version (0 before any ingestion; None when unreadable)."""
+        """The tenant's index version (None when unreadable).
+
+        A version is never handed out twice for a scope, even after a shared store lost
+        its counter: the in-memory cache starts at 0 and loses its entries with it; Redis
+        starts (and restarts) a counter at its clock.
+        """
         ...
 
     async def index_versions(self, scopes: Sequence[tuple[str, str]]) -> list[int | None]:

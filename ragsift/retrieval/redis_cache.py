@@ -1,8 +1,11 @@
 """The Redis result cache of the streaming workers.
 
 Values are serialized results with a TTL by confidence level; index versions
-are plain counters (``INCR``), shared by every replica, so an ingestion on any
-indexer invalidates the tenant's entries everywhere. Redis trouble never fails
+are counters (``INCR``), shared by every replica, so an ingestion on any
+indexer invalidates the tenant's entries everywhere. A counter starts at Redis's
+clock in microseconds, not at 0, and starts there again when it is lost
+(evicted, deleted) or unreadable: a version is never handed out twice, so an
+entry stored under an earlier version is never read again. Redis trouble never fails
 a query: every error is raised as :class:`ServiceUnavailableError` (the
 pipeline counts it and bypasses the cache), and after an error the cache stays
 bypassed for a short cool-down instead of making every query wait for a
@@ -30,22 +33,55 @@ T = TypeVar("T")
 COOL_DOWN_S = 1.0
 
 
-# INCR, or reset an unreadable counter: one atomic script, so two replicas bumping a
-# corrupted counter at once both end above every version used before.
-_BUMP_SCRIPT = """
-local bumped = redis.pcall('INCR', KEYS[1])
-if type(bumped) == 'table' and bumped.err then
-  redis.call('SET', KEYS[1], ARGV[1])
-  return tonumber(ARGV[1])
-end
-return bumped
+# Redis's clock in microseconds, as a decimal string: where a counter starts. It is
+# above every version a counter handed out before (those are a start plus one per
+# ingestion, and ingestions do not come a million a second), so a counter that was
+# lost or reset never hands out a version an entry may still be stored under.
+_NOW_US = """
+if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.call('TIME')
+local now = t[1] .. string.format('%06d', tonumber(t[2]))
 """
+
+# Read counters; one that is missing starts at the clock (atomically, so every replica
+# reading it at once gets the same start). A value that is not an integer is returned
+# as it is, for the caller to see as unreadable.
+_READ_SCRIPT = (
+    _NOW_US
+    + """
+local out = {}
+for i, key in ipairs(KEYS) do
+  local v = redis.call('GET', key)
+  if not v then
+    redis.call('SET', key, now)
+    v = now
+  end
+  out[i] = v
+end
+return out
+"""
+)
+
+# INCR a counter, or start a missing or unreadable one at the clock: one atomic script,
+# so two replicas bumping a lost or corrupted counter at once both end above every
+# version used before.
+_BUMP_SCRIPT = (
+    _NOW_US
+    + """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  local bumped = redis.pcall('INCR', KEYS[1])
+  if not (type(bumped) == 'table' and bumped.err) then
+    return bumped
+  end
+end
+redis.call('SET', KEYS[1], now)
+return now
+"""
+)
 
 
 def _version(raw: Any) -> int | None:
-    """A stored index version: 0 when absent, None when it is not an integer."""
-    if raw is None:
-        return 0
+    """A stored index version; None when it is not an integer."""
     try:
         return int(raw)
     except (TypeError, ValueError):
@@ -72,6 +108,9 @@ class RedisCache:
             socket_connect_timeout=settings.socket_timeout_s,
         )
         self.prefix = settings.key_prefix
+        # EVALSHA, falling back to EVAL once per connection that has not seen the script.
+        self._read_versions = self.client.register_script(_READ_SCRIPT)
+        self._bump_version = self.client.register_script(_BUMP_SCRIPT)
         self._clock = clock
         self._down_until = 0.0
 
@@ -142,33 +181,32 @@ class RedisCache:
         return f"{self.prefix}:v:{tenant_id}:{collection}"
 
     async def index_version(self, tenant_id: str, collection: str) -> int | None:
-        """The tenant's index version (0 before any ingestion, None when not an integer)."""
-        raw: Any = await self._call(
-            lambda: self.client.get(self._version_key(tenant_id, collection))
-        )
-        return _version(raw)
+        """The tenant's index version (None when not an integer); a missing counter starts."""
+        [version] = await self.index_versions([(tenant_id, collection)])
+        return version
 
     async def index_versions(self, scopes: Sequence[tuple[str, str]]) -> list[int | None]:
-        """The index version of each ``(tenant_id, collection)``, in order: one ``MGET``.
+        """The index version of each ``(tenant_id, collection)``, in order: one script call.
 
-        A value that is not an integer gives None (see ``ResultCache.index_versions``).
+        A missing counter starts at the clock (a scope never ingested into, or a counter
+        Redis lost: either way no entry can be under the new version); a value that is
+        not an integer gives None (see ``ResultCache.index_versions``).
         """
         if not scopes:
             return []
         keys = [self._version_key(tenant_id, collection) for tenant_id, collection in scopes]
-        raw: list[Any] = await self._call(lambda: self.client.mget(keys))
+        raw: list[Any] = await self._call(lambda: self._read_versions(keys=keys))
         return [_version(v) for v in raw]
 
     async def bump_index_version(self, tenant_id: str, collection: str) -> int:
         """Increment the tenant's index version; its old cache keys are never read again.
 
-        A counter ``INCR`` refuses (not an integer) is reset, atomically, to the clock
-        in milliseconds: far above any count of ingestions, so no entry stored under an
-        earlier version can be read again.
+        A counter that is missing, or that ``INCR`` refuses (not an integer), starts
+        again, atomically, at Redis's clock in microseconds: above every version handed
+        out before, so no entry stored under an earlier version can be read again.
         """
         key = self._version_key(tenant_id, collection)
-        reset_to = int(time.time() * 1000)
-        version: Any = await self._call(lambda: self.client.eval(_BUMP_SCRIPT, 1, key, reset_to))
+        version: Any = await self._call(lambda: self._bump_version(keys=[key]))
         return int(version)
 
     async def close(self) -> None:

@@ -50,14 +50,40 @@ async def test_redis_cache_unreadable_version_reads_as_none_and_bump_resets_it(
     try:
         key = cache._version_key("alpha", "docs")
         await cache.client.set(key, b"not-a-number")
-        versions = await cache.index_versions([("alpha", "docs"), ("bravo", "docs")])
-        assert versions == [None, 0]
+        alpha, bravo = await cache.index_versions([("alpha", "docs"), ("bravo", "docs")])
+        assert alpha is None
+        assert bravo is not None
+        assert bravo > 10**15
         assert await cache.index_version("alpha", "docs") is None
         reset = await cache.bump_index_version("alpha", "docs")
-        assert reset > 1_000_000  # far above any count of ingestions, so no stale entry
+        assert reset > 10**15  # far above any count of ingestions, so no stale entry
         assert await cache.index_versions([("alpha", "docs")]) == [reset]
         assert await cache.bump_index_version("alpha", "docs") == reset + 1
-        assert await cache.bump_index_version("bravo", "docs") == 1
+        assert await cache.bump_index_version("bravo", "docs") == bravo + 1
+    finally:
+        await cache.client.delete(*[k async for k in cache.client.scan_iter(f"it-{unique}:*")])
+        await cache.close()
+
+
+async def test_a_lost_version_counter_never_hands_out_a_version_again(
+    redis_settings: RedisSettings, unique: str
+) -> None:
+    # An evicted or deleted counter used to read as 0 and count up again from there,
+    # so entries stored a day before under versions 0, 1, 2... were served once more.
+    cache = RedisCache(redis_settings.model_copy(update={"key_prefix": f"it-{unique}"}))
+    try:
+        key = cache._version_key("alpha", "docs")
+        handed_out = [await cache.index_version("alpha", "docs")]
+        for _ in range(3):
+            handed_out.append(await cache.bump_index_version("alpha", "docs"))
+        await cache.client.delete(key)
+        [after_read] = await cache.index_versions([("alpha", "docs")])
+        assert after_read is not None
+        assert after_read > max(v or 0 for v in handed_out)
+        await cache.client.delete(key)
+        after_bump = await cache.bump_index_version("alpha", "docs")
+        assert after_bump > after_read
+        assert await cache.index_version("alpha", "docs") == after_bump
     finally:
         await cache.client.delete(*[k async for k in cache.client.scan_iter(f"it-{unique}:*")])
         await cache.close()
