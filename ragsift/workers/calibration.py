@@ -50,7 +50,7 @@ from ragsift.schemas import FeedbackEvent, RetrievalResult
 from ragsift.settings import FeedbackSettings
 from ragsift.workers.base import Outcome
 from ragsift.workers.decision import sampled_for_labels
-from ragsift.workers.held import until_available
+from ragsift.workers.held import Hold, Holds, until_available
 
 __all__ = ["FeedbackHandler", "FeedbackLoop", "FeedbackRefused", "ResultJoinHandler"]
 
@@ -311,7 +311,7 @@ class FeedbackLoop:
         return artifact.version
 
 
-class ResultJoinHandler:
+class ResultJoinHandler(Holds):
     """Remembers scored results so later feedback can be joined to them."""
 
     name = "calibration-results"
@@ -322,6 +322,7 @@ class ResultJoinHandler:
     def __init__(self, loop: FeedbackLoop, *, sleep: Sleep = asyncio.sleep):
         self.loop = loop
         self._sleep = sleep
+        self.hold = Hold()
 
     @property
     def model(self) -> type[BaseModel]:
@@ -337,6 +338,7 @@ class ResultJoinHandler:
                 partial(asyncio.to_thread, self.loop.remember, list(events)),
                 what=f"{self.name}: remembering {len(events)} result(s)",
                 sleep=self._sleep,
+                hold=self.hold,
             )
         except Exception as exc:  # the store is unusable: every event fails alike
             return [exc for _ in events]
@@ -346,7 +348,7 @@ class ResultJoinHandler:
         """Nothing held (the store is closed by its owner)."""
 
 
-class FeedbackHandler:
+class FeedbackHandler(Holds):
     """Labels in; re-fit calibrations go to the registry's store (nothing is emitted)."""
 
     name = "calibration"
@@ -360,6 +362,7 @@ class FeedbackHandler:
     def __init__(self, loop: FeedbackLoop, *, sleep: Sleep = asyncio.sleep):
         self.loop = loop
         self._sleep = sleep
+        self.hold = Hold()
 
     @property
     def model(self) -> type[BaseModel]:
@@ -376,6 +379,7 @@ class FeedbackHandler:
                     partial(asyncio.to_thread, self.loop.apply, event),
                     what=f"{self.name}: label for {event.query_id!r}",
                     sleep=self._sleep,
+                    hold=self.hold,
                 )
             except Exception as exc:  # refused, or an unusable store: dead-letter this one
                 out.append(exc)

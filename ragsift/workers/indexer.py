@@ -13,7 +13,7 @@ from ragsift.ingest.indexer import Indexer
 from ragsift.schemas import DocumentEvent
 from ragsift.workers.audit import Backoff
 from ragsift.workers.base import Outcome
-from ragsift.workers.held import STORE_BACKOFF, until_available
+from ragsift.workers.held import STORE_BACKOFF, Hold, Holds, until_available
 
 if TYPE_CHECKING:
     from ragsift.evaluation.sweep import Reprober
@@ -33,7 +33,7 @@ SLOWEST_CHARS_PER_S = 2_000
 MAX_DEADLINE_S = 600.0
 
 
-class IndexerHandler:
+class IndexerHandler(Holds):
     """Applies upserts and deletes in order (the documents topic is keyed by doc id).
 
     With a ``reprober``, every (tenant, collection) a batch changed is handed to
@@ -55,6 +55,7 @@ class IndexerHandler:
         self.reprober = reprober
         self.backoff = backoff
         self._sleep = sleep
+        self.hold = Hold()
 
     @property
     def model(self) -> type[BaseModel]:
@@ -103,6 +104,7 @@ class IndexerHandler:
                 what=f"{self.name}: bumping index versions",
                 backoff=self.backoff,
                 sleep=self._sleep,
+                hold=self.hold,
             )
 
     async def close(self) -> None:

@@ -15,6 +15,7 @@ from ragsift.ingest.indexer import Indexer
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import HashingEmbedder
+from ragsift.streams.assembly import readiness_state
 from ragsift.streams.routing import BatchRouter, Received
 from ragsift.workers.indexer import IndexerHandler
 from tests.unit.streams.scripted import RecordingSender, record_key
@@ -91,3 +92,25 @@ async def test_a_new_indexer_bumps_once_on_a_replay_it_finds_indexed(index: Edge
     for _ in range(2):
         assert (await feed(second, document("gdpr"))).dead_letters() == []
     assert cache.versions == {("acme", "default"): 2}
+
+
+async def test_a_held_batch_makes_the_worker_not_ready_until_it_goes_through(
+    index: EdgeIndex,
+) -> None:
+    # A worker hosting retrieval next to this indexer answers nothing while the indexer
+    # holds the one loop's batch; /readyz said 200 all the while.
+    seen: list[dict[str, object]] = []
+    indexer = Indexer(index, HashingEmbedder(64), cache=FlakyVersions(down_for=3))  # type: ignore[arg-type]
+
+    async def sleep(seconds: float) -> None:
+        seen.append(readiness_state(down=[], assigned=2, rebalancing=False, handlers=[handler]))
+
+    handler = IndexerHandler(indexer, sleep=sleep)
+    assert not handler.stalled
+    sender = await feed(handler, document("gdpr"))
+    assert sender.dead_letters() == []
+    assert seen  # it held (the first refusal was the handling's, the rest the hold's)
+    assert all(not state["ready"] for state in seen)
+    assert all(state["handlers_stalled"] == ["indexer"] for state in seen)
+    assert not handler.stalled  # the version went in: ready again
+    assert readiness_state(down=[], assigned=2, rebalancing=False, handlers=[handler])["ready"]
