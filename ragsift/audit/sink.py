@@ -3,9 +3,10 @@
 At-least-once delivery can replay evidence; every evidence id is derived from
 the event that caused it, so the sink drops ids it has already written. A copy
 whose ``data`` differs from the row written under its id is dropped too, but
-counted as a conflict: a replay scores the same query the same way, so a
-conflict is a forgery that got in first (anyone who may write the audit topic
-can derive an id) or a query rescored after its calibration changed. An id
+counted as a conflict: a forgery that got in first (anyone who may write the
+audit topic can derive an id), or a replay scored against a state that moved
+since the first delivery (a document ingested, a calibration re-fit, a
+traffic-mix alarm raised or cleared): same id, not always the same data. An id
 is remembered only once its row is on disk, so a failed write followed by a
 redelivery writes the row instead of dropping it as a duplicate. Files rotate
 by size (``audit.jsonl`` → ``audit-<UTC time>.jsonl``); the chain runs on across
