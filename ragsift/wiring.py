@@ -7,6 +7,7 @@ embedder, cache and pipeline here, so they cannot drift apart.
 from __future__ import annotations
 
 import logging
+import math
 import warnings
 from pathlib import Path
 from typing import Final
@@ -116,7 +117,10 @@ def build_index(settings: QdrantSettings, data_dir: Path) -> VectorIndex:
         "ignore", message="Failed to obtain server version", category=UserWarning
     )
     key = settings.api_key.get_secret_value() if settings.api_key else None
-    client = AsyncQdrantClient(url=settings.url, api_key=key, timeout=int(settings.timeout_s))
+    # qdrant-client takes whole seconds and 0 makes every request time out at once:
+    # round a fraction up (0.5 s -> 1 s), never down to 0.
+    timeout = max(1, math.ceil(settings.timeout_s))
+    client = AsyncQdrantClient(url=settings.url, api_key=key, timeout=timeout)
     return QdrantServerIndex(client)
 
 
