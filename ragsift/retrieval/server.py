@@ -125,6 +125,14 @@ def _raw(points: Sequence[models.ScoredPoint]) -> list[RawPoint]:
     return [RawPoint(str(p.id), float(p.score), p.payload) for p in points]
 
 
+def _reason(exc: Exception) -> str:
+    """What went wrong, never empty: the message, else the type (``ConnectError('')``)."""
+    # qdrant-client wraps transport failures; the wrapped one's type says more.
+    if isinstance(exc, ResponseHandlingException) and isinstance(exc.source, Exception):
+        exc = exc.source
+    return str(exc) or type(exc).__name__
+
+
 @asynccontextmanager
 async def _qdrant_errors(collection: str) -> AsyncIterator[None]:
     """Map transport and server failures to ragsift errors; let the rest through."""
@@ -141,7 +149,8 @@ async def _qdrant_errors(collection: str) -> AsyncIterator[None]:
         raise
     except (ResponseHandlingException, httpx.TransportError) as exc:
         raise ServiceUnavailableError(
-            f"Qdrant unreachable for collection {collection!r}: {exc}", service="qdrant"
+            f"Qdrant unreachable for collection {collection!r}: {_reason(exc)}",
+            service="qdrant",
         ) from exc
 
 
