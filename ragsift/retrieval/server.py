@@ -182,13 +182,28 @@ class QdrantServerIndex:
 
     # -- collections --------------------------------------------------------
 
+    @asynccontextmanager
+    async def _calls(self, collection: str) -> AsyncIterator[None]:
+        """:func:`_qdrant_errors`, forgetting ``collection``'s metadata when it is gone.
+
+        The metadata never changes for one collection, but the collection can be
+        deleted and made again (another embedder, another dimension): once it is
+        seen missing, the next :meth:`_load` reads the new one.
+        """
+        try:
+            async with _qdrant_errors(collection):
+                yield
+        except CollectionNotFoundError:
+            self._stored.pop(collection, None)
+            raise
+
     async def _load(self, name: str) -> StoredCollection:
-        """The stored metadata of ``name`` (cached: it never changes for a collection)."""
+        """The stored metadata of ``name``, cached until it is seen missing (:meth:`_calls`)."""
         validate_collection_name(name)
         cached = self._stored.get(name)
         if cached is not None:
             return cached
-        async with _qdrant_errors(name):
+        async with self._calls(name):
             if not await self.client.collection_exists(name):
                 raise CollectionNotFoundError(name)
             info = await self.client.get_collection(name)
@@ -204,7 +219,7 @@ class QdrantServerIndex:
 
     async def _create(self, name: str, dim: int, embedder_id: str) -> None:
         stored = StoredCollection(embedder_id, dim, self.bm25.encoder_id)
-        async with _qdrant_errors(name):
+        async with self._calls(name):
             try:
                 await self.client.create_collection(
                     name,
@@ -238,8 +253,11 @@ class QdrantServerIndex:
     async def ensure_collection(self, name: str, dim: int, embedder_id: str) -> CollectionInfo:
         """Create collection ``name`` or check the existing one matches ``dim``/``embedder_id``."""
         qdrant_common.check_new_collection(name, dim, embedder_id)
-        async with _qdrant_errors(name):
+        async with self._calls(name):
             exists = await self.client.collection_exists(name)
+        # This is the check against the collection as it is now: it may have been made
+        # again (by another replica) since it was cached, without this one seeing it gone.
+        self._stored.pop(name, None)
         if not exists:
             await self._create(name, dim, embedder_id)
         stored = await self._load(name)
@@ -249,7 +267,7 @@ class QdrantServerIndex:
     async def collection_info(self, collection: str) -> CollectionInfo:
         """Embedder, dimension, point count and chunks per tenant of a collection."""
         stored = await self._load(collection)
-        async with _qdrant_errors(collection):
+        async with self._calls(collection):
             info = await self.client.get_collection(collection)
             facet = await self.client.facet(
                 collection, key=TENANT_FIELD, limit=qdrant_common.MAX_TENANTS_IN_INFO, exact=True
@@ -276,7 +294,7 @@ class QdrantServerIndex:
                     qdrant_common.point_parts(record, stored.dim, self.bm25, _sparse)
                 ]
             ]
-            async with _qdrant_errors(collection):
+            async with self._calls(collection):
                 await self.client.upsert(collection, points=points, wait=True)
         return len(records)
 
@@ -287,7 +305,7 @@ class QdrantServerIndex:
         selector = models.FilterSelector(
             filter=_filter([(TENANT_FIELD, tenant_id), (DOC_FIELD, doc_id)])
         )
-        async with _qdrant_errors(collection):
+        async with self._calls(collection):
             await self.client.delete(collection, points_selector=selector, wait=True)
 
     # -- reads ----------------------------------------------------------------
@@ -299,7 +317,7 @@ class QdrantServerIndex:
         tenant = require_tenant(tenant_id)
         await self._load(collection)
         ids = {chunk_point_id(tenant, collection, c): c for c in chunk_ids}
-        async with _qdrant_errors(collection):
+        async with self._calls(collection):
             records = await self.client.retrieve(
                 collection, ids=list(ids), with_payload=True, with_vectors=False
             )
@@ -313,7 +331,7 @@ class QdrantServerIndex:
         """One tenant's document ids and their chunk counts."""
         require_tenant(tenant_id)
         await self._load(collection)
-        async with _qdrant_errors(collection):
+        async with self._calls(collection):
             facet = await self.client.facet(
                 collection,
                 key=DOC_FIELD,
@@ -339,13 +357,13 @@ class QdrantServerIndex:
         native = [
             _to_request(query, _filter(plan.conditions)) for plan in plans for query in plan.queries
         ]
-        async with _qdrant_errors(collection):
+        async with self._calls(collection):
             answers = await self.client.query_batch_points(collection, native) if native else []
         ranked = qdrant_common.rank_batch(plans, [_raw(a.points) for a in answers])
         wanted = [pid for r in ranked for pid in r.payload_ids]
         payloads: Mapping[PointKey, Mapping[str, Any]] = {}
         if wanted:
-            async with _qdrant_errors(collection):
+            async with self._calls(collection):
                 records = await self.client.retrieve(
                     collection, list(dict.fromkeys(wanted)), with_payload=True, with_vectors=False
                 )
