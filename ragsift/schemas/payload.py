@@ -4,7 +4,8 @@ The index stores a document's metadata in every chunk's payload. Qdrant Edge wri
 that payload to its write-ahead log and cannot read an entry nested past ~125 levels
 back: the whole shard then fails to open, every tenant's searches with it. NaN,
 infinities and lone surrogates (``"\\ud800"`` decodes to one) are refused by the
-payload encoder only after the document's old chunks were deleted. And every chunk
+payload encoder only after the document's old chunks were deleted; an integer past
+64 bits it stores as a float, its last digits lost without a word. And every chunk
 keeps a copy: 2.9 MB of metadata on one event wrote 3 GB to a shard. So metadata is
 checked before anything is written, by the event contract, the file loader and the
 index record alike.
@@ -15,7 +16,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -39,9 +39,11 @@ MAX_METADATA_DEPTH = 32
 MAX_METADATA_BYTES = 16 * 1024
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _JSON_TYPES = (str, int, float, bool, type(None), list, tuple, dict)
-#: The payload encoder stores an integer past 64 bits as a float, and fails on one
-#: no float holds.
-_LARGEST = sys.float_info.max
+#: The integers a payload keeps exactly: Qdrant's JSON (serde_json, Edge and server
+#: alike) holds each as a signed or an unsigned 64-bit integer. One past them becomes a
+#: float, 2**64 + 1 read back as 1.8446744073709552e+19 (or fails, past a float's range).
+_SMALLEST_INT = -(2**63)
+_LARGEST_INT = 2**64 - 1
 
 
 def lone_surrogate(value: Any) -> str | None:
@@ -63,8 +65,11 @@ def metadata_problem(metadata: Mapping[str, Any]) -> str | None:
             return f"nests deeper than {MAX_METADATA_DEPTH} levels"
         if isinstance(node, float) and not math.isfinite(node):
             return f"holds {node}, which is no JSON number"
-        if isinstance(node, int) and abs(node) > _LARGEST:
-            return f"holds {shown_value(node)}, past the largest number it can store"
+        if isinstance(node, int) and not _SMALLEST_INT <= node <= _LARGEST_INT:
+            return (
+                f"holds the integer {shown_value(node)}, past the 64 bits the index keeps"
+                " exactly (it would be stored as a float): send it as a string"
+            )
         if isinstance(node, str) and _SURROGATE.search(node):
             return f"holds {shown_value(node)}, a lone surrogate: not Unicode text"
         if not isinstance(node, _JSON_TYPES):

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragsift.errors import DecodeError, InvalidEventError
+from ragsift.ingest.chunking import Chunker
 from ragsift.ingest.indexer import Indexer
 from ragsift.ingest.loaders import SourceDocument, iter_documents
 from ragsift.retrieval.edge import EdgeIndex
@@ -49,6 +50,8 @@ HOSTILE: dict[str, Any] = {
     "NaN": {"x": float("nan")},
     "infinity": {"x": [float("-inf")]},
     "an integer no float holds": {"x": 10**400},
+    "an integer past 64 bits": {"x": 2**64},
+    "a negative integer past 64 bits": {"x": [{"y": -(2**63) - 1}]},
     "a lone surrogate value": {"x": "caf\ud800"},
     "a lone surrogate key": {"\udc00": 1},
     "a reserved key": {"tenant_id": "beta"},
@@ -95,7 +98,12 @@ async def test_an_update_with_hostile_metadata_is_refused_and_the_shard_still_re
 
 @pytest.mark.parametrize(
     "metadata",
-    ['{"x": NaN}', '{"x": ' + "[" * 40 + "1" + "]" * 40 + "}", '{"x": -Infinity}'],
+    [
+        '{"x": NaN}',
+        '{"x": ' + "[" * 40 + "1" + "]" * 40 + "}",
+        '{"x": -Infinity}',
+        '{"x": 18446744073709551616}',
+    ],
 )
 def test_the_document_contract_refuses_metadata_the_index_cannot_keep(metadata: str) -> None:
     payload = '{"event_id": "e", "tenant_id": "t", "doc_id": "d", "text": "hi", "metadata": %s}'
@@ -110,6 +118,10 @@ def test_the_document_contract_refuses_metadata_the_index_cannot_keep(metadata: 
         ('{"text": "t", "title": ' + "[" * 200 + "]" * 200 + "}", "'title' must be a string"),
         ('{"text": "t", "x": NaN}', "holds nan"),
         ('{"text": "t", "x": 1e400}', "holds inf"),
+        (
+            '{"text": "t", "x": [36893488147419103232]}',
+            "holds the integer 36893488147419103232, past the 64 bits .*: send it as a string",
+        ),
         ('{"text": "t \\ud800"}', "lone surrogate"),
         ('{"text": "t", "source": "s \\udfff"}', "lone surrogate"),
         ('{"text": "t", "source": {"a": [1]}}', "'source' must be a string"),
@@ -132,6 +144,22 @@ def test_ingest_names_the_file_and_line_and_writes_nothing(
     assert re.search(why, line), line
     assert "Traceback" not in result.output
     assert not data.exists()  # nothing written: the good first line neither
+
+
+async def test_integers_at_the_64_bit_bounds_are_stored_exactly(tmp_path: Path) -> None:
+    """The refusal above starts where Qdrant would store a float: not before."""
+    bounds = {"smallest": -(2**63), "largest": 2**64 - 1, "past_a_float": 2**53 + 1}
+    index = EdgeIndex(tmp_path / "edge")
+    try:
+        doc = SourceDocument("a", KEPT, metadata=bounds)
+        await Indexer(index, EMBEDDER).ingest("alpha", "docs", [doc])
+        [chunk] = Chunker().split("a", KEPT)
+        [payload] = (await index.chunk_payloads("docs", "alpha", [chunk.chunk_id])).values()
+    finally:
+        await index.close()
+    stored = {key: payload[key] for key in bounds}
+    assert stored == bounds
+    assert all(type(value) is int for value in stored.values())
 
 
 @pytest.mark.skipif(sys.platform == "darwin", reason="macOS refuses names that are not UTF-8")
