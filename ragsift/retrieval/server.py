@@ -59,6 +59,12 @@ _HTTP_CONFLICT = 409
 _HTTP_NOT_FOUND = 404
 _HTTP_TOO_MANY_REQUESTS = 429
 _HTTP_SERVER_ERROR = 500
+#: The payload indexes of every collection: is_tenant lets the server co-locate each
+#: tenant's points; both fields are faceted (collection_info, documents) and filtered.
+_PAYLOAD_INDEXES: dict[str, models.KeywordIndexParams | models.PayloadSchemaType] = {
+    TENANT_FIELD: models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
+    DOC_FIELD: models.PayloadSchemaType.KEYWORD,
+}
 
 
 def _match(value: PayloadValue) -> models.MatchValue | models.MatchAny:
@@ -239,16 +245,19 @@ class QdrantServerIndex:
                 # local mode's "already exists"; a real conflict is caught by _load's check
                 if not await self.client.collection_exists(name):
                     raise
-                return
-            # is_tenant lets the server co-locate each tenant's points.
-            await self.client.create_payload_index(
-                name,
-                TENANT_FIELD,
-                models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
-            )
-            await self.client.create_payload_index(
-                name, DOC_FIELD, models.PayloadSchemaType.KEYWORD
-            )
+
+    async def _index_payload(self, name: str) -> None:
+        """Make the payload indexes ``name`` does not list yet.
+
+        Not only at creation: one that failed then (a timeout, a 503, a replica
+        stopped in between) would be missing for good, every facet on its field
+        refused. Local mode lists none, so there they are asked for each time (no-ops).
+        """
+        async with self._calls(name):
+            listed = (await self.client.get_collection(name)).payload_schema or {}
+            for field, schema in _PAYLOAD_INDEXES.items():
+                if field not in listed:
+                    await self.client.create_payload_index(name, field, schema)
 
     async def ensure_collection(self, name: str, dim: int, embedder_id: str) -> CollectionInfo:
         """Create collection ``name`` or check the existing one matches ``dim``/``embedder_id``."""
@@ -262,6 +271,7 @@ class QdrantServerIndex:
             await self._create(name, dim, embedder_id)
         stored = await self._load(name)
         qdrant_common.check_stored_embedder(name, stored, embedder_id, dim)
+        await self._index_payload(name)
         return await self.collection_info(name)
 
     async def collection_info(self, collection: str) -> CollectionInfo:

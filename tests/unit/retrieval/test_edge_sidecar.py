@@ -271,3 +271,49 @@ def test_a_hostile_holder_record_names_nobody_and_is_not_waited_for(
     with pytest.raises(RuntimeError, match="WouldBlock"):
         load_waiting(refused, tmp_path, "docs")
     assert len(tries) < 200  # at most the 2 s given a holder that names nobody
+
+
+async def test_a_payload_index_that_failed_is_made_with_the_collection_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The metadata file is written after the payload indexes: a creation that failed
+    # on one leaves a shard without it, cleared and made whole by the next ensure.
+    import qdrant_edge as qe
+
+    from ragsift.retrieval.index import DOC_FIELD, TENANT_FIELD
+
+    real = qe.EdgeShard
+
+    class FailingOnce:
+        def __init__(self, shard: Any) -> None:
+            self.shard = shard
+
+        def update(self, operation: Any) -> Any:
+            monkeypatch.setattr(qe, "EdgeShard", real)  # once
+            raise RuntimeError("payload index: timed out")
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.shard, name)
+
+    class Creating:
+        load = staticmethod(real.load)
+
+        @staticmethod
+        def create(*args: Any) -> FailingOnce:
+            return FailingOnce(real.create(*args))
+
+    monkeypatch.setattr(qe, "EdgeShard", Creating)
+    root = tmp_path / "shards"
+    index = EdgeIndex(root)
+    try:
+        with pytest.raises(RuntimeError, match="payload index"):
+            await index.ensure_collection("docs", 8, "test-embedder")
+        assert not (root / f"docs{SIDECAR_SUFFIX}").exists()
+        await index.ensure_collection("docs", 8, "test-embedder")
+    finally:
+        await index.close()
+    shard = real.load(str(root / "docs"), None)
+    try:
+        assert set(shard.info().payload_schema) == {TENANT_FIELD, DOC_FIELD}
+    finally:
+        shard.close()
