@@ -5,16 +5,22 @@ The layout (https://github.com/beir-cellar/beir):
 * ``corpus.jsonl``: one document per line, ``{"_id", "title", "text"}``; the
   indexed text is the title and the text (BEIR's own convention for dense
   models), the doc id is ``safe_doc_id(_id)``;
-* ``queries.jsonl``: ``{"_id", "text"}`` per line (all splits' queries);
+* ``queries.jsonl``: ``{"_id", "text"}`` per line (all splits' queries). An id
+  names one question: a line repeating an earlier one exactly (same id, same
+  text) is read once and counted in the set's ``notes``; the same id with other
+  text is an error (which question the qrels judge is unknown);
 * ``qrels/<split>.tsv``: ``query-id<TAB>corpus-id<TAB>score``, after a header
   line or not (a first line whose score is not an integer is a header). Only the
   split's queries are used: one with a score > 0 is in scope (those docs answer
   it); one judged with only zero scores is a near miss. A judged query that
-  ``queries.jsonl`` lacks is left out and named in the set's ``notes``.
+  ``queries.jsonl`` lacks is left out and named in the set's ``notes``. A pair
+  judged twice must get one score (a repeated line is harmless; two scores are
+  an error: the first or the last would decide relevance silently).
 
 Optional per-query candidate pools (for sets built as "find the answer among
 these passages"): ``candidates.jsonl`` with ``{"query_id", "doc_ids": [...]}``
-per line, or ``pool="qrels"`` to use every doc the qrels judge for the query
+per line (a query's pool on one line; a repeat with another list is an error),
+or ``pool="qrels"`` to use every doc the qrels judge for the query
 (zero scores included). A pooled query is searched only within its pool.
 Out-of-scope questions come from a separate ``queries.jsonl``-format file
 and are searched in the whole corpus (they have no pool).
@@ -65,6 +71,59 @@ def _same(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
+def _once(
+    seen: dict[str, tuple[int, object]],
+    query_id: str,
+    field: str,
+    row: dict[str, Any],
+    where: tuple[Path, int],
+) -> bool:
+    """Whether ``where`` (file, line) is the first line naming ``query_id``; False for a
+    line repeating an earlier one's ``field`` exactly, to be read once.
+
+    Raises:
+        InvalidEventError: ``query_id`` came earlier with another ``field``: one of the
+            two would be taken silently.
+    """
+    path, lineno = where
+    first, before = seen.setdefault(query_id, (lineno, row.get(field)))
+    if first == lineno:
+        return True
+    if before == row.get(field):
+        return False
+    raise InvalidEventError(
+        f"{path}:{lineno}: query id {query_id!r} is on line {first} too, with another {field!r};"
+        " one id names one question"
+    )
+
+
+def _queries(path: Path, repeats: list[str]) -> Iterator[tuple[int, dict[str, Any], str]]:
+    """The lines of a ``queries.jsonl``-format file with their ids, each id once: a
+    line repeating an earlier one exactly is passed over, its id appended to ``repeats``.
+
+    Raises:
+        InvalidEventError: a malformed line, or an id on two lines with other text.
+    """
+    seen: dict[str, tuple[int, object]] = {}
+    for lineno, row in _jsonl(path):
+        query_id = _field(path, lineno, row, "_id")
+        if _once(seen, query_id, "text", row, (path, lineno)):
+            yield lineno, row, query_id
+        else:
+            repeats.append(query_id)
+
+
+def _repeated(path: Path, repeats: list[str]) -> list[str]:
+    """The note saying which lines of ``path`` repeated a query, if any did."""
+    if not repeats:
+        return []
+    lines = "line repeats" if len(repeats) == 1 else "lines repeat"
+    return [
+        f"{path}: {len(repeats)} {lines} an earlier query (same id and text), read once"
+        f" (first: {repeats[0]!r})"
+    ]
+
+
 def _corpus(folder: Path) -> tuple[list[SourceDocument], dict[str, str]]:
     documents: list[SourceDocument] = []
     ids: dict[str, str] = {}  # BEIR id -> ragsift doc id
@@ -98,6 +157,7 @@ def _qrels(path: Path) -> dict[str, dict[str, int]]:
         )
         raise InvalidEventError(f"{path}: missing; {have}")
     out: dict[str, dict[str, int]] = {}
+    judged_on: dict[tuple[str, str], int] = {}  # (query, doc) -> the line judging it first
     with path.open(encoding="utf-8-sig", newline="") as handle:  # with a BOM or without
         reader = csv.reader(handle, delimiter="\t")
         try:
@@ -112,7 +172,15 @@ def _qrels(path: Path) -> dict[str, dict[str, int]]:
                     raise InvalidEventError(
                         f"{path}:{lineno}: expected query-id, corpus-id, integer score"
                     ) from exc
-                out.setdefault(query_id, {})[doc_id] = score
+                scores = out.setdefault(query_id, {})
+                first = judged_on.setdefault((query_id, doc_id), lineno)
+                if first != lineno and scores[doc_id] != score:
+                    raise InvalidEventError(
+                        f"{path}:{lineno}: query {query_id!r}, doc {doc_id!r} is judged"
+                        f" {score} here and {scores[doc_id]} on line {first};"
+                        " a pair takes one score"
+                    )
+                scores[doc_id] = score
         except UnicodeDecodeError as exc:
             raise InvalidEventError(f"{path}: not UTF-8 text ({exc.reason})") from exc
         except csv.Error as exc:  # a field past csv's size limit, a NUL byte
@@ -138,8 +206,9 @@ def load_beir(
 
     Raises:
         InvalidEventError: a file is missing or malformed, qrels or pools name a
-            doc the corpus lacks, two corpus ids map to one doc id, or no query
-            of the split is left.
+            doc the corpus lacks, two corpus ids map to one doc id, a query id
+            names two texts, a query-doc pair is judged with two scores, a query has
+            two pools, or no query of the split is left.
     """
     documents, ids = _corpus(folder)
     qrels_path = folder / "qrels" / f"{split}.tsv"
@@ -149,11 +218,13 @@ def load_beir(
     pools: dict[str, tuple[str, ...]] = {}
     if pool == "candidates":
         cand_path = folder / CANDIDATES_FILE
+        pooled: dict[str, tuple[int, object]] = {}
         for lineno, row in _jsonl(cand_path):
             query_id = _field(cand_path, lineno, row, "query_id")
             doc_ids = row.get("doc_ids")
             if not isinstance(doc_ids, list) or not doc_ids:
                 raise InvalidEventError(f"{cand_path}:{lineno}: needs a non-empty 'doc_ids' list")
+            _once(pooled, query_id, "doc_ids", row, (cand_path, lineno))
             where = f"{cand_path}:{lineno}"
             pools[query_id] = tuple(_doc(ids, str(d), where) for d in doc_ids)
     elif pool == "qrels":
@@ -163,8 +234,8 @@ def load_beir(
     queries: list[EvalQuery] = []
     queries_path = folder / "queries.jsonl"
     asked: set[str] = set()
-    for lineno, row in _jsonl(queries_path):
-        query_id = _field(queries_path, lineno, row, "_id")
+    repeats: list[str] = []
+    for lineno, row, query_id in _queries(queries_path, repeats):
         judged = qrels.get(query_id)
         if judged is None:
             continue  # a query of another split
@@ -183,13 +254,13 @@ def load_beir(
             )
         )
     also_asked: list[str] = []
+    oos_repeats: list[str] = []
     if out_of_scope is not None:
         # A question of the set is no out-of-scope question, whatever a file says: the
         # same text would be scored once as each (as SQuAD's loader skips an article on
         # both sides).
         texts = {_same(q.text) for q in queries}
-        for lineno, row in _jsonl(out_of_scope):
-            query_id = _field(out_of_scope, lineno, row, "_id")
+        for lineno, row, query_id in _queries(out_of_scope, oos_repeats):
             text = _field(out_of_scope, lineno, row, "text")
             if _same(text) in texts:
                 also_asked.append(query_id)
@@ -206,7 +277,9 @@ def load_beir(
     if not queries:
         raise InvalidEventError(f"{folder}: no query of split {split!r} is in queries.jsonl")
     unasked = sorted(set(qrels) - asked)
-    notes = []
+    notes = _repeated(queries_path, repeats)
+    if out_of_scope is not None:
+        notes += _repeated(out_of_scope, oos_repeats)
     if also_asked:
         are = "question is" if len(also_asked) == 1 else "questions are"
         notes.append(

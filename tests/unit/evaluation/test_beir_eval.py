@@ -174,3 +174,76 @@ def test_a_set_question_in_the_out_of_scope_file_is_left_out_and_said(tmp_path: 
     off = [q for q in labelled.queries if q.kind == "out_of_scope"]
     assert [q.query_id for q in off] == ["oos-o2"]
     assert any("1 out-of-scope question is also in queries.jsonl" in n for n in labelled.notes)
+
+
+def test_a_query_id_on_two_lines_with_other_text_is_an_error(tmp_path: Path) -> None:
+    """Which question the qrels judge was whichever line came last: two texts under one id
+    were both asked, or the later one replaced nothing and was scored as the first."""
+    folder = write_beir(tmp_path / "dup")
+    with (folder / "queries.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"_id": "q2", "text": "Where does the zorblat happen?"}) + "\n")
+    with pytest.raises(
+        InvalidEventError,
+        match=r"queries\.jsonl:6: query id 'q2' is on line 2 too, with another 'text'",
+    ):
+        load_beir(folder)
+    # another split's query is no exception: the file holds one question per id
+    with (folder / "queries.jsonl").open("w", encoding="utf-8") as handle:
+        for row in [*QUERIES, {"_id": "q9", "text": "Ｑ９ in other words 中文"}]:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    with pytest.raises(InvalidEventError, match=r"queries\.jsonl:6: query id 'q9'"):
+        load_beir(folder)
+
+
+def test_a_query_repeated_exactly_is_asked_once_and_said(tmp_path: Path) -> None:
+    folder = write_beir(tmp_path / "again")
+    with (folder / "queries.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(QUERIES[0]) + "\n")
+        handle.write(json.dumps({"_id": 7, "text": "seven"}) + "\n")
+        handle.write(json.dumps({"_id": "7", "text": "seven"}) + "\n")  # 7 and "7": one id
+    ds = load_beir(folder)
+    assert ds.counts() == {"documents": 5, "in_scope": 3, "near_miss": 1}
+    assert [q.query_id for q in ds.queries].count("q1") == 1
+    assert ds.notes == [
+        f"{folder / 'queries.jsonl'}: 2 lines repeat an earlier query (same id and text),"
+        " read once (first: 'q1')"
+    ]
+    oos = tmp_path / "oos.jsonl"
+    rows = [{"_id": "o1", "text": "Who won?"}, {"_id": "o1", "text": "Who won?"}]
+    oos.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    off = [q for q in load_beir(folder, out_of_scope=oos).queries if q.kind == "out_of_scope"]
+    assert [q.query_id for q in off] == ["oos-o1"]
+    oos.write_text(json.dumps(rows[0]) + "\n" + json.dumps({"_id": "o1", "text": "Who lost?"}))
+    with pytest.raises(InvalidEventError, match=r"oos\.jsonl:2: query id 'o1' is on line 1"):
+        load_beir(folder, out_of_scope=oos)
+
+
+def test_a_pair_judged_with_two_scores_is_an_error(tmp_path: Path) -> None:
+    """The last line's score decided silently: `q1 d1 1` then `q1 d1 0` made q1 a near
+    miss, `q4 d5 0` then `q4 d5 1` made it in scope."""
+    for extra, line in ((("q1", "d1", 0), 6), (("q4", "d5", 1), 6)):
+        folder = write_beir(tmp_path / f"{extra[0]}", qrels=[*QRELS[:4], extra])
+        first = [r[:2] for r in QRELS].index(extra[:2]) + 2
+        with pytest.raises(
+            InvalidEventError,
+            match=rf"test\.tsv:{line}: query '{extra[0]}', doc '{extra[1]}' is judged"
+            rf" {extra[2]} here and {1 - extra[2]} on line {first}; a pair takes one score",
+        ):
+            load_beir(folder)
+    same = write_beir(tmp_path / "same", qrels=[*QRELS, ("q1", "d1", 1)])  # a repeat: harmless
+    assert load_beir(same).counts() == {"documents": 5, "in_scope": 3, "near_miss": 1}
+
+
+def test_a_query_with_two_pools_is_an_error(tmp_path: Path) -> None:
+    folder = write_beir(tmp_path / "pools")
+    rows = [{"query_id": "q1", "doc_ids": ["d1", "d2"]}, {"query_id": "q1", "doc_ids": ["d5"]}]
+    (folder / "candidates.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"
+    )
+    with pytest.raises(InvalidEventError, match=r"candidates\.jsonl:2: query id 'q1' is on line 1"):
+        load_beir(folder)
+    (folder / "candidates.jsonl").write_text(json.dumps(rows[0]) + "\n" + json.dumps(rows[0]))
+    assert next(q for q in load_beir(folder).queries if q.query_id == "q1").candidates == (
+        "d1",
+        "d2",
+    )
