@@ -38,7 +38,8 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import cross_val_predict
 
 from ragsift.errors import InvalidEventError
-from ragsift.evaluation.dataset import LabelledSet, load_squad
+from ragsift.evaluation.dataset import LabelledSet
+from ragsift.evaluation.squad import load_squad
 from ragsift.retrieval.reader import split_sentences
 from ragsift.retrieval.terms import content_terms
 

@@ -20,7 +20,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from ragsift.evaluation.dataset import OUT_OF_SCOPE_GROUP, load_squad, select_half
+from ragsift.evaluation.dataset import OUT_OF_SCOPE_GROUP, select_half
+from ragsift.evaluation.squad import load_squad
 
 TARGET = Path(__file__).resolve().parent.parent / "ragsift/evaluation/data/probe_questions.jsonl"
 #: Questions kept per dev-v2.0 article: the grouped bound counts articles, so more

@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 from ragsift.evaluation.beir import load_beir
-from ragsift.evaluation.dataset import load_squad
 from ragsift.evaluation.probes import load_probes
+from ragsift.evaluation.squad import load_squad
 from ragsift.ingest.loaders import iter_documents
 from tests.unit.cli.conftest import error_lines, run_cli
 

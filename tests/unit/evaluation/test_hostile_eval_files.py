@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from ragsift.errors import InvalidEventError
 from ragsift.evaluation.beir import load_beir
-from ragsift.evaluation.dataset import LabelledSet, load_squad
+from ragsift.evaluation.dataset import LabelledSet
 from ragsift.evaluation.probes import load_probes
+from ragsift.evaluation.squad import load_squad
 from ragsift.ingest.loaders import jsonl_rows
 from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.retrieval.engines import packaged_calibration_path

@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ragsift.cli import app
-from ragsift.evaluation.dataset import load_squad
 from ragsift.evaluation.reword import reword, reworded_articles, synonym
+from ragsift.evaluation.squad import load_squad
 from tests.factories import load_script
 
 CONTEXT = "The car of the king was a gift from the teacher, who built it in 1905."
