@@ -5,6 +5,12 @@ paragraph index). In-scope query = an answerable question; its relevant chunk
 is the paragraph holding its answer. Near-miss = an ``is_impossible`` question
 (on topic, no answer). Out-of-scope = a question from another file whose
 articles are not in the corpus: the right outcome is a refusal.
+
+A user's file is read strictly where a lax reading would change the figures
+without a word: ``is_impossible`` must be a JSON boolean (or the string
+``"true"``/``"false"``), not any truthy value; each question needs its own id;
+each article needs a title (its paragraphs' doc ids and the half splits are
+built from it).
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ragsift.errors import InvalidEventError
+from ragsift.errors import InvalidEventError, shown_value
 from ragsift.evaluation.dataset import OUT_OF_SCOPE_GROUP, EvalQuery, LabelledSet
 from ragsift.ingest.loaders import SourceDocument, check_unique_ids, safe_doc_id
 from ragsift.schemas.payload import lone_surrogate
@@ -37,15 +43,68 @@ def _read(path: Path) -> list[dict[str, Any]]:
     return data
 
 
-def _paragraphs(path: Path, article: dict[str, Any]) -> list[dict[str, Any]]:
+def _title(path: Path, article: dict[str, Any], n: int) -> str:
+    """Article ``n``'s (1-based) title: a string or an integer, never blank.
+
+    Raises:
+        InvalidEventError: no title, null, blank or another type. A missing one was read
+            as "untitled" and null as "None": two such articles collided, and one in
+            each file passed for one article on both sides (its out-of-scope questions
+            left out).
+    """
+    title = article.get("title")
+    if isinstance(title, int) and not isinstance(title, bool):
+        return str(title)
+    if isinstance(title, str) and title.strip():
+        return title
+    got = "no 'title'" if "title" not in article else "null" if title is None else None
+    raise InvalidEventError(
+        f"{path}: article {n} of 'data' needs a non-blank string 'title', got"
+        f" {got or shown_value(title)} (doc ids and the half splits are built from it)"
+    )
+
+
+def _paragraphs(path: Path, article: dict[str, Any], title: str) -> list[dict[str, Any]]:
     paragraphs = article.get("paragraphs", [])
     if not isinstance(paragraphs, list) or not all(
         isinstance(p, dict) and isinstance(p.get("qas", []), list) for p in paragraphs
     ):
-        raise InvalidEventError(
-            f"{path}: article {article.get('title')!r} has malformed paragraphs"
-        )
+        raise InvalidEventError(f"{path}: article {title!r} has malformed paragraphs")
     return paragraphs
+
+
+def _impossible(path: Path, qa: dict[str, Any], where: str) -> bool:
+    """Whether question ``where`` has no answer in its paragraph: ``is_impossible`` true,
+    or no ``answers``. ``is_impossible`` may be absent (false, as in SQuAD 1.1 files), a
+    JSON boolean, or the string "true" or "false" (any case).
+
+    Raises:
+        InvalidEventError: any other value. ``bool()`` read the string "false" as true,
+            making an answerable question a near miss.
+    """
+    flag = qa.get("is_impossible", False)
+    if isinstance(flag, str) and flag.strip().lower() in ("true", "false"):
+        flag = flag.strip().lower() == "true"
+    if not isinstance(flag, bool):
+        raise InvalidEventError(
+            f"{path}: question {where}: 'is_impossible' must be true or false,"
+            f" got {'null' if flag is None else shown_value(flag)}"
+        )
+    return flag or not qa.get("answers")
+
+
+def _claim(asked: dict[str, tuple[str, str]], query_id: str, qid: str, where: str) -> str | None:
+    """Record that question ``where`` (id ``qid``) is ``query_id``; the error text when
+    an earlier question holds it already (one question's figures would count twice or
+    its label go to the other)."""
+    first_where, first_qid = asked.setdefault(query_id, (where, qid))
+    if first_where == where:
+        return None
+    both = "" if first_qid == qid else f" (both read as {query_id!r})"
+    return (
+        f"question {where} has id {qid!r}, as question {first_where} has {first_qid!r}"
+        f"{both}; each question needs its own id"
+    )
 
 
 def load_squad(
@@ -60,16 +119,18 @@ def load_squad(
 
     Raises:
         InvalidEventError: a file is not SQuAD format, has no questions, a context
-            or question is not a string, or two paragraphs map to one doc id (one
-            would overwrite the other).
+            or question is not a string, an article has no title, ``is_impossible``
+            is not a boolean, two questions of a file share an id, or two paragraphs
+            map to one doc id (one would overwrite the other).
     """
     documents: list[SourceDocument] = []
     queries: list[EvalQuery] = []
     doc_groups: dict[str, str] = {}
+    asked: dict[str, tuple[str, str]] = {}  # query id -> the question holding it, its raw id
     blank = 0
-    for article in _articles(labelled, reword):
-        title = str(article.get("title", "untitled"))
-        for i, para in enumerate(_paragraphs(labelled, article)):
+    for n, article in enumerate(_articles(labelled, reword), 1):
+        title = _title(labelled, article, n)
+        for i, para in enumerate(_paragraphs(labelled, article, title)):
             doc_id = safe_doc_id(f"{title}-{i}")
             doc_groups[doc_id] = title
             context = para.get("context", "")
@@ -92,10 +153,13 @@ def load_squad(
                     blank += 1
                     continue
                 qid, text = question
-                impossible = bool(qa.get("is_impossible")) or not qa.get("answers")
+                impossible = _impossible(labelled, qa, f"{title}-{i}-{j}")
+                query_id = safe_doc_id(f"q-{qid}")
+                if (twice := _claim(asked, query_id, qid, f"{title}-{i}-{j}")) is not None:
+                    raise InvalidEventError(f"{labelled}: {twice}")
                 queries.append(
                     EvalQuery(
-                        query_id=safe_doc_id(f"q-{qid}"),
+                        query_id=query_id,
                         text=text,
                         kind="near_miss" if impossible else "in_scope",
                         relevant=frozenset() if impossible else frozenset({doc_id}),
@@ -105,19 +169,24 @@ def load_squad(
     check_unique_ids(documents)
     if out_of_scope is not None:
         corpus_titles = {q.group for q in queries}
-        for article in _articles(out_of_scope, reword):
-            title = str(article.get("title", "untitled"))
+        asked_outside: dict[str, tuple[str, str]] = {}
+        for n, article in enumerate(_articles(out_of_scope, reword), 1):
+            title = _title(out_of_scope, article, n)
             if title in corpus_titles:
                 continue  # same article on both sides would not be out of scope
-            for i, para in enumerate(_paragraphs(out_of_scope, article)):
+            for i, para in enumerate(_paragraphs(out_of_scope, article, title)):
                 for j, qa in enumerate(para.get("qas", [])):
                     question = _question(out_of_scope, qa, f"{title}-{i}-{j}")
                     if question is None:
                         blank += 1
                         continue
+                    query_id = safe_doc_id(f"o-{question[0]}")
+                    twice = _claim(asked_outside, query_id, question[0], f"{title}-{i}-{j}")
+                    if twice is not None:
+                        raise InvalidEventError(f"{out_of_scope}: {twice}")
                     queries.append(
                         EvalQuery(
-                            query_id=safe_doc_id(f"o-{question[0]}"),
+                            query_id=query_id,
                             text=question[1],
                             kind="out_of_scope",
                             relevant=frozenset(),

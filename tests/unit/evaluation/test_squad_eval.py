@@ -169,6 +169,125 @@ def test_loader_names_the_malformed_question_or_paragraph(
         load_squad(bad)
 
 
+@pytest.mark.parametrize(
+    ("flag", "kind"),
+    [
+        (False, "in_scope"),
+        (True, "near_miss"),
+        ("false", "in_scope"),  # bool("false") is True: read as a near miss until now
+        (" FALSE ", "in_scope"),
+        ("True", "near_miss"),
+    ],
+)
+def test_is_impossible_is_read_as_a_boolean(tmp_path: Path, flag: Any, kind: str) -> None:
+    answer = [{"text": "two-year", "answer_start": 30}]
+    path = tmp_path / "flags.json"
+    qa = {"id": "a", "question": "How long?", "answers": answer, "is_impossible": flag}
+    path.write_text(_one_article([qa]), encoding="utf-8")
+    assert [q.kind for q in load_squad(path).queries] == [kind]
+    del qa["is_impossible"]  # absent, as in SQuAD 1.1 and the shipped test-v2.0.json: false
+    path.write_text(_one_article([qa]), encoding="utf-8")
+    assert [q.kind for q in load_squad(path).queries] == ["in_scope"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "shown"),
+    [
+        (None, "null"),
+        (0, "0"),
+        (1, "1"),
+        ("no", "'no'"),
+        ("", "''"),
+        ("假", "'假'"),
+        ([True], r"\[True\]"),
+        ({"v": {"v": {"v": False}}}, r"\{'v'"),
+        ("x" * 10_000, "'xxx"),
+    ],
+)
+def test_any_other_is_impossible_is_an_error_naming_the_question(
+    tmp_path: Path, flag: Any, shown: str
+) -> None:
+    path = tmp_path / "flags.json"
+    qas = [
+        {"id": "ok", "question": "Fine?", "answers": [], "is_impossible": True},
+        {"id": "b", "question": "How long?", "answers": [], "is_impossible": flag},
+    ]
+    path.write_text(_one_article(qas), encoding="utf-8")
+    with pytest.raises(
+        InvalidEventError,
+        match=rf"flags\.json: question Orbit-0-1: 'is_impossible' must be true or false,"
+        rf" got {shown}",
+    ) as caught:
+        load_squad(path)
+    assert len(str(caught.value)) < 300
+
+
+def test_two_questions_with_one_id_are_an_error(tmp_path: Path) -> None:
+    """The second question was scored under the first one's id: per-query reports and
+    replays keyed by id mixed the two up."""
+    path = write_squad(tmp_path / "dev.json", {"A": TOPICS["Topic_0"][:2]}, answers=True)
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    raw["data"][0]["paragraphs"][1]["qas"][0]["id"] = "A-0"
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    with pytest.raises(
+        InvalidEventError,
+        match=r"dev\.json: question A-1-0 has id 'A-0', as question A-0-0 has 'A-0';"
+        " each question needs its own id",
+    ):
+        load_squad(path)
+    # two ids that read as one (a space and a dash), and a number and its text
+    for first, second in (("a b", "a-b"), (7, "7")):
+        qas = [
+            {"id": first, "question": "One?", "answers": []},
+            {"id": second, "question": "Two?", "answers": []},
+        ]
+        path.write_text(_one_article(qas), encoding="utf-8")
+        with pytest.raises(InvalidEventError, match=r"question Orbit-0-1 has id"):
+            load_squad(path)
+    # an out-of-scope file is held to it too; the labelled file's ids are another set
+    labelled = write_squad(tmp_path / "dev.json", {"A": TOPICS["Topic_0"][:1]}, answers=True)
+    outside = write_squad(tmp_path / "oos.json", {"B": OUTSIDE["Elsewhere_0"][:2]}, answers=False)
+    raw = json.loads(outside.read_text(encoding="utf-8"))
+    raw["data"][0]["paragraphs"][1]["qas"][0]["id"] = "A-0"  # the labelled question's id
+    outside.write_text(json.dumps(raw), encoding="utf-8")
+    assert load_squad(labelled, outside).counts()["out_of_scope"] == 2
+    raw["data"][0]["paragraphs"][0]["qas"][0]["id"] = "A-0"
+    outside.write_text(json.dumps(raw), encoding="utf-8")
+    with pytest.raises(InvalidEventError, match=r"oos\.json: question B-1-0 has id 'A-0'"):
+        load_squad(labelled, outside)
+
+
+@pytest.mark.parametrize(
+    ("title", "shown"),
+    [(None, "null"), ("  ", "'  '"), ("", "''"), (["T"], r"\['T'\]"), (True, "True")],
+)
+def test_an_article_without_a_title_is_an_error(tmp_path: Path, title: Any, shown: str) -> None:
+    """A null title became doc ids "None-0", "None-1" and group "None"; two untitled
+    articles collided, and one in each file passed for one article on both sides."""
+    topics = {"A": TOPICS["Topic_0"][:1], "B": TOPICS["Topic_1"][:1]}
+    path = write_squad(tmp_path / "dev.json", topics, answers=True)
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    raw["data"][1]["title"] = title
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    with pytest.raises(
+        InvalidEventError,
+        match=rf"dev\.json: article 2 of 'data' needs a non-blank string 'title', got {shown}",
+    ):
+        load_squad(path)
+    del raw["data"][1]["title"]
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    with pytest.raises(InvalidEventError, match=r"article 2 of 'data' .* got no 'title'"):
+        load_squad(path)
+    raw["data"][1]["title"] = 1905  # a number names an article, as it names a question
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    assert "1905" in {q.group for q in load_squad(path).queries}
+    raw["data"][1]["title"] = None
+    outside = tmp_path / "oos.json"
+    outside.write_text(json.dumps({"data": raw["data"][1:]}), encoding="utf-8")
+    with pytest.raises(InvalidEventError, match=r"oos\.json: article 1 of 'data'"):
+        load_squad(write_squad(tmp_path / "ok.json", TOPICS, answers=True), outside)
+
+
 async def test_run_fit_and_report(tmp_path: Path) -> None:
     labelled = write_squad(tmp_path / "dev.json", TOPICS, answers=True)
     outside = write_squad(tmp_path / "other.json", OUTSIDE, answers=False)
