@@ -51,7 +51,7 @@ def kept_ids(read: Iterable[str], path: Path, skipped: Iterable[tuple[Path, str]
 
     skipped = list(skipped)
     files = {file_doc_id(f, path) for f, _ in skipped if f.exists()}
-    return set(read) | files | empty_line_doc_ids(skipped)
+    return set(read) | files | empty_line_doc_ids(skipped, path)
 
 
 def show_pruned(removed: list[str], path: Path) -> None:

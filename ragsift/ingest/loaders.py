@@ -211,7 +211,7 @@ def _iter_documents(
             continue
         if file.suffix.lower() == ".jsonl":
             try:
-                yield from _jsonl(file, source_type, skipped)
+                yield from _jsonl(file, base, source_type, skipped)
             except OSError as exc:  # no permission, an I/O error
                 skipped.append((file, cannot_read(exc)))
         else:
@@ -316,7 +316,7 @@ def json_line(line: str, where: str) -> Any:
 
 
 def _jsonl(
-    file: Path, default_type: str, skipped: list[tuple[Path, str]]
+    file: Path, base: Path, default_type: str, skipped: list[tuple[Path, str]]
 ) -> Iterator[SourceDocument]:
     for lineno, row in jsonl_rows(file):
         if not isinstance(row, dict) or not isinstance(row.get("text"), str):
@@ -331,7 +331,7 @@ def _jsonl(
                 f" got {stype!r}"
             )
         doc = SourceDocument(
-            doc_id=_row_doc_id(row, file, lineno),
+            doc_id=_row_doc_id(row, file, base, lineno),
             text=row["text"],
             title=row.get("title"),
             source=row.get("source") or f"{_shown_name(file)}:{lineno}",
@@ -348,10 +348,16 @@ def _jsonl(
         yield doc
 
 
-def _row_doc_id(row: dict[str, Any], file: Path, lineno: int) -> str:
+def _row_doc_id(row: dict[str, Any], file: Path, base: Path, lineno: int) -> str:
+    """A JSONL line's document id: its ``doc_id`` or ``id``, else the ``file``'s path from
+    the folder ingested (``base``), without the suffix, and the line: ``faq-3`` for ``faq.jsonl``
+    (a file in the folder itself, or ingested on its own: the ids it always had),
+    ``a-faq-3`` for ``a/faq.jsonl`` (the stem alone gave ``b/faq.jsonl``'s line 3 the
+    same id)."""
     given = row.get("doc_id") or row.get("id")
     if not given:
-        return safe_doc_id(f"{file.stem}-{lineno}")
+        rel = file.relative_to(base)
+        return safe_doc_id(f"{(rel.parent / rel.stem).as_posix()}-{lineno}")
     # A string or a number names a document; an object or a list (or true) read as
     # its Python text ("{'n': 1}", "True") named one by accident.
     if isinstance(given, bool) or not isinstance(given, str | int | float):
@@ -362,10 +368,11 @@ def _row_doc_id(row: dict[str, Any], file: Path, lineno: int) -> str:
     return safe_doc_id(str(given))
 
 
-def empty_line_doc_ids(skipped: Iterable[tuple[Path, str]]) -> set[str]:
-    """The documents whose JSONL lines were passed over as :data:`EMPTY_LINE`, by id:
-    as an empty file's, their indexed versions stay (``ingest --prune`` keeps them).
-    Each file is read again once; one no longer readable keeps none."""
+def empty_line_doc_ids(skipped: Iterable[tuple[Path, str]], folder: Path) -> set[str]:
+    """The documents whose JSONL lines were passed over as :data:`EMPTY_LINE` when
+    ``folder`` was read, by id: as an empty file's, their indexed versions stay
+    (``ingest --prune`` keeps them). Each file is read again once; one no longer
+    readable keeps none."""
     wanted: dict[Path, set[int]] = {}
     for where, reason in skipped:
         if reason == EMPTY_LINE:
@@ -376,7 +383,7 @@ def empty_line_doc_ids(skipped: Iterable[tuple[Path, str]]) -> set[str]:
         try:
             for lineno, row in jsonl_rows(file):
                 if lineno in lines and isinstance(row, dict):
-                    ids.add(_row_doc_id(row, file, lineno))
+                    ids.add(_row_doc_id(row, file, folder, lineno))
         except (InvalidEventError, OSError):  # changed since it was read: keep none of it
             continue
     return ids

@@ -150,9 +150,37 @@ def test_the_ids_of_blank_jsonl_lines_are_read_again_and_a_changed_file_keeps_no
     skipped: list[tuple[Path, str]] = []
     assert [d.doc_id for d in iter_documents(folder, skipped=skipped)] == ["faq-2"]
     assert [reason for _, reason in skipped] == [EMPTY_LINE] * 3
-    assert empty_line_doc_ids(skipped) == {"hours", "faq-3", safe_doc_id("ü\x1b")}
-    assert empty_line_doc_ids([(folder / "faq.jsonl", "empty")]) == set()  # a file's skip
+    assert empty_line_doc_ids(skipped, folder) == {"hours", "faq-3", safe_doc_id("ü\x1b")}
+    assert empty_line_doc_ids([(folder / "faq.jsonl", "empty")], folder) == set()  # a file's skip
     rows.write_text("{not json\n", "utf-8")
-    assert empty_line_doc_ids(skipped) == set()
+    assert empty_line_doc_ids(skipped, folder) == set()
     rows.unlink()
-    assert empty_line_doc_ids(skipped) == set()
+    assert empty_line_doc_ids(skipped, folder) == set()
+
+
+def test_jsonl_lines_without_an_id_are_named_by_their_path_from_the_folder(
+    tmp_path: Path,
+) -> None:
+    """`a/faq.jsonl` and `b/faq.jsonl` both named their lines `faq-1`, `faq-2`: one ingest
+    of the folder was refused, two ingests of the subfolders replaced each other's lines.
+    A file in the folder itself, or ingested on its own, keeps the ids it had."""
+    from ragsift.ingest.loaders import EMPTY_LINE, empty_line_doc_ids
+
+    rows = '{"text": "first"}\n{"text": ""}\n{"text": "third"}\n'
+    for sub in ("", "a", "b", "a/deep", "日本"):
+        (tmp_path / sub).mkdir(parents=True, exist_ok=True)
+        (tmp_path / sub / "faq.jsonl").write_text(rows, encoding="utf-8")
+    skipped: list[tuple[Path, str]] = []
+    ids = [d.doc_id for d in iter_documents(tmp_path, skipped=skipped)]
+    assert ids == [
+        "a-deep-faq-1", "a-deep-faq-3", "a-faq-1", "a-faq-3", "b-faq-1", "b-faq-3",
+        "faq-1", "faq-3", safe_doc_id("日本/faq-1"), safe_doc_id("日本/faq-3"),
+    ]  # fmt: skip
+    assert len(set(ids)) == len(ids)
+    assert [d.doc_id for d in iter_documents(tmp_path / "a" / "faq.jsonl")] == ["faq-1", "faq-3"]
+    assert [d.doc_id for d in iter_documents(tmp_path / "a")][-2:] == ["faq-1", "faq-3"]
+    # --prune keeps a blank line's document by the id it was indexed under
+    assert {reason for _, reason in skipped} == {EMPTY_LINE}
+    assert empty_line_doc_ids(skipped, tmp_path) == {
+        "a-deep-faq-2", "a-faq-2", "b-faq-2", "faq-2", safe_doc_id("日本/faq-2")
+    }  # fmt: skip
