@@ -224,6 +224,11 @@ def load_beir(
             doc_ids = row.get("doc_ids")
             if not isinstance(doc_ids, list) or not doc_ids:
                 raise InvalidEventError(f"{cand_path}:{lineno}: needs a non-empty 'doc_ids' list")
+            # as corpus ids: strings or integers (str() made NaN doc "nan", 1e999 "inf")
+            if any(isinstance(d, bool) or not isinstance(d, str | int) for d in doc_ids):
+                raise InvalidEventError(
+                    f"{cand_path}:{lineno}: 'doc_ids' must hold strings or integers"
+                )
             _once(pooled, query_id, "doc_ids", row, (cand_path, lineno))
             where = f"{cand_path}:{lineno}"
             pools[query_id] = tuple(_doc(ids, str(d), where) for d in doc_ids)

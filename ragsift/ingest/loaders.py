@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import unicodedata
@@ -359,11 +360,18 @@ def _row_doc_id(row: dict[str, Any], file: Path, base: Path, lineno: int) -> str
         rel = file.relative_to(base)
         return safe_doc_id(f"{(rel.parent / rel.stem).as_posix()}-{lineno}")
     # A string or a number names a document; an object or a list (or true) read as
-    # its Python text ("{'n': 1}", "True") named one by accident.
+    # its Python text ("{'n': 1}", "True") named one by accident, and so did NaN,
+    # Infinity and a number past the float range (1e999), which Python's json reads as
+    # floats: every such line was document "nan" or "inf".
+    name = "doc_id" if row.get("doc_id") else "id"
     if isinstance(given, bool) or not isinstance(given, str | int | float):
-        name = "doc_id" if row.get("doc_id") else "id"
         raise InvalidEventError(
             f"{file}:{lineno}: '{name}' must be a string or a number, got {shown_value(given)}"
+        )
+    if isinstance(given, float) and not math.isfinite(given):
+        raise InvalidEventError(
+            f"{file}:{lineno}: '{name}' must be a string or a finite number, got"
+            f" {json.dumps(given)} (NaN, Infinity or a number past the float range)"
         )
     return safe_doc_id(str(given))
 

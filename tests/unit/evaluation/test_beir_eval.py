@@ -247,3 +247,18 @@ def test_a_query_with_two_pools_is_an_error(tmp_path: Path) -> None:
         "d1",
         "d2",
     )
+
+
+@pytest.mark.parametrize("doc_id", ["NaN", "Infinity", "1e999", "2.0", "true", "null"])
+def test_a_pool_doc_id_that_is_no_string_or_integer_is_an_error(
+    tmp_path: Path, doc_id: str
+) -> None:
+    """str() named a NaN doc "nan", 1e999 "inf": a corpus with such an _id matched."""
+    folder = write_beir(tmp_path / "pools")
+    (folder / "candidates.jsonl").write_text(
+        f'{{"query_id": "q1", "doc_ids": ["d1", {doc_id}]}}\n', encoding="utf-8"
+    )
+    with pytest.raises(
+        InvalidEventError, match=r"candidates\.jsonl:1: 'doc_ids' must hold strings or integers"
+    ):
+        load_beir(folder)

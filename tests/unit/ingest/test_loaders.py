@@ -184,3 +184,22 @@ def test_jsonl_lines_without_an_id_are_named_by_their_path_from_the_folder(
     assert empty_line_doc_ids(skipped, tmp_path) == {
         "a-deep-faq-2", "a-faq-2", "b-faq-2", "faq-2", safe_doc_id("日本/faq-2")
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [("NaN", "NaN"), ("Infinity", "Infinity"), ("-Infinity", "-Infinity"), ("1e999", "Infinity")],
+)
+@pytest.mark.parametrize("key", ["id", "doc_id"])
+def test_a_jsonl_id_that_is_no_finite_number_is_an_error(
+    tmp_path: Path, key: str, value: str, shown: str
+) -> None:
+    """Python's json reads NaN, Infinity and 1e999 as floats: every such line became
+    document "nan" or "inf", and the second replaced the first."""
+    path = tmp_path / "rows.jsonl"
+    path.write_text(f'{{"id": "ok", "text": "a"}}\n{{"{key}": {value}, "text": "b"}}\n', "utf-8")
+    with pytest.raises(
+        InvalidEventError,
+        match=rf"rows\.jsonl:2: '{key}' must be a string or a finite number, got {shown} ",
+    ):
+        list(iter_documents(path))
