@@ -29,6 +29,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.preprocessing import StandardScaler
 
 from ragsift.evaluation.dataset import split_groups
+from ragsift.evaluation.squad import unanswerable
 from ragsift.retrieval.embedders.onnx import OnnxMiniLMEmbedder
 
 SEP = 102  # [SEP] in the model's vocabulary
@@ -50,7 +51,7 @@ def pairs(path: Path) -> list[tuple[bool, str, str, int]]:
 
 def _answerable(qa: dict[str, Any]) -> bool:
     """As ``load_squad`` reads it: not ``is_impossible`` and with an answer."""
-    return not qa.get("is_impossible") and bool(qa.get("answers"))
+    return not unanswerable(qa, f"question {qa.get('id')}")
 
 
 def joint_features(model: OnnxMiniLMEmbedder, rows: list[tuple[str, str]]) -> dict[str, Matrix]:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsift.evaluation.reword import STOPWORDS, WORD, reworded_articles
+from ragsift.evaluation.squad import unanswerable
 
 SENTENCES_PER_CHUNK = 2
 PARAGRAPHS_PER_CHUNK = 3
@@ -67,7 +68,7 @@ def _split(paragraph: dict[str, Any]) -> list[dict[str, Any]]:
     buckets: list[list[dict[str, Any]]] = [[] for _ in pieces]
     for qa in paragraph["qas"]:
         answers = qa.get("answers") or []
-        if qa.get("is_impossible") or not answers:
+        if unanswerable(qa, f"question {qa.get('id')}"):
             buckets[0].append(qa)
             continue
         first = answers[0]

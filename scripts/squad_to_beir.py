@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ragsift.evaluation.dataset import left_out, split_groups
+from ragsift.evaluation.squad import unanswerable
 
 
 def _articles(path: Path, half: int | None) -> Iterator[dict[str, Any]]:
@@ -83,7 +84,7 @@ def main() -> None:
                     _line(corpus, {"_id": doc_id, "title": title.replace("_", " "), "text": text})
                     counts["documents"] += 1
                 for qa in paragraph.get("qas", []):
-                    answerable = not qa.get("is_impossible") and bool(qa.get("answers"))
+                    answerable = not unanswerable(qa, f"question {qa.get('id')}")
                     if args.holes and not answerable:
                         continue
                     judged = (kept_id, 0) if i in dropped else (doc_id, int(answerable))

@@ -24,7 +24,7 @@ from ragsift.evaluation.dataset import OUT_OF_SCOPE_GROUP, EvalQuery, LabelledSe
 from ragsift.ingest.loaders import SourceDocument, check_unique_ids, safe_doc_id
 from ragsift.schemas.payload import lone_surrogate
 
-__all__ = ["load_squad"]
+__all__ = ["load_squad", "unanswerable"]
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
@@ -73,8 +73,8 @@ def _paragraphs(path: Path, article: dict[str, Any], title: str) -> list[dict[st
     return paragraphs
 
 
-def _impossible(path: Path, qa: dict[str, Any], where: str) -> bool:
-    """Whether question ``where`` has no answer in its paragraph: ``is_impossible`` true,
+def unanswerable(qa: dict[str, Any], where: str) -> bool:
+    """Whether question ``qa`` has no answer in its paragraph: ``is_impossible`` true,
     or no ``answers``. ``is_impossible`` may be absent (false, as in SQuAD 1.1 files), a
     JSON boolean, or the string "true" or "false" (any case).
 
@@ -87,7 +87,7 @@ def _impossible(path: Path, qa: dict[str, Any], where: str) -> bool:
         flag = flag.strip().lower() == "true"
     if not isinstance(flag, bool):
         raise InvalidEventError(
-            f"{path}: question {where}: 'is_impossible' must be true or false,"
+            f"{where}: 'is_impossible' must be true or false,"
             f" got {'null' if flag is None else shown_value(flag)}"
         )
     return flag or not qa.get("answers")
@@ -153,7 +153,7 @@ def load_squad(
                     blank += 1
                     continue
                 qid, text = question
-                impossible = _impossible(labelled, qa, f"{title}-{i}-{j}")
+                impossible = unanswerable(qa, f"{labelled}: question {title}-{i}-{j}")
                 query_id = safe_doc_id(f"q-{qid}")
                 if (twice := _claim(asked, query_id, qid, f"{title}-{i}-{j}")) is not None:
                     raise InvalidEventError(f"{labelled}: {twice}")
