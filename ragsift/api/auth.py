@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import jwt
 
-from ragsift.api.keys_file import read_keys, resolve_keys_file
+from ragsift.api.keys_file import FileVersion, file_version, read_keys, resolve_keys_file
 from ragsift.errors import ConfigurationError, RagsiftError, shown_value
 from ragsift.schemas.base import TENANT_PATTERN, is_tenant_id
 from ragsift.settings import DEFAULT_DATA_DIR, ApiSettings
@@ -140,7 +140,7 @@ class KeyStore:
 
     path: Path
     _records: dict[str, KeyRecord] = field(default_factory=dict)
-    _seen: tuple[int, int] | None = None  # (mtime_ns, size) of the file last read
+    _seen: FileVersion | None = None  # the version of the file last read
 
     def records(self) -> list[KeyRecord]:
         """Every key, revoked ones included, oldest first."""
@@ -208,7 +208,7 @@ class KeyStore:
     def _reload(self) -> None:
         try:
             stat = self.path.stat()
-            if self._seen == (stat.st_mtime_ns, stat.st_size):
+            if self._seen == file_version(stat):
                 return
             text = self.path.read_bytes()
         except FileNotFoundError:
@@ -223,7 +223,7 @@ class KeyStore:
         except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise ConfigurationError(f"unreadable API keys file {self.path}: {exc}") from exc
         self._records = {r.key_id: r for r in records}
-        self._seen = (stat.st_mtime_ns, stat.st_size)
+        self._seen = file_version(stat)
 
     def _write(self) -> None:
         """Replace the file atomically, readable by its owner only (ConfigurationError

@@ -8,6 +8,7 @@ what it must hold.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,13 +16,35 @@ from typing import Any
 from ragsift.schemas.base import TENANT_PATTERN, is_tenant_id
 from ragsift.settings import DEFAULT_DATA_DIR, ApiSettings
 
-__all__ = ["KEYS_FILE_NAME", "WORKING_DIR_KEYS_FILE", "read_keys", "resolve_keys_file"]
+__all__ = [
+    "KEYS_FILE_NAME",
+    "WORKING_DIR_KEYS_FILE",
+    "FileVersion",
+    "file_version",
+    "read_keys",
+    "resolve_keys_file",
+]
 
 
 KEYS_FILE_NAME = "api-keys.json"
 #: The keys file when neither it nor the data dir is set (and, before 2026-11-30, even
 #: when the data dir was): relative to the working directory.
 WORKING_DIR_KEYS_FILE = DEFAULT_DATA_DIR / KEYS_FILE_NAME
+
+
+#: What tells one version of the keys file from another without reading it.
+FileVersion = tuple[int, int, int, int]
+
+
+def file_version(stat: os.stat_result) -> FileVersion:
+    """The keys file's version as ``stat`` shows it: (inode, size, mtime_ns, ctime_ns).
+
+    mtime and size alone missed a same-size replace within the filesystem's mtime
+    granularity (a revoke that flips one character, or ``kubectl`` swapping a Secret's
+    file): the old keys stayed in force. An atomic replace is a new inode, and any
+    write or ``touch`` moves ctime, which no caller can set back.
+    """
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
 
 
 def resolve_keys_file(settings: ApiSettings, data_dir: Path) -> tuple[Path, str | None]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,22 @@ def test_a_keys_file_that_cannot_be_read_is_a_clear_error(tmp_path: Path) -> Non
     (tmp_path / "keys.json").mkdir()
     with pytest.raises(ConfigurationError, match="cannot read the API keys file"):
         KeyStore(tmp_path / "keys.json").records()
+
+
+def test_a_same_size_replace_within_the_mtime_granularity_is_read(tmp_path: Path) -> None:
+    # The file was cached by (mtime, size): a replace of the same size whose mtime
+    # matched (coarse filesystems, or a copy that kept it) left a revoked key working.
+    path = tmp_path / "keys.json"
+    store = KeyStore(path)
+    key, record = store.create(["alpha"], ["query"])
+    assert store.lookup(key) is not None
+    before = path.stat()
+    replaced = path.read_text().replace(record.sha256, "0" * len(record.sha256))
+    (tmp_path / "new.json").write_text(replaced)
+    os.utime(tmp_path / "new.json", ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.replace(tmp_path / "new.json", path)
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert store.lookup(key) is None
 
 
 def _settings(tmp_path: Path, **overrides: Any) -> ApiSettings:
