@@ -347,8 +347,10 @@ class Authenticator:
         """The caller, or AuthError(401) for a missing, unknown or invalid credential."""
         if self.insecure:
             return ANONYMOUS
-        token = api_key
-        if authorization is not None:
+        # An empty header is no credential (a client template that left it blank): it
+        # must not turn a valid one next to it into "two different credentials".
+        token = api_key if api_key and api_key.strip() else None
+        if authorization is not None and authorization.strip():
             scheme, _, rest = authorization.partition(" ")
             if scheme.lower() != "bearer" or not rest.strip():
                 raise AuthError("the Authorization header must be 'Bearer <token>'")

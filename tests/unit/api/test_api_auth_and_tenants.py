@@ -59,6 +59,26 @@ async def test_two_different_credentials_are_401_and_nothing_is_sent(
     assert api.sent[0][0].tenant_id == "alpha"
 
 
+async def test_an_empty_header_next_to_a_credential_counts_as_absent(
+    client: Client, api: RecordingApi, keys: Keys
+) -> None:
+    # A blank X-API-Key (a client template left empty) made a valid bearer token a 401,
+    # "two different credentials"; two different non-empty ones still are.
+    api.answer = answer_ok
+    body = {"query": "q", "timeout_s": 1}
+    for headers in (
+        {"Authorization": "Bearer " + keys.alpha, "X-API-Key": ""},
+        {"Authorization": "Bearer " + keys.alpha, "X-API-Key": "  "},
+        {"Authorization": "", "X-API-Key": keys.alpha},
+    ):
+        response = await client.post("/v1/query", json=body, headers=headers)
+        assert response.status == 200, (headers, await response.text())
+    for headers in ({"X-API-Key": ""}, {"Authorization": "", "X-API-Key": ""}):
+        response = await client.post("/v1/query", json=body, headers=headers)
+        assert response.status == 401, headers
+        assert "no credential" in (await response.json())["detail"]
+
+
 async def test_body_tenant_must_match_the_credential(
     client: Client, api: RecordingApi, keys: Keys
 ) -> None:
