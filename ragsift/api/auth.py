@@ -300,17 +300,20 @@ class JwtVerifier:
             )
         except jwt.PyJWTError as exc:
             raise AuthError(f"invalid token: {exc}") from exc
-        tenants = _claim_list(claims.get(self.settings.jwt_tenant_claim))
+        # A string is one tenant, spaces and all ("acme corp" is not acme and corp):
+        # space-separated lists are OAuth's convention for scope, not for tenants.
+        tenants = _claim_list(claims.get(self.settings.jwt_tenant_claim), split=False)
         if not tenants or not all(is_tenant_id(t) for t in tenants):
             raise AuthError(f"the token's {self.settings.jwt_tenant_claim!r} claim names no tenant")
         scopes = frozenset(_claim_list(claims.get(self.settings.jwt_scope_claim))) & set(SCOPES)
         return Principal(f"jwt:{claims['sub']}", frozenset(tenants), scopes)
 
 
-def _claim_list(value: Any) -> list[str]:
-    """A claim as a list of strings: "a b" (OAuth scope style) or ["a", "b"]."""
+def _claim_list(value: Any, *, split: bool = True) -> list[str]:
+    """A claim as a list of strings: ["a", "b"], or a string, split on whitespace
+    ("a b", OAuth scope style) when ``split``, else one item."""
     if isinstance(value, str):
-        return value.split()
+        return value.split() if split else [value]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return list(value)
     return []

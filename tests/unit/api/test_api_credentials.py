@@ -162,6 +162,7 @@ def test_a_valid_hs256_token_names_tenant_and_scopes(tmp_path: Path) -> None:
         _claims(tenant_id=None),
         _claims(tenant_id={"nested": ["alpha"]}),
         _claims(tenant_id=["alpha\n"]),  # a trailing newline passed re.match and $
+        _claims(tenant_id="alpha beta"),  # one tenant with a space: was alpha and beta
         _claims(exp=None),
     ],
 )
@@ -170,6 +171,19 @@ def test_bad_tokens_are_401(tmp_path: Path, claims: dict[str, Any]) -> None:
     with pytest.raises(AuthError) as caught:
         auth.authenticate(f"Bearer {jwt.encode(claims, SECRET)}", None)
     assert caught.value.status == 401
+
+
+def test_a_string_tenant_claim_is_one_tenant_and_a_scope_string_is_split(
+    tmp_path: Path,
+) -> None:
+    auth = Authenticator.from_settings(_settings(tmp_path))
+    token = jwt.encode(_claims(tenant_id="alpha", scope="query read"), SECRET)
+    principal = auth.authenticate(f"Bearer {token}", None)
+    assert principal.tenants == frozenset({"alpha"})
+    assert principal.scopes == frozenset({"query", "read"})
+    token = jwt.encode(_claims(tenant_id="acme corp"), SECRET)
+    with pytest.raises(AuthError, match="names no tenant"):
+        auth.authenticate(f"Bearer {token}", None)
 
 
 def test_wrong_signature_and_alg_none_are_401(tmp_path: Path) -> None:
