@@ -33,6 +33,7 @@ from ragsift.schemas.base import TENANT_PATTERN, is_tenant_id
 from ragsift.settings import DEFAULT_DATA_DIR, ApiSettings
 
 __all__ = [
+    "HS256_MIN_SECRET_BYTES",
     "KEY_PREFIX",
     "SCOPES",
     "AuthError",
@@ -53,6 +54,8 @@ _SECRET_BYTES = 32  # 256 bits: guessing is out of reach, so sha256 storage is e
 #: clock skew tolerated on exp/nbf/iat between the issuer and this host
 JWT_LEEWAY_S = 30
 _ASYMMETRIC = ["RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256"]
+#: RFC 7518 §3.2: an HS256 key must be at least as long as the hash output, 256 bits
+HS256_MIN_SECRET_BYTES = 32
 _log = logging.getLogger(__name__)
 
 
@@ -259,6 +262,13 @@ class JwtVerifier:
         self._hs_secret = (
             settings.jwt_hs256_secret.get_secret_value() if settings.jwt_hs256_secret else None
         )
+        if self._hs_secret is not None and len(self._hs_secret.encode()) < HS256_MIN_SECRET_BYTES:
+            # a short secret is guessed offline from any one token it signed
+            raise ConfigurationError(
+                f"RAGSIFT_API_JWT_HS256_SECRET is {len(self._hs_secret.encode())} bytes;"
+                f" HS256 needs at least {HS256_MIN_SECRET_BYTES} (RFC 7518 section 3.2):"
+                " generate one with `openssl rand -base64 48`"
+            )
         self._public_key: str | None = None
         self._jwks: jwt.PyJWKSet | None = None
         try:

@@ -238,6 +238,24 @@ def test_es256_token_verified_against_a_jwks_file(tmp_path: Path) -> None:
         verifier.verify(forged)
 
 
+@pytest.mark.parametrize("secret", ["!", "a" * 31, "é" * 15])
+def test_an_hs256_secret_shorter_than_32_bytes_is_refused_at_startup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, secret: str
+) -> None:
+    # A 1-byte secret was accepted: any token it signed gives it away to a brute force.
+    with pytest.raises(ConfigurationError, match="at least 32") as caught:
+        Authenticator.from_settings(_settings(tmp_path, jwt_hs256_secret=secret))
+    assert secret not in str(caught.value)
+    monkeypatch.setenv("RAGSIFT_API_KEYS_FILE", str(tmp_path / "keys.json"))
+    monkeypatch.setenv("RAGSIFT_API_JWT_HS256_SECRET", secret)
+    monkeypatch.setenv("RAGSIFT_API_JWT_ISSUER", ISSUER)
+    monkeypatch.setenv("RAGSIFT_API_JWT_AUDIENCE", AUDIENCE)
+    refused = CliRunner().invoke(app, ["api"])
+    assert refused.exit_code == 2
+    assert "RAGSIFT_API_JWT_HS256_SECRET" in refused.output
+    assert JwtVerifier(_settings(tmp_path, jwt_hs256_secret="é" * 16))  # 32 bytes
+
+
 def test_jwt_needs_issuer_and_audience(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="jwt_issuer"):
         ApiSettings(jwt_hs256_secret=SECRET)
