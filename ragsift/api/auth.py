@@ -1,8 +1,8 @@
 """Who is calling the HTTP API: API keys (stored hashed) and OIDC/JWT bearer tokens.
 
-A credential resolves to a :class:`Principal`: the tenants it may act for and
-its scopes. The tenant of a request always comes from the credential, never
-from the body alone (see docs/security.md).
+A credential resolves to a :class:`~ragsift.api.principal.Principal`: the
+tenants it may act for and its scopes. The tenant of a request always comes from
+the credential, never from the body alone (see docs/security.md).
 
 API keys look like ``rsk_<key id>_<secret>``. The keys file keeps the key id,
 the sha256 of the whole key, its tenants and scopes, and never the key itself:
@@ -23,12 +23,13 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jwt
 
 from ragsift.api.keys_file import FileVersion, file_version, read_keys, resolve_keys_file
-from ragsift.errors import ConfigurationError, RagsiftError, shown_value
+from ragsift.api.principal import ANONYMOUS, SCOPES, AuthError, Principal, Scope
+from ragsift.errors import ConfigurationError, shown_value
 from ragsift.schemas.base import TENANT_PATTERN, is_tenant_id
 from ragsift.settings import DEFAULT_DATA_DIR, ApiSettings
 
@@ -45,9 +46,6 @@ __all__ = [
     "Scope",
 ]
 
-Scope = Literal["query", "read", "admin"]
-#: query: POST /v1/query; read: GET /v1/queries/{id}; admin: both (and what comes later)
-SCOPES: tuple[Scope, ...] = ("query", "read", "admin")
 KEY_PREFIX = "rsk"
 _KEY_ID_BYTES = 6  # 12 hex characters: enough to tell keys apart in a listing
 _SECRET_BYTES = 32  # 256 bits: guessing is out of reach, so sha256 storage is enough
@@ -57,63 +55,6 @@ _ASYMMETRIC = ["RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256"]
 #: RFC 7518 §3.2: an HS256 key must be at least as long as the hash output, 256 bits
 HS256_MIN_SECRET_BYTES = 32
 _log = logging.getLogger(__name__)
-
-
-class AuthError(RagsiftError):
-    """A request without a valid credential (401), without the right (403), or that
-    cannot be checked now (503: the keys file is unreadable, so every key is refused).
-
-    Args:
-        message: what is wrong, safe to show to the caller.
-        status: 401 (who are you?), 403 (you may not) or 503 (ask again later).
-    """
-
-    stage = "auth"
-
-    def __init__(self, message: str, *, status: Literal[401, 403, 503] = 401):
-        super().__init__(message)
-        self.status = status
-
-    @property
-    def code(self) -> str:
-        """The ``error`` field of the JSON answer."""
-        return {401: "unauthorized", 403: "forbidden"}.get(self.status, "auth_unavailable")
-
-
-@dataclass(frozen=True)
-class Principal:
-    """An authenticated caller: its tenants (``None``: any, dev mode only) and scopes."""
-
-    subject: str
-    tenants: frozenset[str] | None
-    scopes: frozenset[str]
-
-    def require(self, scope: Scope) -> None:
-        """Raise a 403 unless the caller holds ``scope`` (``admin`` holds them all)."""
-        if scope not in self.scopes and "admin" not in self.scopes:
-            raise AuthError(f"this credential lacks the {scope!r} scope", status=403)
-
-    def tenant_for(self, asked: str | None) -> str:
-        """The tenant a request acts for: the credential's, checked against the body's."""
-        if self.tenants is None:
-            # no credential to take it from (--insecure-no-auth): the body must say
-            return asked or ""
-        if asked is None:
-            if len(self.tenants) == 1:
-                return next(iter(self.tenants))
-            raise AuthError(
-                "this credential covers several tenants: say which in tenant_id", status=403
-            )
-        if asked not in self.tenants:
-            raise AuthError(
-                f"this credential may not act for tenant {shown_value(asked)}", status=403
-            )
-        return asked
-
-
-ANONYMOUS = Principal(
-    subject="anonymous (--insecure-no-auth)", tenants=None, scopes=frozenset(SCOPES)
-)
 
 
 @dataclass(frozen=True)
