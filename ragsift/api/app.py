@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +45,7 @@ from ragsift.api.query_input import (
     http_error_response,
     read_query,
     reused_query_id,
+    stored_answer,
 )
 from ragsift.api.store import RecentEvents, SharedResults, StoreKey
 from ragsift.errors import shown_value
@@ -278,19 +278,7 @@ class QueryApi(KafkaLink):
             return error_response(
                 504, "timeout", "the result was evicted; retry", query_id=query_id
             )
-        # the stored bytes are the models' own JSON: a QueryAnswer without re-encoding them
-        body = b"".join(
-            (
-                b'{"query_id":',
-                json.dumps(query_id).encode(),
-                b',"result":',
-                result,
-                b',"report":',
-                report or b"null",
-                b"}",
-            )
-        )
-        return web.Response(body=body, content_type="application/json")
+        return stored_answer(query_id, result, report)
 
     async def post_feedback(self, request: web.Request) -> web.Response:
         """POST /v1/feedback: a label on a result, for the calibration worker (X2)."""

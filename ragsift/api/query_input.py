@@ -32,6 +32,7 @@ __all__ = [
     "read_body",
     "read_query",
     "reused_query_id",
+    "stored_answer",
 ]
 
 WWW_AUTHENTICATE = 'Bearer realm="ragsift"'
@@ -164,3 +165,20 @@ def reused_query_id(stored: bytes | None, query: str, query_id: str) -> web.Resp
         " a query id names one question; send this one under a new id"
     )
     return error_response(409, "query_id_reused", detail, query_id=query_id)
+
+
+def stored_answer(query_id: str, result: bytes, report: bytes | None) -> web.Response:
+    """The 200 ``QueryAnswer`` for a result and report kept as their models' own JSON,
+    joined as they are: no decoding and re-encoding them per request."""
+    body = b"".join(
+        (
+            b'{"query_id":',
+            json.dumps(query_id).encode(),
+            b',"result":',
+            result,
+            b',"report":',
+            report or b"null",
+            b"}",
+        )
+    )
+    return web.Response(body=body, content_type="application/json")
