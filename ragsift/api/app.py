@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +66,7 @@ __all__ = [
 ]
 
 _PRINCIPAL = web.RequestKey("principal", Principal)
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -348,6 +350,11 @@ class QueryApi(KafkaLink):
             if exc.status < 400:
                 raise  # a redirect is an answer, not an error
             response = http_error_response(exc)
+        except Exception:
+            # Last resort: a bug is still a counted JSON error, not aiohttp's bare 500
+            # with a traceback (a malformed JWKS key's TypeError was one).
+            _log.exception("%s %s: an unexpected error", request.method, name)
+            response = error_response(500, "internal_error", "an unexpected error, logged")
         self.requests.labels(name, str(response.status)).inc()
         return response
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import jwt
 
+from ragsift.api.jwt_keys import ASYMMETRIC, KeyMismatch, VerificationKey, keys_for, load_jwks
 from ragsift.api.keys_file import FileVersion, file_version, read_keys, resolve_keys_file
 from ragsift.api.principal import ANONYMOUS, SCOPES, AuthError, Principal, Scope
 from ragsift.errors import ConfigurationError, shown_value
@@ -51,7 +52,6 @@ _KEY_ID_BYTES = 6  # 12 hex characters: enough to tell keys apart in a listing
 _SECRET_BYTES = 32  # 256 bits: guessing is out of reach, so sha256 storage is enough
 #: clock skew tolerated on exp/nbf/iat between the issuer and this host
 JWT_LEEWAY_S = 30
-_ASYMMETRIC = ["RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256"]
 #: RFC 7518 §3.2: an HS256 key must be at least as long as the hash output, 256 bits
 HS256_MIN_SECRET_BYTES = 32
 _log = logging.getLogger(__name__)
@@ -211,27 +211,28 @@ class JwtVerifier:
                 " generate one with `openssl rand -base64 48`"
             )
         self._public_key: str | None = None
-        self._jwks: jwt.PyJWKSet | None = None
+        self._jwks: list[VerificationKey] = []
         try:
             if settings.jwt_public_key_file is not None:
                 self._public_key = settings.jwt_public_key_file.read_text()
             if settings.jwt_jwks_file is not None:
-                self._jwks = jwt.PyJWKSet.from_json(settings.jwt_jwks_file.read_text())
-        except (OSError, jwt.PyJWTError) as exc:
+                self._jwks = load_jwks(settings.jwt_jwks_file.read_text())
+        except (OSError, UnicodeDecodeError) as exc:
             raise ConfigurationError(f"cannot load the JWT verification key: {exc}") from exc
 
     def _key_for(self, token: str) -> tuple[Any, list[str]]:
         header = jwt.get_unverified_header(token)
         alg = header.get("alg")
+        if not isinstance(alg, str):
+            raise AuthError(f"the token's alg must be a string, got {shown_value(alg)}")
         if alg == "HS256" and self._hs_secret is not None:
             return self._hs_secret, ["HS256"]
-        if alg in _ASYMMETRIC and self._jwks is not None:
-            kid = header.get("kid")
-            for jwk in self._jwks.keys:
-                if kid is None or jwk.key_id == kid:
-                    return jwk.key, [alg]
-            raise AuthError(f"no key with kid {shown_value(kid)} in the JWKS")
-        if alg in _ASYMMETRIC and self._public_key is not None:
+        if alg in ASYMMETRIC and self._jwks:
+            try:  # only a key of the token's kind: another made PyJWT raise TypeError
+                return keys_for(self._jwks, alg, header.get("kid"))[0].key, [alg]
+            except KeyMismatch as exc:
+                raise AuthError(str(exc)) from exc
+        if alg in ASYMMETRIC and self._public_key is not None:
             return self._public_key, [alg]
         # never let the token pick "none" or an algorithm we hold no key for
         raise AuthError(f"token algorithm {shown_value(alg)} is not accepted here")
@@ -299,6 +300,17 @@ class Authenticator:
 
     def authenticate(self, authorization: str | None, api_key: str | None) -> Principal:
         """The caller, or AuthError(401) for a missing, unknown or invalid credential."""
+        try:
+            return self._authenticate(authorization, api_key)
+        except AuthError:
+            raise
+        except Exception as exc:
+            # Last resort: a credential no check expected (a library's TypeError) is
+            # refused and counted like any other, never a 500 with a traceback.
+            _log.exception("an unexpected error checking a credential; refused with 401")
+            raise AuthError("the credential could not be checked") from exc
+
+    def _authenticate(self, authorization: str | None, api_key: str | None) -> Principal:
         if self.insecure:
             return ANONYMOUS
         # An empty header is no credential (a client template that left it blank): it
