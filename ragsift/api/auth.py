@@ -220,36 +220,49 @@ class JwtVerifier:
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigurationError(f"cannot load the JWT verification key: {exc}") from exc
 
-    def _key_for(self, token: str) -> tuple[Any, list[str]]:
+    def _keys_for(self, token: str) -> tuple[list[Any], str]:
+        """The keys that may have signed ``token``, and its algorithm."""
         header = jwt.get_unverified_header(token)
         alg = header.get("alg")
         if not isinstance(alg, str):
             raise AuthError(f"the token's alg must be a string, got {shown_value(alg)}")
         if alg == "HS256" and self._hs_secret is not None:
-            return self._hs_secret, ["HS256"]
+            return [self._hs_secret], alg
         if alg in ASYMMETRIC and self._jwks:
-            try:  # only a key of the token's kind: another made PyJWT raise TypeError
-                return keys_for(self._jwks, alg, header.get("kid"))[0].key, [alg]
+            try:  # only keys of the token's kind: another made PyJWT raise TypeError
+                return [k.key for k in keys_for(self._jwks, alg, header.get("kid"))], alg
             except KeyMismatch as exc:
                 raise AuthError(str(exc)) from exc
         if alg in ASYMMETRIC and self._public_key is not None:
-            return self._public_key, [alg]
+            return [self._public_key], alg
         # never let the token pick "none" or an algorithm we hold no key for
         raise AuthError(f"token algorithm {shown_value(alg)} is not accepted here")
+
+    def _decode(self, token: str, keys: list[Any], alg: str) -> dict[str, Any]:
+        """The claims of ``token``, signed by one of ``keys`` (tried in turn: a token
+        without a kid may have been signed by any key of its algorithm)."""
+        for key in keys[:-1]:
+            try:
+                return self._decode_with(token, key, alg)
+            except jwt.InvalidSignatureError:
+                continue  # not this key's signature; a claim error is the token's
+        return self._decode_with(token, keys[-1], alg)
+
+    def _decode_with(self, token: str, key: Any, alg: str) -> dict[str, Any]:
+        return jwt.decode(
+            token,
+            key,
+            algorithms=[alg],
+            audience=self.settings.jwt_audience,
+            issuer=self.settings.jwt_issuer,
+            leeway=JWT_LEEWAY_S,
+            options={"require": ["exp", "iss", "aud", "sub"]},
+        )
 
     def verify(self, token: str) -> Principal:
         """The principal for a valid token; AuthError (401) otherwise."""
         try:
-            key, algorithms = self._key_for(token)
-            claims = jwt.decode(
-                token,
-                key,
-                algorithms=algorithms,
-                audience=self.settings.jwt_audience,
-                issuer=self.settings.jwt_issuer,
-                leeway=JWT_LEEWAY_S,
-                options={"require": ["exp", "iss", "aud", "sub"]},
-            )
+            claims = self._decode(token, *self._keys_for(token))
         except jwt.PyJWTError as exc:
             raise AuthError(f"invalid token: {exc}") from exc
         # A string is one tenant, spaces and all ("acme corp" is not acme and corp):

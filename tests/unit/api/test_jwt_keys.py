@@ -183,3 +183,26 @@ async def test_malformed_keys_and_errors_are_counted_json_answers(
         assert (await response.json())["error"] == "internal_error"
         assert counted("500") == 1
     assert api.sent == []
+
+
+def test_a_token_without_kid_is_tried_against_every_key_of_its_algorithm(tmp_path: Path) -> None:
+    # Only the JWKS's first key was tried: a token from the issuer's second key (during
+    # a rotation, when both are published) was a 401 "Signature verification failed".
+    old, new = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    other_rsa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    keys = (_jwk(RSA_KEY), _jwk(old), _jwk(other_rsa, alg="RS256"), _jwk(new, kid="new"))
+    verifier = JwtVerifier(_settings(tmp_path, jwt_jwks_file=_jwks(tmp_path, *keys)))
+    signers = ((old, "ES256"), (new, "ES256"), (RSA_KEY, "RS384"), (other_rsa, "RS256"))
+    for private, alg in signers:
+        assert verifier.verify(_token(private, alg)).tenants == frozenset({"alpha"})
+    with pytest.raises(AuthError, match="Signature verification failed"):
+        verifier.verify(_token(other_rsa, "RS384"))  # its JWK says RS256 only
+    with pytest.raises(AuthError, match="Signature verification failed"):
+        verifier.verify(_token(ec.generate_private_key(ec.SECP256R1()), "ES256"))
+    expired = _token(new, "ES256")
+    claims = jwt.decode(expired, options={"verify_signature": False})
+    expired = jwt.encode({**claims, "exp": int(time.time()) - 3600}, new, "ES256")
+    with pytest.raises(AuthError, match="expired"):  # the claim error, not the first key's
+        verifier.verify(expired)
+    with pytest.raises(AuthError, match="Signature verification failed"):
+        verifier.verify(_token(old, "ES256", kid="new"))  # a kid still picks its own key
