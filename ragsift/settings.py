@@ -601,7 +601,9 @@ class ApiSettings(BaseSettings):
     )
     #: JWT bearer tokens (OIDC): enabled when a secret, public key or JWKS file is set.
     jwt_hs256_secret: SecretStr | None = None
-    jwt_public_key_file: SettingPath | None = Field(default=None, description="PEM, RS256/ES256.")
+    jwt_public_key_file: SettingPath | None = Field(
+        default=None, description="A PEM public key, RSA or EC (its curve's ES algorithm)."
+    )
     jwt_jwks_file: SettingPath | None = Field(default=None, description="A JWKS document (by kid).")
     jwt_issuer: str | None = None
     jwt_audience: str | None = None

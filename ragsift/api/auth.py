@@ -27,7 +27,14 @@ from typing import Any
 
 import jwt
 
-from ragsift.api.jwt_keys import ASYMMETRIC, KeyMismatch, VerificationKey, keys_for, load_jwks
+from ragsift.api.jwt_keys import (
+    ASYMMETRIC,
+    KeyMismatch,
+    VerificationKey,
+    keys_for,
+    load_jwks,
+    load_pem,
+)
 from ragsift.api.keys_file import FileVersion, file_version, read_keys, resolve_keys_file
 from ragsift.api.principal import ANONYMOUS, SCOPES, AuthError, Principal, Scope
 from ragsift.errors import ConfigurationError, shown_value
@@ -210,13 +217,13 @@ class JwtVerifier:
                 f" HS256 needs at least {HS256_MIN_SECRET_BYTES} (RFC 7518 section 3.2):"
                 " generate one with `openssl rand -base64 48`"
             )
-        self._public_key: str | None = None
-        self._jwks: list[VerificationKey] = []
+        #: the public key file's (any kid) and the JWKS's (by kid) keys, checked once here
+        self._keys: list[VerificationKey] = []
         try:
             if settings.jwt_public_key_file is not None:
-                self._public_key = settings.jwt_public_key_file.read_text()
+                self._keys.append(load_pem(settings.jwt_public_key_file.read_text()))
             if settings.jwt_jwks_file is not None:
-                self._jwks = load_jwks(settings.jwt_jwks_file.read_text())
+                self._keys += load_jwks(settings.jwt_jwks_file.read_text())
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigurationError(f"cannot load the JWT verification key: {exc}") from exc
 
@@ -228,13 +235,11 @@ class JwtVerifier:
             raise AuthError(f"the token's alg must be a string, got {shown_value(alg)}")
         if alg == "HS256" and self._hs_secret is not None:
             return [self._hs_secret], alg
-        if alg in ASYMMETRIC and self._jwks:
+        if alg in ASYMMETRIC and self._keys:
             try:  # only keys of the token's kind: another made PyJWT raise TypeError
-                return [k.key for k in keys_for(self._jwks, alg, header.get("kid"))], alg
+                return [k.key for k in keys_for(self._keys, alg, header.get("kid"))], alg
             except KeyMismatch as exc:
                 raise AuthError(str(exc)) from exc
-        if alg in ASYMMETRIC and self._public_key is not None:
-            return [self._public_key], alg
         # never let the token pick "none" or an algorithm we hold no key for
         raise AuthError(f"token algorithm {shown_value(alg)} is not accepted here")
 

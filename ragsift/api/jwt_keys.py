@@ -1,9 +1,10 @@
-"""The public keys of a JWKS file a bearer JWT is verified with, each with the
-algorithms it fits, so a token is only ever checked against a key of its kind.
+"""The public keys a bearer JWT is verified with (a PEM file's, a JWKS file's), each
+with the algorithms it fits, so a token is only ever checked against a key of its kind.
 
 PyJWT given a key of another kind than the token's ``alg`` raised ``TypeError`` (a
-500); a JWKS key whose ``alg`` was no string broke the whole set at startup, and
-one whose ``kid`` was no string was matched by no token's. Here every key is
+500) or an error naming a generator object; a JWKS key whose ``alg`` was no string
+broke the whole set at startup, and one whose ``kid`` was no string was matched by
+no token's. Here every key is
 read and checked once, at startup: a malformed one is left out with a warning that
 says why, and the others still verify.
 """
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import jwt
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from ragsift.errors import ConfigurationError, shown_value
@@ -26,6 +29,7 @@ __all__ = [
     "VerificationKey",
     "keys_for",
     "load_jwks",
+    "load_pem",
 ]
 
 _log = logging.getLogger(__name__)
@@ -52,13 +56,15 @@ class VerificationKey:
         key: the public key.
         algorithms: the token algorithms it may verify (its ``alg`` only, when its
             JWK names one).
-        kid: its JWK's key id (None: the JWK has none).
+        kid: its JWK's key id (None: the JWK has none, or the key is the PEM file's).
+        any_kid: True for the PEM file's key, which a token's ``kid`` does not select.
         source: where it came from and what it is, for messages.
     """
 
     key: PublicKey
     algorithms: frozenset[str]
     kid: str | None
+    any_kid: bool
     source: str
 
 
@@ -72,6 +78,28 @@ def _kind(key: object) -> tuple[PublicKey, str, frozenset[str]]:
             raise ValueError(f"its EC curve {key.curve.name} fits none of ES256, ES384, ES512")
         return key, f"EC {key.curve.name}", frozenset({alg})
     raise ValueError(f"a {type(key).__name__} verifies none of {', '.join(sorted(ASYMMETRIC))}")
+
+
+def load_pem(text: str) -> VerificationKey:
+    """The key of ``RAGSIFT_API_JWT_PUBLIC_KEY_FILE``, which verifies the algorithms of
+    its kind (ConfigurationError: no PEM public key, or one of another kind)."""
+    try:
+        public, kind, algorithms = _kind(_pem_public_key(text.encode()))
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+        raise ConfigurationError(
+            f"the JWT public key file holds no usable PEM public key (RSA or EC): {exc}"
+        ) from exc
+    return VerificationKey(public, algorithms, None, True, f"the public key file's {kind} key")
+
+
+def _pem_public_key(data: bytes) -> object:
+    """The public key of a PEM public key, or of a private key (PyJWT took an EC one)."""
+    try:
+        return serialization.load_pem_public_key(data)
+    except ValueError:
+        private = serialization.load_pem_private_key(data, password=None)
+    _log.warning("the JWT public key file holds a private key: mount its public key alone")
+    return private.public_key()
 
 
 def load_jwks(text: str) -> list[VerificationKey]:
@@ -124,7 +152,7 @@ def _jwk(entry: Any, number: int) -> VerificationKey:
         if alg not in algorithms:
             raise ValueError(f"{name}: alg {shown_value(alg)} is not one of {sorted(algorithms)}")
         algorithms = frozenset({alg})
-    return VerificationKey(public, algorithms, kid, f"JWKS {name}, {kind}")
+    return VerificationKey(public, algorithms, kid, False, f"JWKS {name}, {kind}")
 
 
 def keys_for(keys: list[VerificationKey], alg: str, kid: str | None) -> list[VerificationKey]:
@@ -134,7 +162,7 @@ def keys_for(keys: list[VerificationKey], alg: str, kid: str | None) -> list[Ver
     Raises:
         KeyMismatch: no such key, with the reason (safe to show: keys are public).
     """
-    named = [k for k in keys if kid is None or k.kid == kid]
+    named = [k for k in keys if k.any_kid or kid is None or k.kid == kid]
     if not named:
         raise KeyMismatch(f"no key with kid {shown_value(kid)} in the JWKS")
     fitting = [k for k in named if alg in k.algorithms]

@@ -13,7 +13,8 @@ from typing import Any
 import jwt
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from ragsift.api import create_web_app
 from ragsift.api.auth import Authenticator, AuthError, JwtVerifier
@@ -206,3 +207,79 @@ def test_a_token_without_kid_is_tried_against_every_key_of_its_algorithm(tmp_pat
         verifier.verify(expired)
     with pytest.raises(AuthError, match="Signature verification failed"):
         verifier.verify(_token(old, "ES256", kid="new"))  # a kid still picks its own key
+
+
+def _pem(private: Any) -> bytes:
+    return private.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+@pytest.mark.parametrize(
+    ("configured", "signer", "alg", "says"),
+    [
+        (
+            RSA_KEY,
+            EC_KEY,
+            "ES256",
+            "the public key file's RSA key takes PS256, RS256, RS384, RS512",
+        ),
+        (EC_KEY, RSA_KEY, "RS256", "the public key file's EC secp256r1 key takes ES256"),
+        (EC_KEY, ec.generate_private_key(ec.SECP384R1()), "ES384", "key takes ES256"),
+    ],
+)
+def test_a_token_whose_alg_does_not_fit_the_pem_key_says_so(
+    tmp_path: Path, configured: Any, signer: Any, alg: str, says: str
+) -> None:
+    # PyJWT's message was "Expected one of <generator object ...>, got: RSAPublicKey".
+    (tmp_path / "key.pem").write_bytes(_pem(configured))
+    verifier = JwtVerifier(_settings(tmp_path, jwt_public_key_file=tmp_path / "key.pem"))
+    with pytest.raises(AuthError) as caught:
+        verifier.verify(_token(signer, alg))
+    assert caught.value.status == 401
+    assert "generator" not in str(caught.value)
+    assert says in str(caught.value)
+    own = "RS256" if isinstance(configured, rsa.RSAPrivateKey) else "ES256"
+    assert verifier.verify(_token(configured, own, kid="any kid")).subject == "jwt:svc"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"not a pem",
+        b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n",
+        "encrypted",
+        "ed25519",
+    ],
+)
+def test_a_public_key_file_that_verifies_nothing_is_refused_at_startup(
+    tmp_path: Path, text: Any
+) -> None:
+    # It was read as text and handed to PyJWT per request: a TypeError or ValueError there.
+    if text == "encrypted":
+        text = EC_KEY.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"passphrase"),
+        )
+    elif text == "ed25519":
+        text = _pem(ed25519.Ed25519PrivateKey.generate())
+    (tmp_path / "key.pem").write_bytes(text)
+    with pytest.raises(ConfigurationError, match="no usable PEM public key"):
+        JwtVerifier(_settings(tmp_path, jwt_public_key_file=tmp_path / "key.pem"))
+
+
+@pytest.mark.parametrize(("private", "alg"), [(EC_KEY, "ES256"), (RSA_KEY, "RS256")])
+def test_a_private_key_in_the_public_key_file_verifies_with_its_public_half(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, private: Any, alg: str
+) -> None:
+    # PyJWT verified with an EC private key, and raised AttributeError on an RSA one.
+    pem = private.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    (tmp_path / "key.pem").write_bytes(pem)
+    verifier = JwtVerifier(_settings(tmp_path, jwt_public_key_file=tmp_path / "key.pem"))
+    assert "holds a private key" in caplog.text
+    assert verifier.verify(_token(private, alg)).subject == "jwt:svc"
