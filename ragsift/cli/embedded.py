@@ -180,7 +180,8 @@ def ingest(
             help="Then remove the tenant's other documents of this collection: those not"
             " under the folder PATH now (files deleted or renamed since they were ingested)."
             " A file or JSONL line passed over this time (unreadable, empty) keeps what was"
-            " indexed of it; a folder that cannot be read stops the prune (nothing removed).",
+            " indexed of it; a folder or JSONL file that cannot be read stops the prune"
+            " (nothing removed).",
         ),
     ] = False,
     data_dir: DataDir = None,

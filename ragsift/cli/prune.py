@@ -28,19 +28,27 @@ def refuse_prune_of_file(path: Path, tenant: str, collection: str) -> None:
 
 def prune_blocked(path: Path, skipped: Iterable[tuple[Path, str]]) -> bool:
     """Whether ``--prune`` must remove nothing: a folder under ``path`` could not be
-    listed, so the documents indexed from it cannot be told from removed ones (it once
-    removed them all). Says so."""
-    from ragsift.ingest.folders import UNREADABLE_FOLDER
+    listed, or a JSONL file under it could not be read, so the documents indexed from
+    them cannot be told from removed ones (it once removed them all: a JSONL line's
+    document is named by the id inside it). Says so."""
+    from ragsift.ingest.folders import CANNOT_READ, UNREADABLE_FOLDER
 
+    skipped = list(skipped)
     unread = [str(folder) for folder, why in skipped if why == UNREADABLE_FOLDER]
-    if unread:
-        shown = ", ".join(unread[:PRUNED_SHOWN])
-        print_warning(
-            f"--prune removed nothing: {len(unread)} folder(s) under {path} could not be"
-            f" read ({shown}), and the documents indexed from them cannot be told from"
-            " removed ones"
-        )
-    return bool(unread)
+    lines = [
+        str(file)
+        for file, why in skipped
+        if file.suffix.lower() == ".jsonl" and why.startswith(CANNOT_READ)
+    ]
+    for count, what, names in ((len(unread), "folder", unread), (len(lines), "JSONL file", lines)):
+        if count:
+            shown = ", ".join(names[:PRUNED_SHOWN])
+            print_warning(
+                f"--prune removed nothing: {count} {what}(s) under {path} could not be"
+                f" read ({shown}), and the documents indexed from them cannot be told from"
+                " removed ones"
+            )
+    return bool(unread or lines)
 
 
 def kept_ids(read: Iterable[str], path: Path, skipped: Iterable[tuple[Path, str]]) -> set[str]:

@@ -209,7 +209,7 @@ def submit(
             " documents of --collection that the documents topic holds and the folder SOURCE"
             " no longer does (files deleted or renamed since they were published). A file"
             " passed over this time (unreadable, empty) or rejected keeps its document; a"
-            " folder that cannot be read stops the prune (no tombstones).",
+            " folder or JSONL file that cannot be read stops the prune (no tombstones).",
         ),
     ] = False,
 ) -> None:

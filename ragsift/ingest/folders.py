@@ -13,6 +13,7 @@ from pathlib import Path
 
 __all__ = [
     "BROKEN_LINK",
+    "CANNOT_READ",
     "DATA_DIR",
     "HIDDEN",
     "LINKED_FOLDER",
@@ -42,6 +43,8 @@ NOT_A_FILE = "not a regular file"
 #: Why a folder is passed over: it cannot be listed. ``--prune`` then removes nothing,
 #: since its documents cannot be told from removed ones.
 UNREADABLE_FOLDER = "folder that cannot be read"
+#: How the reason for a file that could not be opened or read starts (:func:`cannot_read`).
+CANNOT_READ = "cannot be read"
 
 
 #: The reasons above said of several files, for the skipped line.
@@ -58,7 +61,7 @@ PLURALS = {
 
 def cannot_read(exc: OSError) -> str:
     """Why a file that could not be opened or read is passed over."""
-    return f"cannot be read ({exc.strerror or type(exc).__name__})"
+    return f"{CANNOT_READ} ({exc.strerror or type(exc).__name__})"
 
 
 def link_reason(file: Path, root: Path) -> str:

@@ -171,3 +171,32 @@ def test_a_file_that_cannot_be_read_is_named_not_a_traceback(cli: Invoke, tmp_pa
     assert "1 cannot be read (Input/output error)" in out.output
     assert "error: nothing to index" in out.output
     assert "Traceback" not in out.output
+
+
+def test_an_unreadable_jsonl_file_keeps_its_documents_under_prune(
+    cli: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its lines' documents are named by the ids the lines give, which cannot be known
+    # without reading it: --prune removed them all, as if the file had been deleted.
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "hours.md").write_text("The office opens at 9am.\n")
+    rows = [{"id": "gym", "text": "The gym is on floor 3."}, {"text": "Parking is out back."}]
+    (docs / "faq.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    (docs / "gone.md").write_text("This one leaves the folder.\n")
+    _ingest(cli, docs, "acme")
+    (docs / "gone.md").unlink()
+    opened = Path.open
+
+    def locked(self: Path, *args: object, **kwargs: object) -> object:
+        if self == docs / "faq.jsonl":  # as without read permission (root has it anyway)
+            raise PermissionError(13, "Permission denied", str(self))
+        return opened(self, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(Path, "open", locked)
+    done = cli(["ingest", str(docs), "-t", "acme", "--data-dir", "data", "--no-probe", "--prune"])
+    assert done.exit_code == 0, done.output
+    assert "cannot be read (Permission denied)" in done.output
+    assert "--prune removed nothing: 1 JSONL file(s) under" in done.output
+    assert "pruned" not in done.stdout
+    assert set(_documents(tmp_path / "data", "acme")) == {"hours.md", "gym", "faq-2", "gone.md"}
