@@ -29,6 +29,7 @@ from ragsift.ingest.folders import (
     link_reason,
 )
 from ragsift.ingest.html_text import HTML_SUFFIXES, REDIRECT, decode_html, html_text
+from ragsift.ingest.jsonl_lines import BadLines, json_line, jsonl_rows
 from ragsift.ingest.odt_text import ODT_SUFFIX, odt_text
 from ragsift.ingest.pdf_text import PDF_SUFFIX, pdf_text
 from ragsift.ingest.plain_text import plain_text
@@ -61,8 +62,6 @@ SUPPORTED_SUFFIXES = (
 EMPTY_LINE = "empty line"
 _SOURCE_TYPES = {"government", "regulatory", "market_data", "third_party", "internal", "unknown"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]+")
-#: A \uD800-\uDFFF escape: only a line holding one can decode to a lone surrogate.
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 MAX_DOC_ID_CHARS = 128  # the event contract's limit on doc ids
 # Hex digits of SHA-256 appended to an id that had to be rewritten: 48 bits, so two
 # different titles of one corpus sharing a slug collide with odds ~n^2 / 2^49.
@@ -277,76 +276,55 @@ def _title(text: str) -> str | None:
     return None
 
 
-def jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    """Each non-blank line of a JSON Lines file, parsed, with its 1-based line number.
-
-    Raises:
-        InvalidEventError: a line is not JSON (:func:`json_line`), or the file is
-            not UTF-8 text: named by file and line.
-    """
-    try:
-        with path.open(
-            encoding="utf-8-sig"
-        ) as handle:  # a BOM, as editors on Windows write, is no text
-            for lineno, line in enumerate(handle, 1):
-                if line.strip():
-                    yield lineno, json_line(line, f"{path}:{lineno}")
-    except UnicodeDecodeError as exc:
-        raise InvalidEventError(f"{path}: not UTF-8 text ({exc.reason})") from exc
-
-
-def json_line(line: str, where: str) -> Any:
-    """One line of a JSON Lines file parsed; ``where`` (``file:line``) names it in errors.
-
-    Raises:
-        InvalidEventError: not JSON, nested too deep for the parser, an integer past
-            Python's digit limit, or a string with a lone surrogate escape (``\\ud800``:
-            JSON, but no text to embed or print).
-    """
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise InvalidEventError(f"{where}: not JSON ({exc.msg})") from exc
-    except RecursionError as exc:
-        raise InvalidEventError(f"{where}: not JSON (nested too deep)") from exc
-    except ValueError as exc:  # an int past Python's digit limit
-        raise InvalidEventError(f"{where}: not JSON ({exc})") from exc
-    if _SURROGATE_ESCAPE.search(line) and (surrogate := lone_surrogate(row)) is not None:
-        raise InvalidEventError(f"{where}: holds {surrogate}, a lone surrogate: not Unicode text")
-    return row
-
-
 def _jsonl(
     file: Path, base: Path, default_type: str, skipped: list[tuple[Path, str]]
 ) -> Iterator[SourceDocument]:
-    for lineno, row in jsonl_rows(file):
-        if not isinstance(row, dict) or not isinstance(row.get("text"), str):
-            raise InvalidEventError(f"{file}:{lineno}: each line needs a string 'text' field")
-        if not row["text"].strip():  # as an empty file: it would replace the document by nothing
-            skipped.append((Path(f"{file}:{lineno}"), EMPTY_LINE))
+    """The file's documents, once every line is read: any bad line refuses the file,
+    naming all of them (:class:`BadLines`)."""
+    bad = BadLines(file)
+    docs: list[SourceDocument] = []
+    for lineno, row in jsonl_rows(file, bad):
+        try:
+            doc = _jsonl_doc(row, file, base, default_type, lineno)
+        except InvalidEventError as exc:
+            bad.add(str(exc))
             continue
-        stype = row.get("source_type", default_type)
-        if not isinstance(stype, str) or stype not in _SOURCE_TYPES:
-            raise InvalidEventError(
-                f"{file}:{lineno}: source_type must be one of {sorted(_SOURCE_TYPES)},"
-                f" got {stype!r}"
-            )
-        doc = SourceDocument(
-            doc_id=_row_doc_id(row, file, base, lineno),
-            text=row["text"],
-            title=row.get("title"),
-            source=row.get("source") or f"{_shown_name(file)}:{lineno}",
-            source_type=stype,
-            metadata={
-                k: v
-                for k, v in row.items()
-                if k not in {"text", "doc_id", "id", "title", "source", "source_type"}
-            },
+        if doc is None:  # as an empty file: it would replace the document by nothing
+            skipped.append((Path(f"{file}:{lineno}"), EMPTY_LINE))
+        else:
+            docs.append(doc)
+    bad.check()
+    yield from docs
+
+
+def _jsonl_doc(
+    row: Any, file: Path, base: Path, default_type: str, lineno: int
+) -> SourceDocument | None:
+    if not isinstance(row, dict) or not isinstance(row.get("text"), str):
+        raise InvalidEventError(f"{file}:{lineno}: each line needs a string 'text' field")
+    if not row["text"].strip():
+        return None
+    stype = row.get("source_type", default_type)
+    if not isinstance(stype, str) or stype not in _SOURCE_TYPES:
+        raise InvalidEventError(
+            f"{file}:{lineno}: source_type must be one of {sorted(_SOURCE_TYPES)}, got {stype!r}"
         )
-        problem = doc.problem()
-        if problem is not None:
-            raise InvalidEventError(f"{file}:{lineno}: {problem}")
-        yield doc
+    doc = SourceDocument(
+        doc_id=_row_doc_id(row, file, base, lineno),
+        text=row["text"],
+        title=row.get("title"),
+        source=row.get("source") or f"{_shown_name(file)}:{lineno}",
+        source_type=stype,
+        metadata={
+            k: v
+            for k, v in row.items()
+            if k not in {"text", "doc_id", "id", "title", "source", "source_type"}
+        },
+    )
+    problem = doc.problem()
+    if problem is not None:
+        raise InvalidEventError(f"{file}:{lineno}: {problem}")
+    return doc
 
 
 def _row_doc_id(row: dict[str, Any], file: Path, base: Path, lineno: int) -> str:

@@ -203,3 +203,34 @@ def test_a_jsonl_id_that_is_no_finite_number_is_an_error(
         match=rf"rows\.jsonl:2: '{key}' must be a string or a finite number, got {shown} ",
     ):
         list(iter_documents(path))
+
+
+def test_every_bad_jsonl_line_is_named_in_one_refusal(tmp_path: Path) -> None:
+    """Each run named the first bad line only: ten bad lines took ten runs to find."""
+    rows = [
+        '{"id": "ok", "text": "fine"}',
+        "not json at all",
+        '{"id": "no-text"}',
+        '{"id": "a", "text": "hi", "source_type": "gossip"}',
+        '{"id": "ok2", "text": "fine too"}',
+    ]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    with pytest.raises(InvalidEventError) as caught:
+        list(iter_documents(tmp_path))
+    message = str(caught.value)
+    assert message.startswith(f"{path}: 3 bad lines, fix them all: ")
+    for lineno, what in [(2, "not JSON"), (3, "'text'"), (4, "source_type")]:
+        assert f"rows.jsonl:{lineno}: " in message
+        assert what in message
+    assert "rows.jsonl:1:" not in message
+    assert "rows.jsonl:5:" not in message
+
+
+def test_a_refusal_names_the_first_ten_bad_lines_and_counts_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join("{oops\n" for _ in range(25)), encoding="utf-8")
+    with pytest.raises(InvalidEventError, match=r"25 bad lines.*; and 15 more$") as caught:
+        list(iter_documents(path))
+    assert "rows.jsonl:10: not JSON" in str(caught.value)
+    assert "rows.jsonl:11:" not in str(caught.value)
