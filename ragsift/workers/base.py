@@ -15,7 +15,12 @@ from typing import Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-__all__ = ["Emit", "Handler", "Outcome"]
+__all__ = ["MAX_DEADLINE_S", "Emit", "Handler", "Outcome"]
+
+#: A handler call's deadline grown with its events (``deadline_for``) never goes past
+#: this, well within the 1,000 s a consumer may go between polls (the plain runtime's
+#: and Faust's).
+MAX_DEADLINE_S = 600.0
 
 In = TypeVar("In", bound=BaseModel)
 In_contra = TypeVar("In_contra", bound=BaseModel, contravariant=True)

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from ragsift.ingest.indexer import Indexer
 from ragsift.schemas import DocumentEvent
 from ragsift.workers.audit import Backoff
-from ragsift.workers.base import Outcome
+from ragsift.workers.base import MAX_DEADLINE_S, Outcome
 from ragsift.workers.held import STORE_BACKOFF, Hold, Holds, until_available
 
 if TYPE_CHECKING:
@@ -27,10 +27,8 @@ log = logging.getLogger(__name__)
 #: cores, and a busy machine a quarter of that. The deadline allows this rate, so it
 #: cuts off an indexer that is stuck, not one with a long document.
 SLOWEST_CHARS_PER_S = 2_000
-#: A call's deadline never goes past this, well within the 1,000 s a consumer may go
-#: between polls (the plain runtime's and Faust's): 1,000,000 characters (the most a
-#: document event holds) get 500 s more than the flat deadline.
-MAX_DEADLINE_S = 600.0
+# A call's deadline never goes past MAX_DEADLINE_S (600 s): 1,000,000 characters (the
+# most a document event holds) get 500 s more than the flat deadline.
 
 
 class IndexerHandler(Holds):

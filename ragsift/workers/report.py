@@ -5,11 +5,16 @@ output. Results of a batch are built concurrently (an LLM call each), at most
 ``max_concurrency`` at a time. A result whose build raises a ragsift error
 (an LLM that rejects the request or answers garbage) becomes that event's
 outcome, and the runtime dead-letters it; the batch's other results go on.
+
+A call's deadline grows with its batch (``deadline_for``): a batch of 48 takes six
+rounds of LLM calls, each up to ``llm_deadline_s``, which a flat 30 s cut off; the
+batch was then rebuilt one report at a time, nearly twice the LLM calls.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Sequence
 
 from pydantic import BaseModel
@@ -17,8 +22,8 @@ from pydantic import BaseModel
 from ragsift.errors import RagsiftError
 from ragsift.observability.metrics import Metrics
 from ragsift.report.builder import ReportBuilder
-from ragsift.schemas import RetrievalResult
-from ragsift.workers.base import Emit, Outcome
+from ragsift.schemas import EvidenceEvent, Report, RetrievalResult
+from ragsift.workers.base import MAX_DEADLINE_S, Emit, Outcome
 
 __all__ = ["DEFAULT_MAX_CONCURRENCY", "ReportHandler"]
 
@@ -50,6 +55,7 @@ class ReportHandler:
             raise ValueError(f"max_concurrency must be > 0, got {max_concurrency}")
         self.builder = builder
         self.metrics = metrics
+        self.max_concurrency = max_concurrency
         self._slots = asyncio.Semaphore(max_concurrency)
 
     @property
@@ -57,9 +63,29 @@ class ReportHandler:
         """Retrieval results in."""
         return RetrievalResult
 
+    def deadline_for(self, events: Sequence[RetrievalResult], default: float) -> float:
+        """The deadline of one call on ``events``: ``default`` (the runtime's, 30 s) for
+        the first round of ``max_concurrency`` reports, and ``llm_deadline_s`` for each
+        further round, at most :data:`MAX_DEADLINE_S` (or ``default`` where longer).
+
+        ``default`` exceeds one LLM call's deadline (the settings insist), so its slack
+        over it is the margin; extractive reports make no LLM calls and get ``default``.
+        """
+        if self.builder.llm is None or not events:
+            return default
+        rounds = math.ceil(len(events) / self.max_concurrency)
+        grown = default + (rounds - 1) * self.builder.settings.llm_deadline_s
+        return min(grown, max(default, MAX_DEADLINE_S))
+
     async def handle_batch(self, events: Sequence[RetrievalResult]) -> list[Outcome]:
         """One outcome per result: the report keyed by query id, then its evidence."""
-        return list(await asyncio.gather(*(self._one(result) for result in events)))
+        outcomes = list(await asyncio.gather(*(self._one(result) for result in events)))
+        # Counted once the whole batch is built: a call cut off by its deadline is
+        # built again event by event, and its finished reports were never emitted.
+        for result, outcome in zip(events, outcomes, strict=True):
+            if not isinstance(outcome, Exception):
+                self._count(result, outcome)
+        return outcomes
 
     async def _one(self, result: RetrievalResult) -> Outcome:
         async with self._slots:
@@ -68,18 +94,25 @@ class ReportHandler:
             except RagsiftError as exc:
                 exc.query_id = exc.query_id or result.query_id
                 return exc
-        if self.metrics is not None:
-            kind = (
-                "bypass"
-                if report.generated_by == "bypass"
-                else ("refusal" if report.is_refusal else "answer")
-            )
-            self.metrics.reports.labels(result.collection, kind).inc()
-            for ev in evidence:
-                self.metrics.evidence.labels(ev.type.value).inc()
         emits = [Emit("reports", result.query_id, report)]
         emits.extend(Emit("audit", result.query_id, ev) for ev in evidence)
         return emits
+
+    def _count(self, result: RetrievalResult, emits: list[Emit]) -> None:
+        """Count the report and evidence ``emits`` carries (reports by kind, evidence by type)."""
+        if self.metrics is None:
+            return
+        for emit in emits:
+            if isinstance(emit.event, Report):
+                report = emit.event
+                kind = (
+                    "bypass"
+                    if report.generated_by == "bypass"
+                    else ("refusal" if report.is_refusal else "answer")
+                )
+                self.metrics.reports.labels(result.collection, kind).inc()
+            elif isinstance(emit.event, EvidenceEvent):
+                self.metrics.evidence.labels(emit.event.type.value).inc()
 
     async def close(self) -> None:
         """Close the builder's LLM client, if it has one."""
