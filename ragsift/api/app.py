@@ -5,7 +5,9 @@ reports) topics itself, with every partition assigned to it (no consumer
 group: each API replica sees every result; :mod:`ragsift.api.kafka_link`),
 matching them to waiting requests by (tenant, query id). A request that gets
 no result within its timeout gets a 504 with the query id, which
-``GET /v1/queries/{id}`` can poll later, on any replica: results and reports
+``GET /v1/queries/{id}`` can poll later (a query the retrieval worker dead-letters
+gets a 422, one whose report is dead-lettered its result and a ``report_error``;
+:mod:`ragsift.api.waiters`), on any replica: results and reports
 are also kept in Redis with a TTL (:class:`~ragsift.api.store.SharedResults`).
 With a console hub the API also reads the decisions and audit topics and
 serves the web console at ``/console`` (:mod:`ragsift.api.console`).
@@ -22,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -49,6 +51,7 @@ from ragsift.api.query_input import (
     stored_answer,
 )
 from ragsift.api.store import RecentEvents, SharedResults, StoreKey
+from ragsift.api.waiters import Pending, Waiters
 from ragsift.errors import shown_value
 from ragsift.observability.metrics import Metrics
 from ragsift.schemas import DeadLetter, QueryEvent, Report, RetrievalResult
@@ -67,16 +70,6 @@ __all__ = [
 
 _PRINCIPAL = web.RequestKey("principal", Principal)
 _log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Pending:
-    """A POST waiting for its answer: the bytes it sent tell its dead letters from others'."""
-
-    sent: bytes
-    want_report: bool
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    letter: DeadLetter | None = None
 
 
 class QueryApi(KafkaLink):
@@ -107,7 +100,7 @@ class QueryApi(KafkaLink):
         self.settings = settings or ApiSettings()
         self.limits = limits or LimitSettings()
         self.metrics = metrics or Metrics()
-        self._pending: dict[tuple[str, str], list[_Pending]] = {}
+        self.waiters = Waiters()
         self._query_codec = EventCodec(QueryEvent)
         self._writer: asyncio.Task[None] | None = None
         r = self.metrics.registry
@@ -182,45 +175,25 @@ class QueryApi(KafkaLink):
         """Keep a result for its (tenant, query id) and wake that tenant's waiters only."""
         key = (result.tenant_id, result.query_id)
         self._keep(("result", *key), result.model_dump_json().encode())
-        self._wake(key)
+        self.waiters.wake(key)
 
     def accept_report(self, report: Report) -> None:
         """Keep a report for its (tenant, query id)."""
         key = (report.tenant_id, report.query_id)
         self._keep(("report", *key), report.model_dump_json().encode())
-        self._wake(key)
+        self.waiters.wake(key)
 
     def accept_dead_letter(self, letter: DeadLetter) -> None:
-        """A rejected query answers only the request that sent those exact bytes."""
-        if not letter.query_id or letter.worker != "retrieval":
-            return
-        original = letter.original
-        for (_, query_id), waiters in self._pending.items():
-            if query_id != letter.query_id:
-                continue
-            for pending in waiters:
-                if pending.sent == original:
-                    pending.letter = letter
-                    pending.wake.set()
+        """A rejected query answers only the request that sent those exact bytes; a
+        failed report, the requests of its tenant and query id that want one."""
+        self.waiters.dead_letter(letter)
 
-    def _wake(self, key: tuple[str, str]) -> None:
-        for pending in self._pending.get(key, []):
-            pending.wake.set()
-
-    def _answered(self, key: tuple[str, str], want_report: bool) -> bool:
+    def _answered(self, key: tuple[str, str], pending: Pending) -> bool:
         if ("result", *key) not in self.store:
             return False
-        return not want_report or ("report", *key) in self.store
-
-    async def _wait_for(self, key: tuple[str, str], pending: _Pending, timeout_s: float) -> bool:
-        try:
-            async with asyncio.timeout(timeout_s):
-                while pending.letter is None and not self._answered(key, pending.want_report):
-                    pending.wake.clear()
-                    await pending.wake.wait()
-        except TimeoutError:
-            return False
-        return True
+        if not pending.want_report or pending.report_letter is not None:
+            return True
+        return ("report", *key) in self.store
 
     # -- handlers ---------------------------------------------------------------------
 
@@ -240,29 +213,23 @@ class QueryApi(KafkaLink):
         reused = reused_query_id(self.store.get(("result", *key)), event.query, event.query_id)
         if reused is not None:
             return reused
-        pending = _Pending(sent=self._query_codec.encode(event), want_report=req.want_report)
-        # registered before sending: a fast dead letter must find its request
-        self._pending.setdefault(key, []).append(pending)
-        try:
+        sent = self._query_codec.encode(event)
+        with self.waiters.waiting(key, sent, req.want_report) as pending:
             try:
-                await self._publish(event, pending.sent, req.timeout_s)
+                await self._publish(event, sent, req.timeout_s)
             except KafkaError as exc:
                 return error_response(503, "kafka_unavailable", str(exc), query_id=event.query_id)
-            if not await self._wait_for(key, pending, req.timeout_s):
+            answered = partial(self._answered, key, pending)
+            if not await self.waiters.wait(pending, answered, req.timeout_s):
                 return error_response(
                     504,
                     "timeout",
                     f"no result within {req.timeout_s} s; poll GET /v1/queries/{event.query_id}",
                     query_id=event.query_id,
                 )
-        finally:
-            waiters = self._pending.get(key, [])
-            waiters.remove(pending)
-            if not waiters:
-                self._pending.pop(key, None)
         return self._answer(key, pending)
 
-    def _answer(self, key: tuple[str, str], pending: _Pending) -> web.Response:
+    def _answer(self, key: tuple[str, str], pending: Pending) -> web.Response:
         letter = pending.letter
         query_id = key[1]
         if letter is not None and "unknown collection" in letter.error:
@@ -280,7 +247,8 @@ class QueryApi(KafkaLink):
             return error_response(
                 504, "timeout", "the result was evicted; retry", query_id=query_id
             )
-        return stored_answer(query_id, result, report)
+        failed = pending.report_letter if report is None else None
+        return stored_answer(query_id, result, report, failed)
 
     async def post_feedback(self, request: web.Request) -> web.Response:
         """POST /v1/feedback: a label on a result, for the calibration worker (X2)."""

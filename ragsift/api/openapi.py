@@ -149,14 +149,6 @@ class FeedbackAccepted(BaseModel):
     sampled: bool
 
 
-class QueryAnswer(BaseModel):
-    """The result of a query (and its report when asked for)."""
-
-    query_id: str
-    result: RetrievalResult
-    report: Report | None = None
-
-
 class ErrorBody(BaseModel):
     """Every error response: what went wrong, and where."""
 
@@ -164,6 +156,20 @@ class ErrorBody(BaseModel):
     detail: str
     query_id: str | None = None
     fields: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class QueryAnswer(BaseModel):
+    """The result of a query (and its report when asked for).
+
+    ``report_error`` is set, and ``report`` null, when a report was asked for and
+    the report worker dead-lettered it (error ``report_failed``; the LLM refused
+    the request or answered garbage): the result stands without its report.
+    """
+
+    query_id: str
+    result: RetrievalResult
+    report: Report | None = None
+    report_error: ErrorBody | None = None
 
 
 def _schema(model: type[BaseModel], components: dict[str, Any]) -> dict[str, str]:
@@ -212,7 +218,11 @@ def openapi_document(max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS)
                         "content": {"application/json": {"schema": request}},
                     },
                     "responses": {
-                        "200": _json(answer, "The result (and report, if asked for)."),
+                        "200": _json(
+                            answer,
+                            "The result, and the report if asked for (report_error says"
+                            " why it is missing when the pipeline could not build it).",
+                        ),
                         "400": _json(error, "The body is not JSON, or nests too deep."),
                         "401": _json(error, "No valid credential (see WWW-Authenticate)."),
                         "403": _json(error, "The credential lacks the scope or the tenant."),

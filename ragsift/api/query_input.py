@@ -19,7 +19,7 @@ from ragsift.api.auth import Principal
 from ragsift.api.body import BodyError, read_json_body
 from ragsift.api.openapi import EVENT_FIELDS, ErrorBody, QueryRequest
 from ragsift.errors import shown_value
-from ragsift.schemas import QueryEvent
+from ragsift.schemas import DeadLetter, QueryEvent
 from ragsift.schemas.base import TENANT_PATTERN, is_tenant_id
 from ragsift.settings import ApiSettings, LimitSettings
 
@@ -167,18 +167,16 @@ def reused_query_id(stored: bytes | None, query: str, query_id: str) -> web.Resp
     return error_response(409, "query_id_reused", detail, query_id=query_id)
 
 
-def stored_answer(query_id: str, result: bytes, report: bytes | None) -> web.Response:
+def stored_answer(
+    query_id: str, result: bytes, report: bytes | None, failed: DeadLetter | None = None
+) -> web.Response:
     """The 200 ``QueryAnswer`` for a result and report kept as their models' own JSON,
-    joined as they are: no decoding and re-encoding them per request."""
-    body = b"".join(
-        (
-            b'{"query_id":',
-            json.dumps(query_id).encode(),
-            b',"result":',
-            result,
-            b',"report":',
-            report or b"null",
-            b"}",
-        )
-    )
-    return web.Response(body=body, content_type="application/json")
+    joined as they are: no decoding and re-encoding them per request. ``failed``: the
+    report's dead letter, given as ``report_error`` beside ``"report": null``."""
+    parts = [b'{"query_id":', json.dumps(query_id).encode(), b',"result":', result]
+    parts += [b',"report":', report or b"null"]
+    if failed is not None:  # the report was dead-lettered: the result, and why not it
+        detail = f"the pipeline could not build the report at {failed.stage}: {failed.error}"
+        error = ErrorBody(error="report_failed", detail=detail, query_id=query_id)
+        parts += [b',"report_error":', error.model_dump_json().encode()]
+    return web.Response(body=b"".join([*parts, b"}"]), content_type="application/json")

@@ -1,0 +1,96 @@
+"""The ``POST /v1/query`` requests waiting for their answers, and the dead letters that end them.
+
+A waiter is woken by every event for its (tenant, query id); the API decides
+whether it is answered (:meth:`Waiters.wait`). A dead letter ends a wait in two
+cases: the retrieval worker's, when it holds the exact bytes the request sent
+(query ids are the callers' own, so another request's letter must not answer
+this one), and the report worker's, by tenant and query id, for a request that
+asked for a report: the result still comes, the report never will, and the
+caller waited out its whole timeout for a 504.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from ragsift.schemas import DeadLetter
+
+__all__ = ["Pending", "Waiters"]
+
+#: (tenant, query id)
+Key = tuple[str, str]
+
+
+@dataclass
+class Pending:
+    """A request waiting: the bytes it sent, whether it wants a report, what failed it."""
+
+    sent: bytes
+    want_report: bool
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    #: the retrieval worker rejected the query: the request's answer
+    letter: DeadLetter | None = None
+    #: the report worker could not build the report: the result is answered without it
+    report_letter: DeadLetter | None = None
+
+
+class Waiters:
+    """The waiting requests, by (tenant, query id)."""
+
+    def __init__(self) -> None:
+        self._pending: dict[Key, list[Pending]] = {}
+
+    @contextmanager
+    def waiting(self, key: Key, sent: bytes, want_report: bool) -> Iterator[Pending]:
+        """A request registered for ``key`` while the block runs (register before
+        sending: a fast dead letter must find its request)."""
+        pending = Pending(sent=sent, want_report=want_report)
+        self._pending.setdefault(key, []).append(pending)
+        try:
+            yield pending
+        finally:
+            waiters = self._pending.get(key, [])
+            waiters.remove(pending)
+            if not waiters:
+                self._pending.pop(key, None)
+
+    def wake(self, key: Key) -> None:
+        """Something arrived for ``key``: its waiters look again."""
+        for pending in self._pending.get(key, []):
+            pending.wake.set()
+
+    def dead_letter(self, letter: DeadLetter) -> None:
+        """End the waits ``letter`` answers (module docstring); other letters are ignored."""
+        if not letter.query_id:
+            return
+        if letter.worker == "report" and letter.tenant_id:
+            for pending in self._pending.get((letter.tenant_id, letter.query_id), []):
+                if pending.want_report:
+                    pending.report_letter = letter
+                    pending.wake.set()
+            return
+        if letter.worker != "retrieval":
+            return
+        original = letter.original
+        for (_, query_id), waiters in self._pending.items():
+            if query_id != letter.query_id:
+                continue
+            for pending in waiters:
+                if pending.sent == original:
+                    pending.letter = letter
+                    pending.wake.set()
+
+    @staticmethod
+    async def wait(pending: Pending, answered: Callable[[], bool], timeout_s: float) -> bool:
+        """Whether ``answered()`` (or a retrieval letter) came within ``timeout_s``."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                while pending.letter is None and not answered():
+                    pending.wake.clear()
+                    await pending.wake.wait()
+        except TimeoutError:
+            return False
+        return True
