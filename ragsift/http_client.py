@@ -7,6 +7,8 @@
   same way for every service: timeouts, no connection, 429 and 5xx raise the
   service's *unavailable* error (with ``Retry-After``), any other non-200 its
   *response* error with an excerpt of the body (:class:`ServiceErrors` names both).
+  With ``max_body_bytes`` it reads no more of a body than that: a 200 past it is the
+  *response* error, an error answer past it keeps only its start.
 - :class:`RetryPolicy`: bounded retries of the *unavailable* errors with a
   doubling pause that honours ``Retry-After`` (tenacity), all under one total
   deadline: httpx's timeout bounds each read, so a server trickling a byte at a
@@ -40,6 +42,8 @@ T = TypeVar("T")
 _HTTP_OK = 200
 _HTTP_TOO_MANY_REQUESTS = 429
 _HTTP_SERVER_ERROR = 500
+# Headers of the bytes on the wire, which a body read (and decoded) whole no longer has.
+_WIRE_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
 class Secret(Protocol):
@@ -128,6 +132,7 @@ class JsonEndpoint:
         errors: the service's words and error classes.
         client: the HTTP client (see :func:`bearer_client`); closed by :meth:`close`.
         shown_url: ``url`` as errors show it, credentials masked (default: ``url``).
+        max_body_bytes: most bytes of a body read (decoded), ``> 0``; ``None``: all.
     """
 
     def __init__(
@@ -137,10 +142,14 @@ class JsonEndpoint:
         client: httpx.AsyncClient,
         *,
         shown_url: str | None = None,
+        max_body_bytes: int | None = None,
     ) -> None:
+        if max_body_bytes is not None and max_body_bytes <= 0:
+            raise ValueError(f"max_body_bytes must be > 0, got {max_body_bytes}")
         self.url = url
         self.shown_url = shown_url or url
         self.errors = errors
+        self.max_body_bytes = max_body_bytes
         self._client = client
 
     def excerpt(self, response: httpx.Response) -> str:
@@ -151,7 +160,7 @@ class JsonEndpoint:
         """The 200 answer to ``body``, or the caller's error naming what went wrong."""
         errors = self.errors
         try:
-            response = await self._client.post(self.url, json=body)
+            response, whole = await self._send(body)
         except httpx.TimeoutException as exc:
             raise errors.unavailable(f"{errors.request} to {self.shown_url} timed out") from exc
         except httpx.TransportError as exc:
@@ -159,6 +168,13 @@ class JsonEndpoint:
                 f"{errors.service} {self.shown_url} unreachable: {exc}"
             ) from exc
         code = response.status_code
+        if code == _HTTP_OK and not whole:
+            raise errors.response_error(
+                f"{errors.service} {self.shown_url} answered more than"
+                f" {self.max_body_bytes} bytes (the most read)",
+                status_code=code,
+                body=self.excerpt(response),
+            )
         if code == _HTTP_OK:
             return response
         excerpt = self.excerpt(response)
@@ -166,6 +182,29 @@ class JsonEndpoint:
         if code == _HTTP_TOO_MANY_REQUESTS or code >= _HTTP_SERVER_ERROR:
             raise errors.unavailable(message, status_code=code, retry_after=retry_after(response))
         raise errors.response_error(message, status_code=code, body=excerpt)
+
+    async def _send(self, body: dict[str, Any]) -> tuple[httpx.Response, bool]:
+        """The answer with at most ``max_body_bytes`` of its body read, and whether that
+        is the whole body: a server that streams without end is cut off, not buffered."""
+        limit = self.max_body_bytes
+        request = self._client.build_request("POST", self.url, json=body)
+        streamed = await self._client.send(request, stream=True)
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in streamed.aiter_bytes():
+                chunks.append(chunk)
+                size += len(chunk)
+                if limit is not None and size > limit:
+                    break
+        finally:
+            await streamed.aclose()
+        headers = [(k, v) for k, v in streamed.headers.items() if k.lower() not in _WIRE_HEADERS]
+        content = b"".join(chunks)[:limit]
+        read = httpx.Response(
+            streamed.status_code, headers=headers, content=content, request=request
+        )
+        return read, limit is None or size <= limit
 
     async def close(self) -> None:
         """Close the connection pool."""

@@ -4,7 +4,8 @@ Any server speaking that protocol works (OpenAI, vLLM, Ollama, llama.cpp,
 TGI). Requests are non-streaming; 5xx, 429, timeouts and connection failures
 are retried a bounded number of times with exponential backoff (honouring
 ``Retry-After``) and then raise :class:`LlmUnavailableError`; a 4xx or a body
-that is not a chat completion raises :class:`LlmResponseError` at once.
+that is not a chat completion (or is longer than ``max_response_bytes``) raises
+:class:`LlmResponseError` at once.
 
 httpx's timeout bounds each read, so a server that trickles a byte at a time
 never trips it; each call therefore also has a total deadline, retries and
@@ -48,6 +49,10 @@ DEFAULT_MAX_RETRIES = 2  # three attempts in all: rides out a restart, not an ou
 DEFAULT_BACKOFF_S = 0.5  # first pause; doubles per attempt
 MAX_BACKOFF_S = 10.0  # cap on any pause, Retry-After included: the batch is waiting
 DEFAULT_MAX_TOKENS = 512  # reports are a few sentences; bounds cost and latency
+# Most bytes of a chat completion read: 512 tokens are a few KB of JSON (tens of KB with
+# every character \u-escaped, or a reasoning trace); more is a broken or hostile server,
+# whose body would otherwise be held in memory whole, however large.
+DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 _BODY_EXCERPT = 500
 
 
@@ -157,6 +162,8 @@ class OpenAIChatClient:
         backoff: first pause between attempts in seconds (doubles each time), ``>= 0``.
         temperature: sampling temperature; 0 keeps answers close to the sources.
         max_tokens: longest reply, ``> 0``.
+        max_response_bytes: most bytes of a response body read, ``> 0``; a longer
+            completion raises :class:`LlmResponseError`.
         transport: an httpx transport (tests, proxies).
 
     Credentials in ``base_url`` (``https://user:password@host``) are sent as HTTP
@@ -175,6 +182,7 @@ class OpenAIChatClient:
         backoff: float = DEFAULT_BACKOFF_S,
         temperature: float = 0.0,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         check_base_url(base_url)
@@ -187,6 +195,8 @@ class OpenAIChatClient:
             raise ValueError(f"temperature must be in [0, 2], got {temperature}")
         if max_tokens <= 0:
             raise ValueError(f"max_tokens must be > 0, got {max_tokens}")
+        if max_response_bytes <= 0:
+            raise ValueError(f"max_response_bytes must be > 0, got {max_response_bytes}")
         self.url = openai_endpoint(base_url, "chat/completions")
         self.shown_url = _without_password(self.url)
         self.model = model
@@ -196,7 +206,13 @@ class OpenAIChatClient:
         self.temperature = temperature
         self.max_tokens = max_tokens
         client = bearer_client(api_key, timeout=timeout, transport=transport)
-        self._endpoint = JsonEndpoint(self.url, _ERRORS, client, shown_url=self.shown_url)
+        self._endpoint = JsonEndpoint(
+            self.url,
+            _ERRORS,
+            client,
+            shown_url=self.shown_url,
+            max_body_bytes=max_response_bytes,
+        )
 
     def __repr__(self) -> str:
         # Never the key: reprs end up in logs.
@@ -208,7 +224,8 @@ class OpenAIChatClient:
         Raises:
             LlmDeadlineError: no reply within ``deadline`` seconds, retries included.
             LlmUnavailableError: every attempt failed with 5xx, 429, a timeout or no connection.
-            LlmResponseError: a 4xx answer or a malformed body (not retried).
+            LlmResponseError: a 4xx answer, a malformed body or one longer than
+                ``max_response_bytes`` (not retried).
         """
         if not messages:
             raise ValueError("messages must not be empty")

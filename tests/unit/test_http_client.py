@@ -4,7 +4,9 @@ embeddings and rerankers (issue 18, item 4)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import gzip
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -91,6 +93,57 @@ async def test_the_error_body_is_cut_to_the_excerpt() -> None:
         caught.value.message == f"things service http://x.test/v1/things answered 400: {'y' * 12}"
     )
     await endpoint.close()
+
+
+THINGS = ServiceErrors(
+    "things request", "things service", EmbedderUnavailableError, EmbedderResponseError, 12
+)
+
+
+class Endless(httpx.AsyncByteStream):
+    """A body that never ends: 64 KiB chunks, counted as they are read."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while True:
+            self.sent += 1
+            yield b'{"data": "' + b"x" * 65_536
+
+
+async def test_a_body_past_max_body_bytes_is_the_response_error_and_not_read_on() -> None:
+    body = Endless()
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, stream=body))
+    client = bearer_client(None, timeout=1.0, transport=transport)
+    endpoint = JsonEndpoint("http://x.test/v1/things", THINGS, client, max_body_bytes=200_000)
+    with pytest.raises(EmbedderResponseError, match="answered more than 200000 bytes") as caught:
+        await endpoint.post({})
+    assert caught.value.status_code == 200
+    assert caught.value.body == '{"data": "xx'
+    assert body.sent == 4  # 256 KiB read of an endless body
+    await endpoint.close()
+
+
+async def test_a_body_within_max_body_bytes_reads_as_sent_even_compressed() -> None:
+    payload = json.dumps({"data": ["été"] * 1_000}).encode()
+    headers = {"content-encoding": "gzip", "content-type": "application/json; charset=utf-8"}
+    reply = httpx.Response(200, content=gzip.compress(payload), headers=headers)
+    client = bearer_client(None, timeout=1.0, transport=httpx.MockTransport(lambda _: reply))
+    endpoint = JsonEndpoint("http://x.test/v1/things", THINGS, client, max_body_bytes=len(payload))
+    response = await endpoint.post({})
+    assert response.json() == json.loads(payload)
+    await endpoint.close()
+
+
+async def test_an_error_body_past_max_body_bytes_keeps_its_status_and_start() -> None:
+    client = bearer_client(None, timeout=1.0, transport=_answering(503, "busy" * 10_000))
+    endpoint = JsonEndpoint("http://x.test/v1/things", THINGS, client, max_body_bytes=100)
+    with pytest.raises(EmbedderUnavailableError, match="answered 503: busybusybusy"):
+        await endpoint.post({})
+    await endpoint.close()
+    with pytest.raises(ValueError, match="max_body_bytes must be > 0, got 0"):
+        JsonEndpoint("http://x.test", THINGS, client, max_body_bytes=0)
 
 
 @pytest.mark.parametrize(

@@ -178,6 +178,25 @@ async def test_malformed_body_is_a_clear_error(
     assert len(server.requests) == 1  # not retried
 
 
+async def test_a_completion_past_max_response_bytes_is_a_clear_error(server: StubServer) -> None:
+    # Before, any body was read whole into memory: a broken or hostile server's too.
+    server.script = [ok("refund " * 1_000_000)]  # 7 MB of answer, past the default 4 MiB
+    client = OpenAIChatClient(server.url, "m", max_retries=2, backoff=0.01)
+    with pytest.raises(LlmResponseError, match="answered more than 4194304 bytes") as info:
+        await client.complete(MESSAGES)
+    await client.close()
+    assert (info.value.stage, info.value.status_code) == ("generate", 200)
+    assert len(server.requests) == 1  # not retried
+    server.script = [ok("Orbit thermostats can be returned within 30 days [1].")]
+    small = OpenAIChatClient(server.url, "m", max_response_bytes=100)
+    with pytest.raises(LlmResponseError, match="answered more than 100 bytes"):
+        await small.complete(MESSAGES)
+    await small.close()
+    roomy = OpenAIChatClient(server.url, "m", max_response_bytes=1_000)
+    assert (await roomy.complete(MESSAGES)).text.startswith("Orbit")
+    await roomy.close()
+
+
 async def test_4xx_is_not_retried(server: StubServer) -> None:
     server.script = [status(401, json.dumps({"error": "bad key"}))]
     client = OpenAIChatClient(server.url, "m", max_retries=2, backoff=0.01)
@@ -211,6 +230,7 @@ async def test_unreachable_is_unavailable() -> None:
         ({"model": ""}, "model must be non-empty"),
         ({"timeout": 0}, "timeout must be > 0, got 0"),
         ({"max_retries": -1}, "max_retries must be >= 0, got -1"),
+        ({"max_response_bytes": 0}, "max_response_bytes must be > 0, got 0"),
     ],
 )
 def test_arguments_are_checked(kwargs: dict[str, Any], message: str) -> None:
