@@ -257,7 +257,9 @@ class OpenAIChatClient:
             content = choice["message"]["content"]
             if not isinstance(content, str):
                 raise TypeError(f"message content is {type(content).__name__}, not a string")
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
+        # RecursionError: JSON nested past the parser's stack ("[" * 100_000) is as
+        # malformed as any other; it escaped the handler and failed the whole batch.
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError) as exc:
             raise LlmResponseError(
                 f"malformed chat completion from {self.shown_url}: {type(exc).__name__}: {exc}",
                 status_code=response.status_code,

@@ -158,6 +158,20 @@ async def test_persistent_5xx_raises_unavailable_after_bounded_retries(
         (lambda: web.Response(status=200, text="not json"), "malformed chat completion"),
         (lambda: web.json_response({"choices": []}), "malformed chat completion.*IndexError"),
         (lambda: web.json_response({"object": "error"}), "malformed chat completion.*KeyError"),
+        # Nested past the JSON parser's stack: it was a RecursionError out of the handler.
+        (
+            lambda: web.Response(text="[" * 100_000 + "]" * 100_000),
+            "malformed chat completion.*RecursionError",
+        ),
+        (
+            lambda: web.Response(
+                text='{"choices": [{"message": {"content": '
+                + "[" * 100_000
+                + "]" * 100_000
+                + "}}]}"
+            ),
+            "malformed chat completion.*RecursionError",
+        ),
         (
             lambda: web.json_response({"choices": [{"message": {"content": None}}]}),
             "content is NoneType",
