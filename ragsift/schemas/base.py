@@ -34,10 +34,13 @@ __all__ = [
     "MAX_VECTOR_DIM",
     "TENANT_PATTERN",
     "CollectionName",
+    "Count",
     "CountOrNone",
     "EventId",
     "EventModel",
+    "Flag",
     "Number",
+    "Reading",
     "TenantId",
     "Vector",
     "derive_id",
@@ -169,6 +172,12 @@ def _no_bool_or_text(value: Any) -> Any:
     return value
 
 
+def _only_true_or_false(value: Any) -> Any:
+    if not isinstance(value, bool) and isinstance(value, str | bytes | int | float):
+        raise ValueError(f"must be true or false, not {type(value).__name__}")
+    return value
+
+
 TenantId = Annotated[str, AfterValidator(_check_tenant)]
 EventId = Annotated[str, AfterValidator(_check_id)]
 CollectionName = Annotated[str, AfterValidator(_check_collection)]
@@ -179,11 +188,21 @@ CollectionName = Annotated[str, AfterValidator(_check_collection)]
 #: refused as "a finite number", where a threshold of NaN was told it should be at
 #: most 1 and a feedback signal of NaN was kept.
 Number = Annotated[float, Strict(), AllowInfNan(False)]
+#: A JSON number, not a bool or a string, that may read as infinite or NaN (``1e999``,
+#: Python's ``NaN``): a result's signals, raw scores and timings. Results come from a
+#: topic, so their readers already take a non-finite one as missing
+#: (``reported_signal_matrix``) rather than refuse the result.
+Reading = Annotated[float, Strict()]
 #: A JSON integer (``5``, or ``5.0`` as JSON Schema's "integer" allows) or null, never a
 #: bool or a string: lax mode read ``"k": true`` as k = 1. (The validator wraps the
 #: union: on ``int`` inside it, pydantic wrote a field's bounds into the JSON Schema as
 #: ``ge``/``le`` instead of ``minimum``/``maximum``.)
 CountOrNone = Annotated[int | None, BeforeValidator(_no_bool_or_text)]
+#: The same, where the contract asks for an integer that is always given.
+Count = Annotated[int, BeforeValidator(_no_bool_or_text)]
+#: JSON's ``true`` or ``false``, never ``"true"``, ``"no"``, ``1`` or ``0`` (lax mode read
+#: them all as flags, which the JSON Schemas refuse).
+Flag = Annotated[bool, BeforeValidator(_only_true_or_false)]
 #: Components are checked in one pass over the list (finite, within bounds), whose
 #: message names the first bad index.
 Vector = Annotated[list[Annotated[float, Strict()]], AfterValidator(_check_vector)]

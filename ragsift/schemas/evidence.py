@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragsift.schemas.base import TenantId, derive_query_id, utcnow
+from ragsift.schemas.base import Number, TenantId, derive_query_id, utcnow
 
 __all__ = ["EVIDENCE_DATASCHEMA", "EvidenceData", "EvidenceEvent", "EvidenceType"]
 
@@ -48,8 +48,8 @@ class EvidenceData(BaseModel):
     query_id: str
     tenant_id: TenantId
     summary: str
-    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
-    threshold: float | None = None
+    confidence: Number | None = Field(default=None, ge=0.0, le=1.0)
+    threshold: Number | None = None
     status: str | None = None
     level: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)

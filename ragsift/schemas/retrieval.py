@@ -7,7 +7,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragsift.schemas.base import EventId, EventModel, TenantId, utcnow
+from ragsift.schemas.base import (
+    Count,
+    CountOrNone,
+    EventId,
+    EventModel,
+    Flag,
+    Number,
+    Reading,
+    TenantId,
+    utcnow,
+)
 from ragsift.schemas.query import SearchMode, Selection
 
 __all__ = [
@@ -63,9 +73,9 @@ class RetrievedChunk(_Part):
     chunk_id: str
     doc_id: str
     text: str
-    rank: int = Field(ge=1)
-    score: float = Field(description="Normalized score in [0, 1] the filters compared.")
-    raw_scores: dict[str, float] = Field(
+    rank: Count = Field(ge=1)
+    score: Number = Field(description="Normalized score in [0, 1] the filters compared.")
+    raw_scores: dict[str, Reading] = Field(
         default_factory=dict, description="Raw per-channel scores: dense, bm25, rrf, rerank."
     )
     source_type: str = "unknown"
@@ -80,9 +90,9 @@ class DroppedHit(_Part):
 
     chunk_id: str
     rule: str = Field(description="Which rule dropped it, e.g. below_threshold.")
-    value: float = Field(description="The hit's normalized score.")
-    threshold: float | None = Field(default=None, description="Score bar (threshold rules).")
-    limit: int | None = Field(default=None, description="Count limit (cap rules).")
+    value: Number = Field(description="The hit's normalized score.")
+    threshold: Number | None = Field(default=None, description="Score bar (threshold rules).")
+    limit: CountOrNone = Field(default=None, description="Count limit (cap rules).")
 
 
 class Advice(_Part):
@@ -97,7 +107,7 @@ class ConfidenceBreakdown(_Part):
 
     scorer: str
     calibration_version: str | None = None
-    signals: dict[str, float] = Field(default_factory=dict)
+    signals: dict[str, Reading] = Field(default_factory=dict)
 
 
 class Contradiction(_Part):
@@ -131,8 +141,8 @@ class CorrectiveInfo(_Part):
     won: Literal["first", "expand", "wider", "keyword"] = Field(
         description="The path whose hits and confidence the result carries."
     )
-    first_confidence: float = Field(ge=0.0, le=1.0)
-    retry_confidence: float | None = Field(
+    first_confidence: Number = Field(ge=0.0, le=1.0)
+    retry_confidence: Number | None = Field(
         default=None, ge=0.0, le=1.0, description="None when the retry failed."
     )
     reason: str = Field(description="Why the winner won, e.g. retry_not_answerable.")
@@ -144,8 +154,8 @@ class CorrectiveInfo(_Part):
 class CacheInfo(_Part):
     """Whether the result came from the cache, and for how long it is kept."""
 
-    hit: bool = False
-    ttl_seconds: int | None = None
+    hit: Flag = False
+    ttl_seconds: CountOrNone = None
     backend: str | None = None
 
 
@@ -155,7 +165,7 @@ class ErrorInfo(_Part):
     stage: str
     error_type: str
     message: str
-    attempts: int = 1
+    attempts: Count = 1
 
 
 class RetrievalResult(EventModel):
@@ -174,34 +184,34 @@ class RetrievalResult(EventModel):
     outcome: Outcome = "ok"
     status: Status
     level: Level
-    confidence: float = Field(ge=0.0, le=1.0)
-    answerable: bool = Field(description="D1: enough relevant documents to answer from.")
+    confidence: Number = Field(ge=0.0, le=1.0)
+    answerable: Flag = Field(description="D1: enough relevant documents to answer from.")
     answerability_reason: str | None = Field(
         default=None, description="answerable, too_few_documents or low_confidence."
     )
-    should_flag_for_review: bool = False
+    should_flag_for_review: Flag = False
     review_action: str | None = Field(default=None, description="B3 action for the level.")
     advisory_flag: AdvisoryFlag
-    advisory_only: bool = Field(description="C3: confidence under the advisory threshold.")
+    advisory_only: Flag = Field(description="C3: confidence under the advisory threshold.")
     disclaimer: str | None = None
     recommendations: list[Advice] = Field(default_factory=list)
     breakdown: ConfidenceBreakdown
     hits: list[RetrievedChunk] = Field(default_factory=list)
     dropped: list[DroppedHit] = Field(default_factory=list)
-    filtered_count: int = Field(ge=0)
-    total_found: int = Field(ge=0)
-    match_count: int = Field(ge=0, description="Hits kept (A5).")
-    threshold: float = Field(description="Score bar applied to hits (relaxed if relaxed).")
-    relaxed: bool = Field(default=False, description="A2: threshold relaxed to reach min results.")
+    filtered_count: Count = Field(ge=0)
+    total_found: Count = Field(ge=0)
+    match_count: Count = Field(ge=0, description="Hits kept (A5).")
+    threshold: Number = Field(description="Score bar applied to hits (relaxed if relaxed).")
+    relaxed: Flag = Field(default=False, description="A2: threshold relaxed to reach min results.")
     mode: SearchMode = "hybrid"
     selection: Selection = "threshold"
     stop_reason: StopReason
-    chunks_retrieved: int = Field(ge=0)
+    chunks_retrieved: Count = Field(ge=0)
     embedder_id: str
     cache: CacheInfo = Field(default_factory=CacheInfo)
-    timings_ms: dict[str, float] = Field(default_factory=dict)
+    timings_ms: dict[str, Reading] = Field(default_factory=dict)
     error: ErrorInfo | None = None
-    calibration_shift: bool = Field(
+    calibration_shift: Flag = Field(
         default=False,
         description=(
             "The tenant's recent top-hit scores drifted from the calibration's reference"
