@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragsift.schemas.base import (
+    CollectionName,
     Count,
     CountOrNone,
     EventId,
@@ -18,7 +19,7 @@ from ragsift.schemas.base import (
     TenantId,
     utcnow,
 )
-from ragsift.schemas.query import SearchMode, Selection
+from ragsift.schemas.query import MAX_COLLECTIONS, SearchMode, Selection
 
 __all__ = [
     "Advice",
@@ -176,9 +177,11 @@ class RetrievalResult(EventModel):
     )
     query_id: EventId
     tenant_id: TenantId
-    collection: str
-    collections: list[str] = Field(
-        default_factory=list, description="D3: every collection searched, when several."
+    collection: CollectionName
+    collections: list[CollectionName] = Field(
+        default_factory=list,
+        max_length=MAX_COLLECTIONS + 1,
+        description="D3: every collection searched, when several: ``collection`` first.",
     )
     query: str
     outcome: Outcome = "ok"
@@ -229,6 +232,18 @@ class RetrievalResult(EventModel):
     )
     traceparent: str | None = None
     timestamp: datetime = Field(default_factory=utcnow)
+
+    @model_validator(mode="after")
+    def _collection_leads_collections(self) -> RetrievalResult:
+        """A result lists what its query searched, its collection first: the decision
+        worker's threshold is the strictest of them, so a result of ``regulated`` that
+        listed only ``default`` would be decided at ``default``'s bar."""
+        if self.collections and self.collections[0] != self.collection:
+            raise ValueError(
+                f"collections must start with collection {self.collection!r}"
+                f" (the collections searched, collection first), got {self.collections[0]!r}"
+            )
+        return self
 
     @property
     def citations(self) -> list[Citation]:
