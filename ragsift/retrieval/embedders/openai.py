@@ -100,7 +100,8 @@ class OpenAIEmbedder:
         try:
             data = sorted(response.json()["data"], key=lambda item: item["index"])
             vectors = [item["embedding"] for item in data]
-        except (ValueError, KeyError, TypeError) as exc:
+        # RecursionError: nested past the parser's stack, as malformed as any other answer
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise EmbedderResponseError(
                 f"malformed embeddings answer from {self.url}: {exc}",
                 status_code=response.status_code,

@@ -188,7 +188,8 @@ class HttpReranker:
                         " (a server answering raw scores on this protocol is not supported)"
                     )
                 scores = [logit(s) for s in scores]
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
+        # RecursionError: nested past the parser's stack, as malformed as any other answer
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError) as exc:
             raise RerankerResponseError(
                 f"malformed rerank answer from {self.shown_url}: {type(exc).__name__}: {exc}",
                 status_code=response.status_code,

@@ -30,6 +30,8 @@ class Stub:
 
     dim: int = DIM
     status: int = 200
+    #: answered as it is, in place of the embeddings, when set
+    body: bytes | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     auth: list[str | None] = field(default_factory=list)
 
@@ -61,7 +63,7 @@ def server() -> Iterator[tuple[str, Stub]]:
                     {"object": "list", "data": data[::-1], "model": body["model"]},
                     200,
                 )
-            raw = json.dumps(payload).encode()
+            raw = stub.body if stub.body is not None else json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(raw)))
@@ -128,6 +130,18 @@ async def test_non_200_answers_are_clear_errors(
     assert getattr(caught.value, "status_code", None) == status
     if status == 429:
         assert caught.value.retry_after == 2.0  # type: ignore[attr-defined]
+    await embedder.aclose()
+
+
+async def test_an_answer_nested_past_the_parser_is_a_malformed_answer(
+    server: tuple[str, Stub],
+) -> None:
+    # RecursionError escaped the client's error handling and failed the whole batch.
+    url, stub = server
+    stub.body = b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    embedder = OpenAIEmbedder(url, "m", dim=DIM)
+    with pytest.raises(EmbedderResponseError, match="malformed embeddings answer"):
+        await embedder.embed(["x"])
     await embedder.aclose()
 
 

@@ -241,6 +241,16 @@ async def test_non_json_body_is_a_clear_error(server: RerankServer) -> None:
     await reranker.close()
 
 
+async def test_an_answer_nested_past_the_parser_is_a_clear_error(server: RerankServer) -> None:
+    # RecursionError escaped the client's error handling and failed the whole batch.
+    deep = "[" * 100_000 + "]" * 100_000
+    server.script = [lambda: web.Response(status=200, text=deep, content_type="application/json")]
+    reranker = client(server)
+    with pytest.raises(RerankerResponseError, match="malformed rerank answer"):
+        await reranker.rerank(QUERY, TEXTS)
+    await reranker.close()
+
+
 async def test_total_deadline_bounds_a_slow_server(server: RerankServer) -> None:
     server.delay = 1.0
     reranker = client(server, timeout=5.0, deadline=0.2, max_retries=5)
