@@ -221,7 +221,14 @@ class EventModel(BaseModel):
     #: see ragsift serve evil. Checked by :class:`~ragsift.streams.codec.EventCodec`.
     UNREPEATED_KEYS: ClassVar[tuple[str, ...]] = ()
 
-    schema_version: str = Field(default="1", description="Contract version of this event.")
+    # The pattern is for the published schemas (ECMA 262 lookahead: "1" or "1.<anything>",
+    # not "1\n", which a "$" lets through in Python's re); the validator below is what
+    # ragsift applies. A producer checking against the schema passed "2", refused here.
+    schema_version: str = Field(
+        default="1",
+        description="Contract version of this event: 1 or 1.x.",
+        json_schema_extra={"pattern": "^1(?![^.])"},
+    )
 
     @field_validator("schema_version")
     @classmethod

@@ -328,6 +328,13 @@ _LABEL = {"event_id": "e-1", "query_id": "q-1", "tenant_id": "acme", "relevant":
         (FeedbackEvent, _LABEL, "sampled", 0, False),
         (QueryEvent, _QUERY, "want_report", "true", False),
         (QueryEvent, _QUERY, "want_report", True, True),
+        # the schemas said "a string": "2" passed them and was refused here
+        (QueryEvent, _QUERY, "schema_version", "1", True),
+        (QueryEvent, _QUERY, "schema_version", "1.7", True),
+        (QueryEvent, _QUERY, "schema_version", "2", False),
+        (QueryEvent, _QUERY, "schema_version", "10", False),
+        (QueryEvent, _QUERY, "schema_version", "1\n", False),
+        (FeedbackEvent, _LABEL, "schema_version", "2.0", False),
     ],
 )
 def test_a_number_or_flag_reads_json_as_its_json_schema_does(
