@@ -42,6 +42,7 @@ __all__ = [
     "Number",
     "Reading",
     "TenantId",
+    "Timestamp",
     "Vector",
     "derive_id",
     "derive_query_id",
@@ -178,6 +179,12 @@ def _only_true_or_false(value: Any) -> Any:
     return value
 
 
+def _date_time_text(value: Any) -> Any:
+    if isinstance(value, bool | int | float):
+        raise ValueError(f"must be a date-time string (RFC 3339), not {type(value).__name__}")
+    return value
+
+
 TenantId = Annotated[str, AfterValidator(_check_tenant)]
 EventId = Annotated[str, AfterValidator(_check_id)]
 CollectionName = Annotated[str, AfterValidator(_check_collection)]
@@ -203,6 +210,9 @@ Count = Annotated[int, BeforeValidator(_no_bool_or_text)]
 #: JSON's ``true`` or ``false``, never ``"true"``, ``"no"``, ``1`` or ``0`` (lax mode read
 #: them all as flags, which the JSON Schemas refuse).
 Flag = Annotated[bool, BeforeValidator(_only_true_or_false)]
+#: An RFC 3339 date-time string, as the JSON Schemas say, never a number: lax mode read
+#: ``"created_at": 0`` as 1970 (or 1e12 as the year 33658), which the schemas refuse.
+Timestamp = Annotated[datetime, BeforeValidator(_date_time_text)]
 #: Components are checked in one pass over the list (finite, within bounds), whose
 #: message names the first bad index.
 Vector = Annotated[list[Annotated[float, Strict()]], AfterValidator(_check_vector)]

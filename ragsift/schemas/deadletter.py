@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from datetime import datetime
 
 from pydantic import Field
 
-from ragsift.schemas.base import EventModel, derive_id, utcnow
+from ragsift.schemas.base import EventModel, Timestamp, derive_id, utcnow
 
 __all__ = ["DEFAULT_MAX_ORIGINAL_BYTES", "MINIMAL_ERROR_CHARS", "DeadLetter"]
 
@@ -46,7 +45,7 @@ class DeadLetter(EventModel):
         default=None,
         description="The tenant of the failed event, when it decoded: whose event it was.",
     )
-    failed_at: datetime = Field(default_factory=utcnow)
+    failed_at: Timestamp = Field(default_factory=utcnow)
     original_length: int | None = Field(
         default=None, ge=0, description="Length of the whole original value in bytes."
     )

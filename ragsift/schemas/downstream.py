@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal
 
 from pydantic import Field
 
-from ragsift.schemas.base import EventId, EventModel, TenantId, utcnow
+from ragsift.schemas.base import EventId, EventModel, TenantId, Timestamp, utcnow
 from ragsift.schemas.retrieval import Citation, Contradiction, Level, Status
 
 __all__ = ["Badge", "Decision", "Report", "ReviewItem", "ReviewQueue"]
@@ -42,7 +41,7 @@ class Report(EventModel):
     contradiction: Contradiction | None = Field(
         default=None, description="D7: the sources behind the answer disagree (the answer says so)."
     )
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: Timestamp = Field(default_factory=utcnow)
 
 
 class Decision(EventModel):
@@ -59,7 +58,7 @@ class Decision(EventModel):
     level: Level
     flags: list[str] = Field(default_factory=list)
     review_queue: ReviewQueue | None = None
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: Timestamp = Field(default_factory=utcnow)
 
 
 class ReviewItem(EventModel):
@@ -73,4 +72,4 @@ class ReviewItem(EventModel):
     level: Level
     confidence: float = Field(ge=0.0, le=1.0)
     reason: str
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: Timestamp = Field(default_factory=utcnow)

@@ -9,13 +9,12 @@ a replay produces the same id and the audit sink drops it.
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragsift.schemas.base import Number, TenantId, derive_query_id, utcnow
+from ragsift.schemas.base import Number, TenantId, Timestamp, derive_query_id, utcnow
 
 __all__ = ["EVIDENCE_DATASCHEMA", "EvidenceData", "EvidenceEvent", "EvidenceType"]
 
@@ -65,7 +64,7 @@ class EvidenceEvent(BaseModel):
     source: str = Field(min_length=1, description="URI-reference of the emitting worker.")
     type: EvidenceType
     subject: str | None = None
-    time: datetime = Field(default_factory=utcnow)
+    time: Timestamp = Field(default_factory=utcnow)
     datacontenttype: Literal["application/json"] = "application/json"
     dataschema: str = EVIDENCE_DATASCHEMA
     traceparent: str | None = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -14,6 +13,7 @@ from ragsift.schemas.base import (
     EventModel,
     Number,
     TenantId,
+    Timestamp,
     derive_query_id,
     utcnow,
 )
@@ -43,7 +43,7 @@ class DocumentEvent(EventModel):
     source: str | None = Field(default=None, max_length=2_000)
     source_type: SourceType = "unknown"
     metadata: dict[str, Any] = Field(default_factory=dict)
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: Timestamp = Field(default_factory=utcnow)
 
     @field_validator("metadata")
     @classmethod
@@ -90,7 +90,7 @@ class FeedbackEvent(EventModel):
     signals: dict[str, Number] = Field(default_factory=dict)
     embedder_id: str | None = None
     comment: str | None = Field(default=None, max_length=2_000)
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: Timestamp = Field(default_factory=utcnow)
 
     @classmethod
     def label(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
@@ -16,6 +15,7 @@ from ragsift.schemas.base import (
     EventModel,
     Number,
     TenantId,
+    Timestamp,
     Vector,
     utcnow,
 )
@@ -98,7 +98,7 @@ class QueryEvent(EventModel):
         max_length=128,
         description="W3C trace context carried to outputs; an unparsable one is ignored.",
     )
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: Timestamp = Field(default_factory=utcnow)
 
     @model_validator(mode="before")
     @classmethod

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -17,6 +16,7 @@ from ragsift.schemas.base import (
     Number,
     Reading,
     TenantId,
+    Timestamp,
     utcnow,
 )
 from ragsift.schemas.query import MAX_COLLECTIONS, SearchMode, Selection
@@ -231,7 +231,7 @@ class RetrievalResult(EventModel):
         default=None, description="B10: the corrective retry, when one ran."
     )
     traceparent: str | None = None
-    timestamp: datetime = Field(default_factory=utcnow)
+    timestamp: Timestamp = Field(default_factory=utcnow)
 
     @model_validator(mode="after")
     def _collection_leads_collections(self) -> RetrievalResult:

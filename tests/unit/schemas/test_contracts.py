@@ -335,6 +335,11 @@ _LABEL = {"event_id": "e-1", "query_id": "q-1", "tenant_id": "acme", "relevant":
         (QueryEvent, _QUERY, "schema_version", "10", False),
         (QueryEvent, _QUERY, "schema_version", "1\n", False),
         (FeedbackEvent, _LABEL, "schema_version", "2.0", False),
+        # a number read as seconds since 1970 (lax mode), where the schemas want a string
+        (QueryEvent, _QUERY, "created_at", "2026-12-03T08:00:00Z", True),
+        (QueryEvent, _QUERY, "created_at", 0, False),
+        (QueryEvent, _QUERY, "created_at", 1.7e9, False),
+        (QueryEvent, _QUERY, "created_at", True, False),
     ],
 )
 def test_a_number_or_flag_reads_json_as_its_json_schema_does(
