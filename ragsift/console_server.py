@@ -25,7 +25,7 @@ from ragsift.api.console import (
     dropped_messages_counter,
 )
 from ragsift.api.feedback_input import feedback_accepted, read_feedback
-from ragsift.api.openapi import QueryAnswer
+from ragsift.api.openapi import ErrorBody, QueryAnswer
 from ragsift.api.query_input import (
     bad_tenant_param,
     error_response,
@@ -35,7 +35,7 @@ from ragsift.api.query_input import (
 from ragsift.embedded import EmbeddedRuntime, Outcome
 from ragsift.errors import RagsiftError, shown_value
 from ragsift.gc_policy import settle as settle_gc
-from ragsift.schemas import DeadLetter
+from ragsift.schemas import DeadLetter, QueryEvent
 from ragsift.wiring import MIX_SAVE_INTERVAL_S
 from ragsift.workers.calibration import FeedbackRefused
 
@@ -138,8 +138,28 @@ class _ConsoleApi:
             )
             detail = f"the pipeline rejected the query at {outcome.stage}: {outcome.error}"
             return error_response(status, error, detail, query_id=event.query_id)
-        answer = QueryAnswer(query_id=event.query_id, result=outcome.result, report=outcome.report)
+        answer = QueryAnswer(
+            query_id=event.query_id,
+            result=outcome.result,
+            report=outcome.report,
+            report_error=None if outcome.report else self._report_error(event),
+        )
         return web.json_response(text=answer.model_dump_json())
+
+    def _report_error(self, event: QueryEvent) -> ErrorBody | None:
+        """Why the query has no report: its dead letter, as the API's ``report_error``
+        (the console answered ``"report": null`` without a word why)."""
+        for letter in self.runtime.bus.published["deadletter"]:
+            if (
+                isinstance(letter, DeadLetter)
+                and letter.worker == "report"
+                and (letter.tenant_id, letter.query_id) == (event.tenant_id, event.query_id)
+            ):
+                detail = (
+                    f"the pipeline could not build the report at {letter.stage}: {letter.error}"
+                )
+                return ErrorBody(error="report_failed", detail=detail, query_id=event.query_id)
+        return None
 
     async def post_feedback(self, request: web.Request) -> web.Response:
         """POST /v1/feedback: the API's contract, applied by the embedded feedback loop

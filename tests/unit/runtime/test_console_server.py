@@ -68,6 +68,24 @@ async def test_an_answer_comes_back_with_its_report_and_streams_live(
     events.close()
 
 
+async def test_a_report_that_could_not_be_built_says_why(
+    loopback: TestClient[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The console answered "report": null without a word, where the API says why.
+    from ragsift.report.builder import ReportBuilder
+
+    async def broken(self: ReportBuilder, result: object) -> object:
+        raise RuntimeError("the report model is gone")
+
+    monkeypatch.setattr(ReportBuilder, "build", broken)
+    status, answer = await ask(loopback, IN_SCOPE)
+    assert status == 200
+    assert answer["result"]["hits"]
+    assert answer["report"] is None
+    assert answer["report_error"]["error"] == "report_failed"
+    assert "the report model is gone" in answer["report_error"]["detail"]
+
+
 async def test_the_console_settles_the_collector_once_started(
     runtime: EmbeddedRuntime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
