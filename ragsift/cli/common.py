@@ -244,6 +244,18 @@ def keys_file(settings: Settings) -> Path:
     return path
 
 
+def _data_dir_settings(data_dir: Path | None) -> Settings:
+    """The settings on ``data_dir``, refused (one line, exit 2) when the embedded data
+    directory is a file: ``ingest`` calls it before it reads a folder (it said so only
+    after reading all of it), and :func:`_runtime` before it opens anything."""
+    settings = _settings(data_dir)
+    folder = Path(settings.data_dir)
+    if settings.qdrant.mode == "edge" and folder.exists() and not folder.is_dir():
+        # `ask` read it as "nothing indexed there", `ingest` as a missing setting's file
+        _fail(f"the data directory {settings.data_dir} is a file, not a folder: name another")
+    return settings
+
+
 def _runtime(
     data_dir: Path | None, *, existing: bool = False, answers: bool = True
 ) -> tuple[Settings, Any]:
@@ -252,11 +264,8 @@ def _runtime(
     ``answers=False``: a command that asks nothing opens no result or feedback store."""
     from ragsift.embedded import EmbeddedRuntime
 
-    settings = _settings(data_dir)
+    settings = _data_dir_settings(data_dir)
     local = settings.qdrant.mode == "edge"  # a Qdrant server holds its data elsewhere
-    if local and Path(settings.data_dir).exists() and not Path(settings.data_dir).is_dir():
-        # `ask` read it as "nothing indexed there", `ingest` as a missing setting's file
-        _fail(f"the data directory {settings.data_dir} is a file, not a folder: name another")
     if existing and local and not Path(settings.data_dir).is_dir():
         _fail(
             f"no ragsift data in {settings.data_dir}: nothing has been indexed there; run"

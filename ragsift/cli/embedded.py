@@ -19,6 +19,7 @@ from ragsift.cli.common import (
     Tenant,
     _check_names,
     _data_dir,
+    _data_dir_settings,
     _embedded,
     _fail,
     _quiet,
@@ -191,6 +192,7 @@ def ingest(
     estimate how often a question on its subjects whose answer it lacks would still be
     answered (docs/confidence.md, section 12)."""
     _check_names(tenant=tenant, collection=collection)  # before anything is written
+    _data_dir_settings(data_dir)  # before a large folder is read
     if prune:
         refuse_prune_of_file(path, tenant, collection)
     skipped: list[tuple[Path, str]] = []

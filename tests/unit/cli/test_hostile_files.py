@@ -377,6 +377,22 @@ def test_ask_and_ingest_name_a_data_dir_that_is_a_file(tmp_path: Path) -> None:
     assert data.read_text() == "not a folder"
 
 
+def test_ingest_names_a_data_dir_that_is_a_file_before_reading_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It said so only after reading the whole folder (minutes, for a large one).
+    data = tmp_path / "data"
+    data.write_text("not a folder")
+    read: list[object] = []
+    monkeypatch.setattr("ragsift.cli.embedded.read_documents", lambda *a: read.append(a) or [])
+    result = run_cli(["ingest", str(tmp_path), "-t", "t", "--no-probe", "--data-dir", str(data)])
+    assert result.exit_code == 2, result.output
+    assert error_lines(result) == [
+        f"error: the data directory {data} is a file, not a folder: name another"
+    ]
+    assert read == []
+
+
 @pytest.mark.parametrize("store", ["results.sqlite3", "feedback.sqlite"])
 def test_a_damaged_answer_store_stops_only_the_commands_that_read_it(
     tmp_path: Path, store: str
