@@ -186,7 +186,8 @@ def feedback(
     from ragsift.workers.calibration import FeedbackRefused
 
     if relevant == not_relevant:  # both read as the last one given; neither as nothing
-        print_error("say --relevant or --not-relevant: one of the two, not both")
+        said = "both given" if relevant else "neither given"
+        print_error(f"say --relevant or --not-relevant: one of the two ({said})")
         raise typer.Exit(2)
     try:  # a query id or tenant no event may carry: said before anything else
         FeedbackEvent(

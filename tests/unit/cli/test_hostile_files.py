@@ -434,3 +434,18 @@ def test_the_data_dir_parser_takes_a_default_path_as_it_is() -> None:
 
     assert _data_dir(Path(".ragsift/demo")) == Path(".ragsift/demo")
     assert _data_dir("d") == Path("d")
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [([], "neither given"), (["--relevant", "--not-relevant"], "both given")],
+)
+def test_feedback_says_which_way_its_label_flags_are_wrong(
+    tmp_path: Path, flags: list[str], said: str
+) -> None:
+    # Given neither flag, it said "one of the two, not both".
+    result = run_cli(["feedback", "demo-0", *flags, "--data-dir", str(tmp_path / "data")])
+    assert result.exit_code == 2, result.output
+    assert error_lines(result) == [
+        f"error: say --relevant or --not-relevant: one of the two ({said})"
+    ]
