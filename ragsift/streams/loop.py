@@ -63,6 +63,9 @@ MAX_HOLD_S = 30.0
 #: First pause after a batch or a fetch failed as a whole, doubled up to the maximum.
 RETRY_INITIAL_S = 0.5
 RETRY_MAX_S = 30.0
+#: How often a batch in flight at stop is checked for a handler holding it for a store.
+HELD_CHECK_S = 0.25
+FIRST = asyncio.FIRST_COMPLETED
 
 
 class Flusher(Protocol):
@@ -155,7 +158,7 @@ class BatchLoop:
                     records = await self._fetch()
                     if records:
                         async with self._lock:
-                            await self._process(records)
+                            await self._process_until_stopped_while_held(records, stop)
                     pause = RETRY_INITIAL_S
                 except asyncio.CancelledError:
                     raise
@@ -254,6 +257,42 @@ class BatchLoop:
         for router in self.routers.get(tp.topic, ()):
             await router.dead_letter(Received(None, None, tp.topic, tp.partition, first), error)
         self._done[tp] = end
+
+    async def _process_until_stopped_while_held(
+        self, records: Sequence[ConsumerRecord[bytes, bytes]], stop: asyncio.Event
+    ) -> None:
+        """:meth:`_process`, given up when ``stop`` is set while a handler holds the batch
+        for a store (``stalled``: Redis or the audit disk down, which may last for ever).
+        A batch that is not held is finished first, as always. A given-up batch is not
+        done, so not committed: the next member of the group reads it again."""
+        batch = asyncio.ensure_future(self._process(records))
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            while not batch.done():
+                waiting = {batch} if stopping.done() else {batch, stopping}
+                await asyncio.wait(waiting, timeout=HELD_CHECK_S, return_when=FIRST)
+                if stop.is_set() and not batch.done() and self._held():
+                    log.warning(
+                        "stopping with a batch of %d held for a store: not committed,"
+                        " read again by the next member of the group",
+                        len(records),
+                    )
+                    batch.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await batch
+                    return
+            batch.result()
+        finally:
+            stopping.cancel()
+            if not batch.done():  # this task itself was cancelled
+                batch.cancel()
+
+    def _held(self) -> bool:
+        return any(
+            getattr(router.handler, "stalled", False)
+            for each in self.routers.values()
+            for router in each
+        )
 
     async def _process(self, records: Sequence[ConsumerRecord[bytes, bytes]]) -> None:
         by_topic: dict[str, list[Received]] = {}

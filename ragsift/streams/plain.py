@@ -18,7 +18,10 @@ one Faust worker behind the same retrieval handler (docs/benchmarks.md):
 - the mix monitor's histograms saved every ``MIX_SAVE_INTERVAL_S`` and at stop.
 
 SIGTERM or SIGINT stops it cleanly: each loop finishes its batch, flushes and
-commits, the consumers leave the group, the mix state is saved. Exactly-once
+commits, the consumers leave the group, the mix state is saved. A batch a handler
+holds for a store that does not answer (Redis, the audit disk) is given up
+instead, uncommitted: it waited for the store, ignoring the signal, until the
+orchestrator killed the process without leaving the group. Exactly-once
 (``RAGSIFT_KAFKA_PROCESSING_GUARANTEE=exactly_once``) needs Faust's
 transactions: the plain runtime refuses it.
 

@@ -257,3 +257,47 @@ async def test_hostile_records_are_dead_lettered_alone_and_the_batch_is_done() -
     assert consumer.seeks == []  # nothing failed as a whole
     # Every record is done, the skipped one of a topic without a router included.
     assert consumer.commits == [{TP0: 4, TP1: 1, TopicPartition("other.topic.v1", 1): 8}]
+
+
+class HoldingHandler(ScriptedHandler):
+    """Holds its second batch for a store that never answers, ``stalled`` meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stalled = False
+        self.holding = asyncio.Event()
+
+    async def handle_batch(self, events: Sequence[Any]) -> list[Any]:
+        if self.calls:
+            self.stalled = True
+            self.holding.set()
+            await asyncio.Event().wait()  # the store never comes back
+        return await super().handle_batch(events)
+
+
+@pytest.mark.parametrize("held", [True, False])
+async def test_a_stop_gives_up_a_batch_held_for_a_store_and_commits_what_is_done(
+    held: bool,
+) -> None:
+    # A SIGTERM during a Redis outage was ignored until the orchestrator killed the
+    # worker: the batch waited for the store, and the group waited for the member.
+    handler = HoldingHandler()
+    consumer, flush = FakeConsumer([records(0, 0, 2), records(0, 2, 2)]), Flush()
+    router = BatchRouter(handler, RecordingSender(), metrics=Metrics(), deadline_s=1.0)
+    loop = BatchLoop(
+        consumer, {TOPIC: [router]}, flush, batch_size=8, within_s=0.01, commit_interval_s=3600
+    )
+    loop.subscribe()
+    stop = asyncio.Event()
+    task = asyncio.create_task(loop.run(stop))
+    async with asyncio.timeout(5):
+        await handler.holding.wait()
+    handler.stalled = held
+    stop.set()
+    if not held:  # a batch that is only slow is finished first, as always
+        await asyncio.sleep(0.6)
+        assert not task.done()
+        handler.stalled = True
+    await asyncio.wait_for(task, 5)
+    assert consumer.commits == [{TP0: 2}]  # the first batch; the held one is read again
+    assert (TP0, 2) in consumer.seeks
