@@ -316,7 +316,7 @@ def ask(
     task: Annotated[
         str | None,
         typer.Option(
-            help="With --selection adaptive, how much context the task needs: debugging,"
+            help="How much context the task needs (implies --selection adaptive): debugging,"
             " code_review, architecture, explanation, testing, devops, ml_engineering, general."
         ),
     ] = None,
