@@ -32,7 +32,7 @@ from ragsift.ingest.html_text import HTML_SUFFIXES, REDIRECT, decode_html, html_
 from ragsift.ingest.jsonl_lines import BadLines, json_line, jsonl_rows
 from ragsift.ingest.odt_text import ODT_SUFFIX, odt_text
 from ragsift.ingest.pdf_text import PDF_SUFFIX, pdf_text
-from ragsift.ingest.plain_text import plain_text
+from ragsift.ingest.plain_text import has_visible_text, plain_text
 from ragsift.retrieval.records import metadata_error
 from ragsift.schemas.payload import lone_surrogate
 
@@ -302,7 +302,7 @@ def _jsonl_doc(
 ) -> SourceDocument | None:
     if not isinstance(row, dict) or not isinstance(row.get("text"), str):
         raise InvalidEventError(f"{file}:{lineno}: each line needs a string 'text' field")
-    if not row["text"].strip():
+    if not has_visible_text(row["text"]):
         return None
     stype = row.get("source_type", default_type)
     if not isinstance(stype, str) or stype not in _SOURCE_TYPES:

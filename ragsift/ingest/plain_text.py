@@ -24,7 +24,14 @@ from typing import Final
 
 from ragsift.ingest.file_text import UnreadableFile
 
-__all__ = ["MAX_CONTROL_SHARE", "MAX_REPLACED_SHARE", "NOT_TEXT", "SNIFF_BYTES", "plain_text"]
+__all__ = [
+    "MAX_CONTROL_SHARE",
+    "MAX_REPLACED_SHARE",
+    "NOT_TEXT",
+    "SNIFF_BYTES",
+    "has_visible_text",
+    "plain_text",
+]
 
 #: The skipped-file reason for bytes that are no text.
 NOT_TEXT: Final = "not text"
@@ -91,3 +98,10 @@ def _checked(text: str) -> str:
             NOT_TEXT, f"{controls:,} control characters in {len(text):,} (binary data?)"
         )
     return text
+
+
+def has_visible_text(text: str) -> bool:
+    """Whether ``text`` holds anything but white space and control characters: a JSONL
+    line of ``"\\u0001\\u0002"`` was indexed as a document, where a ``.txt`` of those
+    bytes is passed over."""
+    return bool(_CONTROL.sub("", text).strip())

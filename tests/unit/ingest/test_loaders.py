@@ -234,3 +234,18 @@ def test_a_refusal_names_the_first_ten_bad_lines_and_counts_the_rest(tmp_path: P
         list(iter_documents(path))
     assert "rows.jsonl:10: not JSON" in str(caught.value)
     assert "rows.jsonl:11:" not in str(caught.value)
+
+
+def test_a_jsonl_line_of_control_characters_is_passed_over_as_empty(tmp_path: Path) -> None:
+    # Indexed as a document, where a .txt holding those bytes is passed over as not text.
+    from ragsift.ingest.loaders import EMPTY_LINE
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text(
+        '{"id": "ctl", "text": "\\u0001\\u0002\\u0003 \\u007f"}\n'
+        '{"id": "ok", "text": "caf\\u00e9 \\u0001 opens at nine"}\n',
+        encoding="utf-8",
+    )
+    skipped: list[tuple[Path, str]] = []
+    assert [d.doc_id for d in iter_documents(path, skipped=skipped)] == ["ok"]
+    assert [reason for _, reason in skipped] == [EMPTY_LINE]
