@@ -2,7 +2,7 @@
 
 ``common`` holds what every command shares (consoles, exit statuses, errors, options),
 ``render`` how results are drawn; ``embedded``, ``review``, ``evaluation``,
-``calibration``, ``calibrations``, ``streaming``, ``serve`` and ``admin`` hold the
+``calibration``, ``calibrations``, ``streaming``, ``deadletters``, ``serve`` and ``admin`` hold the
 commands. They are registered here, in the order ``ragsift --help`` lists them.
 """
 
@@ -23,6 +23,7 @@ from ragsift.cli.admin import (
 from ragsift.cli.calibration import calibrate
 from ragsift.cli.calibrations import calibrations_app
 from ragsift.cli.common import print_error
+from ragsift.cli.deadletters import deadletters_app
 from ragsift.cli.documents import documents
 from ragsift.cli.embedded import ask, demo, ingest
 from ragsift.cli.evaluation import evaluate
@@ -54,6 +55,7 @@ app.command("eval")(evaluate)
 app.command()(worker)
 app.command()(submit)
 app.command()(tail)
+app.add_typer(deadletters_app, name="deadletters")
 app.command()(api)
 app.command("console")(serve_console)
 app.add_typer(schemas_app, name="schemas")

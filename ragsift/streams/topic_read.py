@@ -55,8 +55,8 @@ async def read_to_end(
         KafkaError: the cluster cannot be reached.
     """
     consumer = clients.consumer(kafka, auto_offset_reset="earliest")
-    await consumer.start()
     try:
+        await consumer.start()  # in the try: a consumer that failed to start is closed too
         found = await consumer._client.fetch_all_metadata()
         ids = found.partitions_for_topic(topic)
         if not ids:

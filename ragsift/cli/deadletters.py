@@ -1,0 +1,318 @@
+"""``ragsift deadletters``: list the dead-letter topic's letters, and replay them.
+
+The listing reads the topic from its beginning to where it ended when the command
+started, with no consumer group (nothing committed), one line (or one JSON object) per
+letter on stdout and a count by worker and stage on stderr. ``replay`` sends each
+matching letter's original bytes, with its original key, back to the topic the worker
+read it from (:mod:`ragsift.streams.deadletters` decides which can be).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+from functools import partial
+from typing import TYPE_CHECKING, Annotated, Final
+
+import typer
+
+from ragsift.cli.common import EXIT_FAILURE, _fail, _kafka, _settings, err_console
+from ragsift.cli.terminal import visible
+
+if TYPE_CHECKING:
+    from ragsift.schemas import DeadLetter
+    from ragsift.settings import Settings
+    from ragsift.streams.deadletters import LetterFilter, Letters, ReplayPlan
+
+__all__ = ["deadletters_app", "letter_json", "letter_line", "one_line", "parse_since"]
+
+#: Characters of a letter's error a listing line keeps (a letter keeps up to 4,000).
+ERROR_CHARS: Final = 200
+#: Letters named one per line among those a replay passes over; past this many, a count.
+SKIPPED_SHOWN: Final = 20
+
+deadletters_app = typer.Typer(
+    help="List the dead letters, or replay them (`ragsift deadletters replay`). The"
+    " dead-letter topic is read from its beginning to its end as the command starts, with"
+    " no consumer group (nothing committed): one line per matching letter (failed_at,"
+    " worker, stage, topic:partition@offset, tenant/query id, error on one line, and"
+    " `truncated` when the letter holds only the original's first bytes), or with --json"
+    " one JSON object per line (without original_b64 unless --with-original); then a count"
+    " by worker and stage on stderr.",
+)
+
+Worker = Annotated[
+    str | None, typer.Option("--worker", help="Only letters of this worker (retrieval, ...).")
+]
+Stage = Annotated[
+    str | None, typer.Option("--stage", help="Only letters of this stage (decode, embed, ...).")
+]
+Topic = Annotated[
+    str | None,
+    typer.Option(
+        "--topic", help="Only letters read from this topic: its name or logical name (queries)."
+    ),
+]
+TenantFilter = Annotated[str | None, typer.Option("--tenant", help="Only this tenant's letters.")]
+Since = Annotated[
+    str | None,
+    typer.Option(
+        "--since", help="Only letters that failed at or after this ISO 8601 time (UTC if no zone)."
+    ),
+]
+Limit = Annotated[
+    int | None, typer.Option("--limit", help="At most this many matching letters (1 or more).")
+]
+
+
+def parse_since(value: str | None) -> datetime | None:
+    """``--since`` as a time (UTC when it names no zone); exit 2 naming a bad one."""
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value.strip())
+    except ValueError:
+        _fail(f"--since must be an ISO 8601 time such as 2026-12-01T09:30:00Z, got {value!r}")
+
+
+def _filter(
+    worker: str | None,
+    stage: str | None,
+    topic: str | None,
+    tenant: str | None,
+    since: str | None,
+    limit: int | None,
+) -> LetterFilter:
+    """The filters given, checked; exit 2 naming a bad one."""
+    from ragsift.streams.deadletters import LetterFilter
+
+    if limit is not None and limit < 1:
+        _fail(f"--limit must be 1 or more, got {limit}")
+    return LetterFilter(worker, stage, topic, tenant, parse_since(since))
+
+
+def one_line(text: str | None, limit: int | None = None) -> str:
+    """``text`` on one line (every run of whitespace, newlines among them, one space),
+    cut to ``limit`` characters with an ellipsis, terminal controls shown as stand-ins:
+    a letter is written by whoever could publish the event it holds."""
+    if text is None:
+        return "-"
+    flat = visible(" ".join(text.split()))
+    if limit is not None and len(flat) > limit:
+        flat = flat[: limit - 1] + "…"
+    return flat or "-"
+
+
+def letter_line(letter: DeadLetter) -> str:
+    """One listing line: when, who, where from, whose, why, and whether it was cut."""
+    at = letter.failed_at.isoformat(timespec="seconds").replace("+00:00", "Z")
+    where = f"{letter.topic}:{_int(letter.partition)}@{_int(letter.offset)}"
+    cut = "  truncated" if letter.original_truncated else ""
+    return (
+        f"{at}  {one_line(letter.worker)}  {one_line(letter.stage)}  {one_line(where)}"
+        f"  {one_line(letter.tenant_id)}/{one_line(letter.query_id)}"
+        f"  {one_line(letter.error_type)}: {one_line(letter.error, ERROR_CHARS)}{cut}"
+    )
+
+
+def _int(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def letter_json(letter: DeadLetter, *, with_original: bool = False) -> str:
+    """The letter as one JSON line (ASCII: nothing in it can steer a terminal), without
+    ``original_b64`` unless ``with_original``."""
+    data = letter.model_dump(mode="json", exclude=None if with_original else {"original_b64"})
+    return json.dumps(data)
+
+
+def _summary(letters: Sequence[DeadLetter], total: int, name: str) -> str:
+    by = Counter(f"{one_line(x.worker)}/{one_line(x.stage)}" for x in letters)
+    counts = ", ".join(f"{key} {n}" for key, n in sorted(by.items())) or "none"
+    return f"{len(letters)} dead letters of {total} on {name}; by worker/stage: {counts}"
+
+
+def _read(settings: Settings) -> tuple[str, Letters]:
+    """The dead-letter topic's name and its letters; exit 1 when it cannot be read."""
+    from ragsift.streams.deadletters import read_letters
+    from ragsift.streams.topic_read import TopicReadTimeout
+    from ragsift.streams.topics import TOPICS
+
+    name = TOPICS["deadletter"].name(settings.kafka.topic_prefix)
+    try:
+        read = _kafka(settings, read_letters(settings.kafka, name))
+    except TopicReadTimeout as exc:
+        _fail(str(exc), EXIT_FAILURE)
+    if not read.found:
+        err_console.print(f"{name} does not exist yet: nothing was dead-lettered")
+    for where in read.unreadable[:SKIPPED_SHOWN]:
+        err_console.print(f"warning: {name} {one_line(where, ERROR_CHARS)}: not a dead letter")
+    return name, read
+
+
+@deadletters_app.callback(invoke_without_command=True)
+def deadletters(
+    ctx: typer.Context,
+    worker: Worker = None,
+    stage: Stage = None,
+    topic: Topic = None,
+    tenant: TenantFilter = None,
+    since: Since = None,
+    limit: Limit = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per letter (no original_b64).")
+    ] = False,
+    with_original: Annotated[
+        bool, typer.Option("--with-original", help="With --json: keep original_b64.")
+    ] = False,
+) -> None:
+    """List the dead letters (the group's help says how)."""
+    if ctx.invoked_subcommand is not None:
+        given = [worker, stage, topic, tenant, since, limit]
+        if any(v is not None for v in given) or as_json or with_original:
+            command = ctx.invoked_subcommand
+            _fail(f"the options go after the command: ragsift deadletters {command} ...")
+        return
+    if with_original and not as_json:
+        _fail("--with-original goes with --json: the listing's lines show no bytes")
+    chosen = _filter(worker, stage, topic, tenant, since, limit)
+    settings = _settings()
+    prefix = settings.kafka.topic_prefix
+    name, read = _read(settings)
+    shown: list[DeadLetter] = []
+    for letter in read.letters:
+        if limit is not None and len(shown) >= limit:
+            break
+        if chosen.matches(letter, prefix):
+            shown.append(letter)
+            print(
+                letter_json(letter, with_original=with_original) if as_json else letter_line(letter)
+            )
+    err_console.print(_summary(shown, len(read.letters), name))
+
+
+@deadletters_app.command("replay")
+def replay(
+    worker: Worker = None,
+    stage: Stage = None,
+    topic: Topic = None,
+    tenant: TenantFilter = None,
+    since: Since = None,
+    limit: Limit = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would be replayed; send nothing.")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Replay without asking.")] = False,
+) -> None:
+    """Send each matching letter's original bytes, with its original key, to the topic
+    it was read from, which must be one a ragsift worker consumes under this prefix
+    (queries, documents, feedback, retrievals, audit); the others are named and skipped,
+    as are letters holding only the original's first bytes (`truncated`), none
+    (`empty original`: an unreadable span, a tombstone) or other bytes than it records
+    (`damaged`), and a second letter of one source record (`duplicate`). Asks first on
+    a terminal; elsewhere needs --yes (or --dry-run). Prints the counts: replayed,
+    skipped by why, filtered out.
+
+    Replay is safe to repeat: every output a worker derives from an event has an id
+    derived from the tenant and query id (or the document's content), so downstream
+    consumers and the audit sink keep one copy (ADR 004). A document letter replayed
+    after a later version of that document was published brings the older version back:
+    replay documents letters only when no later version was."""
+    if not dry_run and not yes and not sys.stdin.isatty():
+        _fail(
+            "replay asks for confirmation on a terminal and stdin is not one: pass --yes to"
+            " replay, or --dry-run to see what would be replayed"
+        )
+    chosen = _filter(worker, stage, topic, tenant, since, limit)
+    settings = _settings()
+    from ragsift.streams.deadletters import plan_replay
+
+    _, read = _read(settings)
+    plan = plan_replay(read.letters, chosen, settings.kafka.topic_prefix, limit)
+    _name_skipped(plan)
+    if dry_run:
+        for letter in plan.send:
+            print(f"would replay {_source(letter)}  {letter_line(letter)}")
+        print(_counts(plan, "would replay"))
+        return
+    if plan.send and not yes:
+        targets = ", ".join(sorted({one_line(x.topic) for x in plan.send}))
+        if not typer.confirm(f"replay {len(plan.send)} letters to {targets}?"):
+            err_console.print("nothing replayed")
+            raise typer.Exit(EXIT_FAILURE)
+    refused = _send(settings, plan)
+    print(_counts(plan, "replayed", refused))
+    if refused:
+        raise typer.Exit(EXIT_FAILURE)
+
+
+def _source(letter: DeadLetter) -> str:
+    return one_line(f"{letter.topic}:{_int(letter.partition)}@{_int(letter.offset)}")
+
+
+def _name_skipped(plan: ReplayPlan) -> None:
+    """Each letter passed over, with why, on stderr (the first ones, then a count)."""
+    named = 0
+    for reason, letters in plan.skipped.items():
+        for letter in letters:
+            if named == SKIPPED_SHOWN:
+                rest = sum(len(x) for x in plan.skipped.values()) - named
+                err_console.print(f"… and {rest} more skipped")
+                return
+            named += 1
+            err_console.print(
+                f"skipped ({reason}): {_source(letter)} dead letter"
+                f" {one_line(letter.dead_letter_id)}{_why(reason, letter)}"
+            )
+
+
+def _why(reason: str, letter: DeadLetter) -> str:
+    from ragsift.streams.deadletters import REPLAYABLE_TOPICS, NotReplayed
+
+    if reason == NotReplayed.TRUNCATED:
+        return f": the letter holds part of its {_int(letter.original_length)} bytes"
+    if reason == NotReplayed.TOPIC:
+        return f": no ragsift worker consumes it (replayable: {', '.join(REPLAYABLE_TOPICS)})"
+    if reason == NotReplayed.DUPLICATE:
+        return ": another letter of this replay sends that record"
+    return ""
+
+
+def _label(letters: Sequence[DeadLetter], index: int) -> str:
+    return _source(letters[index])
+
+
+def _counts(plan: ReplayPlan, verb: str, refused: int = 0) -> str:
+    from ragsift.streams.deadletters import NotReplayed
+
+    skipped = ", ".join(f"{why} {len(plan.skipped.get(why, []))}" for why in NotReplayed)
+    failed = f"; not written {refused}" if refused else ""
+    return (
+        f"{verb} {len(plan.send) - refused}{failed}; skipped: {skipped};"
+        f" filtered out {plan.filtered_out}"
+    )
+
+
+def _send(settings: Settings, plan: ReplayPlan) -> int:
+    """Send the plan's letters, topic by topic in source order; how many were not written
+    (each named on stderr)."""
+    from ragsift.cli.publish import report_refused, send_events
+    from ragsift.streams.deadletters import replay_key, replay_value
+
+    by_topic: dict[str, list[DeadLetter]] = {}
+    for letter in plan.send:
+        by_topic.setdefault(letter.topic, []).append(letter)
+
+    async def run() -> int:
+        refused = 0
+        for name, letters in by_topic.items():
+            events = [(replay_key(x), replay_value(x)) for x in letters]
+            lost = await send_events(settings, name, events)
+            report_refused(lost, partial(_label, letters), name)
+            refused += len(lost)
+        return refused
+
+    return _kafka(settings, run())

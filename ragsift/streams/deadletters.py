@@ -1,0 +1,217 @@
+"""The dead-letter topic read back: which letters match, and which can be replayed.
+
+``ragsift deadletters`` lists the letters and ``ragsift deadletters replay`` sends
+each one's original bytes, with its original key, back to the topic it was read
+from. What is decided here is pure (no broker): a filter over the letters, and for
+each matching letter whether it can be replayed byte for byte into one of the topics
+ragsift's own workers consume, and if not, why. Reading the topic is
+:func:`read_letters`, on :mod:`ragsift.streams.topic_read` (no consumer group).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Final
+
+from ragsift.errors import RagsiftError
+from ragsift.schemas import DeadLetter
+from ragsift.settings import KafkaSettings
+from ragsift.streams.codec import EventCodec
+from ragsift.streams.topic_read import Record, read_to_end
+from ragsift.streams.topics import TOPICS
+
+__all__ = [
+    "REPLAYABLE_TOPICS",
+    "LetterFilter",
+    "Letters",
+    "NotReplayed",
+    "ReplayPlan",
+    "plan_replay",
+    "read_letters",
+    "replay_key",
+    "replay_value",
+    "why_not_replayable",
+]
+
+#: The logical topics a ragsift handler consumes (each handler's ``source``:
+#: retrieval, indexer, feedback, report/decision/calibration, audit). A letter read from
+#: any other topic (the dead-letter topic itself, reports, decisions) has no worker to
+#: take it again; tests/unit/streams/test_deadletters.py keeps this equal to the handlers'.
+REPLAYABLE_TOPICS: Final = ("queries", "documents", "feedback", "retrievals", "audit")
+
+
+class NotReplayed(StrEnum):
+    """Why a matching letter is not replayed."""
+
+    TRUNCATED = "truncated"
+    """The letter holds the original's (or its key's) first bytes only."""
+    DAMAGED = "damaged"
+    """Its original or key is not base64, or not the length or SHA-256 it records."""
+    EMPTY = "empty original"
+    """No bytes to send: a span the Kafka client could not read, a tombstone, or an empty
+    message; a null value cannot be told from an empty one in a letter."""
+    TOPIC = "not replayable topic"
+    """Its topic is not one a ragsift worker consumes under this topic prefix."""
+    DUPLICATE = "duplicate"
+    """Another letter of this replay names the same source record (two workers refused it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LetterFilter:
+    """Which letters a listing or a replay takes; None takes every value."""
+
+    worker: str | None = None
+    stage: str | None = None
+    topic: str | None = None
+    """A full topic name (``ragsift.queries.v1``) or a logical one (``queries``)."""
+    tenant: str | None = None
+    since: datetime | None = None
+    """Letters that failed at or after this moment (aware; UTC when given without zone)."""
+
+    def matches(self, letter: DeadLetter, prefix: str) -> bool:
+        """Whether ``letter`` passes every filter given (topic names under ``prefix``)."""
+        if self.worker is not None and letter.worker != self.worker:
+            return False
+        if self.stage is not None and letter.stage != self.stage:
+            return False
+        if self.tenant is not None and letter.tenant_id != self.tenant:
+            return False
+        if self.topic is not None and letter.topic not in self._topic_names(prefix):
+            return False
+        return self.since is None or _aware(letter.failed_at) >= _aware(self.since)
+
+    def _topic_names(self, prefix: str) -> set[str]:
+        assert self.topic is not None
+        names = {self.topic}
+        if self.topic in TOPICS:
+            names.add(TOPICS[self.topic].name(prefix))
+        return names
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+@dataclass
+class Letters:
+    """The letters read from the dead-letter topic, in partition and offset order."""
+
+    letters: list[DeadLetter] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+    """``partition@offset`` of each record that is not a dead letter, with why."""
+    found: bool = True
+    """False when the dead-letter topic does not exist."""
+
+
+async def read_letters(kafka: KafkaSettings, topic: str) -> Letters:
+    """Every letter on ``topic`` from its beginning to its end when the read began.
+
+    Raises:
+        TopicReadTimeout: the topic stopped giving records before its end.
+        KafkaError: the cluster cannot be reached.
+    """
+    codec = EventCodec(DeadLetter)
+    read = Letters()
+
+    def take(record: Record) -> None:
+        try:
+            read.letters.append(codec.decode(record.value or b""))
+        except RagsiftError as exc:
+            read.unreadable.append(f"{record.partition}@{record.offset}: {exc}")
+
+    read.found = await read_to_end(kafka, topic, take)
+    return read
+
+
+@dataclass
+class ReplayPlan:
+    """What a replay sends (in source order: topic, partition, offset) and passes over."""
+
+    send: list[DeadLetter] = field(default_factory=list)
+    skipped: dict[NotReplayed, list[DeadLetter]] = field(default_factory=dict)
+    filtered_out: int = 0
+    """Letters that did not match the filters, or came after ``--limit`` matching ones."""
+
+    def skip(self, reason: NotReplayed, letter: DeadLetter) -> None:
+        """Pass ``letter`` over for ``reason``."""
+        self.skipped.setdefault(reason, []).append(letter)
+
+
+def plan_replay(
+    letters: Iterable[DeadLetter], chosen: LetterFilter, prefix: str, limit: int | None = None
+) -> ReplayPlan:
+    """Which of ``letters`` a replay sends to their source topics under ``prefix``, and
+    why each other matching one is passed over; at most ``limit`` matching letters."""
+    plan = ReplayPlan()
+    replayable = {TOPICS[logical].name(prefix) for logical in REPLAYABLE_TOPICS}
+    seen: set[tuple[str, int | None, int | None] | str] = set()
+    matched = 0
+    for letter in letters:
+        if not chosen.matches(letter, prefix) or (limit is not None and matched >= limit):
+            plan.filtered_out += 1
+            continue
+        matched += 1
+        reason = why_not_replayable(letter, replayable)
+        source = (
+            (letter.topic, letter.partition, letter.offset)
+            if letter.offset is not None
+            else letter.dead_letter_id
+        )
+        if reason is None and source in seen:
+            reason = NotReplayed.DUPLICATE
+        if reason is not None:
+            plan.skip(reason, letter)
+            continue
+        seen.add(source)
+        plan.send.append(letter)
+    plan.send.sort(key=lambda x: (x.topic, x.partition or 0, x.offset or 0))
+    return plan
+
+
+def why_not_replayable(letter: DeadLetter, replayable: set[str]) -> NotReplayed | None:
+    """Why ``letter`` cannot be sent back byte for byte to a topic of ``replayable``
+    (full names), or None when it can."""
+    if letter.topic not in replayable:
+        return NotReplayed.TOPIC
+    if letter.original_truncated:
+        return NotReplayed.TRUNCATED
+    try:
+        original = replay_value(letter)
+        replay_key(letter)
+    except binascii.Error:
+        return NotReplayed.DAMAGED
+    if not original:
+        return NotReplayed.EMPTY
+    if (letter.original_length is not None and letter.original_length != len(original)) or (
+        letter.original_sha256 is not None
+        and letter.original_sha256 != hashlib.sha256(original).hexdigest()
+    ):
+        return NotReplayed.DAMAGED  # not the bytes the worker refused
+    return None
+
+
+def replay_value(letter: DeadLetter) -> bytes:
+    """The original message value ``letter`` holds, read strictly (a letter's base64
+    with characters outside the alphabet is damaged, not skipped over).
+
+    Raises:
+        binascii.Error: ``original_b64`` is not base64.
+    """
+    return base64.b64decode(letter.original_b64, validate=True)
+
+
+def replay_key(letter: DeadLetter) -> bytes | None:
+    """The message key ``letter`` was read with (None: it had none).
+
+    Raises:
+        binascii.Error: ``key_b64`` is not base64.
+    """
+    if letter.key_b64 is None:
+        return None
+    return base64.b64decode(letter.key_b64, validate=True)
