@@ -35,6 +35,8 @@ ERROR_CHARS: Final = 200
 SKIPPED_SHOWN: Final = 20
 
 deadletters_app = typer.Typer(
+    short_help="The dead-letter topic's letters: list them, or replay their originals to"
+    " their topics.",
     help="List the dead letters, or replay them (`ragsift deadletters replay`). The"
     " dead-letter topic is read from its beginning to its end as the command starts, with"
     " no consumer group (nothing committed): one line per matching letter (failed_at,"
@@ -221,7 +223,7 @@ def replay(
     consumers and the audit sink keep one copy (ADR 004). A document letter replayed
     after a later version of that document was published brings the older version back:
     replay documents letters only when no later version was."""
-    if not dry_run and not yes and not sys.stdin.isatty():
+    if not dry_run and not yes and not _on_terminal():
         _fail(
             "replay asks for confirmation on a terminal and stdin is not one: pass --yes to"
             " replay, or --dry-run to see what would be replayed"
@@ -247,6 +249,11 @@ def replay(
     print(_counts(plan, "replayed", refused))
     if refused:
         raise typer.Exit(EXIT_FAILURE)
+
+
+def _on_terminal() -> bool:
+    """Whether a confirmation can be asked: stdin is a terminal."""
+    return sys.stdin.isatty()
 
 
 def _source(letter: DeadLetter) -> str:

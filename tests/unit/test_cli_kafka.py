@@ -18,10 +18,12 @@ CLOSED_PORT = "127.0.0.1:1"  # nothing listens on port 1: connections are refuse
         ["submit", "{queries}"],
         ["topics", "--create"],
         ["tail", "retrievals", "--limit", "1"],
+        ["deadletters"],
+        ["deadletters", "replay", "--yes"],
         ["api", "--insecure-no-auth", "--port", "18080", "--metrics-port", "18081"],
         ["worker", "retrieval", "--web-port", "16066"],
     ],
-    ids=lambda args: args[0],
+    ids=lambda args: " ".join(a for a in args[:2] if not a.startswith("-")),
 )
 def test_unreachable_broker_is_a_clear_error_not_a_traceback(
     tmp_path: Path, args: list[str]

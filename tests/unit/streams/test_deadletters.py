@@ -1,0 +1,154 @@
+"""Which dead letters a listing takes and a replay sends (no broker)."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from ragsift.schemas import DeadLetter
+from ragsift.streams.deadletters import (
+    REPLAYABLE_TOPICS,
+    LetterFilter,
+    NotReplayed,
+    plan_replay,
+    replay_key,
+    replay_value,
+)
+
+PREFIX = "ragsift"
+T0 = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
+
+
+def letter(**overrides: Any) -> DeadLetter:
+    """A whole letter of a query the retrieval worker refused; keyword overrides."""
+    fields: dict[str, Any] = {
+        "original": b'{"query_id": "q1", "tenant_id": "acme", "query": "hi"}',
+        "stage": "retrieve",
+        "error_type": "ServiceUnavailableError",
+        "error": "qdrant down",
+        "worker": "retrieval",
+        "topic": "ragsift.queries.v1",
+        "partition": 0,
+        "offset": 7,
+        "key": b"q1",
+        "query_id": "q1",
+        "tenant_id": "acme",
+    }
+    at = overrides.pop("failed_at", T0)
+    fields.update(overrides)
+    return DeadLetter.build(**fields).model_copy(update={"failed_at": at})
+
+
+def test_replayable_topics_are_the_topics_the_handlers_consume() -> None:
+    from ragsift.workers.audit import AuditSinkHandler
+    from ragsift.workers.calibration import FeedbackHandler, ResultJoinHandler
+    from ragsift.workers.decision import DecisionHandler
+    from ragsift.workers.indexer import IndexerHandler
+    from ragsift.workers.report import ReportHandler
+    from ragsift.workers.retrieval import RetrievalHandler
+
+    handlers = [
+        RetrievalHandler,
+        IndexerHandler,
+        AuditSinkHandler,
+        DecisionHandler,
+        ReportHandler,
+        FeedbackHandler,
+        ResultJoinHandler,
+    ]
+    assert {h.source for h in handlers} == set(REPLAYABLE_TOPICS)
+
+
+@pytest.mark.parametrize(
+    ("chosen", "taken"),
+    [
+        (LetterFilter(), True),
+        (LetterFilter(worker="retrieval"), True),
+        (LetterFilter(worker="indexer"), False),
+        (LetterFilter(stage="retrieve"), True),
+        (LetterFilter(stage="decode"), False),
+        (LetterFilter(topic="queries"), True),  # the logical name
+        (LetterFilter(topic="ragsift.queries.v1"), True),
+        (LetterFilter(topic="documents"), False),
+        (LetterFilter(tenant="acme"), True),
+        (LetterFilter(tenant="globex"), False),  # another tenant's letters are not taken
+        (LetterFilter(since=T0), True),
+        (LetterFilter(since=T0 + timedelta(seconds=1)), False),
+        (LetterFilter(since=datetime(2026, 12, 1, 9, 30)), True),  # no zone: UTC
+        (LetterFilter(worker="retrieval", tenant="globex"), False),  # every filter holds
+    ],
+)
+def test_filters(chosen: LetterFilter, taken: bool) -> None:
+    assert chosen.matches(letter(), PREFIX) is taken
+
+
+def test_a_logical_topic_is_read_under_the_prefix() -> None:
+    other = letter(topic="staging.queries.v1")
+    assert LetterFilter(topic="queries").matches(other, "staging")
+    assert not LetterFilter(topic="queries").matches(other, PREFIX)
+
+
+def test_plan_sends_whole_letters_in_source_order_with_their_keys() -> None:
+    late, early = letter(offset=9, key=b"q9"), letter(offset=3, key=None)
+    plan = plan_replay([late, early], LetterFilter(), PREFIX)
+    assert plan.send == [early, late]
+    assert [replay_key(x) for x in plan.send] == [None, b"q9"]
+    assert replay_value(late) == late.original
+    assert plan.skipped == {}
+
+
+def test_plan_names_what_it_cannot_replay_byte_for_byte() -> None:
+    truncated = letter(original=b"x" * 100, max_original_bytes=10, offset=1)
+    long_key = letter(key=b"k" * 100, max_original_bytes=50, offset=2)
+    minimal = letter(offset=3).minimal()  # the last resort: no original at all
+    empty = letter(original=b"", offset=4)  # an unreadable span or a tombstone
+    own_topic = letter(topic="ragsift.deadletter.v1", offset=5)
+    reports = letter(topic="ragsift.reports.v1", offset=6)
+    elsewhere = letter(topic="other.queries.v1", offset=8)  # another deployment's
+    whole = letter(offset=7)
+    twice = letter(offset=7, worker="decision")  # another worker refused the same record
+    plan = plan_replay(
+        [truncated, long_key, minimal, empty, own_topic, reports, elsewhere, whole, twice],
+        LetterFilter(),
+        PREFIX,
+    )
+    assert plan.send == [whole]
+    assert plan.skipped == {
+        NotReplayed.TRUNCATED: [truncated, long_key, minimal],
+        NotReplayed.EMPTY: [empty],
+        NotReplayed.TOPIC: [own_topic, reports, elsewhere],
+        NotReplayed.DUPLICATE: [twice],
+    }
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        {"original_b64": "not base64!"},
+        {"key_b64": "%%%"},
+        {"original_sha256": "0" * 64},
+        {"original_length": 3},
+        {"original_b64": base64.b64encode(b"other bytes").decode()},
+    ],
+)
+def test_a_letter_whose_bytes_are_not_what_it_records_is_damaged(update: dict[str, Any]) -> None:
+    damaged = letter().model_copy(update=update)
+    plan = plan_replay([damaged], LetterFilter(), PREFIX)
+    assert plan.send == []
+    assert plan.skipped == {NotReplayed.DAMAGED: [damaged]}
+
+
+def test_filtered_out_and_limit() -> None:
+    letters = [letter(offset=n, tenant_id="acme" if n % 2 else "globex") for n in range(6)]
+    plan = plan_replay(letters, LetterFilter(tenant="acme"), PREFIX, limit=2)
+    assert [x.offset for x in plan.send] == [1, 3]
+    assert plan.filtered_out == 4  # three of globex's, and acme's third past the limit
+
+
+@pytest.mark.parametrize("logical", REPLAYABLE_TOPICS)
+def test_every_input_topic_is_replayable(logical: str) -> None:
+    plan = plan_replay([letter(topic=f"{PREFIX}.{logical}.v1")], LetterFilter(), PREFIX)
+    assert len(plan.send) == 1
