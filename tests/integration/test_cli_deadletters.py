@@ -66,7 +66,7 @@ def test_deadletters_lists_then_replays_originals_to_their_topic(
     def letter(offset: int, key: bytes, value: bytes, **kw: object) -> DeadLetter:
         fields: dict[str, object] = {
             "original": value,
-            "stage": "retrieve",
+            "stage": "service",
             "error_type": "ServiceUnavailableError",
             "error": "qdrant unreachable\nafter 3 attempts",
             "worker": "retrieval",
@@ -95,7 +95,7 @@ def test_deadletters_lists_then_replays_originals_to_their_topic(
     assert f"{queries}:0@0  acme/q0-{unique}" in lines[0]
     assert "qdrant unreachable after 3 attempts" in lines[0]
     assert lines[3].endswith("  truncated")
-    assert f"4 dead letters of 5 on {deadletter}; by worker/stage: retrieval/retrieve 4" in (
+    assert f"4 dead letters of 5 on {deadletter}; by worker/stage: retrieval/service 4" in (
         listed.stderr
     )
     as_json = runner.invoke(app, ["deadletters", "--json", "--stage", "decode"], env=env)

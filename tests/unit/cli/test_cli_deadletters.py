@@ -48,7 +48,7 @@ def test_letter_line() -> None:
         letter(error="qdrant\ndown\x1b[2J", failed_at=datetime(2026, 12, 1, tzinfo=UTC))
     )
     assert line == (
-        "2026-12-01T00:00:00Z  retrieval  retrieve  ragsift.queries.v1:0@7  acme/q1"
+        "2026-12-01T00:00:00Z  retrieval  service  ragsift.queries.v1:0@7  acme/q1"
         "  ServiceUnavailableError: qdrant down␛[2J"
     )
     assert "\n" not in line
@@ -78,9 +78,8 @@ def test_listing_prints_matching_letters_and_counts(broker: dict[str, Any]) -> N
         "ragsift.queries.v1:0@1",
         "ragsift.queries.v1:0@3",
     ]
-    assert (
-        "2 dead letters of 3 on ragsift.deadletter.v1; by worker/stage: retrieval/retrieve 2"
-        in (done.stderr)
+    assert "2 dead letters of 3 on ragsift.deadletter.v1; by worker/stage: retrieval/service 2" in (
+        done.stderr
     )
     assert "0@9: not JSON: not a dead letter" in done.stderr
     assert broker["topic"] == "ragsift.deadletter.v1"

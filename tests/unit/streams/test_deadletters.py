@@ -26,7 +26,7 @@ def letter(**overrides: Any) -> DeadLetter:
     """A whole letter of a query the retrieval worker refused; keyword overrides."""
     fields: dict[str, Any] = {
         "original": b'{"query_id": "q1", "tenant_id": "acme", "query": "hi"}',
-        "stage": "retrieve",
+        "stage": "service",
         "error_type": "ServiceUnavailableError",
         "error": "qdrant down",
         "worker": "retrieval",
@@ -68,7 +68,7 @@ def test_replayable_topics_are_the_topics_the_handlers_consume() -> None:
         (LetterFilter(), True),
         (LetterFilter(worker="retrieval"), True),
         (LetterFilter(worker="indexer"), False),
-        (LetterFilter(stage="retrieve"), True),
+        (LetterFilter(stage="service"), True),
         (LetterFilter(stage="decode"), False),
         (LetterFilter(topic="queries"), True),  # the logical name
         (LetterFilter(topic="ragsift.queries.v1"), True),
