@@ -37,6 +37,8 @@ def decide(
     threshold: float,
     strict_mode: bool = True,
     sources_disagree: bool = False,
+    answerable: bool = True,
+    answerability_reason: str | None = None,
 ) -> DecisionOutcome:
     """Decide for one retrieval result.
 
@@ -48,6 +50,11 @@ def decide(
         strict_mode: off (D8 rollback) uses the context whatever its confidence.
         sources_disagree: its kept sources disagree on what is asked (D7): a HIGH or
             MEDIUM result goes to the mandatory review queue, its reason says why.
+        answerable: the result's D1 answerability. In strict mode a result its bars
+            refused (too few documents, a collection's or tenant's bar) is refused by
+            the report too, so its context is not used whatever its confidence: the
+            decision said "context used" beside a report that refused.
+        answerability_reason: why it is not answerable, named in the reason.
     """
     if not 0.0 <= threshold <= 1.0:
         raise ValueError(f"threshold must be in [0, 1], got {threshold}")
@@ -62,6 +69,15 @@ def decide(
     if sources_disagree:
         review = review or "mandatory_review"
         disagree = "; the kept sources disagree: reviewed"
+    if confidence >= threshold and strict_mode and not answerable:
+        why = answerability_reason or "unknown reason"
+        return DecisionOutcome(
+            False,
+            f"confidence {confidence:.2f} >= threshold {threshold:.2f}, but the result is not"
+            f" answerable ({why}): decided without retrieved context{disagree}",
+            review,
+            False,
+        )
     if confidence >= threshold:
         return DecisionOutcome(
             True,

@@ -86,6 +86,8 @@ class DecisionHandler:
             threshold=threshold,
             strict_mode=self.guardrails.strict_mode,
             sources_disagree=r.contradiction is not None,
+            answerable=r.answerable,
+            answerability_reason=r.answerability_reason,
         )
         flags: list[str] = [r.advisory_flag]
         if r.advisory_only:

@@ -90,3 +90,34 @@ def test_policy_edges() -> None:
     assert decide(outcome="error", confidence=0, level="VERY_LOW", threshold=0.7).review_queue
     with pytest.raises(ValueError, match="threshold"):
         decide(outcome="ok", confidence=0.5, level="LOW", threshold=1.5)
+
+
+async def test_a_result_its_bars_refused_is_not_used_whatever_its_confidence(
+    results: dict[str, RetrievalResult],
+) -> None:
+    # RAGSIFT_GUARDRAILS_MIN_DOCUMENTS=2 over a one-document corpus: confidence 0.88
+    # (HIGH) yet not answerable. The report refuses it; the decision said "context used".
+    refused = results["high"].model_copy(
+        update={"answerable": False, "answerability_reason": "too_few_documents"}
+    )
+    [report_out] = await ReportHandler(ReportBuilder(ReportSettings()), Metrics()).handle_batch(
+        [refused]
+    )
+    report = next(e.event for e in report_out if isinstance(e.event, Report))  # type: ignore[union-attr]
+    assert report.is_refusal
+    [out] = await DecisionHandler(GuardrailSettings(), Metrics()).handle_batch([refused])
+    decision = next(e.event for e in out if isinstance(e.event, Decision))  # type: ignore[union-attr]
+    assert refused.confidence >= decision.threshold
+    assert not decision.use_context
+    assert "not answerable (too_few_documents)" in decision.reason
+    # With strict mode off (D8 rollback) the report answers, and the context is used.
+    rollback = decide(
+        outcome="ok",
+        confidence=0.9,
+        level="HIGH",
+        threshold=0.7,
+        strict_mode=False,
+        answerable=False,
+        answerability_reason="too_few_documents",
+    )
+    assert rollback.use_context
