@@ -42,12 +42,14 @@ __all__ = [
     "LOWERED_ADVICE_CODE",
     "MIX_ADVICE_CODE",
     "NEAR_MISS_ADVICE_CODE",
+    "OWN_BAR_ADVICE_CODE",
     "MixBar",
     "mix_policy",
     "mix_refusal",
     "monitored_confidence",
     "near_miss_table",
     "observe_reused",
+    "own_bar_refusal",
     "reported_prior",
 ]
 
@@ -55,6 +57,8 @@ __all__ = [
 MIX_ADVICE_CODE = "unanswerable_mix"
 #: ... because near misses in its scope's traffic raised it (ADR 021).
 NEAR_MISS_ADVICE_CODE = "near_miss_mix"
+#: ... refused by its own bar (a collection's or tenant's), its confidence reported at a mix.
+OWN_BAR_ADVICE_CODE = "own_bar"
 #: The advice of a query answered only because its scope's mix lowered the bar (ADR 030).
 LOWERED_ADVICE_CODE = "lowered_mix"
 #: ... refused only because a lowered bar stops where a query's evidence is even (ADR 046).
@@ -289,6 +293,33 @@ def mix_refusal(before: Assessment, after: Assessment, why: MixBar) -> Advice | 
             f"{why.share:.0%} of this collection's queries are unanswerable from it ({how}),"
             f" and at that mix {which}"
             f" certified to keep answers without relevant context under {why.alpha:.0%}."
+        ),
+    )
+
+
+def own_bar_refusal(engine: Assessment, certified: Assessment, after: Assessment) -> Advice | None:
+    """The advice for a query the certified bar answers but its own bar (a collection's
+    threshold, its tenant's) refuses, once its scope's mix moved what is reported.
+
+    That bar holds in the calibration's terms, so a confidence reported at a more
+    answerable mix can read above it and still be refused: with no word why, or the
+    mix's advice, it read as a refusal at 0.99 under a bar of 0.62.
+    """
+    if (
+        after.answerability.is_answerable
+        or certified.answerability.is_answerable
+        or certified.answerability.reason != "low_confidence"  # not too few documents
+        or not engine.answerability.is_answerable
+    ):
+        return None
+    bar = certified.answerability.answer_threshold
+    return Advice(
+        code=OWN_BAR_ADVICE_CODE,
+        message=(
+            f"Refused at confidence {after.confidence:.2f} ({certified.confidence:.2f} at the"
+            f" calibration's mix): under this query's own bar of {bar:.2f} (a collection's or"
+            " its tenant's answer threshold), which holds at the calibration's mix whatever"
+            " mix the confidence is reported at."
         ),
     )
 

@@ -49,7 +49,13 @@ from ragsift.retrieval.errors import CollectionNotFoundError, EmbedderMismatchEr
 from ragsift.retrieval.hit_scores import hit_scores, prefetch_limit, unknown_collection
 from ragsift.retrieval.index import DenseCut, SearchHit, SearchRequest, VectorIndex
 from ragsift.retrieval.intents import classify_intent
-from ragsift.retrieval.mix_watch import MixBar, mix_policy, mix_refusal, observe_reused
+from ragsift.retrieval.mix_watch import (
+    MixBar,
+    mix_policy,
+    mix_refusal,
+    observe_reused,
+    own_bar_refusal,
+)
 from ragsift.retrieval.pending import Pending
 from ragsift.retrieval.pipeline_cache import CacheStage
 from ragsift.retrieval.reader import Reader, ReaderItem
@@ -725,13 +731,20 @@ class RetrievalPipeline:
                 if isinstance(assessment, Exception):
                     out.append((position, self._failed(p.query, "score", assessment, 1)))
                     continue
-                policy, mixed = self._mix_policy(self._policy(p.query), assessment, p)
+                own = self._policy(p.query)
+                policy, mixed = self._mix_policy(own, assessment, p)
                 mix_advice = None
                 if not policy.is_neutral:
                     cfg = self.engines.engine(selection, mode, reranked=reranked).config
-                    certified, assessment = assessment, apply_policy(assessment, cfg, policy)
+                    # The mix is named only where it decided: against the query's own bars
+                    # (a collection's floor, a tenant's, D1's documents), not the engine's
+                    # alone, or a floor's refusal read "refused by the mix" as it lowered.
+                    engine, certified = assessment, apply_policy(assessment, cfg, own)
+                    assessment = apply_policy(assessment, cfg, policy)
                     if mixed is not None:
-                        mix_advice = mix_refusal(certified, assessment, mixed)
+                        mix_advice = mix_refusal(certified, assessment, mixed) or own_bar_refusal(
+                            engine, certified, assessment
+                        )
                 try:
                     result = scored_result(
                         p.query,

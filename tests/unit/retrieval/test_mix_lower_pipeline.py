@@ -26,6 +26,7 @@ from ragsift.retrieval.mix_watch import (
     LOWERED_ADVICE_CODE,
     MIX_ADVICE_CODE,
     NEAR_MISS_ADVICE_CODE,
+    OWN_BAR_ADVICE_CODE,
 )
 from ragsift.retrieval.pipeline import RetrievalPipeline
 from ragsift.settings import CacheSettings, ConfidenceSettings, GuardrailSettings, Settings
@@ -195,3 +196,39 @@ async def test_a_tenants_own_answer_threshold_is_not_lowered(
     # Still reported at the scope's mix, its bar with it: the tenant's 0.65 is in
     # the calibration's terms, as the confidence it is compared with.
     assert results[-1].confidence > CALIBRATED + 0.2
+
+
+async def test_a_collections_floor_refusal_is_not_told_as_the_mixs(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    """Certified 0.55, lowered by the mix to 0.50: the queries at 0.60 are answered
+    by both, but a collection's threshold of 0.62 refuses them. That floor holds in
+    the calibration's terms while the confidence is reported at the mix (near 0.99):
+    the refusal said the mix certified only 0.99 or more, and now names the floor."""
+    table = {
+        "unanswerable_share": 0.5,
+        "thresholds": tuple(LOWERED if s <= 0.25 else 0.55 for s in MIX_SHARES),
+        "answerable": _histogram({11, 19}),
+        "unanswerable": _histogram({1, 2}),
+    }
+    near = _near_table(
+        lambda n, o: LOWERED if n <= 0.06 and o <= 0.25 else 0.55, {11, 19}, {5, 6}, 500
+    )
+    settings = Settings(
+        data_dir=tmp_path,
+        confidence=ConfidenceSettings(
+            calibration_path=save_calibration(_with_tables(table, near, 0.55), tmp_path / "c.json")
+        ),
+        cache=CacheSettings(enabled=False),
+        guardrails=GuardrailSettings(collection_thresholds={"default": 0.62}),
+    )
+    pipe = build_pipeline(settings, index=index, embedder=EMBEDDER, metrics=Metrics())
+    results = await _ask(pipe, "alpha", 260)
+    assert not any(r.answerable for r in results)
+    last = results[-1]
+    assert last.confidence > 0.62  # reported at the scope's mix
+    codes = {a.code for r in results for a in r.recommendations}
+    assert not codes & {MIX_ADVICE_CODE, NEAR_MISS_ADVICE_CODE, LOWERED_ADVICE_CODE}
+    (advice,) = [a for a in last.recommendations if a.code == OWN_BAR_ADVICE_CODE]
+    assert f"({CALIBRATED:.2f} at the calibration's mix)" in advice.message
+    assert "own bar of 0.62" in advice.message
