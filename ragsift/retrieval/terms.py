@@ -1,7 +1,10 @@
 """Content words of a text: what the extractive report and the contradiction check compare.
 
 Case-folded, light suffix folding (so "returned" matches "return"), no stop words.
-Kept below ``report`` so retrieval-time checks use the same words as the report.
+Chinese and Japanese write no spaces, so a run of their characters is read as its
+character pairs (a lone character as itself): read whole, a question shared no word
+with a passage unless it copied a whole clause of it. Kept below ``report`` so
+retrieval-time checks use the same words as the report.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from functools import lru_cache
 __all__ = ["content_terms"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+#: Han ideographs (with extension A and compatibility ones) and kana.
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _SUFFIXES = ("ing", "ed", "es", "s")
 _MIN_STEM = 3  # never fold a word below three letters ("is" -> "i")
 _STOP = frozenset(
@@ -35,6 +40,26 @@ def _fold(word: str) -> str:
     return word
 
 
+def _pieces(word: str) -> list[str]:
+    """``word``, or where it holds Chinese or Japanese characters, its other parts and
+    each run's character pairs (a run of one character: itself)."""
+    if not _CJK.search(word):
+        return [word]
+    out: list[str] = []
+    at = 0
+    for run in _CJK.finditer(word):
+        if run.start() > at:
+            out.append(word[at : run.start()])
+        chars = run.group()
+        out.extend(
+            [chars] if len(chars) == 1 else [chars[i : i + 2] for i in range(len(chars) - 1)]
+        )
+        at = run.end()
+    if at < len(word):
+        out.append(word[at:])
+    return out
+
+
 def content_terms(text: str) -> set[str]:
     """Case-folded, suffix-folded words of ``text`` that carry meaning (no stop words)."""
-    return {_fold(w) for w in _WORD.findall(text.casefold()) if w not in _STOP}
+    return {_fold(p) for w in _WORD.findall(text.casefold()) for p in _pieces(w) if p not in _STOP}
