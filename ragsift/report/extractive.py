@@ -22,7 +22,9 @@ __all__ = [
 ]
 
 DEFAULT_MAX_SENTENCES = 3  # past three quoted sentences an extract stops reading as an answer
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
+# Chinese and Japanese end a sentence with a full-width mark and no space: a page of
+# their text was one "sentence", and its answer quoted the whole chunk.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*|\n\s*\n")
 
 
 def split_sentences(text: str) -> list[str]:

@@ -67,3 +67,15 @@ def test_a_chinese_question_is_answered_from_the_sentence_it_asks_about(make_hit
     assert extractive_answer("恒温器的保修期是多久？", hits).endswith("[1]")
     assert {"保修", "恒温", "orbit"} <= content_terms("Orbit恒温器保修")
     assert content_terms("猫") == {"猫"}  # a lone character stands for itself
+
+
+def test_chinese_sentences_end_at_their_full_width_marks(make_hit: Any) -> None:
+    # Without spaces after 。, a page was one sentence, quoted whole as the answer.
+    text = "每台恒温器享有两年有限保修。退货须在30天内！门店几点开门？九点。"
+    assert split_sentences(text) == [
+        "每台恒温器享有两年有限保修。",
+        "退货须在30天内！",
+        "门店几点开门？",
+        "九点。",
+    ]
+    assert extractive_answer("保修", [make_hit(1, text)]) == "每台恒温器享有两年有限保修。 [1]"
