@@ -2,10 +2,17 @@
 
 Layout under the key prefix: ``<prefix>:calibration:artifacts`` is a hash from a
 scope (``collection`` or ``collection\\x1ftenant``) to the artifact's JSON, and
-``<prefix>:calibration:generation`` a counter bumped in the same MULTI as every
+``<prefix>:calibration:generation`` a counter moved in the same script as every
 put or delete, so a registry polling :meth:`generation` sees a change exactly
 when an artifact changed. Redis errors surface as ``OSError`` (the registry keeps
 serving what it has cached and tries again next period).
+
+The counter never hands out a value again: each write sets it to the larger of
+its value plus one and Redis's clock in microseconds. Counting up from 0, a
+counter that was lost (a restart without the append-only file, a flush) or
+rolled back (a failover to a replica that lagged) handed out the values a
+registry had seen already, and one that polled after the next write saw its
+generation unchanged and served the artifact it had cached, for good.
 """
 
 from __future__ import annotations
@@ -30,6 +37,25 @@ _MIN_TIMEOUT_S: Final = 1.0
 # Separates collection and tenant in a hash field; names never contain it
 # (a unit separator is a control character, refused in tenant ids and collections).
 _SEP: Final = "\x1f"
+
+
+# KEYS: artifacts hash, generation. ARGV: "put" or "delete", field, artifact JSON (put).
+# Returns the number of fields removed (delete). The counter is read first, so a key
+# of the wrong type fails the script before it wrote anything.
+_WRITE_SCRIPT: Final = """
+if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local held = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+local removed = 0
+if ARGV[1] == 'put' then
+  redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+else
+  removed = redis.call('HDEL', KEYS[1], ARGV[2])
+end
+redis.call('SET', KEYS[2], string.format('%.0f', math.max(held + 1, now)))
+return removed
+"""
 
 
 def _field(scope: CalibrationScope) -> str:
@@ -57,6 +83,7 @@ class RedisCalibrationStore:
         self.client = client or sync_client(settings)
         self.artifacts_key = f"{settings.key_prefix}:calibration:artifacts"
         self.generation_key = f"{settings.key_prefix}:calibration:generation"
+        self._write = self.client.register_script(_WRITE_SCRIPT)
 
     def _call(self, op: Any, *args: Any) -> Any:
         try:
@@ -70,27 +97,14 @@ class RedisCalibrationStore:
         return None if raw is None else CalibrationArtifact.from_json(raw)
 
     def put(self, scope: CalibrationScope, artifact: CalibrationArtifact) -> None:
-        """Store ``artifact`` for ``scope`` and bump the generation, atomically."""
-
-        def write() -> None:
-            with self.client.pipeline(transaction=True) as pipe:
-                pipe.hset(self.artifacts_key, _field(scope), artifact.to_json())
-                pipe.incr(self.generation_key)
-                pipe.execute()
-
-        self._call(write)
+        """Store ``artifact`` for ``scope`` and move the generation on, atomically."""
+        keys = [self.artifacts_key, self.generation_key]
+        self._call(lambda: self._write(keys=keys, args=["put", _field(scope), artifact.to_json()]))
 
     def delete(self, scope: CalibrationScope) -> bool:
-        """Remove the artifact for ``scope`` (and bump the generation); True if there was one."""
-
-        def remove() -> int:
-            with self.client.pipeline(transaction=True) as pipe:
-                pipe.hdel(self.artifacts_key, _field(scope))
-                pipe.incr(self.generation_key)
-                removed, _ = pipe.execute()
-            return int(removed)
-
-        return bool(self._call(remove))
+        """Remove the artifact for ``scope`` (and move the generation on); True if there was one."""
+        keys = [self.artifacts_key, self.generation_key]
+        return bool(self._call(lambda: self._write(keys=keys, args=["delete", _field(scope)])))
 
     def scopes(self) -> list[CalibrationScope]:
         """Every scope with an artifact, sorted."""
@@ -99,7 +113,7 @@ class RedisCalibrationStore:
         return sorted(found, key=lambda s: (s.collection, s.tenant or ""))
 
     def generation(self) -> str:
-        """The put/delete counter ("0" before the first write)."""
+        """The put/delete counter ("0" before the first write; never the same twice)."""
         raw = self._call(self.client.get, self.generation_key)
         return "0" if raw is None else raw.decode() if isinstance(raw, bytes) else str(raw)
 
