@@ -241,7 +241,10 @@ class FeedbackLoop:
         """Re-fit ``scope`` if it has enough labels, they changed, and the interval passed."""
         now = self._clock()
         last = self.store.last_refit(scope)
-        if last is not None and now - last[1] < self.settings.refit_interval_s:
+        # A stamp ahead of this clock (a replica whose clock runs ahead, or this one
+        # stepped back) is no re-fit "just now": held back until the clock passed it,
+        # a skew of a day re-fit no changed label for a day.
+        if last is not None and 0 <= now - last[1] < self.settings.refit_interval_s:
             # Inside the interval nothing is fitted, so the labels are not read: each
             # label read them all, O(labels) per label for a busy tenant. Checked when
             # the interval has passed, by the next label (``_due``).

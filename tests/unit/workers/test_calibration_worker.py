@@ -675,3 +675,19 @@ async def test_a_store_that_does_not_answer_is_waited_out_not_dead_lettered(
     assert loop.store.refused == 5  # type: ignore[attr-defined]
     assert len(waits) == 5
     assert {s.record.query_id: s.relevant for s in loop.store.labels(SCOPE)} == {"q1": True}
+
+
+def test_a_refit_stamped_by_a_clock_ahead_does_not_hold_back_re_fits(
+    loop: FeedbackLoop, clock: Clock
+) -> None:
+    # Replicas share the re-fit stamps (Redis). One stamped by a clock a day ahead (or
+    # before this host's clock was stepped back) read as "re-fit less than the interval
+    # ago" until this clock passed it: a day of changed labels re-fit nothing.
+    loop.settings = FeedbackSettings(min_labels=200, refit_interval_s=600, join_ttl_s=3600)
+    labelled = traffic(200)
+    clock.now += 86_400  # the replica that made the first re-fit runs a day ahead
+    first = refit_all(loop, labelled)
+    clock.now -= 86_400 - 700  # this one: on time, past the interval since the re-fit
+    r, y = labelled[0]
+    loop.remember([r])
+    assert loop.apply(feedback(r.query_id, not y)) not in (None, first)
