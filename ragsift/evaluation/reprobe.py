@@ -179,9 +179,13 @@ async def reprobe_after_ingest(
             index_version=f"{info.points_count} points",
             chunks=chunks,
         )
+        if (overtaken := _overtaken(store, scope, current, chunks)) is not None:
+            return overtaken
         kept = _in_force(current, base)
         return _uncertified(store, scope, kept, provenance, str(exc), chunks)
     before = base.conformal.threshold if base.conformal.feasible else None
+    if (overtaken := _overtaken(store, scope, current, chunks)) is not None:
+        return overtaken
     if not artifact.conformal.feasible:
         assert artifact.provenance is not None  # probe_calibrate always records it
         kept = _in_force(current, base)
@@ -199,6 +203,8 @@ async def reprobe_after_ingest(
     holes = await _estimate_holes(index, embedder, artifact, scope, progress)
     if holes is not None:
         artifact = with_missing_answers(artifact, holes)
+    if (overtaken := _overtaken(store, scope, current, chunks)) is not None:
+        return overtaken
     store.put(scope, artifact)
     dropped = left_out_of(artifact)
     if dropped:
@@ -241,6 +247,24 @@ async def _estimate_holes(
         return None
     log.info("re-probing %s: %s", scope, estimate.describe())
     return estimate
+
+
+def _overtaken(
+    store: CalibrationStore,
+    scope: CalibrationScope,
+    read: CalibrationArtifact | None,
+    chunks: int,
+) -> Reprobe | None:
+    """``kept`` when, since ``read`` was read, a calibration the probes must not replace
+    was stored for ``scope`` (a feedback re-fit, ``ragsift calibrate``): probing takes
+    a while, and writing over it lost its labels' fit for good (they read as re-fit)."""
+    now, _ = _stored(store, scope)
+    if now is None or (read is not None and now.version == read.version):
+        return None
+    due, why = reprobe_due(now, chunks, 1.0)
+    if due != "kept":
+        return None
+    return Reprobe(scope, "kept", f"{why} (stored while the probes ran)", chunks)
 
 
 def _in_force(

@@ -580,3 +580,30 @@ async def test_an_estimate_that_asked_nothing_is_logged_not_handed_on(
     assert "could not be estimated" in caplog.text
     assert seen == []
     await reprober.close()
+
+
+@pytest.mark.parametrize("certifies", [True, False])
+async def test_a_label_fit_stored_while_probing_is_not_overwritten(
+    index: EdgeIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, certifies: bool
+) -> None:
+    """The probes take a while; a feedback re-fit the calibration worker stored for the
+    scope meanwhile was replaced by the probes' calibration (or the mark), and its
+    labels, marked re-fit, were not fit again until one of them changed."""
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    scope = CalibrationScope("docs", "alpha")
+    labelled = _made_by("feedback-remap", 40)
+    if not certifies:
+        monkeypatch.setattr(reprobe_module, "bundled_probes", _its_own_sentences)
+    probe = reprobe_module.probe_calibrate
+
+    async def meanwhile(*args: object, **kwargs: object) -> CalibrationArtifact:
+        store.put(scope, labelled)  # the calibration worker, while the probes run
+        return await probe(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reprobe_module, "probe_calibrate", meanwhile)
+    done = await reprobe_after_ingest(
+        index, EMBEDDER, BASE, store, collection="docs", tenant="alpha"
+    )
+    assert done.outcome == "kept", done.message
+    assert "while" in done.message
+    assert store.get(scope) == labelled
