@@ -191,6 +191,9 @@ class _ConsoleApi:
             return error_response(404, exc.reason, str(exc), query_id=read.query_id)
         except ValueError as exc:  # as `ragsift feedback` refuses it
             return error_response(422, "rejected", str(exc), query_id=read.query_id)
+        except RagsiftError as exc:  # the feedback store is held by another process, or damaged
+            log.error("feedback for %r: not stored: %s", read.query_id, exc)
+            return error_response(503, "feedback_store", str(exc), query_id=read.query_id)
         except OSError as exc:  # the label is stored; its re-fit could not be written
             log.error("feedback for %r: re-fit not stored: %s", read.query_id, exc)
             detail = "the label is stored, but its re-fit could not be: sending it again retries"

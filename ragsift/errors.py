@@ -155,6 +155,8 @@ def unusable_store(what: str, path: object, exc: Exception, lost: str) -> Config
         )
     elif "readonly" in text or "read-only" in text or "unable to open" in text:
         advice = "it cannot be written here: check the permissions of the file and its folder"
+    elif "full" in text:
+        advice = "its disk is full: free space and try again (nothing needs to move)"
     else:
         advice = f"move it aside, and a new one is started ({lost})"
     return ConfigurationError(f"the {what} {path} is not usable ({exc}): {advice}")

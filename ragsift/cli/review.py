@@ -213,16 +213,18 @@ def feedback(
     if loop is None:
         print_error("feedback re-fits need RAGSIFT_CONFIDENCE_SCORER=calibrated")
         raise typer.Exit(2)
-    if tenant is None:  # the query's: one tenant's, or the user must say which
-        owners = loop.store.owners(query_id)
-        if len(owners) > 1:
-            asked = ", ".join(owners)
-            print_error(f"query {query_id!r} was asked by tenants {asked}: name one with --tenant")
-            raise typer.Exit(2)
-        tenant = owners[0] if owners else "unknown"
-    record = loop.store.recall(query_id, tenant)
-    before = loop.in_force(loop.scope_of(record)) if record else None
     try:
+        if tenant is None:  # the query's: one tenant's, or the user must say which
+            owners = loop.store.owners(query_id)
+            if len(owners) > 1:
+                asked = ", ".join(owners)
+                print_error(
+                    f"query {query_id!r} was asked by tenants {asked}: name one with --tenant"
+                )
+                raise typer.Exit(2)
+            tenant = owners[0] if owners else "unknown"
+        record = loop.store.recall(query_id, tenant)
+        before = loop.in_force(loop.scope_of(record)) if record else None
         event = FeedbackEvent(
             event_id=f"cli-{uuid.uuid4().hex[:12]}",
             query_id=query_id,
@@ -237,6 +239,9 @@ def feedback(
     except (FeedbackRefused, ValueError) as exc:
         print_error(str(exc))
         raise typer.Exit(1) from exc
+    except RagsiftError as exc:  # the feedback store is held by another process, or damaged
+        print_error(str(exc))
+        raise typer.Exit(1) from exc
     except OSError as exc:  # the re-fit could not be written (the label is stored)
         print_error(
             f"labelled {query_id}, but its re-fit could not be stored ({exc}); the label is"
@@ -245,7 +250,11 @@ def feedback(
         raise typer.Exit(1) from exc
     assert record is not None  # apply refuses an unknown query
     scope = f"{record.tenant_id}/{record.collection}"
-    held = loop.store.labels(loop.scope_of(record))
+    try:
+        held = loop.store.labels(loop.scope_of(record))
+    except RagsiftError as exc:  # stored; only the count cannot be read now
+        print_error(f"labelled {query_id}, but its labels cannot be counted now: {exc}")
+        raise typer.Exit(1) from exc
     count = f"{len(held)} label{'' if len(held) == 1 else 's'}"
     if unsampled := sum(not s.sampled for s in held):
         count += f", {unsampled} of them reported (never fit on)"

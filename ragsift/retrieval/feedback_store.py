@@ -19,7 +19,8 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol, TypeVar
 
@@ -197,10 +198,25 @@ class SqliteFeedbackStore:
                 "feedback store", self.path, exc, "its labels are then not counted"
             ) from exc
 
+    @contextmanager
+    def _failing(self) -> Iterator[None]:
+        """SQLite's errors as ragsift's: one held by another process (past the 5 s
+        busy wait) may answer later; any other (damaged, disk full, read-only) says
+        what to do. They were tracebacks out of `ragsift feedback` and the console."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            if "locked" in str(exc).lower() or "busy" in str(exc).lower():
+                raise ServiceUnavailableError(
+                    f"feedback store {self.path}: {exc} (another ragsift process holds it)",
+                    service="sqlite",
+                ) from exc
+            raise unusable_store("feedback store", self.path, exc, "its labels") from exc
+
     def remember(self, records: list[ScoredRecord], ttl_s: int) -> None:
         """Keep each record for ``ttl_s`` seconds (see :class:`FeedbackStore`)."""
         now = self._clock()
-        with self._lock, self._db:
+        with self._failing(), self._lock, self._db:
             for table in ("results", "scored"):  # results: kept by query id alone, before
                 self._db.execute(f"DELETE FROM {table} WHERE expires < ?", (now,))
             self._db.executemany(
@@ -210,7 +226,7 @@ class SqliteFeedbackStore:
 
     def _found(self, query_id: str) -> list[ScoredRecord]:
         now = self._clock()
-        with self._lock:
+        with self._failing(), self._lock:
             rows = self._db.execute(
                 "SELECT body FROM scored WHERE query_id = ? AND expires >= ?"
                 " UNION ALL SELECT body FROM results WHERE query_id = ? AND expires >= ?",
@@ -231,7 +247,7 @@ class SqliteFeedbackStore:
     ) -> Put:
         """Store a label, keyed by query id (see :class:`FeedbackStore`)."""
         key = (_scope_key(scope), label.record.query_id)
-        with self._lock, self._db:
+        with self._failing(), self._lock, self._db:
             row = self._db.execute(
                 "SELECT body FROM labels WHERE scope = ? AND query_id = ?", key
             ).fetchone()
@@ -245,7 +261,7 @@ class SqliteFeedbackStore:
 
     def labels(self, scope: CalibrationScope) -> list[StoredLabel]:
         """The scope's labels, oldest first (see :class:`FeedbackStore`)."""
-        with self._lock:
+        with self._failing(), self._lock:
             rows = self._db.execute(
                 "SELECT body FROM labels WHERE scope = ? ORDER BY at, query_id",
                 (_scope_key(scope),),
@@ -254,7 +270,7 @@ class SqliteFeedbackStore:
 
     def last_refit(self, scope: CalibrationScope) -> tuple[str, float] | None:
         """The scope's last re-fit (see :class:`FeedbackStore`)."""
-        with self._lock:
+        with self._failing(), self._lock:
             row = self._db.execute(
                 "SELECT digest, at FROM refits WHERE scope = ?", (_scope_key(scope),)
             ).fetchone()
@@ -262,7 +278,7 @@ class SqliteFeedbackStore:
 
     def mark_refit(self, scope: CalibrationScope, digest: str, at: float) -> None:
         """Record a re-fit (see :class:`FeedbackStore`)."""
-        with self._lock, self._db:
+        with self._failing(), self._lock, self._db:
             self._db.execute(
                 "INSERT OR REPLACE INTO refits VALUES (?, ?, ?)", (_scope_key(scope), digest, at)
             )

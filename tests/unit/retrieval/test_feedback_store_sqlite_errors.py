@@ -1,0 +1,75 @@
+"""The SQLite feedback store's run-time errors are ragsift's: a store another process
+holds may answer later; a full disk or a damaged file says what to do. Both were raw
+``sqlite3`` tracebacks out of `ragsift feedback` and a 500 from the console."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragsift.confidence.registry import CalibrationScope
+from ragsift.errors import ConfigurationError, ServiceUnavailableError
+from ragsift.retrieval.feedback_store import ScoredRecord, SqliteFeedbackStore, StoredLabel
+
+SCOPE = CalibrationScope("docs", "acme")
+RECORD = ScoredRecord(
+    query_id="q1", tenant_id="acme", collection="docs", kept=True, signals={"top_score": 0.5}
+)
+
+
+class Failing:
+    """A connection whose writes fail with ``error`` (reads go through)."""
+
+    def __init__(self, inner: sqlite3.Connection, error: str) -> None:
+        self.inner, self.error = inner, error
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if not sql.lstrip().upper().startswith("SELECT"):
+            raise sqlite3.OperationalError(self.error)
+        return self.inner.execute(sql, *args)
+
+    def executemany(self, sql: str, *args: Any) -> Any:
+        raise sqlite3.OperationalError(self.error)
+
+    def __enter__(self) -> Failing:
+        self.inner.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self.inner.__exit__(*exc)
+
+
+def failing(tmp_path: Path, error: str) -> SqliteFeedbackStore:
+    store = SqliteFeedbackStore(tmp_path / "feedback.sqlite")
+    store._db = Failing(store._db, error)  # type: ignore[assignment]
+    return store
+
+
+def test_a_store_held_by_another_process_is_unavailable_for_now(tmp_path: Path) -> None:
+    store = failing(tmp_path, "database is locked")
+    with pytest.raises(ServiceUnavailableError, match="another ragsift process holds it"):
+        store.put_label(SCOPE, StoredLabel(record=RECORD, relevant=True, at=1.0))
+    with pytest.raises(ServiceUnavailableError):
+        store.remember([RECORD], 60)
+    with pytest.raises(ServiceUnavailableError):
+        store.mark_refit(SCOPE, "d", 1.0)
+
+
+def test_a_full_disk_says_so_and_keeps_nothing_half_written(tmp_path: Path) -> None:
+    store = failing(tmp_path, "database or disk is full")
+    with pytest.raises(ConfigurationError, match="disk is full: free space"):
+        store.put_label(SCOPE, StoredLabel(record=RECORD, relevant=True, at=1.0))
+    assert store.labels(SCOPE) == []
+
+
+def test_a_file_damaged_after_opening_says_what_to_do(tmp_path: Path) -> None:
+    store = SqliteFeedbackStore(tmp_path / "feedback.sqlite")
+    store.remember([RECORD], 60)
+    store._db.close()  # stands in for a file that can no longer be read
+    store._db = sqlite3.connect(tmp_path / "feedback.sqlite", check_same_thread=False)
+    (tmp_path / "feedback.sqlite").write_bytes(b"not a database" * 512)
+    with pytest.raises(ConfigurationError, match="is not usable"):
+        store.labels(SCOPE)
