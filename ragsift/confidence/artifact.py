@@ -64,7 +64,7 @@ UNCERTIFIED_ADVICE_CODE: Final = "uncertified_threshold"
 class LevelSpec(BaseModel):
     """Level thresholds (A4/B3) the artifact was evaluated at."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     high: float = Field(0.85, ge=0, le=1)
     medium: float = Field(0.70, ge=0, le=1)
@@ -74,7 +74,7 @@ class LevelSpec(BaseModel):
 class DataSummary(BaseModel):
     """What the artifact was fit on."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     source: str
     n_examples: int = Field(ge=0)
@@ -93,7 +93,7 @@ class Provenance(BaseModel):
     """Where a derived calibration came from (recorded in the artifact, part of its version
     but for ``missing_answers``)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     method: str
     base_version: str
@@ -124,7 +124,7 @@ class CalibrationArtifact(BaseModel):
     """A fitted (or prior) calibrated scorer: p = sigmoid(intercept + coefficients . features),
     then the collection's ``remap`` when it has one."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     kind: Literal["ragsift.confidence.calibration"] = "ragsift.confidence.calibration"
     schema_version: Literal[1] = 1

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pytest
+from pydantic import ValidationError
 
 from ragsift.confidence import (
     CalibratedScorer,
@@ -130,6 +131,20 @@ def test_an_invalid_artifact_is_one_line_naming_each_problem(text: str, says: st
     assert message.startswith(f"invalid calibration artifact: {says}")
     assert "\n" not in message
     assert "errors.pydantic.dev" not in message
+
+
+@pytest.mark.parametrize("field", ["coefficients", "intercept", "similarity_threshold"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_an_artifact_of_non_finite_numbers_cannot_be_made(field: str, value: float) -> None:
+    # It could: to_json wrote NaN as null, and every read of the stored artifact then
+    # failed, falling the tenant back to a broader calibration for good.
+    fields = load_default_calibration().model_dump() | {"version": ""}
+    if field == "coefficients":
+        fields[field] = (value, *fields[field][1:])
+    else:
+        fields[field] = value
+    with pytest.raises(ValidationError, match="finite number"):
+        CalibrationArtifact.model_validate(fields)
 
 
 def test_default_artifact_is_packaged_and_documented() -> None:
