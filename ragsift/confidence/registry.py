@@ -57,8 +57,9 @@ _COLLECTION_FILE: Final = "_collection.json"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 #: Why a stored calibration is not used: fit for another embedder or metric; made on
 #: another shipped calibration than the one in force (an upgrade refit it); invalid;
-#: the store could not read it.
-IGNORED_REASONS: Final = ("mismatch", "base", "invalid", "unreadable")
+#: the store could not read it; it reads reader signals the pipeline does not read
+#: (told by ``Engines.calibration_for``, not the registry).
+IGNORED_REASONS: Final = ("mismatch", "base", "invalid", "unreadable", "reader_signals")
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -306,7 +306,8 @@ class Metrics:
             "ragsift_calibration_fallbacks_total",
             "Queries scored with a broader calibration because the one stored for their"
             " scope is not usable, by reason: mismatch (another embedder or metric), base"
-            " (made on another shipped calibration: an upgrade), invalid, unreadable.",
+            " (made on another shipped calibration: an upgrade), invalid, unreadable,"
+            " reader_signals (it reads reader signals this pipeline does not).",
             ["reason"],
             registry=r,
         )

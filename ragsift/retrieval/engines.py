@@ -177,6 +177,9 @@ class EngineSet:
         artifact = self.registry.resolve(tenant, collection)
         missing = READER_FEATURES.intersection(artifact.features) - self.reader_features
         if missing:
+            # Counted as the registry's fallbacks are (it was only logged, on every query).
+            if self.registry.on_fallback is not None:
+                self.registry.on_fallback("reader_signals")
             log.warning(
                 "calibration %s for %s/%s needs reader signals %s this pipeline does not read;"
                 " using the default",

@@ -247,3 +247,24 @@ async def test_a_scope_calibration_made_on_another_default_is_counted_when_skipp
         "ragsift_calibration_fallbacks_total", {"reason": "base"}
     )
     assert fallbacks == 2.0
+
+
+async def test_a_scope_calibration_reading_signals_the_pipeline_does_not_is_counted(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    """Skipped for the default with a log line on every query, and never counted: the
+    RagsiftCalibrationFallback alert could not see it."""
+    store = DirectoryCalibrationStore(tmp_path / "calibrations")
+    data = artifact(2.0).model_dump(mode="json", exclude={"version"})
+    data |= {"features": ["top_score", "token_match"], "coefficients": [1.0, 1.0]}
+    store.put(CalibrationScope("default", "beta"), CalibrationArtifact.model_validate(data))
+    pipe = pipeline(tmp_path, index, store)
+
+    beta = await ask(pipe, "beta", "qb")
+
+    assert beta.breakdown is not None
+    assert beta.breakdown.calibration_version == DEFAULT.version
+    fallbacks = pipe.metrics.registry.get_sample_value(
+        "ragsift_calibration_fallbacks_total", {"reason": "reader_signals"}
+    )
+    assert fallbacks == 1.0
