@@ -26,7 +26,7 @@ from ragsift.ingest.indexer import Indexer, IngestReport
 from ragsift.ingest.loaders import SourceDocument
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.cache import InMemoryCache
-from ragsift.retrieval.feedback_store import SqliteFeedbackStore
+from ragsift.retrieval.feedback_store import SqliteFeedbackStore, unreadable_counter
 from ragsift.retrieval.index import (
     ChunkRecord,
     CollectionInfo,
@@ -103,12 +103,9 @@ def embedded_feedback_loop(
         registry = build_calibration_registry(
             settings, embedder_id, Path(settings.data_dir) / CALIBRATIONS_DIR
         )
-    return FeedbackLoop(
-        SqliteFeedbackStore(Path(settings.data_dir) / FEEDBACK_DB),
-        registry,
-        settings.feedback,
-        metrics,
-    )
+    db = Path(settings.data_dir) / FEEDBACK_DB
+    store = SqliteFeedbackStore(db, on_unreadable=unreadable_counter(metrics))
+    return FeedbackLoop(store, registry, settings.feedback, metrics)
 
 
 log = logging.getLogger(__name__)

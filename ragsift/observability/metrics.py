@@ -284,6 +284,13 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.feedback_rows_unreadable = Counter(
+            "ragsift_feedback_rows_unreadable_total",
+            "Rows of the feedback store passed over because they cannot be read (damaged,"
+            " or written by a newer release), by kind: result or label.",
+            ["kind"],
+            registry=r,
+        )
         self.calibration_refits = Counter(
             "ragsift_calibration_refits_total",
             "Calibrations re-fit from feedback, by outcome: certified or uncertified"

@@ -19,17 +19,26 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import redis
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 from redis.exceptions import RedisError
 
 from ragsift.confidence.registry import CalibrationScope
 from ragsift.errors import ServiceUnavailableError, unusable_store
+from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.feedback_rows import (
+    Put,
+    ScoredRecord,
+    StoredLabel,
+    Unreadable,
+    put_outcome,
+    readable_rows,
+)
 from ragsift.retrieval.redis_calibration import sync_client
 from ragsift.settings import RedisSettings
 
@@ -39,50 +48,13 @@ __all__ = [
     "ScoredRecord",
     "SqliteFeedbackStore",
     "StoredLabel",
+    "unreadable_counter",
 ]
 
 log = logging.getLogger(__name__)
 _Row = TypeVar("_Row", bound=BaseModel)
 
 _SEP: Final = "\x1f"  # never in a tenant id or collection name (both are ASCII word chars)
-
-
-class ScoredRecord(BaseModel):
-    """What a label needs from the result it refers to."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    query_id: str
-    tenant_id: str
-    collection: str
-    calibration_version: str | None = None
-    kept: bool
-    signals: dict[str, float]
-    #: Whether the result was answered (D1); None in records kept before it was.
-    answered: bool | None = None
-    #: Whether the query was searched dense-only (ADR 028); False in older records.
-    dense_only: bool = False
-    #: Whether it was scored by the keyword model (ADR 029); False in older records.
-    keyword: bool = False
-
-
-class StoredLabel(BaseModel):
-    """A label with the signals of its result, and when it was given (seconds since epoch)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    record: ScoredRecord
-    relevant: bool
-    at: float
-    #: False: a user chose to give it (``FeedbackEvent.sampled``); it never re-fits.
-    #: Labels stored before the field existed were all used, and read as sampled.
-    sampled: bool = True
-
-
-#: What became of a label: ``stored`` (new, or replacing another), ``unchanged`` (the
-#: same label again), ``kept_sampled`` (a reported label met a sampled one and did not
-#: replace it).
-Put = Literal["stored", "unchanged", "kept_sampled"]
 
 
 class FeedbackStore(Protocol):
@@ -131,44 +103,18 @@ def _scope_key(scope: CalibrationScope) -> str:
     return f"{scope.collection}{_SEP}{scope.tenant or ''}"
 
 
-def _readable(model: type[_Row], bodies: Iterable[str | bytes], what: str) -> list[_Row]:
-    """The ``bodies`` that read as ``model``; each one that does not is passed over with a
-    warning. One damaged row (or one written by a newer release: the models forbid
-    fields they do not know) stopped every label and re-fit of its scope, and the
-    label's sender was told its label was rejected though it had been stored."""
-    found, damaged = [], 0
-    for body in bodies:
-        try:
-            found.append(model.model_validate_json(body))
-        except ValueError:  # pydantic's ValidationError: not JSON, or not this model
-            damaged += 1
-    if damaged:
-        log.warning("feedback store: passed over %d unreadable %s", damaged, what)
-    return found
-
-
-def _put(old: Any, label: StoredLabel, keep_sampled: bool) -> Put:
-    """What storing ``label`` over the row ``old`` (None: no row) comes to."""
-    if old is None:
-        return "stored"
-    readable = _readable(StoredLabel, [old], "label row (overwritten)")
-    if not readable:
-        return "stored"
-    previous = readable[0]
-    if keep_sampled and previous.sampled and not label.sampled:
-        return "kept_sampled"
-    same = (previous.relevant, previous.sampled, previous.record) == (
-        label.relevant,
-        label.sampled,
-        label.record,
-    )
-    return "unchanged" if same else "stored"
+def unreadable_counter(metrics: Metrics) -> Unreadable:
+    """What counts a store's unreadable rows in ``ragsift_feedback_rows_unreadable_total``."""
+    return lambda kind, n: metrics.feedback_rows_unreadable.labels(kind).inc(n)
 
 
 class SqliteFeedbackStore:
     """The embedded runtime's store: one SQLite file under the data dir."""
 
-    def __init__(self, path: str | Path, *, clock: Any = time.time):
+    def __init__(
+        self, path: str | Path, *, clock: Any = time.time, on_unreadable: Unreadable | None = None
+    ):
+        self.on_unreadable = on_unreadable
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._clock = clock
@@ -232,7 +178,9 @@ class SqliteFeedbackStore:
                 " UNION ALL SELECT body FROM results WHERE query_id = ? AND expires >= ?",
                 (query_id, now, query_id, now),
             ).fetchall()
-        return _readable(ScoredRecord, (body for (body,) in rows), "result rows")
+        return readable_rows(
+            ScoredRecord, (body for (body,) in rows), "result rows", self.on_unreadable
+        )
 
     def recall(self, query_id: str, tenant_id: str) -> ScoredRecord | None:
         """The tenant's record of ``query_id`` within its window (see :class:`FeedbackStore`)."""
@@ -251,7 +199,9 @@ class SqliteFeedbackStore:
             row = self._db.execute(
                 "SELECT body FROM labels WHERE scope = ? AND query_id = ?", key
             ).fetchone()
-            put = _put(None if row is None else row[0], label, keep_sampled)
+            put = put_outcome(
+                None if row is None else row[0], label, keep_sampled, self.on_unreadable
+            )
             if put == "stored":
                 self._db.execute(
                     "INSERT OR REPLACE INTO labels VALUES (?, ?, ?, ?)",
@@ -266,7 +216,9 @@ class SqliteFeedbackStore:
                 "SELECT body FROM labels WHERE scope = ? ORDER BY at, query_id",
                 (_scope_key(scope),),
             ).fetchall()
-        return _readable(StoredLabel, (body for (body,) in rows), "label rows")
+        return readable_rows(
+            StoredLabel, (body for (body,) in rows), "label rows", self.on_unreadable
+        )
 
     def last_refit(self, scope: CalibrationScope) -> tuple[str, float] | None:
         """The scope's last re-fit (see :class:`FeedbackStore`)."""
@@ -291,7 +243,14 @@ class SqliteFeedbackStore:
 class RedisFeedbackStore:
     """The streaming workers' store: results as keys with a TTL, labels in a hash per scope."""
 
-    def __init__(self, settings: RedisSettings, *, client: redis.Redis | None = None):
+    def __init__(
+        self,
+        settings: RedisSettings,
+        *,
+        client: redis.Redis | None = None,
+        on_unreadable: Unreadable | None = None,
+    ):
+        self.on_unreadable = on_unreadable
         self.client = client or sync_client(settings)
         self.prefix = f"{settings.key_prefix}:feedback"
 
@@ -324,13 +283,19 @@ class RedisFeedbackStore:
 
     def _legacy(self, query_id: str) -> ScoredRecord | None:
         raw = self._call(lambda: self.client.get(f"{self.prefix}:result:{query_id}"))
-        return next(iter(_readable(ScoredRecord, [raw], "result")), None) if raw else None
+        return (
+            next(iter(readable_rows(ScoredRecord, [raw], "result", self.on_unreadable)), None)
+            if raw
+            else None
+        )
 
     def recall(self, query_id: str, tenant_id: str) -> ScoredRecord | None:
         """The tenant's record of ``query_id`` within its window (see :class:`FeedbackStore`)."""
         raw = self._call(lambda: self.client.get(self._scored(tenant_id, query_id)))
         if raw is not None:
-            return next(iter(_readable(ScoredRecord, [raw], "result")), None)
+            return next(
+                iter(readable_rows(ScoredRecord, [raw], "result", self.on_unreadable)), None
+            )
         legacy = self._legacy(query_id)
         return legacy if legacy is not None and legacy.tenant_id == tenant_id else None
 
@@ -357,7 +322,7 @@ class RedisFeedbackStore:
         key = f"{self.prefix}:labels:{_scope_key(scope)}"
         field = label.record.query_id
         old = self._call(lambda: self.client.hget(key, field))
-        put = _put(old, label, keep_sampled)
+        put = put_outcome(old, label, keep_sampled, self.on_unreadable)
         if put == "stored":
             self._call(lambda: self.client.hset(key, field, label.model_dump_json()))
         return put
@@ -365,7 +330,7 @@ class RedisFeedbackStore:
     def labels(self, scope: CalibrationScope) -> list[StoredLabel]:
         """The scope's labels, oldest first (see :class:`FeedbackStore`)."""
         raw = self._call(lambda: self.client.hvals(f"{self.prefix}:labels:{_scope_key(scope)}"))
-        found = _readable(StoredLabel, raw, "labels")
+        found = readable_rows(StoredLabel, raw, "labels", self.on_unreadable)
         return sorted(found, key=lambda s: (s.at, s.record.query_id))
 
     def last_refit(self, scope: CalibrationScope) -> tuple[str, float] | None:

@@ -21,7 +21,7 @@ from ragsift.errors import ConfigurationError
 from ragsift.evaluation.sweep import Reprober
 from ragsift.ingest.indexer import Indexer
 from ragsift.observability.metrics import Metrics
-from ragsift.retrieval.feedback_store import RedisFeedbackStore
+from ragsift.retrieval.feedback_store import RedisFeedbackStore, unreadable_counter
 from ragsift.retrieval.pipeline import RetrievalPipeline
 from ragsift.retrieval.redis_cache import RedisCache
 from ragsift.settings import KafkaSettings, Settings
@@ -204,7 +204,7 @@ def build_calibration_handlers(
     """
     embedder_id = build_embedder(settings.embedder).embedder_id
     loop = FeedbackLoop(
-        RedisFeedbackStore(settings.redis),
+        RedisFeedbackStore(settings.redis, on_unreadable=unreadable_counter(metrics)),
         build_calibration_registry(settings, embedder_id, default_dir),
         settings.feedback,
         metrics,

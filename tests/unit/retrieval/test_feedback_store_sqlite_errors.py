@@ -73,3 +73,24 @@ def test_a_file_damaged_after_opening_says_what_to_do(tmp_path: Path) -> None:
     (tmp_path / "feedback.sqlite").write_bytes(b"not a database" * 512)
     with pytest.raises(ConfigurationError, match="is not usable"):
         store.labels(SCOPE)
+
+
+def test_unreadable_rows_are_counted_not_only_logged(tmp_path: Path) -> None:
+    # Passed over with a warning alone: "every drop counted" did not hold for them.
+    from ragsift.observability.metrics import Metrics
+    from ragsift.retrieval.feedback_store import unreadable_counter
+
+    metrics = Metrics()
+    path = tmp_path / "feedback.sqlite"
+    store = SqliteFeedbackStore(path, on_unreadable=unreadable_counter(metrics))
+    scope = CalibrationScope("docs", "acme")
+    store.labels(scope)  # the tables exist
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO labels VALUES (?, ?, ?, ?)", ("docs\x1facme", "a", "oops", 0))
+        db.execute("INSERT INTO labels VALUES (?, ?, ?, ?)", ("docs\x1facme", "b", "{}", 0))
+    assert store.labels(scope) == []
+    count = metrics.registry.get_sample_value(
+        "ragsift_feedback_rows_unreadable_total", {"kind": "label"}
+    )
+    assert count == 2.0
+    store.close()
