@@ -268,10 +268,9 @@ class BatchLoop:
         batch = asyncio.ensure_future(self._process(records))
         stopping = asyncio.ensure_future(stop.wait())
         try:
-            while not batch.done():
-                waiting = {batch} if stopping.done() else {batch, stopping}
-                await asyncio.wait(waiting, timeout=HELD_CHECK_S, return_when=FIRST)
-                if stop.is_set() and not batch.done() and self._held():
+            await asyncio.wait({batch, stopping}, return_when=FIRST)  # no polling till stop
+            while not batch.done():  # stopping: give the batch up once it is held
+                if self._held():
                     log.warning(
                         "stopping with a batch of %d held for a store: not committed,"
                         " read again by the next member of the group",
@@ -281,6 +280,7 @@ class BatchLoop:
                     with contextlib.suppress(asyncio.CancelledError):
                         await batch
                     return
+                await asyncio.wait({batch}, timeout=HELD_CHECK_S)
             batch.result()
         finally:
             stopping.cancel()
