@@ -213,6 +213,10 @@ class QdrantServerIndex:
             if not await self.client.collection_exists(name):
                 raise CollectionNotFoundError(name)
             info = await self.client.get_collection(name)
+        return self._remember(name, info)
+
+    def _remember(self, name: str, info: models.CollectionInfo) -> StoredCollection:
+        """``name``'s metadata read from its ``get_collection`` answer, checked and cached."""
         try:
             stored = StoredCollection.from_dict(name, info.config.metadata)
         except ConfigurationError as exc:
@@ -246,15 +250,16 @@ class QdrantServerIndex:
                 if not await self.client.collection_exists(name):
                     raise
 
-    async def _index_payload(self, name: str) -> None:
-        """Make the payload indexes ``name`` does not list yet.
+    async def _index_payload(self, name: str, info: models.CollectionInfo) -> None:
+        """Make the payload indexes ``name`` does not list yet (in ``info``, its
+        ``get_collection`` answer).
 
         Not only at creation: one that failed then (a timeout, a 503, a replica
         stopped in between) would be missing for good, every facet on its field
         refused. Local mode lists none, so there they are asked for each time (no-ops).
         """
+        listed = info.payload_schema or {}
         async with self._calls(name):
-            listed = (await self.client.get_collection(name)).payload_schema or {}
             for field, schema in _PAYLOAD_INDEXES.items():
                 if field not in listed:
                     await self.client.create_payload_index(name, field, schema)
@@ -269,16 +274,24 @@ class QdrantServerIndex:
         self._stored.pop(name, None)
         if not exists:
             await self._create(name, dim, embedder_id)
-        stored = await self._load(name)
+        async with self._calls(name):  # one read for the metadata, indexes and count
+            info = await self.client.get_collection(name)
+        stored = self._remember(name, info)
         qdrant_common.check_stored_embedder(name, stored, embedder_id, dim)
-        await self._index_payload(name)
-        return await self.collection_info(name)
+        await self._index_payload(name, info)
+        return await self._info(name, stored, info)
 
     async def collection_info(self, collection: str) -> CollectionInfo:
         """Embedder, dimension, point count and chunks per tenant of a collection."""
         stored = await self._load(collection)
         async with self._calls(collection):
             info = await self.client.get_collection(collection)
+        return await self._info(collection, stored, info)
+
+    async def _info(
+        self, collection: str, stored: StoredCollection, info: models.CollectionInfo
+    ) -> CollectionInfo:
+        async with self._calls(collection):
             facet = await self.client.facet(
                 collection, key=TENANT_FIELD, limit=qdrant_common.MAX_TENANTS_IN_INFO, exact=True
             )
