@@ -51,7 +51,8 @@ class Assessment:
         confidence: in [0, 1]; a probability for the calibrated scorer.
         scorer: which scorer produced it.
         status: A4 status. level / review_action / should_flag_for_review: B3.
-        advisory_flag / advisory_only: C2 (advisory-only below the advisory threshold).
+        advisory_flag / advisory_only: C2 (advisory-only below the advisory threshold, or
+            refused: ADR 049).
         disclaimer: A7. recommendations: B5.
         signals: B1 breakdown (B4).
         kept_indices: input positions of the kept hits, best first; kept_scores: their
@@ -221,8 +222,8 @@ def build_assessment(
         review_action=REVIEW_ACTIONS[level],
         should_flag_for_review=code != 0,
         advisory_flag=ADVISORY_FLAGS[advisory_code],
-        advisory_only=confidence < cfg.advisory.advisory,
-        disclaimer=disclaimer_for(status, confidence),
+        advisory_only=confidence < cfg.advisory.advisory or not answerable,
+        disclaimer=disclaimer_for(status, confidence, refusal=None if answerable else reason),
         recommendations=recommendations_for(
             status, signals, cfg.levels.high, keyword_only=primary_metric == "bm25"
         ),

@@ -242,7 +242,7 @@ class ConfidenceEngine:
         return BatchAssessment(
             confidence=confidence,
             level_code=codes,
-            advisory_code=advisory_codes(confidence, cfg.advisory),
+            advisory_code=advisory_codes(confidence, cfg.advisory, answered=answerable),
             answerable=answerable,
             docs_within=docs,
             answer_threshold=self.answer_threshold,

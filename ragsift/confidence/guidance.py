@@ -37,6 +37,19 @@ DISCLAIMER_TEMPLATES: dict[Status, str | None] = {
     ),
 }
 
+# ADR 049: a refused query reads at best low_confidence; its disclaimer says why it is
+# not used rather than calling context it may well hold "loosely related".
+REFUSAL_DISCLAIMERS: dict[str, str] = {
+    "too_few_documents": (
+        "Retrieved context ({pct}% confidence) comes from fewer documents than this "
+        "query requires, so it is not used to answer; review it before relying on it."
+    ),
+    "low_confidence": (
+        "Retrieved context ({pct}% confidence) did not clear this query's answer bar, "
+        "so it is not used to answer; review it before relying on it."
+    ),
+}
+
 RecommendationCode = Literal["expand_query", "exact_keyword_search", "multi_hop"]
 """B5 follow-up actions."""
 
@@ -71,9 +84,15 @@ class Recommendation:
         return asdict(self)
 
 
-def disclaimer_for(status: Status, confidence: float) -> Disclaimer:
-    """The A7 disclaimer of a result with this status and confidence."""
+def disclaimer_for(status: Status, confidence: float, *, refusal: str | None = None) -> Disclaimer:
+    """The A7 disclaimer of a result with this status and confidence.
+
+    ``refusal`` is a refused query's answerability reason: a refusal that still reads
+    ``low_confidence`` (ADR 049) says it is not used, and why.
+    """
     template = DISCLAIMER_TEMPLATES[status]
+    if refusal is not None and status == "low_confidence":
+        template = REFUSAL_DISCLAIMERS.get(refusal, template)
     text = None if template is None else template.format(pct=round(100 * confidence))
     return Disclaimer(status=status, text=text)
 

@@ -13,8 +13,9 @@ confidence        A4 status            B3 level       C2 flag
 A4/B3 boundaries are :class:`~.config.LevelThresholds`, C2's are
 :class:`~.config.AdvisoryThresholds`. A query with no kept hit is
 ``no_relevant_context`` / ``VERY_LOW`` whatever its confidence; an answered
-query (D1) is at worst ``low_confidence`` / LOW whatever its confidence. Every level
-but HIGH should be flagged for review (B3). All functions are vectorized.
+query (D1) is at worst ``low_confidence`` / LOW whatever its confidence, and a
+refused one at best (ADR 049): LOW is where the two meet. Every level but HIGH
+should be flagged for review (B3). All functions are vectorized.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "AdvisoryFlag",
     "ReviewLevel",
     "Status",
+    "advisory_code",
     "advisory_codes",
     "level_code",
     "level_codes",
@@ -82,8 +84,9 @@ def _codes(
 
 #: Level code of a query with no kept hit, whatever its confidence (A4).
 NO_CONTEXT_CODE = 3
-#: The worst level code of an answered query: ``low_confidence`` / LOW.
-ANSWERED_WORST_CODE = 2
+#: The worst level code of an answered query and the best of a refused one:
+#: ``low_confidence`` / LOW (ADR 049). It is the C2 flag code of LOW_CONFIDENCE too.
+ANSWERED_WORST_CODE = REFUSED_BEST_CODE = 2
 
 
 def level_code(
@@ -94,7 +97,7 @@ def level_code(
         return NO_CONTEXT_CODE
     t = thresholds
     code = (confidence < t.high) + (confidence < t.medium) + (confidence < t.low)
-    return min(code, ANSWERED_WORST_CODE) if answered else int(code)
+    return min(code, ANSWERED_WORST_CODE) if answered else max(code, REFUSED_BEST_CODE)
 
 
 def level_codes(
@@ -109,19 +112,37 @@ def level_codes(
     A query ``answered`` (its answer bar cleared, D1) is at worst ``low_confidence``
     / LOW: a bar lowered for the traffic's mix (ADR 030) can answer under the
     ``low`` band, and a result must not be answered and read ``no_relevant_context``
-    at once (a strict report would refuse it, the cache would drop it).
+    at once (a strict report would refuse it, the cache would drop it). A query
+    refused (``answered`` False) is at best LOW (ADR 049): a bar raised above the
+    confidence, or too few documents, must not leave a refusal reading HIGH, "safe
+    to automate", and cached for a day.
     """
     codes = _codes(confidence, (thresholds.high, thresholds.medium, thresholds.low))
     if answered is not None:
         capped = np.minimum(codes, ANSWERED_WORST_CODE)
-        codes = np.where(np.asarray(answered, dtype=bool), capped, codes)
+        floored = np.maximum(codes, REFUSED_BEST_CODE)
+        codes = np.where(np.asarray(answered, dtype=bool), capped, floored)
     if kept_count is not None:
         codes = np.where(np.asarray(kept_count) > 0, codes, NO_CONTEXT_CODE)
     return codes.astype(np.int8)
 
 
+def advisory_code(confidence: float, thresholds: AdvisoryThresholds, *, answered: bool) -> int:
+    """One query's C2 flag code; a refused query's is at best LOW_CONFIDENCE (ADR 049)."""
+    t = thresholds
+    code = int((confidence < t.high) + (confidence < t.advisory) + (confidence < t.low))
+    return code if answered else max(code, REFUSED_BEST_CODE)
+
+
 def advisory_codes(
-    confidence: npt.NDArray[np.float64], thresholds: AdvisoryThresholds
+    confidence: npt.NDArray[np.float64],
+    thresholds: AdvisoryThresholds,
+    *,
+    answered: npt.NDArray[np.bool_] | None = None,
 ) -> npt.NDArray[np.int8]:
-    """C2 flag code per query (index into ADVISORY_FLAGS)."""
-    return _codes(confidence, (thresholds.high, thresholds.advisory, thresholds.low))
+    """C2 flag code per query (index into ADVISORY_FLAGS); refused at best LOW_CONFIDENCE."""
+    codes = _codes(confidence, (thresholds.high, thresholds.advisory, thresholds.low))
+    if answered is not None:
+        floored = np.maximum(codes, REFUSED_BEST_CODE)
+        codes = np.where(np.asarray(answered, dtype=bool), codes, floored)
+    return codes.astype(np.int8)

@@ -18,12 +18,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-import numpy as np
-
 from ragsift.confidence.assessment import Assessment, build_assessment
 from ragsift.confidence.config import ConfidenceConfig, LevelThresholds
 from ragsift.confidence.errors import ConfidenceError
-from ragsift.confidence.levels import ADVISORY_FLAGS, advisory_codes, level_code
+from ragsift.confidence.levels import advisory_code, level_code
 from ragsift.confidence.mix import at_share
 
 __all__ = ["AnswerPolicy", "PriorShift", "apply_policy"]
@@ -110,10 +108,9 @@ def apply_policy(assessment: Assessment, cfg: ConfidenceConfig, policy: AnswerPo
     conf = a.confidence
     docs = a.answerability.documents_within_threshold
     answerable = docs >= cfg.min_documents and conf >= threshold
-    advisory = ADVISORY_FLAGS.index(a.advisory_flag)
     if policy.prior is not None:  # decided above; only what is reported moves
         conf, threshold = policy.prior.apply(conf), policy.prior.apply(threshold)
-        advisory = int(advisory_codes(np.array([conf]), cfg.advisory)[0])
+    advisory = advisory_code(conf, cfg.advisory, answered=answerable)
     code = level_code(conf, levels, kept=bool(a.kept_indices), answered=answerable)
     return build_assessment(
         cfg,

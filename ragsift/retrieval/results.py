@@ -374,4 +374,16 @@ def evidence_for(
             kept=result.match_count,
             flag=result.advisory_flag,
         )
+    elif result.outcome == "ok" and not result.answerable:
+        # ADR 049: refused over the advisory threshold (too few documents, or a bar
+        # raised above it): advisory only, and the trail says so.
+        add(
+            EvidenceType.ADVISORY_LOW_CONFIDENCE,
+            f"confidence {result.confidence:.2f} is over the advisory threshold"
+            f" {advisory_threshold:.2f} but the query was refused"
+            f" ({result.answerability_reason}); the result is advisory only",
+            kept=result.match_count,
+            flag=result.advisory_flag,
+            refused=result.answerability_reason,
+        )
     return out

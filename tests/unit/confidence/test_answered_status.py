@@ -1,11 +1,14 @@
-"""An answered result never reads ``no_relevant_context``.
+"""An answered result never reads ``no_relevant_context``; a refused one never HIGH.
 
 A4's status is the confidence's band, but a bar lowered for the traffic's mix (ADR
 030, floored at even evidence by ADR 046) or set by an operator can answer under
 the ``low`` band. A result that is answered and says there is no relevant context
 contradicts itself: a strict report refuses it and the cache does not keep it. So
 an answered result is at worst ``low_confidence`` / LOW, in the engine and under an
-answer policy alike; a refused one keeps its band.
+answer policy alike. The mirror case (ADR 049): a result refused at a high
+confidence (too few documents, or a bar raised above it) used to keep its band,
+HIGH and "safe to automate", and was cached for a day. A refused result is at best
+``low_confidence`` / LOW, flagged, advisory only, and its disclaimer says why.
 """
 
 from __future__ import annotations
@@ -73,3 +76,71 @@ def test_a_confidence_reported_at_the_mix_under_the_band_is_still_answered_low()
     above = apply_policy(assessed, e.config, AnswerPolicy(answer_floor=0.95, prior=prior))
     assert not above.answerability.is_answerable
     assert above.status == "no_relevant_context"
+
+
+#: One hit far over every band: a confidence of about 0.95 under ``mean-kept``.
+STRONG = HitScores(dense=np.array([0.95, 0.1]), doc_ids=["a", "b"])
+
+
+def strong_engine(**overrides: object) -> ConfidenceEngine:
+    cfg = {
+        "scorer": "mean-kept",
+        "similarity_threshold": 0.4,
+        "answer_threshold": 0.3,
+        "min_documents": 1,
+    }
+    return ConfidenceEngine(ConfidenceConfig(**{**cfg, **overrides}))  # type: ignore[arg-type]
+
+
+def assert_refused_low(a: object, reason: str) -> None:
+    assert not a.answerability.is_answerable  # type: ignore[attr-defined]
+    assert a.answerability.reason == reason  # type: ignore[attr-defined]
+    assert (a.status, a.level, a.review_action) == (  # type: ignore[attr-defined]
+        "low_confidence",
+        "LOW",
+        "mandatory review",
+    )
+    assert a.should_flag_for_review  # type: ignore[attr-defined]
+    assert a.advisory_flag == "LOW_CONFIDENCE"  # type: ignore[attr-defined]
+    assert a.advisory_only  # type: ignore[attr-defined]
+    assert "not used to answer" in a.disclaimer.text  # type: ignore[attr-defined]
+
+
+def test_a_result_refused_for_too_few_documents_reads_low_not_high() -> None:
+    e = strong_engine(min_documents=2)
+    refused = e.assess(STRONG)
+    assert refused.confidence == pytest.approx(0.95)
+    assert_refused_low(refused, "too_few_documents")
+    assert "fewer documents" in refused.disclaimer.text  # type: ignore[operator]
+    batch = e.assess_batch([STRONG, STRONG])
+    assert batch.statuses == ["low_confidence", "low_confidence"]
+    assert_refused_low(batch.item(1), "too_few_documents")
+
+
+def test_a_bar_raised_over_a_high_confidence_refuses_at_low() -> None:
+    e = strong_engine()
+    answered = e.assess(STRONG)
+    assert (answered.status, answered.level, answered.advisory_flag) == (
+        "high_confidence",
+        "HIGH",
+        "HIGH_CONFIDENCE",
+    )
+    assert not answered.advisory_only
+    refused = apply_policy(answered, e.config, AnswerPolicy(answer_threshold=0.97))
+    assert_refused_low(refused, "low_confidence")
+    assert "answer bar" in refused.disclaimer.text  # type: ignore[operator]
+
+
+def test_a_bar_lowered_under_a_refusal_restores_the_band() -> None:
+    e = strong_engine(answer_threshold=0.97)
+    refused = e.assess(STRONG)
+    assert_refused_low(refused, "low_confidence")
+    served = apply_policy(refused, e.config, AnswerPolicy(answer_threshold=0.5))
+    assert served.answerability.is_answerable
+    assert (served.status, served.level, served.advisory_flag) == (
+        "high_confidence",
+        "HIGH",
+        "HIGH_CONFIDENCE",
+    )
+    assert not served.advisory_only
+    assert served.disclaimer.text is None

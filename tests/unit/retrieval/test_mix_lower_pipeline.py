@@ -29,6 +29,8 @@ from ragsift.retrieval.mix_watch import (
     OWN_BAR_ADVICE_CODE,
 )
 from ragsift.retrieval.pipeline import RetrievalPipeline
+from ragsift.retrieval.results import evidence_for
+from ragsift.schemas.evidence import EvidenceType
 from ragsift.settings import CacheSettings, ConfidenceSettings, GuardrailSettings, Settings
 from ragsift.wiring import build_pipeline
 from tests.unit.confidence.test_scoped_calibration_pipeline import EMBEDDER, index
@@ -232,3 +234,19 @@ async def test_a_collections_floor_refusal_is_not_told_as_the_mixs(
     (advice,) = [a for a in last.recommendations if a.code == OWN_BAR_ADVICE_CODE]
     assert f"({CALIBRATED:.2f} at the calibration's mix)" in advice.message
     assert "own bar of 0.62" in advice.message
+    # Refused at a shown ~0.99: LOW and advisory only, not HIGH "safe to automate"
+    # (ADR 049), and the audit trail records it.
+    assert (last.status, last.level, last.advisory_flag) == (
+        "low_confidence",
+        "LOW",
+        "LOW_CONFIDENCE",
+    )
+    assert last.advisory_only
+    assert last.should_flag_for_review
+    (event,) = [
+        e
+        for e in evidence_for(last, advisory_threshold=0.7, source="test")
+        if e.type == EvidenceType.ADVISORY_LOW_CONFIDENCE
+    ]
+    assert event.data.details["refused"] == "low_confidence"
+    assert "the query was refused" in event.data.summary
