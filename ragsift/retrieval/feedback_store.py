@@ -56,6 +56,18 @@ _Row = TypeVar("_Row", bound=BaseModel)
 
 _SEP: Final = "\x1f"  # never in a tenant id or collection name (both are ASCII word chars)
 
+# KEYS: a scope's labels. ARGV: query id, the row the label was decided on ('': none; a
+# stored row is never empty), the new row. Writes only if the row is still that one: 1.
+_PUT_IF_UNCHANGED: Final = """
+if (redis.call('HGET', KEYS[1], ARGV[1]) or '') ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+"""
+#: Tries of a Redis put whose row another writer keeps replacing. Two workers meet on a
+#: query only in a rebalance's overlap, so a second try settles it; then a service error
+#: (the handler holds its batch and tries again) rather than a loop without end.
+_PUT_TRIES: Final = 8
+
 
 class FeedbackStore(Protocol):
     """Scored results for the join window, labels per scope, and each scope's last re-fit."""
@@ -253,10 +265,11 @@ class RedisFeedbackStore:
         self.on_unreadable = on_unreadable
         self.client = client or sync_client(settings)
         self.prefix = f"{settings.key_prefix}:feedback"
+        self._put_if_unchanged = self.client.register_script(_PUT_IF_UNCHANGED)
 
-    def _call(self, op: Any) -> Any:
+    def _call(self, op: Any, *args: Any) -> Any:
         try:
-            return op()
+            return op(*args)
         except RedisError as exc:
             raise ServiceUnavailableError(
                 f"redis feedback store: {type(exc).__name__}: {exc}", service="redis"
@@ -318,14 +331,27 @@ class RedisFeedbackStore:
     def put_label(
         self, scope: CalibrationScope, label: StoredLabel, *, keep_sampled: bool = False
     ) -> Put:
-        """Store a label, keyed by query id (see :class:`FeedbackStore`)."""
+        """Store a label, keyed by query id (see :class:`FeedbackStore`).
+
+        Written only over the row it was decided on, as SQLite's transaction does:
+        read, then written, a label of two workers in a rebalance's overlap was decided
+        on a row the other had just replaced (a report took a sampled label's place).
+        """
         key = f"{self.prefix}:labels:{_scope_key(scope)}"
-        field = label.record.query_id
-        old = self._call(lambda: self.client.hget(key, field))
-        put = put_outcome(old, label, keep_sampled, self.on_unreadable)
-        if put == "stored":
-            self._call(lambda: self.client.hset(key, field, label.model_dump_json()))
-        return put
+        field, row = label.record.query_id, label.model_dump_json()
+        for _ in range(_PUT_TRIES):
+            old = self._call(lambda: self.client.hget(key, field))
+            put = put_outcome(old, label, keep_sampled, self.on_unreadable)
+            if put != "stored" or self._call(
+                self._put_if_unchanged, [key], [field, old or b"", row]
+            ):
+                return put
+        raise ServiceUnavailableError(
+            f"redis feedback store: the label of query {field!r} was changed by another"
+            f" writer {_PUT_TRIES} times while this one was stored",
+            service="redis",
+            query_id=field,
+        )
 
     def labels(self, scope: CalibrationScope) -> list[StoredLabel]:
         """The scope's labels, oldest first (see :class:`FeedbackStore`)."""
