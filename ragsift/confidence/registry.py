@@ -60,6 +60,8 @@ _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 #: the store could not read it; it reads reader signals the pipeline does not read
 #: (told by ``Engines.calibration_for``, not the registry).
 IGNORED_REASONS: Final = ("mismatch", "base", "invalid", "unreadable", "reader_signals")
+#: A scope as read: its usable artifact (None: none), and why a stored one is not used.
+_Read = tuple[CalibrationArtifact | None, str | None]
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -210,8 +212,8 @@ class CalibrationRegistry:
         max_cached_scopes: scopes remembered between store changes, least recently
             used evicted first (an evicted scope is read from the store again).
 
-    Thread-safe: the streaming runtime resolves from one event loop while a
-    feedback re-fit may publish from another thread.
+    Thread-safe: the embedded runtime resolves from its event loop while a feedback
+    re-fit resolves and publishes from another thread (the console's feedback).
     """
 
     def __init__(
@@ -233,13 +235,15 @@ class CalibrationRegistry:
         self.refresh_s = refresh_s
         self._clock = clock
         self._lock = threading.Lock()
-        self._cache: OrderedDict[CalibrationScope, CalibrationArtifact | None] = OrderedDict()
+        #: Each scope as read, with why its stored artifact is not used (one of
+        #: :data:`IGNORED_REASONS`), least recently used first.
+        self._cache: OrderedDict[CalibrationScope, _Read] = OrderedDict()
+        #: Moved on when what is cached goes stale (a put, a new generation).
+        self._epoch = 0
         self._generation: str | None = None
         self._checked_at = float("-inf")
         #: Artifacts found in the store but refused (wrong embedder/metric, invalid).
         self.rejected = 0
-        #: Why each scope read last is not used (one of :data:`IGNORED_REASONS`).
-        self._ignored: dict[CalibrationScope, str] = {}
         #: Told, for each query a stored calibration could not score, why not.
         self.on_fallback: Callable[[str], None] | None = None
 
@@ -256,6 +260,7 @@ class CalibrationRegistry:
         self.store.put(scope, artifact)
         with self._lock:
             self._cache.pop(scope, None)
+            self._epoch += 1
             self._checked_at = float("-inf")
 
     def resolve(self, tenant: str | None, collection: str) -> CalibrationArtifact:
@@ -268,10 +273,10 @@ class CalibrationRegistry:
             scopes.insert(0, CalibrationScope(collection, tenant))
         skipped = None
         for scope in scopes:
-            artifact = self._lookup(scope)
+            artifact, ignored = self._lookup(scope)
             if artifact is not None:
                 break
-            skipped = skipped or self._ignored.get(scope)
+            skipped = skipped or ignored
         else:
             artifact = self.default
         if skipped is not None and self.on_fallback is not None:
@@ -285,25 +290,26 @@ class CalibrationRegistry:
         for scope in ([CalibrationScope(collection, tenant)] if tenant else []) + [
             CalibrationScope(collection)
         ]:
-            if self._lookup(scope) is not None:
+            if self._lookup(scope)[0] is not None:
                 return scope
         return None
 
-    def _lookup(self, scope: CalibrationScope) -> CalibrationArtifact | None:
+    def _lookup(self, scope: CalibrationScope) -> _Read:
         with self._lock:
             if scope in self._cache:
                 self._cache.move_to_end(scope)
                 return self._cache[scope]
-        artifact, ignored = self._read(scope)
+            epoch = self._epoch
+        read = self._read(scope)  # not under the lock: a store read is I/O
         with self._lock:
-            self._cache[scope] = artifact
-            if len(self._cache) > self.max_cached_scopes:
-                self._cache.popitem(last=False)
-            if ignored is None:
-                self._ignored.pop(scope, None)
-            else:
-                self._ignored[scope] = ignored
-        return artifact
+            # A read that a put or a new generation passed may hold what they replaced:
+            # cached, the scope was served it until the store changed again (the query
+            # path and a re-fit's thread share a registry). Used this once, not kept.
+            if epoch == self._epoch:
+                self._cache[scope] = read
+                if len(self._cache) > self.max_cached_scopes:
+                    self._cache.popitem(last=False)
+        return read
 
     def examine(
         self, scope: CalibrationScope
@@ -337,7 +343,7 @@ class CalibrationRegistry:
             )
         return artifact, None, None
 
-    def _read(self, scope: CalibrationScope) -> tuple[CalibrationArtifact | None, str | None]:
+    def _read(self, scope: CalibrationScope) -> _Read:
         """The scope's usable artifact, or None and why a stored one is not usable."""
         artifact, reason, why = self.examine(scope)
         if reason is None:
@@ -362,4 +368,4 @@ class CalibrationRegistry:
             if generation != self._generation:
                 self._generation = generation
                 self._cache.clear()
-                self._ignored.clear()
+                self._epoch += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -201,3 +202,52 @@ def test_a_registry_must_remember_a_querys_two_scopes(tmp_path: Path) -> None:
         CalibrationRegistry(
             load_default_calibration(), DirectoryCalibrationStore(tmp_path), max_cached_scopes=1
         )
+
+
+class _PausingStore(DirectoryCalibrationStore):
+    """Holds its first read of ``scope``, once read, until told to go on."""
+
+    def __init__(self, root: Path, scope: CalibrationScope) -> None:
+        super().__init__(root)
+        self.scope = scope
+        self.read = threading.Event()
+        self.go_on = threading.Event()
+
+    def get(self, scope: CalibrationScope) -> CalibrationArtifact | None:
+        artifact = super().get(scope)
+        if scope == self.scope and not self.read.is_set():
+            self.read.set()
+            assert self.go_on.wait(timeout=30), "the test never let the read go on"
+        return artifact
+
+
+@pytest.mark.parametrize("writer", ["this registry", "another process"])
+def test_a_read_across_a_change_is_not_remembered_after_it(tmp_path: Path, writer: str) -> None:
+    """The embedded console resolves queries on its event loop while a feedback re-fit
+    runs on a thread with the same registry (``console_server.post_feedback``). A
+    query's read of its scope, passed by a change (a put through the registry, or
+    another process's, as ``ragsift calibrate --collection``) and by the re-fit
+    thread's refresh, was cached after both: the scope was served the replaced
+    calibration until the store changed again."""
+    default = load_default_calibration()
+    scope = CalibrationScope("docs", "acme")
+    old, new = _variant(default, 1.0), _variant(default, 2.0)
+    DirectoryCalibrationStore(tmp_path).put(scope, old)
+    store = _PausingStore(tmp_path, scope)
+    clock = _Clock()
+    registry = CalibrationRegistry(default, store, refresh_s=5, clock=clock)
+    served: list[str] = []
+    query = threading.Thread(target=lambda: served.append(registry.resolve("acme", "docs").version))
+    query.start()
+    assert store.read.wait(timeout=30)  # the query read ``old``, and has not cached it yet
+    if writer == "this registry":
+        registry.put(scope, new)  # the re-fit's thread
+    else:
+        DirectoryCalibrationStore(tmp_path).put(scope, new)
+        clock.now = 6.0  # past the refresh period
+    registry.resolve(None, "docs")  # the re-fit's next read (``refit_base``) refreshes
+    store.go_on.set()
+    query.join(timeout=30)
+    assert served == [old.version]  # it began before the change: either is right
+    assert registry.resolve("acme", "docs").version == new.version
+    assert registry.scope_of("acme", "docs") == scope
