@@ -208,6 +208,9 @@ class SqliteFeedbackStore:
         """Store a label, keyed by query id (see :class:`FeedbackStore`)."""
         key = (_scope_key(scope), label.record.query_id)
         with self._failing(), self._lock, self._db:
+            # Written from the read on: another process's label of the query waits, or
+            # it was decided on the row read before this one, and replaced it.
+            self._db.execute("BEGIN IMMEDIATE")
             row = self._db.execute(
                 "SELECT body FROM labels WHERE scope = ? AND query_id = ?", key
             ).fetchone()
