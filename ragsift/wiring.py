@@ -351,5 +351,5 @@ def build_report_handler(settings: Settings, metrics: Metrics) -> ReportHandler:
             else None
         ),
     )
-    builder = ReportBuilder(report_settings, report_settings.make_llm_client(), metrics=metrics)
-    return ReportHandler(builder, metrics)
+    builder = ReportBuilder(report_settings, report_settings.make_llm_client())
+    return ReportHandler(builder, metrics)  # counts reports and LLM fallbacks

@@ -254,9 +254,12 @@ class Metrics:
         )
         # Reports answered extractively because the LLM failed: reason is
         # "unavailable" (errors after retries) or "deadline" (total deadline passed).
+        # Counted by the report handler with ragsift_reports_total, when the report is
+        # emitted: at most once per report, however often a batch cut off by its
+        # deadline was built again, and not for a report that was dead-lettered.
         self.llm_fallbacks = Counter(
             "ragsift_report_llm_fallbacks_total",
-            "Reports answered extractively because the LLM call failed, by reason.",
+            "Emitted reports answered without the LLM because its call failed, by reason.",
             ["reason"],
             registry=r,
         )

@@ -8,6 +8,8 @@ Start with :class:`ReportBuilder`::
 
 from ragsift.report.builder import (
     EVIDENCE_SOURCE,
+    BuiltReport,
+    FallbackReason,
     ReportBuilder,
     ReportSettings,
     badge_for,
@@ -42,9 +44,11 @@ __all__ = [
     "BOUNDARY_FENCE",
     "EVIDENCE_SOURCE",
     "VARIANTS",
+    "BuiltReport",
     "ChatClient",
     "ChatMessage",
     "ChatReply",
+    "FallbackReason",
     "LlmDeadlineError",
     "LlmResponseError",
     "LlmUnavailableError",

@@ -1,6 +1,9 @@
 """The report builder: one retrieval result in, one user-facing report and its evidence out.
 
-Pure apart from the injected chat client. The order of decisions:
+Pure apart from the injected chat client: it counts nothing, and says in
+:class:`BuiltReport` whether the LLM failed (``llm_fallback``), so that its caller
+counts a report once it goes out (a batch cut off by its deadline is built again).
+The order of decisions:
 
 1. greeting / scope outcomes (D7) bypass generation: the result's ``answer_hint``.
 2. an error outcome, no kept hits, or (strict mode) an unanswerable or
@@ -34,7 +37,6 @@ from ragsift.confidence import (
     disclaimer_for,
 )
 from ragsift.confidence.scorers import ScoringInputs
-from ragsift.observability.metrics import Metrics
 from ragsift.report.contradictions import contradiction_note
 from ragsift.report.extractive import extractive_answer
 from ragsift.report.grounding import (
@@ -59,13 +61,23 @@ from ragsift.schemas import (
     derive_query_id,
 )
 
-__all__ = ["EVIDENCE_SOURCE", "ReportBuilder", "ReportSettings", "badge_for", "banner_for"]
+__all__ = [
+    "EVIDENCE_SOURCE",
+    "BuiltReport",
+    "FallbackReason",
+    "ReportBuilder",
+    "ReportSettings",
+    "badge_for",
+    "banner_for",
+]
 
 log = logging.getLogger(__name__)
 
 EVIDENCE_SOURCE = "/ragsift/worker/report"
 
 GeneratedBy = Literal["extractive", "llm", "bypass"]
+#: Why a report was built without the LLM it has: errors after the retries, or its deadline.
+FallbackReason = Literal["unavailable", "deadline"]
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 _QUALITY_SCALE = max(RESPONSE_QUALITY_POINTS.values())  # C1's 0.3 share -> [0, 1]
 _SOURCE_QUALITY_SLOT = SIGNAL_NAMES.index("source_quality")
@@ -83,6 +95,19 @@ class _Answer:
     response_quality: str = "invalid"
 
 
+@dataclass(frozen=True, slots=True)
+class BuiltReport:
+    """One result's report, the evidence it calls for, and the LLM fallback it took.
+
+    ``llm_fallback`` is set when the LLM call failed and the report was built without
+    it (``None`` otherwise, and for reports that never call the LLM).
+    """
+
+    report: Report
+    evidence: list[EvidenceEvent]
+    llm_fallback: FallbackReason | None = None
+
+
 class ReportBuilder:
     """Builds the report of one retrieval result (module docstring).
 
@@ -90,7 +115,6 @@ class ReportBuilder:
         settings: report settings.
         llm: the chat client; ``None`` for extractive reports.
         confidence_config: supplies the C1 source-quality table (defaults to the seeds').
-        metrics: counts LLM fallbacks to extractive answers, when given.
     """
 
     def __init__(
@@ -99,11 +123,9 @@ class ReportBuilder:
         llm: ChatClient | None = None,
         *,
         confidence_config: ConfidenceConfig | None = None,
-        metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings
         self.llm = llm
-        self.metrics = metrics
         if llm is not None and not settings.nonce_key:
             # Safe either way (the per-process key is secret); only replays differ.
             log.warning(
@@ -117,16 +139,21 @@ class ReportBuilder:
 
     async def build(self, result: RetrievalResult) -> tuple[Report, list[EvidenceEvent]]:
         """The report of ``result`` and the evidence events it calls for."""
+        built = await self.build_report(result)
+        return built.report, built.evidence
+
+    async def build_report(self, result: RetrievalResult) -> BuiltReport:
+        """The report of ``result``, its evidence and the LLM fallback it took, if any."""
         if result.outcome in ("greeting", "scope"):
-            return self._bypass(result), []
+            return BuiltReport(self._bypass(result), [])
         hits = self._sources(result)
         reason = self._refusal_reason(result, hits)
         if reason is not None:
             answer = _Answer(
                 REFUSAL_SENTENCE, "extractive", "insufficient", True, refusal_reason=reason
             )
-            return self._assemble(result, [], answer, context_used=False)
-        answer = await self._generate(result, hits)
+            return BuiltReport(*self._assemble(result, [], answer, context_used=False))
+        answer, fallback = await self._generate(result, hits)
         if not answer.is_refusal and is_exact_refusal(answer.text):
             # D6: the model obeyed the refusal instruction; mark it whatever validation says.
             answer = _Answer(
@@ -142,7 +169,8 @@ class ReportBuilder:
             # D7: after validation, which judges the answer, not ragsift's own note
             note = contradiction_note(result.contradiction, hits)
             answer = replace(answer, text=f"{answer.text}\n\n{note}")
-        return self._assemble(result, hits, answer, context_used=not answer.is_refusal)
+        report, evidence = self._assemble(result, hits, answer, context_used=not answer.is_refusal)
+        return BuiltReport(report, evidence, fallback)
 
     def _sources(self, result: RetrievalResult) -> list[RetrievedChunk]:
         if not self.settings.strict_mode:
@@ -163,8 +191,12 @@ class ReportBuilder:
             return "no relevant context"
         return None
 
-    async def _generate(self, result: RetrievalResult, hits: Sequence[RetrievedChunk]) -> _Answer:
+    async def _generate(
+        self, result: RetrievalResult, hits: Sequence[RetrievedChunk]
+    ) -> tuple[_Answer, FallbackReason | None]:
+        """The answer, and why the LLM was not used where its call failed."""
         s = self.settings
+        fallback: FallbackReason | None = None
         if self.llm is not None:
             prompt = build_prompt(
                 result,
@@ -177,29 +209,30 @@ class ReportBuilder:
                 reply = await self.llm.complete(chat_messages(prompt))
             except LlmUnavailableError as exc:
                 # Outage or stall: serve the extractive report rather than nothing.
-                reason = "deadline" if isinstance(exc, LlmDeadlineError) else "unavailable"
-                if self.metrics is not None:
-                    self.metrics.llm_fallbacks.labels(reason).inc()
+                fallback = "deadline" if isinstance(exc, LlmDeadlineError) else "unavailable"
                 log.warning(
                     "LLM %s for query %s after %d attempts, answering extractively: %s",
-                    reason,
+                    fallback,
                     result.query_id,
                     exc.attempts,
                     exc.message,
                 )
             else:
                 text = _clip(reply.text.strip(), s.max_answer_chars)
-                return _Answer(text, "llm", prompt.variant, False, response_quality="complete")
+                answer = _Answer(text, "llm", prompt.variant, False, response_quality="complete")
+                return answer, None
         text = extractive_answer(result.query, hits, max_chars=s.max_answer_chars)
         if not text:
-            return _Answer(
+            refusal = _Answer(
                 REFUSAL_SENTENCE,
                 "extractive",
                 "extractive",
                 True,
                 refusal_reason="no sentence of the retrieved context matches the question",
             )
-        return _Answer(text, "extractive", "extractive", False, response_quality="complete")
+            return refusal, fallback
+        answer = _Answer(text, "extractive", "extractive", False, response_quality="complete")
+        return answer, fallback
 
     def _validate(self, answer: _Answer, hits: Sequence[RetrievedChunk]) -> _Answer:
         if answer.is_refusal:

@@ -9,6 +9,10 @@ outcome, and the runtime dead-letters it; the batch's other results go on.
 A call's deadline grows with its batch (``deadline_for``): a batch of 48 takes six
 rounds of LLM calls, each up to ``llm_deadline_s``, which a flat 30 s cut off; the
 batch was then rebuilt one report at a time, nearly twice the LLM calls.
+
+Reports, their evidence and their LLM fallbacks are counted once the whole batch is
+built: a batch cut off by its deadline is built again event by event, so a report
+(and the fallback it took) is counted once, when it goes out, not once per build.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pydantic import BaseModel
 
 from ragsift.errors import RagsiftError
 from ragsift.observability.metrics import Metrics
-from ragsift.report.builder import ReportBuilder
+from ragsift.report.builder import FallbackReason, ReportBuilder
 from ragsift.schemas import EvidenceEvent, Report, RetrievalResult
 from ragsift.workers.base import MAX_DEADLINE_S, Emit, Outcome
 
@@ -37,7 +41,7 @@ class ReportHandler:
 
     Args:
         builder: the report builder (owns the LLM client, if any).
-        metrics: counts reports by kind and evidence by type, when given.
+        metrics: counts reports by kind, evidence by type and LLM fallbacks, when given.
         max_concurrency: reports built at once within a batch, ``> 0``.
     """
 
@@ -79,29 +83,36 @@ class ReportHandler:
 
     async def handle_batch(self, events: Sequence[RetrievalResult]) -> list[Outcome]:
         """One outcome per result: the report keyed by query id, then its evidence."""
-        outcomes = list(await asyncio.gather(*(self._one(result) for result in events)))
+        built = await asyncio.gather(*(self._one(result) for result in events))
         # Counted once the whole batch is built: a call cut off by its deadline is
         # built again event by event, and its finished reports were never emitted.
-        for result, outcome in zip(events, outcomes, strict=True):
+        outcomes: list[Outcome] = []
+        for result, (outcome, fallback) in zip(events, built, strict=True):
             if not isinstance(outcome, Exception):
-                self._count(result, outcome)
+                self._count(result, outcome, fallback)
+            outcomes.append(outcome)
         return outcomes
 
-    async def _one(self, result: RetrievalResult) -> Outcome:
+    async def _one(self, result: RetrievalResult) -> tuple[Outcome, FallbackReason | None]:
         async with self._slots:
             try:
-                report, evidence = await self.builder.build(result)
+                built = await self.builder.build_report(result)
             except RagsiftError as exc:
                 exc.query_id = exc.query_id or result.query_id
-                return exc
-        emits = [Emit("reports", result.query_id, report)]
-        emits.extend(Emit("audit", result.query_id, ev) for ev in evidence)
-        return emits
+                return exc, None
+        emits = [Emit("reports", result.query_id, built.report)]
+        emits.extend(Emit("audit", result.query_id, ev) for ev in built.evidence)
+        return emits, built.llm_fallback
 
-    def _count(self, result: RetrievalResult, emits: list[Emit]) -> None:
-        """Count the report and evidence ``emits`` carries (reports by kind, evidence by type)."""
+    def _count(
+        self, result: RetrievalResult, emits: list[Emit], fallback: FallbackReason | None
+    ) -> None:
+        """Count what ``emits`` carries: its report by kind, its evidence by type, and the
+        LLM fallback the report took, if any."""
         if self.metrics is None:
             return
+        if fallback is not None:
+            self.metrics.llm_fallbacks.labels(fallback).inc()
         for emit in emits:
             if isinstance(emit.event, Report):
                 report = emit.event

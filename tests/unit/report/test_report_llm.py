@@ -22,7 +22,8 @@ from ragsift.report import (
     ReportBuilder,
     ReportSettings,
 )
-from ragsift.schemas import RetrievalResult
+from ragsift.schemas import Report, RetrievalResult
+from ragsift.workers.report import ReportHandler
 
 MESSAGES: list[Any] = [
     {"role": "system", "content": "be brief"},
@@ -319,20 +320,24 @@ async def test_builder_answers_extractively_on_deadline_counts_it_and_goes_on(
     client = settings.make_llm_client()
     assert client is not None
     metrics = Metrics()
-    builder = ReportBuilder(settings, client, metrics=metrics)
+    handler = ReportHandler(ReportBuilder(settings, client), metrics)
     server.trickle_s = TRICKLE_S
     try:
-        stalled, evidence = await builder.build(make_result())
+        (stalled,) = await handler.handle_batch([make_result()])
         server.trickle_s = 0.0
         server.script = [ok("Orbit thermostats can be returned within 30 days for a refund [1].")]
-        next_one, _ = await builder.build(make_result(query_id="q2"))
+        next_one = await handler.builder.build_report(make_result(query_id="q2"))
     finally:
         await client.close()
-    assert stalled.generated_by == "extractive"
-    assert not stalled.is_refusal
-    assert "30 days" in stalled.answer
-    assert evidence == []
-    assert next_one.generated_by == "llm"
+    assert isinstance(stalled, list)
+    assert len(stalled) == 1  # the report, no evidence
+    report = stalled[0].event
+    assert isinstance(report, Report)
+    assert report.generated_by == "extractive"
+    assert not report.is_refusal
+    assert "30 days" in report.answer
+    assert next_one.report.generated_by == "llm"
+    assert next_one.llm_fallback is None
     fallbacks = metrics.registry.get_sample_value(
         "ragsift_report_llm_fallbacks_total", {"reason": "deadline"}
     )

@@ -84,7 +84,7 @@ async def test_llm_deadline_reaches_the_client(monkeypatch: pytest.MonkeyPatch) 
     client = handler.builder.llm
     assert isinstance(client, OpenAIChatClient)
     assert client.deadline == 12.5
-    assert handler.builder.metrics is not None  # fallbacks are counted
+    assert handler.metrics is not None  # fallbacks are counted
     await handler.close()
 
 
