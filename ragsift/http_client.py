@@ -7,8 +7,12 @@
   same way for every service: timeouts, no connection, 429 and 5xx raise the
   service's *unavailable* error (with ``Retry-After``), any other non-200 its
   *response* error with an excerpt of the body (:class:`ServiceErrors` names both).
-  With ``max_body_bytes`` it reads no more of a body than that: a 200 past it is the
-  *response* error, an error answer past it keeps only its start.
+  With ``max_body_bytes`` it reads no more of a body than that, on the wire or
+  decoded (:func:`ragsift.http_body.read_capped`: gzip and deflate are undone in
+  bounded steps, so a compression bomb costs the cap, not its expansion): a 200 past
+  it is the *response* error, an error answer past it keeps only its start. A body
+  in a coding that was not asked for (``br``, ``zstd``) or that its coding cannot
+  read is the *response* error.
 - :class:`RetryPolicy`: bounded retries of the *unavailable* errors with a
   doubling pause that honours ``Retry-After`` (tenacity), all under one total
   deadline: httpx's timeout bounds each read, so a server trickling a byte at a
@@ -26,6 +30,7 @@ import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from ragsift.errors import RagsiftError, ServiceUnavailableError
+from ragsift.http_body import ACCEPT_ENCODING, BodyDecodingError, read_capped
 
 __all__ = [
     "JsonEndpoint",
@@ -83,13 +88,16 @@ def retry_after(response: httpx.Response) -> float | None:
 def bearer_client(
     api_key: str | Secret | None, *, timeout: float, transport: Any = None
 ) -> httpx.AsyncClient:
-    """An async client sending ``Authorization: Bearer <key>`` when a key is given."""
+    """An async client sending ``Authorization: Bearer <key>`` when a key is given, and
+    asking only for the codings :func:`~ragsift.http_body.read_capped` reads in bounded steps."""
     key = (
         api_key.get_secret_value()
         if api_key is not None and not isinstance(api_key, str)
         else api_key
     )
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    headers = {"Accept-Encoding": ACCEPT_ENCODING}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
     return httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(timeout), transport=transport)
 
 
@@ -132,7 +140,8 @@ class JsonEndpoint:
         errors: the service's words and error classes.
         client: the HTTP client (see :func:`bearer_client`); closed by :meth:`close`.
         shown_url: ``url`` as errors show it, credentials masked (default: ``url``).
-        max_body_bytes: most bytes of a body read (decoded), ``> 0``; ``None``: all.
+        max_body_bytes: most bytes of a body read, on the wire or decoded, ``> 0``;
+            ``None``: all.
     """
 
     def __init__(
@@ -185,26 +194,25 @@ class JsonEndpoint:
 
     async def _send(self, body: dict[str, Any]) -> tuple[httpx.Response, bool]:
         """The answer with at most ``max_body_bytes`` of its body read, and whether that
-        is the whole body: a server that streams without end is cut off, not buffered."""
-        limit = self.max_body_bytes
+        is the whole body: a server that streams (or inflates) without end is cut off,
+        not buffered."""
         request = self._client.build_request("POST", self.url, json=body)
         streamed = await self._client.send(request, stream=True)
-        chunks: list[bytes] = []
-        size = 0
+        code = streamed.status_code
         try:
-            async for chunk in streamed.aiter_bytes():
-                chunks.append(chunk)
-                size += len(chunk)
-                if limit is not None and size > limit:
-                    break
+            content, whole = await read_capped(streamed, self.max_body_bytes)
+        except BodyDecodingError as exc:
+            raise self.errors.response_error(
+                f"{self.errors.service} {self.shown_url} answered {code}"
+                f" with a body it cannot read: {exc}",
+                status_code=code,
+                body="",
+            ) from exc
         finally:
             await streamed.aclose()
         headers = [(k, v) for k, v in streamed.headers.items() if k.lower() not in _WIRE_HEADERS]
-        content = b"".join(chunks)[:limit]
-        read = httpx.Response(
-            streamed.status_code, headers=headers, content=content, request=request
-        )
-        return read, limit is None or size <= limit
+        read = httpx.Response(code, headers=headers, content=content, request=request)
+        return read, whole
 
     async def close(self) -> None:
         """Close the connection pool."""
