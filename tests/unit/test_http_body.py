@@ -19,7 +19,10 @@ import pytest
 from ragsift.http_body import ACCEPT_ENCODING, STEP, BodyDecoder, BodyDecodingError, read_capped
 from ragsift.http_client import JsonEndpoint, ServiceErrors, bearer_client
 from ragsift.report.llm import DEFAULT_MAX_RESPONSE_BYTES, LlmResponseError, OpenAIChatClient
+from ragsift.retrieval.embedders import OpenAIEmbedder
 from ragsift.retrieval.errors import EmbedderResponseError, EmbedderUnavailableError
+from ragsift.retrieval.rerank import HttpReranker
+from ragsift.retrieval.rerank.base import RerankerResponseError
 
 pytestmark = pytest.mark.unit
 
@@ -194,3 +197,43 @@ async def test_a_body_its_coding_cannot_read_is_a_clear_response_error(status: i
     await endpoint.close()
     with pytest.raises(BodyDecodingError, match="body is not valid gzip"):
         list(BodyDecoder("gzip").decode(bytes(broken)))
+
+
+def _clients(transport: Any) -> dict[str, tuple[Any, Any, type[Exception]]]:
+    """Each client of the shared reader: (client, one call, its response error)."""
+    chat = OpenAIChatClient("http://llm.test", "m", transport=transport, max_retries=0)
+    embedder = OpenAIEmbedder("http://emb.test", "m", dim=1536, transport=transport)
+    reranker = HttpReranker("tei", "http://rr.test", transport=transport, max_retries=0)
+    return {
+        "chat": (chat, lambda: chat.complete([{"role": "user", "content": "q"}]), LlmResponseError),
+        "embeddings": (embedder, lambda: embedder.embed(["x"]), EmbedderResponseError),
+        "rerank": (reranker, lambda: reranker.rerank("q", ["x"]), RerankerResponseError),
+    }
+
+
+@pytest.mark.parametrize("kind", ["chat", "embeddings", "rerank"])
+async def test_every_client_of_the_reader_caps_a_bomb(kind: str) -> None:
+    transport = serving(bomb(), "gzip")
+    client, call, refused = _clients(transport)[kind]
+    tracemalloc.start()
+    try:
+        with pytest.raises(refused, match="answered more than"):
+            await call()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        await (client.aclose() if kind == "embeddings" else client.close())
+    assert peak < 16 * MiB  # of the bomb's 50 MiB
+    assert transport.requests[0].headers["accept-encoding"] == "gzip, deflate"
+
+
+def test_the_embedders_cap_has_room_for_its_batch_and_a_cap_must_be_positive() -> None:
+    default = OpenAIEmbedder("http://emb.test", "m", dim=1536)
+    wide = OpenAIEmbedder("http://emb.test", "m", dim=3072, batch_size=256)
+    # 32 bytes a float printed in JSON (OpenAI indents each on its own line).
+    assert default.max_response_bytes >= 64 * 1536 * 32
+    assert wide.max_response_bytes >= 256 * 3072 * 32
+    with pytest.raises(ValueError, match="max_response_bytes must be > 0, got 0"):
+        OpenAIEmbedder("http://emb.test", "m", dim=4, max_response_bytes=0)
+    with pytest.raises(ValueError, match="max_response_bytes must be > 0, got -1"):
+        HttpReranker("tei", "http://rr.test", max_response_bytes=-1)

@@ -28,6 +28,12 @@ __all__ = ["OpenAIEmbedder"]
 OPENAI_DEFAULT_BATCH = 64  # well under OpenAI's 2,048 inputs per request
 OPENAI_DEFAULT_TIMEOUT_S = 30.0
 _BODY_EXCERPT = 500
+# An answer's room: each float printed in JSON takes up to ~25 bytes ("-0.006929283402860165,"
+# in full; OpenAI puts each on its own indented line), plus each item's envelope
+# ("object", "index") and the answer's ("model", "usage"). Past it the answer is refused.
+_BYTES_PER_FLOAT = 32
+_BYTES_PER_ITEM = 1024
+_ENVELOPE_BYTES = 64 * 1024
 
 _ERRORS = ServiceErrors(
     "embedding request",
@@ -50,6 +56,9 @@ class OpenAIEmbedder:
         batch_size: texts per request, ``> 0``.
         timeout: seconds per request, ``> 0``.
         embedder_id: overrides ``openai-<model>-<dim>``.
+        max_response_bytes: most bytes of an answer read, on the wire or decoded,
+            ``> 0``; default: room for ``batch_size`` vectors of ``dim`` floats in JSON.
+            A longer answer raises :class:`EmbedderResponseError`.
         transport: an httpx transport (tests, proxies).
     """
 
@@ -63,6 +72,7 @@ class OpenAIEmbedder:
         batch_size: int = OPENAI_DEFAULT_BATCH,
         timeout: float = OPENAI_DEFAULT_TIMEOUT_S,
         embedder_id: str | None = None,
+        max_response_bytes: int | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         check_base_url(base_url)
@@ -74,6 +84,12 @@ class OpenAIEmbedder:
             raise ValueError(f"batch_size must be > 0, got {batch_size}")
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0, got {timeout}")
+        if max_response_bytes is None:
+            per_item = dim * _BYTES_PER_FLOAT + _BYTES_PER_ITEM
+            max_response_bytes = _ENVELOPE_BYTES + batch_size * per_item
+        if max_response_bytes <= 0:
+            raise ValueError(f"max_response_bytes must be > 0, got {max_response_bytes}")
+        self.max_response_bytes = max_response_bytes
         self.url = openai_endpoint(base_url, "embeddings")
         self.model = model
         self.batch_size = batch_size
@@ -82,7 +98,7 @@ class OpenAIEmbedder:
         # Not retried (no RetryPolicy): the pipeline turns a failed embed into an error
         # result for the query at once, which says the embedder was unavailable.
         client = bearer_client(api_key, timeout=timeout, transport=transport)
-        self._endpoint = JsonEndpoint(self.url, _ERRORS, client)
+        self._endpoint = JsonEndpoint(self.url, _ERRORS, client, max_body_bytes=max_response_bytes)
 
     @property
     def embedder_id(self) -> str:

@@ -50,6 +50,9 @@ DEFAULT_BACKOFF_S = 0.05  # first pause; doubles per attempt
 MAX_BACKOFF_S = 1.0  # cap on any pause, Retry-After included: the batch is waiting
 DEFAULT_CONCURRENCY = 8  # requests in flight per batch (these APIs take one query each)
 _BODY_EXCERPT = 300
+# Scores are ~40 bytes a passage ({"index": 12, "score": -1.2345678}); as the chat
+# client's cap, room for a server that sends the passages back all the same.
+DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 
 _ERRORS = ServiceErrors(
     "rerank request", "reranker", RerankerUnavailableError, RerankerResponseError, _BODY_EXCERPT
@@ -69,6 +72,8 @@ class HttpReranker:
         max_retries: extra attempts on retryable failures, ``>= 0``.
         backoff: first pause between attempts in seconds (doubles each time), ``>= 0``.
         concurrency: requests in flight in :meth:`rerank_many`, ``> 0``.
+        max_response_bytes: most bytes of an answer read, on the wire or decoded,
+            ``> 0``; a longer answer raises :class:`RerankerResponseError`.
         transport: an httpx transport (tests, proxies).
     """
 
@@ -84,6 +89,7 @@ class HttpReranker:
         max_retries: int = DEFAULT_MAX_RETRIES,
         backoff: float = DEFAULT_BACKOFF_S,
         concurrency: int = DEFAULT_CONCURRENCY,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         if protocol not in PROTOCOLS:
@@ -96,6 +102,8 @@ class HttpReranker:
         self.retry = RetryPolicy(deadline, max_retries, backoff, MAX_BACKOFF_S)
         if concurrency <= 0:
             raise ValueError(f"concurrency must be > 0, got {concurrency}")
+        if max_response_bytes <= 0:
+            raise ValueError(f"max_response_bytes must be > 0, got {max_response_bytes}")
         root = base_url.rstrip("/")
         if protocol == "tei":
             self.url = f"{root}/rerank"
@@ -111,7 +119,13 @@ class HttpReranker:
         self.backoff = backoff
         self._slots = asyncio.Semaphore(concurrency)
         client = bearer_client(api_key, timeout=timeout, transport=transport)
-        self._endpoint = JsonEndpoint(self.url, _ERRORS, client, shown_url=self.shown_url)
+        self._endpoint = JsonEndpoint(
+            self.url,
+            _ERRORS,
+            client,
+            shown_url=self.shown_url,
+            max_body_bytes=max_response_bytes,
+        )
 
     def __repr__(self) -> str:
         # Never the key: reprs end up in logs.

@@ -139,7 +139,8 @@ async def test_an_answer_nested_past_the_parser_is_a_malformed_answer(
     # RecursionError escaped the client's error handling and failed the whole batch.
     url, stub = server
     stub.body = b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
-    embedder = OpenAIEmbedder(url, "m", dim=DIM)
+    # 200 KB: past the default cap of a batch of DIM-wide vectors, so room is made.
+    embedder = OpenAIEmbedder(url, "m", dim=DIM, max_response_bytes=1_000_000)
     with pytest.raises(EmbedderResponseError, match="malformed embeddings answer"):
         await embedder.embed(["x"])
     await embedder.aclose()
