@@ -50,6 +50,7 @@ from aiokafka.errors import KafkaError
 
 from ragsift.streams.routing import BatchRouter, Received, agent_name
 from ragsift.streams.unreadable import UnreadableRecordsError, readable_from
+from ragsift.workers.held import HELD_CHECK_S, holding
 
 __all__ = ["COMMIT_INTERVAL_S", "MAX_HOLD_S", "BatchLoop", "Flusher"]
 
@@ -63,8 +64,6 @@ MAX_HOLD_S = 30.0
 #: First pause after a batch or a fetch failed as a whole, doubled up to the maximum.
 RETRY_INITIAL_S = 0.5
 RETRY_MAX_S = 30.0
-#: How often a batch in flight at stop is checked for a handler holding it for a store.
-HELD_CHECK_S = 0.25
 FIRST = asyncio.FIRST_COMPLETED
 
 
@@ -288,11 +287,7 @@ class BatchLoop:
                 batch.cancel()
 
     def _held(self) -> bool:
-        return any(
-            getattr(router.handler, "stalled", False)
-            for each in self.routers.values()
-            for router in each
-        )
+        return holding(router.handler for each in self.routers.values() for router in each)
 
     async def _process(self, records: Sequence[ConsumerRecord[bytes, bytes]]) -> None:
         by_topic: dict[str, list[Received]] = {}

@@ -19,13 +19,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
 from ragsift.errors import ServiceUnavailableError
 from ragsift.workers.audit import Backoff
 
-__all__ = ["STORE_BACKOFF", "Hold", "Holds", "until_available"]
+__all__ = ["HELD_CHECK_S", "STORE_BACKOFF", "Hold", "Holds", "holding", "until_available"]
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,8 @@ T = TypeVar("T")
 
 #: Waits between tries: short at the most, so the backlog moves soon after the store is back.
 STORE_BACKOFF = Backoff(initial_s=0.25, max_s=2.0)
+#: How often a runtime stopping with a batch in flight checks whether a handler holds it.
+HELD_CHECK_S = 0.25
 
 
 class Hold:
@@ -56,6 +58,12 @@ class Holds:
     def stalled(self) -> bool:
         """True while a batch is held for the store (/readyz answers 503)."""
         return self.hold.active
+
+
+def holding(handlers: Iterable[object]) -> bool:
+    """True while one of ``handlers`` holds its batch for a store (its ``stalled``): a
+    runtime stopping meanwhile gives the batch up, uncommitted, instead of waiting."""
+    return any(getattr(handler, "stalled", False) for handler in handlers)
 
 
 async def until_available(
