@@ -12,6 +12,11 @@ to the stream are all in it. Under load the queue behind the batch is not
 empty, so batches still fill up to ``max_`` (smart batching: their size
 follows the load); idle, an event goes at once. ``within`` stays the bound
 on how long a partial batch waits.
+
+A batch its caller leaves unfinished while the app stops (the agent cancelled
+after the stop gave up a batch held for a store) is never acknowledged, so its
+offsets are not committed and the next member of the group reads it again;
+Faust's own method acknowledged it when the generator was closed.
 """
 
 from __future__ import annotations
@@ -87,13 +92,19 @@ class AdaptiveStream(faust.Stream[Any]):
                 await self.wait_for_stopped(cast(Any, ready), timeout=cast(Any, timeout))
                 if events:
                     handing_over = self.loop.create_future()
+                    finished = False
                     try:
                         yield list(events)
+                        finished = True  # the caller is back for the next batch
                     finally:
                         taken = list(events)
                         events.clear()
-                        for event in taken:
-                            await self.ack(event)
+                        # Faust acknowledges a batch its caller left too (closing this
+                        # generator): at stop, that is a batch given up while a handler held
+                        # it (ragsift.streams.app), and acknowledged it was committed, lost.
+                        if finished or not self.app.should_stop:
+                            for event in taken:
+                                await self.ack(event)
                         notify(handing_over)
                         ready.clear()
                         consumed.set()

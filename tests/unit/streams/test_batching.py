@@ -123,3 +123,18 @@ async def test_max_below_one_is_refused(take: Callable[[int], Awaitable[Batches]
     batches = await take(0)
     with pytest.raises(ValueError, match="max_ must be >= 1, got 0"):
         await batches.next_events()
+
+
+async def test_a_batch_left_unfinished_while_the_app_stops_is_never_acknowledged(
+    stream: tuple[faust.ChannelT[Any], faust.StreamT[Any]],
+    take: Callable[[int], Awaitable[Batches]],
+) -> None:
+    # A stop gives up a batch held for a store, and the agent holding it is cancelled:
+    # Faust's take_events acknowledged such a batch when its generator was closed, and
+    # the consumer committed it at its stop (the held events lost).
+    batches = await take(64)
+    await batches.send(1, 2)
+    held = await batches.next_events()
+    stream[1].app._stopped.set()  # type: ignore[attr-defined]  # what App.stop does first
+    await batches.batches.aclose()
+    assert [event.message.acked for event in held] == [False, False]
