@@ -25,7 +25,7 @@ import faust
 from ragsift.gc_policy import settle as settle_gc
 from ragsift.observability.metrics import Metrics
 from ragsift.schemas.deadletter import DEFAULT_MAX_ORIGINAL_BYTES
-from ragsift.streams.app import declare_topic
+from ragsift.streams.app import PagesOnlyApp, declare_topic
 from ragsift.streams.routing import BatchRouter, Received, agent_name
 from ragsift.streams.topics import TOPICS
 from ragsift.workers.base import Handler
@@ -160,6 +160,8 @@ def attach_handler(
     name = agent_name(handler)
     if health is not None:
         health.expect(name)
+    if isinstance(app, PagesOnlyApp):  # a stop gives up a batch it holds for a store
+        app.hosted.append(handler)
 
     async def run(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
         # Start-up is done: freeze it, and keep the collector off the batches in

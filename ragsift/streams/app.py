@@ -1,11 +1,18 @@
 """The Faust app factory: one app built from settings, topics from the registry.
 
+A stop waits for the batches in flight, as Faust does, except a batch a handler
+holds for a store that does not answer (Redis down): that one is given up,
+uncommitted, as on the plain runtime (:meth:`PagesOnlyApp._consumer_wait_empty`).
+
 This module, the agents and :mod:`ragsift.streams.faust_read` are the only places
 that import Faust; handlers never do (ARCHITECTURE.md, "One pipeline, two runtimes").
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -14,7 +21,7 @@ import faust
 from aiokafka import TopicPartition
 from faust.transport import by_url
 from faust.transport.drivers import aiokafka as aiokafka_driver
-from faust.types import TransportT
+from faust.types import ConsumerT, TransportT
 from faust.web import Web
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
@@ -22,8 +29,11 @@ from ragsift.settings import KafkaSettings
 from ragsift.streams.batching import AdaptiveStream
 from ragsift.streams.faust_read import SkippingTransport
 from ragsift.streams.topics import TOPICS
+from ragsift.workers.held import HELD_CHECK_S, holding
 
 __all__ = ["DEFAULT_WEB_HOST", "PagesOnlyApp", "broker_credentials", "create_app", "declare_topic"]
+
+log = logging.getLogger(__name__)
 
 #: Loopback: a worker's pages are for the local agent or a sidecar unless the
 #: deployment opens them (RAGSIFT_WORKER_WEB_HOST=0.0.0.0 in containers).
@@ -57,6 +67,35 @@ class PagesOnlyApp(faust.App):
     #: following topic while the one it follows is behind (ragsift.streams.faust_follows).
     follows: dict[str, str] | None = None
     handled: dict[tuple[str, int], int] | None = None
+
+    def __init__(self, id: str, **options: Any) -> None:
+        super().__init__(id, **options)
+        #: The handlers the agents drive (``attach_handler`` adds each), read at stop.
+        self.hosted: list[object] = []
+
+    async def _consumer_wait_empty(self, consumer: ConsumerT, logger: Any) -> None:
+        """Wait for the events in flight to be acknowledged (Faust's rule, at a rebalance and
+        at stop), except, at stop, a batch a handler holds for a store: it may wait for ever,
+        and Faust waited with it until the worker was killed, without leaving its group.
+        That batch is given up: never acknowledged, so not committed, and the next member
+        of the group reads it again (:mod:`ragsift.streams.batching` keeps a batch given up
+        at stop unacknowledged). A batch that is only slow is finished first."""
+        waiting = asyncio.ensure_future(super()._consumer_wait_empty(consumer, logger))
+        try:
+            while not waiting.done():
+                if self.should_stop and holding(self.hosted):
+                    log.warning(
+                        "stopping with a batch held for a store: not committed,"
+                        " read again by the next member of the group"
+                    )
+                    return
+                await asyncio.wait({waiting}, timeout=HELD_CHECK_S)
+            waiting.result()
+        finally:
+            if not waiting.done():
+                waiting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await waiting
 
     def _new_web(self) -> Web:
         # Faust picks the driver class from the ``web`` URL setting and offers no

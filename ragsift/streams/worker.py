@@ -6,7 +6,10 @@ takes the handlers :func:`ragsift.streams.assembly.assemble` builds (ADR 009),
 attaches one agent per handler, and serves ``/metrics``, ``/healthz`` and
 ``/readyz`` (and nothing else) on the worker's web host and port; ``/readyz``
 is 503 while rebalancing or while any agent is not consuming (crashed,
-restarting or stopped). Exactly-once (Kafka transactions) needs this runtime.
+restarting or stopped). SIGTERM stops it as Faust does, finishing and committing
+the batches in flight, except a batch a handler holds for a store that does not
+answer: that one is given up, uncommitted (:mod:`ragsift.streams.app`), as the
+plain runtime does. Exactly-once (Kafka transactions) needs this runtime.
 """
 
 from __future__ import annotations

@@ -25,11 +25,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@contextmanager
-def faust_worker(
+def start_faust_worker(
     app: Path, *, bootstrap: str, env: dict[str, str], workdir: Path, log_name: str
-) -> Iterator[Path]:
-    """Run ``app`` as ``faust worker`` until it logs Ready; stop it on exit. Yields its log."""
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """Start ``app`` as ``faust worker`` and wait until it logs Ready: the process, its log."""
     full_env = {**os.environ, **env, "RAGSIFT_KAFKA_BOOTSTRAP_SERVERS": bootstrap}
     full_env["PYTHONPATH"] = str(REPO)
     log = workdir / log_name
@@ -51,17 +50,34 @@ def faust_worker(
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while "Ready" not in log.read_text(errors="replace"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            end(proc)
+            pytest.fail(f"{app.name} did not start:\n{log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.2)
+    return proc, log
+
+
+def end(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate ``proc``, and kill it if it is still there after 30 s."""
+    proc.terminate()
     try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while "Ready" not in log.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"{app.name} did not start:\n{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.2)
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@contextmanager
+def faust_worker(
+    app: Path, *, bootstrap: str, env: dict[str, str], workdir: Path, log_name: str
+) -> Iterator[Path]:
+    """Run ``app`` as ``faust worker`` until it logs Ready; stop it on exit. Yields its log."""
+    proc, log = start_faust_worker(
+        app, bootstrap=bootstrap, env=env, workdir=workdir, log_name=log_name
+    )
+    try:
         yield log
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        end(proc)
