@@ -18,7 +18,9 @@ pair per version keeps each on its own scale, where one pair restarted at every
 switch never held a reference. A version not seen in the scope's last
 ``2 * min_samples`` queries (one a re-fit replaced) is dropped, its PSI with it, and
 at most :data:`MAX_VERSIONS` are kept per scope. The scope's PSI (the gauge) is the
-highest of its versions'.
+highest of its versions'. At most :data:`MAX_SCOPES` scopes are sketched at once: a new
+one past it takes the place of the one seen least recently (tenant ids come from
+events, and a cap that refused new scopes left the first ones seen holding it for good).
 
 and compares them with the population stability index
 
@@ -35,6 +37,8 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -69,7 +73,8 @@ DEFAULT_HALF_LIFE: Final = 500.0
 BINS: Final = 10
 # Shares are floored at this before the logarithm: an empty bin costs a finite amount.
 _FLOOR: Final = 1e-4
-# Scopes monitored at once; later scopes are not monitored (bounded memory).
+#: Scopes sketched at once (bounded memory, at most ~2 KB each): past it, the one seen least
+#: recently is dropped, its reference with it. Ample for one deployment's live scopes.
 MAX_SCOPES: Final = 10_000
 #: Calibration versions sketched at once per scope: past it, the least recently seen
 #: one is dropped.
@@ -189,7 +194,8 @@ class DriftMonitor:
         half_life: queries after which an observation's weight in the sketch halves.
 
     Thread-safe. Each process keeps its own sketches (replicas alarm on their share
-    of the traffic; the alert takes the maximum).
+    of the traffic; the alert takes the maximum). ``on_evict`` is told of each scope
+    dropped to stay within :data:`MAX_SCOPES` (the pipeline counts them).
     """
 
     def __init__(
@@ -204,8 +210,10 @@ class DriftMonitor:
         self.threshold = threshold
         self.min_samples = min_samples
         self._decay = decay_per_query(min_samples, half_life)
-        self._scopes: dict[tuple[str, str], _Scope] = {}
+        #: least recently seen first
+        self._scopes: OrderedDict[tuple[str, str], _Scope] = OrderedDict()
         self._lock = threading.Lock()
+        self.on_evict: Callable[[], None] | None = None
 
     def state(self, tenant: str, collection: str, version: str) -> DriftReading:
         """A version's state in its scope without adding a query (for one whose top
@@ -221,22 +229,33 @@ class DriftMonitor:
         that version's state."""
         key = (tenant, collection)
         b = _bin(top_score)
+        evicted = False
         with self._lock:
             scope = self._scopes.get(key)
             if scope is None:
                 if len(self._scopes) >= MAX_SCOPES:
-                    return DriftReading(None, False, False)
+                    self._scopes.popitem(last=False)
+                    evicted = True
                 scope = self._scopes[key] = _Scope()
-            state = scope.sketch_of(version, 2 * self.min_samples)
-            if state.reference.sum() < self.min_samples:
-                state.reference[b] += 1.0
-                return DriftReading(None, False, False, scope.highest_psi())
-            state.sketch *= self._decay
-            state.sketch[b] += 1.0
-            if state.sketch.sum() < self.min_samples:
-                return DriftReading(None, False, False, scope.highest_psi())
-            value = state.psi = psi(state.reference, state.sketch)
-            shifted = value > self.threshold
-            tripped = shifted and not state.shifted
-            state.shifted = shifted
-            return DriftReading(value, shifted, tripped, scope.highest_psi())
+            else:
+                self._scopes.move_to_end(key)
+            reading = self._observe(scope, version, b)
+        if evicted and self.on_evict is not None:
+            self.on_evict()
+        return reading
+
+    def _observe(self, scope: _Scope, version: str, b: int) -> DriftReading:
+        """Count bin ``b`` in the scope's sketch of ``version`` (the lock is held)."""
+        state = scope.sketch_of(version, 2 * self.min_samples)
+        if state.reference.sum() < self.min_samples:
+            state.reference[b] += 1.0
+            return DriftReading(None, False, False, scope.highest_psi())
+        state.sketch *= self._decay
+        state.sketch[b] += 1.0
+        if state.sketch.sum() < self.min_samples:
+            return DriftReading(None, False, False, scope.highest_psi())
+        value = state.psi = psi(state.reference, state.sketch)
+        shifted = value > self.threshold
+        tripped = shifted and not state.shifted
+        state.shifted = shifted
+        return DriftReading(value, shifted, tripped, scope.highest_psi())

@@ -5,14 +5,18 @@ calibrated confidence of the queries it is shown, and reads the share of
 unanswerable queries behind it (:func:`ragsift.confidence.mix_estimate.estimate_unanswerable_share`:
 the maximum-likelihood share and its one-sided 95% lower bound) once the scope
 holds ``min_samples``. :mod:`ragsift.retrieval.mix_watch` decides what the
-reading does to a scope's bar and its reported confidence.
+reading does to a scope's bar and its reported confidence. At most
+:data:`MAX_SCOPES` scopes are kept: a new one past it takes the place of the one seen
+least recently (tenant ids come from events; a cap that refused new scopes left the
+first ones seen holding it, and a later tenant on the certified bar, for good).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -54,7 +58,8 @@ _RESCALE_AT: Final = 1e100
 DEFAULT_HALF_LIFE: Final = 500.0
 #: Observations between two estimates of a scope's share.
 REFRESH_EVERY: Final = 16
-#: Scopes tracked at once; later ones keep the certified threshold (bounded memory).
+#: Scopes tracked at once (bounded memory, a few KB each): past it, the one seen least
+#: recently is dropped (its next query starts it afresh). As many as the drift monitor.
 MAX_SCOPES: Final = 10_000
 #: Calibrations whose log-mixtures are kept at once (one per version in use).
 _NEAR_MIXTURES: Final = 64
@@ -81,12 +86,15 @@ class MixMonitor:
     ) -> None:
         self.min_samples = min_samples
         self._decay = decay_per_query(min_samples, half_life)
-        self._scopes: dict[tuple[str, str], _MixScope] = {}
+        #: least recently seen first
+        self._scopes: OrderedDict[tuple[str, str], _MixScope] = OrderedDict()
         #: Histograms saved by an earlier process, waiting for their scope's first query.
         self._restored: dict[tuple[str, str], ScopeState] = {}
         self._near_mixtures: dict[str, FloatArray] = {}
         self._mixtures: dict[str, tuple[FloatArray, AboveMixture]] = {}
         self._lock = threading.Lock()
+        #: told of each scope dropped to stay within MAX_SCOPES (the pipeline counts them)
+        self.on_evict: Callable[[], None] | None = None
 
     def observe(
         self,
@@ -108,41 +116,65 @@ class MixMonitor:
             confidence = 0.0
         b = min(max(int(confidence * HISTOGRAM_BINS), 0), HISTOGRAM_BINS - 1)
         with self._lock:
-            scope = self._scopes.get(key)
-            if scope is None or scope.version != version:
-                if scope is None and len(self._scopes) >= MAX_SCOPES:
-                    return None
-                near = None if near_miss is None else self._near_mixture(version, near_miss)
-                whole, above = self._mixture(version, table)
-                old, scope = scope, _MixScope(version, whole, near, scale=version, above=above)
-                if near_miss is not None:
-                    scope.scale, scope.near_scale = near_miss.scales(version)
-                    if near_miss.edges is not None:
-                        scope.near_edges = np.asarray(near_miss.edges[1:-1], dtype=np.float64)
-                        scope.near_counts = [0.0] * HISTOGRAM_BINS
-                saved = self._restored.pop(key, None)
-                if saved is not None and saved.version == version:
-                    scope.resume(saved.counts, self._decay, saved.near_counts)
-                elif old is not None:
-                    scope.carry(old, self._decay)
-                elif saved is not None:  # saved under another version: what is on a scale
-                    scope.carry(_MixScope.saved(saved, self._decay), self._decay)
-                self._scopes[key] = scope
-            weight = scope.add(b, self._decay, confidence)
-            if weight < self.min_samples:
-                return self._near_only(scope, table)
-            every = REFRESH_EVERY if weight > YOUNG_WEIGHT else 1  # a young scope: every query
-            if scope.estimate is None or not scope.estimate.mixed or scope.since >= every:
-                counts = scope.decayed(self._decay)
-                scope.estimate = _estimate(scope.log_mixture, counts, scope.above)
-                near_counts = (
-                    counts if scope.near_counts is None else scope.decayed_near(self._decay)
-                )
-                if scope.near_log_mixture is not None and near_counts.sum() >= self.min_samples:
-                    near_reading = estimate_near_miss(scope.near_log_mixture, near_counts)
-                    scope.estimate = dataclasses.replace(scope.estimate, near_miss=near_reading)
-                scope.since = 0
-            return scope.estimate
+            scope, evicted = self._scope(key, version, table, near_miss)
+            reading = self._add(scope, b, confidence, table)
+        if evicted and self.on_evict is not None:
+            self.on_evict()
+        return reading
+
+    def _scope(
+        self,
+        key: tuple[str, str],
+        version: str,
+        table: MixTable,
+        near_miss: NearMissTable | None,
+    ) -> tuple[_MixScope, bool]:
+        """The scope of ``key`` under ``version``, now the most recently seen, and
+        whether another was dropped to make room for it (the lock is held)."""
+        scope = self._scopes.get(key)
+        evicted = False
+        if scope is not None:
+            self._scopes.move_to_end(key)
+        elif len(self._scopes) >= MAX_SCOPES:
+            self._scopes.popitem(last=False)
+            evicted = True
+        if scope is not None and scope.version == version:
+            return scope, evicted
+        near = None if near_miss is None else self._near_mixture(version, near_miss)
+        whole, above = self._mixture(version, table)
+        old, scope = scope, _MixScope(version, whole, near, scale=version, above=above)
+        if near_miss is not None:
+            scope.scale, scope.near_scale = near_miss.scales(version)
+            if near_miss.edges is not None:
+                scope.near_edges = np.asarray(near_miss.edges[1:-1], dtype=np.float64)
+                scope.near_counts = [0.0] * HISTOGRAM_BINS
+        saved = self._restored.pop(key, None)
+        if saved is not None and saved.version == version:
+            scope.resume(saved.counts, self._decay, saved.near_counts)
+        elif old is not None:
+            scope.carry(old, self._decay)
+        elif saved is not None:  # saved under another version: what is on a scale
+            scope.carry(_MixScope.saved(saved, self._decay), self._decay)
+        self._scopes[key] = scope
+        return scope, evicted
+
+    def _add(
+        self, scope: _MixScope, b: int, confidence: float, table: MixTable
+    ) -> MixReading | None:
+        """Count one query in bin ``b``; the scope's reading (the lock is held)."""
+        weight = scope.add(b, self._decay, confidence)
+        if weight < self.min_samples:
+            return self._near_only(scope, table)
+        every = REFRESH_EVERY if weight > YOUNG_WEIGHT else 1  # a young scope: every query
+        if scope.estimate is None or not scope.estimate.mixed or scope.since >= every:
+            counts = scope.decayed(self._decay)
+            scope.estimate = _estimate(scope.log_mixture, counts, scope.above)
+            near_counts = counts if scope.near_counts is None else scope.decayed_near(self._decay)
+            if scope.near_log_mixture is not None and near_counts.sum() >= self.min_samples:
+                near_reading = estimate_near_miss(scope.near_log_mixture, near_counts)
+                scope.estimate = dataclasses.replace(scope.estimate, near_miss=near_reading)
+            scope.since = 0
+        return scope.estimate
 
     def _near_only(self, scope: _MixScope, table: MixTable) -> MixReading | None:
         """The reading of a scope too young for the two-kind mix whose near-miss

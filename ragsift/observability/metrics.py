@@ -4,6 +4,9 @@ Names follow Prometheus conventions: ``ragsift_`` prefix, base units, counters
 ending in ``_total``. Tenant and collection labels are bounded: the first
 ``max_tenants`` tenants (``max_collections`` collections) seen get their own
 series, later ones share ``other``. Query text is never a label.
+
+**Why one module.** STYLE 8: every metric lives in one typed container, so a
+reader finds each name, label and help text in one place.
 """
 
 from __future__ import annotations
@@ -363,6 +366,14 @@ class Metrics:
             " misses (ADR 013, 021) or lowered where its traffic is clearly more"
             " answerable (ADR 030).",
             ["tenant", "collection"],
+            registry=r,
+        )
+        # Per-scope state (drift sketches, mix histograms) is kept for a bounded number of
+        # scopes, least recently seen dropped first: tenant ids come from events.
+        self.scope_evictions = Counter(
+            "ragsift_scope_state_evictions_total",
+            "Scopes whose state was dropped to keep a monitor within its bound, by monitor.",
+            ["monitor"],
             registry=r,
         )
         self.calibration_shifts = Counter(

@@ -182,7 +182,11 @@ class RetrievalPipeline:
             else None
         )
         self.drift = drift
+        if drift is not None:
+            drift.on_evict = metrics.scope_evictions.labels("drift").inc
         self.mix = mix
+        if mix is not None:
+            mix.on_evict = metrics.scope_evictions.labels("mix").inc
         self._served = ServedBars()  # the scopes' mix bars, while their readings stay
         self.cached = CacheStage(
             cache if settings.cache.enabled else None,

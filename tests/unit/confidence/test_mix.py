@@ -342,25 +342,38 @@ def test_a_hostile_mix_table_in_an_artifact_file_is_one_clear_error(
     assert "conformal.mix" in str(err.value)  # where in the file
 
 
-def test_scopes_past_the_bound_keep_the_certified_bar_and_known_ones_go_on(
+def test_a_scope_past_the_bound_takes_the_place_of_the_least_recently_seen(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Many tenants (non-Latin, control characters, huge ids): bounded memory, no cross-talk."""
+    """Many tenants (non-Latin, control characters, huge ids): bounded memory, no
+    cross-talk, and a scope past the bound is tracked in place of the one seen least
+    recently (a cap that refused it kept the first scopes seen, hostile ones too)."""
     import ragsift.confidence.mix_monitor as mix
 
     monkeypatch.setattr(mix, "MAX_SCOPES", 3)
     table = _table(np.random.default_rng(16))
     monitor = MixMonitor(min_samples=5, half_life=50)
+    evicted: list[None] = []
+    monitor.on_evict = lambda: evicted.append(None)
     tenants = ["テナント", "t\x00\x1f", "x" * 100_000]
     for tenant in tenants:
         for _ in range(5):
             monitor.observe(tenant, "c", "v", table, 0.01)
-    assert monitor.observe("one-too-many", "c", "v", table, 0.01) is None
-    for tenant in tenants:
+    monitor.observe(tenants[0], "c", "v", table, 0.01)  # now the most recently seen
+    for _ in range(5):
+        assert monitor.observe("one-too-many", "c", "v", table, 0.01) is None  # young
+    assert len(evicted) == 1
+    reading = monitor.observe("one-too-many", "c", "v", table, 0.01)
+    assert reading is not None
+    assert reading.share > 0.5
+    assert monitor.reading("t\x00\x1f", "c", "v") is None  # the least recently seen: gone
+    for tenant in (tenants[0], tenants[2]):
         reading = monitor.observe(tenant, "c", "v", table, 0.01)
         assert reading is not None
         assert reading.share > 0.5
+    assert len(monitor._scopes) == 3
     assert monitor.observe("t\x00\x1f", "other", "v", table, 0.01) is None  # not another's
+    assert len(monitor._scopes) == 3
 
 
 def _ece(conf: FloatArray, labels: FloatArray, bins: int = 10) -> float:
