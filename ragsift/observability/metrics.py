@@ -12,6 +12,7 @@ reader finds each name, label and help text in one place.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -55,7 +56,8 @@ class BoundedLabeler:
 
     The first ``max_values`` distinct values seen keep their own label; every
     later one is ``(other)``. Values come from events, so an unbounded label would
-    let hostile input grow /metrics (and Prometheus) without limit.
+    let hostile input grow /metrics (and Prometheus) without limit. ``on_fold`` is
+    told of each look-up answered ``(other)`` (the container counts them).
     """
 
     #: No tenant id or collection name can be this (neither pattern allows
@@ -63,10 +65,15 @@ class BoundedLabeler:
     #: every overflow one.
     OTHER = "(other)"
 
-    def __init__(self, max_values: int = DEFAULT_MAX_LABEL_VALUES):
+    def __init__(
+        self,
+        max_values: int = DEFAULT_MAX_LABEL_VALUES,
+        on_fold: Callable[[], None] | None = None,
+    ):
         if max_values < 0:
             raise ValueError(f"max_values must be >= 0, got {max_values}")
         self.max_values = max_values
+        self.on_fold = on_fold
         self._seen: set[str] = set()
         self._lock = threading.Lock()
 
@@ -78,6 +85,8 @@ class BoundedLabeler:
             if len(self._seen) < self.max_values:
                 self._seen.add(value)
                 return value
+        if self.on_fold is not None:
+            self.on_fold()
         return self.OTHER
 
 
@@ -111,9 +120,20 @@ class Metrics:
         max_collections: int = DEFAULT_MAX_LABEL_VALUES,
     ):
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.tenant = BoundedLabeler(max_tenants)
-        self.collection = BoundedLabeler(max_collections)
         r = self.registry
+        # Counted per look-up, not per distinct value: a set of the values folded
+        # would be the unbounded state the bound is there to avoid.
+        self.labels_folded = Counter(
+            "ragsift_metric_label_values_folded_total",
+            "Label look-ups answered (other) because the label's bound of distinct"
+            " values (RAGSIFT_WORKER_METRICS_MAX_TENANTS/_COLLECTIONS) was reached, by label.",
+            ["label"],
+            registry=r,
+        )
+        self.tenant = BoundedLabeler(max_tenants, self.labels_folded.labels("tenant").inc)
+        self.collection = BoundedLabeler(
+            max_collections, self.labels_folded.labels("collection").inc
+        )
         self.confidence = Histogram(
             "ragsift_confidence",
             "Retrieval confidence by status (A9).",

@@ -45,3 +45,36 @@ def test_a_tenant_called_other_keeps_its_own_series() -> None:
     # The overflow bucket was named "other": a real tenant of that name shared it.
     labeler = BoundedLabeler(1)
     assert [labeler(v) for v in ("other", "newcorp", "other")] == ["other", "(other)", "other"]
+
+
+def test_a_hundred_thousand_tenant_ids_keep_the_series_bounded_and_are_counted() -> None:
+    """Tenant ids from events, 100,000 distinct ones: the series stay at the bound, and
+    every observation folded into ``(other)`` is counted, so an operator can tell the
+    bound is reached (and by how much) without a series per value."""
+    metrics = Metrics(max_tenants=50)
+    for i in range(100_000):
+        metrics.observe_result(f"t{i}", "no_relevant_context", 0.0, "ok", {"floor": 1})
+    for name in ("ragsift_queries_total", "ragsift_no_context_queries_total"):
+        assert len(series(metrics, name)) == 51, name  # fifty tenants and "(other)"
+    assert len(series(metrics, "ragsift_confidence_status")) == 51
+    folded = metrics.registry.get_sample_value(
+        "ragsift_metric_label_values_folded_total", {"label": "tenant"}
+    )
+    assert folded == 100_000 - 50
+    for i in range(10):
+        metrics.decisions.labels(f"col-{i}", "false").inc()
+    assert (
+        metrics.registry.get_sample_value(
+            "ragsift_metric_label_values_folded_total", {"label": "collection"}
+        )
+        == 0
+    )
+    small = Metrics(max_collections=3)
+    for i in range(10):
+        small.reports.labels(f"col-{i}", "bypass").inc()
+    assert (
+        small.registry.get_sample_value(
+            "ragsift_metric_label_values_folded_total", {"label": "collection"}
+        )
+        == 7
+    )
