@@ -11,6 +11,7 @@ evidence (:func:`even_evidence`, ADR 046).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Final
 
@@ -123,7 +124,8 @@ def lowered_to(table: MixTable, estimate: MixReading) -> float | None:
     return estimate.upper
 
 
-#: Scopes whose last served bar is remembered (as many as a mix monitor keeps).
+#: Scopes whose last served bar is remembered (as many as a mix monitor keeps); past
+#: it, the scope asked least recently is forgotten (its next query computes it).
 MAX_REMEMBERED: Final = 10_000
 
 
@@ -140,7 +142,10 @@ class ServedBars:
 
     def __init__(self, max_scopes: int = MAX_REMEMBERED) -> None:
         self.max_scopes = max_scopes
-        self._last: dict[tuple[str, str], tuple[tuple[object, ...], ServedBar]] = {}
+        #: least recently asked first
+        self._last: OrderedDict[tuple[str, str], tuple[tuple[object, ...], ServedBar]] = (
+            OrderedDict()
+        )
 
     def get(
         self,
@@ -156,12 +161,15 @@ class ServedBars:
         """The scope's served bar: the one remembered while its inputs are unchanged."""
         inputs = (base, table, near, mode, estimate, lower)
         last = self._last.get(scope)
-        if last is not None and all(
-            a is b or (type(a) in (float, bool, str) and a == b)
-            for a, b in zip(last[0], inputs, strict=True)
-        ):
-            return last[1]
+        if last is not None:
+            self._last.move_to_end(scope)
+            if all(
+                a is b or (type(a) in (float, bool, str) and a == b)
+                for a, b in zip(last[0], inputs, strict=True)
+            ):
+                return last[1]
         served = served_bar(base, table, near, mode, estimate, lower=lower)
-        if last is not None or len(self._last) < self.max_scopes:
-            self._last[scope] = (inputs, served)
+        self._last[scope] = (inputs, served)
+        if len(self._last) > self.max_scopes:
+            self._last.popitem(last=False)
         return served

@@ -64,13 +64,20 @@ def test_a_new_reading_is_read_even_when_it_equals_the_last() -> None:
     assert computed is not first  # computed for the new object, not matched by value
 
 
-def test_scopes_past_the_bound_are_computed_not_remembered() -> None:
+def test_a_scope_past_the_bound_takes_the_place_of_the_least_recently_asked() -> None:
+    """Bounded, and not first come first kept: a cap that refused scopes past it left
+    the first ones seen (long gone, or a flood of made-up tenant ids) remembered for
+    good, and every later scope's bar was computed again on each of its queries."""
     near, mix = _tables(7)
     memo = ServedBars(max_scopes=2)
-    for tenant in ("a", "b", "c", "c"):
+    for tenant in ("a", "b", "a", "c"):
         bar = memo.get((tenant, "docs"), 0.5, mix, near, "auto", None)
         assert bar == served_bar(0.5, mix, near, "auto", None)
     assert len(memo._last) == 2
+    late = memo.get(("c", "docs"), 0.5, mix, near, "auto", None)
+    assert memo.get(("c", "docs"), 0.5, mix, near, "auto", None) is late  # remembered
+    assert memo.get(("a", "docs"), 0.5, mix, near, "auto", None) is not None
+    assert set(memo._last) == {("a", "docs"), ("c", "docs")}  # b was asked least recently
 
 
 @pytest.mark.parametrize("share", [0.0, 0.01, 0.0100000005, 0.5, 0.99, 1.0, 2.0, -1.0, np.nan])
