@@ -16,6 +16,8 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from ragsift.observability.folded import FoldedHighest
+
 __all__ = ["CONFIDENCE_BUCKETS", "BoundedCounter", "BoundedLabeler", "Metrics", "TenantLabeler"]
 
 #: Label values with their own series before the rest share "other": ample for
@@ -354,10 +356,12 @@ class Metrics:
         )
         self.drift_psi = Gauge(
             "ragsift_calibration_drift_psi",
-            "PSI of the recent top-hit scores against the calibration's reference.",
+            "PSI of the recent top-hit scores against the calibration's reference"
+            " ((other): the highest of the scopes past the label bound).",
             ["tenant", "collection"],
             registry=r,
         )
+        self.drift_psi_folded = FoldedHighest(self.drift_psi, BoundedLabeler.OTHER)
         self.unanswerable_share = Gauge(
             "ragsift_unanswerable_share",
             "Estimated share of recent queries the collection cannot answer (its mix).",

@@ -2,7 +2,8 @@
 
 A result of a shifted scope gets ``calibration_shift = True``; the result that
 trips the alarm also brings a ``RAG_CALIBRATION_SHIFT`` evidence event (once per
-trip). The scope's PSI is exported as ``ragsift_calibration_drift_psi``.
+trip). The scope's PSI is exported as ``ragsift_calibration_drift_psi`` (a scope past
+the label bound shares ``(other)``, which reads the highest PSI of the scopes in it).
 Keyword-only results (ADR 029) carry their scope's flag but are not counted in
 it: their top score is BM25's.
 """
@@ -32,7 +33,9 @@ def watch_drift(
         reading = monitor.observe(result.tenant_id, result.collection, version, top)
     tenant, collection = metrics.tenant(result.tenant_id), metrics.collection(result.collection)
     if reading.scope_psi is not None:  # the highest over the scope's versions
-        metrics.drift_psi.labels(tenant, collection).set(reading.scope_psi)
+        # Past the label bound, scopes share "(other)": it reads the highest of theirs.
+        scope = (result.tenant_id, result.collection)
+        metrics.drift_psi_folded.set((tenant, collection), scope, reading.scope_psi)
     # Set either way: a cached result carries the flag of the time it was stored.
     flagged = result
     if result.calibration_shift != reading.shifted:
