@@ -255,8 +255,7 @@ def calibrations_remove(
         print_error(f"cannot write the calibration store: {exc}")
         raise typer.Exit(EXIT_FAILURE) from exc
     if not removed:
-        print_error(f"no calibration is stored for {scope}: nothing removed")
-        raise typer.Exit(EXIT_FAILURE)
+        _fail(f"no calibration is stored for {scope}: nothing removed")
     now = registry.resolve(tenant, collection)
     console.print(f"removed the calibration of {scope}; its queries now use {now.version}")
 

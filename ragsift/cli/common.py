@@ -64,7 +64,8 @@ console = plain_console()
 # soft_wrap: an error is one line however narrow the terminal (or a pipe's 80 columns)
 err_console = plain_console(stderr=True, soft_wrap=True)
 
-#: exit status of input the command refuses (bad option, unknown collection or tenant)
+#: exit status of input the command refuses: a bad option, or an id or a name that does
+#: not exist (a query id, a collection, a tenant, a calibration scope, a topic, a key)
 EXIT_USAGE = 2
 #: exit status of a service that cannot be reached or a query that failed
 EXIT_FAILURE = 1

@@ -10,6 +10,8 @@ import typer
 from rich.text import Text
 
 from ragsift.cli.common import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
     Collection,
     DataDir,
     _run,
@@ -58,7 +60,7 @@ def assess(
             f"no results stored under {path.parent}:"
             " run `ragsift ask` or `ragsift demo` there first"
         )
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_USAGE)
     try:
         store = ResultStore(path, max_results=settings.runtime.store_max_results)
     except RagsiftError as exc:
@@ -70,7 +72,7 @@ def assess(
         store.close()
     if found is None:
         print_error(f"no stored result for query id {query_id!r}")
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_USAGE)
     print_assessment(console, found)
 
 
@@ -126,7 +128,7 @@ def _assess_chunks(
             f"none of the chunks was found for tenant {tenant!r} in {collection!r}:"
             f" {', '.join(missing)}"
         )
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_USAGE)
     print_assessment(console, assessed)
     if missing:
         err_console.print(
@@ -236,9 +238,12 @@ def feedback(
     except ValidationError as exc:  # a query id or tenant no event may carry
         print_error(describe_validation_error(exc))
         raise typer.Exit(2) from exc
-    except (FeedbackRefused, ValueError) as exc:
+    except FeedbackRefused as exc:  # an unknown query id, or another tenant's: bad input
         print_error(str(exc))
-        raise typer.Exit(1) from exc
+        raise typer.Exit(EXIT_USAGE) from exc
+    except ValueError as exc:
+        print_error(str(exc))
+        raise typer.Exit(EXIT_FAILURE) from exc
     except RagsiftError as exc:  # the feedback store is held by another process, or damaged
         print_error(str(exc))
         raise typer.Exit(1) from exc

@@ -63,7 +63,7 @@ def test_assess_shows_what_ask_answered(runner: CliRunner, indexed: Path) -> Non
 def test_assess_of_an_unknown_id_is_a_clear_error(runner: CliRunner, indexed: Path) -> None:
     runner.invoke(app, ["ask", IN_SCOPE, "-t", "acme", "--data-dir", str(indexed)])
     got = runner.invoke(app, ["assess", "no-such-id", "--data-dir", str(indexed)])
-    assert got.exit_code == 1
+    assert got.exit_code == 2
     assert "no stored result for query id 'no-such-id'" in got.output
     assert "Traceback" not in got.output
 
@@ -73,7 +73,7 @@ def test_assess_on_a_fresh_data_dir_says_so_and_creates_nothing(
 ) -> None:
     fresh = tmp_path / "fresh"
     got = runner.invoke(app, ["assess", "demo-0", "--data-dir", str(fresh)])
-    assert got.exit_code == 1
+    assert got.exit_code == 2
     assert "no results stored under" in got.output
     assert not fresh.exists()
 
@@ -119,7 +119,7 @@ def test_assess_of_chunks_none_of_which_is_found_is_an_error(
             *("-t", tenant, "--data-dir", str(indexed)),
         ],
     )
-    assert got.exit_code == 1, got.output
+    assert got.exit_code == 2, got.output
     assert f"none of the chunks was found for tenant '{tenant}' in 'default'" in got.output
     assert "breakdown" not in got.output  # no verdict on context that is not there
 

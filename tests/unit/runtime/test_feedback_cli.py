@@ -113,10 +113,10 @@ def test_unknown_query_and_another_tenant_are_refused(
     tmp_path: Path, answered: list[RetrievalResult]
 ) -> None:
     unknown = label(tmp_path, "never-asked", True)
-    assert unknown.exit_code == 1
+    assert unknown.exit_code == 2  # an id that does not exist: bad input
     assert "no scored result" in unknown.output
     other = label(tmp_path, answered[0].query_id, True, "--tenant", "mallory")
-    assert other.exit_code == 1
+    assert other.exit_code == 2
     assert "names tenant 'mallory'" in other.output
     hostile = label(tmp_path, "q\x00" + "x" * 5_000, True)
     assert hostile.exit_code == 2  # an id no event may carry: bad input, as for `ask`
