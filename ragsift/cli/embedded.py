@@ -48,7 +48,11 @@ async def _require_documents(runtime: Any, tenant: str, collection: str) -> None
     """Refuse, in the user's words, a collection that does not exist or a tenant with no
     documents in it: a search there could only ever find nothing."""
     from ragsift.retrieval.edge import MAX_TENANTS_IN_INFO
-    from ragsift.retrieval.errors import CollectionNotFoundError
+    from ragsift.retrieval.errors import (
+        CollectionNotFoundError,
+        missing_collection,
+        no_documents,
+    )
 
     qdrant = runtime.settings.qdrant
     where = f"in {runtime.data_dir}" if qdrant.mode == "edge" else f"on Qdrant at {qdrant.url}"
@@ -56,14 +60,14 @@ async def _require_documents(runtime: Any, tenant: str, collection: str) -> None
         info = await runtime.index.collection_info(collection)
     except CollectionNotFoundError:
         _fail(
-            f"collection {collection!r} does not exist {where}; index documents into it with"
+            f"{missing_collection(collection)} {where}; index documents into it with"
             f" `ragsift ingest PATH --tenant {tenant} --collection {collection}`"
         )
     tenants = info.tenants
     # A facet capped at MAX_TENANTS_IN_INFO may leave out a tenant that has documents.
     if tenants is not None and len(tenants) < MAX_TENANTS_IN_INFO and tenant not in tenants:
         _fail(
-            f"tenant {tenant!r} has no documents in collection {collection!r} {where};"
+            f"{no_documents(tenant, collection)} {where};"
             f" index some with `ragsift ingest PATH --tenant {tenant}`"
         )
 

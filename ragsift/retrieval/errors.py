@@ -23,7 +23,23 @@ __all__ = [
     "MissingTenantError",
     "OptionalDependencyError",
     "TenantIsolationError",
+    "missing_collection",
+    "no_documents",
 ]
+
+
+def missing_collection(collection: str) -> str:
+    """How a collection that does not exist is worded, wherever it is said: the error a
+    query there gets (the API's and the console's 404), ``ragsift ask`` and
+    ``ragsift documents`` refusing one, and the reply to "what can you answer?"."""
+    return f"collection {collection!r} does not exist"
+
+
+def no_documents(tenant: str, collection: str) -> str:
+    """How a tenant with no documents in a collection is worded, wherever it is said:
+    ``ragsift ask`` and ``ragsift documents`` refusing it, and the reply the pipeline
+    (the console, the API) gives it to "what can you answer?"."""
+    return f"tenant {tenant!r} has no documents in collection {collection!r}"
 
 
 class EmbedderMismatchError(InvalidEventError):
@@ -142,7 +158,7 @@ class CollectionNotFoundError(RagsiftError):
 
     def __init__(self, collection: str, *, query_id: str | None = None) -> None:
         super().__init__(
-            f"collection {collection!r} does not exist: nothing has been indexed into it (check"
+            f"{missing_collection(collection)}: nothing has been indexed into it (check"
             " the query's collection name, or ingest documents into it first)",
             query_id=query_id,
         )

@@ -45,7 +45,12 @@ from ragsift.retrieval.corrective import Corrector, Retry, Scored
 from ragsift.retrieval.drift_watch import watch_drift
 from ragsift.retrieval.embedders import Embedder
 from ragsift.retrieval.engines import EngineSet
-from ragsift.retrieval.errors import CollectionNotFoundError, EmbedderMismatchError
+from ragsift.retrieval.errors import (
+    CollectionNotFoundError,
+    EmbedderMismatchError,
+    missing_collection,
+    no_documents,
+)
 from ragsift.retrieval.hit_scores import hit_scores, prefetch_limit, unknown_collection
 from ragsift.retrieval.index import DenseCut, SearchHit, SearchRequest, VectorIndex
 from ragsift.retrieval.intents import classify_intent
@@ -382,11 +387,13 @@ class RetrievalPipeline:
         """D7: describe what the index holds for this tenant, from its metadata only."""
         try:
             info = await self.index.collection_info(query.collection)
-        except CollectionNotFoundError:
-            return f"I have no documents in collection {query.collection!r} yet."
+        except CollectionNotFoundError:  # removed since the check: said as a search says it
+            return f"I cannot answer anything yet: {missing_collection(query.collection)}."
         chunks = (info.tenants or {}).get(query.tenant_id, 0)
-        if not chunks:
-            return f"I have no documents for you in collection {query.collection!r} yet."
+        if not chunks:  # in the words `ragsift ask` refuses such a tenant with
+            return (
+                f"I cannot answer anything yet: {no_documents(query.tenant_id, query.collection)}."
+            )
         return (
             f"I can answer from {chunks} indexed passages in collection {query.collection!r}"
             f" (embedded with {info.embedder_id}). Ask about their content; I will say when"
