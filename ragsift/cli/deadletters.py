@@ -9,13 +9,15 @@ read it from (:mod:`ragsift.streams.deadletters` decides which can be).
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from datetime import datetime
-from functools import partial
-from typing import TYPE_CHECKING, Annotated, Final
+from functools import partial, wraps
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
@@ -27,7 +29,14 @@ if TYPE_CHECKING:
     from ragsift.settings import Settings
     from ragsift.streams.deadletters import LetterFilter, Letters, ReplayPlan
 
-__all__ = ["deadletters_app", "letter_json", "letter_line", "one_line", "parse_since"]
+__all__ = [
+    "LetterFilters",
+    "deadletters_app",
+    "letter_json",
+    "letter_line",
+    "one_line",
+    "parse_since",
+]
 
 #: Characters of a letter's error a listing line keeps (a letter keeps up to 4,000).
 ERROR_CHARS: Final = 200
@@ -80,20 +89,67 @@ def parse_since(value: str | None) -> datetime | None:
         _fail(f"--since must be an ISO 8601 time such as 2026-12-01T09:30:00Z, got {value!r}")
 
 
-def _filter(
-    worker: str | None,
-    stage: str | None,
-    topic: str | None,
-    tenant: str | None,
-    since: str | None,
-    limit: int | None,
-) -> LetterFilter:
-    """The filters given, checked; exit 2 naming a bad one."""
-    from ragsift.streams.deadletters import LetterFilter
+@dataclass(frozen=True)
+class LetterFilters:
+    """The filter options the listing and ``replay`` both take, as given."""
 
-    if limit is not None and limit < 1:
-        _fail(f"--limit must be 1 or more, got {limit}")
-    return LetterFilter(worker, stage, topic, tenant, parse_since(since))
+    worker: str | None = None
+    stage: str | None = None
+    topic: str | None = None
+    tenant: str | None = None
+    since: str | None = None
+    limit: int | None = None
+
+    def given(self) -> bool:
+        """Whether any filter was given."""
+        return any(getattr(self, f.name) is not None for f in fields(self))
+
+    def checked(self) -> LetterFilter:
+        """The filters as the letters are matched with; exit 2 naming a bad one."""
+        from ragsift.streams.deadletters import LetterFilter
+
+        if self.limit is not None and self.limit < 1:
+            _fail(f"--limit must be 1 or more, got {self.limit}")
+        return LetterFilter(
+            self.worker, self.stage, self.topic, self.tenant, parse_since(self.since)
+        )
+
+
+#: Each field of LetterFilters and its option, in the order --help lists them.
+_FILTER_OPTIONS: Final = {
+    "worker": Worker,
+    "stage": Stage,
+    "topic": Topic,
+    "tenant": TenantFilter,
+    "since": Since,
+    "limit": Limit,
+}
+_PLAIN: Final = inspect.Parameter.POSITIONAL_OR_KEYWORD
+
+
+def _filtered(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` with the filter options in place of its ``filters: LetterFilters``
+    parameter: Typer reads the signature, so both commands declare the options once, here,
+    and get them gathered into one :class:`LetterFilters`."""
+    signature = inspect.signature(command, eval_str=True)
+    params: list[inspect.Parameter] = []
+    for param in signature.parameters.values():
+        if param.name != "filters":
+            params.append(param)
+            continue
+        params += [
+            inspect.Parameter(name, _PLAIN, default=None, annotation=option)
+            for name, option in _FILTER_OPTIONS.items()
+        ]
+
+    @wraps(command)
+    def gathered(**given: Any) -> None:
+        filters = LetterFilters(**{name: given.pop(name) for name in _FILTER_OPTIONS})
+        command(filters=filters, **given)
+
+    gathered.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]  # read by Typer
+    gathered.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+    return gathered
 
 
 def one_line(text: str | None, limit: int | None = None) -> str:
@@ -156,14 +212,10 @@ def _read(settings: Settings) -> tuple[str, Letters]:
 
 
 @deadletters_app.callback(invoke_without_command=True)
+@_filtered
 def deadletters(
     ctx: typer.Context,
-    worker: Worker = None,
-    stage: Stage = None,
-    topic: Topic = None,
-    tenant: TenantFilter = None,
-    since: Since = None,
-    limit: Limit = None,
+    filters: LetterFilters,
     as_json: Annotated[
         bool, typer.Option("--json", help="One JSON object per letter (no original_b64).")
     ] = False,
@@ -173,20 +225,19 @@ def deadletters(
 ) -> None:
     """List the dead letters (the group's help says how)."""
     if ctx.invoked_subcommand is not None:
-        given = [worker, stage, topic, tenant, since, limit]
-        if any(v is not None for v in given) or as_json or with_original:
+        if filters.given() or as_json or with_original:
             command = ctx.invoked_subcommand
             _fail(f"the options go after the command: ragsift deadletters {command} ...")
         return
     if with_original and not as_json:
         _fail("--with-original goes with --json: the listing's lines show no bytes")
-    chosen = _filter(worker, stage, topic, tenant, since, limit)
+    chosen = filters.checked()
     settings = _settings()
     prefix = settings.kafka.topic_prefix
     name, read = _read(settings)
     shown: list[DeadLetter] = []
     for letter in read.letters:
-        if limit is not None and len(shown) >= limit:
+        if filters.limit is not None and len(shown) >= filters.limit:
             break
         if chosen.matches(letter, prefix):
             shown.append(letter)
@@ -197,13 +248,9 @@ def deadletters(
 
 
 @deadletters_app.command("replay")
+@_filtered
 def replay(
-    worker: Worker = None,
-    stage: Stage = None,
-    topic: Topic = None,
-    tenant: TenantFilter = None,
-    since: Since = None,
-    limit: Limit = None,
+    filters: LetterFilters,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Say what would be replayed; send nothing.")
     ] = False,
@@ -228,12 +275,12 @@ def replay(
             "replay asks for confirmation on a terminal and stdin is not one: pass --yes to"
             " replay, or --dry-run to see what would be replayed"
         )
-    chosen = _filter(worker, stage, topic, tenant, since, limit)
+    chosen = filters.checked()
     settings = _settings()
     from ragsift.streams.deadletters import plan_replay
 
     _, read = _read(settings)
-    plan = plan_replay(read.letters, chosen, settings.kafka.topic_prefix, limit)
+    plan = plan_replay(read.letters, chosen, settings.kafka.topic_prefix, filters.limit)
     _name_skipped(plan)
     if dry_run:
         for letter in plan.send:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from ragsift.cli.deadletters import letter_json, letter_line, one_line
+from ragsift.cli.deadletters import LetterFilters, letter_json, letter_line, one_line
 from ragsift.streams.deadletters import Letters
 from tests.unit.cli.conftest import run_cli
 from tests.unit.streams.test_deadletters import letter
@@ -162,3 +163,27 @@ def test_a_missing_topic_is_no_letters(broker: dict[str, Any]) -> None:
     done = run_cli(["deadletters"])
     assert done.exit_code == 0
     assert "does not exist yet: nothing was dead-lettered" in done.stderr
+
+
+#: the options the listing and ``replay`` share (``LetterFilters``), in --help's order
+FILTER_OPTIONS = ["--worker", "--stage", "--topic", "--tenant", "--since", "--limit"]
+
+
+def _option_rows(args: list[str]) -> dict[str, str]:
+    """``ragsift ARGS --help``'s option rows, each by its option's name."""
+    result = run_cli([*args, "--help"])
+    assert result.exit_code == 0, result.output
+    rows = [line.strip("│ ").split(maxsplit=1) for line in result.stdout.splitlines()]
+    return {row[0]: row[1].strip() for row in rows if len(row) == 2 and row[0].startswith("--")}
+
+
+def test_the_listing_and_replay_take_the_same_filter_options() -> None:
+    assert [f"--{f.name}" for f in fields(LetterFilters)] == FILTER_OPTIONS
+    listing, replaying = _option_rows(["deadletters"]), _option_rows(["deadletters", "replay"])
+    assert [o for o in listing if o in FILTER_OPTIONS] == FILTER_OPTIONS
+    assert [o for o in replaying if o in FILTER_OPTIONS] == FILTER_OPTIONS
+    assert {o: listing[o] for o in FILTER_OPTIONS} == {o: replaying[o] for o in FILTER_OPTIONS}
+    assert "ISO 8601" in listing["--since"]  # the rows hold their help, not only a type
+    # each keeps its own options after the filters
+    assert {"--json", "--with-original"} <= listing.keys() - replaying.keys()
+    assert {"--dry-run", "--yes"} <= replaying.keys() - listing.keys()
