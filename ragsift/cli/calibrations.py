@@ -231,7 +231,11 @@ def calibrations_remove(
     collection: Collection = "default",
     tenant: Annotated[
         str | None,
-        typer.Option(help="The tenant whose calibration to remove (none: the collection's)."),
+        typer.Option(
+            "--tenant",
+            "-t",
+            help="The tenant whose calibration to remove (none: the collection's).",
+        ),
     ] = None,
     data_dir: DataDir = None,
 ) -> None:

@@ -78,7 +78,8 @@ def demo(
         typer.Option(
             "--data-dir",
             parser=_data_dir,
-            help="Where the demo writes its shard and audit file.",
+            help="Where the demo writes its shard, audit trail and results; deleted first"
+            " (the demo starts clean), so one holding anything else is refused.",
         ),
     ] = Path(".ragsift/demo"),
 ) -> None:

@@ -14,6 +14,7 @@ from ragsift.cli.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
     _check_names,
+    _fail,
     _kafka,
     _settings,
     console,
@@ -126,6 +127,10 @@ def worker(
     if bad:
         print_error(f"unknown worker {bad}; choose from {WORKER_NAMES}")
         raise typer.Exit(2)
+    from ragsift.streams.plain import LOG_LEVELS
+
+    if loglevel.lower() not in LOG_LEVELS:  # the plain runtime read one it did not know as info
+        _fail(f"--loglevel must be one of {', '.join(LOG_LEVELS)}, got {loglevel!r}")
     settings = _settings()
     chosen = runtime or settings.worker.runtime
     if chosen not in ("plain", "faust"):

@@ -54,7 +54,7 @@ from ragsift.streams.routing import BatchRouter, agent_name
 from ragsift.streams.topics import TOPICS, follows_of
 from ragsift.wiring import MIX_SAVE_INTERVAL_S, save_mix
 
-__all__ = ["READY_LINE", "OutputsNotDeliveredError", "PlainWorker"]
+__all__ = ["LOG_LEVELS", "READY_LINE", "OutputsNotDeliveredError", "PlainWorker"]
 
 log = logging.getLogger(__name__)
 
@@ -286,7 +286,7 @@ class PlainWorker:
 def run_plain_worker(worker: PlainWorker, loglevel: str = "info") -> None:
     """Run ``worker`` in this process until SIGTERM or SIGINT."""
     logging.basicConfig(
-        level=_LEVELS.get(loglevel.lower(), logging.INFO),
+        level=LOG_LEVELS.get(loglevel.lower(), logging.INFO),
         format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
     )
 
@@ -300,7 +300,8 @@ def run_plain_worker(worker: PlainWorker, loglevel: str = "info") -> None:
     asyncio.run(main())
 
 
-_LEVELS = {
+#: the --loglevel names a worker takes (Faust's too), and the logging level of each
+LOG_LEVELS = {
     "crit": logging.CRITICAL,
     "critical": logging.CRITICAL,
     "error": logging.ERROR,
