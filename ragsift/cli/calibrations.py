@@ -264,6 +264,21 @@ def calibrations_remove(
     console.print(f"removed the calibration of {scope}; its queries now use {now.version}")
 
 
+async def _require_named(runtime: Any, collection: str, tenant: str | None) -> None:
+    """Refuse (exit 2) the scope ``reprobe`` names when nothing is stored for it and it
+    holds no documents: a collection that does not exist, or a tenant with none in it."""
+    from ragsift.cli.embedded import _require_documents
+    from ragsift.retrieval.errors import CollectionNotFoundError, missing_collection
+
+    if tenant is not None:
+        await _require_documents(runtime, tenant, collection)
+        return
+    try:
+        await runtime.index.collection_info(collection)
+    except CollectionNotFoundError:
+        _fail(f"{missing_collection(collection)} in {runtime.data_dir}: nothing to probe")
+
+
 #: Outcomes of ``reprobe`` that leave a scope without what the command is for: a bar
 #: certified on its own scores (ADR 015), or a collection to probe. Exit 1.
 _FAILED = frozenset({"infeasible", "no_collection"})
@@ -288,7 +303,8 @@ def calibrations_reprobe(
     calibration, and the reason is printed (fit on feedback, made with your own probes
     or pseudo-queries, not moved). With --collection (and --tenant) naming a scope that
     has nothing stored, that scope is probed (one never probed: under 10 chunks before
-    ADR 047, or ingested with --no-probe). Exit 1 when a scope ends with no bar
+    ADR 047, or ingested with --no-probe); one with no documents (no such collection, or
+    a tenant with none in it) is refused, exit 2. Exit 1 when a scope ends with no bar
     certified on its own scores, or its collection is gone.
     """
     from ragsift.confidence.registry import CalibrationScope
@@ -316,6 +332,9 @@ def calibrations_reprobe(
 
     async def run() -> Any:
         async with runtime:
+            store = runtime.calibration_store
+            if collection is not None and not any(only(s) for s in store.scopes()):
+                await _require_named(runtime, collection, tenant)  # it is probed: it must exist
             with _stage_progress() as tick:
                 try:
                     return await reprobe_stored(

@@ -308,8 +308,8 @@ def test_reprobe_renews_what_an_upgrade_left_stale_and_says_what_it_kept(
     assert failed.exit_code == 1, failed.output
     assert "the index has no collection 'gone'" in " ".join(failed.output.split())
     none = runner.invoke(app, [*reprobe, "--collection", "other"], env=ENV)
-    assert none.exit_code == 1, none.output  # named, nothing stored, no such collection
-    assert "the index has no collection 'other'; nothing to probe" in " ".join(none.output.split())
+    assert none.exit_code == 2, none.output  # named, nothing stored, no such collection
+    assert "collection 'other' does not exist" in " ".join(none.output.split())
     # A scope never probed (ingested with --no-probe) is probed when named.
     assert runner.invoke(app, [*ingest, "--tenant", "gamma", "--no-probe"], env=ENV).exit_code == 0
     assert store.get(CalibrationScope("docs", "gamma")) is None

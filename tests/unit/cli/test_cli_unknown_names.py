@@ -30,6 +30,8 @@ CASES: list[tuple[list[str], str]] = [
     (["ask", "refund?", "--tenant", "demo", "--collection", BAD, "--data-dir", DATA], BAD),
     (["calibrations", "remove", "--collection", BAD, "--data-dir", DATA], BAD),
     (["calibrations", "remove", "--tenant", BAD, "--data-dir", DATA], BAD),
+    (["calibrations", "reprobe", "--collection", BAD, "--data-dir", DATA], BAD),
+    (["calibrations", "reprobe", "-c", "default", "-t", BAD, "--data-dir", DATA], BAD),
     (["calibrate", "--collection", BAD, "--data-dir", DATA], BAD),
     (["keys", "revoke", BAD], BAD),
     (["tail", BAD], BAD),
