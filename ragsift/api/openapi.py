@@ -86,7 +86,7 @@ class QueryRequest(BaseModel):
         default_factory=list,
         max_length=MAX_COLLECTIONS,
         json_schema_extra={"uniqueItems": True},
-        description="D3: further collections searched with ``collection``.",
+        description="D3: further collections searched with ``collection``, in any order.",
     )
     k: CountOrNone = Field(default=None, ge=1, le=MAX_K)
     mode: str = Field(default="hybrid", pattern=r"^(hybrid|dense|keyword)$")

@@ -50,7 +50,7 @@ class QueryEvent(EventModel):
         default="default",
         description=(
             "Collection to search, and the label of the result; with ``collections``"
-            " and unset, the first of them."
+            " and unset, the first of them in code-point order (not the first listed)."
         ),
     )
     collections: list[CollectionName] = Field(
@@ -59,7 +59,7 @@ class QueryEvent(EventModel):
         json_schema_extra={"uniqueItems": True},
         description=(
             "D3: further collections searched with ``collection``, hits merged under one"
-            " confidence."
+            " confidence; their order does not matter."
         ),
     )
     k: CountOrNone = Field(
@@ -104,17 +104,21 @@ class QueryEvent(EventModel):
     @classmethod
     def _collection_defaults_to_first(cls, data: Any) -> Any:
         # Without an explicit ``collection``, a multi-collection query is labelled by
-        # its first collection (results, decisions and metrics carry one label).
+        # one of its collections (results, decisions and metrics carry one label), and
+        # scored with that one's calibration: the first in code-point order, so that
+        # listing the same collections in another order is the same query (ADR 050).
         if isinstance(data, dict) and "collection" not in data:
             many = data.get("collections")
-            if isinstance(many, list) and many and isinstance(many[0], str):
-                return {**data, "collection": many[0]}
+            if isinstance(many, list) and many and all(isinstance(c, str) for c in many):
+                return {**data, "collection": min(many)}
         return data
 
     @property
     def searched(self) -> list[str]:
-        """The collections this query searches: ``collection`` first, then ``collections``."""
-        return [self.collection, *(c for c in self.collections if c != self.collection)]
+        """The collections this query searches: ``collection`` first, then the others of
+        ``collections`` in code-point order (the order they were listed in means nothing:
+        ADR 050)."""
+        return [self.collection, *sorted(c for c in self.collections if c != self.collection)]
 
     @model_validator(mode="after")
     def _collections_and_task_agree(self) -> QueryEvent:

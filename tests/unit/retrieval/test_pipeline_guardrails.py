@@ -245,7 +245,9 @@ def test_collections_input_is_bounded_and_consistent() -> None:
     ]
     with pytest.raises(ValidationError):
         q(collections=["../etc"])
-    assert q(collections=["legal", "default"]).collection == "legal"
+    # Unset, the first in code-point order labels it, not the first listed (ADR 050).
+    assert q(collections=["legal", "default"]).collection == "default"
+    assert q(collections=["legal", "default"]).searched == ["default", "legal"]
     assert q().searched == ["default"]
 
 
