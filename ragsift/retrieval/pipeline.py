@@ -112,6 +112,14 @@ class PipelineOutput:
 _Found = tuple[int, Pending, list[SearchHit]]
 
 
+def _merge_order(hit: SearchHit) -> tuple[float, int, float, str]:
+    """D3's merge order (ADR 050): the ranking score; a collection's own order among its
+    ties; between collections, the higher cosine (one embedder: it compares across them;
+    every collection's top hit ties under RRF), then the collection's name."""
+    cosine = hit.dense_score if hit.dense_score is not None else float("-inf")
+    return (-hit.score, hit.rank, -cosine, hit.collection or "")
+
+
 class RetrievalPipeline:
     """Turns query events into scored, filtered results.
 
@@ -626,7 +634,7 @@ class RetrievalPipeline:
         Collections share the embedder, so dense scores compare across them, and
         each collection's RRF and BM25 scores are on the same formula; the merged
         list is cut to the query's search limit. A collection that failed fails the
-        query (its first error, in the order the collections were named).
+        query (the first error in ``searched`` order, which is not the listed order).
         """
         if len(found) == 1:
             return next(iter(found.values()))
@@ -636,8 +644,7 @@ class RetrievalPipeline:
             if isinstance(hits, Exception):
                 return hits
             merged.extend(dataclasses.replace(h, collection=collection) for h in hits)
-        # sorted() is stable: ties keep the order the collections were named in.
-        merged = sorted(merged, key=lambda h: -h.score)[: self._search_limit(p)]
+        merged = sorted(merged, key=_merge_order)[: self._search_limit(p)]
         return [dataclasses.replace(h, rank=rank) for rank, h in enumerate(merged, 1)]
 
     def _search_limit(self, p: Pending) -> int:

@@ -172,3 +172,14 @@ def test_the_label_and_search_order_do_not_depend_on_the_listed_order(
     a, b = q(names), q(list(shuffled))
     assert a.collection == b.collection == min(names)
     assert a.searched == b.searched == sorted(names)
+
+
+async def test_a_tie_between_collections_goes_to_the_higher_cosine(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    """The three top hits tie under RRF; cosine is the one score that compares across
+    collections, so the cut to k=1 keeps alpha's (0.571 against Mu-9's 0.562 and zeta's
+    0.533), not the first listed nor the first by name (Mu-9)."""
+    for order in PERMUTATIONS:
+        result = await _one(_pipeline(tmp_path, index), q(order, k=1, selection="top_k"))
+        assert [(h.collection, h.chunk_id) for h in result.hits] == [("alpha", "alpha.md:0")]
