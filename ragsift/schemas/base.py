@@ -46,6 +46,7 @@ __all__ = [
     "Vector",
     "derive_id",
     "derive_query_id",
+    "is_collection_name",
     "is_tenant_id",
     "tenant_scoped",
     "utcnow",
@@ -141,8 +142,13 @@ def _check_id(value: str) -> str:
     return value
 
 
+def is_collection_name(value: object) -> bool:
+    """Whether ``value`` is a string a collection may be named (:data:`COLLECTION_PATTERN`)."""
+    return isinstance(value, str) and _COLLECTION_RE.fullmatch(value) is not None
+
+
 def _check_collection(value: str) -> str:
-    if not _COLLECTION_RE.fullmatch(value):
+    if not is_collection_name(value):
         raise ValueError(
             f"collection must match {COLLECTION_PATTERN} (1-64 ASCII letters, digits, '_', '-')"
         )

@@ -17,6 +17,7 @@ from ragsift.schemas.base import (
     TenantId,
     Timestamp,
     Vector,
+    is_collection_name,
     utcnow,
 )
 from ragsift.schemas.trace import TraceParent
@@ -109,7 +110,8 @@ class QueryEvent(EventModel):
         # listing the same collections in another order is the same query (ADR 050).
         if isinstance(data, dict) and "collection" not in data:
             many = data.get("collections")
-            if isinstance(many, list) and many and all(isinstance(c, str) for c in many):
+            # Only from names: a bad one is refused where it is, not as the label too.
+            if isinstance(many, list) and many and all(is_collection_name(c) for c in many):
                 return {**data, "collection": min(many)}
         return data
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from ragsift.confidence import CalibrationArtifact
 from ragsift.confidence.registry import CalibrationScope, DirectoryCalibrationStore
@@ -183,3 +184,24 @@ async def test_a_tie_between_collections_goes_to_the_higher_cosine(
     for order in PERMUTATIONS:
         result = await _one(_pipeline(tmp_path, index), q(order, k=1, selection="top_k"))
         assert [(h.collection, h.chunk_id) for h in result.hits] == [("alpha", "alpha.md:0")]
+
+
+@pytest.mark.parametrize(
+    ("collections", "where"),
+    [
+        (["zeta", 5], "collections.1"),
+        (["zeta", ["alpha"]], "collections.1"),
+        ([{"a": {"b": {"c": "d"}}}, "alpha"], "collections.0"),
+        (["zeta", "álpha"], "collections.1"),  # non-Latin: not a collection name
+        (["zeta", "alpha\n"], "collections.1"),
+        ([f"c{i}" for i in range(100_000)], "collections"),  # no label picked from it
+    ],
+)
+def test_a_hostile_collections_list_is_refused_where_it_is_wrong(
+    collections: list[Any], where: str
+) -> None:
+    """The label is picked only from a list of names; anything else is refused by the
+    field's own check, naming the item and nothing else (not ``collection`` too)."""
+    with pytest.raises(ValidationError) as caught:
+        QueryEvent(query_id="q1", tenant_id="acme", query=QUESTION, collections=collections)
+    assert [".".join(map(str, e["loc"])) for e in caught.value.errors()] == [where]
