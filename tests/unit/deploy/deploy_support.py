@@ -215,3 +215,39 @@ def option_values(argv: list[str]) -> dict[str, str]:
         else:
             options[name] = ""
     return options
+
+
+#: Labels Prometheus adds to every scraped series (the target's).
+TARGET_LABELS = frozenset({"job", "instance"})
+#: The label names of the metrics in EXTERNAL_METRICS (beyond the target's).
+EXTERNAL_METRIC_LABELS: dict[str, frozenset[str]] = {
+    "kafka_consumergroup_lag": frozenset({"consumergroup", "topic", "partition"}),
+    "up": frozenset(),
+}
+#: The labels prometheus-client adds to a series of a metric type (the bucket's bound).
+_SUFFIX_LABELS = {"_bucket": frozenset({"le"})}
+
+
+def exported_metric_labels() -> dict[str, frozenset[str]]:
+    """Every series name ragsift can export (as ``exported_metric_names``) -> its label
+    names, the target's labels included, and those of EXTERNAL_METRICS."""
+    from ragsift.audit import AuditMetrics
+    from ragsift.observability.metrics import Metrics
+
+    metrics = Metrics()
+    AuditMetrics(metrics)
+    labels_of = {
+        family.name: frozenset(getattr(collector, "_labelnames", ()))
+        # labelled metrics have no samples until used: their names come from the collectors
+        for collector in metrics.registry._collector_to_names
+        for family in collector.describe()
+    }
+    found = {
+        name: labels | TARGET_LABELS | EXTERNAL_METRIC_LABELS.get(name, frozenset())
+        for name, labels in EXTERNAL_METRIC_LABELS.items()
+    }
+    for name in exported_metric_names():
+        family = next(f for f in sorted(labels_of, key=len, reverse=True) if name.startswith(f))
+        suffix = name.removeprefix(family)
+        found[name] = labels_of[family] | TARGET_LABELS | _SUFFIX_LABELS.get(suffix, frozenset())
+    return found

@@ -3,7 +3,11 @@
 Rules are parsed by ``promtool check rules`` (test_deploy_prometheus); the
 dashboard's expressions are written into a temporary file of recording rules
 and parsed the same way. Metric names are cross-checked with the registry of
-``ragsift.observability.metrics.Metrics`` so the two cannot drift apart.
+``ragsift.observability.metrics.Metrics`` so the two cannot drift apart, and so are
+the label names the rules select, group and join by, the labels their annotations
+show, and the series the promtool unit tests feed them: promtool accepts
+``sum by (tenants)``, and a unit test written on the same misspelt series passes,
+while in production the alert never names a tenant or never fires.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import yaml
 from deploy_support import (
     EXTERNAL_METRICS,
     REPO,
+    TARGET_LABELS,
+    exported_metric_labels,
     exported_metric_names,
     load_yaml,
     promql_metric_names,
@@ -26,6 +32,7 @@ from deploy_support import (
 )
 
 RULES = REPO / "deploy" / "prometheus" / "rules" / "ragsift.rules.yml"
+RULE_TESTS = sorted((REPO / "deploy" / "prometheus" / "tests").glob("*.test.yml"))
 DASHBOARDS = sorted((REPO / "deploy" / "grafana" / "dashboards").glob("*.json"))
 
 
@@ -141,3 +148,159 @@ def test_dashboard_expressions_parse(promtool: str, tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(rules), encoding="utf-8")
     out = run([promtool, "check", "rules", str(path)])
     assert f"SUCCESS: {len(exprs)} rules found" in out
+
+
+_SELECTOR = re.compile(r"([A-Za-z_:][\w:]*)\s*\{([^}]*)\}")
+_MATCHER = re.compile(r'(\w+)\s*(=~|!~|!=|=)\s*"((?:\\.|[^"\\])*)"')
+_AGGREGATION = re.compile(
+    r"\b(sum|min|max|avg|count|group|stddev|stdvar|topk|bottomk|quantile|count_values)\s*"
+    r"(?:(by|without)\s*\(([^)]*)\)\s*)?\("
+)
+_JOIN = re.compile(r"\b(?:on|ignoring|group_left|group_right)\s*\(([^)]*)\)")
+_ANNOTATION_LABEL = re.compile(r"\$labels\.(\w+)")
+
+
+def _words(text: str) -> set[str]:
+    return {word.strip() for word in text.split(",") if word.strip()}
+
+
+def _closing(text: str, start: int) -> int:
+    """Index just past the parenthesis that closes the one opened at ``start - 1``."""
+    depth = 1
+    for i in range(start, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            return i + 1
+    raise AssertionError(f"unbalanced parentheses in {text!r}")
+
+
+def _alerts() -> list[dict[str, Any]]:
+    return [r for g in load_yaml(RULES)["groups"] for r in g["rules"] if "alert" in r]
+
+
+def label_problems(expr: str, labels: dict[str, frozenset[str]]) -> list[str]:
+    """Labels an expression uses that its metrics do not have.
+
+    A matcher's label must be on its metric; a ``by`` list on every metric the
+    aggregation reads (``without`` is not checked); an ``on``/``ignoring``/``group_*``
+    list on some metric of the expression.
+    """
+    problems = []
+    for metric, matchers in _SELECTOR.findall(expr):
+        for label, _, _ in _MATCHER.findall(matchers):
+            if label not in labels.get(metric, frozenset()):
+                problems.append(f"{metric} has no label {label}")
+    for match in _AGGREGATION.finditer(expr):
+        if match.group(2) != "by":
+            continue
+        body = expr[match.end() : _closing(expr, match.end())]
+        for metric in sorted(promql_metric_names(body)):
+            missing = _words(match.group(3)) - labels.get(metric, frozenset())
+            if missing:
+                problems.append(f"by ({match.group(3)}): {metric} has no {sorted(missing)}")
+    every = set().union(*(labels.get(m, frozenset()) for m in promql_metric_names(expr)))
+    for join in _JOIN.findall(expr):
+        if _words(join) - every:
+            problems.append(f"joined on {sorted(_words(join) - every)}, which no metric has")
+    return problems
+
+
+def output_labels(expr: str, labels: dict[str, frozenset[str]]) -> set[str]:
+    """The labels an alert's series carry: its first aggregation's ``by`` list (``and``,
+    ``/``, comparisons keep the left side's), or without one, its metrics' labels."""
+    match = _AGGREGATION.search(expr)
+    if match is None:
+        return set().union(*(labels.get(m, frozenset()) for m in promql_metric_names(expr)))
+    if match.group(2) == "by":
+        return _words(match.group(3))
+    if match.group(2) == "without":
+        body = expr[match.end() : _closing(expr, match.end())]
+        kept = set().union(*(labels.get(m, frozenset()) for m in promql_metric_names(body)))
+        return kept - _words(match.group(3))
+    return set()
+
+
+def test_alert_rules_use_only_labels_their_metrics_have() -> None:
+    labels = exported_metric_labels()
+    problems = {a["alert"]: label_problems(a["expr"], labels) for a in _alerts()}
+    assert {k: v for k, v in problems.items() if v} == {}
+
+
+def test_alert_annotations_show_only_labels_the_alert_carries() -> None:
+    labels = exported_metric_labels()
+    unknown = {}
+    for alert in _alerts():
+        shown = set(_ANNOTATION_LABEL.findall(" ".join(alert["annotations"].values())))
+        missing = shown - output_labels(alert["expr"], labels)
+        if missing:
+            unknown[alert["alert"]] = sorted(missing)
+    assert unknown == {}, f"annotations show labels the alert does not carry: {unknown}"
+
+
+def test_label_checks_catch_a_misspelt_label() -> None:
+    labels = exported_metric_labels()
+    assert labels["ragsift_queries_total"] >= {"tenant", "outcome"} | TARGET_LABELS
+    assert "le" in labels["ragsift_confidence_bucket"]
+    expr = (
+        'sum by (tenants) (rate(ragsift_queries_total{outcomes="ok"}[5m]))'
+        " and on (tenent) sum by (tenant) (rate(ragsift_no_context_queries_total[5m]))"
+    )
+    assert label_problems(expr, labels) == [
+        "ragsift_queries_total has no label outcomes",
+        "by (tenants): ragsift_queries_total has no ['tenants']",
+        "joined on ['tenent'], which no metric has",
+    ]
+    assert output_labels(expr, labels) == {"tenants"}
+    assert output_labels("up == 0", labels) == set(TARGET_LABELS)
+    assert output_labels("sum(rate(ragsift_queries_total[5m])) > 1", labels) == set()
+
+
+def _matched_values() -> dict[tuple[str, str], set[str]]:
+    """(metric, label) -> the values the rules match it on with ``=``."""
+    found: dict[tuple[str, str], set[str]] = {}
+    for alert in _alerts():
+        for metric, matchers in _SELECTOR.findall(alert["expr"]):
+            for label, op, value in _MATCHER.findall(matchers):
+                if op == "=" and metric not in EXTERNAL_METRICS and label not in TARGET_LABELS:
+                    found.setdefault((metric, label), set()).add(value)
+    return found
+
+
+def test_alert_rules_match_label_values_the_code_emits() -> None:
+    """``outcome="infeasible"`` is written somewhere in the package, or the rule never fires."""
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "ragsift").rglob("*.py"))
+    matched = _matched_values()
+    assert ("ragsift_queries_total", "outcome") in matched
+    unknown = {
+        f"{metric}{{{label}}}": sorted(v for v in values if f'"{v}"' not in source)
+        for (metric, label), values in matched.items()
+        if any(f'"{v}"' not in source for v in values)
+    }
+    assert unknown == {}, f"rules match label values no code emits: {unknown}"
+
+
+def _test_series() -> list[tuple[str, str]]:
+    """(file, series) of every input series of the promtool unit tests."""
+    return [
+        (path.name, series["series"])
+        for path in RULE_TESTS
+        for case in load_yaml(path)["tests"]
+        for series in case.get("input_series", [])
+    ]
+
+
+def test_promtool_unit_tests_feed_series_as_ragsift_exports_them() -> None:
+    """A unit test on a misspelt series proves nothing about the real one."""
+    labels = exported_metric_labels()
+    series = _test_series()
+    assert len(series) > 20
+    wrong = {}
+    for where, text in series:
+        name, _, rest = text.partition("{")
+        name = name.strip()
+        given = {label for label, _, _ in _MATCHER.findall(rest)}
+        if name not in labels:
+            wrong[f"{where}: {text}"] = "no such metric"
+        elif given - labels[name]:
+            wrong[f"{where}: {text}"] = f"no label {sorted(given - labels[name])}"
+    assert wrong == {}, wrong
