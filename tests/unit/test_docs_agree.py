@@ -1,5 +1,6 @@
 """The README and docs/ name only variables the code reads, every setting the code reads,
-and only commands and flags the CLI has.
+every variable the package, scripts, benches and tests read by name, and only commands
+and flags the CLI has.
 
 A setting renamed or removed in the code but not in the docs sends a user to a
 variable that does nothing, silently (pydantic-settings ignores unknown ones).
@@ -31,6 +32,10 @@ CODE_BLOCK = re.compile(r"^```[a-z]*\n(.*?)^```", re.S | re.M)
 CODE_SPAN = re.compile(r"`(ragsift [^`]+)`")
 #: where a variable may be read without being a setting; this file is left out
 READERS = ("ragsift/**/*.py", "scripts/*", "bench/**/*.py", "tests/**/*.py", "Makefile")
+#: a read of a variable: Python's ``os.environ``/``getenv``; a shell's ``$VAR``,
+#: ``${VAR:-...}`` or ``export VAR=`` (a script setting it for what it runs)
+PYTHON_READ = re.compile(r"""(?:environ\.get|environ\[|getenv)\(?\s*["'](RAGSIFT_[A-Z0-9_]+)["']""")
+SHELL_READ = re.compile(r"\$\{?(RAGSIFT_[A-Z0-9_]+)|^\s*export (RAGSIFT_[A-Z0-9_]+)=", re.M)
 
 
 def setting_variables() -> list[set[str]]:
@@ -63,6 +68,25 @@ def read_directly() -> set[str]:
                 text = path.read_text(errors="replace")
                 names.update(m.group(0) for m in NAME.finditer(text) if not m.group(1))
     return names
+
+
+def read_by_name() -> dict[str, set[str]]:
+    """Variables the package, scripts, benches, tests and CI read by name -> where."""
+    found: dict[str, set[str]] = {}
+    for pattern in (*READERS, ".ci/*"):
+        for path in ROOT.glob(pattern):
+            if not path.is_file():
+                continue
+            text = path.read_text(errors="replace")
+            shell = path.suffix != ".py"
+            names = (
+                [a or b for a, b in SHELL_READ.findall(text)]
+                if shell
+                else PYTHON_READ.findall(text)
+            )
+            for name in names:
+                found.setdefault(name, set()).add(str(path.relative_to(ROOT)))
+    return found
 
 
 def doc_pages() -> list[Path]:
@@ -128,6 +152,16 @@ def test_every_setting_is_named_in_the_docs() -> None:
         if not names & named and not any(n.startswith(prefixes) for n in names)
     )
     assert undocumented == [], f"settings no page of the docs names: {undocumented}"
+
+
+def test_every_variable_read_by_name_is_named_in_the_docs() -> None:
+    """Not only settings: the package's own reads, and the scripts', benches' and tests'
+    (scripts/services' ports, RAGSIFT_REQUIRE_SERVICES), are set by someone too."""
+    read = read_by_name()
+    assert {"RAGSIFT_SQUAD2_DIR", "RAGSIFT_RUN_DIR", "RAGSIFT_FAULT_QUERIES"} <= set(read)
+    named = set(documented())
+    undocumented = {name: sorted(where) for name, where in read.items() if name not in named}
+    assert undocumented == {}, f"read by name, named on no page of the docs: {undocumented}"
 
 
 def test_every_command_and_flag_the_docs_run_is_one_the_cli_has() -> None:
