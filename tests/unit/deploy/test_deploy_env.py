@@ -34,6 +34,8 @@ MENTIONING = [
     *MANIFESTS,
     *sorted((REPO / "deploy").rglob("*.yml")),
     *sorted((REPO / "deploy").rglob("*.yaml")),
+    *sorted((REPO / "deploy").rglob("*.json")),
+    *sorted(p for p in (REPO / "infra").rglob("*") if p.is_file()),
     REPO / "pyproject.toml",
     REPO / "Makefile",
     *sorted(REPO.glob(".env*")),
