@@ -86,17 +86,26 @@ class KafkaSettings(BaseSettings):
     bootstrap_servers: str = Field(
         default="127.0.0.1:9092", description="Comma-separated host:port list."
     )
+    #: how the clients reach the brokers; a SASL one needs the three SASL settings below
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    #: SASL mechanism, with a SASL security protocol
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    #: SASL user, with a SASL security protocol
     sasl_username: str | None = None
+    #: SASL password, with a SASL security protocol
     sasl_password: SecretStr | None = None
+    #: CA bundle the TLS connection trusts; unset: the system's
     ssl_cafile: SettingPath | None = None
+    #: start of every topic name (``<prefix>.queries.v1``); consumer groups are named
+    #: by ``app_id``, not by this (docs/deployment.md)
     topic_prefix: str = Field(default="ragsift", pattern=r"^[A-Za-z0-9._-]+$")
+    #: the worker's consumer group (and Faust app id): one per kind of worker
     app_id: str = Field(default="ragsift", pattern=r"^[A-Za-z0-9._-]+$")
     #: at_least_once + deterministic output ids is the default (ADR 004);
     #: exactly_once turns on Kafka transactions in Faust.
     processing_guarantee: Literal["at_least_once", "exactly_once"] = "at_least_once"
     partitions: int = Field(default=8, ge=1, le=1_000, description="Partitions per new topic.")
+    #: replicas of each topic ``ragsift topics --create`` makes
     replication_factor: int = Field(default=1, ge=1, le=7)
     #: how long the group waits for a silent (crashed) member before moving its
     #: partitions to the others; heartbeats go every tenth of it
@@ -108,7 +117,9 @@ class KafkaSettings(BaseSettings):
     #: (under the broker's default 1 MiB message.max.bytes) gave one worker 1.5x
     #: the queries/s in bench/levers.py (docs/benchmarks.md, "Overhead").
     producer_compression: Literal["none", "gzip", "lz4", "zstd", "snappy"] = "none"
+    #: the producer's wait for a batch to fill (above)
     producer_linger_ms: int = Field(default=5, ge=0, le=1_000)
+    #: a record batch's size cap (above)
     producer_max_batch_bytes: int = Field(default=512 * 1024, ge=1_024, le=16 * 1024 * 1024)
 
     @model_validator(mode="after")
@@ -135,9 +146,13 @@ class RedisSettings(BaseSettings):
 
     model_config = _config("RAGSIFT_REDIS_")
 
+    #: ``redis://`` or ``rediss://`` (TLS) URL of the cache and shared stores
     url: str = Field(default="redis://127.0.0.1:6379/0", pattern=r"^rediss?://")
+    #: Redis password, apart from the URL
     password: SecretStr | None = None
+    #: connect and per-command timeout: a Redis that does not answer is bypassed
     socket_timeout_s: float = Field(default=0.25, gt=0, le=30)
+    #: start of every key, so deployments that share one Redis share nothing
     key_prefix: str = "ragsift"
 
 
@@ -146,10 +161,15 @@ class QdrantSettings(BaseSettings):
 
     model_config = _config("RAGSIFT_QDRANT_")
 
+    #: edge: Qdrant Edge in this process; server: a Qdrant server or cluster at ``url``
     mode: Literal["edge", "server"] = "edge"
+    #: the Qdrant server, in server mode
     url: str = "http://127.0.0.1:6333"
+    #: the Qdrant server's API key, in server mode
     api_key: SecretStr | None = None
+    #: Qdrant Edge's shard folder; the default is read as ``<data dir>/qdrant``
     shard_path: SettingPath = Path(".ragsift/qdrant")
+    #: per request to the Qdrant server
     timeout_s: float = Field(default=5.0, gt=0, le=120)
     #: bounded retries with backoff before a result gets outcome "error"
     max_retries: int = Field(default=3, ge=0, le=10)
@@ -171,11 +191,13 @@ class EmbedderSettings(BaseSettings):
     #: directory (the ragsift[torch] extra); openai: any OpenAI-compatible
     #: /v1/embeddings endpoint (OpenAI, Ollama, vLLM, TEI).
     kind: Literal["hashing", "sentence-transformers", "openai", "onnx"] = "onnx"
+    #: vector size: hashing's and openai's (onnx needs its 384)
     dim: int = Field(default=384, ge=8, le=4096)
     model: str | None = Field(
         default=None, description="Model name or directory; for kind=onnx, a model.onnx file."
     )
     base_url: str | None = Field(default=None, description="For kind=openai.")
+    #: bearer token of the openai endpoint
     api_key: SecretStr | None = None
     #: For kind=onnx: onnxruntime intra-op threads; 0 lets onnxruntime use every core.
     threads: int = Field(default=0, ge=0, le=256)
@@ -190,10 +212,13 @@ class ConfidenceSettings(BaseSettings):
 
     model_config = _config("RAGSIFT_CONFIDENCE_")
 
+    #: what computes the confidence (docs/confidence.md, section 3): calibrated, a
+    #: probability from the calibration artifact, or the seed scores
     scorer: Literal["calibrated", "weighted", "mean-kept", "composite"] = "calibrated"
     calibration_path: SettingPath | None = Field(
         default=None, description="Calibration artifact; the packaged default when unset."
     )
+    #: A1: normalized score a hit needs to be kept (a query may set its own)
     similarity_threshold: float = Field(  # A1
         default=0.70,
         ge=0,
@@ -202,12 +227,14 @@ class ConfidenceSettings(BaseSettings):
             "RAGSIFT_CONFIDENCE_SIMILARITY_THRESHOLD", "RAG_SIMILARITY_THRESHOLD"
         ),
     )
+    #: A2: kept hits the threshold is relaxed to reach
     min_results: int = Field(  # A2
         default=3,
         ge=0,
         le=MAX_K,
         validation_alias=AliasChoices("RAGSIFT_CONFIDENCE_MIN_RESULTS", "RAG_MIN_RESULTS"),
     )
+    #: A4: confidence of the high level
     high_threshold: float = Field(  # A4
         default=0.85,
         ge=0,
@@ -216,6 +243,7 @@ class ConfidenceSettings(BaseSettings):
             "RAGSIFT_CONFIDENCE_HIGH_THRESHOLD", "RAG_HIGH_CONFIDENCE_THRESHOLD"
         ),
     )
+    #: A4: confidence of the medium level
     medium_threshold: float = Field(
         default=0.70,
         ge=0,
@@ -224,6 +252,7 @@ class ConfidenceSettings(BaseSettings):
             "RAGSIFT_CONFIDENCE_MEDIUM_THRESHOLD", "RAG_MEDIUM_CONFIDENCE_THRESHOLD"
         ),
     )
+    #: A4: confidence of the low level (and the answer threshold of every scorer but calibrated)
     low_threshold: float = Field(
         default=0.50,
         ge=0,
@@ -232,7 +261,9 @@ class ConfidenceSettings(BaseSettings):
             "RAGSIFT_CONFIDENCE_LOW_THRESHOLD", "RAG_LOW_CONFIDENCE_THRESHOLD"
         ),
     )
+    #: C2: confidence under which a result carries RAG_ADVISORY_LOW_CONFIDENCE
     advisory_threshold: float = Field(default=0.70, ge=0, le=1)  # C2
+    #: hits searched for a query that does not give its k
     default_k: int = Field(default=8, ge=1, le=MAX_K)
     #: Sentence match (the query against each sentence of the top hits, embedded at
     #: query time) and, with the ONNX embedder, token match (the query's tokens against
@@ -302,6 +333,7 @@ class GuardrailSettings(BaseSettings):
         validation_alias=AliasChoices("RAGSIFT_GUARDRAILS_STRICT_MODE", "RAG_STRICT_MODE"),
         description="Off (D8 rollback): all hits pass with standard prompts.",
     )
+    #: confidence needed to use context (strict 0.85, moderate 0.70, lenient 0.50)
     preset: Literal["strict", "moderate", "lenient"] = Field(
         default="moderate",
         validation_alias=AliasChoices("RAGSIFT_GUARDRAILS_PRESET", "RAG_THRESHOLD_PRESET"),
@@ -314,6 +346,7 @@ class GuardrailSettings(BaseSettings):
         le=20,
         validation_alias=AliasChoices("RAGSIFT_GUARDRAILS_MIN_DOCUMENTS", "RAG_MIN_DOCUMENTS"),
     )
+    #: D5: check generated answers against their sources
     validate_responses: bool = Field(
         default=True,
         validation_alias=AliasChoices(
@@ -369,8 +402,11 @@ class LlmSettings(BaseSettings):
 
     model_config = _config("RAGSIFT_LLM_")
 
+    #: OpenAI-compatible chat endpoint; with ``model``, reports use it
     base_url: str | None = None
+    #: chat model name
     model: str | None = None
+    #: bearer token of the chat endpoint
     api_key: SecretStr | None = None
     #: per read (connect, read, write): a server trickling bytes never trips it
     timeout_s: float = Field(default=30.0, gt=0, le=600)
@@ -392,6 +428,7 @@ class RerankerSettings(BaseSettings):
     #: none: off; tei / cohere / jina: an HTTP /rerank server; onnx: a local model folder
     kind: Literal["none", "tei", "cohere", "jina", "onnx"] = "none"
     url: str | None = Field(default=None, description="Server root, for tei, cohere and jina.")
+    #: bearer token of the rerank server
     api_key: SecretStr | None = None
     model: str | None = Field(default=None, description="Model name sent to cohere and jina.")
     model_dir: SettingPath | None = Field(
@@ -407,6 +444,7 @@ class RerankerSettings(BaseSettings):
     candidates: int = Field(default=20, ge=1, le=MAX_K)
     #: A1 hit bar for reranked (weighted) queries on sigmoid(logit); 0.5 = logit 0
     threshold: float = Field(default=0.5, ge=0, le=1)
+    #: per read of the rerank server
     timeout_s: float = Field(default=5.0, gt=0, le=120)
     #: whole rerank call, retries included; past it the query is scored without the reranker
     deadline_s: float = Field(default=2.0, gt=0, le=600)
@@ -429,6 +467,7 @@ class ReportPromptSettings(BaseSettings):
 
     model_config = _config("RAGSIFT_REPORT_")
 
+    #: secret keying the prompts' source-boundary nonce (at least 16 characters)
     nonce_key: SecretStr | None = None
 
     @model_validator(mode="after")
@@ -446,9 +485,13 @@ class CacheSettings(BaseSettings):
 
     model_config = _config("RAGSIFT_CACHE_")
 
+    #: cache results at all
     enabled: bool = True
+    #: seconds a high-confidence result is cached
     ttl_high_s: int = Field(default=24 * 3600, ge=0)
+    #: seconds a medium-confidence result is cached
     ttl_medium_s: int = Field(default=3600, ge=0)
+    #: seconds a low-confidence result is cached
     ttl_low_s: int = Field(default=300, ge=0)
     ttl_none_s: int = Field(default=0, ge=0, description="0: no_relevant_context is not cached.")
     max_entries: int = Field(default=100_000, ge=1, description="In-memory cache bound.")
@@ -459,7 +502,9 @@ class LimitSettings(BaseSettings):
 
     model_config = _config("RAGSIFT_LIMITS_")
 
+    #: longest question taken; can lower the wire contract's limit, never raise it
     max_query_chars: int = Field(default=MAX_QUERY_CHARS, ge=1, le=MAX_QUERY_CHARS)
+    #: most hits a query may ask for; can lower the wire contract's limit, never raise it
     max_k: int = Field(default=MAX_K, ge=1, le=MAX_K)
     batch_size: int = Field(default=64, ge=1, le=10_000, description="stream.take batch size.")
     #: a backstop: the longest a partial batch waits. A batch goes as soon as every
@@ -499,6 +544,7 @@ class CalibrationSettings(BaseSettings):
     #: calibration of its own yet, or its chunk count moved by more than
     #: ``reprobe_fraction`` since its last probes.
     reprobe_after_ingest: bool = True
+    #: change in a scope's chunk count, as a fraction, past which it is probed again
     reprobe_fraction: float = Field(default=0.2, gt=0, le=100)
     #: Streaming: the indexer worker re-probes a scope once no document has reached it
     #: for this many seconds (a bulk load is probed once, when it settles). It needs a
@@ -528,6 +574,7 @@ class WorkerSettings(BaseSettings):
     #: tenants and collections with their own metric series; later ones share
     #: "(other)", so hostile input cannot grow /metrics without bound
     metrics_max_tenants: int = Field(default=50, ge=0, le=10_000)
+    #: collections with their own metric series; later ones share "(other)"
     metrics_max_collections: int = Field(default=50, ge=0, le=10_000)
 
 
@@ -546,6 +593,7 @@ class AuditSettings(BaseSettings):
     remember_ids: int = Field(default=1_000_000, ge=1, description="Recent ids kept for dedup.")
     #: a failed write (disk full, EIO) is retried after this, doubling up to retry_max_s
     retry_initial_s: float = Field(default=0.1, gt=0, le=60)
+    #: longest wait between two attempts at a failed write
     retry_max_s: float = Field(default=5.0, gt=0, le=600)
 
     @model_validator(mode="after")
@@ -590,9 +638,11 @@ class ApiSettings(BaseSettings):
 
     #: loopback by default: exposing the API is a deliberate ``--host 0.0.0.0``
     host: str = "127.0.0.1"
+    #: port of the query API
     port: int = Field(default=8080, ge=1, le=65_535)
     #: /metrics, /healthz and /readyz live on their own bind, apart from the query API
     metrics_host: str = "127.0.0.1"
+    #: port of /metrics, /healthz and /readyz
     metrics_port: int = Field(default=9464, ge=1, le=65_535)
     keys_file: SettingPath | None = Field(
         default=None,
@@ -605,9 +655,13 @@ class ApiSettings(BaseSettings):
         default=None, description="A PEM public key, RSA or EC (its curve's ES algorithm)."
     )
     jwt_jwks_file: SettingPath | None = Field(default=None, description="A JWKS document (by kid).")
+    #: the ``iss`` a JWT must carry; required with any JWT key
     jwt_issuer: str | None = None
+    #: the ``aud`` a JWT must carry; required with any JWT key
     jwt_audience: str | None = None
+    #: claim that names the caller's tenant
     jwt_tenant_claim: str = "tenant_id"
+    #: claim that holds the caller's scopes (space-separated)
     jwt_scope_claim: str = "scope"
     store_bytes: int = Field(
         default=DEFAULT_API_STORE_BYTES,
@@ -620,6 +674,7 @@ class ApiSettings(BaseSettings):
     result_ttl_s: int = Field(default=24 * 3600, ge=0, le=30 * 24 * 3600)
     #: serve the web console at /console (the API then also reads decisions and audit)
     console: bool = True
+    #: largest request body; a longer one is answered 413
     max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
     #: the whole body must arrive within this (a slow-drip client holds no socket for long)
     body_timeout_s: float = Field(default=10.0, gt=0, le=300)
@@ -662,6 +717,7 @@ class DriftSettings(BaseSettings):
 
     model_config = _config("RAGSIFT_DRIFT_")
 
+    #: watch the top-hit scores for drift at all
     enabled: bool = True
     #: PSI above this counts as shifted (0.25: the conventional "act" level).
     psi_threshold: float = Field(default=0.25, gt=0, le=10)
@@ -680,6 +736,7 @@ class CorrectiveSettings(BaseSettings):
 
     model_config = _config("RAGSIFT_CORRECTIVE_")
 
+    #: retry weak or split retrievals once (docs/corrective.md)
     enabled: bool = False
     #: Retry a result whose confidence is below this; unset: a result that is refused
     #: (``answerable`` false), i.e. below its own answer threshold.
@@ -689,6 +746,7 @@ class CorrectiveSettings(BaseSettings):
     on_disagreement: bool = False
     #: Channels disagree when each one's top hit is outside the other's top ``agree_k``.
     agree_k: int = Field(default=3, ge=1, le=MAX_K)
+    #: how the retry searches: expand the query, a wider k, or keyword only
     strategy: CorrectiveStrategy = "expand"
     #: Hits the ``wider`` retry fetches (never more than RAGSIFT_LIMITS_MAX_K).
     max_k: int = Field(default=16, ge=1, le=MAX_K)

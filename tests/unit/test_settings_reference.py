@@ -57,3 +57,10 @@ def test_check_fails_on_a_stale_page(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert reference.main([]) == 0
     assert reference.main(["--check"]) == 0
     assert page.read_text(encoding="utf-8") == reference.render()
+
+
+def test_every_setting_says_what_it_does() -> None:
+    """A field's ``description`` or the ``#:`` comment above it fills the meaning column."""
+    rows = [line for line in reference.render().splitlines() if line.startswith("| `")]
+    silent = [row.split("`")[1] for row in rows if row.rstrip().endswith("|  |")]
+    assert silent == [], "give these settings a #: comment in ragsift/settings.py"
