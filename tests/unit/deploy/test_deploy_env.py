@@ -22,7 +22,7 @@ from deploy_support import REPO, load_yaml, load_yaml_all
 
 from ragsift.errors import ConfigurationError
 from ragsift.settings import Settings
-from tests.unit.test_docs_agree import NAME, read_directly, setting_names
+from tests.unit.test_docs_agree import NAME, PYTHON_READ, read_directly, setting_names
 
 COMPOSE = REPO / "docker-compose.yml"
 DOCKERFILE = REPO / "Dockerfile"
@@ -40,8 +40,6 @@ MENTIONING = [
     REPO / "Makefile",
     *sorted(REPO.glob(".env*")),
 ]
-#: ``os.environ.get("X")``, ``os.environ["X"]``, ``os.getenv("X")`` in the package.
-DIRECT_READ = re.compile(r"""(?:environ\.get|environ\[|getenv)\(?\s*["'](RAGSIFT_[A-Z0-9_]+)["']""")
 #: ``${VAR:-default}`` in a compose value, which compose replaces from the shell.
 COMPOSE_DEFAULT = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?-([^}]*)\}")
 #: Placeholder for a value Kubernetes takes from a Secret (long enough for every key check).
@@ -53,7 +51,7 @@ def runtime_variables() -> set[str]:
     direct = {
         match.group(1)
         for path in (REPO / "ragsift").rglob("*.py")
-        for match in DIRECT_READ.finditer(path.read_text(encoding="utf-8"))
+        for match in PYTHON_READ.finditer(path.read_text(encoding="utf-8"))
     }
     return setting_names() | direct
 
