@@ -77,7 +77,7 @@ async def test_a_report_that_could_not_be_built_says_why(
     async def broken(self: ReportBuilder, result: object) -> object:
         raise RuntimeError("the report model is gone")
 
-    monkeypatch.setattr(ReportBuilder, "build", broken)
+    monkeypatch.setattr(ReportBuilder, "build_report", broken)
     status, answer = await ask(loopback, IN_SCOPE)
     assert status == 200
     assert answer["result"]["hits"]
