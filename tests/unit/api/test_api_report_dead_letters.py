@@ -7,7 +7,6 @@ for a 504 "no result", though the result had come.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from aiohttp.test_utils import TestClient
@@ -45,14 +44,14 @@ def letter_then_result(api: QueryApi, event: QueryEvent, _: bytes) -> None:
     api.accept_result(build_result(event.query_id, event.tenant_id, query=event.query))
 
 
-async def ask(client: Client, keys: Keys, **body: Any) -> tuple[int, Any, float]:
-    started = time.monotonic()
+async def ask(client: Client, keys: Keys, **body: Any) -> tuple[int, Any]:
+    """Status and body; a wait that ran out would answer 504 "no result", not 200."""
     response = await client.post(
         "/v1/query",
         json={"query": "q", "query_id": "q1", "timeout_s": TIMEOUT_S} | body,
         headers=keys.header(keys.alpha),
     )
-    return response.status, await response.json(), time.monotonic() - started
+    return response.status, await response.json()
 
 
 async def test_a_dead_lettered_report_answers_the_result_and_says_why(
@@ -60,9 +59,8 @@ async def test_a_dead_lettered_report_answers_the_result_and_says_why(
 ) -> None:
     for query_id, answer in (("q1", result_then_letter), ("q2", letter_then_result)):
         api.answer = answer
-        status, body, took = await ask(client, keys, want_report=True, query_id=query_id)
+        status, body = await ask(client, keys, want_report=True, query_id=query_id)
         assert status == 200, body
-        assert took < TIMEOUT_S / 2
         assert body["result"]["query_id"] == query_id
         assert body["report"] is None
         assert body["report_error"]["error"] == "report_failed"
@@ -74,7 +72,7 @@ async def test_a_report_letter_alone_does_not_answer(
     client: Client, api: RecordingApi, keys: Keys
 ) -> None:
     api.answer = lambda a, event, _: a.accept_dead_letter(report_letter(event))
-    status, body, _ = await ask(client, keys, want_report=True, timeout_s=1)
+    status, body = await ask(client, keys, want_report=True, timeout_s=1)
     assert (status, body["error"]) == (504, "timeout")
 
 
@@ -86,7 +84,7 @@ async def test_another_tenants_report_letter_does_not_answer(
         a.accept_dead_letter(report_letter(event, tenant_id="beta"))
 
     api.answer = answer
-    status, body, _ = await ask(client, keys, want_report=True, timeout_s=1)
+    status, body = await ask(client, keys, want_report=True, timeout_s=1)
     assert (status, body["error"]) == (504, "timeout")
 
 
@@ -94,7 +92,7 @@ async def test_without_want_report_a_report_letter_changes_nothing(
     client: Client, api: RecordingApi, keys: Keys
 ) -> None:
     api.answer = result_then_letter
-    status, body, _ = await ask(client, keys)
+    status, body = await ask(client, keys)
     assert status == 200
     assert body["report"] is None
     assert "report_error" not in body
