@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
@@ -46,6 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragsift.confidence.errors import ConfidenceError
+from ragsift.lru import Recent
 
 __all__ = [
     "DEFAULT_HALF_LIFE",
@@ -210,8 +210,7 @@ class DriftMonitor:
         self.threshold = threshold
         self.min_samples = min_samples
         self._decay = decay_per_query(min_samples, half_life)
-        #: least recently seen first
-        self._scopes: OrderedDict[tuple[str, str], _Scope] = OrderedDict()
+        self._scopes: Recent[tuple[str, str], _Scope] = Recent(MAX_SCOPES)
         self._lock = threading.Lock()
         self.on_evict: Callable[[], None] | None = None
 
@@ -219,7 +218,7 @@ class DriftMonitor:
         """A version's state in its scope without adding a query (for one whose top
         score is on another scale): shifted or not, never tripped here, no PSI."""
         with self._lock:
-            scope = self._scopes.get((tenant, collection))
+            scope = self._scopes.peek((tenant, collection))  # a look is not a query
             sketch = None if scope is None else scope.versions.get(version)
             shifted = sketch is not None and sketch.shifted
         return DriftReading(None, shifted, False)
@@ -233,12 +232,8 @@ class DriftMonitor:
         with self._lock:
             scope = self._scopes.get(key)
             if scope is None:
-                if len(self._scopes) >= MAX_SCOPES:
-                    self._scopes.popitem(last=False)
-                    evicted = True
-                scope = self._scopes[key] = _Scope()
-            else:
-                self._scopes.move_to_end(key)
+                scope = _Scope()
+                evicted = self._scopes.put(key, scope)
             reading = self._observe(scope, version, b)
         if evicted and self.on_evict is not None:
             self.on_evict()
