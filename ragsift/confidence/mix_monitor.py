@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -37,6 +36,7 @@ from ragsift.confidence.near_miss import (
     estimate_near_miss,
     near_miss_log_mixture,
 )
+from ragsift.lru import Recent
 
 __all__ = [
     "DEFAULT_HALF_LIFE",
@@ -86,8 +86,7 @@ class MixMonitor:
     ) -> None:
         self.min_samples = min_samples
         self._decay = decay_per_query(min_samples, half_life)
-        #: least recently seen first
-        self._scopes: OrderedDict[tuple[str, str], _MixScope] = OrderedDict()
+        self._scopes: Recent[tuple[str, str], _MixScope] = Recent(MAX_SCOPES)
         #: Histograms saved by an earlier process, waiting for their scope's first query.
         self._restored: dict[tuple[str, str], ScopeState] = {}
         self._near_mixtures: dict[str, FloatArray] = {}
@@ -132,14 +131,8 @@ class MixMonitor:
         """The scope of ``key`` under ``version``, now the most recently seen, and
         whether another was dropped to make room for it (the lock is held)."""
         scope = self._scopes.get(key)
-        evicted = False
-        if scope is not None:
-            self._scopes.move_to_end(key)
-        elif len(self._scopes) >= MAX_SCOPES:
-            self._scopes.popitem(last=False)
-            evicted = True
         if scope is not None and scope.version == version:
-            return scope, evicted
+            return scope, False
         near = None if near_miss is None else self._near_mixture(version, near_miss)
         whole, above = self._mixture(version, table)
         old, scope = scope, _MixScope(version, whole, near, scale=version, above=above)
@@ -155,8 +148,7 @@ class MixMonitor:
             scope.carry(old, self._decay)
         elif saved is not None:  # saved under another version: what is on a scale
             scope.carry(_MixScope.saved(saved, self._decay), self._decay)
-        self._scopes[key] = scope
-        return scope, evicted
+        return scope, self._scopes.put(key, scope)
 
     def _add(
         self, scope: _MixScope, b: int, confidence: float, table: MixTable
@@ -247,7 +239,7 @@ class MixMonitor:
         """A scope's latest reading without counting a query (None: none yet, or an
         older calibration's), for a query already counted once (a corrective retry)."""
         with self._lock:
-            scope = self._scopes.get((tenant, collection))
+            scope = self._scopes.peek((tenant, collection))  # not a query: no refresh
             if scope is None or scope.version != version:
                 return None
             return scope.estimate
