@@ -11,7 +11,6 @@ evidence (:func:`even_evidence`, ADR 046).
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Final
 
@@ -23,6 +22,7 @@ from ragsift.confidence.mix import (
     mix_threshold,
 )
 from ragsift.confidence.near_miss import NearMissTable, near_miss_threshold
+from ragsift.lru import Recent
 
 __all__ = ["ServedBar", "ServedBars", "even_evidence", "lowered_to", "served_bar"]
 
@@ -138,13 +138,15 @@ class ServedBars:
     answer. Inputs are compared by
     identity (the tables, the reading) and value (the rest); the entry holds them, so
     an identity cannot be reused by another object while it is remembered.
+
+    Raises:
+        ValueError: ``max_scopes`` < 1.
     """
 
     def __init__(self, max_scopes: int = MAX_REMEMBERED) -> None:
         self.max_scopes = max_scopes
-        #: least recently asked first
-        self._last: OrderedDict[tuple[str, str], tuple[tuple[object, ...], ServedBar]] = (
-            OrderedDict()
+        self._last: Recent[tuple[str, str], tuple[tuple[object, ...], ServedBar]] = Recent(
+            max_scopes
         )
 
     def get(
@@ -161,15 +163,11 @@ class ServedBars:
         """The scope's served bar: the one remembered while its inputs are unchanged."""
         inputs = (base, table, near, mode, estimate, lower)
         last = self._last.get(scope)
-        if last is not None:
-            self._last.move_to_end(scope)
-            if all(
-                a is b or (type(a) in (float, bool, str) and a == b)
-                for a, b in zip(last[0], inputs, strict=True)
-            ):
-                return last[1]
+        if last is not None and all(
+            a is b or (type(a) in (float, bool, str) and a == b)
+            for a, b in zip(last[0], inputs, strict=True)
+        ):
+            return last[1]
         served = served_bar(base, table, near, mode, estimate, lower=lower)
-        self._last[scope] = (inputs, served)
-        if len(self._last) > self.max_scopes:
-            self._last.popitem(last=False)
+        self._last.put(scope, (inputs, served))
         return served
