@@ -27,7 +27,6 @@ import re
 import tempfile
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Final, Protocol, runtime_checkable
 
 from ragsift.confidence.artifact import CalibrationArtifact, read_bounded
 from ragsift.confidence.errors import CalibrationMismatchError, ConfidenceError
+from ragsift.lru import Recent
 
 __all__ = [
     "IGNORED_REASONS",
@@ -237,7 +237,7 @@ class CalibrationRegistry:
         self._lock = threading.Lock()
         #: Each scope as read, with why its stored artifact is not used (one of
         #: :data:`IGNORED_REASONS`), least recently used first.
-        self._cache: OrderedDict[CalibrationScope, _Read] = OrderedDict()
+        self._cache: Recent[CalibrationScope, _Read] = Recent(max_cached_scopes)
         #: Moved on when what is cached goes stale (a put, a new generation).
         self._epoch = 0
         self._generation: str | None = None
@@ -259,7 +259,7 @@ class CalibrationRegistry:
         artifact.check_compatible(self.default.embedder_id, self.default.metric)
         self.store.put(scope, artifact)
         with self._lock:
-            self._cache.pop(scope, None)
+            self._cache.pop(scope)
             self._epoch += 1
             self._checked_at = float("-inf")
 
@@ -296,9 +296,9 @@ class CalibrationRegistry:
 
     def _lookup(self, scope: CalibrationScope) -> _Read:
         with self._lock:
-            if scope in self._cache:
-                self._cache.move_to_end(scope)
-                return self._cache[scope]
+            cached = self._cache.get(scope)
+            if cached is not None:
+                return cached
             epoch = self._epoch
         read = self._read(scope)  # not under the lock: a store read is I/O
         with self._lock:
@@ -306,9 +306,7 @@ class CalibrationRegistry:
             # cached, the scope was served it until the store changed again (the query
             # path and a re-fit's thread share a registry). Used this once, not kept.
             if epoch == self._epoch:
-                self._cache[scope] = read
-                if len(self._cache) > self.max_cached_scopes:
-                    self._cache.popitem(last=False)
+                self._cache.put(scope, read)
         return read
 
     def examine(
