@@ -220,7 +220,8 @@ class OnnxMiniLMEmbedder:
         self.threads = threads
         # Passes run in worker threads, so the kept states are read and kept under a lock.
         self._kept_lock = threading.Lock()
-        self._kept: RecentTexts[TokenStates] = RecentTexts(0)
+        #: None while none are kept (``keep_states`` 0)
+        self._kept: RecentTexts[TokenStates] | None = None
         self.keep_token_states(keep_states)
 
     def keep_token_states(self, size: int) -> None:
@@ -234,8 +235,8 @@ class OnnxMiniLMEmbedder:
         if size < 0:
             raise ValueError(f"keep_states must be >= 0, got {size}")
         with self._kept_lock:
-            if size != self._kept.size:
-                self._kept = RecentTexts(size)
+            if size != (0 if self._kept is None else self._kept.max_size):
+                self._kept = RecentTexts(size) if size else None
 
     @property
     def embedder_id(self) -> str:
@@ -262,11 +263,12 @@ class OnnxMiniLMEmbedder:
             weights = mask[:, :, None].astype(np.float32)
             out[group] = l2_normalize((hidden * weights).sum(axis=1) / weights.sum(axis=1))
             for r, i in enumerate(group):  # short texts' token states, where asked to keep
-                if self._kept.size and len(ids[i]) <= KEPT_STATE_TOKENS:
+                if self._kept is not None and len(ids[i]) <= KEPT_STATE_TOKENS:
                     got = _states(encodings[i], ids[i], hidden[r])
                     kept = TokenStates(got.vectors.astype(np.float16), got.tokens)
                     with self._kept_lock:
-                        self._kept.put(texts[i], kept)
+                        if self._kept is not None:  # keep_token_states(0) may have run since
+                            self._kept.put(texts[i], kept)
         return out
 
     def _tokenize(self, texts: Sequence[str]) -> tuple[list[Any], list[npt.NDArray[np.int64]]]:
@@ -315,8 +317,9 @@ class OnnxMiniLMEmbedder:
         _check_texts(texts)
         out: list[TokenStates | None] = [None] * len(texts)
         with self._kept_lock:
-            for i, text in enumerate(texts):
-                out[i] = self._kept.get(text)
+            if self._kept is not None:
+                for i, text in enumerate(texts):
+                    out[i] = self._kept.get(text)
         todo = [i for i, states in enumerate(out) if states is None]
         encodings, ids = self._tokenize([texts[i] for i in todo])
         for group in self._groups(ids):
