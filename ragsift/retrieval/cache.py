@@ -13,10 +13,10 @@ import hashlib
 import json
 import time
 import unicodedata
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ragsift.lru import Recent
 from ragsift.settings import CacheSettings
 
 __all__ = [
@@ -145,7 +145,7 @@ class InMemoryCache:
             raise ValueError(f"max_entries must be >= 1, got {max_entries}")
         self.max_entries = max_entries
         self._clock = clock
-        self._data: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+        self._data: Recent[str, tuple[float, bytes]] = Recent(max_entries)
         self._versions: dict[tuple[str, str], int] = {}
 
     async def get(self, key: str) -> bytes | None:
@@ -155,23 +155,19 @@ class InMemoryCache:
             return None
         expires, value = item
         if expires <= self._clock():
-            del self._data[key]
+            self._data.pop(key)
             return None
-        self._data.move_to_end(key)
         return value
 
     async def set(self, key: str, value: bytes, ttl_s: int) -> None:
         """Store ``value`` for ``ttl_s`` seconds; non-positive TTLs store nothing."""
         if ttl_s <= 0:
             return
-        self._data[key] = (self._clock() + ttl_s, value)
-        self._data.move_to_end(key)
-        while len(self._data) > self.max_entries:
-            self._data.popitem(last=False)
+        self._data.put(key, (self._clock() + ttl_s, value))
 
     async def ttl(self, key: str) -> int | None:
         """Whole seconds left for ``key``, None when absent or expired."""
-        item = self._data.get(key)
+        item = self._data.peek(key)  # asking how long is left is not a use
         if item is None:
             return None
         left = item[0] - self._clock()
