@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,26 @@ def test_every_variable_the_deployment_sets_is_one_ragsift_reads() -> None:
     known = runtime_variables()
     unread = {name: sorted(where) for name, where in set_variables().items() if name not in known}
     assert unread == {}, f"set for ragsift, read by nothing (a typo?): {unread}"
+
+
+def test_the_services_script_exports_only_what_a_setting_reads(tmp_path: Path) -> None:
+    """``eval "$(scripts/services env)"`` (scripts/test, the README) exports the
+    settings that point ragsift at the local Kafka and Redis, and nothing no setting
+    reads: such a name is set for nothing (a script reading it would miss a deployment)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGSIFT_", "RAG_"))}
+    env |= {"RAGSIFT_RUN_DIR": str(tmp_path), "RAGSIFT_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run(
+        ["bash", str(REPO / "scripts" / "services"), "env"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    exported = dict(re.findall(r"^export ([A-Za-z_][A-Za-z0-9_]*)=(.*)$", out, re.M))
+    assert exported["RAGSIFT_KAFKA_BOOTSTRAP_SERVERS"] == "127.0.0.1:19092"
+    assert exported["RAGSIFT_REDIS_URL"] == "redis://127.0.0.1:16379/0"
+    assert sorted(set(exported) - setting_names()) == []
 
 
 def test_a_misspelt_variable_is_caught() -> None:
