@@ -794,7 +794,13 @@ class Settings(BaseSettings):
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
-        """Read the environment once (the entrypoint's job); errors name the variable."""
+        """Read the environment once (the entrypoint's job); errors name the variable.
+
+        The first call of the process also warns of each ``RAGSIFT_*`` variable that no
+        setting reads, a misspelt one (:mod:`ragsift.unknown_variables`)."""
+        from ragsift.unknown_variables import UNKNOWN_VARIABLES  # it reads these classes
+
+        UNKNOWN_VARIABLES.run(os.environ)
         try:
             # Each concern reads its own variables; an override replaces a whole concern.
             concerns: dict[str, Any] = {

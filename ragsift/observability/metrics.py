@@ -17,6 +17,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ragsift.observability.folded import FoldedHighest
+from ragsift.unknown_variables import UNKNOWN_VARIABLES
 
 __all__ = ["CONFIDENCE_BUCKETS", "BoundedCounter", "BoundedLabeler", "Metrics", "TenantLabeler"]
 
@@ -132,6 +133,14 @@ class Metrics:
             ["label"],
             registry=r,
         )
+        # No label: the warning at start-up names each variable (a name is the operator's).
+        self.unknown_settings = Gauge(
+            "ragsift_settings_unknown_variables",
+            "RAGSIFT_* variables in the process environment that no setting reads, each named"
+            " in a warning at start-up (a misspelt setting runs on its default).",
+            registry=r,
+        )
+        self.unknown_settings.set_function(lambda: len(UNKNOWN_VARIABLES.found))
         self.tenant = BoundedLabeler(max_tenants, self.labels_folded.labels("tenant").inc)
         self.collection = BoundedLabeler(
             max_collections, self.labels_folded.labels("collection").inc

@@ -23,6 +23,7 @@ from deploy_support import REPO, load_yaml, load_yaml_all
 
 from ragsift.errors import ConfigurationError
 from ragsift.settings import Settings
+from ragsift.unknown_variables import unknown_variables
 from tests.unit.test_docs_agree import NAME, PYTHON_READ, read_directly, setting_names
 
 COMPOSE = REPO / "docker-compose.yml"
@@ -159,6 +160,17 @@ def test_every_variable_the_deployment_sets_is_one_ragsift_reads() -> None:
     assert unread == {}, f"set for ragsift, read by nothing (a typo?): {unread}"
 
 
+def test_no_variable_the_deployment_sets_is_warned_of_at_start_up() -> None:
+    """The start-up warning of a variable no setting reads (ragsift.unknown_variables)
+    stays quiet on every deployment file, and every variable the image or compose sets."""
+    environ = {name: "" for name in set_variables()}
+    environ |= dockerfile_env()
+    for spec in _ragsift_services().values():
+        environ |= _environment(spec)
+    assert "RAGSIFT_KAFKA_APP_ID" in environ
+    assert unknown_variables(environ) == []
+
+
 def test_the_services_script_exports_only_what_a_setting_reads(tmp_path: Path) -> None:
     """``eval "$(scripts/services env)"`` (scripts/test, the README) exports the
     settings that point ragsift at the local Kafka and Redis, and nothing no setting
@@ -188,6 +200,9 @@ def test_a_misspelt_variable_is_caught() -> None:
     assert set().union(*map(_names_set, _nodes(kustomization))) == {"RAGSIFT_API_CONSOLEE"}
     assert "RAGSIFT_KAFKA_BOOTSRAP_SERVERS" not in runtime_variables()
     assert "RAGSIFT_KAFKA" not in runtime_variables()  # a prefix is no variable
+    # ... and guards the start-up check above against one that reports nothing.
+    [typo] = unknown_variables({"RAGSIFT_API_CONSOLEE": "false"})
+    assert typo.suggestion == "RAGSIFT_API_CONSOLE"
 
 
 def _build_args() -> set[str]:
