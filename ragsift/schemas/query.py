@@ -71,7 +71,11 @@ class QueryEvent(EventModel):
     )
     selection: Selection | None = Field(
         default=None,
-        description="threshold (A1/A2), adaptive (E1) or top_k (E4); settings when unset.",
+        description=(
+            "threshold (A1/A2), adaptive (E1) or top_k (E4); unset: adaptive when task_type"
+            " is set, else threshold. RAGSIFT_GUARDRAILS_STRICT_MODE=false (D8 rollback)"
+            " makes every query's top_k."
+        ),
     )
     task_type: str | None = Field(
         default=None,

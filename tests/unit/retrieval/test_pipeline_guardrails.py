@@ -164,6 +164,22 @@ async def test_a_task_without_a_selection_selects_adaptively(
     assert result.selection == "adaptive"
 
 
+async def test_an_unset_selection_is_what_the_contract_says(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    """No setting picks a query's selection: unset, it is adaptive with a task type, else
+    threshold, and strict mode off makes every query's top_k; the event's published
+    description (the JSON Schema other languages read) says so."""
+    description = str(QueryEvent.model_fields["selection"].description)
+    pipeline, _ = make_pipeline(tmp_path, index)
+    rollback, _ = make_pipeline(tmp_path, index, strict_mode=False)
+    assert (await one(pipeline, q())).selection == "threshold"
+    assert (await one(pipeline, q(task_type="debugging"))).selection == "adaptive"
+    assert (await one(rollback, q(selection="adaptive"))).selection == "top_k"
+    assert "unset: adaptive when task_type is set, else threshold" in description
+    assert "RAGSIFT_GUARDRAILS_STRICT_MODE=false" in description
+
+
 async def test_an_unknown_task_is_bad_input_naming_the_known_ones(
     tmp_path: Path, index: EdgeIndex
 ) -> None:
