@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 
 REPO = Path(__file__).resolve().parents[3]
 INSTALL_HINT = "run scripts/deploy-tools install"
@@ -149,17 +150,39 @@ def promql_metric_names(expr: str) -> set[str]:
     return names
 
 
-def exported_metric_names() -> set[str]:
-    """Every series name ragsift's metrics container can export.
+def process_registries() -> list[CollectorRegistry]:
+    """The registry each kind of ragsift process serves on ``/metrics``, its metrics
+    registered as that process registers them: a worker's container (with the audit
+    worker's metrics on it), and the API's, whose :class:`~ragsift.api.app.QueryApi`
+    adds its ``ragsift_api_*`` metrics and, with the console on, the console's.
 
-    Built from the registry of a fresh ``Metrics()``, with the audit worker's metrics
-    registered on it as that worker registers them: labelled metrics have no
-    samples until used, so names follow prometheus-client's suffix rules per
-    metric type instead of being read from samples.
+    Nothing connects: the API only reaches Kafka once started.
     """
+    from ragsift.api.app import QueryApi
+    from ragsift.api.auth import Authenticator
+    from ragsift.api.console import ConsoleHub
     from ragsift.audit import AuditMetrics
     from ragsift.observability.metrics import Metrics
+    from ragsift.settings import KafkaSettings
 
+    worker = Metrics()
+    AuditMetrics(worker)
+    api = Metrics()
+    QueryApi(
+        KafkaSettings(),
+        auth=Authenticator(None, None, insecure=True),
+        metrics=api,
+        hub=ConsoleHub(backlog=1),
+    )
+    return [worker.registry, api.registry]
+
+
+def exported_metric_names() -> set[str]:
+    """Every series name a ragsift process can export (:func:`process_registries`).
+
+    Labelled metrics have no samples until used, so names follow prometheus-client's
+    suffix rules per metric type instead of being read from samples.
+    """
     suffixes = {
         "counter": ("_total", "_created"),
         "gauge": ("",),
@@ -171,11 +194,10 @@ def exported_metric_names() -> set[str]:
         "unknown": ("",),
     }
     names: set[str] = set()
-    metrics = Metrics()
-    AuditMetrics(metrics)
-    for family in metrics.registry.collect():
-        names.update(family.name + suffix for suffix in suffixes[family.type])
-        names.update(sample.name for sample in family.samples)
+    for registry in process_registries():
+        for family in registry.collect():
+            names.update(family.name + suffix for suffix in suffixes[family.type])
+            names.update(sample.name for sample in family.samples)
     return names
 
 
@@ -231,15 +253,11 @@ _SUFFIX_LABELS = {"_bucket": frozenset({"le"})}
 def exported_metric_labels() -> dict[str, frozenset[str]]:
     """Every series name ragsift can export (as ``exported_metric_names``) -> its label
     names, the target's labels included, and those of EXTERNAL_METRICS."""
-    from ragsift.audit import AuditMetrics
-    from ragsift.observability.metrics import Metrics
-
-    metrics = Metrics()
-    AuditMetrics(metrics)
     labels_of = {
         family.name: frozenset(getattr(collector, "_labelnames", ()))
         # labelled metrics have no samples until used: their names come from the collectors
-        for collector in metrics.registry._collector_to_names
+        for registry in process_registries()
+        for collector in registry._collector_to_names
         for family in collector.describe()
     }
     found = {

@@ -2,8 +2,10 @@
 
 Rules are parsed by ``promtool check rules`` (test_deploy_prometheus); the
 dashboard's expressions are written into a temporary file of recording rules
-and parsed the same way. Metric names are cross-checked with the registry of
-``ragsift.observability.metrics.Metrics`` so the two cannot drift apart, and so are
+and parsed the same way. Metric names are cross-checked with the registries ragsift's
+processes serve (``ragsift.observability.metrics.Metrics``, with the audit worker's
+metrics, and the API's ``ragsift_api_*`` and console metrics registered on it) so the
+two cannot drift apart, and so are
 the label names the rules select, group and join by, the labels their annotations
 show, and the series the promtool unit tests feed them: promtool accepts
 ``sum by (tenants)``, and a unit test written on the same misspelt series passes,
@@ -74,6 +76,10 @@ def _template_metrics() -> set[str]:
     return names
 
 
+#: A metric handed to prometheus-client: ``Counter(\n    "ragsift_x_total", ...``.
+_REGISTERED = re.compile(r"\b(?:Counter|Gauge|Histogram|Summary|Info|Enum)\(\s*\"(ragsift_\w+)\"")
+
+
 def _known_names() -> set[str]:
     recorded = {
         rule["record"]
@@ -93,6 +99,40 @@ def test_exported_names_include_the_a9_metrics() -> None:
         "ragsift_no_context_queries_total",
     ):
         assert name in names
+
+
+def test_the_apis_metrics_are_known_and_a_misspelt_one_is_not() -> None:
+    """The API process registers its ragsift_api_* metrics (and the console's) beside the
+    container's: an alert on one is checked like any other, so a misspelt one fails."""
+    known = _known_names()
+    api = {
+        "ragsift_api_requests_total",
+        "ragsift_api_request_duration_seconds_bucket",
+        "ragsift_api_store_evictions_total",
+        "ragsift_api_store_bytes",
+        "ragsift_api_shared_store_errors_total",
+        "ragsift_console_dropped_messages_total",
+    }
+    assert api <= known
+    misspelt = 'sum(rate(ragsift_api_request_total{status="503"}[5m])) > 0'
+    assert promql_metric_names(misspelt) - known == {"ragsift_api_request_total"}
+    labels = exported_metric_labels()
+    assert labels["ragsift_api_requests_total"] == {"route", "status"} | TARGET_LABELS
+    assert label_problems("sum by (routes) (rate(ragsift_api_requests_total[5m]))", labels) == [
+        "by (routes): ragsift_api_requests_total has no ['routes']"
+    ]
+
+
+def test_every_metric_the_package_registers_is_known() -> None:
+    """A metric registered outside the container (as the API's are) is still one the
+    checks know: every name the package hands prometheus-client is exported."""
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "ragsift").rglob("*.py"))
+    registered = set(_REGISTERED.findall(source))
+    assert "ragsift_api_requests_total" in registered  # the pattern finds them at all
+    exported = exported_metric_names()
+    # a counter is registered by its series' name, a histogram by its buckets' stem
+    unknown = [n for n in registered if n not in exported and f"{n}_bucket" not in exported]
+    assert sorted(unknown) == []
 
 
 def test_tokenizer_finds_metrics_not_functions_or_labels() -> None:
