@@ -304,9 +304,9 @@ def build_reprober(
         fraction=calibration.reprobe_fraction,
         quiet_s=calibration.reprobe_quiet_s,
         count=lambda outcome: metrics.calibration_reprobes.labels(outcome).inc(),
-        holes=lambda scope, estimate: metrics.missing_answer_share.labels(
-            metrics.tenant(scope.tenant or ""), metrics.collection(scope.collection)
-        ).set(estimate.rate),
+        holes=lambda scope, estimate: metrics.missing_answer_share.set(
+            (scope.tenant or "", scope.collection), estimate.rate
+        ),
     )
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from ragsift.observability.folded import FoldedHighest
+from ragsift.observability.folded import FoldedGauge, Keep
 from ragsift.unknown_variables import UNKNOWN_VARIABLES
 
 __all__ = ["CONFIDENCE_BUCKETS", "BoundedCounter", "BoundedLabeler", "Metrics", "TenantLabeler"]
@@ -152,11 +152,14 @@ class Metrics:
             buckets=CONFIDENCE_BUCKETS,
             registry=r,
         )
-        self.status = Gauge(
+        # A gauge per scope goes through FoldedGauge: past the label bound, "(other)"
+        # reads the folded scopes' worst value, the one an alert on it looks for.
+        self.status = self._scope_gauge(
             "ragsift_confidence_status",
-            "Status of the tenant's latest result: 3 high, 2 medium, 1 low, 0 no context.",
+            "Status of the tenant's latest result: 3 high, 2 medium, 1 low, 0 no context"
+            " ((other): the lowest of the tenants past the label bound).",
             ["tenant"],
-            registry=r,
+            "lowest",
         )
         self.queries = Counter(
             "ragsift_queries_total",
@@ -355,51 +358,55 @@ class Metrics:
             ["reason"],
             registry=r,
         )
-        self.missing_answer_share = Gauge(
+        self.missing_answer_share = self._scope_gauge(
             "ragsift_calibration_missing_answer_share",
             "Estimated share of questions on a scope's own subjects whose answer it lacks"
             " that its calibration answers (set when the indexer re-probes the scope;"
-            " docs/confidence.md, section 12).",
+            " docs/confidence.md, section 12)"
+            " ((other): the highest of the scopes past the label bound).",
             ["tenant", "collection"],
-            registry=r,
+            "highest",
         )
-        self.drift_psi = Gauge(
+        self.drift_psi = self._scope_gauge(
             "ragsift_calibration_drift_psi",
             "PSI of the recent top-hit scores against the calibration's reference"
             " ((other): the highest of the scopes past the label bound).",
             ["tenant", "collection"],
-            registry=r,
+            "highest",
         )
-        self.drift_psi_folded = FoldedHighest(self.drift_psi, BoundedLabeler.OTHER)
-        self.unanswerable_share = Gauge(
+        self.unanswerable_share = self._scope_gauge(
             "ragsift_unanswerable_share",
-            "Estimated share of recent queries the collection cannot answer (its mix).",
+            "Estimated share of recent queries the collection cannot answer (its mix)"
+            " ((other): the highest of the scopes past the label bound).",
             ["tenant", "collection"],
-            registry=r,
+            "highest",
         )
-        self.raise_share = Gauge(
+        self.raise_share = self._scope_gauge(
             "ragsift_unanswerable_share_raise",
             "The share the mix raise reads: unanswerable queries among those at"
             " confidence 0.05 or over, as the share of all queries they are worth"
-            " (ADR 045: questions far off the collection's subjects raise no bar).",
+            " (ADR 045: questions far off the collection's subjects raise no bar)"
+            " ((other): the highest of the scopes past the label bound).",
             ["tenant", "collection"],
-            registry=r,
+            "highest",
         )
-        self.near_miss_share = Gauge(
+        self.near_miss_share = self._scope_gauge(
             "ragsift_near_miss_share",
             "Estimated share of recent queries on the collection's subjects that its"
-            " documents do not answer (near misses, ADR 021).",
+            " documents do not answer (near misses, ADR 021)"
+            " ((other): the highest of the scopes past the label bound).",
             ["tenant", "collection"],
-            registry=r,
+            "highest",
         )
-        self.answer_threshold = Gauge(
+        self.answer_threshold = self._scope_gauge(
             "ragsift_answer_threshold",
             "The answer threshold a scope's recent queries were held to, in its"
             " calibration's terms: the certified one, raised by the scope's mix or near"
             " misses (ADR 013, 021) or lowered where its traffic is clearly more"
-            " answerable (ADR 030).",
+            " answerable (ADR 030)"
+            " ((other): the strictest of the scopes past the label bound).",
             ["tenant", "collection"],
-            registry=r,
+            "highest",
         )
         # Per-scope state (drift sketches, mix histograms) is kept for a bounded number of
         # scopes, least recently seen dropped first: tenant ids come from events.
@@ -422,6 +429,12 @@ class Metrics:
             registry=r,
         )
 
+    def _scope_gauge(self, name: str, doc: str, labels: list[str], keep: Keep) -> FoldedGauge:
+        """A gauge labelled by tenant and/or collection, through their bounded labelers."""
+        labelers = {"tenant": self.tenant, "collection": self.collection}
+        gauge = Gauge(name, doc, labels, registry=self.registry)
+        return FoldedGauge(gauge, [labelers[label] for label in labels], keep, BoundedLabeler.OTHER)
+
     def observe_result(
         self,
         tenant_id: str,
@@ -436,7 +449,7 @@ class Metrics:
         if outcome != "ok":
             return
         self.confidence.labels(tenant, status).observe(confidence)
-        self.status.labels(tenant).set(STATUS_CODES.get(status, 0))
+        self.status.set_labelled((tenant,), tenant_id, STATUS_CODES.get(status, 0))
         if status == "no_relevant_context":
             self.no_context.labels(tenant).inc()
         for rule, count in dropped_by_rule.items():

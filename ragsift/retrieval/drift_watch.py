@@ -35,7 +35,7 @@ def watch_drift(
     if reading.scope_psi is not None:  # the highest over the scope's versions
         # Past the label bound, scopes share "(other)": it reads the highest of theirs.
         scope = (result.tenant_id, result.collection)
-        metrics.drift_psi_folded.set((tenant, collection), scope, reading.scope_psi)
+        metrics.drift_psi.set_labelled((tenant, collection), scope, reading.scope_psi)
     # Set either way: a cached result carries the flag of the time it was stored.
     flagged = result
     if result.calibration_shift != reading.shifted:

@@ -135,8 +135,7 @@ def mix_policy(
         scope = (query.tenant_id, query.collection)
         served = memo.get(scope, base, table, near, mode, estimate, lower=lower)
     if not counted:  # a keyword query's bar is its own model's; a retry's was set
-        labels = (metrics.tenant(query.tenant_id), metrics.collection(query.collection))
-        metrics.answer_threshold.labels(*labels).set(served.bar)
+        metrics.answer_threshold.set((query.tenant_id, query.collection), served.bar)
     if served.bar == base and served.reported_at is None:
         return policy, None
     share = served.reported_at
@@ -244,12 +243,13 @@ def _export(metrics: Metrics, tenant: str, collection: str, estimate: MixReading
     """A scope's estimated shares as gauges (nothing while too few queries were seen)."""
     if estimate is None:
         return
+    scope = (tenant, collection)
     labels = (metrics.tenant(tenant), metrics.collection(collection))
     if estimate.mixed:  # not the calibration's share standing in for one (ADR 040)
-        metrics.unanswerable_share.labels(*labels).set(estimate.share)
-        metrics.raise_share.labels(*labels).set(estimate.raising()[0])
+        metrics.unanswerable_share.set_labelled(labels, scope, estimate.share)
+        metrics.raise_share.set_labelled(labels, scope, estimate.raising()[0])
     if estimate.near_miss is not None:
-        metrics.near_miss_share.labels(*labels).set(estimate.near_miss.share)
+        metrics.near_miss_share.set_labelled(labels, scope, estimate.near_miss.share)
 
 
 def reported_prior(calibration_share: float, share: float) -> PriorShift | None:
