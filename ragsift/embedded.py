@@ -45,6 +45,7 @@ from ragsift.wiring import (
     build_calibration_store,
     build_embedder,
     build_index,
+    build_metrics,
     build_mix_state,
     build_pipeline,
     build_report_handler,
@@ -119,7 +120,7 @@ class EmbeddedRuntime:
         store (``ingest`` refused to run on a damaged one, which it never reads)."""
         self.settings = settings
         self.data_dir = settings.data_dir
-        self.metrics = metrics or Metrics()
+        self.metrics = metrics or build_metrics(settings)
         self.embedder = build_embedder(settings.embedder)
         self.index = build_index(settings.qdrant, settings.data_dir)
         self.cache = InMemoryCache(settings.cache.max_entries)

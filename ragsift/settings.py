@@ -30,10 +30,17 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
 from ragsift.errors import ConfigurationError, shown_value
-from ragsift.schemas.base import MAX_K, MAX_QUERY_CHARS
+from ragsift.schemas.base import (
+    COLLECTION_PATTERN,
+    MAX_K,
+    MAX_QUERY_CHARS,
+    TENANT_PATTERN,
+    is_collection_name,
+    is_tenant_id,
+)
 from ragsift.schemas.deadletter import DEFAULT_MAX_ORIGINAL_BYTES
 from ragsift.schemas.retrieval import CorrectiveStrategy
 
@@ -72,6 +79,18 @@ def _no_empty_path(value: Any) -> Any:
 
 #: A path a setting names; an empty value is refused, not read as the working folder.
 SettingPath = Annotated[Path, BeforeValidator(_no_empty_path)]
+
+
+def _comma_separated(value: Any) -> Any:
+    """``a, b,c`` as ``("a", "b", "c")``: blanks around items and empty items dropped,
+    duplicates kept once, in order."""
+    if isinstance(value, str):
+        return tuple(dict.fromkeys(item.strip() for item in value.split(",") if item.strip()))
+    return value
+
+
+#: Values of a setting given as one comma-separated variable (not JSON).
+CommaSeparated = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_comma_separated)]
 
 
 def _config(prefix: str) -> SettingsConfigDict:
@@ -571,11 +590,38 @@ class WorkerSettings(BaseSettings):
     #: exactly_once). One consumer group is driven by one runtime at a time
     #: (docs/adr/018-the-plain-loop-runtime.md).
     runtime: Literal["plain", "faust"] = "plain"
-    #: tenants and collections with their own metric series; later ones share
-    #: "(other)", so hostile input cannot grow /metrics without bound
+    #: tenants with their own metric series besides metrics_tenants (the first seen);
+    #: later ones share "(other)", so hostile input cannot grow /metrics without bound
     metrics_max_tenants: int = Field(default=50, ge=0, le=10_000)
-    #: collections with their own metric series; later ones share "(other)"
+    #: collections with their own metric series besides metrics_collections (the first
+    #: seen); later ones share "(other)"
     metrics_max_collections: int = Field(default=50, ge=0, le=10_000)
+    #: tenants that always get their own metric series, comma-separated, beside (not
+    #: counted in) metrics_max_tenants: slots go to the first ids seen, for good, so
+    #: made-up ids or test tenants at start-up could otherwise fold these into "(other)"
+    metrics_tenants: CommaSeparated = Field(default=(), max_length=10_000)
+    #: collections that always get their own metric series, comma-separated, beside
+    #: (not counted in) metrics_max_collections
+    metrics_collections: CommaSeparated = Field(default=(), max_length=10_000)
+
+    @field_validator("metrics_tenants")
+    @classmethod
+    def _tenant_ids(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for tenant in value:
+            if not is_tenant_id(tenant):
+                raise ValueError(
+                    f"{shown_value(tenant)} is no tenant id (must match {TENANT_PATTERN})"
+                )
+        return value
+
+    @field_validator("metrics_collections")
+    @classmethod
+    def _collection_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for collection in value:
+            if not is_collection_name(collection):
+                shown = shown_value(collection)
+                raise ValueError(f"{shown} is no collection name (must match {COLLECTION_PATTERN})")
+        return value
 
 
 class AuditSettings(BaseSettings):

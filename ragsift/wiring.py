@@ -51,6 +51,7 @@ __all__ = [
     "build_drift_monitor",
     "build_embedder",
     "build_index",
+    "build_metrics",
     "build_mix_state",
     "build_pipeline",
     "build_reader",
@@ -122,6 +123,18 @@ def build_index(settings: QdrantSettings, data_dir: Path) -> VectorIndex:
     timeout = max(1, math.ceil(settings.timeout_s))
     client = AsyncQdrantClient(url=settings.url, api_key=key, timeout=timeout)
     return QdrantServerIndex(client)
+
+
+def build_metrics(settings: Settings) -> Metrics:
+    """The metrics container with the label bounds and pinned values the settings give
+    (``RAGSIFT_WORKER_METRICS_*``), in both runtimes."""
+    worker = settings.worker
+    return Metrics(
+        max_tenants=worker.metrics_max_tenants,
+        max_collections=worker.metrics_max_collections,
+        tenants=worker.metrics_tenants,
+        collections=worker.metrics_collections,
+    )
 
 
 def build_pipeline(

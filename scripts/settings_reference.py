@@ -88,6 +88,8 @@ def shown_default(value: Any) -> str:
         return str(value).lower()
     if isinstance(value, int | float):
         return _number(value)
+    if isinstance(value, tuple):  # a comma-separated setting
+        return f"`{','.join(value)}`" if value else "none"
     if isinstance(value, dict | list):
         return f"`{value!r}`".replace("'", '"')
     return f"`{value}`" if str(value) else '`""`'
@@ -99,6 +101,7 @@ def _bounds(info: FieldInfo) -> str:
         annotated_types.Gt: (">", "gt"),
         annotated_types.Le: ("≤", "le"),
         annotated_types.Lt: ("<", "lt"),
+        annotated_types.MaxLen: ("at most", "max_length"),
     }
     parts = []
     for meta in info.metadata:
@@ -123,7 +126,14 @@ def shown_values(info: FieldInfo) -> str:
     elif annotation is SecretStr:
         text = "secret (masked when printed)"
     else:
-        names = {bool: "true/false", int: "integer", float: "number", str: "text", Path: "path"}
+        names = {
+            bool: "true/false",
+            int: "integer",
+            float: "number",
+            str: "text",
+            Path: "path",
+            tuple: "comma-separated list",
+        }
         origin = typing.get_origin(annotation) or annotation
         text = names.get(origin, "JSON object" if origin is dict else str(origin))
         bounds = _bounds(info)

@@ -1,9 +1,10 @@
 """One typed container for every metric ragsift exports (prometheus-client).
 
 Names follow Prometheus conventions: ``ragsift_`` prefix, base units, counters
-ending in ``_total``. Tenant and collection labels are bounded: the first
-``max_tenants`` tenants (``max_collections`` collections) seen get their own
-series, later ones share ``other``. Query text is never a label.
+ending in ``_total``. Tenant and collection labels are bounded (:mod:`.labels`):
+the tenants (collections) named to it and the first ``max_tenants``
+(``max_collections``) others seen get their own series, later ones share
+``(other)``. Query text is never a label.
 
 **Why one module.** STYLE 8: every metric lives in one typed container, so a
 reader finds each name, label and help text in one place.
@@ -11,19 +12,27 @@ reader finds each name, label and help text in one place.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
+from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ragsift.observability.folded import FoldedGauge, Keep
+from ragsift.observability.labels import (
+    DEFAULT_MAX_LABEL_VALUES,
+    BoundedCounter,
+    BoundedLabeler,
+    TenantLabeler,
+)
 from ragsift.unknown_variables import UNKNOWN_VARIABLES
 
-__all__ = ["CONFIDENCE_BUCKETS", "BoundedCounter", "BoundedLabeler", "Metrics", "TenantLabeler"]
-
-#: Label values with their own series before the rest share "other": ample for
-#: the tenants and collections of one deployment, small for Prometheus.
-DEFAULT_MAX_LABEL_VALUES = 50
+__all__ = [
+    "CONFIDENCE_BUCKETS",
+    "DEFAULT_MAX_LABEL_VALUES",
+    "BoundedCounter",
+    "BoundedLabeler",
+    "Metrics",
+    "TenantLabeler",
+]
 
 CONFIDENCE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0)
 # Per-stage latencies run from tens of µs (scoring) to seconds (a cold LLM call).
@@ -54,65 +63,6 @@ STATUS_CODES = {
 }
 
 
-class BoundedLabeler:
-    """Maps free-form values (tenant ids, collections) to a bounded label set.
-
-    The first ``max_values`` distinct values seen keep their own label; every
-    later one is ``(other)``. Values come from events, so an unbounded label would
-    let hostile input grow /metrics (and Prometheus) without limit. ``on_fold`` is
-    told of each look-up answered ``(other)`` (the container counts them).
-    """
-
-    #: No tenant id or collection name can be this (neither pattern allows
-    #: parentheses): named ``other``, the bucket merged a real tenant "other" with
-    #: every overflow one.
-    OTHER = "(other)"
-
-    def __init__(
-        self,
-        max_values: int = DEFAULT_MAX_LABEL_VALUES,
-        on_fold: Callable[[], None] | None = None,
-    ):
-        if max_values < 0:
-            raise ValueError(f"max_values must be >= 0, got {max_values}")
-        self.max_values = max_values
-        self.on_fold = on_fold
-        self._seen: set[str] = set()
-        self._lock = threading.Lock()
-
-    def __call__(self, value: str) -> str:
-        """``value`` if it has (or may take) its own series, else :attr:`OTHER`."""
-        if value in self._seen:
-            return value
-        with self._lock:
-            if len(self._seen) < self.max_values:
-                self._seen.add(value)
-                return value
-        if self.on_fold is not None:
-            self.on_fold()
-        return self.OTHER
-
-
-#: Tenant ids as labels (A9: per tenant where cardinality allows).
-TenantLabeler = BoundedLabeler
-
-
-class BoundedCounter:
-    """A counter whose first label goes through a :class:`BoundedLabeler`.
-
-    Callers use it like the counter (``.labels(collection, kind).inc()``) and
-    cannot forget the bound.
-    """
-
-    def __init__(self, counter: Counter, labeler: BoundedLabeler):
-        self.counter = counter
-        self.labeler = labeler
-
-    def labels(self, first: str, *rest: str) -> Counter:
-        """The child counter for the bounded first label and the other labels."""
-        return self.counter.labels(self.labeler(first), *rest)
-
-
 class Metrics:
     """Every ragsift metric, registered on the registry passed in."""
 
@@ -121,7 +71,12 @@ class Metrics:
         registry: CollectorRegistry | None = None,
         max_tenants: int = DEFAULT_MAX_LABEL_VALUES,
         max_collections: int = DEFAULT_MAX_LABEL_VALUES,
+        *,
+        tenants: Iterable[str] = (),
+        collections: Iterable[str] = (),
     ):
+        """``tenants`` and ``collections``: values with their own series whatever else
+        is seen, not counted against ``max_tenants`` / ``max_collections``."""
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
         # Counted per look-up, not per distinct value: a set of the values folded
@@ -141,9 +96,9 @@ class Metrics:
             registry=r,
         )
         self.unknown_settings.set_function(lambda: len(UNKNOWN_VARIABLES.found))
-        self.tenant = BoundedLabeler(max_tenants, self.labels_folded.labels("tenant").inc)
+        self.tenant = BoundedLabeler(max_tenants, self.labels_folded.labels("tenant").inc, tenants)
         self.collection = BoundedLabeler(
-            max_collections, self.labels_folded.labels("collection").inc
+            max_collections, self.labels_folded.labels("collection").inc, collections
         )
         self.confidence = Histogram(
             "ragsift_confidence",

@@ -31,6 +31,7 @@ from ragsift.wiring import (
     build_calibration_store,
     build_embedder,
     build_index,
+    build_metrics,
     build_mix_state,
     build_pipeline,
     build_report_handler,
@@ -106,10 +107,7 @@ def assemble(
     unknown = sorted(set(names) - set(WORKER_NAMES))
     if unknown or not names:
         raise ConfigurationError(f"workers must be among {WORKER_NAMES}, got {list(names)}")
-    metrics = Metrics(
-        max_tenants=settings.worker.metrics_max_tenants,
-        max_collections=settings.worker.metrics_max_collections,
-    )
+    metrics = build_metrics(settings)
     handlers: list[Handler[Any]] = []
     pipeline: RetrievalPipeline | None = None
     mix_state: MixStateStore | None = None

@@ -66,6 +66,10 @@ def states(doc: str, code: Any, unit: str | None = None) -> bool:
         return bool(number) and float(number[0].replace(",", "")) * UNITS.get(
             unit or "", 1
         ) == pytest.approx(code)
+    if isinstance(code, tuple):  # a comma-separated setting: its values, or none
+        if not code:
+            return doc.lower() in {"", "none"}
+        return tuple(v.strip() for v in doc.split(",")) == code
     if isinstance(code, dict | list):
         try:
             return bool(json.loads(doc) == code)
