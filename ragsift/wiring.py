@@ -23,7 +23,7 @@ from ragsift.confidence.registry import (
 )
 from ragsift.errors import ConfigurationError
 from ragsift.evaluation.sweep import Reprober
-from ragsift.observability.metrics import Metrics
+from ragsift.observability.metrics import WHOLE_COLLECTION, Metrics
 from ragsift.report.builder import ReportBuilder, ReportSettings
 from ragsift.retrieval.cache import InMemoryCache, ResultCache
 from ragsift.retrieval.edge import EdgeIndex
@@ -318,7 +318,7 @@ def build_reprober(
         quiet_s=calibration.reprobe_quiet_s,
         count=lambda outcome: metrics.calibration_reprobes.labels(outcome).inc(),
         holes=lambda scope, estimate: metrics.missing_answer_share.set(
-            (scope.tenant or "", scope.collection), estimate.rate
+            (scope.tenant or WHOLE_COLLECTION, scope.collection), estimate.rate
         ),
     )
 

@@ -28,11 +28,16 @@ from ragsift.unknown_variables import UNKNOWN_VARIABLES
 __all__ = [
     "CONFIDENCE_BUCKETS",
     "DEFAULT_MAX_LABEL_VALUES",
+    "WHOLE_COLLECTION",
     "BoundedCounter",
     "BoundedLabeler",
     "Metrics",
     "TenantLabeler",
 ]
+
+#: The tenant label of a scope that is a whole collection (a calibration of all its
+#: tenants, re-probed by the indexer): one fixed value, so it takes no tenant's slot.
+WHOLE_COLLECTION = ""
 
 CONFIDENCE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0)
 # Per-stage latencies run from tens of µs (scoring) to seconds (a cold LLM call).
@@ -96,7 +101,9 @@ class Metrics:
             registry=r,
         )
         self.unknown_settings.set_function(lambda: len(UNKNOWN_VARIABLES.found))
-        self.tenant = BoundedLabeler(max_tenants, self.labels_folded.labels("tenant").inc, tenants)
+        self.tenant = BoundedLabeler(
+            max_tenants, self.labels_folded.labels("tenant").inc, (WHOLE_COLLECTION, *tenants)
+        )
         self.collection = BoundedLabeler(
             max_collections, self.labels_folded.labels("collection").inc, collections
         )

@@ -10,6 +10,7 @@ has two folded scopes write, in both orders, and reads the series: the worse val
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -83,25 +84,45 @@ def test_the_other_mix_shares_read_the_highest_share(
     assert _value(metrics, name, OTHER) == expected
 
 
-@ORDERS
-def test_the_other_missing_answer_share_reads_the_highest(tmp_path: Path, calm_last: bool) -> None:
-    """Set by the indexer's re-probes (wiring.build_reprober), rarely: the share of a
-    scope's missing answers its calibration still answers; the highest is the worst."""
+def _holes_callback(
+    tmp_path: Path, metrics: Metrics
+) -> Callable[[CalibrationScope, MissingAnswers], None]:
+    """What the indexer's re-prober (wiring.build_reprober) calls with a scope's holes."""
     settings = Settings(
         data_dir=tmp_path,
         confidence=ConfidenceSettings(
             calibration_path=save_calibration(_artifact(0.4), tmp_path / "cal.json")
         ),
     )
-    metrics = Metrics(max_tenants=0)
     index: VectorIndex = None  # type: ignore[assignment]  # the callback never searches
     reprober = build_reprober(settings, index, EMBEDDER, metrics, tmp_path / "calibrations")
     assert reprober is not None
     assert reprober._holes is not None
+    return reprober._holes
+
+
+@ORDERS
+def test_the_other_missing_answer_share_reads_the_highest(tmp_path: Path, calm_last: bool) -> None:
+    """Set by the indexer's re-probes, rarely: the share of a scope's missing answers
+    its calibration still answers; the highest is the worst."""
+    metrics = Metrics(max_tenants=0)
+    holes = _holes_callback(tmp_path, metrics)
     writes = [("holed", MissingAnswers(10, 6, 0.3)), ("whole", MissingAnswers(10, 1, 0.3))]
-    for tenant, holes in writes if calm_last else writes[::-1]:
-        reprober._holes(CalibrationScope("docs", tenant), holes)
+    for tenant, missing in writes if calm_last else writes[::-1]:
+        holes(CalibrationScope("docs", tenant), missing)
     assert _value(metrics, "ragsift_calibration_missing_answer_share", OTHER) == 0.6
+
+
+def test_a_whole_collection_scope_takes_no_tenant_slot(tmp_path: Path) -> None:
+    """A calibration of all of a collection's tenants is exported with tenant "": it
+    took one of the tenant label's slots, which then folded a real tenant."""
+    metrics = Metrics(max_tenants=1)
+    holes = _holes_callback(tmp_path, metrics)
+    holes(CalibrationScope("docs"), MissingAnswers(10, 2, 0.3))
+    holes(CalibrationScope("docs", "acme"), MissingAnswers(10, 3, 0.3))
+    name = "ragsift_calibration_missing_answer_share"
+    assert _value(metrics, name, {"tenant": "", "collection": "docs"}) == 0.2
+    assert _value(metrics, name, {"tenant": "acme", "collection": "docs"}) == 0.3
 
 
 def _gauge(keep: Keep) -> tuple[FoldedGauge, Metrics]:
