@@ -277,7 +277,7 @@ def feedback(
         f"labelled {query_id} {'relevant' if relevant else 'not relevant'}"
         f"{' (reported)' if reported else ''} ({scope}: {count}{same})"
     )
-    if version is None and (why := loop.withheld.get(loop.scope_of(record))) is not None:
+    if version is None and (why := loop.refits.withheld(loop.scope_of(record))) is not None:
         console.print(f"re-fit of {scope} withheld: {why}", markup=False)
     if version is not None:
         after = loop.in_force(loop.scope_of(record))

@@ -370,8 +370,9 @@ class Metrics:
             ["tenant", "collection"],
             "highest",
         )
-        # Per-scope state (drift sketches, mix histograms) is kept for a bounded number of
-        # scopes, least recently seen dropped first: tenant ids come from events.
+        # Per-scope state (drift sketches, mix histograms, the feedback loop's re-fit
+        # state) is kept for a bounded number of scopes, least recently seen dropped
+        # first: tenant ids come from events.
         self.scope_evictions = Counter(
             "ragsift_scope_state_evictions_total",
             "Scopes whose state was dropped to keep a monitor within its bound, by monitor.",

@@ -51,6 +51,7 @@ from ragsift.settings import FeedbackSettings
 from ragsift.workers.base import Outcome
 from ragsift.workers.decision import sampled_for_labels
 from ragsift.workers.held import Hold, Holds, until_available
+from ragsift.workers.refit_state import RefitStates
 
 __all__ = ["FeedbackHandler", "FeedbackLoop", "FeedbackRefused", "ResultJoinHandler"]
 
@@ -128,15 +129,12 @@ class FeedbackLoop:
         self.settings = settings
         self.metrics = metrics
         self._clock = clock
-        #: Per scope, why its last re-fit was withheld (ADR 031); gone once one is put
-        #: in force.
-        self.withheld: dict[CalibrationScope, str] = {}
-        #: Scopes whose labels changed since their last re-fit, which the interval held
-        #: back or which could not be stored: any label of theirs checks again, a
-        #: replayed one too (else only a changed label did, and one may never come).
-        self._due: set[CalibrationScope] = set()
-        #: the labels' digest per scope whose re-fit could not be made of them
-        self._postponed: dict[CalibrationScope, str] = {}
+        #: Per scope: due (its labels changed since its last re-fit, which the interval
+        #: held back or which could not be stored: any label of theirs checks again, a
+        #: replayed one too, else only a changed label did and one may never come), the
+        #: digest of labels no re-fit could be made of, why its last re-fit was withheld
+        #: (ADR 031). Bounded: tenant ids come from events.
+        self.refits = RefitStates(on_evict=metrics.scope_evictions.labels("refit").inc)
         #: What the last applied label did: ``labelled``, ``reported``, ``unchanged``
         #: (the same label again) or ``kept_sampled`` (a report met a sampled label),
         #: for the CLI to say.
@@ -184,7 +182,7 @@ class FeedbackLoop:
         if put != "stored":
             self.last_result = put
             self.metrics.feedback.labels(put).inc()
-            return self.maybe_refit(scope) if scope in self._due else None
+            return self.maybe_refit(scope) if self.refits.is_due(scope) else None
         self.last_result = "labelled" if event.sampled else "reported"
         self.metrics.feedback.labels(self.last_result).inc()
         # A reported label can start no re-fit, but a changed sampled one can.
@@ -247,15 +245,15 @@ class FeedbackLoop:
         if last is not None and 0 <= now - last[1] < self.settings.refit_interval_s:
             # Inside the interval nothing is fitted, so the labels are not read: each
             # label read them all, O(labels) per label for a busy tenant. Checked when
-            # the interval has passed, by the next label (``_due``).
-            self._due.add(scope)
+            # the interval has passed, by the next label (due).
+            self.refits.mark_due(scope)
             return None
         labels = self.usable(self.store.labels(scope))[-self.settings.window :]
         if len(labels) < self.settings.min_labels:
             return None
         digest = _digest(labels)
-        if (last is not None and last[0] == digest) or self._postponed.get(scope) == digest:
-            self._due.discard(scope)
+        if (last is not None and last[0] == digest) or self.refits.postponed(scope) == digest:
+            self.refits.settle(scope)
             return None
         base = self.refit_base(scope)
         fitted = [
@@ -280,28 +278,25 @@ class FeedbackLoop:
             # These labels are not tried again (they were at every later label, replays
             # too); the next new one is, at once: nothing was published, so the re-fit
             # interval does not start, as it would were the scope marked re-fit.
-            self._postponed[scope] = digest
-            self._due.discard(scope)
+            self.refits.postpone(scope, digest)
             self.metrics.calibration_refits.labels(outcome="postponed").inc()
             log.info("calibration re-fit of %s postponed: %s", scope, exc)
             return None
         withheld = withheld_because(artifact, fitted)
         if withheld is not None:  # ADR 031: too few labels, not too many wrong answers
             self.store.mark_refit(scope, digest, now)
-            self._due.discard(scope)
-            self.withheld[scope] = withheld
+            self.refits.withhold(scope, withheld)
             self.metrics.calibration_refits.labels(outcome="withheld").inc()
             log.info("calibration re-fit of %s withheld: %s", scope, withheld)
             return None
-        self.withheld.pop(scope, None)
         previous = self.in_force(scope, base)  # what the new one replaces, for the log
         # Stored, then marked done: marked first, a put that failed (or a crash between
         # the two) left the scope on its old calibration for good, every later check
         # finding these labels "already re-fit".
-        self._due.add(scope)
+        self.refits.mark_due(scope)
         self.registry.put(scope, artifact)
         self.store.mark_refit(scope, digest, now)
-        self._due.discard(scope)
+        self.refits.put(scope)  # nothing of it left to remember (postponed, withheld)
         outcome = "certified" if artifact.conformal.feasible else "uncertified"
         self.metrics.calibration_refits.labels(outcome=outcome).inc()
         log.log(

@@ -411,7 +411,7 @@ def test_a_refit_too_few_labels_certify_is_withheld_and_the_scope_keeps_answerin
     total = "ragsift_calibration_refits_total"
     assert registry.get_sample_value(total, {"outcome": "withheld"}) == 1
     assert registry.get_sample_value(total, {"outcome": "uncertified"}) is None
-    assert "wrong 1 of 20 times" in loop.withheld[SCOPE]
+    assert "wrong 1 of 20 times" in (loop.refits.withheld(SCOPE) or "")
     (said,) = [r.getMessage() for r in caplog.records if "withheld" in r.getMessage()]
     assert "acme/docs" in said
     assert not [r for r in caplog.records if r.levelname == "WARNING"]

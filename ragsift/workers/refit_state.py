@@ -1,0 +1,126 @@
+"""What the feedback loop remembers about a scope between its labels, bounded.
+
+Three things, each kept only while it can still change what a later label does:
+
+* **due**: the scope's labels changed since its last re-fit, but the re-fit interval
+  held that re-fit back (or it could not be stored), so any label of the scope checks
+  again, a replayed one too. Settled once its labels are checked past the interval.
+* **postponed**: the digest of labels no re-fit could be made of (e.g. every one
+  "relevant"), so replays of them are not fit again. Stale once the labels changed
+  into a re-fit that was put or withheld.
+* **withheld**: why the scope's last re-fit was withheld (ADR 031), for
+  ``ragsift feedback`` to say. Gone once a re-fit is put in force.
+
+A scope with none of them holds no entry. Tenant ids come from feedback events, so
+at most :data:`MAX_SCOPES` scopes are held, the least recently touched dropped first
+and counted (``ragsift_scope_state_evictions_total{monitor="refit"}``). A dropped
+scope loses little: postponed labels are tried (and postponed) once more, a due
+scope waits for its next changed label instead of any label, and a withheld reason
+is no longer printed.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from ragsift.confidence.registry import CalibrationScope
+
+__all__ = ["MAX_SCOPES", "RefitStates"]
+
+#: The same bound as the query path's per-scope monitors (drift, mix): far more
+#: (tenant, collection) pairs than one deployment labels, a few MB at most.
+MAX_SCOPES: Final = 10_000
+
+
+@dataclass
+class _State:
+    due: bool = False
+    postponed: str | None = None
+    withheld: str | None = None
+
+    def empty(self) -> bool:
+        return not self.due and self.postponed is None and self.withheld is None
+
+
+class RefitStates:
+    """Per-scope re-fit state (see the module docstring), least recently touched dropped
+    first past ``max_scopes`` (default :data:`MAX_SCOPES`); ``on_evict`` is told of
+    each scope dropped so.
+
+    Not thread-safe: one feedback loop applies its labels one at a time.
+    """
+
+    def __init__(self, max_scopes: int | None = None, on_evict: Callable[[], None] | None = None):
+        if max_scopes is None:
+            max_scopes = MAX_SCOPES
+        if max_scopes < 1:
+            raise ValueError(f"max_scopes must be >= 1, got {max_scopes}")
+        self.max_scopes = max_scopes
+        self.on_evict = on_evict
+        #: least recently touched first
+        self._scopes: OrderedDict[CalibrationScope, _State] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._scopes)
+
+    def __contains__(self, scope: object) -> bool:
+        return scope in self._scopes
+
+    def is_due(self, scope: CalibrationScope) -> bool:
+        """Whether any label of ``scope`` (a replay too) should check for a re-fit."""
+        state = self._scopes.get(scope)
+        return state is not None and state.due
+
+    def postponed(self, scope: CalibrationScope) -> str | None:
+        """The digest of the labels of ``scope`` no re-fit could be made of, if any."""
+        state = self._scopes.get(scope)
+        return None if state is None else state.postponed
+
+    def withheld(self, scope: CalibrationScope) -> str | None:
+        """Why the last re-fit of ``scope`` was withheld, if it was (ADR 031)."""
+        state = self._scopes.get(scope)
+        return None if state is None else state.withheld
+
+    def mark_due(self, scope: CalibrationScope) -> None:
+        """Its labels changed and no re-fit has read them yet."""
+        self._state(scope).due = True
+
+    def settle(self, scope: CalibrationScope) -> None:
+        """Its labels were checked: not due (nothing else changes)."""
+        state = self._scopes.get(scope)
+        if state is not None:
+            state.due = False
+            self._drop_if_empty(scope, state)
+
+    def postpone(self, scope: CalibrationScope, digest: str) -> None:
+        """No re-fit can be made of the labels ``digest`` names; not due."""
+        state = self._state(scope)
+        state.due, state.postponed = False, digest
+
+    def withhold(self, scope: CalibrationScope, why: str) -> None:
+        """A re-fit of changed labels was made and withheld; not due, nothing postponed."""
+        state = self._state(scope)
+        state.due, state.postponed, state.withheld = False, None, why
+
+    def put(self, scope: CalibrationScope) -> None:
+        """A re-fit is in force: nothing is left to remember of the scope."""
+        self._scopes.pop(scope, None)
+
+    def _state(self, scope: CalibrationScope) -> _State:
+        state = self._scopes.get(scope)
+        if state is not None:
+            self._scopes.move_to_end(scope)
+            return state
+        state = self._scopes[scope] = _State()
+        while len(self._scopes) > self.max_scopes:
+            self._scopes.popitem(last=False)
+            if self.on_evict is not None:
+                self.on_evict()
+        return state
+
+    def _drop_if_empty(self, scope: CalibrationScope, state: _State) -> None:
+        if state.empty():
+            del self._scopes[scope]
