@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.errors import RagsiftError
+from ragsift.http_body import BodyDecodingError, read_capped
 from ragsift.http_client import bearer_client
 from ragsift.schemas import (
     FeedbackEvent,
@@ -19,6 +20,7 @@ from ragsift.schemas import (
     RetrievalResult,
     SearchMode,
 )
+from ragsift.streams.codec import MAX_PAYLOAD_BYTES
 
 __all__ = ["EmbeddedSource", "HttpSource", "IntegrationError", "RetrievalSource", "run_sync"]
 
@@ -28,6 +30,12 @@ QUERY_ID_PREFIX = "integ-"  # marks queries that came through a framework retrie
 # little longer so the server's own 504 (with its query id) arrives, not a bare timeout.
 CLIENT_TIMEOUT_MARGIN_S = 5.0
 DEFAULT_TIMEOUT_S = 30.0
+#: Most bytes of an API answer read, on the wire or decoded: a result is an event the
+#: codec reads (at most MAX_PAYLOAD_BYTES, 4 MiB) and the API's envelope adds its
+#: query id; twice that leaves room, and a server that streams (or inflates) without
+#: end costs this, not its length.
+DEFAULT_MAX_RESPONSE_BYTES = 2 * MAX_PAYLOAD_BYTES
+_WIRE_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
 class IntegrationError(RagsiftError):
@@ -150,6 +158,9 @@ class HttpSource:
         timeout_s: how long the API waits for the pipeline's result.
         transport: an httpx transport (tests, proxies); None is httpx's default. Each
             query opens its own client, so the sync API works across event loops.
+        max_response_bytes: most bytes of an answer read, on the wire or decoded
+            (gzip and deflate are undone in bounded steps: a compression bomb costs
+            this, not its expansion); a longer one raises :class:`IntegrationError`.
     """
 
     def __init__(
@@ -163,11 +174,14 @@ class HttpSource:
         mode: SearchMode = "hybrid",
         timeout_s: float = DEFAULT_TIMEOUT_S,
         transport: httpx.AsyncBaseTransport | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ):
         if not api_key:
             raise IntegrationError("api_key is required for the HTTP API, got an empty one")
         if timeout_s <= 0:
             raise IntegrationError(f"timeout_s must be > 0, got {timeout_s}")
+        if max_response_bytes <= 0:
+            raise IntegrationError(f"max_response_bytes must be > 0, got {max_response_bytes}")
         self.url = base_url.rstrip("/") + "/v1/query"
         self.feedback_url = base_url.rstrip("/") + "/v1/feedback"
         self._api_key = api_key
@@ -177,6 +191,7 @@ class HttpSource:
         self.mode = mode
         self.timeout_s = timeout_s
         self.transport = transport
+        self.max_response_bytes = max_response_bytes
 
     def __repr__(self) -> str:  # never the key
         return f"HttpSource({self.url!r}, collection={self.collection!r})"
@@ -205,15 +220,7 @@ class HttpSource:
             body["comment"] = comment
         if self.tenant_id is not None:
             body["tenant_id"] = self.tenant_id
-        try:
-            async with bearer_client(
-                self._api_key, timeout=DEFAULT_TIMEOUT_S, transport=self.transport
-            ) as client:
-                response = await client.post(self.feedback_url, json=body)
-        except httpx.HTTPError as exc:
-            raise IntegrationError(
-                f"ragsift API at {self.feedback_url} unreachable: {exc!r}"
-            ) from exc
+        response = await self._post(self.feedback_url, body, DEFAULT_TIMEOUT_S)
         if response.status_code != httpx.codes.ACCEPTED:
             raise IntegrationError(
                 f"ragsift API answered {response.status_code}: {_error_text(response)}",
@@ -221,7 +228,7 @@ class HttpSource:
             )
         try:
             return str(response.json()["event_id"])
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:  # nested past the parser
             raise IntegrationError(f"ragsift API answered an unreadable body: {exc}") from exc
 
     def feedback(
@@ -233,21 +240,48 @@ class HttpSource:
     async def aretrieve(self, query: str) -> RetrievalResult:
         """POST ``query`` and return the result the API answers with."""
         timeout = self.timeout_s + CLIENT_TIMEOUT_MARGIN_S
-        try:
-            async with bearer_client(
-                self._api_key, timeout=timeout, transport=self.transport
-            ) as client:
-                response = await client.post(self.url, json=self._body(query))
-        except httpx.HTTPError as exc:
-            raise IntegrationError(f"ragsift API at {self.url} unreachable: {exc!r}") from exc
+        response = await self._post(self.url, self._body(query), timeout)
         if response.status_code != httpx.codes.OK:
             raise IntegrationError(
                 f"ragsift API answered {response.status_code}: {_error_text(response)}"
             )
         try:
             return RetrievalResult.model_validate(response.json()["result"])
-        except (ValueError, KeyError, TypeError) as exc:  # ValidationError is a ValueError
+        # ValidationError is a ValueError; RecursionError: nested past the JSON parser
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise IntegrationError(f"ragsift API answered an unreadable body: {exc}") from exc
+
+    async def _post(self, url: str, body: dict[str, Any], read_timeout: float) -> httpx.Response:
+        """The API's answer to ``body`` (httpx's timeout ``read_timeout``), at most
+        ``max_response_bytes`` of it read: a 200 past that raises; an error answer past
+        it keeps its status and start."""
+        try:
+            async with bearer_client(
+                self._api_key, timeout=read_timeout, transport=self.transport
+            ) as client:
+                request = client.build_request("POST", url, json=body)
+                streamed = await client.send(request, stream=True)
+                try:
+                    content, whole = await read_capped(streamed, self.max_response_bytes)
+                finally:
+                    await streamed.aclose()
+        except httpx.HTTPError as exc:
+            raise IntegrationError(f"ragsift API at {url} unreachable: {exc!r}") from exc
+        except BodyDecodingError as exc:
+            raise IntegrationError(
+                f"ragsift API at {url} answered {streamed.status_code}"
+                f" with a body it cannot read: {exc}"
+            ) from exc
+        if not whole and streamed.is_success:
+            raise IntegrationError(
+                f"ragsift API at {url} answered more than {self.max_response_bytes} bytes"
+                " (max_response_bytes, the most read): not a ragsift API, or raise it"
+            )
+        # The decoded body's headers: those of the bytes on the wire no longer hold.
+        headers = [(k, v) for k, v in streamed.headers.items() if k.lower() not in _WIRE_HEADERS]
+        return httpx.Response(
+            streamed.status_code, headers=headers, content=content, request=request
+        )
 
 
 def _error_text(response: httpx.Response) -> str:
@@ -255,5 +289,5 @@ def _error_text(response: httpx.Response) -> str:
     try:
         body = response.json()
         return f"{body['error']}: {body['detail']}"
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         return response.text[:200]
