@@ -100,12 +100,15 @@ class BuiltReport:
     """One result's report, the evidence it calls for, and the LLM fallback it took.
 
     ``llm_fallback`` is set when the LLM call failed and the report was built without
-    it (``None`` otherwise, and for reports that never call the LLM).
+    it (``None`` otherwise, and for reports that never call the LLM); ``llm_error``
+    then says how it failed, for the caller's log (the builder logs it only at debug:
+    a batch of reports that fell back is one line, :class:`~ragsift.workers.report.ReportHandler`).
     """
 
     report: Report
     evidence: list[EvidenceEvent]
     llm_fallback: FallbackReason | None = None
+    llm_error: str | None = None
 
 
 class ReportBuilder:
@@ -138,8 +141,16 @@ class ReportBuilder:
         self._composite_scorer = CompositeScorer(settings.composite_weights)
 
     async def build(self, result: RetrievalResult) -> tuple[Report, list[EvidenceEvent]]:
-        """The report of ``result`` and the evidence events it calls for."""
+        """The report of ``result`` and the evidence events it calls for; a warning
+        when the LLM call failed and it was answered extractively."""
         built = await self.build_report(result)
+        if built.llm_fallback is not None:
+            log.warning(
+                "LLM %s for query %s, answering extractively: %s",
+                built.llm_fallback,
+                result.query_id,
+                built.llm_error,
+            )
         return built.report, built.evidence
 
     async def build_report(self, result: RetrievalResult) -> BuiltReport:
@@ -153,7 +164,7 @@ class ReportBuilder:
                 REFUSAL_SENTENCE, "extractive", "insufficient", True, refusal_reason=reason
             )
             return BuiltReport(*self._assemble(result, [], answer, context_used=False))
-        answer, fallback = await self._generate(result, hits)
+        answer, fallback, failed = await self._generate(result, hits)
         if not answer.is_refusal and is_exact_refusal(answer.text):
             # D6: the model obeyed the refusal instruction; mark it whatever validation says.
             answer = _Answer(
@@ -170,7 +181,7 @@ class ReportBuilder:
             note = contradiction_note(result.contradiction, hits)
             answer = replace(answer, text=f"{answer.text}\n\n{note}")
         report, evidence = self._assemble(result, hits, answer, context_used=not answer.is_refusal)
-        return BuiltReport(report, evidence, fallback)
+        return BuiltReport(report, evidence, fallback, failed)
 
     def _sources(self, result: RetrievalResult) -> list[RetrievedChunk]:
         if not self.settings.strict_mode:
@@ -193,10 +204,11 @@ class ReportBuilder:
 
     async def _generate(
         self, result: RetrievalResult, hits: Sequence[RetrievedChunk]
-    ) -> tuple[_Answer, FallbackReason | None]:
-        """The answer, and why the LLM was not used where its call failed."""
+    ) -> tuple[_Answer, FallbackReason | None, str | None]:
+        """The answer, and why the LLM was not used and how it failed, where it did."""
         s = self.settings
         fallback: FallbackReason | None = None
+        failed: str | None = None
         if self.llm is not None:
             prompt = build_prompt(
                 result,
@@ -210,17 +222,12 @@ class ReportBuilder:
             except LlmUnavailableError as exc:
                 # Outage or stall: serve the extractive report rather than nothing.
                 fallback = "deadline" if isinstance(exc, LlmDeadlineError) else "unavailable"
-                log.warning(
-                    "LLM %s for query %s after %d attempts, answering extractively: %s",
-                    fallback,
-                    result.query_id,
-                    exc.attempts,
-                    exc.message,
-                )
+                failed = f"after {exc.attempts} attempts: {exc.message}"
+                log.debug("LLM %s for query %s %s", fallback, result.query_id, failed)
             else:
                 text = _clip(reply.text.strip(), s.max_answer_chars)
                 answer = _Answer(text, "llm", prompt.variant, False, response_quality="complete")
-                return answer, None
+                return answer, None, None
         text = extractive_answer(result.query, hits, max_chars=s.max_answer_chars)
         if not text:
             refusal = _Answer(
@@ -230,9 +237,9 @@ class ReportBuilder:
                 True,
                 refusal_reason="no sentence of the retrieved context matches the question",
             )
-            return refusal, fallback
+            return refusal, fallback, failed
         answer = _Answer(text, "extractive", "extractive", False, response_quality="complete")
-        return answer, fallback
+        return answer, fallback, failed
 
     def _validate(self, answer: _Answer, hits: Sequence[RetrievedChunk]) -> _Answer:
         if answer.is_refusal:

@@ -13,23 +13,30 @@ batch was then rebuilt one report at a time, nearly twice the LLM calls.
 Reports, their evidence and their LLM fallbacks are counted once the whole batch is
 built: a batch cut off by its deadline is built again event by event, so a report
 (and the fallback it took) is counted once, when it goes out, not once per build.
+The batch's fallbacks are logged then too, in one warning that names how many there
+were by reason and how the first failed: one per report, an LLM outage logged the
+same line for every report of every batch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
+from collections import Counter
 from collections.abc import Sequence
 
 from pydantic import BaseModel
 
 from ragsift.errors import RagsiftError
 from ragsift.observability.metrics import Metrics
-from ragsift.report.builder import FallbackReason, ReportBuilder
+from ragsift.report.builder import BuiltReport, FallbackReason, ReportBuilder
 from ragsift.schemas import EvidenceEvent, Report, RetrievalResult
 from ragsift.workers.base import MAX_DEADLINE_S, Emit, Outcome
 
 __all__ = ["DEFAULT_MAX_CONCURRENCY", "ReportHandler"]
+
+log = logging.getLogger(__name__)
 
 # Concurrent LLM calls per worker: enough to hide latency, few enough not to
 # trip a self-hosted server's queue (vLLM and Ollama default to a handful of slots).
@@ -87,13 +94,34 @@ class ReportHandler:
         # Counted once the whole batch is built: a call cut off by its deadline is
         # built again event by event, and its finished reports were never emitted.
         outcomes: list[Outcome] = []
-        for result, (outcome, fallback) in zip(events, built, strict=True):
-            if not isinstance(outcome, Exception):
-                self._count(result, outcome, fallback)
+        fell_back: list[tuple[str, BuiltReport]] = []
+        for result, (outcome, report) in zip(events, built, strict=True):
+            if not isinstance(outcome, Exception) and report is not None:
+                self._count(result, outcome, report.llm_fallback)
+                if report.llm_fallback is not None:
+                    fell_back.append((result.query_id, report))
             outcomes.append(outcome)
+        if fell_back:
+            self._warn(fell_back, len(events))
         return outcomes
 
-    async def _one(self, result: RetrievalResult) -> tuple[Outcome, FallbackReason | None]:
+    @staticmethod
+    def _warn(fell_back: Sequence[tuple[str, BuiltReport]], of: int) -> None:
+        """One line for the batch's fallbacks: how many, by reason, and the first's error."""
+        reasons = Counter(report.llm_fallback for _, report in fell_back)
+        query_id, first = fell_back[0]
+        log.warning(
+            "LLM call failed for %d of %d reports of the batch, answering them"
+            " extractively (%s); the first, query %s: %s %s",
+            len(fell_back),
+            of,
+            ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items())),
+            query_id,
+            first.llm_fallback,
+            first.llm_error,
+        )
+
+    async def _one(self, result: RetrievalResult) -> tuple[Outcome, BuiltReport | None]:
         async with self._slots:
             try:
                 built = await self.builder.build_report(result)
@@ -102,7 +130,7 @@ class ReportHandler:
                 return exc, None
         emits = [Emit("reports", result.query_id, built.report)]
         emits.extend(Emit("audit", result.query_id, ev) for ev in built.evidence)
-        return emits, built.llm_fallback
+        return emits, built
 
     def _count(
         self, result: RetrievalResult, emits: list[Emit], fallback: FallbackReason | None
