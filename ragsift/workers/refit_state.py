@@ -21,6 +21,7 @@ is no longer printed.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,9 +49,7 @@ class _State:
 class RefitStates:
     """Per-scope re-fit state (see the module docstring), least recently touched dropped
     first past ``max_scopes`` (default :data:`MAX_SCOPES`); ``on_evict`` is told of
-    each scope dropped so.
-
-    Not thread-safe: one feedback loop applies its labels one at a time.
+    each scope dropped so. Thread-safe (labels are applied on worker threads).
     """
 
     def __init__(self, max_scopes: int | None = None, on_evict: Callable[[], None] | None = None):
@@ -62,6 +61,7 @@ class RefitStates:
         self.on_evict = on_evict
         #: least recently touched first
         self._scopes: OrderedDict[CalibrationScope, _State] = OrderedDict()
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._scopes)
@@ -86,41 +86,44 @@ class RefitStates:
 
     def mark_due(self, scope: CalibrationScope) -> None:
         """Its labels changed and no re-fit has read them yet."""
-        self._state(scope).due = True
+        self._update(scope, due=True)
 
     def settle(self, scope: CalibrationScope) -> None:
         """Its labels were checked: not due (nothing else changes)."""
-        state = self._scopes.get(scope)
-        if state is not None:
-            state.due = False
-            self._drop_if_empty(scope, state)
+        with self._lock:
+            state = self._scopes.get(scope)
+            if state is not None:
+                state.due = False
+                if state.empty():
+                    del self._scopes[scope]
 
     def postpone(self, scope: CalibrationScope, digest: str) -> None:
         """No re-fit can be made of the labels ``digest`` names; not due."""
-        state = self._state(scope)
-        state.due, state.postponed = False, digest
+        self._update(scope, due=False, postponed=digest)
 
     def withhold(self, scope: CalibrationScope, why: str) -> None:
         """A re-fit of changed labels was made and withheld; not due, nothing postponed."""
-        state = self._state(scope)
-        state.due, state.postponed, state.withheld = False, None, why
+        self._update(scope, due=False, postponed=None, withheld=why)
 
     def put(self, scope: CalibrationScope) -> None:
         """A re-fit is in force: nothing is left to remember of the scope."""
-        self._scopes.pop(scope, None)
+        with self._lock:
+            self._scopes.pop(scope, None)
 
-    def _state(self, scope: CalibrationScope) -> _State:
-        state = self._scopes.get(scope)
-        if state is not None:
-            self._scopes.move_to_end(scope)
-            return state
-        state = self._scopes[scope] = _State()
-        while len(self._scopes) > self.max_scopes:
-            self._scopes.popitem(last=False)
-            if self.on_evict is not None:
+    def _update(self, scope: CalibrationScope, **fields: bool | str | None) -> None:
+        """Set ``fields`` of the scope's state, made (and the oldest dropped) if new."""
+        evicted = 0
+        with self._lock:
+            state = self._scopes.get(scope)
+            if state is None:
+                state = self._scopes[scope] = _State()
+                while len(self._scopes) > self.max_scopes:
+                    self._scopes.popitem(last=False)
+                    evicted += 1
+            else:
+                self._scopes.move_to_end(scope)
+            for name, value in fields.items():
+                setattr(state, name, value)
+        if self.on_evict is not None:
+            for _ in range(evicted):
                 self.on_evict()
-        return state
-
-    def _drop_if_empty(self, scope: CalibrationScope, state: _State) -> None:
-        if state.empty():
-            del self._scopes[scope]
