@@ -311,8 +311,10 @@ class ReportBuilder:
         threshold = s.advisory_threshold_for(result)
         advisory = confidence < threshold
         if advisory:
-            # C3: the report still goes out, flagged.
-            log.warning(
+            # C3: the report still goes out, flagged. Normal running, not a fault: the
+            # report's own flag and its evidence event carry it (a warning per
+            # low-confidence report would flood the log of a worker serving refusals).
+            log.debug(
                 "report for query %s is advisory only: confidence %.2f < %.2f",
                 result.query_id,
                 confidence,
