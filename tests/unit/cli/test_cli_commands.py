@@ -152,6 +152,17 @@ def test_an_out_of_range_port_or_k_is_refused_before_anything_starts(
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
+#: A labelled set of one question the test writes itself: a clone without
+#: ../shared/data (the SQuAD files ``--dataset squad2`` reads) runs it too.
+LABELLED = "one-question.json"
+
+
+def _one_question_squad(path: Path) -> None:
+    qas = [{"id": "q1", "question": "Which car?", "answers": [{"text": "red"}]}]
+    paragraphs = [{"context": "The car was red.", "qas": qas}]
+    path.write_text(json.dumps({"data": [{"title": "Cars", "paragraphs": paragraphs}]}))
+
+
 @pytest.mark.parametrize(
     ("args", "code", "says"),
     [
@@ -159,7 +170,7 @@ def test_an_out_of_range_port_or_k_is_refused_before_anything_starts(
         # run), ConfidenceError after reading the dataset, pydantic's report with a URL
         (["schemas", "export", "--out", "/proc/nope"], 1, "cannot write the schemas to /proc/nope"),
         (
-            ["eval", "--dataset", "squad2", "--per-query", "/proc/nope.jsonl"],
+            ["eval", "--labelled", LABELLED, "--per-query", "/proc/nope.jsonl"],
             2,
             "--per-query: cannot write /proc/nope.jsonl",
         ),
@@ -173,8 +184,10 @@ def test_an_out_of_range_port_or_k_is_refused_before_anything_starts(
     ids=["schemas export", "eval --per-query", "calibrate --alpha", "feedback ''"],
 )
 def test_an_unwritable_path_or_bad_value_is_one_line_before_the_work(
-    cli: Invoke, args: list[str], code: int, says: str
+    cli: Invoke, tmp_path: Path, args: list[str], code: int, says: str
 ) -> None:
+    if LABELLED in args:  # the working directory (the cli fixture's) holds it
+        _one_question_squad(tmp_path / LABELLED)
     result = cli(args)
     assert result.exit_code == code, result.output
     lines = error_lines(result)
