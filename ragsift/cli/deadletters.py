@@ -55,16 +55,21 @@ deadletters_app = typer.Typer(
     " by worker and stage on stderr.",
 )
 
+#: What --worker, --stage and --topic say of a name no letter carries.
+_LISTED: Final = "; another is refused (exit 2) with the list"
 Worker = Annotated[
-    str | None, typer.Option("--worker", help="Only letters of this worker (retrieval, ...).")
+    str | None,
+    typer.Option("--worker", help=f"Only letters of this worker (retrieval, ...){_LISTED}."),
 ]
 Stage = Annotated[
-    str | None, typer.Option("--stage", help="Only letters of this stage (decode, embed, ...).")
+    str | None,
+    typer.Option("--stage", help=f"Only letters of this stage (decode, embed, ...){_LISTED}."),
 ]
 Topic = Annotated[
     str | None,
     typer.Option(
-        "--topic", help="Only letters read from this topic: its name or logical name (queries)."
+        "--topic",
+        help=f"Only letters read from this topic: its name or logical name (queries){_LISTED}.",
     ),
 ]
 TenantFilter = Annotated[str | None, typer.Option("--tenant", help="Only this tenant's letters.")]
@@ -104,15 +109,27 @@ class LetterFilters:
         """Whether any filter was given."""
         return any(getattr(self, f.name) is not None for f in fields(self))
 
-    def checked(self) -> LetterFilter:
-        """The filters as the letters are matched with; exit 2 naming a bad one."""
+    def checked(self, prefix: str) -> LetterFilter:
+        """The filters as the letters are matched with (topics under ``prefix``); exit 2
+        naming a bad one, and for a worker, stage or topic no letter carries, the ones
+        there are."""
+        from ragsift.errors import shown_value
         from ragsift.streams.deadletters import LetterFilter
+        from ragsift.streams.topics import TOPICS
 
         if self.limit is not None and self.limit < 1:
             _fail(f"--limit must be 1 or more, got {self.limit}")
-        return LetterFilter(
+        chosen = LetterFilter(
             self.worker, self.stage, self.topic, self.tenant, parse_since(self.since)
         )
+        for option, value, known in chosen.unknown(prefix):
+            full = TOPICS["queries"].name(prefix)
+            under = f", or its full name ({full}, ...)" if option == "topic" else ""
+            _fail(
+                f"--{option} {shown_value(value)} names no ragsift {option};"
+                f" choose from {', '.join(known)}{under}"
+            )
+        return chosen
 
 
 #: Each field of LetterFilters and its option, in the order --help lists them.
@@ -231,9 +248,9 @@ def deadletters(
         return
     if with_original and not as_json:
         _fail("--with-original goes with --json: the listing's lines show no bytes")
-    chosen = filters.checked()
     settings = _settings()
     prefix = settings.kafka.topic_prefix
+    chosen = filters.checked(prefix)
     name, read = _read(settings)
     shown: list[DeadLetter] = []
     for letter in read.letters:
@@ -275,8 +292,8 @@ def replay(
             "replay asks for confirmation on a terminal and stdin is not one: pass --yes to"
             " replay, or --dry-run to see what would be replayed"
         )
-    chosen = filters.checked()
     settings = _settings()
+    chosen = filters.checked(settings.kafka.topic_prefix)
     from ragsift.streams.deadletters import plan_replay
 
     _, read = _read(settings)

@@ -27,6 +27,8 @@ from ragsift.streams.topic_read import Record, read_to_end
 from ragsift.streams.topics import TOPICS
 
 __all__ = [
+    "LETTER_STAGES",
+    "LETTER_WORKERS",
     "REPLAYABLE_TOPICS",
     "LetterFilter",
     "Letters",
@@ -44,6 +46,37 @@ __all__ = [
 #: any other topic (the dead-letter topic itself, reports, decisions) has no worker to
 #: take it again; tests/unit/streams/test_deadletters.py keeps this equal to the handlers'.
 REPLAYABLE_TOPICS: Final = ("queries", "documents", "feedback", "retrievals", "audit")
+#: The ``worker`` a letter records: each handler's ``name``; test_deadletters.py keeps
+#: it equal to the handlers'.
+LETTER_WORKERS: Final = (
+    "audit",
+    "calibration",
+    "calibration-results",
+    "decision",
+    "indexer",
+    "report",
+    "retrieval",
+)
+#: The ``stage`` a letter records: the stage of a ragsift error (``handler`` for any
+#: other exception, :func:`ragsift.streams.isolation.failure_stage`); test_deadletters.py
+#: keeps it equal to the stages declared under ragsift/.
+LETTER_STAGES: Final = (
+    "auth",
+    "config",
+    "deadline",
+    "decode",
+    "embed",
+    "emit",
+    "feedback",
+    "generate",
+    "handler",
+    "integration",
+    "rerank",
+    "search",
+    "service",
+    "unknown",
+    "validate",
+)
 
 
 class NotReplayed(StrEnum):
@@ -85,6 +118,22 @@ class LetterFilter:
         if self.topic is not None and letter.topic not in self._topic_names(prefix):
             return False
         return self.since is None or _aware(letter.failed_at) >= _aware(self.since)
+
+    def unknown(self, prefix: str) -> list[tuple[str, str, tuple[str, ...]]]:
+        """Each filter given a value no letter carries, as (filter, value, the values it
+        takes): a typo matched nothing, and read as "no letters". A topic is taken by
+        its logical name (the ones named) or its name under ``prefix``."""
+        names = {spec.name(prefix) for spec in TOPICS.values()}
+        given = (
+            ("worker", self.worker, LETTER_WORKERS, ()),
+            ("stage", self.stage, LETTER_STAGES, ()),
+            ("topic", self.topic, tuple(TOPICS), names),
+        )
+        return [
+            (name, value, known)
+            for name, value, known, also in given
+            if value is not None and value not in known and value not in also
+        ]
 
     def _topic_names(self, prefix: str) -> set[str]:
         assert self.topic is not None

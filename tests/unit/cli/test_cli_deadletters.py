@@ -13,7 +13,7 @@ import pytest
 
 from ragsift.cli.deadletters import LetterFilters, letter_json, letter_line, one_line
 from ragsift.streams.deadletters import Letters
-from tests.unit.cli.conftest import run_cli
+from tests.unit.cli.conftest import error_lines, run_cli
 from tests.unit.streams.test_deadletters import letter
 
 
@@ -100,6 +100,31 @@ def test_listing_prints_matching_letters_and_counts(broker: dict[str, Any]) -> N
         (["deadletters", "--stage", "decode", "replay"], "error: the options go after the"),
         (["deadletters", "replay"], "error: replay asks for confirmation on a terminal"),
         (["deadletters", "replay", "--yes", "--since", "2026-13-01"], "error: --since must"),
+        (
+            ["deadletters", "--worker", "retreival"],
+            "error: --worker 'retreival' names no ragsift worker; choose from audit,"
+            " calibration, calibration-results, decision, indexer, report, retrieval",
+        ),
+        (
+            ["deadletters", "--stage", "Decode"],
+            "error: --stage 'Decode' names no ragsift stage; choose from auth, config,",
+        ),
+        (
+            ["deadletters", "--topic", "query"],
+            "error: --topic 'query' names no ragsift topic; choose from queries, retrievals,",
+        ),
+        (
+            ["deadletters", "replay", "--yes", "--worker", "x"],
+            "error: --worker 'x' names no ragsift worker",
+        ),
+        (
+            ["deadletters", "replay", "--dry-run", "--stage", "x"],
+            "error: --stage 'x' names no ragsift stage",
+        ),
+        (
+            ["deadletters", "replay", "--yes", "--topic", "x"],
+            "error: --topic 'x' names no ragsift topic",
+        ),
     ],
 )
 def test_bad_flags_are_one_line_and_exit_2_before_the_broker(
@@ -110,6 +135,57 @@ def test_bad_flags_are_one_line_and_exit_2_before_the_broker(
     assert done.stderr.startswith(error)
     assert len(done.stderr.strip().splitlines()) == 1
     assert broker["read"] == 0
+
+
+def test_an_unknown_topic_names_the_full_names_too(broker: dict[str, Any]) -> None:
+    done = run_cli(["deadletters", "--topic", "ragsift.query.v1"])
+    assert done.exit_code == 2, done.output
+    assert "or its full name (ragsift.queries.v1, ...)" in " ".join(done.stderr.split())
+    staging = run_cli(
+        ["deadletters", "--topic", "ragsift.queries.v1"],
+        env={"RAGSIFT_KAFKA_TOPIC_PREFIX": "staging"},
+    )
+    assert staging.exit_code == 2, staging.output  # its letters are staging.queries.v1's
+    assert "(staging.queries.v1, ...)" in " ".join(staging.stderr.split())
+    assert broker["read"] == 0
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["\x1b]0;owned\x07\x1b[2J", "検索" * 50_000, "{" * 10_000, "9" * 5_000, "acme\nretrieval"],
+    ids=["controls", "huge non-Latin", "nesting", "huge number", "newline"],
+)
+@pytest.mark.parametrize("option", ["--worker", "--stage", "--topic"])
+def test_a_hostile_name_is_one_short_line_with_no_controls(
+    broker: dict[str, Any], option: str, value: str
+) -> None:
+    done = run_cli(["deadletters", option, value])
+    assert done.exit_code == 2, done.output
+    assert len(error_lines(done)) == 1, done.stderr
+    assert "\x1b" not in done.output
+    assert "\x07" not in done.output
+    assert len(done.stderr) < 500  # the value is cut, the names it could be are not
+    assert broker["read"] == 0
+
+
+def test_known_names_are_taken(broker: dict[str, Any]) -> None:
+    broker["letters"] = Letters(
+        [
+            letter(
+                offset=1,
+                worker="calibration-results",
+                stage="feedback",
+                topic="ragsift.retrievals.v1",
+            )
+        ]
+    )
+    for args in (
+        ["--worker", "calibration-results", "--stage", "feedback", "--topic", "retrievals"],
+        ["--topic", "ragsift.retrievals.v1", "--tenant", "no-such-tenant"],  # any tenant
+    ):
+        done = run_cli(["deadletters", *args])
+        assert done.exit_code == 0, done.output
+    assert broker["read"] == 2
 
 
 def test_replay_sends_originals_with_keys_and_counts_what_it_skips(

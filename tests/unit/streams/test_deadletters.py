@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import ast
 import base64
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import ragsift
 from ragsift.schemas import DeadLetter
 from ragsift.streams.deadletters import (
+    LETTER_STAGES,
+    LETTER_WORKERS,
     REPLAYABLE_TOPICS,
     LetterFilter,
     NotReplayed,
@@ -60,6 +65,61 @@ def test_replayable_topics_are_the_topics_the_handlers_consume() -> None:
         ResultJoinHandler,
     ]
     assert {h.source for h in handlers} == set(REPLAYABLE_TOPICS)
+    # the name each handler writes into its letters is one --worker takes
+    assert {h.name for h in handlers} == set(LETTER_WORKERS)
+
+
+def _declared_stages() -> set[str]:
+    """Every stage a string gives under ragsift/: an error class's ``stage = "x"`` (or
+    ``stage: str = "x"``) and a ``stage="x"`` passed to one."""
+    found: set[str] = set()
+    for path in Path(ragsift.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            given: list[tuple[ast.expr, ast.expr | None]] = []
+            if isinstance(node, ast.ClassDef):
+                given += [(x.targets[0], x.value) for x in node.body if isinstance(x, ast.Assign)]
+                given += [(x.target, x.value) for x in node.body if isinstance(x, ast.AnnAssign)]
+            elif isinstance(node, ast.keyword) and node.arg == "stage":
+                given.append((ast.Name("stage"), node.value))
+            found |= {
+                value.value
+                for target, value in given
+                if isinstance(target, ast.Name)
+                and target.id == "stage"
+                and isinstance(value, ast.Constant)
+                and isinstance(value.value, str)
+            }
+    return found
+
+
+def test_letter_stages_are_the_stages_ragsift_declares() -> None:
+    """A stage added to an error is one --stage takes, and none is listed that is gone."""
+    assert _declared_stages() == set(LETTER_STAGES)
+
+
+@pytest.mark.parametrize(
+    ("chosen", "unknown"),
+    [
+        (LetterFilter(worker="retrieval", stage="embed", topic="queries"), []),
+        (LetterFilter(worker="calibration-results", topic="ragsift.feedback.v1"), []),
+        (LetterFilter(tenant="no-such-tenant"), []),  # any tenant: not a fixed set
+        (LetterFilter(worker="retreival"), ["worker"]),
+        (LetterFilter(stage="Decode"), ["stage"]),  # names are matched exactly
+        (LetterFilter(topic="query"), ["topic"]),
+        (LetterFilter(topic="staging.queries.v1"), ["topic"]),  # another prefix's name
+        (LetterFilter(worker="", stage=" decode", topic="queries "), ["worker", "stage", "topic"]),
+        (LetterFilter(worker="\x1b[2J" + "検索" * 10_000), ["worker"]),
+    ],
+)
+def test_unknown_names_each_filter_no_letter_carries(
+    chosen: LetterFilter, unknown: list[str]
+) -> None:
+    found = chosen.unknown(PREFIX)
+    assert [name for name, _, _ in found] == unknown
+    for name, value, known in found:
+        assert value == getattr(chosen, name)
+        assert value not in known
+    assert LetterFilter(topic="staging.queries.v1").unknown("staging") == []
 
 
 @pytest.mark.parametrize(
