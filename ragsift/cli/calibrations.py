@@ -304,8 +304,9 @@ def calibrations_reprobe(
     or pseudo-queries, not moved). With --collection (and --tenant) naming a scope that
     has nothing stored, that scope is probed (one never probed: under 10 chunks before
     ADR 047, or ingested with --no-probe); one with no documents (no such collection, or
-    a tenant with none in it) is refused, exit 2. Exit 1 when a scope ends with no bar
-    certified on its own scores, or its collection is gone.
+    a tenant with none in it) is refused, exit 2, as is --tenant alone naming a tenant
+    with nothing stored. Exit 1 when a scope ends with no bar certified on its own
+    scores, or its collection is gone.
     """
     from ragsift.confidence.registry import CalibrationScope
     from ragsift.evaluation.sweep import reprobe_stored
@@ -333,8 +334,15 @@ def calibrations_reprobe(
     async def run() -> Any:
         async with runtime:
             store = runtime.calibration_store
-            if collection is not None and not any(only(s) for s in store.scopes()):
-                await _require_named(runtime, collection, tenant)  # it is probed: it must exist
+            if not any(only(s) for s in store.scopes()):
+                if collection is not None:  # it is probed: it must exist
+                    await _require_named(runtime, collection, tenant)
+                elif tenant is not None:  # a tenant alone names no scope to probe
+                    _fail(
+                        f"no calibration is stored for tenant {tenant!r}: nothing to probe;"
+                        f" name a collection (--collection C --tenant {tenant}) to probe"
+                        " a scope of its never probed"
+                    )
             with _stage_progress() as tick:
                 try:
                     return await reprobe_stored(
@@ -375,13 +383,8 @@ def calibrations_reprobe(
             for done in outcomes
         ]
         print(json.dumps({"base": base.version, "scopes": rows}, ensure_ascii=False))
-    elif not outcomes:
-        what = (
-            "no calibration is stored per collection or tenant"
-            if collection is None and tenant is None
-            else "no stored calibration matches --collection/--tenant"
-        )
-        console.print(f"{what}: nothing to probe")
+    elif not outcomes:  # a --collection or --tenant matching nothing is refused above
+        console.print("no calibration is stored per collection or tenant: nothing to probe")
     else:
         stored = sum(done.outcome == "stored" for done in outcomes)
         console.print(f"{stored} of {len(outcomes)} scopes probed again and stored")

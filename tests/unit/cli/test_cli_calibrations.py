@@ -313,6 +313,13 @@ def test_reprobe_renews_what_an_upgrade_left_stale_and_says_what_it_kept(
     # A scope never probed (ingested with --no-probe) is probed when named.
     assert runner.invoke(app, [*ingest, "--tenant", "gamma", "--no-probe"], env=ENV).exit_code == 0
     assert store.get(CalibrationScope("docs", "gamma")) is None
+    # A tenant alone names no scope: refused as a named scope with nothing stored is.
+    alone = runner.invoke(app, [*reprobe, "--tenant", "gamma"], env=ENV)
+    assert alone.exit_code == 2, alone.output
+    said = " ".join(alone.output.split())
+    assert "no calibration is stored for tenant 'gamma': nothing to probe" in said
+    assert "(--collection C --tenant gamma)" in said
+    assert store.get(CalibrationScope("docs", "gamma")) is None  # nothing probed
     named = runner.invoke(app, [*reprobe, "--collection", "docs", "--tenant", "gamma"], env=ENV)
     assert named.exit_code == 0, named.output
     assert "gamma/docs: stored: no calibration of its own yet" in " ".join(named.output.split())

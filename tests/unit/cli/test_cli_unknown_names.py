@@ -32,6 +32,8 @@ CASES: list[tuple[list[str], str]] = [
     (["calibrations", "remove", "--tenant", BAD, "--data-dir", DATA], BAD),
     (["calibrations", "reprobe", "--collection", BAD, "--data-dir", DATA], BAD),
     (["calibrations", "reprobe", "-c", "default", "-t", BAD, "--data-dir", DATA], BAD),
+    (["calibrations", "reprobe", "--tenant", BAD, "--data-dir", DATA], BAD),
+    (["calibrations", "reprobe", "--tenant", BAD, "--json", "--data-dir", DATA], BAD),
     (["calibrate", "--collection", BAD, "--data-dir", DATA], BAD),
     (["keys", "revoke", BAD], BAD),
     (["tail", BAD], BAD),
