@@ -44,6 +44,7 @@ from ragsift.cli.labelled import (
 )
 from ragsift.cli.render import eval_table, orders_words
 from ragsift.cli.replay import (
+    FEEDBACK_HELP,
     MAX_ARRIVAL_ORDERS,
     MAX_FEEDBACK_DRAWS,
     check_feedback_options,
@@ -141,10 +142,7 @@ def evaluate(
         int | None,
         typer.Option(
             "--feedback",
-            help="Replay the feedback loop: label this many of the evaluated questions as"
-            " a user would (the kept context held the answer, or not), re-fit the"
-            " calibration on them as the calibration worker does (docs/feedback.md), and"
-            " score the other questions with the re-fit, beside the calibration before it.",
+            help=FEEDBACK_HELP,
             min=MIN_REFIT_LABELS,
         ),
     ] = None,

@@ -8,8 +8,11 @@ import typer
 
 from ragsift.cli.common import print_error
 from ragsift.cli.render import spread_words
+from ragsift.confidence.refit import MIN_REFIT_LABELS
+from ragsift.settings import FeedbackSettings
 
 __all__ = [
+    "FEEDBACK_HELP",
     "MAX_ARRIVAL_ORDERS",
     "MAX_FEEDBACK_DRAWS",
     "check_feedback_options",
@@ -24,6 +27,19 @@ MAX_ARRIVAL_ORDERS: Final = 1000
 #: Most draws ``eval --feedback-draws`` replays: each re-fits and serves every question
 #: again (about a second a draw on SQuAD dev half 2).
 MAX_FEEDBACK_DRAWS: Final = 1000
+#: ``eval --feedback``'s help. Its least count is the re-fit's own (refit_calibration
+#: refuses fewer), not the service's RAGSIFT_FEEDBACK_MIN_LABELS: that one says when a
+#: scope's first re-fit is due, and a replay is asked what any count would do (ADR 034
+#: measured 200, 300 and 500). The setting cannot go below the re-fit's least count either.
+FEEDBACK_HELP: Final = (
+    "Replay the feedback loop: label this many of the evaluated questions as a user would"
+    " (the kept context held the answer, or not), re-fit the calibration on them as the"
+    " calibration worker does (docs/feedback.md), and score the other questions with the"
+    f" re-fit, beside the calibration before it. At least {MIN_REFIT_LABELS}, the fewest a"
+    " re-fit takes: the service waits for RAGSIFT_FEEDBACK_MIN_LABELS"
+    f" ({FeedbackSettings.model_fields['min_labels'].default} by default) before its first,"
+    " and a replay shows what any count would do."
+)
 
 
 def check_feedback_options(

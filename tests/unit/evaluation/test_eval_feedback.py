@@ -334,3 +334,21 @@ def test_cli_reports_the_draws_beside_the_first(data: list[str]) -> None:
     words = runner.invoke(app, [*args, "--feedback-draws", "3"])
     assert words.exit_code == 0, words.output
     assert "feedback over 3 draws" in " ".join(words.output.split())
+
+
+def test_the_least_feedback_count_is_the_refits_and_the_help_says_why() -> None:
+    """eval --feedback takes any count a re-fit takes (40), the service's trigger
+    (RAGSIFT_FEEDBACK_MIN_LABELS, 200) being another question; both floors agree."""
+    from annotated_types import Ge
+
+    from ragsift.confidence.refit import MIN_REFIT_LABELS
+    from ragsift.settings import FeedbackSettings
+
+    field = FeedbackSettings.model_fields["min_labels"]
+    floors = [m.ge for m in field.metadata if isinstance(m, Ge)]
+    assert floors == [MIN_REFIT_LABELS]
+    shown = CliRunner().invoke(app, ["eval", "--help"], env={"COLUMNS": "400"})
+    assert shown.exit_code == 0, shown.output
+    said = " ".join(part.strip("│ ") for part in shown.output.split())
+    assert f"At least {MIN_REFIT_LABELS}, the fewest a re-fit takes" in said
+    assert f"RAGSIFT_FEEDBACK_MIN_LABELS ({field.default} by default)" in said
