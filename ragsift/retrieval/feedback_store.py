@@ -241,7 +241,11 @@ class SqliteFeedbackStore:
             row = self._db.execute(
                 "SELECT digest, at FROM refits WHERE scope = ?", (_scope_key(scope),)
             ).fetchone()
-        return None if row is None else (str(row[0]), float(row[1]))
+        try:
+            return None if row is None else (str(row[0]), float(row[1]))
+        except ValueError as exc:  # damaged: read as Redis's is (below)
+            log.warning("feedback store: unreadable re-fit record of %s: %r", scope, exc)
+            return None
 
     def mark_refit(self, scope: CalibrationScope, digest: str, at: float) -> None:
         """Record a re-fit (see :class:`FeedbackStore`)."""

@@ -94,3 +94,23 @@ def test_unreadable_rows_are_counted_not_only_logged(tmp_path: Path) -> None:
     )
     assert count == 2.0
     store.close()
+
+
+@pytest.mark.parametrize("at", ["abc", "", b"\x00\xff"])
+def test_a_damaged_refit_record_reads_as_none_as_redis_reads_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, at: object
+) -> None:
+    """Its time not a number, last_refit raised ValueError: every later label of the scope
+    then failed (`ragsift feedback` exit 1, "could not convert string to float"), though
+    each was stored. Damaged, it only means the scope's next labels may re-fit again."""
+    path = tmp_path / "feedback.sqlite"
+    store = SqliteFeedbackStore(path)
+    store.mark_refit(CalibrationScope("docs", "globex"), "other", 5.0)
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO refits VALUES (?, ?, ?)", ("docs\x1facme", "d", at))
+    assert store.last_refit(SCOPE) is None
+    assert "unreadable re-fit record of acme/docs" in caplog.text
+    assert store.last_refit(CalibrationScope("docs", "globex")) == ("other", 5.0)  # untouched
+    store.mark_refit(SCOPE, "d2", 7.0)  # the next re-fit writes a good one over it
+    assert store.last_refit(SCOPE) == ("d2", 7.0)
+    store.close()
