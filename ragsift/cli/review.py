@@ -241,8 +241,12 @@ def feedback(
     except FeedbackRefused as exc:  # an unknown query id, or another tenant's: bad input
         print_error(str(exc))
         raise typer.Exit(EXIT_USAGE) from exc
-    except ValueError as exc:
-        print_error(str(exc))
+    except ValueError as exc:  # the input was checked above: a row no result could have
+        # written (a scope with no collection or tenant) or the re-fit's own maths
+        print_error(
+            f"labelling {query_id} failed on the feedback store's data or its re-fit, not"
+            f" on the input: {exc}"
+        )
         raise typer.Exit(EXIT_FAILURE) from exc
     except RagsiftError as exc:  # the feedback store is held by another process, or damaged
         print_error(str(exc))

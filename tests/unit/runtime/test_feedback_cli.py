@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -120,6 +122,31 @@ def test_unknown_query_and_another_tenant_are_refused(
     assert "names tenant 'mallory'" in other.output
     hostile = label(tmp_path, "q\x00" + "x" * 5_000, True)
     assert hostile.exit_code == 2  # an id no event may carry: bad input, as for `ask`
+
+
+def test_a_fault_of_the_stored_data_is_exit_1_and_says_it_is_not_the_input(
+    tmp_path: Path, answered: list[RetrievalResult]
+) -> None:
+    """The input is checked before the loop runs, so a ValueError out of it is the store's
+    or the re-fit's: here a result row no result could have written (no collection).
+    It said only "a calibration scope needs a collection", which reads as a bad option."""
+    db = tmp_path / "feedback.sqlite"
+    query_id = answered[0].query_id
+    with sqlite3.connect(db) as conn:
+        (body,) = conn.execute("SELECT body FROM scored WHERE query_id = ?", (query_id,)).fetchone()
+        damaged = {**json.loads(body), "collection": ""}
+        conn.execute(
+            "UPDATE scored SET body = ? WHERE query_id = ?", (json.dumps(damaged), query_id)
+        )
+    got = label(tmp_path, query_id, True)
+    assert got.exit_code == 1, got.output  # not the input's fault: not 2
+    said = " ".join(got.output.split())
+    assert f"labelling {query_id} failed on the feedback store's data or its re-fit" in said
+    assert "not on the input" in said
+    assert "a calibration scope needs a collection" in said
+    assert "Traceback" not in got.output
+    fine = label(tmp_path, answered[1].query_id, True)  # the other results are not affected
+    assert fine.exit_code == 0, fine.output
 
 
 def test_reported_labels_are_kept_and_said_so_but_never_re_fit(
