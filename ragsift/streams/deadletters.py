@@ -46,8 +46,8 @@ __all__ = [
 #: any other topic (the dead-letter topic itself, reports, decisions) has no worker to
 #: take it again; tests/unit/streams/test_deadletters.py keeps this equal to the handlers'.
 REPLAYABLE_TOPICS: Final = ("queries", "documents", "feedback", "retrievals", "audit")
-#: The ``worker`` a letter records: each handler's ``name``; test_deadletters.py keeps
-#: it equal to the handlers'.
+#: The ``worker`` a letter records: each handler's ``name`` (test_deadletters.py checks
+#: each is here). One retired stays while the topic (30 days) may hold its letters.
 LETTER_WORKERS: Final = (
     "audit",
     "calibration",
@@ -59,7 +59,7 @@ LETTER_WORKERS: Final = (
 )
 #: The ``stage`` a letter records: the stage of a ragsift error (``handler`` for any
 #: other exception, :func:`ragsift.streams.isolation.failure_stage`); test_deadletters.py
-#: keeps it equal to the stages declared under ragsift/.
+#: checks every stage declared under ragsift/ is here. One retired stays as a worker does.
 LETTER_STAGES: Final = (
     "auth",
     "config",

@@ -65,8 +65,9 @@ def test_replayable_topics_are_the_topics_the_handlers_consume() -> None:
         ResultJoinHandler,
     ]
     assert {h.source for h in handlers} == set(REPLAYABLE_TOPICS)
-    # the name each handler writes into its letters is one --worker takes
-    assert {h.name for h in handlers} == set(LETTER_WORKERS)
+    # the name each handler writes into its letters is one --worker takes (a retired one
+    # may stay listed while the topic, 30 days, still holds its letters)
+    assert {h.name for h in handlers} <= set(LETTER_WORKERS)
 
 
 def _declared_stages() -> set[str]:
@@ -93,8 +94,11 @@ def _declared_stages() -> set[str]:
 
 
 def test_letter_stages_are_the_stages_ragsift_declares() -> None:
-    """A stage added to an error is one --stage takes, and none is listed that is gone."""
-    assert _declared_stages() == set(LETTER_STAGES)
+    """A stage added to an error is one --stage takes (a retired one may stay listed while
+    the topic, 30 days, still holds its letters)."""
+    declared = _declared_stages()
+    assert {"decode", "handler", "unknown", "embed"} <= declared  # the scan finds them
+    assert declared <= set(LETTER_STAGES)
 
 
 @pytest.mark.parametrize(
