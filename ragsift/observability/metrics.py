@@ -289,7 +289,7 @@ class Metrics:
         self.feedback_rows_unreadable = Counter(
             "ragsift_feedback_rows_unreadable_total",
             "Rows of the feedback store passed over because they cannot be read (damaged,"
-            " or written by a newer release), by kind: result or label.",
+            " or written by a newer release), by kind: result, label or refit (a re-fit record).",
             ["kind"],
             registry=r,
         )

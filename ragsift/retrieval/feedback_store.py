@@ -243,8 +243,10 @@ class SqliteFeedbackStore:
             ).fetchone()
         try:
             return None if row is None else (str(row[0]), float(row[1]))
-        except ValueError as exc:  # damaged: read as Redis's is (below)
+        except (ValueError, TypeError) as exc:  # damaged: read as Redis's is (below)
             log.warning("feedback store: unreadable re-fit record of %s: %r", scope, exc)
+            if self.on_unreadable is not None:
+                self.on_unreadable("refit", 1)
             return None
 
     def mark_refit(self, scope: CalibrationScope, digest: str, at: float) -> None:
@@ -377,6 +379,8 @@ class RedisFeedbackStore:
         except (ValueError, RecursionError, KeyError, TypeError) as exc:
             # Written by ragsift; damaged, it only means the next labels re-fit again.
             log.warning("feedback store: unreadable re-fit record of %s: %r", scope, exc)
+            if self.on_unreadable is not None:
+                self.on_unreadable("refit", 1)
             return None
 
     def mark_refit(self, scope: CalibrationScope, digest: str, at: float) -> None:

@@ -135,7 +135,8 @@ def test_an_unreachable_redis_is_an_oserror_the_registry_survives() -> None:
 
 
 def test_feedback_state_round_trip_with_ttl(settings: RedisSettings) -> None:
-    store = RedisFeedbackStore(settings)
+    unreadable: list[tuple[str, int]] = []
+    store = RedisFeedbackStore(settings, on_unreadable=lambda kind, n: unreadable.append((kind, n)))
     record = ScoredRecord(
         query_id="q1", tenant_id="acme", collection="docs", kept=True, signals={"top_score": 0.7}
     )
@@ -174,6 +175,7 @@ def test_feedback_state_round_trip_with_ttl(settings: RedisSettings) -> None:
     for damaged in (b"\xff", b"[" * 100_000 + b"]" * 100_000, b"[]", b'{"digest": "x"}'):
         store.client.hset(f"{store.prefix}:refits", field, damaged)
         assert store.last_refit(scope) is None  # the next labels re-fit; nothing stops
+    assert unreadable == [("refit", 1)] * 4  # each one counted, not only logged
     store.close()
 
 

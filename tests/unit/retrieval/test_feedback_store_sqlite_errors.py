@@ -104,12 +104,14 @@ def test_a_damaged_refit_record_reads_as_none_as_redis_reads_one(
     then failed (`ragsift feedback` exit 1, "could not convert string to float"), though
     each was stored. Damaged, it only means the scope's next labels may re-fit again."""
     path = tmp_path / "feedback.sqlite"
-    store = SqliteFeedbackStore(path)
+    unreadable: list[tuple[str, int]] = []
+    store = SqliteFeedbackStore(path, on_unreadable=lambda kind, n: unreadable.append((kind, n)))
     store.mark_refit(CalibrationScope("docs", "globex"), "other", 5.0)
     with sqlite3.connect(path) as db:
         db.execute("INSERT INTO refits VALUES (?, ?, ?)", ("docs\x1facme", "d", at))
     assert store.last_refit(SCOPE) is None
     assert "unreadable re-fit record of acme/docs" in caplog.text
+    assert unreadable == [("refit", 1)]  # counted in ragsift_feedback_rows_unreadable_total
     assert store.last_refit(CalibrationScope("docs", "globex")) == ("other", 5.0)  # untouched
     store.mark_refit(SCOPE, "d2", 7.0)  # the next re-fit writes a good one over it
     assert store.last_refit(SCOPE) == ("d2", 7.0)
