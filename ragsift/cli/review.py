@@ -241,8 +241,8 @@ def feedback(
     except FeedbackRefused as exc:  # an unknown query id, or another tenant's: bad input
         print_error(str(exc))
         raise typer.Exit(EXIT_USAGE) from exc
-    except ValueError as exc:  # the input was checked above: a row no result could have
-        # written (a scope with no collection or tenant) or the re-fit's own maths
+    except ValueError as exc:  # the input was checked above: the re-fit's own maths
+        # (a row no result could have written is passed over as unreadable, and counted)
         print_error(
             f"labelling {query_id} failed on the feedback store's data or its re-fit, not"
             f" on the input: {exc}"

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["Put", "ScoredRecord", "StoredLabel", "Unreadable", "put_outcome", "readable_rows"]
 
@@ -22,9 +22,11 @@ class ScoredRecord(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    query_id: str
-    tenant_id: str
-    collection: str
+    # Not empty: a row without them read well here and failed later, at its scope
+    # (``ragsift feedback`` exit 1), instead of being passed over and counted.
+    query_id: str = Field(min_length=1)
+    tenant_id: str = Field(min_length=1)
+    collection: str = Field(min_length=1)
     calibration_version: str | None = None
     kept: bool
     signals: dict[str, float]

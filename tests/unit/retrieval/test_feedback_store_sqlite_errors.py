@@ -4,6 +4,7 @@ holds may answer later; a full disk or a damaged file says what to do. Both were
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -115,4 +116,25 @@ def test_a_damaged_refit_record_reads_as_none_as_redis_reads_one(
     assert store.last_refit(CalibrationScope("docs", "globex")) == ("other", 5.0)  # untouched
     store.mark_refit(SCOPE, "d2", 7.0)  # the next re-fit writes a good one over it
     assert store.last_refit(SCOPE) == ("d2", 7.0)
+    store.close()
+
+
+@pytest.mark.parametrize("field", ["collection", "tenant_id", "query_id"])
+def test_a_result_row_missing_its_scope_is_passed_over_and_counted(
+    tmp_path: Path, field: str
+) -> None:
+    """A row with an empty collection read well and failed later, building its scope
+    ("a calibration scope needs a collection"): `ragsift feedback` exited 1."""
+    path = tmp_path / "feedback.sqlite"
+    unreadable: list[tuple[str, int]] = []
+    store = SqliteFeedbackStore(path, on_unreadable=lambda kind, n: unreadable.append((kind, n)))
+    good = ScoredRecord(
+        query_id="q1", tenant_id="acme", collection="docs", kept=True, signals={"top_score": 0.5}
+    )
+    store.remember([good], ttl_s=60)
+    damaged = good.model_dump() | {field: ""}
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE scored SET body = ? WHERE query_id = 'q1'", (json.dumps(damaged),))
+    assert store.recall("q1", "acme") is None
+    assert unreadable == [("result", 1)]
     store.close()

@@ -125,11 +125,39 @@ def test_unknown_query_and_another_tenant_are_refused(
 
 
 def test_a_fault_of_the_stored_data_is_exit_1_and_says_it_is_not_the_input(
+    tmp_path: Path, answered: list[RetrievalResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The input is checked before the loop runs, so a ValueError out of it is the re-fit's
+    own (a result row with no collection, the first such fault found, is now passed over
+    and counted as unreadable). It said only the bare error, which reads as a bad option."""
+    from ragsift.workers.calibration import FeedbackLoop
+
+    real = FeedbackLoop.apply
+
+    def failing(self: FeedbackLoop, event: object) -> str | None:
+        if event.query_id == answered[0].query_id:  # type: ignore[attr-defined]
+            raise ValueError("the re-fit's isotonic map has no points")
+        return real(self, event)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FeedbackLoop, "apply", failing)
+    query_id = answered[0].query_id
+    got = label(tmp_path, query_id, True)
+    assert got.exit_code == 1, got.output  # not the input's fault: not 2
+    said = " ".join(got.output.split())
+    assert f"labelling {query_id} failed on the feedback store's data or its re-fit" in said
+    assert "not on the input" in said
+    assert "isotonic map has no points" in said
+    assert "Traceback" not in got.output
+    fine = label(tmp_path, answered[1].query_id, True)  # the other results are not affected
+    assert fine.exit_code == 0, fine.output
+
+
+def test_a_result_row_no_result_could_have_written_is_an_unknown_query(
     tmp_path: Path, answered: list[RetrievalResult]
 ) -> None:
-    """The input is checked before the loop runs, so a ValueError out of it is the store's
-    or the re-fit's: here a result row no result could have written (no collection).
-    It said only "a calibration scope needs a collection", which reads as a bad option."""
+    """A row with no collection read well and failed at its scope, exit 1 ("a calibration
+    scope needs a collection"). It is unreadable, as a row of bad JSON is: passed over,
+    counted, and the label has no result to join (exit 2, as for an unknown id)."""
     db = tmp_path / "feedback.sqlite"
     query_id = answered[0].query_id
     with sqlite3.connect(db) as conn:
@@ -139,13 +167,10 @@ def test_a_fault_of_the_stored_data_is_exit_1_and_says_it_is_not_the_input(
             "UPDATE scored SET body = ? WHERE query_id = ?", (json.dumps(damaged), query_id)
         )
     got = label(tmp_path, query_id, True)
-    assert got.exit_code == 1, got.output  # not the input's fault: not 2
-    said = " ".join(got.output.split())
-    assert f"labelling {query_id} failed on the feedback store's data or its re-fit" in said
-    assert "not on the input" in said
-    assert "a calibration scope needs a collection" in said
+    assert got.exit_code == 2, got.output
+    assert "no scored result" in " ".join(got.output.split())
     assert "Traceback" not in got.output
-    fine = label(tmp_path, answered[1].query_id, True)  # the other results are not affected
+    fine = label(tmp_path, answered[1].query_id, True)
     assert fine.exit_code == 0, fine.output
 
 
