@@ -8,7 +8,9 @@ emit, dead-letter, count), which never raises for what one event does, so one
 poison message cannot stop the agent. Events of a batch are acknowledged only
 when the next batch is requested, and the producer is flushed before that, so
 a crash re-delivers the batch instead of losing it (at-least-once; output ids
-are deterministic, so the replay is harmless). Outputs go straight to the
+are deterministic, so the replay is harmless). A batch that fails as a whole
+anyway (the flush raises, a bug outside event handling) runs again in the
+agent, never acknowledged meanwhile, as the plain loop runs it again. Outputs go straight to the
 app's producer without waiting for each delivery: the flush waits for all.
 """
 
@@ -26,6 +28,7 @@ from ragsift.gc_policy import settle as settle_gc
 from ragsift.observability.metrics import Metrics
 from ragsift.schemas.deadletter import DEFAULT_MAX_ORIGINAL_BYTES
 from ragsift.streams.app import PagesOnlyApp, declare_topic
+from ragsift.streams.loop import RETRY_INITIAL_S, RETRY_MAX_S
 from ragsift.streams.routing import BatchRouter, Received, agent_name
 from ragsift.streams.topics import TOPICS
 from ragsift.workers.base import Handler
@@ -163,6 +166,64 @@ def attach_handler(
     if isinstance(app, PagesOnlyApp):  # a stop gives up a batch it holds for a store
         app.hosted.append(handler)
 
+    async def _run_once(received: list[Received], batch_full: bool) -> list[str]:
+        """Route the batch and flush; why each output the broker did not take was not."""
+        await router.process(received)
+        if batch_full:
+            # A backlog: the next batch is already waiting, and the linger
+            # (~1% of a full batch's time) is left to gather outputs.
+            await app.producer.flush()
+        else:
+            # Keeping up with the stream: nothing more is coming for these
+            # outputs, and each millisecond is a user's.
+            await flush_now(app.producer)
+        return await sender.undelivered()
+
+    async def _run_until_done(received: list[Received], batch_full: bool) -> None:
+        """Run the batch until its outputs are all on the broker; only then may its
+        offsets be committed (output ids are deterministic, so a run again is harmless).
+
+        An output the broker did not take runs the batch again after
+        :data:`REDELIVERY_PAUSE_S`: until 2026-11-30 the flush was taken for delivery,
+        and such an output was lost with its offset. A batch that fails as a whole (the
+        flush raises, a bug outside what one event does: the router keeps those with
+        their event) runs again after a pause, doubled up to :data:`RETRY_MAX_S`, as on
+        the plain runtime, the agent down meanwhile: until 2026-12-03 the error left the
+        agent's loop, Faust closed the batch generator, which acknowledged the batch, and
+        committed past events whose outputs were never sent.
+        """
+        pause = RETRY_INITIAL_S
+        while True:
+            try:
+                failed = await _run_once(received, batch_full)
+            except Exception as exc:  # the batch outlives any one failure
+                sender.deliveries.clear()  # the run again sends every output anew
+                if health is not None:
+                    health.set_running(name, False)
+                log.error(
+                    "%s: batch of %d failed, running it again in %.1f s: %s: %.500s",
+                    name,
+                    len(received),
+                    pause,
+                    type(exc).__name__,
+                    exc,
+                )
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, RETRY_MAX_S)
+                if health is not None:
+                    health.set_running(name, True)
+                continue
+            if not failed:
+                return
+            log.warning(
+                "%s: %d outputs of a batch of %d not delivered (%s); it runs again",
+                name,
+                len(failed),
+                len(received),
+                failed[0],
+            )
+            await asyncio.sleep(REDELIVERY_PAUSE_S)
+
     async def run(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
         # Start-up is done: freeze it, and keep the collector off the batches in
         # flight (ragsift.gc_policy has the figures).
@@ -183,31 +244,7 @@ def attach_handler(
                     )
                     for event in events
                 ]
-                # Outputs are on the broker before this batch's offsets can be committed:
-                # a batch with an output the broker did not take runs again, as on the
-                # plain runtime (output ids are deterministic). Until 2026-11-30 the flush
-                # was taken for delivery, and such an output was lost with its offset.
-                while True:
-                    await router.process(received)
-                    if len(events) < batch_size:
-                        # Keeping up with the stream: nothing more is coming for these
-                        # outputs, and each millisecond is a user's.
-                        await flush_now(app.producer)
-                    else:
-                        # A backlog: the next batch is already waiting, and the linger
-                        # (~1% of a full batch's time) is left to gather outputs.
-                        await app.producer.flush()
-                    failed = await sender.undelivered()
-                    if not failed:
-                        break
-                    log.warning(
-                        "%s: %d outputs of a batch of %d not delivered (%s); it runs again",
-                        name,
-                        len(failed),
-                        len(events),
-                        failed[0],
-                    )
-                    await asyncio.sleep(REDELIVERY_PAUSE_S)
+                await _run_until_done(received, batch_full=len(events) >= batch_size)
                 handled = getattr(app, "handled", None)  # PagesOnlyApp's (faust_follows)
                 if handled is not None:
                     for message in received:

@@ -13,10 +13,11 @@ empty, so batches still fill up to ``max_`` (smart batching: their size
 follows the load); idle, an event goes at once. ``within`` stays the bound
 on how long a partial batch waits.
 
-A batch its caller leaves unfinished while the app stops (the agent cancelled
-after the stop gave up a batch held for a store) is never acknowledged, so its
-offsets are not committed and the next member of the group reads it again;
-Faust's own method acknowledged it when the generator was closed.
+A batch its caller leaves unfinished is never acknowledged, so no offset past it
+is committed: the agent cancelled at stop after the stop gave up a batch held for
+a store (the next member of the group reads it again), or an agent that left its
+loop by an error. Faust's own method acknowledged such a batch when the generator
+was closed, and the consumer committed it (the events lost).
 """
 
 from __future__ import annotations
@@ -100,9 +101,10 @@ class AdaptiveStream(faust.Stream[Any]):
                         taken = list(events)
                         events.clear()
                         # Faust acknowledges a batch its caller left too (closing this
-                        # generator): at stop, that is a batch given up while a handler held
-                        # it (ragsift.streams.app), and acknowledged it was committed, lost.
-                        if finished or not self.app.should_stop:
+                        # generator): a batch given up at stop while a handler held it
+                        # (ragsift.streams.app), or left by an agent that failed; once
+                        # acknowledged it was committed, its events lost.
+                        if finished:
                             for event in taken:
                                 await self.ack(event)
                         notify(handing_over)
