@@ -163,8 +163,11 @@ def attach_handler(
     name = agent_name(handler)
     if health is not None:
         health.expect(name)
-    if isinstance(app, PagesOnlyApp):  # a stop gives up a batch it holds for a store
+    # A stop gives up a batch its handler holds for a store, or one that keeps failing.
+    failing: set[str] = set()
+    if isinstance(app, PagesOnlyApp):
         app.hosted.append(handler)
+        failing = app.failing
 
     async def _run_once(received: list[Received], batch_full: bool) -> list[str]:
         """Route the batch and flush; why each output the broker did not take was not."""
@@ -188,41 +191,46 @@ def attach_handler(
         and such an output was lost with its offset. A batch that fails as a whole (the
         flush raises, a bug outside what one event does: the router keeps those with
         their event) runs again after a pause, doubled up to :data:`RETRY_MAX_S`, as on
-        the plain runtime, the agent down meanwhile: until 2026-12-03 the error left the
-        agent's loop, Faust closed the batch generator, which acknowledged the batch, and
-        committed past events whose outputs were never sent.
+        the plain runtime, the agent down meanwhile, and a stop gives it up unacknowledged.
+        Until 2026-12-03 the error left the agent's loop: the agent Faust restarted read
+        nothing more (the crashed one's batch generator, unfinished, stood before it), and
+        that generator, once closed, acknowledged the batch, committed unanswered.
         """
         pause = RETRY_INITIAL_S
-        while True:
-            try:
-                failed = await _run_once(received, batch_full)
-            except Exception as exc:  # the batch outlives any one failure
-                sender.deliveries.clear()  # the run again sends every output anew
-                if health is not None:
-                    health.set_running(name, False)
-                log.error(
-                    "%s: batch of %d failed, running it again in %.1f s: %s: %.500s",
+        try:
+            while True:
+                try:
+                    failed = await _run_once(received, batch_full)
+                except Exception as exc:  # the batch outlives any one failure
+                    sender.deliveries.clear()  # the run again sends every output anew
+                    failing.add(name)  # a stop gives it up meanwhile (PagesOnlyApp)
+                    if health is not None:
+                        health.set_running(name, False)
+                    log.error(
+                        "%s: batch of %d failed, running it again in %.1f s: %s: %.500s",
+                        name,
+                        len(received),
+                        pause,
+                        type(exc).__name__,
+                        exc,
+                    )
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, RETRY_MAX_S)
+                    if health is not None:
+                        health.set_running(name, True)
+                    continue
+                if not failed:
+                    return
+                log.warning(
+                    "%s: %d outputs of a batch of %d not delivered (%s); it runs again",
                     name,
+                    len(failed),
                     len(received),
-                    pause,
-                    type(exc).__name__,
-                    exc,
+                    failed[0],
                 )
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, RETRY_MAX_S)
-                if health is not None:
-                    health.set_running(name, True)
-                continue
-            if not failed:
-                return
-            log.warning(
-                "%s: %d outputs of a batch of %d not delivered (%s); it runs again",
-                name,
-                len(failed),
-                len(received),
-                failed[0],
-            )
-            await asyncio.sleep(REDELIVERY_PAUSE_S)
+                await asyncio.sleep(REDELIVERY_PAUSE_S)
+        finally:
+            failing.discard(name)
 
     async def run(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
         # Start-up is done: freeze it, and keep the collector off the batches in

@@ -1,8 +1,9 @@
 """The Faust app factory: one app built from settings, topics from the registry.
 
 A stop waits for the batches in flight, as Faust does, except a batch a handler
-holds for a store that does not answer (Redis down): that one is given up,
-uncommitted, as on the plain runtime (:meth:`PagesOnlyApp._consumer_wait_empty`).
+holds for a store that does not answer (Redis down), or one that failed as a whole
+and is being run again: that one is given up, uncommitted, as on the plain runtime
+(:meth:`PagesOnlyApp._consumer_wait_empty`).
 
 This module, the agents and :mod:`ragsift.streams.faust_read` are the only places
 that import Faust; handlers never do (ARCHITECTURE.md, "One pipeline, two runtimes").
@@ -72,6 +73,9 @@ class PagesOnlyApp(faust.App):
         super().__init__(id, **options)
         #: The handlers the agents drive (``attach_handler`` adds each), read at stop.
         self.hosted: list[object] = []
+        #: The agents whose batch failed as a whole and is being run again, until it
+        #: passes (``attach_handler``): a stop gives such a batch up, as a held one.
+        self.failing: set[str] = set()
 
     async def _consumer_wait_empty(self, consumer: ConsumerT, logger: Any) -> None:
         """Wait for the events in flight to be acknowledged (Faust's rule, at a rebalance and
@@ -79,14 +83,18 @@ class PagesOnlyApp(faust.App):
         and Faust waited with it until the worker was killed, without leaving its group.
         That batch is given up: never acknowledged, so not committed, and the next member
         of the group reads it again (:mod:`ragsift.streams.batching` keeps a batch given up
-        at stop unacknowledged). A batch that is only slow is finished first."""
+        at stop unacknowledged). So is a batch that failed as a whole and is being run
+        again (:attr:`failing`), as the plain loop leaves it at stop. A batch that is only
+        slow is finished first."""
         waiting = asyncio.ensure_future(super()._consumer_wait_empty(consumer, logger))
         try:
             while not waiting.done():
-                if self.should_stop and holding(self.hosted):
+                if self.should_stop and (holding(self.hosted) or self.failing):
+                    why = "held for a store" if holding(self.hosted) else "that keeps failing"
                     log.warning(
-                        "stopping with a batch held for a store: not committed,"
-                        " read again by the next member of the group"
+                        "stopping with a batch %s: not committed,"
+                        " read again by the next member of the group",
+                        why,
                     )
                     return
                 await asyncio.wait({waiting}, timeout=HELD_CHECK_S)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -229,3 +230,36 @@ async def test_a_malformed_event_is_still_dead_lettered_once_and_acknowledged(
     assert driven.outputs == ["q1", "q2"]
     assert len(driven.letters) == 1
     assert '"stage":"decode"' in driven.letters[0].replace(" ", "")
+
+
+async def test_a_stop_gives_up_a_batch_that_keeps_failing_unacknowledged(
+    driven: Driven, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Faust waits at stop for the events in flight to be acknowledged: a batch that
+    # fails every run would keep a SIGTERM waiting until the worker was killed. The
+    # plain loop leaves such a batch at stop, uncommitted; so does the Faust app.
+    from tests.unit.streams.test_faust_stop import InFlight, stopping
+
+    failed = asyncio.Event()
+
+    async def flush(producer: Any) -> None:
+        failed.set()
+        raise KafkaTimeoutError("flush timed out")
+
+    monkeypatch.setattr(agents, "flush_now", flush)
+    await driven.send("q1")
+    running = asyncio.ensure_future(driven.next_batch())
+    try:
+        async with asyncio.timeout(5):
+            await failed.wait()
+        assert driven.app.failing == {"ragsift.scripted"}  # type: ignore[attr-defined]
+        consumer = InFlight()
+        stopping(driven.app)
+        async with asyncio.timeout(5):
+            await driven.app._consumer_wait_empty(consumer, logging.getLogger("test"))
+        assert not consumer.acked.is_set()
+    finally:
+        running.cancel()  # what stopping the agent's actor does
+        await asyncio.gather(running, return_exceptions=True)
+    await driven.stream.stop()
+    assert driven.acked == []
