@@ -16,11 +16,12 @@ import difflib
 import logging
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 
 from pydantic import AliasChoices
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
 from ragsift import settings
@@ -29,8 +30,10 @@ from ragsift.errors import shown_value
 __all__ = [
     "NOT_SETTINGS",
     "UNKNOWN_VARIABLES",
+    "SettingField",
     "UnknownVariable",
     "UnknownVariableCheck",
+    "setting_fields",
     "setting_variables",
     "unknown_variables",
 ]
@@ -83,21 +86,41 @@ SUGGESTION_CUTOFF = 0.75
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_]{1,80}")
 
 
-@cache
-def setting_variables() -> frozenset[str]:
-    """Every variable a setting reads (upper case): its own name and its aliases."""
-    names: set[str] = set()
+@dataclass(frozen=True)
+class SettingField:
+    """One setting: its model and field, and the variables that set it (upper case, its own
+    name first, then its aliases)."""
+
+    model: type[BaseSettings]
+    field: str
+    info: FieldInfo
+    variables: tuple[str, ...]
+
+
+def setting_fields() -> Iterator[SettingField]:
+    """Every setting of :mod:`ragsift.settings`, model by model, in declaration order.
+
+    A concern (``Settings.kafka``) is not one: ``from_env`` builds it from its own fields.
+    The check here, the docs' generator and the docs' tests all read settings this way.
+    """
     for model in vars(settings).values():
         if not (isinstance(model, type) and issubclass(model, BaseSettings)):
             continue
         prefix = str(model.model_config.get("env_prefix", ""))
         for field, info in model.model_fields.items():
             if isinstance(info.annotation, type) and issubclass(info.annotation, BaseSettings):
-                continue  # a concern (Settings.kafka): from_env builds it from its own fields
-            names.add(f"{prefix}{field}".upper())
-            if isinstance(info.validation_alias, AliasChoices):
-                names.update(str(choice).upper() for choice in info.validation_alias.choices)
-    return frozenset(names)
+                continue
+            alias = info.validation_alias
+            choices = alias.choices if isinstance(alias, AliasChoices) else []
+            others = [str(choice).upper() for choice in choices if isinstance(choice, str)]
+            variables = tuple(dict.fromkeys([f"{prefix}{field}".upper(), *others]))
+            yield SettingField(model, field, info, variables)
+
+
+@cache
+def setting_variables() -> frozenset[str]:
+    """Every variable a setting reads (upper case): its own name and its aliases."""
+    return frozenset(name for each in setting_fields() for name in each.variables)
 
 
 @dataclass(frozen=True)

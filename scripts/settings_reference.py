@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import annotated_types
-from pydantic import AliasChoices, SecretStr
+from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
 from ragsift import settings
-from ragsift.unknown_variables import NOT_SETTINGS
+from ragsift.unknown_variables import NOT_SETTINGS, SettingField, setting_fields
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "configuration.md"
@@ -149,6 +149,9 @@ def _cell(text: str) -> str:
 def render() -> str:
     """The page, as this script writes it."""
     comments = field_comments()
+    fields: dict[type, list[SettingField]] = {}
+    for each in setting_fields():
+        fields.setdefault(each.model, []).append(each)
     out = [HEADER]
     models = [
         m
@@ -162,15 +165,12 @@ def render() -> str:
         else:
             out += [f"## `{prefix}*`", "", (model.__doc__ or "").strip().splitlines()[0], ""]
         out += ["| variable | default | values | meaning |", "|---|---|---|---|"]
-        for field, info in model.model_fields.items():
-            if isinstance(info.annotation, type) and issubclass(info.annotation, BaseSettings):
-                continue
-            name = f"`{prefix}{field}`".upper()
-            alias = info.validation_alias
-            if isinstance(alias, AliasChoices):
-                others = [f"`{c}`" for c in alias.choices if str(c) != f"{prefix}{field}".upper()]
-                name += f" (alias {', '.join(others)})" if others else ""
-            meaning = info.description or comments.get((model.__name__, field), "")
+        for each in fields.get(model, []):
+            info, (own, *others) = each.info, each.variables
+            name = f"`{own}`" + (
+                f" (alias {', '.join(f'`{o}`' for o in others)})" if others else ""
+            )
+            meaning = info.description or comments.get((model.__name__, each.field), "")
             default = shown_default(info.get_default(call_default_factory=True))
             out.append(f"| {name} | {default} | {_cell(shown_values(info))} | {_cell(meaning)} |")
         out.append("")

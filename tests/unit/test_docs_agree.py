@@ -19,11 +19,9 @@ import re
 from pathlib import Path
 
 import typer
-from pydantic import AliasChoices
-from pydantic_settings import BaseSettings
 
-from ragsift import settings
 from ragsift.cli import app
+from ragsift.unknown_variables import setting_fields
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = re.compile(r"RAGSIFT_[A-Z0-9_]*[A-Z0-9](_\*)?")
@@ -40,20 +38,7 @@ SHELL_READ = re.compile(r"\$\{?(RAGSIFT_[A-Z0-9_]+)|^\s*export (RAGSIFT_[A-Z0-9_
 
 def setting_variables() -> list[set[str]]:
     """Each setting's variables: its own name and its aliases (any of them sets it)."""
-    found: list[set[str]] = []
-    for model in vars(settings).values():
-        if not (isinstance(model, type) and issubclass(model, BaseSettings)):
-            continue
-        prefix = str(model.model_config.get("env_prefix", ""))
-        for field, info in model.model_fields.items():
-            if isinstance(info.annotation, type) and issubclass(info.annotation, BaseSettings):
-                continue  # a concern (Settings.kafka): its fields are the variables
-            alias = info.validation_alias
-            choices = alias.choices if isinstance(alias, AliasChoices) else [alias]
-            names = {f"{prefix}{field}".upper()}
-            names.update(str(c).upper() for c in choices if isinstance(c, str))
-            found.append(names)
-    return found
+    return [set(each.variables) for each in setting_fields()]
 
 
 def setting_names() -> set[str]:

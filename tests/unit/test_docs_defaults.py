@@ -17,10 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import AliasChoices
-from pydantic_settings import BaseSettings
 
-from ragsift import settings
+from ragsift.unknown_variables import setting_fields
 from tests.unit.test_docs_agree import doc_pages
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,19 +36,9 @@ DESCRIBED = {"RAGSIFT_API_KEYS_FILE": "<data dir>/api-keys.json"}
 def setting_defaults() -> dict[str, Any]:
     """Every variable a setting reads (aliases too) -> the setting's default."""
     found: dict[str, Any] = {}
-    for model in vars(settings).values():
-        if not (isinstance(model, type) and issubclass(model, BaseSettings)):
-            continue
-        prefix = str(model.model_config.get("env_prefix", ""))
-        for field, info in model.model_fields.items():
-            if isinstance(info.annotation, type) and issubclass(info.annotation, BaseSettings):
-                continue
-            default = info.get_default(call_default_factory=True)
-            alias = info.validation_alias
-            names = [f"{prefix}{field}".upper()]
-            if isinstance(alias, AliasChoices):
-                names += [str(c).upper() for c in alias.choices]
-            found.update(dict.fromkeys(names, default))
+    for each in setting_fields():
+        default = each.info.get_default(call_default_factory=True)
+        found.update(dict.fromkeys(each.variables, default))
     return found
 
 
