@@ -242,6 +242,7 @@ def create_console_app(
     hub = hub or ConsoleHub(
         backlog=runtime.settings.runtime.console_backlog,
         max_tenants=runtime.settings.worker.metrics_max_tenants,
+        pinned_tenants=runtime.settings.worker.metrics_tenants,
         on_drop=dropped_messages_counter(runtime.metrics.registry).inc,
     )
     api = _ConsoleApi(runtime, auth)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -24,6 +24,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import BaseModel
 
+from ragsift.observability.labels import BoundedLabeler
 from ragsift.schemas import DeadLetter, Decision, EvidenceEvent, Report, RetrievalResult
 
 __all__ = [
@@ -46,7 +47,8 @@ STATIC_FILES = {
 }
 #: messages an open page may fall behind by before it misses some (each one is counted)
 CLIENT_QUEUE_SIZE = 256
-#: tenants counted apart; later ones share OTHER_TENANT, so hostile tenant ids cannot grow memory
+#: tenants counted apart besides the pinned; later ones share OTHER_TENANT, so hostile
+#: tenant ids cannot grow memory
 DEFAULT_MAX_TENANTS = 50
 #: No tenant id can be this (TENANT_PATTERN has no space or parenthesis): a tenant called
 #: "other" read the overflow tenants' counters when the bucket was named so.
@@ -118,7 +120,10 @@ class ConsoleHub:
 
     Args:
         backlog: messages replayed to a page that connects, ``>= 1``.
-        max_tenants: tenants with their own counters; later ones share :data:`OTHER_TENANT`.
+        max_tenants: tenants with their own counters besides ``pinned_tenants``, the first
+            seen; later ones share :data:`OTHER_TENANT`.
+        pinned_tenants: tenants that always have their own counters, outside the bound
+            (``RAGSIFT_WORKER_METRICS_TENANTS``, as for the metrics).
         on_drop: called once per message a slow page did not get (count it).
     """
 
@@ -127,13 +132,17 @@ class ConsoleHub:
         *,
         backlog: int,
         max_tenants: int = DEFAULT_MAX_TENANTS,
+        pinned_tenants: Iterable[str] = (),
         on_drop: Callable[[], None] | None = None,
     ):
         if backlog < 1:
             raise ValueError(f"backlog must be >= 1, got {backlog}")
         self._backlog: deque[Message] = deque(maxlen=backlog)
         self._counts: dict[str, _Counts] = {}
-        self._max_tenants = max_tenants
+        # the metrics' bound, so slots are taken (and pins kept) as for the tenant label
+        self._tenant = BoundedLabeler(max_tenants, pinned=pinned_tenants)
+        if OTHER_TENANT in self._tenant.pinned:
+            raise ValueError(f"{OTHER_TENANT!r} cannot be pinned: it is the shared bucket")
         self._clients: set[_Client] = set()
         self.on_drop = on_drop
 
@@ -200,9 +209,10 @@ class ConsoleHub:
         tenant = message["tenant_id"]
         if tenant is None or message["kind"] not in ("result", "report"):
             return
-        if tenant not in self._counts and len(self._counts) >= self._max_tenants:
-            tenant = OTHER_TENANT
-        counts = self._counts.setdefault(tenant, _Counts())
+        label = self._tenant(tenant)
+        counts = self._counts.setdefault(
+            OTHER_TENANT if label == BoundedLabeler.OTHER else label, _Counts()
+        )
         data = message["data"]
         if message["kind"] == "result":
             counts.queries += 1

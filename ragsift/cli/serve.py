@@ -220,4 +220,5 @@ def _console_hub(settings: Settings) -> Any:
     return ConsoleHub(
         backlog=settings.runtime.console_backlog,
         max_tenants=settings.worker.metrics_max_tenants,
+        pinned_tenants=settings.worker.metrics_tenants,
     )

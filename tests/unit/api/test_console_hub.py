@@ -272,3 +272,25 @@ def test_a_page_gets_counters_only_when_a_tenant_it_sees_asks() -> None:
     assert drain(page.queue) == []
     hub.accept("retrievals", build_result("q2", "t0"))
     assert [m["kind"] for m in drain(page.queue)] == ["result", "counters"]
+
+
+def test_pinned_tenants_keep_their_own_counters_outside_the_bound() -> None:
+    # RAGSIFT_WORKER_METRICS_TENANTS pinned a tenant's metric series, but the console
+    # gave its counters to the first tenants seen: a burst of made-up ids folded the
+    # pinned tenant into (other tenants), and its own page showed it no counters at all.
+    hub = ConsoleHub(backlog=5, max_tenants=2, pinned_tenants=("acme",))
+    for i in range(10):
+        hub.accept("retrievals", build_result(f"q{i}", f"t{i}"))
+    page, _ = hub.open(frozenset({"acme"}))
+    hub.accept("retrievals", build_result("a1", "acme"))
+    counters = hub.counters(None)
+    assert set(counters) == {"t0", "t1", "acme", OTHER_TENANT}  # the pin took no slot
+    assert counters["acme"]["queries"] == 1
+    assert counters[OTHER_TENANT]["queries"] == 8
+    got = [m["data"] for m in drain(page.queue) if m["kind"] == "counters"]
+    assert got == [{"acme": counters["acme"]}]
+
+
+def test_the_overflow_bucket_cannot_be_pinned() -> None:
+    with pytest.raises(ValueError, match=r"\(other tenants\)"):
+        ConsoleHub(backlog=5, pinned_tenants=(OTHER_TENANT,))

@@ -13,11 +13,15 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from ragsift.api.auth import Authenticator, KeyStore
+from ragsift.api.console import OTHER_TENANT
+from ragsift.cli.serve import _console_hub
 from ragsift.console_server import create_console_app
 from ragsift.embedded import EmbeddedRuntime
 from ragsift.ingest.sample import sample_documents
-from ragsift.settings import EmbedderSettings, Settings
+from ragsift.settings import EmbedderSettings, Settings, WorkerSettings
 from ragsift.wiring import CALIBRATIONS_DIR, MIX_STATE_FILE
+from tests.factories import embedded_settings
+from tests.unit.api.conftest import build_result
 
 IN_SCOPE = "How many days do I have to return the thermostat?"
 OUT_OF_SCOPE = "Who won the football world cup in 2014?"
@@ -435,3 +439,39 @@ async def test_closing_the_console_waits_for_answers_past_their_504(
         status, _ = await ask(client, IN_SCOPE, query_id="kept", timeout_s=1)
         assert status == 504
     assert runtime.find_answer("kept", "acme") is not None
+
+
+async def test_the_console_pins_the_tenants_the_metrics_pin(tmp_path: Path) -> None:
+    """`ragsift console` bounded its counters by RAGSIFT_WORKER_METRICS_MAX_TENANTS but
+    ignored RAGSIFT_WORKER_METRICS_TENANTS: with every slot taken, a pinned tenant's
+    counters went to (other tenants), which its own page never reads."""
+    worker = WorkerSettings(metrics_max_tenants=0, metrics_tenants=("acme",))
+    settings = embedded_settings(tmp_path).model_copy(update={"worker": worker})
+    async with EmbeddedRuntime(settings) as runtime:
+        await runtime.ingest("acme", sample_documents())
+        await runtime.ingest("beta", sample_documents())
+        auth = Authenticator(None, None, insecure=True)
+        async with TestClient(TestServer(create_console_app(runtime, auth=auth))) as client:
+            for tenant in ("beta", "acme"):
+                resp = await client.post("/v1/query", json={"query": IN_SCOPE, "tenant_id": tenant})
+                assert resp.status == 200
+            events = await client.get("/console/events")  # the backlog, then the counters
+            message: dict[str, Any] = {}
+            async with asyncio.timeout(10):
+                while message.get("kind") != "counters":
+                    line = (await events.content.readline()).decode()
+                    if line.startswith("data: "):
+                        message = json.loads(line[6:])
+            events.close()
+    counters = message["data"]
+    assert set(counters) == {"acme", OTHER_TENANT}
+    assert counters["acme"]["queries"] == 1
+
+
+def test_the_apis_console_pins_the_tenants_the_metrics_pin() -> None:
+    """`ragsift api` builds its console hub from the same settings."""
+    worker = WorkerSettings(metrics_max_tenants=0, metrics_tenants=("acme",))
+    hub = _console_hub(Settings(worker=worker))
+    hub.accept("retrievals", build_result("b1", "beta"))
+    hub.accept("retrievals", build_result("a1", "acme"))
+    assert set(hub.counters(None)) == {"acme", OTHER_TENANT}
