@@ -8,8 +8,9 @@ Three things, each kept only while it can still change what a later label does:
 * **postponed**: the digest of labels no re-fit could be made of (e.g. every one
   "relevant"), so replays of them are not fit again. Stale once the labels changed
   into a re-fit that was put or withheld.
-* **withheld**: why the scope's last re-fit was withheld (ADR 031), for
-  ``ragsift feedback`` to say. Gone once a re-fit is put in force.
+* **withheld**: why the scope's last attempt at a re-fit was withheld (ADR 031), for
+  ``ragsift feedback`` to say. Gone once a re-fit is put in force, or a later attempt
+  is postponed: the reason (its counts) is of labels the scope no longer has.
 
 A scope with none of them holds no entry. Tenant ids come from feedback events, so
 at most :data:`MAX_SCOPES` scopes are held, the least recently touched dropped first
@@ -80,7 +81,7 @@ class RefitStates:
         return None if state is None else state.postponed
 
     def withheld(self, scope: CalibrationScope) -> str | None:
-        """Why the last re-fit of ``scope`` was withheld, if it was (ADR 031)."""
+        """Why the last attempt at a re-fit of ``scope`` was withheld, if it was (ADR 031)."""
         state = self._scopes.get(scope)
         return None if state is None else state.withheld
 
@@ -98,8 +99,9 @@ class RefitStates:
                     del self._scopes[scope]
 
     def postpone(self, scope: CalibrationScope, digest: str) -> None:
-        """No re-fit can be made of the labels ``digest`` names; not due."""
-        self._update(scope, due=False, postponed=digest)
+        """No re-fit can be made of the labels ``digest`` names; not due, and an earlier
+        attempt's withheld reason, of other labels, is stale."""
+        self._update(scope, due=False, postponed=digest, withheld=None)
 
     def withhold(self, scope: CalibrationScope, why: str) -> None:
         """A re-fit of changed labels was made and withheld; not due, nothing postponed."""

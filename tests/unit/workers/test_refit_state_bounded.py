@@ -21,6 +21,7 @@ from ragsift.confidence.registry import (
 )
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.feedback_store import SqliteFeedbackStore
+from ragsift.schemas import RetrievalResult
 from ragsift.settings import FeedbackSettings
 from ragsift.workers.calibration import FeedbackLoop
 from ragsift.workers.refit_state import RefitStates
@@ -39,12 +40,20 @@ FLOOD = 10
 TOTAL = "ragsift_calibration_refits_total"
 
 
-def _loop(tmp_path: Path, *, min_labels: int = 200) -> FeedbackLoop:
-    clock = Clock()
+def _loop(
+    tmp_path: Path,
+    *,
+    min_labels: int = 200,
+    refit_interval_s: float = 0,
+    clock: Clock | None = None,
+) -> FeedbackLoop:
+    clock = clock or Clock()
     registry = CalibrationRegistry(
         base_artifact(), DirectoryCalibrationStore(tmp_path / "calibrations"), refresh_s=0
     )
-    settings = FeedbackSettings(min_labels=min_labels, refit_interval_s=0, join_ttl_s=3600)
+    settings = FeedbackSettings(
+        min_labels=min_labels, refit_interval_s=refit_interval_s, join_ttl_s=3600
+    )
     store = SqliteFeedbackStore(tmp_path / "feedback.sqlite", clock=clock)
     return FeedbackLoop(store, registry, settings, Metrics(), clock=clock)
 
@@ -120,9 +129,7 @@ def test_a_withheld_scope_keeps_only_its_reason(tmp_path: Path) -> None:
     withheld (ADR 031, the set of test_calibration_worker's withheld test): the reason
     is kept for ``ragsift feedback``, the stale postponed digest is not."""
     loop = _loop(tmp_path)
-    rng = random.Random(7)
-    labelled = [(result(f"a{i}", 0.85), i != 0) for i in range(20)]
-    labelled += [(result(f"r{i}", rng.uniform(0.3, 0.55)), i % 10 == 0) for i in range(180)]
+    labelled = _withheld_labels()
     loop.remember([r for r, _ in labelled])
     for r, _ in labelled:  # every one not relevant: fewer to change (37) than relevant
         assert loop.apply(feedback(r.query_id, False)) is None
@@ -133,6 +140,46 @@ def test_a_withheld_scope_keeps_only_its_reason(tmp_path: Path) -> None:
     assert "wrong 1 of 20 times" in (loop.refits.withheld(SCOPE) or "")
     assert loop.refits.postponed(SCOPE) is None
     assert not loop.refits.is_due(SCOPE)
+
+
+def _withheld_labels() -> list[tuple[RetrievalResult, bool]]:
+    """200 labels whose re-fit is withheld (ADR 031): 20 answers, 1 of them wrong."""
+    rng = random.Random(7)
+    labelled = [(result(f"a{i}", 0.85), i != 0) for i in range(20)]
+    labelled += [(result(f"r{i}", rng.uniform(0.3, 0.55)), i % 10 == 0) for i in range(180)]
+    return labelled
+
+
+def test_a_postponed_attempt_drops_the_reason_an_earlier_one_was_withheld(
+    tmp_path: Path,
+) -> None:
+    """Withheld, then the labels changed (inside the re-fit interval, so nothing was
+    fitted) into ones no re-fit can be made of (every one not relevant), tried once the
+    interval passed: postponed. The earlier reason stayed, describing labels the scope
+    no longer has (its counts, "wrong 1 of 20 times"), for whatever reads it."""
+    clock = Clock()
+    loop = _loop(tmp_path, refit_interval_s=600, clock=clock)
+    labelled = _withheld_labels()
+    loop.remember([r for r, _ in labelled])
+    for r, y in labelled:
+        assert loop.apply(feedback(r.query_id, y)) is None
+    assert "wrong 1 of 20 times" in (loop.refits.withheld(SCOPE) or "")
+    for r, _ in labelled:  # inside the interval: marked due, not fitted
+        assert loop.apply(feedback(r.query_id, False, n=1)) is None
+    assert loop.refits.is_due(SCOPE)
+    clock.now += 600
+    assert loop.apply(feedback(labelled[0][0].query_id, False, n=2)) is None  # a replay
+    assert loop.metrics.registry.get_sample_value(TOTAL, {"outcome": "postponed"}) == 1
+    assert loop.refits.postponed(SCOPE) is not None
+    assert loop.refits.withheld(SCOPE) is None
+
+
+def test_postponing_clears_a_withheld_reason_in_the_state_itself() -> None:
+    states = RefitStates()
+    states.withhold(SCOPE, "too few answers")
+    states.postpone(SCOPE, "digest")
+    assert states.withheld(SCOPE) is None
+    assert states.postponed(SCOPE) == "digest"
 
 
 def test_a_bound_below_one_is_refused() -> None:
