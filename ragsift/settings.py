@@ -596,9 +596,10 @@ class WorkerSettings(BaseSettings):
     #: collections with their own metric series besides metrics_collections (the first
     #: seen); later ones share "(other)"
     metrics_max_collections: int = Field(default=50, ge=0, le=10_000)
-    #: tenants that always get their own metric series, comma-separated, beside (not
-    #: counted in) metrics_max_tenants: slots go to the first ids seen, for good, so
-    #: made-up ids or test tenants at start-up could otherwise fold these into "(other)"
+    #: tenants that always get their own metric series (and their own counters on the
+    #: web console), comma-separated, beside (not counted in) metrics_max_tenants: slots
+    #: go to the first ids seen, for good, so made-up ids or test tenants at start-up
+    #: could otherwise fold these into "(other)"
     metrics_tenants: CommaSeparated = Field(default=(), max_length=10_000)
     #: collections that always get their own metric series, comma-separated, beside
     #: (not counted in) metrics_max_collections
