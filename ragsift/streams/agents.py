@@ -136,6 +136,28 @@ async def flush_now(producer: Any) -> None:
     await flush_for_commit()
 
 
+async def _end_worker(app: faust.App, name: str, exc: BaseException) -> None:
+    """Crash the app, so the worker exits non-zero and is restarted, its batch read again.
+
+    An agent leaves its loop with a batch in hand, unacknowledged, only by a bug (what one
+    event does, and a batch that fails as a whole, stay inside it). Faust restarts such an
+    agent on an ``Exception``, behind the batch generator the crash keeps open, so it read
+    nothing more; on a ``BaseException`` that is not one (``SystemExit`` and
+    ``KeyboardInterrupt`` stop the event loop, and the worker, by themselves), it left the
+    agent dead: either way the worker stayed up, not ready, its partitions held and
+    unread, until it was restarted by hand. A restarted worker reads the batch again (it
+    was never committed), as the next member of the group does.
+    """
+    log.critical(
+        "%s: left its loop (%s: %.500s); stopping the worker: its batch is not committed,"
+        " read again once the worker is restarted",
+        name,
+        type(exc).__name__,
+        exc,
+    )
+    await app.crash(exc)
+
+
 def attach_handler(
     app: faust.App,
     handler: Handler[Any],
@@ -260,6 +282,11 @@ def attach_handler(
                             key = (message.topic, message.partition)
                             handled[key] = max(handled.get(key, 0), message.offset + 1)
                 yield None
+        except (asyncio.CancelledError, GeneratorExit):
+            raise  # a stop (Faust's to judge: it restarts an actor cancelled otherwise)
+        except BaseException as exc:
+            await _end_worker(app, name, exc)
+            raise
         finally:
             if health is not None:
                 health.set_running(name, False)

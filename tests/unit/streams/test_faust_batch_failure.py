@@ -43,6 +43,7 @@ class Driven:
     sent: list[str] = field(default_factory=list)  # keys of outputs sent, not yet flushed
     outputs: list[str] = field(default_factory=list)  # keys of the outputs the broker took
     letters: list[str] = field(default_factory=list)  # topics and offsets of dead letters
+    crashes: list[BaseException] = field(default_factory=list)  # what crashed the app
     agent: Any = None
     offset: int = 0
     flushes: int = 0
@@ -105,7 +106,11 @@ async def driven(
     async def producer() -> Producer:
         return Producer()
 
+    async def crash(reason: BaseException) -> None:
+        got.crashes.append(reason)
+
     monkeypatch.setattr(stream, "ack", ack)
+    monkeypatch.setattr(app, "crash", crash)
     monkeypatch.setattr(app, "maybe_start_producer", producer)
     failing_flush(got, monkeypatch, times=0)
     got.agent = app.agents["ragsift.scripted"].fun(stream)
@@ -163,6 +168,58 @@ async def test_a_batch_left_by_an_agent_that_failed_is_not_acknowledged(
         await asyncio.sleep(0)
     await driven.stream.stop()  # closes what is left
     assert driven.acked == []
+
+
+class NotAnException(BaseException):
+    """What Faust neither restarts an agent on nor lets stop the event loop."""
+
+
+class BrokenHandled(dict[Any, Any]):
+    """A ``handled`` map that raises: a bug in the agent outside its batch's retry."""
+
+    def get(self, *_: Any) -> Any:
+        raise RuntimeError("bug in the agent")
+
+
+@pytest.mark.parametrize("error", [NotAnException("odd"), SystemExit(3)])
+async def test_an_agent_leaving_its_loop_by_a_base_exception_ends_the_worker(
+    driven: Driven, monkeypatch: pytest.MonkeyPatch, error: BaseException
+) -> None:
+    # Before, NotAnException left the agent dead (Faust restarts none) and the worker up,
+    # not ready, its partitions held and never read again. Crashing the app makes the
+    # worker exit non-zero; the orchestrator restarts it and it reads the batch again.
+    async def broken(producer: Any) -> None:
+        raise error
+
+    monkeypatch.setattr(agents, "flush_now", broken)
+    await driven.send("q1")
+    with pytest.raises(type(error)):
+        await driven.next_batch()
+    assert driven.crashes == [error]
+    assert driven.health.not_running() == ["ragsift.scripted"]
+    assert driven.acked == []
+
+
+async def test_an_agent_leaving_its_loop_by_a_bug_ends_the_worker(driven: Driven) -> None:
+    # Faust restarted the agent on an Exception, behind the batch generator the crash
+    # kept open: it read nothing more.
+    driven.app.handled = BrokenHandled()  # type: ignore[attr-defined]
+    await driven.send("q1")
+    with pytest.raises(RuntimeError, match="bug in the agent"):
+        await driven.next_batch()
+    assert [repr(e) for e in driven.crashes] == [repr(RuntimeError("bug in the agent"))]
+    assert driven.acked == []
+
+
+async def test_an_agent_cancelled_does_not_end_the_worker(driven: Driven) -> None:
+    # A stop cancels the agent's actor: that is not a crash.
+    await driven.send("q1")
+    running = asyncio.ensure_future(driven.next_batch())
+    await asyncio.sleep(0)
+    await driven.send("q2")
+    running.cancel()
+    await asyncio.gather(running, return_exceptions=True)
+    assert driven.crashes == []
 
 
 class SettleFails(ScriptedHandler):
