@@ -141,12 +141,18 @@ async def _end_worker(app: faust.App, name: str, exc: BaseException) -> None:
 
     An agent leaves its loop with a batch in hand, unacknowledged, only by a bug (what one
     event does, and a batch that fails as a whole, stay inside it). Faust restarts such an
-    agent on an ``Exception``, behind the batch generator the crash keeps open, so it read
-    nothing more; on a ``BaseException`` that is not one (``SystemExit`` and
-    ``KeyboardInterrupt`` stop the event loop, and the worker, by themselves), it left the
-    agent dead: either way the worker stayed up, not ready, its partitions held and
-    unread, until it was restarted by hand. A restarted worker reads the batch again (it
-    was never committed), as the next member of the group does.
+    agent on an ``Exception`` or a cancellation that is not its stop, behind the batch
+    generator the crash keeps open, so it read nothing more; on a ``BaseException`` that is
+    not one (``SystemExit`` and ``KeyboardInterrupt`` stop the event loop, and the worker,
+    by themselves), it left the agent dead: either way the worker stayed up, not ready,
+    its partitions held and unread, until it was restarted by hand. A restarted worker
+    reads the batch again (it was never committed), as the next member of the group does.
+
+    Had that generator been closed while a restarted agent ran, the agent would have
+    acknowledged the events after the batch, and Faust 0.15.3 commits past an
+    unacknowledged batch of one event at the head of a partition, or past any batch when
+    nothing was committed yet (docs/reliability.md, "Faust's commit past an
+    unacknowledged head"): ending the worker keeps ragsift out of that state for good.
     """
     log.critical(
         "%s: left its loop (%s: %.500s); stopping the worker: its batch is not committed,"
@@ -282,8 +288,14 @@ def attach_handler(
                             key = (message.topic, message.partition)
                             handled[key] = max(handled.get(key, 0), message.offset + 1)
                 yield None
-        except (asyncio.CancelledError, GeneratorExit):
-            raise  # a stop (Faust's to judge: it restarts an actor cancelled otherwise)
+        except GeneratorExit:
+            raise  # the generator closed: a stop
+        except asyncio.CancelledError as exc:
+            agent = app.agents.get(name)
+            if not (app.should_stop or agent is None or agent.should_stop):
+                # Not a stop: Faust would restart the agent, as on an Exception.
+                await _end_worker(app, name, exc)
+            raise
         except BaseException as exc:
             await _end_worker(app, name, exc)
             raise

@@ -211,15 +211,32 @@ async def test_an_agent_leaving_its_loop_by_a_bug_ends_the_worker(driven: Driven
     assert driven.acked == []
 
 
-async def test_an_agent_cancelled_does_not_end_the_worker(driven: Driven) -> None:
-    # A stop cancels the agent's actor: that is not a crash.
+async def test_an_agent_cancelled_at_stop_does_not_end_the_worker(driven: Driven) -> None:
+    from tests.unit.streams.test_faust_stop import stopping
+
     await driven.send("q1")
-    running = asyncio.ensure_future(driven.next_batch())
+    await driven.next_batch()
+    running = asyncio.ensure_future(driven.next_batch())  # waits for a next batch
     await asyncio.sleep(0)
-    await driven.send("q2")
-    running.cancel()
+    stopping(driven.app)
+    running.cancel()  # what stopping the agent's actor does
     await asyncio.gather(running, return_exceptions=True)
     assert driven.crashes == []
+
+
+async def test_an_agent_cancelled_other_than_at_stop_ends_the_worker(
+    driven: Driven, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Faust restarts such an agent ("Restarting on rebalance") behind the open batch.
+    async def cancelled(producer: Any) -> None:
+        raise asyncio.CancelledError()  # a cancellation leaking out of the flush
+
+    monkeypatch.setattr(agents, "flush_now", cancelled)
+    await driven.send("q1")
+    with pytest.raises(asyncio.CancelledError):
+        await driven.next_batch()
+    assert [type(e) for e in driven.crashes] == [asyncio.CancelledError]
+    assert driven.acked == []
 
 
 class SettleFails(ScriptedHandler):
