@@ -82,6 +82,8 @@ class Sender(Protocol):
         ...
 
 
+#: The topic a dead letter names for a message read from no Kafka topic.
+NO_TOPIC = "(none)"
 #: Characters of a mismatched record key a dead letter's reason shows.
 SHOWN_KEY_CHARS = 200
 
@@ -248,20 +250,27 @@ class BatchRouter:
         query_id = getattr(event, "query_id", None)
         if isinstance(exc, RagsiftError) and exc.query_id:
             query_id = exc.query_id
-        letter = DeadLetter.build(
-            original=message.value or b"",
-            stage=stage,
-            error_type=type(exc).__name__,
-            error=str(exc),
-            worker=name,
-            topic=message.topic,
-            partition=message.partition,
-            offset=message.offset,
-            key=message.key,
-            query_id=query_id,
-            tenant_id=getattr(event, "tenant_id", None),
-            max_original_bytes=self.max_original_bytes,
-        )
+        try:
+            letter = DeadLetter.build(
+                original=message.value or b"",
+                stage=stage,
+                error_type=type(exc).__name__,
+                error=str(exc),
+                worker=name,
+                # A message of a channel that is not a Kafka topic (Faust's in-memory
+                # channels) has none: the letter failed to build and escaped process().
+                topic=message.topic or NO_TOPIC,
+                partition=message.partition,
+                offset=message.offset,
+                key=message.key,
+                query_id=query_id,
+                tenant_id=getattr(event, "tenant_id", None),
+                max_original_bytes=self.max_original_bytes,
+            )
+        except (ValueError, TypeError) as build_error:  # ValidationError is a ValueError
+            self.metrics.dead_letters_dropped.labels(name).inc()
+            log.error("dropped a dead letter that could not be built: %.500s", build_error)
+            return
         self.metrics.dead_letters.labels(name, stage).inc()
         # One letter for a span the Kafka client could not read, whose every record is
         # an event not processed: counted one, whatever the span. Offsets are records

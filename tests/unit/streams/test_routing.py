@@ -210,3 +210,32 @@ async def test_a_handler_whose_work_grows_gets_the_deadline_it_asks_for_each_cal
     [letter] = sender.dead_letters()
     assert (letter.query_id, letter.stage) == ("stuck", "deadline")
     assert handler.asked == [(2, DEADLINE_S), (1, DEADLINE_S), (1, DEADLINE_S)]
+
+
+async def test_a_message_read_from_no_kafka_topic_is_dead_lettered_not_raised() -> None:
+    # Before: DeadLetter.build refused topic None (a Faust channel's message) with a
+    # ValidationError that escaped process(), and the batch failed as a whole.
+    sender, metrics = RecordingSender(), Metrics()
+    batch = [
+        Received(b"{not json", None, None, None, None),  # type: ignore[arg-type]
+        Received(raw("ok"), None, None, None, None),  # type: ignore[arg-type]
+    ]
+    await router(sender, metrics).process(batch)
+    letters = sender.dead_letters()
+    assert [(d.topic, d.stage) for d in letters] == [("(none)", "decode")]
+    assert sender.output_ids() == ["ok"]
+
+
+async def test_a_dead_letter_that_cannot_be_built_is_dropped_and_counted() -> None:
+    sender, metrics = RecordingSender(), Metrics()
+    hostile = Received(b"{not json", None, TOPIC, 0, 0)
+    bad = _BadTenant()  # not a model: what a buggy handler could hand back
+    await router(sender, metrics).dead_letter(hostile, ValueError("x"), bad)  # type: ignore[arg-type]
+    assert sender.dead_letters() == []
+    assert sample(metrics, "ragsift_dead_letters_dropped_total", worker="scripted") == 1
+
+
+class _BadTenant:
+    """A decoded event whose tenant is not text: the letter cannot be built."""
+
+    tenant_id = 42
