@@ -590,6 +590,11 @@ class WorkerSettings(BaseSettings):
     #: exactly_once). One consumer group is driven by one runtime at a time
     #: (docs/adr/018-the-plain-loop-runtime.md).
     runtime: Literal["plain", "faust"] = "plain"
+    #: unexpected failures in a row of a batch that fails as a whole (a bug in a
+    #: handler's batch step, an event that crashes it) before it runs event by event:
+    #: an event that fails alone is dead-lettered (stage poison), the rest go on. A
+    #: store or the broker down never counts (docs/reliability.md)
+    poison_after_failures: int = Field(default=3, ge=1, le=1000)
     #: tenants with their own metric series besides metrics_tenants (the first seen);
     #: later ones share "(other)", so hostile input cannot grow /metrics without bound
     metrics_max_tenants: int = Field(default=50, ge=0, le=10_000)

@@ -251,6 +251,15 @@ class Metrics:
             ["worker", "reason"],
             registry=r,
         )
+        # A batch that failed as a whole RAGSIFT_WORKER_POISON_AFTER_FAILURES times in a
+        # row, run event by event (ragsift.streams.poison): outcome "dead_lettered" (some
+        # failed alone), "none" (none did) or "held" (all did: not one event's fault).
+        self.poison_isolations = Counter(
+            "ragsift_poison_isolations_total",
+            "Batches that kept failing as a whole, run event by event, by outcome.",
+            ["outcome"],
+            registry=r,
+        )
         # Reports answered extractively because the LLM failed: reason is
         # "unavailable" (errors after retries) or "deadline" (total deadline passed).
         # Counted by the report handler with ragsift_reports_total, when the report is

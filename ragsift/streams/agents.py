@@ -10,8 +10,10 @@ when the next batch is requested, and the producer is flushed before that, so
 a crash re-delivers the batch instead of losing it (at-least-once; output ids
 are deterministic, so the replay is harmless). A batch that fails as a whole
 anyway (the flush raises, a bug outside event handling) runs again in the
-agent, never acknowledged meanwhile, as the plain loop runs it again. Outputs go straight to the
-app's producer without waiting for each delivery: the flush waits for all.
+agent, never acknowledged meanwhile, as the plain loop runs it again, and after a
+few unexpected failures in a row event by event (:mod:`ragsift.streams.poison`).
+Outputs go straight to the app's producer without waiting for each delivery: the
+flush waits for all.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ from ragsift.observability.metrics import Metrics
 from ragsift.schemas.deadletter import DEFAULT_MAX_ORIGINAL_BYTES
 from ragsift.streams.app import PagesOnlyApp, declare_topic
 from ragsift.streams.loop import RETRY_INITIAL_S, RETRY_MAX_S
+from ragsift.streams.poison import (
+    DEFAULT_POISON_AFTER_FAILURES,
+    PoisonGuard,
+    TransientError,
+    isolate_batch,
+)
 from ragsift.streams.routing import BatchRouter, Received, agent_name
 from ragsift.streams.topics import TOPICS
 from ragsift.workers.base import Handler
@@ -175,6 +183,7 @@ def attach_handler(
     deadline_s: float,
     max_original_bytes: int = DEFAULT_MAX_ORIGINAL_BYTES,
     health: AgentHealth | None = None,
+    poison_after: int = DEFAULT_POISON_AFTER_FAILURES,
 ) -> BatchRouter:
     """Register an agent on ``app`` that drives ``handler`` over its source topic; its
     router (which dead-letters what the consumer could not read, too)."""
@@ -191,6 +200,7 @@ def attach_handler(
     name = agent_name(handler)
     if health is not None:
         health.expect(name)
+    poison = PoisonGuard(poison_after)  # a batch that keeps failing runs event by event
     # A stop gives up a batch its handler holds for a store, or one that keeps failing.
     failing: set[str] = set()
     if isinstance(app, PagesOnlyApp):
@@ -210,6 +220,13 @@ def attach_handler(
             await flush_now(app.producer)
         return await sender.undelivered()
 
+    async def _flush_one() -> None:
+        """After one event of a batch run event by event: its outputs are all on the broker."""
+        await flush_now(app.producer)
+        failed = await sender.undelivered()
+        if failed:
+            raise TransientError(f"{len(failed)} outputs not delivered: {failed[0]}")
+
     async def _run_until_done(received: list[Received], batch_full: bool) -> None:
         """Run the batch until its outputs are all on the broker; only then may its
         offsets be committed (output ids are deterministic, so a run again is harmless).
@@ -228,8 +245,13 @@ def attach_handler(
         try:
             while True:
                 try:
-                    failed = await _run_once(received, batch_full)
+                    if poison.isolating:  # failed again and again: event by event
+                        await isolate_batch(router, received, _flush_one)
+                        failed = []
+                    else:
+                        failed = await _run_once(received, batch_full)
                 except Exception as exc:  # the batch outlives any one failure
+                    poison.failed(exc)
                     sender.deliveries.clear()  # the run again sends every output anew
                     failing.add(name)  # a stop gives it up meanwhile (PagesOnlyApp)
                     if health is not None:
@@ -248,6 +270,7 @@ def attach_handler(
                         health.set_running(name, True)
                     continue
                 if not failed:
+                    poison.succeeded()
                     return
                 log.warning(
                     "%s: %d outputs of a batch of %d not delivered (%s); it runs again",

@@ -71,6 +71,7 @@ LETTER_STAGES: Final = (
     "generate",
     "handler",
     "integration",
+    "poison",
     "rerank",
     "search",
     "service",

@@ -31,8 +31,10 @@ A rebalance waits for the batch in flight: the revocation callback takes the
 same lock as a batch, so it commits what is done, never a position the
 consumer has fetched past. A batch that fails as a whole (the producer's flush
 raising, a bug) is not counted done: its partitions are sought back to the
-batch's first offsets and it runs again. Output ids are deterministic, so the
-replays this allows are harmless downstream.
+batch's first offsets and it runs again; after a few unexpected failures in a row
+it runs event by event, and the event that fails alone is dead-lettered
+(:mod:`ragsift.streams.poison`). Output ids are deterministic, so the replays this
+allows are harmless downstream.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 
+from ragsift.streams.poison import DEFAULT_POISON_AFTER_FAILURES, PoisonGuard, isolate_batch
 from ragsift.streams.routing import BatchRouter, Received, agent_name
 from ragsift.streams.unreadable import UnreadableRecordsError, readable_from
 from ragsift.workers.held import HELD_CHECK_S, holding
@@ -107,6 +110,7 @@ class BatchLoop:
         within_s: float,
         commit_interval_s: float = COMMIT_INTERVAL_S,
         follows: Mapping[str, str] | None = None,
+        poison_after: int = DEFAULT_POISON_AFTER_FAILURES,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -129,6 +133,7 @@ class BatchLoop:
         self._committed: dict[TopicPartition, int] = {}
         self.follows = {f: lead for f, lead in (follows or {}).items() if {f, lead} <= set(routers)}
         self._held_since: float | None = None
+        self._poison = PoisonGuard(poison_after)  # a batch that keeps failing: isolate
 
     @property
     def names(self) -> list[str]:
@@ -158,11 +163,13 @@ class BatchLoop:
                     if records:
                         async with self._lock:
                             await self._process_until_stopped_while_held(records, stop)
+                        self._poison.succeeded()
                     pause = RETRY_INITIAL_S
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # the loop outlives any one failure
                     self.running = False
+                    self._poison.failed(exc)
                     log.error(
                         "batch failed, retrying in %.1f s: %s: %.500s",
                         pause,
@@ -294,15 +301,16 @@ class BatchLoop:
         for r in records:
             received = Received(r.value, r.key, r.topic, r.partition, r.offset)
             by_topic.setdefault(r.topic, []).append(received)
+        pairs = [
+            (r, batch) for topic, batch in by_topic.items() for r in self.routers.get(topic, ())
+        ]
         try:
-            await asyncio.gather(
-                *(
-                    router.process(batch)
-                    for topic, batch in by_topic.items()
-                    for router in self.routers.get(topic, ())
-                )
-            )
-            await self.flush(partial=len(records) < self.batch_size)
+            if self._poison.isolating:  # failed again and again: event by event (poison)
+                for router, batch in pairs:
+                    await isolate_batch(router, batch, lambda: self.flush(partial=True))
+            else:
+                await asyncio.gather(*(router.process(batch) for router, batch in pairs))
+                await self.flush(partial=len(records) < self.batch_size)
         except BaseException:
             self._rewind(records)
             raise

@@ -180,6 +180,7 @@ class PlainWorker:
             batch_size=limits.batch_size,
             within_s=limits.batch_timeout_s,
             follows=follows,
+            poison_after=self.settings.worker.poison_after_failures,
         )
         self.loop.subscribe()
         return producer

@@ -90,6 +90,7 @@ def faust_worker(
                 deadline_s=settings.limits.handler_deadline_s,
                 max_original_bytes=settings.limits.deadletter_max_original_bytes,
                 health=health,
+                poison_after=settings.worker.poison_after_failures,
             )
         )
     _dead_letter_unreadable(app, routers)
