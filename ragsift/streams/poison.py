@@ -176,6 +176,9 @@ async def isolate_batch(
         await router.process([message])
         await flush()
 
+    async def dead_letter(message: Received, exc: Exception) -> None:
+        await router.dead_letter(message, exc, router.decoded(message))  # names its query
+
     await isolate(
-        batch, run_one, router.dead_letter, what=agent_name(router.handler), metrics=router.metrics
+        batch, run_one, dead_letter, what=agent_name(router.handler), metrics=router.metrics
     )

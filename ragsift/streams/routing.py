@@ -240,6 +240,15 @@ class BatchRouter:
             value = self._codecs[emit.topic].encode(emit.event)
             await self.sender.send(emit.topic, emit.key.encode(), value)
 
+    def decoded(self, message: Received) -> BaseModel | None:
+        """``message``'s event, or None when it has none that decodes (a tombstone too)."""
+        if message.value is None:
+            return None
+        try:
+            return self._decode.decode(message.value)
+        except DecodeError:
+            return None
+
     async def dead_letter(
         self, message: Received, exc: Exception, event: BaseModel | None = None
     ) -> None:

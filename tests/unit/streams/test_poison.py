@@ -129,7 +129,9 @@ async def test_plain_a_poison_event_is_dead_lettered_once_and_the_rest_committed
     # Before: the batch ran again for ever, nothing committed (the bounded wait timed out).
     await run_while(loop, lambda: consumer.commits[-1:] != [{TP0: 3}])
     letters = sender.dead_letters()
-    assert [(d.offset, d.stage) for d in letters] == [(1, "poison")]
+    assert [(d.offset, d.stage, d.query_id, d.tenant_id) for d in letters] == [
+        (1, "poison", "p", "acme")
+    ]
     assert "RuntimeError" in letters[0].error
     assert sorted(set(sender.output_ids())) == ["q0", "q2"]
     assert crashing.calls[:3] == [["q0", "p", "q2"]] * 3  # three failures, then alone
