@@ -8,15 +8,22 @@ restarted worker must answer it.
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 from ragsift.schemas import FeedbackEvent
 from ragsift.streams.codec import EventCodec
-from ragsift.streams.topics import TOPICS
-from tests.integration.apps import end, start_faust_worker
-from tests.integration.test_faust_stop_while_held import WAIT_S, committed, produce, wait_for
-from tests.integration.test_kafka_roundtrip import _consume, create_topics
+from tests.integration.apps import end
+from tests.integration.faust_worker import (
+    WAIT_S,
+    app_env,
+    committed,
+    fresh_topics,
+    produce,
+    start,
+    wait_committed,
+    wait_for,
+)
+from tests.integration.test_kafka_roundtrip import _consume
 
 APP = Path(__file__).parent / "apps" / "dying_agent.py"
 
@@ -24,25 +31,13 @@ APP = Path(__file__).parent / "apps" / "dying_agent.py"
 def test_an_agent_that_dies_ends_the_worker_and_its_batch_is_read_again(
     kafka_bootstrap: str, unique: str, tmp_path: Path
 ) -> None:
-    prefix = group = f"it-dying-{unique}"
-    source, out = TOPICS["queries"].name(prefix), TOPICS["feedback"].name(prefix)
-    names = [source, out, TOPICS["deadletter"].name(prefix)]
-    asyncio.run(create_topics(kafka_bootstrap, names, partitions=1))
-    env = {"DYING_PREFIX": prefix, "DYING_APP_ID": group}
-    proc, log = start_faust_worker(
-        APP,
-        bootstrap=kafka_bootstrap,
-        env={**env, "DYING_ARMED": "1"},
-        workdir=tmp_path,
-        log_name="armed.log",
-    )
+    topics = fresh_topics(kafka_bootstrap, f"it-dying-{unique}")
+    env = app_env("DYING", topics)
+    proc, log = start(APP, kafka_bootstrap, {**env, "DYING_ARMED": "1"}, tmp_path, "armed.log")
     try:
-        asyncio.run(produce(kafka_bootstrap, source, "fine"))
-        deadline = time.monotonic() + WAIT_S
-        while asyncio.run(committed(kafka_bootstrap, group, source)) != 1:
-            assert time.monotonic() < deadline, "the first batch was never committed"
-            time.sleep(0.5)
-        asyncio.run(produce(kafka_bootstrap, source, "die"))
+        asyncio.run(produce(kafka_bootstrap, topics.source, "fine"))
+        wait_committed(kafka_bootstrap, topics, 1, log)
+        asyncio.run(produce(kafka_bootstrap, topics.source, "die"))
         wait_for("agent left its loop", log)
         # Before, the agent was dead and the worker stayed up, not ready, for ever.
         try:
@@ -52,16 +47,12 @@ def test_an_agent_that_dies_ends_the_worker_and_its_batch_is_read_again(
     finally:
         end(proc)
     assert code != 0, log.read_text()[-3000:]
-    assert asyncio.run(committed(kafka_bootstrap, group, source)) == 1  # "die" not committed
-    proc, log = start_faust_worker(
-        APP, bootstrap=kafka_bootstrap, env=env, workdir=tmp_path, log_name="restarted.log"
-    )
+    # "die" (offset 1) not committed: the restarted worker reads it again.
+    assert asyncio.run(committed(kafka_bootstrap, topics.group, topics.source)) == 1
+    proc, log = start(APP, kafka_bootstrap, env, tmp_path, "restarted.log")
     try:
-        values = asyncio.run(_consume(kafka_bootstrap, out, 2, timeout_s=WAIT_S))
-        deadline = time.monotonic() + WAIT_S
-        while asyncio.run(committed(kafka_bootstrap, group, source)) != 2:
-            assert time.monotonic() < deadline, f"not committed to 2:\n{log.read_text()[-3000:]}"
-            time.sleep(0.5)
+        values = asyncio.run(_consume(kafka_bootstrap, topics.out, 2, timeout_s=WAIT_S))
+        wait_committed(kafka_bootstrap, topics, 2, log)
     finally:
         end(proc)
     codec = EventCodec(FeedbackEvent)

@@ -8,15 +8,20 @@ events must reach the output topic, and the group's commit must not pass them fi
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 from ragsift.schemas import FeedbackEvent
 from ragsift.streams.codec import EventCodec
-from ragsift.streams.topics import TOPICS
-from tests.integration.apps import end, start_faust_worker
-from tests.integration.test_faust_stop_while_held import WAIT_S, committed, produce, wait_for
-from tests.integration.test_kafka_roundtrip import _consume, create_topics
+from tests.integration.apps import end
+from tests.integration.faust_worker import (
+    app_env,
+    fresh_topics,
+    produce,
+    start,
+    wait_committed,
+    wait_for,
+)
+from tests.integration.test_kafka_roundtrip import _consume
 
 APP = Path(__file__).parent / "apps" / "failing_batch.py"
 
@@ -24,27 +29,16 @@ APP = Path(__file__).parent / "apps" / "failing_batch.py"
 def test_a_batch_that_fails_as_a_whole_reaches_the_output_topic(
     kafka_bootstrap: str, unique: str, tmp_path: Path
 ) -> None:
-    prefix = group = f"it-failing-{unique}"
-    source, out = TOPICS["queries"].name(prefix), TOPICS["feedback"].name(prefix)
-    names = [source, out, TOPICS["deadletter"].name(prefix)]
-    asyncio.run(create_topics(kafka_bootstrap, names, partitions=1))
-    env = {"FAILING_PREFIX": prefix, "FAILING_APP_ID": group}
-    proc, log = start_faust_worker(
-        APP, bootstrap=kafka_bootstrap, env=env, workdir=tmp_path, log_name="worker.log"
-    )
+    topics = fresh_topics(kafka_bootstrap, f"it-failing-{unique}")
+    proc, log = start(APP, kafka_bootstrap, app_env("FAILING", topics), tmp_path)
     try:
-        asyncio.run(produce(kafka_bootstrap, source, "fine"))
-        deadline = time.monotonic() + WAIT_S
-        while asyncio.run(committed(kafka_bootstrap, group, source)) != 1:
-            assert time.monotonic() < deadline, "the first batch was never committed"
-            time.sleep(0.5)
-        asyncio.run(produce(kafka_bootstrap, source, "boom"))
+        asyncio.run(produce(kafka_bootstrap, topics.source, "fine"))
+        wait_committed(kafka_bootstrap, topics, 1, log)
+        asyncio.run(produce(kafka_bootstrap, topics.source, "boom"))
         wait_for("bug outside event handling", log)
-        asyncio.run(produce(kafka_bootstrap, source, "after"))
-        while asyncio.run(committed(kafka_bootstrap, group, source)) != 3:
-            assert time.monotonic() < deadline, f"not committed to 3:\n{log.read_text()[-3000:]}"
-            time.sleep(0.5)
-        values = asyncio.run(_consume(kafka_bootstrap, out, 3, timeout_s=20))
+        asyncio.run(produce(kafka_bootstrap, topics.source, "after"))
+        wait_committed(kafka_bootstrap, topics, 3, log)
+        values = asyncio.run(_consume(kafka_bootstrap, topics.out, 3, timeout_s=20))
     finally:
         end(proc)
     codec = EventCodec(FeedbackEvent)
