@@ -283,6 +283,10 @@ def feedback(
     )
     if version is None and (why := loop.refits.withheld(loop.scope_of(record))) is not None:
         console.print(f"re-fit of {scope} withheld: {why}", markup=False)
+    if version is None and (why := loop.refits.postponed_why(loop.scope_of(record))):
+        # Its labels cannot make one (e.g. every one "relevant"): said, or a user labelled
+        # on past min_labels and never learnt why nothing changed.
+        console.print(f"re-fit of {scope} postponed until other labels come: {why}", markup=False)
     if version is not None:
         after = loop.in_force(loop.scope_of(record))
         assert before is not None

@@ -278,7 +278,7 @@ class FeedbackLoop:
             # These labels are not tried again (they were at every later label, replays
             # too); the next new one is, at once: nothing was published, so the re-fit
             # interval does not start, as it would were the scope marked re-fit.
-            self.refits.postpone(scope, digest)
+            self.refits.postpone(scope, digest, str(exc))
             self.metrics.calibration_refits.labels(outcome="postponed").inc()
             log.info("calibration re-fit of %s postponed: %s", scope, exc)
             return None

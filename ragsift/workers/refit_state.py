@@ -23,12 +23,12 @@ is no longer printed.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
 from ragsift.confidence.registry import CalibrationScope
+from ragsift.lru import Recent
 
 __all__ = ["MAX_SCOPES", "RefitStates"]
 
@@ -41,6 +41,7 @@ MAX_SCOPES: Final = 10_000
 class _State:
     due: bool = False
     postponed: str | None = None
+    postponed_why: str | None = None
     withheld: str | None = None
 
     def empty(self) -> bool:
@@ -61,7 +62,7 @@ class RefitStates:
         self.max_scopes = max_scopes
         self.on_evict = on_evict
         #: least recently touched first
-        self._scopes: OrderedDict[CalibrationScope, _State] = OrderedDict()
+        self._scopes: Recent[CalibrationScope, _State] = Recent(max_scopes)
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -72,17 +73,22 @@ class RefitStates:
 
     def is_due(self, scope: CalibrationScope) -> bool:
         """Whether any label of ``scope`` (a replay too) should check for a re-fit."""
-        state = self._scopes.get(scope)
+        state = self._scopes.peek(scope)
         return state is not None and state.due
 
     def postponed(self, scope: CalibrationScope) -> str | None:
         """The digest of the labels of ``scope`` no re-fit could be made of, if any."""
-        state = self._scopes.get(scope)
+        state = self._scopes.peek(scope)
         return None if state is None else state.postponed
+
+    def postponed_why(self, scope: CalibrationScope) -> str | None:
+        """Why no re-fit could be made of the labels :meth:`postponed` names, if so."""
+        state = self._scopes.peek(scope)
+        return None if state is None else state.postponed_why
 
     def withheld(self, scope: CalibrationScope) -> str | None:
         """Why the last attempt at a re-fit of ``scope`` was withheld, if it was (ADR 031)."""
-        state = self._scopes.get(scope)
+        state = self._scopes.peek(scope)
         return None if state is None else state.withheld
 
     def mark_due(self, scope: CalibrationScope) -> None:
@@ -92,40 +98,35 @@ class RefitStates:
     def settle(self, scope: CalibrationScope) -> None:
         """Its labels were checked: not due (nothing else changes)."""
         with self._lock:
-            state = self._scopes.get(scope)
+            state = self._scopes.peek(scope)
             if state is not None:
                 state.due = False
                 if state.empty():
-                    del self._scopes[scope]
+                    self._scopes.pop(scope)
 
-    def postpone(self, scope: CalibrationScope, digest: str) -> None:
-        """No re-fit can be made of the labels ``digest`` names; not due, and an earlier
-        attempt's withheld reason, of other labels, is stale."""
-        self._update(scope, due=False, postponed=digest, withheld=None)
+    def postpone(self, scope: CalibrationScope, digest: str, why: str | None = None) -> None:
+        """No re-fit can be made of the labels ``digest`` names (``why``); not due, and an
+        earlier attempt's withheld reason, of other labels, is stale."""
+        self._update(scope, due=False, postponed=digest, postponed_why=why, withheld=None)
 
     def withhold(self, scope: CalibrationScope, why: str) -> None:
         """A re-fit of changed labels was made and withheld; not due, nothing postponed."""
-        self._update(scope, due=False, postponed=None, withheld=why)
+        self._update(scope, due=False, postponed=None, postponed_why=None, withheld=why)
 
     def put(self, scope: CalibrationScope) -> None:
         """A re-fit is in force: nothing is left to remember of the scope."""
         with self._lock:
-            self._scopes.pop(scope, None)
+            self._scopes.pop(scope)
 
     def _update(self, scope: CalibrationScope, **fields: bool | str | None) -> None:
         """Set ``fields`` of the scope's state, made (and the oldest dropped) if new."""
-        evicted = 0
+        evicted = False
         with self._lock:
-            state = self._scopes.get(scope)
+            state = self._scopes.get(scope)  # touched: the last to be dropped
             if state is None:
-                state = self._scopes[scope] = _State()
-                while len(self._scopes) > self.max_scopes:
-                    self._scopes.popitem(last=False)
-                    evicted += 1
-            else:
-                self._scopes.move_to_end(scope)
+                state = _State()
+                evicted = self._scopes.put(scope, state)
             for name, value in fields.items():
                 setattr(state, name, value)
-        if self.on_evict is not None:
-            for _ in range(evicted):
-                self.on_evict()
+        if evicted and self.on_evict is not None:
+            self.on_evict()

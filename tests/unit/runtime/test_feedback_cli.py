@@ -89,6 +89,23 @@ def test_labels_refit_the_tenants_calibration_once_enough_exist(
     assert store.get(scope) == tuned
 
 
+def test_labels_no_refit_can_be_made_of_say_so(
+    tmp_path: Path, answered: list[RetrievalResult]
+) -> None:
+    """Every label "not relevant": no re-fit can be made of them (one kind only), so it is
+    postponed until other labels come. The output said only the label count, so a user
+    labelled on past the minimum and never learnt why nothing changed."""
+    outputs = []
+    for result in answered[:MIN_LABELS]:
+        out = label(tmp_path, result.query_id, False)
+        assert out.exit_code == 0, out.output
+        outputs.append(" ".join(out.output.split()))
+    assert "re-fit of acme/default postponed until other labels come" in outputs[-1]
+    assert not any("re-fit" in o for o in outputs[:-1])
+    stored = DirectoryCalibrationStore(tmp_path / "calibrations")
+    assert stored.get(CalibrationScope("default", "acme")) is None
+
+
 def test_a_refit_too_few_labels_certify_is_withheld_and_said_so(
     tmp_path: Path, answered: list[RetrievalResult]
 ) -> None:

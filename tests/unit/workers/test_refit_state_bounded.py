@@ -177,9 +177,12 @@ def test_a_postponed_attempt_drops_the_reason_an_earlier_one_was_withheld(
 def test_postponing_clears_a_withheld_reason_in_the_state_itself() -> None:
     states = RefitStates()
     states.withhold(SCOPE, "too few answers")
-    states.postpone(SCOPE, "digest")
+    states.postpone(SCOPE, "digest", "every label is relevant")
     assert states.withheld(SCOPE) is None
     assert states.postponed(SCOPE) == "digest"
+    assert states.postponed_why(SCOPE) == "every label is relevant"  # for `ragsift feedback`
+    states.withhold(SCOPE, "too few answers")  # of other labels: the reason is stale
+    assert states.postponed_why(SCOPE) is None
 
 
 def test_a_bound_below_one_is_refused() -> None:
