@@ -1,6 +1,6 @@
 """A per-scope gauge whose ``(other)`` series reads the worst value of the scopes in it.
 
-Tenant and collection labels are bounded (``BoundedLabeler`` in :mod:`.metrics`):
+Tenant and collection labels are bounded (``BoundedLabeler`` in :mod:`.labels`):
 past the bound, every later scope shares one ``(other)`` series. A counter adds up
 there; a gauge set by each scope in turn read whichever wrote last, so one drifting
 tenant among calm ones showed PSI 0.0 between its own queries and its alert never
