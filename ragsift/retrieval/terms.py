@@ -62,4 +62,9 @@ def _pieces(word: str) -> list[str]:
 
 def content_terms(text: str) -> set[str]:
     """Case-folded, suffix-folded words of ``text`` that carry meaning (no stop words)."""
-    return {_fold(p) for w in _WORD.findall(text.casefold()) for p in _pieces(w) if p not in _STOP}
+    folded = text.casefold()
+    if _CJK.search(folded) is None:
+        # Most texts hold no Chinese or Japanese: one search for the whole text, not
+        # one per word (a third of this function's time on SQuAD's sentences).
+        return {_fold(w) for w in _WORD.findall(folded) if w not in _STOP}
+    return {_fold(p) for w in _WORD.findall(folded) for p in _pieces(w) if p not in _STOP}

@@ -69,6 +69,23 @@ def test_a_chinese_question_is_answered_from_the_sentence_it_asks_about(make_hit
     assert content_terms("猫") == {"猫"}  # a lone character stands for itself
 
 
+def test_a_text_without_chinese_or_japanese_reads_as_its_words_do_one_by_one() -> None:
+    # content_terms looks for Chinese or Japanese once per text, not once per word:
+    # a text with a run of them anywhere still has its words read piece by piece.
+    from ragsift.retrieval.terms import _STOP, _WORD, _fold, _pieces
+
+    for text in (
+        "Returned items are refunded within 30 days.",
+        "Straße ÉCOLE naïve Ünïcode_words and the stops",
+        "Returns: 退货须在30天内 for the Orbit恒温器",
+        "",
+    ):
+        assert content_terms(text) == {
+            _fold(p) for w in _WORD.findall(text.casefold()) for p in _pieces(w) if p not in _STOP
+        }
+    assert content_terms("Returns: 退货须 policy") == {"return", "退货", "货须", "policy"}
+
+
 def test_chinese_sentences_end_at_their_full_width_marks(make_hit: Any) -> None:
     # Without spaces after 。, a page was one sentence, quoted whole as the answer.
     text = "每台恒温器享有两年有限保修。退货须在30天内！门店几点开门？九点。"
