@@ -25,6 +25,16 @@ _MAX_ERROR_CHARS = 4_000
 _MAX_QUERY_ID_CHARS = 256
 
 
+def _utf8(text: str) -> str:
+    """``text`` as UTF-8 can carry it: a lone surrogate (JSON's ``"\\ud800"`` decodes to
+    one) as its escape. The query id of an event that failed to decode is the
+    producer's, and a letter holding one could not be serialized, whole or minimal:
+    every attempt failed and the letter was dropped."""
+    # str.encode, not text.encode: a value that is no text (a buggy handler's) raises
+    # the TypeError the router counts as a letter it could not build.
+    return str.encode(text, "utf-8", "backslashreplace").decode("utf-8")
+
+
 class DeadLetter(EventModel):
     """The failed input (byte for byte up to a limit), where it came from and why it failed."""
 
@@ -96,15 +106,15 @@ class DeadLetter(EventModel):
             dead_letter_id=derive_id(origin, "deadletter"),
             stage=stage,
             error_type=error_type,
-            error=error[:_MAX_ERROR_CHARS],
+            error=_utf8(error[:_MAX_ERROR_CHARS]),
             worker=worker,
             topic=topic,
             partition=partition,
             offset=offset,
             key_b64=base64.b64encode(kept_key).decode() if kept_key is not None else None,
             original_b64=base64.b64encode(original[:max_original_bytes]).decode(),
-            query_id=query_id[:_MAX_QUERY_ID_CHARS] if query_id is not None else None,
-            tenant_id=tenant_id[:_MAX_QUERY_ID_CHARS] if tenant_id is not None else None,
+            query_id=_utf8(query_id)[:_MAX_QUERY_ID_CHARS] if query_id is not None else None,
+            tenant_id=_utf8(tenant_id)[:_MAX_QUERY_ID_CHARS] if tenant_id is not None else None,
             original_length=len(original),
             original_sha256=hashlib.sha256(original).hexdigest(),
             original_truncated=truncated,

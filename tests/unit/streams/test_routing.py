@@ -239,3 +239,26 @@ class _BadTenant:
     """A decoded event whose tenant is not text: the letter cannot be built."""
 
     tenant_id = 42
+
+
+@pytest.mark.parametrize("query_id", [r"\ud800", r"x\udfffy", r"\udc80\ud800"])
+async def test_a_query_id_holding_a_lone_surrogate_still_gets_its_dead_letter(
+    query_id: str,
+) -> None:
+    # Before: the decode error named the raw query id ("\ud800" decodes to a lone
+    # surrogate), the letter carried it, and neither the full nor the minimal letter
+    # could be serialized as UTF-8: every attempt failed and the letter was dropped,
+    # one lost event per such record on every topic with a query id.
+    sender, metrics = RecordingSender(), Metrics()
+    hostile = raw("SENTINEL").replace(b'"SENTINEL"', f'"{query_id}"'.encode())
+    await router(sender, metrics).process(received([hostile, raw("ok")]))
+    [letter] = sender.dead_letters()
+    assert letter.stage == "decode"
+    assert letter.original == hostile
+    assert letter.query_id == query_id  # the escape, as text every consumer can read
+    assert sender.output_ids() == ["ok"]
+    assert sample(metrics, "ragsift_dead_letters_dropped_total", worker="scripted") == 0
+    assert (
+        sample(metrics, "ragsift_dead_letter_send_failures_total", worker="scripted", letter="full")
+        == 0
+    )
