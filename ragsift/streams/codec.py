@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ragsift.errors import DecodeError, describe_validation_error
-from ragsift.schemas.payload import RepeatsNoted, not_utf8
+from ragsift.schemas.payload import RepeatsNoted, lone_surrogate, not_utf8
 
 __all__ = ["EventCodec"]
 
@@ -129,12 +129,22 @@ class EventCodec(Generic[M]):
             raise DecodeError(f"{name}: payload is not usable JSON ({exc})") from exc
         if not isinstance(data, dict):
             raise DecodeError(f"{name}: payload must be a JSON object, got {type(data).__name__}")
+        query_id = data.get("query_id")
+        query_id = query_id if isinstance(query_id, str) else None
+        # The fast path refuses an escape such as "\ud800" as invalid JSON; json.loads
+        # reads a lone surrogate, which free text fields took, and the event failed
+        # where its text was encoded (an audit write, a report's send): a stage that
+        # reads as an outage, whose letter a replay sent back to fail again.
+        if (surrogate := lone_surrogate(data)) is not None:
+            raise DecodeError(
+                f"{name}: payload holds {surrogate}, a lone surrogate: not Unicode text",
+                query_id=query_id,
+            )
         try:
             return self.model.model_validate(data)
         except ValidationError as exc:
-            query_id = data.get("query_id")
             raise DecodeError(
                 f"{name}: {describe_validation_error(exc)}",
-                query_id=query_id if isinstance(query_id, str) else None,
+                query_id=query_id,
                 errors=[dict(e) for e in exc.errors(include_url=False, include_input=False)],
             ) from exc

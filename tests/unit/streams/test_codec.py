@@ -6,7 +6,14 @@ import pytest
 from pydantic import BaseModel, field_validator
 
 from ragsift.errors import DecodeError
-from ragsift.schemas import DocumentEvent, FeedbackEvent, QueryEvent
+from ragsift.schemas import (
+    DocumentEvent,
+    EvidenceData,
+    EvidenceEvent,
+    EvidenceType,
+    FeedbackEvent,
+    QueryEvent,
+)
 from ragsift.streams.codec import MAX_PAYLOAD_BYTES, EventCodec
 
 codec = EventCodec(QueryEvent)
@@ -171,3 +178,35 @@ def test_utf16_json_with_a_lone_surrogate_is_still_refused_as_utf16() -> None:
     text = '{"query_id": "q-7", "tenant_id": "acme", "tenant_id": "evil", "query": "\ud800"}'
     with pytest.raises(DecodeError, match="payload is utf-16-le; events must be UTF-8"):
         codec.decode(text.encode("utf-16-le", "surrogatepass"))
+
+
+EVIDENCE = EvidenceEvent.for_query(
+    EvidenceType.REFUSAL,
+    EvidenceData(query_id="q-1", tenant_id="acme", summary="SURR"),
+    source="/test",
+)
+
+
+@pytest.mark.parametrize("escape", [r"\ud800", r"x\udfffy", r"\ude00\ud83d"])
+@pytest.mark.parametrize("nudge", ["", ' "extra": 1,'])
+def test_a_lone_surrogate_escape_is_refused_whichever_path_reads_it(
+    escape: str, nudge: str
+) -> None:
+    # pydantic's one-call path refuses "\ud800" as invalid JSON; a payload it refuses
+    # for any reason goes on to json.loads, which took the escape for a lone surrogate.
+    # Before: the step-by-step path then accepted it in any free text field (an
+    # evidence summary, a hit's title), and the event failed later where its text was
+    # encoded: the audit sink's write (stage handler), a report's send (stage emit).
+    # Those stages read as an outage, whose letters the runbook says to replay: the
+    # replay failed again, every time. ``extra`` sends the payload down the slow path.
+    template = EventCodec(EvidenceEvent).encode(EVIDENCE).decode()
+    payload = template.replace('{"', "{" + nudge + ' "', 1).replace('"SURR"', f'"{escape}"')
+    with pytest.raises(DecodeError, match="lone surrogate") as exc:
+        EventCodec(EvidenceEvent).decode(payload.encode())
+    assert exc.value.stage == "decode"
+
+
+def test_a_surrogate_pair_escape_is_one_character_and_decodes() -> None:
+    template = EventCodec(EvidenceEvent).encode(EVIDENCE).decode()
+    payload = template.replace('"SURR"', r'"\ud83d\ude00"')
+    assert EventCodec(EvidenceEvent).decode(payload.encode()).data.summary == "\U0001f600"
