@@ -278,9 +278,10 @@ def replay(
     (queries, documents, feedback, retrievals, audit); the others are named and skipped,
     as are letters holding only the original's first bytes (`truncated`), none
     (`empty original`: an unreadable span, a tombstone) or other bytes than it records
-    (`damaged`), and a second letter of one source record (`duplicate`). Asks first on
-    a terminal; elsewhere needs --yes (or --dry-run). Prints the counts: replayed,
-    skipped by why, filtered out.
+    (`damaged`), and a second letter of one source record or of the same bytes under the
+    same key (`duplicate`: an event that failed again after a replay goes once). Asks
+    first on a terminal; elsewhere needs --yes (or --dry-run). Prints the counts:
+    replayed, skipped by why, filtered out.
 
     Replay is safe to repeat: every output a worker derives from an event has an id
     derived from the tenant and query id (or the document's content), so downstream

@@ -93,7 +93,9 @@ class NotReplayed(StrEnum):
     TOPIC = "not replayable topic"
     """Its topic is not one a ragsift worker consumes under this topic prefix."""
     DUPLICATE = "duplicate"
-    """Another letter of this replay names the same source record (two workers refused it)."""
+    """Another letter of this replay names the same source record (two workers refused
+    it), or sends the same bytes with the same key to the same topic, later in it (the
+    event was replayed before and failed again)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +223,19 @@ def plan_replay(
         seen.add(source)
         plan.send.append(letter)
     plan.send.sort(key=lambda x: (x.topic, x.partition or 0, x.offset or 0))
+    # One event's copies (a replayed event that failed again is a new letter, at a new
+    # offset) go once, the last: its place among the topic's other records is the one
+    # that stands. Sent once a letter, each replay of them doubled their letters.
+    last = {_record(x): x for x in plan.send}
+    for letter in [x for x in plan.send if last[_record(x)] is not x]:
+        plan.skip(NotReplayed.DUPLICATE, letter)
+    plan.send = [x for x in plan.send if last[_record(x)] is x]
     return plan
+
+
+def _record(letter: DeadLetter) -> tuple[str, str | None, str]:
+    """What a replay of ``letter`` writes: its topic, key and value."""
+    return (letter.topic, letter.key_b64, letter.original_b64)
 
 
 def why_not_replayable(letter: DeadLetter, replayable: set[str]) -> NotReplayed | None:

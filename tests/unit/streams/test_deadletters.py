@@ -47,6 +47,13 @@ def letter(**overrides: Any) -> DeadLetter:
     return DeadLetter.build(**fields).model_copy(update={"failed_at": at})
 
 
+def event_letter(query_id: str, tenant_id: str, **overrides: Any) -> DeadLetter:
+    """A letter of one tenant's query ``query_id`` (its own bytes: another event)."""
+    original = f'{{"query_id": "{query_id}", "tenant_id": "{tenant_id}", "query": "hi"}}'
+    fields = {"query_id": query_id, "tenant_id": tenant_id, "key": query_id.encode()}
+    return letter(original=original.encode(), **{**fields, **overrides})
+
+
 def test_replayable_topics_are_the_topics_the_handlers_consume() -> None:
     from ragsift.workers.audit import AuditSinkHandler
     from ragsift.workers.calibration import FeedbackHandler, ResultJoinHandler
@@ -206,7 +213,7 @@ def test_a_letter_whose_bytes_are_not_what_it_records_is_damaged(update: dict[st
 
 
 def test_filtered_out_and_limit() -> None:
-    letters = [letter(offset=n, tenant_id="acme" if n % 2 else "globex") for n in range(6)]
+    letters = [event_letter(f"q{n}", "acme" if n % 2 else "globex", offset=n) for n in range(6)]
     plan = plan_replay(letters, LetterFilter(tenant="acme"), PREFIX, limit=2)
     assert [x.offset for x in plan.send] == [1, 3]
     assert plan.filtered_out == 4  # three of globex's, and acme's third past the limit
@@ -216,3 +223,29 @@ def test_filtered_out_and_limit() -> None:
 def test_every_input_topic_is_replayable(logical: str) -> None:
     plan = plan_replay([letter(topic=f"{PREFIX}.{logical}.v1")], LetterFilter(), PREFIX)
     assert len(plan.send) == 1
+
+
+def test_a_record_that_failed_again_after_a_replay_is_sent_once_not_once_a_letter() -> None:
+    # Before: a replayed event that failed again was a new letter (a new offset), and the
+    # next replay that took both sent the same bytes twice: each failed again, four
+    # letters, then eight... an operator's replay of a stage doubled its letters every run.
+    first = letter(offset=7)
+    again = letter(offset=40, failed_at=T0 + timedelta(hours=1))  # the replayed copy's
+    other = letter(offset=41, original=b'{"query_id": "q2", "tenant_id": "acme", "query": "x"}')
+    plan = plan_replay([first, again, other], LetterFilter(), PREFIX)
+    assert plan.send == [again, other]  # the latest copy: its place in the topic counts
+    assert plan.skipped == {NotReplayed.DUPLICATE: [first]}
+
+
+def test_copies_of_one_event_replayed_round_after_round_do_not_multiply() -> None:
+    letters = [letter(offset=7)]
+    for round_ in range(1, 5):  # each replay fails again: a letter per record sent
+        plan = plan_replay(letters, LetterFilter(), PREFIX)
+        assert len(plan.send) == 1
+        letters += [letter(offset=100 * round_ + n) for n in range(len(plan.send))]
+
+
+def test_the_same_bytes_under_another_key_are_another_record() -> None:
+    keyed, unkeyed = letter(offset=7, key=b"q1"), letter(offset=8, key=None)
+    plan = plan_replay([keyed, unkeyed], LetterFilter(), PREFIX)
+    assert plan.send == [keyed, unkeyed]
