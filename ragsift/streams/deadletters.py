@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -86,7 +87,8 @@ class NotReplayed(StrEnum):
     TRUNCATED = "truncated"
     """The letter holds the original's (or its key's) first bytes only."""
     DAMAGED = "damaged"
-    """Its original or key is not base64, or not the length or SHA-256 it records."""
+    """Its original or key is not base64, or not the length or SHA-256 it records, or
+    its original does not name the tenant the letter names."""
     EMPTY = "empty original"
     """No bytes to send: a span the Kafka client could not read, a tombstone, or an empty
     message; a null value cannot be told from an empty one in a letter."""
@@ -257,7 +259,26 @@ def why_not_replayable(letter: DeadLetter, replayable: set[str]) -> NotReplayed 
         and letter.original_sha256 != hashlib.sha256(original).hexdigest()
     ):
         return NotReplayed.DAMAGED  # not the bytes the worker refused
+    if letter.tenant_id is not None and _named_tenant(original) != letter.tenant_id:
+        # The worker names the tenant of the event it decoded from these bytes. Letters
+        # come from a topic every worker writes: one naming a tenant its bytes do not
+        # would have `replay --tenant` write another tenant's event.
+        return NotReplayed.DAMAGED
     return None
+
+
+def _named_tenant(original: bytes) -> str | None:
+    """The tenant an event's bytes name (``tenant_id``, or the evidence's
+    ``data.tenant_id``), or None when they are no JSON object naming one."""
+    try:
+        event = json.loads(original.decode("utf-8-sig", "surrogatepass"))
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, nested past the stack
+        return None
+    if not isinstance(event, dict):
+        return None
+    data = event.get("data")
+    tenant = event.get("tenant_id", data.get("tenant_id") if isinstance(data, dict) else None)
+    return tenant if isinstance(tenant, str) else None
 
 
 def replay_value(letter: DeadLetter) -> bytes:

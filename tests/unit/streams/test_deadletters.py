@@ -249,3 +249,30 @@ def test_the_same_bytes_under_another_key_are_another_record() -> None:
     keyed, unkeyed = letter(offset=7, key=b"q1"), letter(offset=8, key=None)
     plan = plan_replay([keyed, unkeyed], LetterFilter(), PREFIX)
     assert plan.send == [keyed, unkeyed]
+
+
+def test_a_letter_whose_event_is_another_tenants_than_it_names_is_not_replayed() -> None:
+    # A letter is read from a topic every worker may write; the tenant it names is what
+    # --tenant filters on. Before: one naming acme whose bytes were globex's document
+    # was replayed by `replay --tenant acme`, which wrote into globex's corpus.
+    globex = event_letter("q1", "globex", offset=3)
+    forged = globex.model_copy(update={"tenant_id": "acme", "offset": 4})
+    acme = event_letter("q2", "acme", offset=5)
+    plan = plan_replay([forged, acme, globex], LetterFilter(tenant="acme"), PREFIX)
+    assert plan.send == [acme]
+    assert plan.skipped == {NotReplayed.DAMAGED: [forged]}
+
+
+@pytest.mark.parametrize(
+    "original",
+    [b"not json", b"[1]", b'{"tenant_id": 7}', b'{"query_id": "q1"}', b'{"tenant_id": "globex"}'],
+)
+def test_a_letter_naming_a_tenant_its_bytes_do_not_name_is_damaged(original: bytes) -> None:
+    odd = letter(original=original, tenant_id="acme")
+    plan = plan_replay([odd], LetterFilter(), PREFIX)
+    assert plan.skipped == {NotReplayed.DAMAGED: [odd]}
+
+
+def test_a_letter_naming_no_tenant_is_replayed_whatever_its_bytes() -> None:
+    undecoded = letter(original=b"not json", tenant_id=None, query_id=None)
+    assert plan_replay([undecoded], LetterFilter(), PREFIX).send == [undecoded]
