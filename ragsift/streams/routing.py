@@ -88,6 +88,14 @@ NO_TOPIC = "(none)"
 SHOWN_KEY_CHARS = 200
 
 
+def _named(event: BaseModel | None, field: str) -> Any:
+    """``event``'s ``field`` (``tenant_id``, ``query_id``), or its ``data``'s: evidence
+    keeps them there (CloudEvents), and its letters named neither, so ``ragsift
+    deadletters --tenant`` never took a tenant's refused evidence."""
+    data = getattr(event, "data", None)
+    return getattr(event, field, getattr(data, field, None))
+
+
 class BatchRouter:
     """Drives one handler over batches of raw messages (see the module docstring).
 
@@ -256,7 +264,7 @@ class BatchRouter:
         ``event``, when it decoded, names the letter's query and tenant."""
         name = self.handler.name
         stage = failure_stage(exc)
-        query_id = getattr(event, "query_id", None)
+        query_id = _named(event, "query_id")
         if isinstance(exc, RagsiftError) and exc.query_id:
             query_id = exc.query_id
         try:
@@ -273,7 +281,7 @@ class BatchRouter:
                 offset=message.offset,
                 key=message.key,
                 query_id=query_id,
-                tenant_id=getattr(event, "tenant_id", None),
+                tenant_id=_named(event, "tenant_id"),
                 max_original_bytes=self.max_original_bytes,
             )
         except (ValueError, TypeError) as build_error:  # ValidationError is a ValueError

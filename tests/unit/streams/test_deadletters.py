@@ -276,3 +276,12 @@ def test_a_letter_naming_a_tenant_its_bytes_do_not_name_is_damaged(original: byt
 def test_a_letter_naming_no_tenant_is_replayed_whatever_its_bytes() -> None:
     undecoded = letter(original=b"not json", tenant_id=None, query_id=None)
     assert plan_replay([undecoded], LetterFilter(), PREFIX).send == [undecoded]
+
+
+def test_an_evidence_letter_is_checked_against_the_tenant_its_data_names() -> None:
+    evidence = b'{"id": "e1", "data": {"query_id": "q1", "tenant_id": "globex"}}'
+    own = letter(topic="ragsift.audit.v1", original=evidence, tenant_id="globex", offset=1)
+    forged = letter(topic="ragsift.audit.v1", original=evidence, tenant_id="acme", offset=2)
+    plan = plan_replay([own, forged], LetterFilter(), PREFIX)
+    assert plan.send == [own]
+    assert plan.skipped == {NotReplayed.DAMAGED: [forged]}

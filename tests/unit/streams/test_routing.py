@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 import pytest
 
 from ragsift.observability.metrics import Metrics
+from ragsift.schemas import EvidenceData, EvidenceEvent, EvidenceType
 from ragsift.schemas.deadletter import DEFAULT_MAX_ORIGINAL_BYTES
 from ragsift.streams import routing
+from ragsift.streams.codec import EventCodec
 from ragsift.streams.routing import BatchRouter, Received
+from ragsift.workers.base import Outcome
 from tests.unit.streams.scripted import (
     RecordingSender,
     ScriptedHandler,
@@ -262,3 +266,37 @@ async def test_a_query_id_holding_a_lone_surrogate_still_gets_its_dead_letter(
         sample(metrics, "ragsift_dead_letter_send_failures_total", worker="scripted", letter="full")
         == 0
     )
+
+
+class _RefusesEvidence:
+    """An audit-topic handler that fails every event, as a sink that refuses a row."""
+
+    name = "audit"
+    source = "audit"
+
+    @property
+    def model(self) -> type[EvidenceEvent]:
+        return EvidenceEvent
+
+    async def handle_batch(self, events: Sequence[EvidenceEvent]) -> list[Outcome]:
+        return [ValueError("refused") for _ in events]
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_a_letter_of_evidence_names_its_tenant_and_query() -> None:
+    # Evidence keeps its tenant and query id in ``data`` (CloudEvents): the letter named
+    # neither, so `ragsift deadletters --tenant` never listed or replayed a tenant's
+    # refused evidence, and a platform team could not route it back to the tenant.
+    evidence = EvidenceEvent.for_query(
+        EvidenceType.REFUSAL,
+        EvidenceData(query_id="q-7", tenant_id="globex", summary="no answer"),
+        source="/test",
+    )
+    sender, metrics = RecordingSender(), Metrics()
+    audit = BatchRouter(_RefusesEvidence(), sender, metrics=metrics, deadline_s=DEADLINE_S)
+    value = EventCodec(EvidenceEvent).encode(evidence)
+    await audit.process([Received(value, b"q-7", "ragsift.audit.v1", 0, 0)])
+    [letter] = sender.dead_letters()
+    assert (letter.tenant_id, letter.query_id) == ("globex", "q-7")
