@@ -278,10 +278,13 @@ def replay(
     (queries, documents, feedback, retrievals, audit); the others are named and skipped,
     as are letters holding only the original's first bytes (`truncated`), none
     (`empty original`: an unreadable span, a tombstone) or other bytes than it records
-    or another tenant's event than it names (`damaged`), and a second letter of one
-    source record or of the same bytes under the same key (`duplicate`: an event that
-    failed again after a replay goes once). Asks first on a terminal; elsewhere needs
-    --yes (or --dry-run). Prints the counts: replayed, skipped by why, filtered out.
+    or another tenant's event than it names (`damaged`), a documents record that is no
+    document under its own key (`refused key`: sent again, it would withdraw the
+    document its key names again, another tenant's or a newer version), and a second
+    letter of one source record or of the same bytes under the same key (`duplicate`:
+    an event that failed again after a replay goes once). Asks first on a terminal;
+    elsewhere needs --yes (or --dry-run). Prints the counts: replayed, skipped by why,
+    filtered out.
 
     Replay is safe to repeat: every output a worker derives from an event has an id
     derived from the tenant and query id (or the document's content), so downstream
@@ -350,6 +353,8 @@ def _why(reason: str, letter: DeadLetter) -> str:
         return f": no ragsift worker consumes it (replayable: {', '.join(REPLAYABLE_TOPICS)})"
     if reason == NotReplayed.DUPLICATE:
         return ": another letter of this replay sends that record"
+    if reason == NotReplayed.REFUSED:
+        return ": no document under its own key; sent again it withdraws what its key names"
     if reason == NotReplayed.DAMAGED:
         return ": its bytes are not the length, SHA-256 or tenant the letter records"
     return ""

@@ -25,7 +25,7 @@ from ragsift.schemas import DeadLetter
 from ragsift.settings import KafkaSettings
 from ragsift.streams.codec import EventCodec
 from ragsift.streams.topic_read import Record, read_to_end
-from ragsift.streams.topics import TOPICS
+from ragsift.streams.topics import TOPICS, TopicSpec
 
 __all__ = [
     "LETTER_STAGES",
@@ -94,6 +94,11 @@ class NotReplayed(StrEnum):
     message; a null value cannot be told from an empty one in a letter."""
     TOPIC = "not replayable topic"
     """Its topic is not one a ragsift worker consumes under this topic prefix."""
+    REFUSED = "refused key"
+    """On the compacted documents topic: its bytes are no event of its key (no document
+    event, or another key's), so it withdrew the document its key names; sent again, it
+    is refused again and withdraws that document again (another tenant's, or a version
+    published since), from the live index and from what compaction keeps."""
     DUPLICATE = "duplicate"
     """Another letter of this replay names the same source record (two workers refused
     it), or sends the same bytes with the same key to the same topic, later in it (the
@@ -204,6 +209,11 @@ def plan_replay(
     why each other matching one is passed over; at most ``limit`` matching letters."""
     plan = ReplayPlan()
     replayable = {TOPICS[logical].name(prefix) for logical in REPLAYABLE_TOPICS}
+    compacted = {
+        spec.name(prefix): spec
+        for spec in (TOPICS[logical] for logical in REPLAYABLE_TOPICS)
+        if spec.cleanup_policy == "compact"
+    }
     seen: set[tuple[str, int | None, int | None] | str] = set()
     matched = 0
     for letter in letters:
@@ -212,6 +222,9 @@ def plan_replay(
             continue
         matched += 1
         reason = why_not_replayable(letter, replayable)
+        spec = compacted.get(letter.topic)
+        if reason is None and spec is not None and not _under_its_key(letter, spec):
+            reason = NotReplayed.REFUSED
         source = (
             (letter.topic, letter.partition, letter.offset)
             if letter.offset is not None
@@ -233,6 +246,16 @@ def plan_replay(
         plan.skip(NotReplayed.DUPLICATE, letter)
     plan.send = [x for x in plan.send if last[_record(x)] is x]
     return plan
+
+
+def _under_its_key(letter: DeadLetter, spec: TopicSpec) -> bool:
+    """Whether ``letter``'s original is an event of ``spec``'s topic under its own key,
+    as the router of a compacted topic takes it (``BatchRouter._mismatched_key``)."""
+    try:
+        event = EventCodec(spec.model).decode(replay_value(letter))
+    except RagsiftError:  # DecodeError: no event, so no key of one
+        return False
+    return replay_key(letter) == spec.key_of(event).encode()
 
 
 def _record(letter: DeadLetter) -> tuple[str, str | None, str]:

@@ -109,7 +109,7 @@ def test_deadletters_lists_then_replays_originals_to_their_topic(
     assert replayed.exit_code == 0, replayed.output
     assert replayed.stdout.strip() == (
         "replayed 3; skipped: truncated 1, damaged 0, empty original 0,"
-        " not replayable topic 1, duplicate 0; filtered out 0"
+        " not replayable topic 1, refused key 0, duplicate 0; filtered out 0"
     )
     assert f"skipped (truncated): {queries}:0@3" in replayed.stderr
     assert f"skipped (not replayable topic): {deadletter}:0@4" in replayed.stderr

@@ -205,7 +205,7 @@ def test_replay_sends_originals_with_keys_and_counts_what_it_skips(
     assert broker["sent"] == [("ragsift.queries.v1", [(b"q5", whole.original)])]
     assert done.stdout.strip() == (
         "replayed 1; skipped: truncated 1, damaged 0, empty original 0,"
-        " not replayable topic 1, duplicate 0; filtered out 1"
+        " not replayable topic 1, refused key 0, duplicate 0; filtered out 1"
     )
     assert "skipped (truncated): ragsift.queries.v1:0@6" in done.stderr
     assert "the letter holds part of its 100 bytes" in done.stderr

@@ -25,6 +25,8 @@ from ragsift.streams.deadletters import (
 
 PREFIX = "ragsift"
 T0 = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
+DOCUMENTS = f"{PREFIX}.documents.v1"
+ACME_DOC = b'{"event_id": "e1", "tenant_id": "acme", "doc_id": "d-1", "text": "refunds"}'
 
 
 def letter(**overrides: Any) -> DeadLetter:
@@ -221,7 +223,10 @@ def test_filtered_out_and_limit() -> None:
 
 @pytest.mark.parametrize("logical", REPLAYABLE_TOPICS)
 def test_every_input_topic_is_replayable(logical: str) -> None:
-    plan = plan_replay([letter(topic=f"{PREFIX}.{logical}.v1")], LetterFilter(), PREFIX)
+    # On the compacted documents topic only a document under its own key is replayed.
+    document = {"original": ACME_DOC, "key": b"acme/default/d-1"}
+    extra = document if logical == "documents" else {}
+    plan = plan_replay([letter(topic=f"{PREFIX}.{logical}.v1", **extra)], LetterFilter(), PREFIX)
     assert len(plan.send) == 1
 
 
@@ -285,3 +290,35 @@ def test_an_evidence_letter_is_checked_against_the_tenant_its_data_names() -> No
     plan = plan_replay([own, forged], LetterFilter(), PREFIX)
     assert plan.send == [own]
     assert plan.skipped == {NotReplayed.DAMAGED: [forged]}
+
+
+@pytest.mark.parametrize(
+    ("original", "key", "tenant"),
+    [
+        (ACME_DOC, b"globex/default/d-1", "acme"),  # acme's body under globex's key
+        (ACME_DOC, b"d-1", "acme"),  # the doc id alone, as before the topic was keyed so
+        (ACME_DOC, None, "acme"),
+        (b'{"not": "a document"}', b"globex/default/d-1", None),  # no event at all
+    ],
+)
+def test_a_documents_record_refused_for_its_key_is_not_replayed(
+    original: bytes, key: bytes | None, tenant: str | None
+) -> None:
+    # Such a record withdrew the document its key names (compaction keeps it as that
+    # key's last). Before: a replay, `--tenant acme` among them, sent it again; the
+    # indexer refused it again and withdrew that document again: another tenant's,
+    # or a version published since, gone from the live index and the compacted topic.
+    refused = letter(topic=DOCUMENTS, original=original, key=key, tenant_id=tenant)
+    plan = plan_replay([refused], LetterFilter(), PREFIX)
+    assert plan.send == []
+    assert plan.skipped == {NotReplayed.REFUSED: [refused]}
+
+
+def test_a_documents_record_under_its_own_key_is_replayed() -> None:
+    own = letter(topic=DOCUMENTS, original=ACME_DOC, key=b"acme/default/d-1", tenant_id="acme")
+    assert plan_replay([own], LetterFilter(), PREFIX).send == [own]
+
+
+def test_a_record_of_a_topic_that_is_not_compacted_is_replayed_whatever_its_key() -> None:
+    garbage = letter(original=b"not json", key=b"globex/default/d-1", tenant_id=None)
+    assert plan_replay([garbage], LetterFilter(), PREFIX).send == [garbage]
