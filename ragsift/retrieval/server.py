@@ -26,7 +26,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from ragsift.errors import ConfigurationError, ServiceUnavailableError
 from ragsift.retrieval import qdrant_common
-from ragsift.retrieval.bm25 import Bm25Encoder, SparseEncoding
+from ragsift.retrieval.bm25 import Bm25Encoder
 from ragsift.retrieval.errors import CollectionNotFoundError
 from ragsift.retrieval.records import (
     DENSE_VECTOR,
@@ -35,7 +35,6 @@ from ragsift.retrieval.records import (
     TENANT_FIELD,
     ChunkRecord,
     CollectionInfo,
-    PayloadValue,
     SearchHit,
     SearchRequest,
     StoredCollection,
@@ -44,13 +43,12 @@ from ragsift.retrieval.records import (
     require_tenant,
     validate_collection_name,
 )
-from ragsift.retrieval.search_plan import (
-    ChannelQuery,
-    HybridFusion,
-    PointKey,
-    RawPoint,
-    SearchPlan,
-    assemble_hits,
+from ragsift.retrieval.search_plan import HybridFusion, PointKey, SearchPlan, assemble_hits
+from ragsift.retrieval.server_requests import (
+    raw_points,
+    server_filter,
+    server_sparse,
+    to_request,
 )
 
 __all__ = ["QdrantServerIndex"]
@@ -65,70 +63,6 @@ _PAYLOAD_INDEXES: dict[str, models.KeywordIndexParams | models.PayloadSchemaType
     TENANT_FIELD: models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
     DOC_FIELD: models.PayloadSchemaType.KEYWORD,
 }
-
-
-def _match(value: PayloadValue) -> models.MatchValue | models.MatchAny:
-    if isinstance(value, str | int | bool):
-        return models.MatchValue(value=value)
-    return models.MatchAny(any=list(value))
-
-
-def _filter(conditions: Sequence[tuple[str, PayloadValue]]) -> models.Filter:
-    return models.Filter(
-        must=[models.FieldCondition(key=key, match=_match(value)) for key, value in conditions]
-    )
-
-
-def _sparse(encoding: SparseEncoding | None) -> models.SparseVector:
-    assert encoding is not None  # plan_search sets it for sparse channels
-    return models.SparseVector(indices=list(encoding.indices), values=list(encoding.values))
-
-
-def _to_request(query: ChannelQuery, flt: models.Filter) -> models.QueryRequest:
-    if query.kind == "dense":
-        return models.QueryRequest(
-            query=query.dense,
-            using=DENSE_VECTOR,
-            filter=flt,
-            limit=query.limit,
-            with_payload=query.with_payload,
-        )
-    if query.kind == "sparse":
-        return models.QueryRequest(
-            query=_sparse(query.sparse),
-            using=SPARSE_VECTOR,
-            filter=flt,
-            limit=query.limit,
-            with_payload=query.with_payload,
-        )
-    prefetch = []
-    if query.dense is not None:
-        prefetch.append(
-            models.Prefetch(
-                query=query.dense, using=DENSE_VECTOR, filter=flt, limit=query.prefetch_limit
-            )
-        )
-    if query.sparse is not None:
-        prefetch.append(
-            models.Prefetch(
-                query=_sparse(query.sparse),
-                using=SPARSE_VECTOR,
-                filter=flt,
-                limit=query.prefetch_limit,
-            )
-        )
-    return models.QueryRequest(
-        prefetch=prefetch,
-        # Plain RRF is Qdrant's k = 2 (RRF_K) and works on every server with the Query API.
-        query=models.FusionQuery(fusion=models.Fusion.RRF),
-        filter=flt,
-        limit=query.limit,
-        with_payload=query.with_payload,
-    )
-
-
-def _raw(points: Sequence[models.ScoredPoint]) -> list[RawPoint]:
-    return [RawPoint(str(p.id), float(p.score), p.payload) for p in points]
 
 
 def _reason(exc: Exception) -> str:
@@ -314,7 +248,7 @@ class QdrantServerIndex:
                 models.PointStruct(id=point_id(record), vector=vector, payload=payload)
                 for record in batch
                 for vector, payload in [
-                    qdrant_common.point_parts(record, stored.dim, self.bm25, _sparse)
+                    qdrant_common.point_parts(record, stored.dim, self.bm25, server_sparse)
                 ]
             ]
             async with self._calls(collection):
@@ -326,7 +260,7 @@ class QdrantServerIndex:
         qdrant_common.check_delete(tenant_id, doc_id)
         await self._load(collection)
         selector = models.FilterSelector(
-            filter=_filter([(TENANT_FIELD, tenant_id), (DOC_FIELD, doc_id)])
+            filter=server_filter([(TENANT_FIELD, tenant_id), (DOC_FIELD, doc_id)])
         )
         async with self._calls(collection):
             await self.client.delete(collection, points_selector=selector, wait=True)
@@ -358,7 +292,7 @@ class QdrantServerIndex:
             facet = await self.client.facet(
                 collection,
                 key=DOC_FIELD,
-                facet_filter=_filter([(TENANT_FIELD, tenant_id)]),
+                facet_filter=server_filter([(TENANT_FIELD, tenant_id)]),
                 limit=qdrant_common.MAX_DOCUMENTS_LISTED,
                 exact=True,
             )
@@ -378,11 +312,13 @@ class QdrantServerIndex:
             for request in requests
         ]
         native = [
-            _to_request(query, _filter(plan.conditions)) for plan in plans for query in plan.queries
+            to_request(query, server_filter(plan.conditions))
+            for plan in plans
+            for query in plan.queries
         ]
         async with self._calls(collection):
             answers = await self.client.query_batch_points(collection, native) if native else []
-        ranked = qdrant_common.rank_batch(plans, [_raw(a.points) for a in answers])
+        ranked = qdrant_common.rank_batch(plans, [raw_points(a.points) for a in answers])
         wanted = [pid for r in ranked for pid in r.payload_ids]
         payloads: Mapping[PointKey, Mapping[str, Any]] = {}
         if wanted:
