@@ -196,6 +196,13 @@ class QdrantSettings(BaseSettings):
     #: (Qdrant Edge's default, derived from the CPUs, unless set before).
     #: docs/benchmarks.md, "Qdrant Edge's search pool".
     edge_search_threads: int | None = Field(default=None, ge=1, le=256)
+    #: most collections the index may hold; a document event (or ``ragsift ingest``)
+    #: naming a new one past it is refused (dead-lettered, stage collection_limit) and
+    #: collections that exist keep taking documents. Each Qdrant Edge collection is a
+    #: shard of ~146 MiB of preallocated files (64 MiB of write-ahead log) with a
+    #: handle held open. Counted on disk (Edge) or as the server lists them (server:
+    #: every application's). 0: no cap. docs/security.md, "Collections".
+    max_collections: int = Field(default=1_000, ge=0, le=100_000)
 
 
 class EmbedderSettings(BaseSettings):

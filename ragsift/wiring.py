@@ -105,7 +105,11 @@ def build_index(settings: QdrantSettings, data_dir: Path) -> VectorIndex:
         if not path.is_absolute() and path.parts[:1] == (".ragsift",):
             path = data_dir / Path(*path.parts[1:])
         path.mkdir(parents=True, exist_ok=True)
-        return EdgeIndex(path, search_threads=settings.edge_search_threads)
+        return EdgeIndex(
+            path,
+            search_threads=settings.edge_search_threads,
+            max_collections=settings.max_collections or None,  # 0: no cap
+        )
     from qdrant_client import AsyncQdrantClient
 
     from ragsift.retrieval.server import QdrantServerIndex
@@ -122,7 +126,7 @@ def build_index(settings: QdrantSettings, data_dir: Path) -> VectorIndex:
     # round a fraction up (0.5 s -> 1 s), never down to 0.
     timeout = max(1, math.ceil(settings.timeout_s))
     client = AsyncQdrantClient(url=settings.url, api_key=key, timeout=timeout)
-    return QdrantServerIndex(client)
+    return QdrantServerIndex(client, max_collections=settings.max_collections or None)
 
 
 def build_metrics(settings: Settings) -> Metrics:

@@ -102,6 +102,8 @@ class EdgeIndex:
         search_threads: threads of each shard's search pool (``max_search_threads``,
             written to the shard's config); None keeps what the shard has: Qdrant
             Edge's default, derived from the CPUs, unless it was set before.
+        max_collections: most collections under ``path``; a new one past it is refused
+            (``CollectionLimitError``), counted on disk as it would be made. None: no cap.
     """
 
     def __init__(
@@ -111,12 +113,14 @@ class EdgeIndex:
         bm25: Bm25Encoder | None = None,
         hybrid_fusion: HybridFusion = "client",
         search_threads: int | None = None,
+        max_collections: int | None = None,
     ) -> None:
         if hybrid_fusion not in ("client", "qdrant"):
             raise ValueError(f"hybrid_fusion must be 'client' or 'qdrant', got {hybrid_fusion!r}")
         if search_threads is not None and search_threads < 1:
             raise ValueError(f"search_threads must be >= 1, got {search_threads}")
         self.search_threads = search_threads
+        self.max_collections = qdrant_common.check_max_collections(max_collections)
         root = Path(path)
         if root.exists() and not root.is_dir():
             raise ValueError(f"path must be a directory, got the file {str(root)!r}")
@@ -203,6 +207,12 @@ class EdgeIndex:
             max_search_threads=self.search_threads,
         )
 
+    def _stored_count(self) -> int:
+        """The collections on disk (one sidecar each, written last): every process's, and
+        every one made before a restart. One directory listing, only as one is made."""
+        with os.scandir(self.path) as entries:
+            return sum(1 for entry in entries if entry.name.endswith(SIDECAR_SUFFIX))
+
     def _creating(self) -> AbstractContextManager[None]:
         """The index folder's creation lock, across processes: two ingests creating one
         new collection at once made one of them fail on the other's half-made shard."""
@@ -236,6 +246,8 @@ class EdgeIndex:
         except CollectionNotFoundError:
             with self._open_lock, self._creating():
                 made = name in self._collections or self._sidecar(name).exists()
+                if not made:
+                    qdrant_common.check_room(name, self._stored_count(), self.max_collections)
                 if not made and (self.path / name).exists():
                     # Under the lock no other process is creating it: a creation that did
                     # not finish (a kill). Another ingest creating the same new collection

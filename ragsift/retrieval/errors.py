@@ -15,6 +15,8 @@ from ragsift.errors import (
 )
 
 __all__ = [
+    "MAX_COLLECTIONS_SETTING",
+    "CollectionLimitError",
     "CollectionNotFoundError",
     "DimensionMismatchError",
     "EmbedderMismatchError",
@@ -163,6 +165,39 @@ class CollectionNotFoundError(RagsiftError):
             query_id=query_id,
         )
         self.collection = collection
+
+
+#: The setting that caps the collections of an index (``QdrantSettings.max_collections``).
+MAX_COLLECTIONS_SETTING = "RAGSIFT_QDRANT_MAX_COLLECTIONS"
+
+
+class CollectionLimitError(InvalidEventError):
+    """A new collection refused: the index holds as many as its cap allows.
+
+    Each new name on the documents topic (or given to ``ragsift ingest``) made a
+    collection, and each costs disk and an open handle for the life of the process:
+    a producer with a typo, or a hostile one, could fill the disk. Collections that
+    exist are not affected. Dead-lettered with its own stage, so a replay after the
+    cap is raised takes these letters only.
+
+    Args:
+        collection: the collection that was not created.
+        limit: the cap (:data:`MAX_COLLECTIONS_SETTING`).
+        count: the collections the index held when it refused.
+    """
+
+    stage = "collection_limit"
+
+    def __init__(self, *, collection: str, limit: int, count: int) -> None:
+        super().__init__(
+            f"collection {collection!r} not created: the index holds {count} collections"
+            f" and {MAX_COLLECTIONS_SETTING}={limit} caps them there; write to an existing"
+            " collection, or raise the cap where the disk has room for more"
+            " (docs/security.md, 'Collections')"
+        )
+        self.collection = collection
+        self.limit = limit
+        self.count = count
 
 
 class EmbedderUnavailableError(ServiceUnavailableError):

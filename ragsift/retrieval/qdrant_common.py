@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from ragsift.errors import ConfigurationError
 from ragsift.retrieval.bm25 import Bm25Encoder, SparseEncoding
+from ragsift.retrieval.errors import CollectionLimitError
 from ragsift.retrieval.records import (
     DENSE_VECTOR,
     SPARSE_VECTOR,
@@ -42,8 +43,10 @@ __all__ = [
     "UPSERT_BATCH",
     "check_bm25",
     "check_delete",
+    "check_max_collections",
     "check_new_collection",
     "check_records",
+    "check_room",
     "check_stored_embedder",
     "document_counts",
     "plan_for",
@@ -85,6 +88,21 @@ def check_new_collection(name: str, dim: int, embedder_id: str) -> None:
         raise ValueError(f"dim must be > 0, got {dim}")
     if not embedder_id:
         raise ValueError(f"embedder_id must be non-empty, got {embedder_id!r}")
+
+
+def check_max_collections(limit: int | None) -> int | None:
+    """An adapter's ``max_collections``: None (no cap) or at least 1."""
+    if limit is not None and (isinstance(limit, bool) or limit < 1):
+        raise ValueError(f"max_collections must be >= 1, or None for no cap, got {limit!r}")
+    return limit
+
+
+def check_room(name: str, count: int, limit: int | None) -> None:
+    """Refuse to create collection ``name`` where the index holds ``count`` and its cap
+    is ``limit`` (None: no cap). Called only for a collection that does not exist yet:
+    the ones that do keep taking documents at the cap (or past it, once it is lowered)."""
+    if limit is not None and count >= limit:
+        raise CollectionLimitError(collection=name, limit=limit, count=count)
 
 
 def check_bm25(name: str, stored: StoredCollection, bm25: Bm25Encoder) -> None:

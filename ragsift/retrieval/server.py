@@ -102,6 +102,8 @@ class QdrantServerIndex:
             the index owns it from now on and closes it in :meth:`close`.
         bm25: the BM25 encoder (default parameters if ``None``).
         hybrid_fusion: ``client`` (fuse here, default) or ``qdrant`` (``FusionQuery``).
+        max_collections: most collections the server lists (any application's count); a
+            new one past it is refused (``CollectionLimitError``). None: no cap.
     """
 
     def __init__(
@@ -110,6 +112,7 @@ class QdrantServerIndex:
         *,
         bm25: Bm25Encoder | None = None,
         hybrid_fusion: HybridFusion = "client",
+        max_collections: int | None = None,
     ) -> None:
         if not isinstance(client, AsyncQdrantClient):
             raise TypeError(f"client must be an AsyncQdrantClient, got {type(client).__name__}")
@@ -119,6 +122,7 @@ class QdrantServerIndex:
         self.bm25 = bm25 or Bm25Encoder()
         self.hybrid_fusion: HybridFusion = hybrid_fusion
         self._stored: dict[str, StoredCollection] = {}
+        self.max_collections = qdrant_common.check_max_collections(max_collections)
 
     # -- collections --------------------------------------------------------
 
@@ -207,6 +211,10 @@ class QdrantServerIndex:
         # again (by another replica) since it was cached, without this one seeing it gone.
         self._stored.pop(name, None)
         if not exists:
+            if self.max_collections is not None:  # replicas creating at once may each pass
+                async with self._calls(name):
+                    listed = (await self.client.get_collections()).collections
+                qdrant_common.check_room(name, len(listed), self.max_collections)
             await self._create(name, dim, embedder_id)
         async with self._calls(name):  # one read for the metadata, indexes and count
             info = await self.client.get_collection(name)

@@ -63,6 +63,7 @@ LETTER_WORKERS: Final = (
 #: checks every stage declared under ragsift/ is here. One retired stays as a worker does.
 LETTER_STAGES: Final = (
     "auth",
+    "collection_limit",
     "config",
     "deadline",
     "decode",

@@ -107,7 +107,8 @@ def test_listing_prints_matching_letters_and_counts(broker: dict[str, Any]) -> N
         ),
         (
             ["deadletters", "--stage", "Decode"],
-            "error: --stage 'Decode' names no ragsift stage; choose from auth, config,",
+            "error: --stage 'Decode' names no ragsift stage; choose from auth,"
+            " collection_limit, config,",
         ),
         (
             ["deadletters", "--topic", "query"],
