@@ -39,6 +39,7 @@ from ragsift.cli.ingest_warnings import (
     warn_probing_interrupted,
 )
 from ragsift.cli.prune import kept_ids, prune_blocked, refuse_prune_of_file, show_pruned
+from ragsift.retrieval.errors import CollectionLimitError
 from ragsift.schemas.base import MAX_K
 
 __all__ = ["ask", "demo", "ingest"]
@@ -195,7 +196,8 @@ def ingest(
     """Chunk, embed and index documents into the embedded Qdrant Edge shard, then probe
     the collection to re-certify the answer threshold there (--no-probe: don't), and
     estimate how often a question on its subjects whose answer it lacks would still be
-    answered (docs/confidence.md, section 12)."""
+    answered (docs/confidence.md, section 12). A new collection past
+    RAGSIFT_QDRANT_MAX_COLLECTIONS (1000) is refused, exit 2."""
     _check_names(tenant=tenant, collection=collection)  # before anything is written
     _data_dir_settings(data_dir)  # before a large folder is read
     if prune:
@@ -224,6 +226,8 @@ def ingest(
                 except asyncio.CancelledError:  # Ctrl-C: asyncio.run cancels, then re-raises
                     warn_interrupted()
                     raise
+                except CollectionLimitError as exc:  # a new collection past the cap
+                    _fail(str(exc))
             same = f"; {report.unchanged} unchanged, not embedded again" if report.unchanged else ""
             console.print(
                 f"indexed {report.documents} documents as {report.chunks} chunks for tenant"
@@ -264,14 +268,6 @@ async def _reprobe(runtime: Any, settings: Any, tenant: str, collection: str) ->
         )
 
 
-def _holes(done: Any) -> str | None:
-    """What the scope's new calibration answers of questions whose answer the scope
-    lacks (docs/confidence.md, section 12); None: nothing stored, or no estimate."""
-    if done is None or done.holes is None:
-        return None
-    return str(done.holes.describe())
-
-
 def _show_reprobe(done: Any, skip: str) -> None:
     """What probing the ingested scope did, and what it does not cover; ``skip``: how
     to skip it."""
@@ -288,9 +284,8 @@ def _show_reprobe(done: Any, skip: str) -> None:
         err_console.print(Text.assemble(("warning: ", "yellow"), f"{where}: {done.message}"))
     else:
         console.print(f"{where}: not re-probed: {done.message}")
-    holes = _holes(done)
-    if holes is not None:
-        console.print(f"  not covered by the probes: {holes}")
+    if done.holes is not None:  # what it answers of questions whose answer the scope lacks
+        console.print(f"  not covered by the probes: {done.holes.describe()}")
 
 
 def ask(
