@@ -400,6 +400,14 @@ class Metrics:
             ["trigger", "strategy", "won"],
             registry=r,
         )
+        # language: one of a fixed handful (ragsift.retrieval.language.LANGUAGE_NAMES).
+        self.query_language_advice = Counter(
+            "ragsift_query_language_advice_total",
+            "Results served with the query_language advice (the query looked non-English),"
+            " by language guessed: fr, es, de, it, pt, nl or other (a non-Latin script).",
+            ["language"],
+            registry=r,
+        )
 
     def _scope_gauge(self, name: str, doc: str, labels: list[str], keep: Keep) -> FoldedGauge:
         """A gauge labelled by tenant and/or collection, through their bounded labelers."""

@@ -54,6 +54,7 @@ from ragsift.retrieval.errors import (
 from ragsift.retrieval.hit_scores import hit_scores, prefetch_limit, unknown_collection
 from ragsift.retrieval.index import DenseCut, SearchHit, SearchRequest, VectorIndex
 from ragsift.retrieval.intents import classify_intent
+from ragsift.retrieval.language_hint import with_language_advice
 from ragsift.retrieval.mix_watch import (
     MixBar,
     mix_policy,
@@ -879,6 +880,8 @@ class RetrievalPipeline:
         )
 
     def _finish(self, query: QueryEvent, result: RetrievalResult) -> PipelineOutput:
+        # Here, not in _score: a result served from the cache or to a follower says it too.
+        result = with_language_advice(result, self.metrics)
         shift: EvidenceEvent | None = None
         if self.drift is not None and result.outcome == "ok":
             result, shift = watch_drift(self.drift, result, self.metrics, source=self.source)
