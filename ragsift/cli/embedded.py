@@ -34,8 +34,8 @@ from ragsift.cli.common import (
 )
 from ragsift.cli.demo_folder import not_the_demos
 from ragsift.cli.ingest_warnings import (
+    warn_after_ingest,
     warn_interrupted,
-    warn_other_sources,
     warn_probing_interrupted,
 )
 from ragsift.cli.prune import kept_ids, prune_blocked, refuse_prune_of_file, show_pruned
@@ -196,7 +196,8 @@ def ingest(
     """Chunk, embed and index documents into the embedded Qdrant Edge shard, then probe
     the collection to re-certify the answer threshold there (--no-probe: don't), and
     estimate how often a question on its subjects whose answer it lacks would still be
-    answered (docs/confidence.md, section 12). A new collection past
+    answered (docs/confidence.md, section 12). Warns when most of the text looks
+    non-English: ragsift reads English (section 13). A new collection past
     RAGSIFT_QDRANT_MAX_COLLECTIONS (1000) is refused, exit 2."""
     _check_names(tenant=tenant, collection=collection)  # before anything is written
     _data_dir_settings(data_dir)  # before a large folder is read
@@ -233,7 +234,7 @@ def ingest(
                 f"indexed {report.documents} documents as {report.chunks} chunks for tenant"
                 f" {tenant!r} in collection {collection!r}{same}"
             )
-            warn_other_sources(report.other_sources)
+            warn_after_ingest(report, [d.text for d in docs], tenant, collection)
             if prune and not prune_blocked(path, skipped):
                 keep = kept_ids((d.doc_id for d in docs), path, skipped)
                 show_pruned(await runtime.prune(tenant, keep, collection=collection), path)

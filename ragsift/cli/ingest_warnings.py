@@ -1,15 +1,45 @@
 """What ``ragsift ingest`` warns about beyond its counts: a document that replaced one
-of its id indexed from another file, and an ingest stopped midway."""
+of its id indexed from another file, text that is mostly not English, and an ingest
+stopped midway."""
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragsift.cli.common import print_warning
+from ragsift.ingest.language_watch import language_warning
+from ragsift.retrieval.language import language_shares
 
-__all__ = ["warn_interrupted", "warn_other_sources", "warn_probing_interrupted"]
+if TYPE_CHECKING:
+    from ragsift.ingest.indexer import IngestReport
+
+__all__ = [
+    "warn_after_ingest",
+    "warn_interrupted",
+    "warn_language",
+    "warn_other_sources",
+    "warn_probing_interrupted",
+]
+
+
+def warn_after_ingest(
+    report: IngestReport, texts: Iterable[str], tenant: str, collection: str
+) -> None:
+    """What an ingest that completed warns about: documents that replaced others of
+    their id (:func:`warn_other_sources`), then text that is mostly not English."""
+    warn_other_sources(report.other_sources)
+    warn_language(texts, tenant, collection)
+
+
+def warn_language(texts: Iterable[str], tenant: str, collection: str) -> None:
+    """One warning when most of the text ingested looks non-English: its share, its
+    main language, and that the confidences will not mean what they say."""
+    message = language_warning(language_shares(texts), tenant, collection)
+    if message is not None:
+        print_warning(message)
 
 
 def warn_other_sources(replaced: Sequence[tuple[str, str, str]], shown: int = 5) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 from ragsift.ingest.indexer import Indexer
+from ragsift.ingest.language_watch import LanguageWatch
 from ragsift.schemas import DocumentEvent
 from ragsift.workers.audit import Backoff
 from ragsift.workers.base import MAX_DEADLINE_S, Outcome
@@ -36,6 +37,8 @@ class IndexerHandler(Holds):
 
     With a ``reprober``, every (tenant, collection) a batch changed is handed to
     it, which re-probes the scope's answer threshold once it settles (ADR 014).
+    Once most of a scope's text looks non-English, it logs a warning, once per scope
+    (:class:`~ragsift.ingest.language_watch.LanguageWatch`).
     """
 
     name = "indexer"
@@ -54,6 +57,7 @@ class IndexerHandler(Holds):
         self.backoff = backoff
         self._sleep = sleep
         self.hold = Hold()
+        self.languages = LanguageWatch()
 
     @property
     def model(self) -> type[BaseModel]:
@@ -89,6 +93,10 @@ class IndexerHandler(Holds):
                     )
                 if self.reprober is not None:
                     self.reprober.touched(event.tenant_id, event.collection)
+                if event.op == "upsert" and event.text:
+                    said = self.languages.observe(event.tenant_id, event.collection, [event.text])
+                    if said is not None:
+                        log.warning("%s", said)
         return outcomes
 
     async def settle(self) -> None:
