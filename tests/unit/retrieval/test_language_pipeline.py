@@ -35,7 +35,9 @@ FOREIGN = [
     ("French", "Combien de temps dure la garantie du thermostat Orbit ?"),
     ("Spanish", "¿Cuánto dura la garantía del termostato Orbit?"),
     ("German", "Wie lange gilt die Garantie für den Orbit-Thermostat?"),
+    ("non-Latin script", "Сколько длится гарантия на термостат Orbit?\x00\u200b"),
 ]
+CODES = {"French": "fr", "Spanish": "es", "German": "de", "non-Latin script": "other"}
 ENGLISH = [
     "How long does the Orbit thermostat warranty last?",  # SQuAD-like
     "Orbit warranty",  # keyword
@@ -108,7 +110,7 @@ async def test_a_non_english_question_is_told_so_first(
     assert "read English" in first.message
     codes = [a.code for a in result.recommendations]
     assert codes.count(QUERY_LANGUAGE_ADVICE_CODE) == 1
-    assert advised(pipeline, {"French": "fr", "Spanish": "es", "German": "de"}[name]) == 1
+    assert advised(pipeline, CODES[name]) == 1
 
 
 @pytest.mark.parametrize("question", ENGLISH)
