@@ -196,9 +196,10 @@ def ingest(
     """Chunk, embed and index documents into the embedded Qdrant Edge shard, then probe
     the collection to re-certify the answer threshold there (--no-probe: don't), and
     estimate how often a question on its subjects whose answer it lacks would still be
-    answered (docs/confidence.md, section 12). Warns when most of the text looks
-    non-English: ragsift reads English (section 13). A new collection past
-    RAGSIFT_QDRANT_MAX_COLLECTIONS (1000) is refused, exit 2."""
+    answered (docs/confidence.md, section 12).
+
+    Warns when most of the text looks non-English: ragsift reads English (section
+    13). A new collection past RAGSIFT_QDRANT_MAX_COLLECTIONS (1000) is refused, exit 2."""
     _check_names(tenant=tenant, collection=collection)  # before anything is written
     _data_dir_settings(data_dir)  # before a large folder is read
     if prune:
