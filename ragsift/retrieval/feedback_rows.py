@@ -7,14 +7,31 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Put", "ScoredRecord", "StoredLabel", "Unreadable", "put_outcome", "readable_rows"]
+from ragsift.confidence.registry import CalibrationScope
+
+__all__ = [
+    "Put",
+    "ScoredRecord",
+    "StoredLabel",
+    "Unreadable",
+    "put_outcome",
+    "readable_rows",
+    "scope_key",
+]
 
 log = logging.getLogger("ragsift.retrieval.feedback_store")
 _Row = TypeVar("_Row", bound=BaseModel)
+
+_SEP: Final = "\x1f"  # never in a tenant id or collection name (both are ASCII word chars)
+
+
+def scope_key(scope: CalibrationScope) -> str:
+    """The scope's name in either store's keys: collection, separator, tenant."""
+    return f"{scope.collection}{_SEP}{scope.tenant or ''}"
 
 
 class ScoredRecord(BaseModel):

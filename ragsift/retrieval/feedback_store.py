@@ -1,4 +1,5 @@
-"""Where the feedback loop keeps scored results and their labels (SQLite embedded, Redis shared).
+"""Where the feedback loop keeps scored results and their labels: the protocol, and the
+embedded runtime's SQLite store (the workers' Redis one: :mod:`.redis_feedback_store`).
 
 A label is joined to the result it refers to by tenant and query id: the
 calibration worker (or the embedded bus) *remembers* each scored result's signals
@@ -14,7 +15,6 @@ for their tenant only, until their window ends.
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 import threading
@@ -22,11 +22,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
-import redis
 from pydantic import BaseModel
-from redis.exceptions import RedisError
 
 from ragsift.confidence.registry import CalibrationScope
 from ragsift.errors import ServiceUnavailableError, unusable_store
@@ -38,9 +36,9 @@ from ragsift.retrieval.feedback_rows import (
     Unreadable,
     put_outcome,
     readable_rows,
+    scope_key,
 )
-from ragsift.retrieval.redis_calibration import sync_client
-from ragsift.settings import RedisSettings
+from ragsift.retrieval.redis_feedback_store import RedisFeedbackStore
 
 __all__ = [
     "FeedbackStore",
@@ -53,20 +51,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 _Row = TypeVar("_Row", bound=BaseModel)
-
-_SEP: Final = "\x1f"  # never in a tenant id or collection name (both are ASCII word chars)
-
-# KEYS: a scope's labels. ARGV: query id, the row the label was decided on ('': none; a
-# stored row is never empty), the new row. Writes only if the row is still that one: 1.
-_PUT_IF_UNCHANGED: Final = """
-if (redis.call('HGET', KEYS[1], ARGV[1]) or '') ~= ARGV[2] then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-return 1
-"""
-#: Tries of a Redis put whose row another writer keeps replacing. Two workers meet on a
-#: query only in a rebalance's overlap, so a second try settles it; then a service error
-#: (the handler holds its batch and tries again) rather than a loop without end.
-_PUT_TRIES: Final = 8
 
 
 class FeedbackStore(Protocol):
@@ -109,10 +93,6 @@ class FeedbackStore(Protocol):
     def close(self) -> None:
         """Release the connection (the owner calls it once, at shutdown)."""
         ...
-
-
-def _scope_key(scope: CalibrationScope) -> str:
-    return f"{scope.collection}{_SEP}{scope.tenant or ''}"
 
 
 def unreadable_counter(metrics: Metrics) -> Unreadable:
@@ -206,7 +186,7 @@ class SqliteFeedbackStore:
         self, scope: CalibrationScope, label: StoredLabel, *, keep_sampled: bool = False
     ) -> Put:
         """Store a label, keyed by query id (see :class:`FeedbackStore`)."""
-        key = (_scope_key(scope), label.record.query_id)
+        key = (scope_key(scope), label.record.query_id)
         with self._failing(), self._lock, self._db:
             # Written from the read on: another process's label of the query waits, or
             # it was decided on the row read before this one, and replaced it.
@@ -229,7 +209,7 @@ class SqliteFeedbackStore:
         with self._failing(), self._lock:
             rows = self._db.execute(
                 "SELECT body FROM labels WHERE scope = ? ORDER BY at, query_id",
-                (_scope_key(scope),),
+                (scope_key(scope),),
             ).fetchall()
         return readable_rows(
             StoredLabel, (body for (body,) in rows), "label rows", self.on_unreadable
@@ -239,7 +219,7 @@ class SqliteFeedbackStore:
         """The scope's last re-fit (see :class:`FeedbackStore`)."""
         with self._failing(), self._lock:
             row = self._db.execute(
-                "SELECT digest, at FROM refits WHERE scope = ?", (_scope_key(scope),)
+                "SELECT digest, at FROM refits WHERE scope = ?", (scope_key(scope),)
             ).fetchone()
         try:
             return None if row is None else (str(row[0]), float(row[1]))
@@ -253,141 +233,9 @@ class SqliteFeedbackStore:
         """Record a re-fit (see :class:`FeedbackStore`)."""
         with self._failing(), self._lock, self._db:
             self._db.execute(
-                "INSERT OR REPLACE INTO refits VALUES (?, ?, ?)", (_scope_key(scope), digest, at)
+                "INSERT OR REPLACE INTO refits VALUES (?, ?, ?)", (scope_key(scope), digest, at)
             )
 
     def close(self) -> None:
         """Close the database."""
         self._db.close()
-
-
-class RedisFeedbackStore:
-    """The streaming workers' store: results as keys with a TTL, labels in a hash per scope."""
-
-    def __init__(
-        self,
-        settings: RedisSettings,
-        *,
-        client: redis.Redis | None = None,
-        on_unreadable: Unreadable | None = None,
-    ):
-        self.on_unreadable = on_unreadable
-        self.client = client or sync_client(settings)
-        self.prefix = f"{settings.key_prefix}:feedback"
-        self._put_if_unchanged = self.client.register_script(_PUT_IF_UNCHANGED)
-
-    def _call(self, op: Any, *args: Any) -> Any:
-        try:
-            return op(*args)
-        except RedisError as exc:
-            raise ServiceUnavailableError(
-                f"redis feedback store: {type(exc).__name__}: {exc}", service="redis"
-            ) from exc
-
-    def remember(self, records: list[ScoredRecord], ttl_s: int) -> None:
-        """Keep each record for ``ttl_s`` seconds (see :class:`FeedbackStore`)."""
-
-        def write() -> None:
-            with self.client.pipeline(transaction=False) as pipe:
-                for r in records:
-                    pipe.set(self._scored(r.tenant_id, r.query_id), r.model_dump_json(), ex=ttl_s)
-                    owners = f"{self.prefix}:owners:{r.query_id}"
-                    pipe.sadd(owners, r.tenant_id)
-                    pipe.expire(owners, ttl_s)
-                pipe.execute()
-
-        if records:
-            self._call(write)
-
-    def _scored(self, tenant_id: str, query_id: str) -> str:
-        # A tenant id holds no ':' (TENANT_PATTERN), so no two (tenant, query id) meet.
-        return f"{self.prefix}:scored:{tenant_id}:{query_id}"
-
-    def _legacy(self, query_id: str) -> ScoredRecord | None:
-        raw = self._call(lambda: self.client.get(f"{self.prefix}:result:{query_id}"))
-        return (
-            next(iter(readable_rows(ScoredRecord, [raw], "result", self.on_unreadable)), None)
-            if raw
-            else None
-        )
-
-    def recall(self, query_id: str, tenant_id: str) -> ScoredRecord | None:
-        """The tenant's record of ``query_id`` within its window (see :class:`FeedbackStore`)."""
-        raw = self._call(lambda: self.client.get(self._scored(tenant_id, query_id)))
-        if raw is not None:
-            return next(
-                iter(readable_rows(ScoredRecord, [raw], "result", self.on_unreadable)), None
-            )
-        legacy = self._legacy(query_id)
-        return legacy if legacy is not None and legacy.tenant_id == tenant_id else None
-
-    def owners(self, query_id: str) -> list[str]:
-        """The tenants holding ``query_id`` within its window (see :class:`FeedbackStore`)."""
-        members = self._call(lambda: self.client.smembers(f"{self.prefix}:owners:{query_id}"))
-        held = sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
-
-        def present() -> list[int]:  # one round trip for all of them
-            with self.client.pipeline(transaction=False) as pipe:
-                for tenant in held:
-                    pipe.exists(self._scored(tenant, query_id))
-                return list(pipe.execute())
-
-        # The set outlives a record that expired first: keep the tenants whose is there.
-        found = {t for t, n in zip(held, self._call(present) if held else [], strict=True) if n}
-        legacy = self._legacy(query_id)
-        return sorted(found | ({legacy.tenant_id} if legacy is not None else set()))
-
-    def put_label(
-        self, scope: CalibrationScope, label: StoredLabel, *, keep_sampled: bool = False
-    ) -> Put:
-        """Store a label, keyed by query id (see :class:`FeedbackStore`).
-
-        Written only over the row it was decided on, as SQLite's transaction does:
-        read, then written, a label of two workers in a rebalance's overlap was decided
-        on a row the other had just replaced (a report took a sampled label's place).
-        """
-        key = f"{self.prefix}:labels:{_scope_key(scope)}"
-        field, row = label.record.query_id, label.model_dump_json()
-        for _ in range(_PUT_TRIES):
-            old = self._call(lambda: self.client.hget(key, field))
-            put = put_outcome(old, label, keep_sampled, self.on_unreadable)
-            if put != "stored" or self._call(
-                self._put_if_unchanged, [key], [field, old or b"", row]
-            ):
-                return put
-        raise ServiceUnavailableError(
-            f"redis feedback store: the label of query {field!r} was changed by another"
-            f" writer {_PUT_TRIES} times while this one was stored",
-            service="redis",
-            query_id=field,
-        )
-
-    def labels(self, scope: CalibrationScope) -> list[StoredLabel]:
-        """The scope's labels, oldest first (see :class:`FeedbackStore`)."""
-        raw = self._call(lambda: self.client.hvals(f"{self.prefix}:labels:{_scope_key(scope)}"))
-        found = readable_rows(StoredLabel, raw, "labels", self.on_unreadable)
-        return sorted(found, key=lambda s: (s.at, s.record.query_id))
-
-    def last_refit(self, scope: CalibrationScope) -> tuple[str, float] | None:
-        """The scope's last re-fit (see :class:`FeedbackStore`)."""
-        raw = self._call(lambda: self.client.hget(f"{self.prefix}:refits", _scope_key(scope)))
-        if raw is None:
-            return None
-        try:
-            state = json.loads(raw)
-            return str(state["digest"]), float(state["at"])
-        except (ValueError, RecursionError, KeyError, TypeError) as exc:
-            # Written by ragsift; damaged, it only means the next labels re-fit again.
-            log.warning("feedback store: unreadable re-fit record of %s: %r", scope, exc)
-            if self.on_unreadable is not None:
-                self.on_unreadable("refit", 1)
-            return None
-
-    def mark_refit(self, scope: CalibrationScope, digest: str, at: float) -> None:
-        """Record a re-fit (see :class:`FeedbackStore`)."""
-        value = json.dumps({"digest": digest, "at": at})
-        self._call(lambda: self.client.hset(f"{self.prefix}:refits", _scope_key(scope), value))
-
-    def close(self) -> None:
-        """Close the connection pool."""
-        self.client.close()

@@ -20,7 +20,7 @@ import redis
 
 from ragsift.confidence.registry import CalibrationScope
 from ragsift.errors import ServiceUnavailableError
-from ragsift.retrieval import feedback_store
+from ragsift.retrieval import redis_feedback_store
 from ragsift.retrieval.feedback_store import RedisFeedbackStore, ScoredRecord, StoredLabel
 from ragsift.settings import RedisSettings
 
@@ -54,7 +54,7 @@ def workers(settings: RedisSettings) -> Iterator[tuple[RedisFeedbackStore, Redis
 def interleaved(monkeypatch: pytest.MonkeyPatch, meanwhile: Callable[[], Any]) -> list[Any]:
     """Run ``meanwhile`` once, after the next ``put_label`` read the row and before it
     wrote one (the store decides what to write between the two); what it returned."""
-    real = feedback_store.put_outcome
+    real = redis_feedback_store.put_outcome
     done: list[Any] = []
 
     def deciding(*args: Any) -> Any:
@@ -63,7 +63,7 @@ def interleaved(monkeypatch: pytest.MonkeyPatch, meanwhile: Callable[[], Any]) -
             done[0] = meanwhile()
         return real(*args)
 
-    monkeypatch.setattr(feedback_store, "put_outcome", deciding)
+    monkeypatch.setattr(redis_feedback_store, "put_outcome", deciding)
     return done
 
 
@@ -125,7 +125,7 @@ def test_a_row_that_keeps_changing_under_a_put_is_a_service_error(
     workers: tuple[RedisFeedbackStore, RedisFeedbackStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first, second = workers
-    real = feedback_store.put_outcome
+    real = redis_feedback_store.put_outcome
     turns = iter(range(1000))
 
     def others_write_first(*args: Any) -> Any:
@@ -134,6 +134,6 @@ def test_a_row_that_keeps_changing_under_a_put_is_a_service_error(
         first.client.hset(f"{first.prefix}:labels:docs\x1facme", "q1", f"row {n}")
         return real(*args)
 
-    monkeypatch.setattr(feedback_store, "put_outcome", others_write_first)
+    monkeypatch.setattr(redis_feedback_store, "put_outcome", others_write_first)
     with pytest.raises(ServiceUnavailableError, match="changed by another writer"):
         second.put_label(SCOPE, SAMPLED)
