@@ -239,14 +239,21 @@ def calibrations_remove(
     ] = None,
     data_dir: DataDir = None,
 ) -> None:
-    """Remove one scope's calibration: its queries then use the next broader one."""
+    """Remove one scope's calibration: its queries then use the next broader one.
+
+    A tenant's feedback labels in the collection and its last re-fit are forgotten too
+    (kept, the next label re-fit the removed calibration from them): its next re-fit
+    waits for RAGSIFT_FEEDBACK_MIN_LABELS new sampled labels.
+    """
+    from ragsift.cli.forget_labels import remove_scope, removed_words
     from ragsift.confidence import ConfidenceError
     from ragsift.confidence.registry import CalibrationScope
+    from ragsift.errors import RagsiftError
 
     if tenant is not None and not tenant.strip():
         _fail("--tenant must name a tenant; leave it out to remove the collection's calibration")
     _check_names(collection, tenant)
-    registry = _registry(data_dir)
+    registry, settings = _registry(data_dir), _settings(data_dir)
     if registry.store is None:
         _fail("no calibration store is configured: there is nothing to remove")
     try:
@@ -254,14 +261,14 @@ def calibrations_remove(
     except ConfidenceError as exc:
         _fail(str(exc))
     try:
-        removed = registry.store.delete(scope)
-    except OSError as exc:
-        print_error(f"cannot write the calibration store: {exc}")
+        forgotten = remove_scope(registry.store, settings, scope)
+    except (OSError, RagsiftError) as exc:
+        print_error(f"cannot write the calibration or feedback store: {exc}")
         raise typer.Exit(EXIT_FAILURE) from exc
-    if not removed:
+    if forgotten is None:
         _fail(f"no calibration is stored for {scope}: nothing removed")
     now = registry.resolve(tenant, collection)
-    console.print(f"removed the calibration of {scope}; its queries now use {now.version}")
+    console.print(removed_words(scope, now.version, forgotten, settings.feedback.min_labels))
 
 
 async def _require_named(runtime: Any, collection: str, tenant: str | None) -> None:

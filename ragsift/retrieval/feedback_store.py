@@ -90,6 +90,10 @@ class FeedbackStore(Protocol):
         """Record a re-fit of ``scope`` on the labels with ``digest``."""
         ...
 
+    def forget(self, scope: CalibrationScope) -> int:
+        """Drop every label of ``scope`` and its re-fit record; how many labels there were."""
+        ...
+
     def close(self) -> None:
         """Release the connection (the owner calls it once, at shutdown)."""
         ...
@@ -235,6 +239,13 @@ class SqliteFeedbackStore:
             self._db.execute(
                 "INSERT OR REPLACE INTO refits VALUES (?, ?, ?)", (scope_key(scope), digest, at)
             )
+
+    def forget(self, scope: CalibrationScope) -> int:
+        """Drop the scope's labels and re-fit record (see :class:`FeedbackStore`)."""
+        with self._failing(), self._lock, self._db:
+            gone = self._db.execute("DELETE FROM labels WHERE scope = ?", (scope_key(scope),))
+            self._db.execute("DELETE FROM refits WHERE scope = ?", (scope_key(scope),))
+        return int(gone.rowcount)
 
     def close(self) -> None:
         """Close the database."""

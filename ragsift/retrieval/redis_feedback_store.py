@@ -173,6 +173,19 @@ class RedisFeedbackStore:
         value = json.dumps({"digest": digest, "at": at})
         self._call(lambda: self.client.hset(f"{self.prefix}:refits", scope_key(scope), value))
 
+    def forget(self, scope: CalibrationScope) -> int:
+        """Drop the scope's labels and re-fit record, at once (see :class:`FeedbackStore`)."""
+        key = f"{self.prefix}:labels:{scope_key(scope)}"
+
+        def drop() -> int:
+            with self.client.pipeline(transaction=True) as pipe:
+                pipe.hlen(key)
+                pipe.delete(key)
+                pipe.hdel(f"{self.prefix}:refits", scope_key(scope))
+                return int(pipe.execute()[0])
+
+        return int(self._call(drop))
+
     def close(self) -> None:
         """Close the connection pool."""
         self.client.close()

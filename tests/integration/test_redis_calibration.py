@@ -298,3 +298,52 @@ def test_reprobe_renews_stale_scopes_in_the_shared_store(
     assert (row["tenant"], row["outcome"]) == ("acme", "stored")
     assert replica.resolve("acme", "docs").version == row["version"]
     store.close()
+
+
+def test_removing_a_tenants_calibration_forgets_its_labels_in_the_workers_store(
+    settings: RedisSettings,
+) -> None:
+    """`ragsift calibrations remove --tenant T` on the shared store also forgets the
+    scope's labels and re-fit record in the workers' feedback store: kept, the next label
+    re-fit the removed calibration from them. Other scopes' labels stay."""
+    from typer.testing import CliRunner
+
+    from ragsift.cli import app
+
+    acme, others = (
+        CalibrationScope("docs", "acme"),
+        [
+            CalibrationScope("docs", "acme2"),
+            CalibrationScope("docs2", "acme"),
+        ],
+    )
+    labels = RedisFeedbackStore(settings)
+    for scope in (acme, *others):
+        for i in range(3):
+            record = ScoredRecord(
+                query_id=f"q{i}",
+                tenant_id=scope.tenant or "t",
+                collection=scope.collection,
+                kept=True,
+                signals={"top_score": 0.5},
+            )
+            labels.put_label(scope, StoredLabel(record=record, relevant=True, at=float(i)))
+        labels.mark_refit(scope, "digest", 1.0)
+    store = RedisCalibrationStore(settings)
+    store.put(acme, tuned(base()))
+    removed = CliRunner().invoke(
+        app,
+        ["calibrations", "remove", "--collection", "docs", "--tenant", "acme"],
+        env=cli_env(settings),
+    )
+    assert removed.exit_code == 0, removed.output
+    assert "forgot its 3 feedback labels" in " ".join(removed.output.split())
+    assert store.get(acme) is None
+    assert labels.labels(acme) == []
+    assert labels.last_refit(acme) is None
+    for scope in others:
+        assert len(labels.labels(scope)) == 3
+        assert labels.last_refit(scope) == ("digest", 1.0)
+    assert labels.forget(acme) == 0
+    store.close()
+    labels.close()
