@@ -250,6 +250,8 @@ class FeedbackLoop:
             return None
         labels = self.usable(self.store.labels(scope))[-self.settings.window :]
         if len(labels) < self.settings.min_labels:
+            # Kept due, every replay of the scope read all its labels again, for good.
+            self.refits.forget(scope)
             return None
         digest = _digest(labels)
         if (last is not None and last[0] == digest) or self.refits.postponed(scope) == digest:

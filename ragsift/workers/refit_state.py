@@ -4,7 +4,9 @@ Three things, each kept only while it can still change what a later label does:
 
 * **due**: the scope's labels changed since its last re-fit, but the re-fit interval
   held that re-fit back (or it could not be stored), so any label of the scope checks
-  again, a replayed one too. Settled once its labels are checked past the interval.
+  again, a replayed one too. Settled once its labels are checked past the interval;
+  found too few to fit then, the scope is forgotten whole (a changed label checks
+  anyway, and only a changed one brings it back to the minimum).
 * **postponed**: the digest of labels no re-fit could be made of (e.g. every one
   "relevant"), so replays of them are not fit again. Stale once the labels changed
   into a re-fit that was put or withheld.
@@ -115,6 +117,12 @@ class RefitStates:
 
     def put(self, scope: CalibrationScope) -> None:
         """A re-fit is in force: nothing is left to remember of the scope."""
+        self.forget(scope)
+
+    def forget(self, scope: CalibrationScope) -> None:
+        """Nothing of the scope is worth remembering: a re-fit is in force, or its labels
+        are too few to fit (not due: the label that brings them to the minimum is a
+        changed one, which checks anyway; postponed and withheld were of other labels)."""
         with self._lock:
             self._scopes.pop(scope)
 

@@ -138,6 +138,8 @@ def test_a_worker_holding_the_scope_due_does_not_refit_it_on_a_replay(
     assert stored(data) is None
     # The labels read again are new to the scope: counted toward its next re-fit.
     assert len(worker.store.labels(ACME)) == 5
+    # ... and its state went with the first of them: too few labels, nothing is due.
+    assert ACME not in worker.refits
 
 
 def test_removing_a_collections_calibration_forgets_no_tenants_labels(

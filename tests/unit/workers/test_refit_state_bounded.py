@@ -20,7 +20,7 @@ from ragsift.confidence.registry import (
     DirectoryCalibrationStore,
 )
 from ragsift.observability.metrics import Metrics
-from ragsift.retrieval.feedback_store import SqliteFeedbackStore
+from ragsift.retrieval.feedback_store import SqliteFeedbackStore, StoredLabel
 from ragsift.schemas import RetrievalResult
 from ragsift.settings import FeedbackSettings
 from ragsift.workers.calibration import FeedbackLoop
@@ -188,3 +188,46 @@ def test_postponing_clears_a_withheld_reason_in_the_state_itself() -> None:
 def test_a_bound_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="max_scopes must be >= 1, got 0"):
         RefitStates(0)
+
+
+def test_a_due_scope_whose_labels_fell_below_the_minimum_is_not_kept_due(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Withheld at 200 labels, then reports took 10 sampled labels' places inside the
+    re-fit interval (due). Checked past it, 190 labels fit nothing, and the scope stayed
+    due for good: each replayed label read every label of the scope again, and its entry
+    (with a withheld reason of labels it no longer had) took one of the bounded slots.
+    Below the minimum nothing is due: the label that brings the scope back to it is a
+    changed one, which checks anyway. A scope whose labels `ragsift calibrations remove`
+    forgot while it was due is this case too."""
+    clock = Clock()
+    loop = _loop(tmp_path, refit_interval_s=600, clock=clock)
+    labelled = _withheld_labels()
+    loop.remember([r for r, _ in labelled])
+    for r, y in labelled:
+        assert loop.apply(feedback(r.query_id, y)) is None
+    assert loop.refits.withheld(SCOPE)
+    for r, y in labelled[-10:]:  # the sampler chose none (share 0): reports replace them
+        assert loop.apply(feedback(r.query_id, y, n=1, sampled=False)) is None
+    assert loop.refits.is_due(SCOPE)
+    clock.now += 600
+    read = 0
+    labels = loop.store.labels
+
+    def counted(scope: CalibrationScope) -> list[StoredLabel]:
+        nonlocal read
+        read += 1
+        return labels(scope)
+
+    monkeypatch.setattr(loop.store, "labels", counted)
+    first, relevant = labelled[0]
+    assert loop.apply(feedback(first.query_id, relevant, n=2)) is None  # a replay: checks
+    assert read == 1
+    assert SCOPE not in loop.refits
+    for r, y in labelled[:20]:  # replays: nothing changed, nothing due, nothing read
+        assert loop.apply(feedback(r.query_id, y, n=3)) is None
+    assert read == 1
+    # A changed label still checks at once (one read), and fits nothing below the minimum.
+    assert loop.apply(feedback(first.query_id, not relevant, n=4)) is None
+    assert read == 2
+    assert SCOPE not in loop.refits
