@@ -234,7 +234,7 @@ def feedback(
             relevant=relevant,
             sampled=not reported,
         )
-        version = loop.apply(event)
+        version = loop.apply(event, afresh=True)  # a process per label: due is not known
     except ValidationError as exc:  # a query id or tenant no event may carry
         print_error(describe_validation_error(exc))
         raise typer.Exit(2) from exc

@@ -145,8 +145,11 @@ class FeedbackLoop:
         records = [record_of(r) for r in results if r.outcome == "ok"]
         self.store.remember(records, self.settings.join_ttl_s)
 
-    def apply(self, event: FeedbackEvent) -> str | None:
+    def apply(self, event: FeedbackEvent, *, afresh: bool = False) -> str | None:
         """Store one label; return the new calibration version if it triggered a re-fit.
+
+        ``afresh``: this process starts anew for this label (``ragsift feedback``), so it
+        cannot know whether the scope is due: a label that changed nothing checks too.
 
         Raises:
             FeedbackRefused: the query is unknown (or past the join window) or another tenant's.
@@ -182,7 +185,7 @@ class FeedbackLoop:
         if put != "stored":
             self.last_result = put
             self.metrics.feedback.labels(put).inc()
-            return self.maybe_refit(scope) if self.refits.is_due(scope) else None
+            return self.maybe_refit(scope) if afresh or self.refits.is_due(scope) else None
         self.last_result = "labelled" if event.sampled else "reported"
         self.metrics.feedback.labels(self.last_result).inc()
         # A reported label can start no re-fit, but a changed sampled one can.

@@ -151,10 +151,10 @@ def test_a_fault_of_the_stored_data_is_exit_1_and_says_it_is_not_the_input(
 
     real = FeedbackLoop.apply
 
-    def failing(self: FeedbackLoop, event: object) -> str | None:
+    def failing(self: FeedbackLoop, event: object, *, afresh: bool = False) -> str | None:
         if event.query_id == answered[0].query_id:  # type: ignore[attr-defined]
             raise ValueError("the re-fit's isotonic map has no points")
-        return real(self, event)  # type: ignore[arg-type]
+        return real(self, event, afresh=afresh)  # type: ignore[arg-type]
 
     monkeypatch.setattr(FeedbackLoop, "apply", failing)
     query_id = answered[0].query_id
