@@ -11,7 +11,7 @@ from aiohttp import web, web_protocol
 from ragsift.errors import RagsiftError, shown_value
 from ragsift.schemas.payload import RepeatsNoted, not_utf8
 
-__all__ = ["MAX_JSON_DEPTH", "BodyError", "read_json_body"]
+__all__ = ["CLIENT_CLOSED_REQUEST", "MAX_JSON_DEPTH", "BodyError", "read_json_body"]
 
 #: the query contract is a flat object; anything nested deeper is hostile input,
 #: and refusing it before json.loads keeps the parser far from the recursion limit
@@ -21,6 +21,9 @@ _STRUCTURE = b'"\\[]{}'
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in _STRUCTURE)
 _QUOTE, _BACKSLASH = ord('"'), ord("\\")
 _OPENERS, _CLOSERS = frozenset(b"[{"), frozenset(b"]}")
+#: The status counted for a request whose client left before its body was in (nginx's
+#: name and number): no answer reaches it, and it is no fault of the server's.
+CLIENT_CLOSED_REQUEST = 499
 
 
 class BodyError(RagsiftError):
@@ -59,7 +62,8 @@ def _too_deep(body: bytes) -> bool:
 
 
 async def read_json_body(request: web.Request, *, max_bytes: int, timeout_s: float) -> Any:
-    """The parsed body, or BodyError: 415 not JSON, 413 too big, 408 too slow, 400 unparsable."""
+    """The parsed body, or BodyError: 415 not JSON, 413 too big, 408 too slow, 400 unparsable,
+    499 the client left before sending it all."""
     if request.content_type != "application/json":
         raise BodyError(
             415,
@@ -87,6 +91,15 @@ async def read_json_body(request: web.Request, *, max_bytes: int, timeout_s: flo
         # after answering, met the same error and logged a traceback per request.
         request.content.feed_eof()
         raise BodyError(400, "bad_body", f"the body cannot be read: {exc}", close=True) from exc
+    except ConnectionResetError as exc:
+        # The connection was lost mid-body (a client's or a proxy's timeout): it was a
+        # 500 and a logged traceback per request, a server fault on every dashboard.
+        raise BodyError(
+            CLIENT_CLOSED_REQUEST,
+            "client_closed_request",
+            "the client closed the connection before its body was in",
+            close=True,
+        ) from exc
     body = b"".join(chunks)
     if encoding := not_utf8(body):
         raise BodyError(400, "bad_json", f"the body is {encoding}; JSON must be UTF-8 (RFC 8259)")
