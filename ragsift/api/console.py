@@ -1,7 +1,8 @@
 """The web console (X8): live results, evidence and per-tenant counters, in a browser.
 
 :class:`ConsoleHub` turns pipeline events (results, reports, decisions,
-evidence, dead letters) into small JSON messages, keeps a bounded backlog for a
+evidence, dead letters) into small JSON messages
+(:mod:`ragsift.api.console_messages`), keeps a bounded backlog for a
 page that connects late, counts per tenant, and fans messages out to each open
 page over server-sent events, only those of the tenants the page's credential
 covers. :class:`ConsoleRoutes` serves the page and its static assets (shipped
@@ -18,14 +19,13 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import BaseModel
 
+from ragsift.api.console_messages import Message, message_of
 from ragsift.observability.labels import BoundedLabeler
-from ragsift.schemas import DeadLetter, Decision, EvidenceEvent, Report, RetrievalResult
 
 __all__ = [
     "CONSOLE_PATH",
@@ -55,11 +55,6 @@ DEFAULT_MAX_TENANTS = 50
 OTHER_TENANT = "(other tenants)"
 #: a comment line this often keeps proxies from closing an idle stream
 HEARTBEAT_S = 15.0
-#: text of a hit shown on the page: a glance, the full text is in the API's result
-HIT_TEXT_CHARS = 400
-
-#: one console message: {"kind": ..., "tenant_id": ..., "query_id": ..., "data": {...}}
-Message = dict[str, Any]
 
 
 def dropped_messages_counter(registry: CollectorRegistry) -> Counter:
@@ -148,7 +143,7 @@ class ConsoleHub:
 
     def accept(self, topic: str, event: BaseModel) -> None:
         """Take one pipeline event (a bus listener; the API calls it per record read)."""
-        message = _message(event)
+        message = message_of(event)
         if message is None:
             return
         self._count(message)
@@ -221,86 +216,6 @@ class ConsoleHub:
             counts.refusals += 1
         elif data["generated_by"] != "bypass":  # greetings are not answers from the sources
             counts.answers += 1
-
-
-def _message(event: BaseModel) -> Message | None:
-    """The console's view of one event, or None for events it does not show."""
-    if isinstance(event, RetrievalResult):
-        return _wrap("result", event.tenant_id, event.query_id, _result_view(event))
-    if isinstance(event, Report):
-        data = event.model_dump(
-            mode="json",
-            include={
-                "answer",
-                "is_refusal",
-                "advisory_only",
-                "disclaimer",
-                "badge",
-                "banner",
-                "level",
-                "confidence",
-                "generated_by",
-                "validation_issues",
-            },
-        )
-        data["citations"] = [c.source for c in event.citations]
-        return _wrap("report", event.tenant_id, event.query_id, data)
-    if isinstance(event, Decision):
-        data = event.model_dump(
-            mode="json", include={"use_context", "reason", "threshold", "flags", "review_queue"}
-        )
-        return _wrap("decision", event.tenant_id, event.query_id, data)
-    if isinstance(event, EvidenceEvent):
-        data = {
-            "type": event.type.value,
-            "summary": event.data.summary,
-            "time": event.time.isoformat(),
-            "confidence": event.data.confidence,
-        }
-        return _wrap("evidence", event.data.tenant_id, event.data.query_id, data)
-    if isinstance(event, DeadLetter) and event.worker == "retrieval":
-        # a letter of an event that did not decode names no tenant: only a page that
-        # sees every tenant gets it; one that did goes to its tenant's pages too
-        data = {"stage": event.stage, "error": event.error[:500]}
-        return _wrap("rejected", event.tenant_id, event.query_id, data)
-    return None
-
-
-def _wrap(kind: str, tenant: str | None, query_id: str | None, data: Any) -> Message:
-    return {"kind": kind, "tenant_id": tenant, "query_id": query_id, "data": data}
-
-
-def _result_view(r: RetrievalResult) -> dict[str, Any]:
-    return {
-        "query": r.query,
-        "collection": r.collection,
-        "outcome": r.outcome,
-        "status": r.status,
-        "level": r.level,
-        "confidence": r.confidence,
-        "answerable": r.answerable,
-        "advisory_only": r.advisory_only,
-        "advisory_flag": r.advisory_flag,
-        "disclaimer": r.disclaimer,
-        "answer_hint": r.answer_hint,
-        "cache_hit": r.cache.hit,
-        "scorer": r.breakdown.scorer,
-        "threshold": r.threshold,
-        "total_found": r.total_found,
-        "hits": [
-            {
-                "rank": h.rank,
-                "chunk_id": h.chunk_id,
-                "score": h.score,
-                "source": h.citation.source,
-                "text": h.text[:HIT_TEXT_CHARS],
-            }
-            for h in r.hits
-        ],
-        "dropped": [d.model_dump(mode="json") for d in r.dropped],
-        "recommendations": [a.model_dump(mode="json") for a in r.recommendations],
-        "error": r.error.message if r.error else None,
-    }
 
 
 class ConsoleRoutes:
