@@ -148,11 +148,16 @@ class ConsoleHub:
             return
         self._count(message)
         self._backlog.append(message)
+        # Read once per set of tenants, not per page: 4,000 pages of one key read them
+        # 4,000 times, 59 ms of the shared event loop per result.
+        views: dict[frozenset[str] | None, Message] = {}
         for client in list(self._clients):
             self._send(client, message)
             # Only to pages that see the tenant: another's page would learn when it asked.
             if message["kind"] in ("result", "report") and client.sees(message["tenant_id"]):
-                self._send(client, self._counters_message(client.tenants))
+                if (view := views.get(client.tenants)) is None:
+                    view = views[client.tenants] = self._counters_message(client.tenants)
+                self._send(client, view)
 
     def counters(self, tenants: frozenset[str] | None) -> dict[str, dict[str, float | int]]:
         """Per-tenant counters the caller may see (every tenant for ``None``)."""
