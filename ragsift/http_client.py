@@ -47,6 +47,8 @@ T = TypeVar("T")
 _HTTP_OK = 200
 _HTTP_TOO_MANY_REQUESTS = 429
 _HTTP_SERVER_ERROR = 500
+#: UTF-32's: the bytes that hold an excerpt's characters in any text encoding.
+_MOST_BYTES_PER_CHAR = 4
 # Headers of the bytes on the wire, which a body read (and decoded) whole no longer has.
 _WIRE_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
@@ -162,8 +164,20 @@ class JsonEndpoint:
         self._client = client
 
     def excerpt(self, response: httpx.Response) -> str:
-        """The start of a body, for an error message and the log."""
-        return response.text[: self.errors.excerpt_chars]
+        """The start of a body, for an error message and the log: decoded by its charset
+        when that is a text encoding that decodes it, else as UTF-8, bad bytes replaced.
+
+        ``response.text`` took any charset the server named: ``utf-16`` without a BOM,
+        ``rot13``, ``base64`` raised UnicodeError, TypeError or AssertionError out of
+        the error path, past every caller's handling of the service's errors.
+        """
+        chars = self.errors.excerpt_chars
+        start = response.content[: chars * _MOST_BYTES_PER_CHAR]
+        try:
+            text = start.decode(response.charset_encoding or "utf-8", "replace")
+        except (LookupError, UnicodeError):  # no codec, not a text codec, or no "replace"
+            text = start.decode("utf-8", "replace")
+        return text[:chars]
 
     async def post(self, body: dict[str, Any]) -> httpx.Response:
         """The 200 answer to ``body``, or the caller's error naming what went wrong."""

@@ -80,6 +80,38 @@ async def test_4xx_maps_to_the_same_response_error_with_the_body(kind: str) -> N
     assert caught.value.body == "bad input \u202e\x00"  # type: ignore[attr-defined]
 
 
+# A charset Python's codecs cannot decode text with: a UTF-16 body without its BOM,
+# codecs of bytes to bytes (base64, zlib), of str to str (rot13), none at all.
+_ODD_CHARSETS = ["utf-16", "utf-32", "rot13", "base64", "zlib_codec", "idna", "no-such-charset"]
+
+
+@pytest.mark.parametrize("charset", _ODD_CHARSETS)
+@pytest.mark.parametrize(("status", "errors"), [(503, UNAVAILABLE), (422, REFUSED), (200, REFUSED)])
+async def test_an_answer_in_any_charset_is_the_services_own_error(
+    status: int, errors: dict[str, type[Exception]], charset: str
+) -> None:
+    """The excerpt of an answer decoded it by its Content-Type's charset: a server (or a
+    proxy before it) naming one that does not decode raised TypeError, UnicodeError or
+    AssertionError out of the client, past the report worker's handling of the LLM's
+    errors (it failed the whole batch, again and again) instead of its fallback."""
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        body = b"oops: not what you asked for \xff\xc3"
+        return httpx.Response(
+            status, content=body, headers={"Content-Type": f"text/plain; charset={charset}"}
+        )
+
+    for kind, call in _calls(httpx.MockTransport(reply)).items():
+        with pytest.raises(errors[kind]) as caught:
+            await call()
+        if charset.startswith("utf-"):
+            continue  # a text encoding: the bytes read as it says, however they read
+        # Else as UTF-8: the excerpt is in the message of an error answer, in ``body``
+        # of a malformed 200.
+        shown = f"{caught.value} {getattr(caught.value, 'body', '')}"
+        assert "oops: not what you asked for" in shown, kind
+
+
 async def test_the_error_body_is_cut_to_the_excerpt() -> None:
     errors = ServiceErrors(
         "things request", "things service", EmbedderUnavailableError, EmbedderResponseError, 12
