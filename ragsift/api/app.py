@@ -39,6 +39,7 @@ from ragsift.api.console import (
     dropped_messages_counter,
 )
 from ragsift.api.feedback_input import publish_feedback
+from ragsift.api.guarded_site import refused_counter
 from ragsift.api.kafka_link import KafkaLink
 from ragsift.api.openapi import openapi_document
 from ragsift.api.query_input import (
@@ -133,6 +134,8 @@ class QueryApi(KafkaLink):
         )
         if shared is not None:
             shared.on_error = self.shared_errors.inc
+        #: what the API's sites refuse before a route runs (``GuardedSite(refused=...)``)
+        self.refused = refused_counter(r)
         if hub is not None:
             hub.on_drop = dropped_messages_counter(r).inc
 

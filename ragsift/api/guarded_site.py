@@ -14,6 +14,9 @@ aiohttp's keep-alive timeout.
 A request aiohttp cannot parse (a request line over 8 KB, a broken header) is
 answered with the API's JSON error and logged on one line; aiohttp answered plain
 text and logged a traceback each time, so any client could flood the log.
+
+Each of the three refusals is counted by reason (:func:`refused_counter`), as the
+routes' answers are.
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ from collections.abc import Callable
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
+from prometheus_client import CollectorRegistry, Counter
 
-__all__ = ["HEADER_TIMEOUT_S", "GuardedSite", "max_connections"]
+__all__ = ["HEADER_TIMEOUT_S", "REFUSALS", "GuardedSite", "max_connections", "refused_counter"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +44,22 @@ MOST_CONNECTIONS = 4_096
 SPARE_DESCRIPTORS = 256
 #: Seconds between two warnings that connections are being refused.
 _WARN_EVERY_S = 60.0
+#: Why the site refused, before any route ran: the ``reason`` label's values.
+REFUSALS = ("bad_request", "header_timeout", "too_many_connections")
+
+
+def refused_counter(registry: CollectorRegistry) -> Counter:
+    """The counter of what the sites refuse before any route runs, by reason (pass it
+    to each :class:`GuardedSite` of the registry's process)."""
+    counter = Counter(
+        "ragsift_http_refused_total",
+        "Connections and requests an HTTP site refused before any route ran, by reason.",
+        ["reason"],
+        registry=registry,
+    )
+    for reason in REFUSALS:
+        counter.labels(reason)  # each series shows from the start, at 0
+    return counter
 
 
 def max_connections() -> int:
@@ -51,14 +71,22 @@ def max_connections() -> int:
 
 
 class _Gate:
-    """The site's live connections, and when it last warned of refusing one."""
+    """The site's live connections, when it last warned of refusing one, and the count
+    of what it refused."""
 
-    def __init__(self, most: int) -> None:
+    def __init__(self, most: int, refused: Counter | None = None) -> None:
         self.most = most
         self.live = 0
         self.warned = 0.0
+        self.refused = refused
+
+    def count(self, reason: str) -> None:
+        """One refusal, by one of :data:`REFUSALS`."""
+        if self.refused is not None:
+            self.refused.labels(reason).inc()
 
     def refuse(self) -> None:
+        self.count("too_many_connections")
         now = time.monotonic()
         if now - self.warned >= _WARN_EVERY_S:
             self.warned = now
@@ -70,6 +98,8 @@ class _AnswersBadRequests(RequestHandler):
     one log line, not plain text and a traceback."""
 
     __slots__ = ()
+    #: the site's gate, which counts the request (a class of this one per site holds it)
+    gate: _Gate | None = None
 
     def handle_error(
         self,
@@ -83,6 +113,8 @@ class _AnswersBadRequests(RequestHandler):
         # aiohttp's message, with the start of what did not parse (repr'd): kept short
         detail = (exc.message or "").splitlines()[0][:160] if exc.message else "no detail"
         log.info("bad request from %s: %s", request.remote, detail)
+        if self.gate is not None:
+            self.gate.count("bad_request")
         body = {"error": "bad_request", "detail": f"the request does not parse: {detail}"}
         response = web.json_response(body, status=400)
         response.force_close()
@@ -108,8 +140,14 @@ class _Guarded(asyncio.Protocol):
             return
         self.admitted = True
         self.gate.live += 1
-        self.timer = asyncio.get_running_loop().call_later(self.header_timeout_s, transport.abort)
+        self.timer = asyncio.get_running_loop().call_later(
+            self.header_timeout_s, self._too_slow, transport
+        )
         self.inner.connection_made(transport)
+
+    def _too_slow(self, transport: asyncio.Transport) -> None:
+        self.gate.count("header_timeout")
+        transport.abort()
 
     def data_received(self, data: bytes) -> None:
         if self.timer is not None:
@@ -152,20 +190,28 @@ class GuardedSite(web.TCPSite):
         *,
         header_timeout_s: float = HEADER_TIMEOUT_S,
         most_connections: int | None = None,
+        refused: Counter | None = None,
     ) -> None:
         super().__init__(runner, host, port)
         self.header_timeout_s = header_timeout_s
-        self.gate = _Gate(most_connections or max_connections())
+        self.gate = _Gate(most_connections or max_connections(), refused)
 
     async def start(self) -> None:
         await web.BaseSite.start(self)  # registers the site with its runner
         made: Callable[[], asyncio.Protocol] | None = self._runner.server
         assert made is not None  # the runner was set up
+        site_gate = self.gate
+
+        class _Answers(_AnswersBadRequests):
+            """The site's own (a handler is slotted: its gate is a class attribute)."""
+
+            __slots__ = ()
+            gate = site_gate
 
         def guarded() -> asyncio.Protocol:
             handler = made()
             if type(handler) is RequestHandler:  # aiohttp's own: answer bad requests
-                handler.__class__ = _AnswersBadRequests
+                handler.__class__ = _Answers
             return _Guarded(handler, self.gate, self.header_timeout_s)
 
         self._server = await asyncio.get_running_loop().create_server(

@@ -115,7 +115,7 @@ def api(
             runners, [(host, port), (metrics_host, metrics_port)], strict=True
         ):
             await runner.setup()
-            await GuardedSite(runner, bind, bind_port).start()
+            await GuardedSite(runner, bind, bind_port, refused=query_api.refused).start()
         err_console.print(
             f"query API on http://{host}:{port}, metrics on http://{metrics_host}:{metrics_port}"
         )

@@ -9,8 +9,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
-from ragsift.api.guarded_site import GuardedSite, max_connections
+from ragsift.api.guarded_site import GuardedSite, max_connections, refused_counter
 
 
 async def _slow(request: web.Request) -> web.Response:
@@ -103,3 +104,40 @@ async def test_a_request_that_does_not_parse_gets_a_json_400_and_one_log_line(
     assert json.loads(body)["error"] == "bad_request"
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
     assert (await _ask(site.port)).endswith(b"done")  # and it answers again
+
+
+async def test_every_refusal_of_the_site_is_counted_by_reason() -> None:
+    # The three were one log line a minute, one at info, and nothing: a site at its cap,
+    # or a flood of requests that do not parse, showed on no dashboard.
+    registry = CollectorRegistry()
+    refused = refused_counter(registry)
+    app = web.Application()
+    app.router.add_get("/slow", _slow)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = GuardedSite(
+        runner, "127.0.0.1", 0, header_timeout_s=0.3, most_connections=2, refused=refused
+    )
+    await site.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", site.port)
+        writer.write(b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        await asyncio.wait_for(reader.read(), 30)
+        writer.close()
+        held = [await _dribbler(site.port) for _ in range(2)]
+        reader, writer = await asyncio.open_connection("127.0.0.1", site.port)
+        assert await asyncio.wait_for(reader.read(), 30) == b""  # past the cap
+        writer.close()
+        for held_reader, held_writer in held:  # the header deadline closes both
+            assert await asyncio.wait_for(held_reader.read(), 30) == b""
+            held_writer.close()
+    finally:
+        await runner.cleanup()
+
+    def count(reason: str) -> float | None:
+        return registry.get_sample_value("ragsift_http_refused_total", {"reason": reason})
+
+    assert count("bad_request") == 1
+    assert count("too_many_connections") == 1
+    assert count("header_timeout") == 2
