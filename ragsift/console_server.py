@@ -16,7 +16,7 @@ from functools import partial
 
 from aiohttp import web
 
-from ragsift.api.auth import Authenticator, AuthError, Principal
+from ragsift.api.auth import Authenticator, AuthError, Principal, credential_headers
 from ragsift.api.console import (
     CONSOLE_PATH,
     PUBLIC_CONSOLE_ROUTES,
@@ -73,9 +73,7 @@ class _ConsoleApi:
         route = request.match_info.route.resource
         if route is not None and route.canonical not in PUBLIC_CONSOLE_ROUTES | {"/"}:
             try:
-                request[_PRINCIPAL] = self.auth.authenticate(
-                    request.headers.get("Authorization"), request.headers.get("X-API-Key")
-                )
+                request[_PRINCIPAL] = self.auth.authenticate(*credential_headers(request.headers))
             except AuthError as exc:
                 return error_response(exc.status, exc.code, exc.message)
         try:

@@ -31,7 +31,7 @@ from aiohttp import web
 from aiokafka.errors import KafkaError
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
-from ragsift.api.auth import Authenticator, AuthError, Principal
+from ragsift.api.auth import Authenticator, AuthError, Principal, credential_headers
 from ragsift.api.console import (
     PUBLIC_CONSOLE_ROUTES,
     ConsoleHub,
@@ -311,9 +311,7 @@ class QueryApi(KafkaLink):
         name = route.canonical if route is not None else "unmatched"
         try:
             if name != "/openapi.json" and name not in PUBLIC_CONSOLE_ROUTES and route is not None:
-                request[_PRINCIPAL] = self.auth.authenticate(
-                    request.headers.get("Authorization"), request.headers.get("X-API-Key")
-                )
+                request[_PRINCIPAL] = self.auth.authenticate(*credential_headers(request.headers))
             response = await handler(request)
         except AuthError as exc:
             response = error_response(exc.status, exc.code, exc.message)

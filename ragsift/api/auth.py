@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import jwt
 
@@ -52,6 +52,7 @@ __all__ = [
     "KeyStore",
     "Principal",
     "Scope",
+    "credential_headers",
 ]
 
 KEY_PREFIX = "rsk"
@@ -287,6 +288,28 @@ def _claim_list(value: Any, *, split: bool = True) -> list[str]:
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return list(value)
     return []
+
+
+class Headers(Protocol):
+    """A request's headers, each name's values in order (aiohttp's ``request.headers``)."""
+
+    def getall(self, key: str, default: list[str], /) -> list[str]:
+        """Every value of header ``key``, or ``default``."""
+        ...
+
+
+def credential_headers(headers: Headers) -> tuple[str | None, str | None]:
+    """A request's ``Authorization`` and ``X-API-Key`` headers, for
+    :meth:`Authenticator.authenticate`; AuthError (401) for either given twice with two
+    values: which one counts would be ours to pick, and a proxy that checked the other
+    would have authorized another caller than the one ragsift serves."""
+    found: list[str | None] = []
+    for name in ("Authorization", "X-API-Key"):
+        values = {v for v in headers.getall(name, []) if v.strip()}  # blank: absent
+        if len(values) > 1:
+            raise AuthError(f"send one credential: the {name} header is given twice")
+        found.append(values.pop() if values else None)
+    return found[0], found[1]
 
 
 class Authenticator:

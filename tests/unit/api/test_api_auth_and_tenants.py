@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
+from multidict import CIMultiDict
 
 from ragsift.api import QueryApi
 from ragsift.schemas import DeadLetter, QueryEvent
@@ -57,6 +59,28 @@ async def test_two_different_credentials_are_401_and_nothing_is_sent(
     response = await client.post("/v1/query", json={"query": "q", "timeout_s": 1}, headers=same)
     assert response.status == 200, await response.text()
     assert api.sent[0][0].tenant_id == "alpha"
+
+
+@pytest.mark.parametrize(
+    ("name", "prefix"), [("Authorization", "Bearer "), ("X-API-Key", ""), ("x-api-key", "")]
+)
+async def test_a_credential_header_given_twice_with_two_values_is_401_and_nothing_is_sent(
+    client: Client, api: RecordingApi, keys: Keys, name: str, prefix: str
+) -> None:
+    # The first of two Authorization (or X-API-Key) lines won silently: a proxy that
+    # checks the last authorized one caller, and ragsift served another, as for the
+    # two headers side by side above.
+    api.answer = answer_ok
+    body = {"query": "q", "timeout_s": 1}
+    twice = CIMultiDict([(name, prefix + keys.alpha), (name, prefix + keys.beta)])
+    for method, path in (("POST", "/v1/query"), ("GET", "/v1/queries/q1")):
+        response = await client.request(method, path, json=body, headers=twice)
+        assert response.status == 401, await response.text()
+        assert "send one credential" in (await response.json())["detail"]
+    assert api.sent == []
+    same = CIMultiDict([(name, prefix + keys.alpha), (name, prefix + keys.alpha)])
+    response = await client.post("/v1/query", json=body, headers=same)
+    assert response.status == 200, await response.text()
 
 
 async def test_an_empty_header_next_to_a_credential_counts_as_absent(

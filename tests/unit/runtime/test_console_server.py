@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from multidict import CIMultiDict
 
 from ragsift.api.auth import Authenticator, KeyStore
 from ragsift.api.console import OTHER_TENANT
@@ -187,6 +188,11 @@ async def test_off_loopback_a_key_is_needed_and_scopes_the_tenant(
             headers={"X-API-Key": other},
         )
         assert spoof.status == 403
+        # the same header twice, two keys: not the first one's, silently
+        twice = CIMultiDict([("X-API-Key", other), ("X-API-Key", acme)])
+        resp = await client.get("/v1/queries/mine", headers=twice)
+        assert resp.status == 401
+        assert "send one credential" in (await resp.json())["detail"]
 
 
 async def test_the_console_saves_the_mix_estimates_while_it_runs(tmp_path: Path) -> None:
