@@ -136,6 +136,14 @@ class QueryApi(KafkaLink):
             shared.on_error = self.shared_errors.inc
         #: what the API's sites refuse before a route runs (``GuardedSite(refused=...)``)
         self.refused = refused_counter(r)
+        dropped = Counter(
+            "ragsift_api_dropped_events_total",
+            "Records read from Kafka the API skipped, by logical topic and reason"
+            " (decode: not the topic's event; unusable: taking it failed).",
+            ["topic", "reason"],
+            registry=r,
+        )
+        self.on_drop = lambda topic, reason: dropped.labels(topic, reason).inc()
         if hub is not None:
             hub.on_drop = dropped_messages_counter(r).inc
 

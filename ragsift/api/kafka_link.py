@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -61,6 +61,9 @@ class KafkaLink:
         self._broker_ok = False
         self._reads = list(reads)
         self._codecs = {name: EventCodec(TOPICS[name].model) for name in self._reads}
+        #: called with (logical topic, reason) per record skipped: ``decode`` (not the
+        #: topic's event) or ``unusable`` (taking it failed)
+        self.on_drop: Callable[[str, str], None] | None = None
 
     def topic(self, logical: str) -> str:
         """Full name of a registered topic."""
@@ -137,10 +140,32 @@ class KafkaLink:
             for tp, records in batches.items():
                 name = logical[tp.topic]
                 for record in records:
-                    try:
-                        self.accept(name, self._codecs[name].decode(record.value))
-                    except DecodeError:
-                        continue  # not ours to dead-letter: the producing worker validated it
+                    self._take(name, record.value, record.offset)
+
+    def _take(self, name: str, value: bytes | None, offset: int) -> None:
+        """One record: accepted, or skipped and counted; never the reader's end. A
+        result with a lone surrogate escape decodes, but cannot be kept (encoded back):
+        it ended the reader, and every replica answered every tenant 504 from then on."""
+        try:
+            event = self._codecs[name].decode(value)
+        except DecodeError:  # not ours to dead-letter: the producing worker validated it
+            self._drop(name, "decode")
+            return
+        try:
+            self.accept(name, event)
+        except Exception as exc:  # whatever taking it raised: the reader outlives it
+            log.error(
+                "skipped the %s event at offset %s: %s: %.300s",
+                name,
+                offset,
+                type(exc).__name__,
+                exc,
+            )
+            self._drop(name, "unusable")
+
+    def _drop(self, name: str, reason: str) -> None:
+        if self.on_drop is not None:
+            self.on_drop(name, reason)
 
     def accept(self, topic: str, event: Any) -> None:
         """One event read from logical topic ``topic``; a subclass says what to do with it."""

@@ -113,6 +113,7 @@ def test_the_apis_metrics_are_known_and_a_misspelt_one_is_not() -> None:
         "ragsift_api_shared_store_errors_total",
         "ragsift_console_dropped_messages_total",
         "ragsift_http_refused_total",
+        "ragsift_api_dropped_events_total",
     }
     assert api <= known
     misspelt = 'sum(rate(ragsift_api_request_total{status="503"}[5m])) > 0'

@@ -1,0 +1,80 @@
+"""The API's Kafka reader against records it cannot take: it reads on, and counts each.
+
+The reader reads every result of every tenant. A result that decoded but could not
+be kept (a lone surrogate escape, ``"\\ud800"``, decodes into a string that cannot
+be encoded back to UTF-8, which keeping it does) raised out of the reader: the task
+ended, the API read no result again and answered every tenant's query 504 while
+``/healthz`` stayed ok. Every replica reads every result, so all of them at once.
+Records that did not decode were skipped uncounted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import TopicPartition
+
+from ragsift.api import QueryApi
+from tests.unit.api.conftest import RecordingApi, build_result
+
+
+@dataclass
+class _Record:
+    value: bytes
+    offset: int = 0
+
+
+class _Consumer:
+    """Hands out one batch, then nothing (as a quiet topic)."""
+
+    def __init__(self, batch: dict[TopicPartition, list[_Record]]) -> None:
+        self.batch: dict[TopicPartition, list[_Record]] | None = batch
+
+    async def getmany(self, **_: Any) -> dict[TopicPartition, list[_Record]]:
+        batch, self.batch = self.batch, None
+        if batch is None:
+            await asyncio.sleep(0.01)
+            return {}
+        return batch
+
+
+def _dropped(api: QueryApi, topic: str, reason: str) -> float | None:
+    return api.metrics.registry.get_sample_value(
+        "ragsift_api_dropped_events_total", {"topic": topic, "reason": reason}
+    )
+
+
+async def test_a_record_it_cannot_take_is_counted_and_the_reader_reads_on(
+    make_api: Callable[..., RecordingApi],
+) -> None:
+    api = make_api()
+    unkeepable = build_result("poison", "mallory").model_dump_json()
+    unkeepable = unkeepable.replace('"query":"what?"', '"query":"wh\\ud800at?"')
+    results = TopicPartition(api.topic("retrievals"), 0)
+    api._consumer = _Consumer(  # type: ignore[assignment]  # the reader's one call
+        {
+            results: [
+                _Record(b"not json"),
+                _Record(unkeepable.encode()),
+                _Record(build_result("q1", "alpha").model_dump_json().encode()),
+            ]
+        }
+    )
+    reader = asyncio.create_task(api._read())
+    try:
+        for _ in range(500):
+            if ("result", "alpha", "q1") in api.store or reader.done():
+                break
+            await asyncio.sleep(0.01)
+        assert not reader.done(), reader.exception()
+        assert ("result", "alpha", "q1") in api.store  # the record after them was taken
+    finally:
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
+    assert _dropped(api, "retrievals", "decode") == 1
+    assert _dropped(api, "retrievals", "unusable") == 1
