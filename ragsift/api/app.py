@@ -47,6 +47,7 @@ from ragsift.api.query_input import (
     check_limits,
     error_response,
     http_error_response,
+    query_id_reused,
     read_query,
     reused_query_id,
     stored_answer,
@@ -224,8 +225,10 @@ class QueryApi(KafkaLink):
         reused = reused_query_id(self.store.get(("result", *key)), event.query, event.query_id)
         if reused is not None:
             return reused
+        if self.waiters.asked_otherwise(key, event.query):  # sent at once: one result for both
+            return query_id_reused(event.query_id, "has a request waiting")
         sent = self._query_codec.encode(event)
-        with self.waiters.waiting(key, sent, req.want_report) as pending:
+        with self.waiters.waiting(key, sent, req.want_report, event.query) as pending:
             try:
                 await self._publish(event, sent, req.timeout_s)
             except KafkaError as exc:

@@ -228,7 +228,9 @@ def openapi_document(max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS)
                         "403": _json(error, "The credential lacks the scope or the tenant."),
                         "404": _json(error, "The collection does not exist."),
                         "408": _json(error, "The body did not arrive in time."),
-                        "409": _json(error, "The query id has a result for another question."),
+                        "409": _json(
+                            error, "The query id has a result (or a wait) for another question."
+                        ),
                         "413": _json(error, "The body is too large."),
                         "415": _json(error, "The body is not application/json."),
                         "422": _json(error, "The body breaks the contract; fields say where."),

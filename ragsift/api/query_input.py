@@ -29,6 +29,7 @@ __all__ = [
     "error_response",
     "field_errors",
     "http_error_response",
+    "query_id_reused",
     "read_body",
     "read_query",
     "reused_query_id",
@@ -160,8 +161,13 @@ def reused_query_id(stored: bytes | None, query: str, query_id: str) -> web.Resp
         return None
     if asked is None or asked == query:
         return None
+    return query_id_reused(query_id, "has a result")
+
+
+def query_id_reused(query_id: str, has: str) -> web.Response:
+    """The 409 for a query id that ``has`` (a result, a request waiting) another question."""
     detail = (
-        f"query id {shown_value(query_id)} already has a result for another question:"
+        f"query id {shown_value(query_id)} already {has} for another question:"
         " a query id names one question; send this one under a new id"
     )
     return error_response(409, "query_id_reused", detail, query_id=query_id)

@@ -30,6 +30,8 @@ class Pending:
 
     sent: bytes
     want_report: bool
+    #: the question asked (a query id names one: another's result must not answer it)
+    query: str = ""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     #: the retrieval worker rejected the query: the request's answer
     letter: DeadLetter | None = None
@@ -43,11 +45,18 @@ class Waiters:
     def __init__(self) -> None:
         self._pending: dict[Key, list[Pending]] = {}
 
+    def asked_otherwise(self, key: Key, query: str) -> bool:
+        """Whether a request waiting on ``key`` asked another question than ``query``:
+        the first result would answer both."""
+        return any(pending.query != query for pending in self._pending.get(key, []))
+
     @contextmanager
-    def waiting(self, key: Key, sent: bytes, want_report: bool) -> Iterator[Pending]:
+    def waiting(
+        self, key: Key, sent: bytes, want_report: bool, query: str = ""
+    ) -> Iterator[Pending]:
         """A request registered for ``key`` while the block runs (register before
         sending: a fast dead letter must find its request)."""
-        pending = Pending(sent=sent, want_report=want_report)
+        pending = Pending(sent=sent, want_report=want_report, query=query)
         self._pending.setdefault(key, []).append(pending)
         try:
             yield pending

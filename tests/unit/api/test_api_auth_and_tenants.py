@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -277,3 +278,37 @@ async def test_a_query_id_with_a_result_for_another_question_is_a_409(
     assert reused.status == 409
     assert (await reused.json())["error"] == "query_id_reused"
     assert [event.query for event, _ in api.sent] == [first["query"]] * 2  # not sent
+
+
+async def test_a_query_id_another_question_is_waiting_on_is_a_409(
+    client: Client, api: RecordingApi, keys: Keys
+) -> None:
+    # The 409 above looked at stored results only: two questions sent at once under one
+    # id both waited on it, and the first result answered both, 200 with the other
+    # question's result for the second.
+    answered, waiting = asyncio.Event(), asyncio.Event()
+
+    def answer_later(a: QueryApi, event: QueryEvent, _: bytes) -> None:
+        waiting.set()
+
+        async def later() -> None:
+            await answered.wait()
+            a.accept_result(build_result(event.query_id, event.tenant_id, query=event.query))
+
+        asyncio.get_running_loop().create_task(later())
+        if len(a.sent) > 1:  # both sent: the pipeline answers the first
+            answered.set()
+
+    api.answer = answer_later
+    headers = keys.header(keys.alpha)
+    first = {"query_id": "q1", "query": "How long is the warranty?", "timeout_s": 5}
+    asked = asyncio.ensure_future(client.post("/v1/query", json=first, headers=headers))
+    await asyncio.wait_for(waiting.wait(), 30)  # the first is sent and waiting
+    other = {**first, "query": "What are the API rate limits per key?"}
+    reused = await client.post("/v1/query", json=other, headers=headers)
+    answered.set()
+    assert reused.status == 409, (await reused.json())["result"]["query"]
+    assert (await reused.json())["error"] == "query_id_reused"
+    assert [event.query for event, _ in api.sent] == [first["query"]]  # not sent
+    response = await asyncio.wait_for(asked, 30)
+    assert (await response.json())["result"]["query"] == first["query"]
