@@ -276,10 +276,11 @@ class QueryApi(KafkaLink):
         asked = request.query.get("tenant_id")
         if (bad := bad_tenant_param(asked)) is not None:
             return bad
+        if asked is None and principal.tenants is None:  # it looked under the tenant ""
+            detail = "give ?tenant_id=: no credential names one (--insecure-no-auth)"
+            return error_response(422, "invalid_tenant", detail)
         tenants = (
-            [principal.tenant_for(asked)]
-            if asked is not None or principal.tenants is None
-            else sorted(principal.tenants)
+            [principal.tenant_for(asked)] if asked is not None else sorted(principal.tenants or ())
         )
         for tenant in tenants:
             key: StoreKey = ("result", tenant, query_id)

@@ -306,6 +306,13 @@ async def test_insecure_mode_still_needs_a_tenant_in_the_body(tmp_path: Any) -> 
         response = await client.post("/v1/query", json={"query": "q"})
         assert response.status == 422
         assert ["tenant_id"] in [f["loc"] for f in (await response.json())["fields"]]
+        # A poll likewise: with no credential to name the tenant, the store (by tenant)
+        # was searched under the tenant "": a 404 for every id, answered or not.
+        api.accept_result(build_result("q1", "alpha"))
+        response = await client.get("/v1/queries/q1")
+        assert response.status == 422, await response.text()
+        assert "tenant_id" in (await response.json())["detail"]
+        assert (await client.get("/v1/queries/q1?tenant_id=alpha")).status == 200
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
