@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from ragsift.api import Authenticator, QueryApi, create_admin_app, create_web_app
 from ragsift.api.body import MAX_JSON_DEPTH
+from ragsift.api.query_input import MAX_FIELD_ERRORS
 from ragsift.api.store import RecentEvents
 from ragsift.errors import ConfigurationError
 from ragsift.settings import ApiSettings, KafkaSettings
@@ -340,3 +341,22 @@ def test_the_read_routes_422_is_in_the_openapi_document() -> None:
 
     responses = openapi_document()["paths"]["/v1/queries/{query_id}"]["get"]["responses"]
     assert "422" in responses
+
+
+@pytest.mark.parametrize("route", ["/v1/query", "/v1/feedback"])
+async def test_a_body_of_many_bad_fields_gets_a_bounded_answer(
+    client: Client, keys: Keys, route: str
+) -> None:
+    # One error per unknown name: a 64 KiB body of 8,000 names was answered with
+    # 458 KB of errors, each echoing a name the caller chose (at the 16 MiB
+    # RAGSIFT_API_MAX_BODY_BYTES, a hundred megabytes).
+    names = {f"{i:x}": 0 for i in range(5_000)}  # and one more: each route has a name too many
+    response = await client.post(
+        route,
+        json={"query": "q", "query_id": "q1", "relevant": True, **names},
+        headers=keys.header(keys.alpha),
+    )
+    assert response.status == 422
+    fields = (await response.json())["fields"]
+    assert len(fields) == MAX_FIELD_ERRORS + 1
+    assert fields[-1] == {"loc": [], "msg": f"and {5_001 - MAX_FIELD_ERRORS} more"}
