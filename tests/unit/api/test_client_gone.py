@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -20,15 +20,19 @@ from aiohttp import web
 from prometheus_client import generate_latest
 
 from ragsift.api import Authenticator, create_web_app
+from ragsift.api.console import ConsoleHub
 from ragsift.console_server import create_console_app
 from ragsift.embedded import EmbeddedRuntime
+from ragsift.settings import ApiSettings, KafkaSettings
 from tests.factories import embedded_settings
 from tests.unit.api.conftest import Keys, RecordingApi
 
 
 @pytest.fixture
-async def served(make_api: Callable[..., RecordingApi]) -> AsyncIterator[tuple[RecordingApi, int]]:
-    api = make_api()
+async def served(keys: Keys, api_settings: ApiSettings) -> AsyncIterator[tuple[RecordingApi, int]]:
+    auth = Authenticator.from_settings(api_settings)
+    hub = ConsoleHub(backlog=5)
+    api = RecordingApi(KafkaSettings(), auth=auth, settings=api_settings, hub=hub)
     runner = web.AppRunner(create_web_app(api))  # as ragsift api: handler_cancellation off
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -109,3 +113,28 @@ async def test_the_console_takes_a_client_that_leaves_mid_body_without_a_traceba
     finally:
         await runner.cleanup()
         await runtime.close()
+
+
+async def test_a_page_whose_client_left_is_forgotten_without_waiting_for_a_heartbeat(
+    served: tuple[RecordingApi, int], keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its handler waited for the next message or heartbeat (15 s), its page still in the
+    # hub, outside the connection cap (the connection was gone): one read key opening
+    # and closing streams held 2,000 such pages and 43 MB within 13 s.
+    monkeypatch.setattr("ragsift.api.console.HEARTBEAT_S", 3600.0)
+    api, port = served
+    assert api.hub is not None
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        b"GET /console/events HTTP/1.1\r\nHost: x\r\n"
+        + f"Authorization: Bearer {keys.alpha}\r\n\r\n".encode()
+    )
+    await writer.drain()
+    await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)  # the stream has started
+    assert api.hub.pages == 1
+    writer.close()
+    for _ in range(1_000):
+        if api.hub.pages == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert api.hub.pages == 0

@@ -355,3 +355,19 @@ def test_another_tenants_pages_cost_nothing_on_this_tenants_events(
         hub.close(page)
     assert hub.pages == 0
     hub.accept("retrievals", build_result("a2", "alpha"))  # no page left to reach
+
+
+async def test_an_idle_stream_still_gets_its_heartbeat(
+    console_client: tuple[TestClient[Any, Any], RecordingApi],
+    keys: Keys,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Checked for its client every GONE_CHECK_S, an idle page still gets a comment line
+    every HEARTBEAT_S, which keeps proxies from closing it."""
+    monkeypatch.setattr("ragsift.api.console.HEARTBEAT_S", 0.05)
+    client, _ = console_client
+    resp = await client.get("/console/events", headers=keys.header(keys.alpha))
+    async with asyncio.timeout(10):
+        while (await resp.content.readline()) != b": keep-alive\n":
+            pass
+    resp.close()
