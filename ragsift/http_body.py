@@ -8,9 +8,10 @@ pulled only while the body is under its cap: a small compressed body that expand
 without end costs the cap and a step, not its expansion.
 
 Only the codings that zlib can undo in bounded steps are taken (``gzip``,
-``x-gzip``, ``deflate``, and stacks of them): :data:`ACCEPT_ENCODING` asks for
-nothing else, and a server that sends another (``br``, ``zstd``) gets
-:class:`BodyDecodingError`, as does a body those codings cannot read.
+``x-gzip``, ``deflate``, and stacks of up to :data:`MAX_CODINGS` of them):
+:data:`ACCEPT_ENCODING` asks for nothing else, and a server that sends another
+(``br``, ``zstd``) or more gets :class:`BodyDecodingError`, as does a body those
+codings cannot read.
 """
 
 from __future__ import annotations
@@ -22,13 +23,24 @@ from typing import Any
 
 import httpx
 
-__all__ = ["ACCEPT_ENCODING", "STEP", "BodyDecoder", "BodyDecodingError", "read_capped"]
+__all__ = [
+    "ACCEPT_ENCODING",
+    "MAX_CODINGS",
+    "STEP",
+    "BodyDecoder",
+    "BodyDecodingError",
+    "read_capped",
+]
 
 #: What the clients ask for: the codings :class:`BodyDecoder` undoes in bounded steps.
 ACCEPT_ENCODING = "gzip, deflate"
 #: Most bytes one decoding step makes, as httpcore's read size: a step's output is
 #: one network read's worth, whatever the compression ratio.
 STEP = 64 * 1024
+#: Codings of one body undone at most. A server applies one (a proxy may add a second);
+#: each is a zlib stream and a generator wrapping the one before, so 1,500 of them (a
+#: 9 KB header) raised RecursionError out of the reader.
+MAX_CODINGS = 4
 _GZIP = ("gzip", "x-gzip")
 _IDENTITY = ("", "identity")
 _ZLIB_DEFLATE = 8  # a zlib header's compression method (RFC 1950)
@@ -101,11 +113,16 @@ class BodyDecoder:
         content_encoding: the header's value; codings listed in the order applied.
 
     Raises:
-        BodyDecodingError: a coding other than gzip, x-gzip, deflate and identity.
+        BodyDecodingError: a coding other than gzip, x-gzip, deflate and identity, or
+            more than :data:`MAX_CODINGS` of them.
     """
 
     def __init__(self, content_encoding: str) -> None:
         codings = [c.strip().lower() for c in content_encoding.split(",")]
+        if len(codings) > MAX_CODINGS:
+            raise BodyDecodingError(
+                f"content-encoding stacks {len(codings)} codings; at most {MAX_CODINGS} are taken"
+            )
         refused = [c for c in codings if c not in (*_IDENTITY, *_GZIP, "deflate")]
         if refused:
             raise BodyDecodingError(

@@ -16,7 +16,14 @@ from typing import Any
 import httpx
 import pytest
 
-from ragsift.http_body import ACCEPT_ENCODING, STEP, BodyDecoder, BodyDecodingError, read_capped
+from ragsift.http_body import (
+    ACCEPT_ENCODING,
+    MAX_CODINGS,
+    STEP,
+    BodyDecoder,
+    BodyDecodingError,
+    read_capped,
+)
 from ragsift.http_client import JsonEndpoint, ServiceErrors, bearer_client
 from ragsift.report.llm import DEFAULT_MAX_RESPONSE_BYTES, LlmResponseError, OpenAIChatClient
 from ragsift.retrieval.embedders import OpenAIEmbedder
@@ -183,6 +190,24 @@ async def test_a_coding_not_asked_for_is_a_clear_response_error(encoding: str) -
     assert f"content-encoding {encoding!r} is not taken" in caught.value.message
     assert caught.value.status_code == 200
     assert transport.requests[0].headers["accept-encoding"] == ACCEPT_ENCODING == "gzip, deflate"
+
+
+@pytest.mark.parametrize("layers", [MAX_CODINGS + 1, 1_500])
+async def test_a_stack_of_too_many_codings_is_a_clear_response_error(layers: int) -> None:
+    # Each coding is a zlib stream and a generator wrapping the one before: 1,500 of
+    # them (a 9 KB header, within what the HTTP parser takes) raised RecursionError out
+    # of the client, past every caller's handling of the service's errors.
+    body = b"{}"
+    for _ in range(layers):
+        body = compress(iter([body]))
+    transport = serving(body, ", ".join(["gzip"] * layers))
+    client = bearer_client(None, timeout=1.0, transport=transport)
+    endpoint = JsonEndpoint("http://x.test/v1/things", THINGS, client, max_body_bytes=100_000)
+    with pytest.raises(EmbedderResponseError, match="with a body it cannot read") as caught:
+        await endpoint.post({})
+    await endpoint.close()
+    assert f"at most {MAX_CODINGS}" in caught.value.message
+    assert b"".join(BodyDecoder(", ".join(["gzip"] * MAX_CODINGS)).decode(b"")) == b""
 
 
 @pytest.mark.parametrize("status", [200, 503])
