@@ -186,26 +186,33 @@ class QueryApi(KafkaLink):
     def accept_result(self, result: RetrievalResult) -> None:
         """Keep a result for its (tenant, query id) and wake that tenant's waiters only."""
         key = (result.tenant_id, result.query_id)
-        self._keep(("result", *key), result.model_dump_json().encode())
-        self.waiters.wake(key)
+        value = result.model_dump_json().encode()
+        self._keep(("result", *key), value)
+        self.waiters.wake(key, result=value)
 
     def accept_report(self, report: Report) -> None:
         """Keep a report for its (tenant, query id)."""
         key = (report.tenant_id, report.query_id)
-        self._keep(("report", *key), report.model_dump_json().encode())
-        self.waiters.wake(key)
+        value = report.model_dump_json().encode()
+        self._keep(("report", *key), value)
+        self.waiters.wake(key, report=value)
 
     def accept_dead_letter(self, letter: DeadLetter) -> None:
         """A rejected query answers only the request that sent those exact bytes; a
         failed report, the requests of its tenant and query id that want one."""
         self.waiters.dead_letter(letter)
 
+    def _held(self, kind: str, key: tuple[str, str], pending: Pending) -> bytes | None:
+        """The request's own copy (see Pending.result), else the store's (a retry's)."""
+        held = pending.result if kind == "result" else pending.report
+        return held if held is not None else self.store.get((kind, *key))
+
     def _answered(self, key: tuple[str, str], pending: Pending) -> bool:
-        if ("result", *key) not in self.store:
+        if self._held("result", key, pending) is None:
             return False
         if not pending.want_report or pending.report_letter is not None:
             return True
-        return ("report", *key) in self.store
+        return self._held("report", key, pending) is not None
 
     # -- handlers ---------------------------------------------------------------------
 
@@ -255,9 +262,9 @@ class QueryApi(KafkaLink):
                 f"the pipeline rejected the query at {letter.stage}: {letter.error}",
                 query_id=query_id,
             )
-        result = self.store.get(("result", *key))
-        report = self.store.get(("report", *key)) if pending.want_report else None
-        if result is None:  # evicted between waking and answering: only under extreme load
+        result = self._held("result", key, pending)
+        report = self._held("report", key, pending) if pending.want_report else None
+        if result is None:  # _answered said otherwise, with no await between: never
             return error_response(
                 504, "timeout", "the result was evicted; retry", query_id=query_id
             )

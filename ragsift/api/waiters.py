@@ -33,6 +33,11 @@ class Pending:
     #: the question asked (a query id names one: another's result must not answer it)
     query: str = ""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    #: The result and report as read, held for this request: the store they are kept in
+    #: is bounded and shared by every tenant, and another's results read in the same
+    #: batch evicted them before the request ran (it waited out its timeout for a 504).
+    result: bytes | None = None
+    report: bytes | None = None
     #: the retrieval worker rejected the query: the request's answer
     letter: DeadLetter | None = None
     #: the report worker could not build the report: the result is answered without it
@@ -66,9 +71,13 @@ class Waiters:
             if not waiters:
                 self._pending.pop(key, None)
 
-    def wake(self, key: Key) -> None:
-        """Something arrived for ``key``: its waiters look again."""
+    def wake(self, key: Key, *, result: bytes | None = None, report: bytes | None = None) -> None:
+        """A result or report arrived for ``key``: its waiters hold it, and look again."""
         for pending in self._pending.get(key, []):
+            if result is not None:
+                pending.result = result
+            if report is not None:
+                pending.report = report
             pending.wake.set()
 
     def dead_letter(self, letter: DeadLetter) -> None:

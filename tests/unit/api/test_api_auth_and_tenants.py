@@ -6,10 +6,10 @@ import asyncio
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestClient, TestServer
 from multidict import CIMultiDict
 
-from ragsift.api import QueryApi
+from ragsift.api import QueryApi, create_web_app
 from ragsift.schemas import DeadLetter, QueryEvent
 from tests.unit.api.conftest import Keys, RecordingApi, build_result
 
@@ -312,3 +312,29 @@ async def test_a_query_id_another_question_is_waiting_on_is_a_409(
     assert [event.query for event, _ in api.sent] == [first["query"]]  # not sent
     response = await asyncio.wait_for(asked, 30)
     assert (await response.json())["result"]["query"] == first["query"]
+
+
+async def test_another_tenants_flood_cannot_evict_a_result_before_its_request_is_answered(
+    make_api: Any, keys: Keys
+) -> None:
+    # The reader takes up to 1,000 records at once. A waiting request was answered from
+    # the store, bounded by bytes and shared by every tenant: another tenant's big
+    # results read in the same batch evicted this one's before it ran, and it got a
+    # 504 "the result was evicted; retry" with its result in hand.
+    api = make_api(store_bytes=1024 * 1024)
+
+    def answer_then_flood(a: QueryApi, event: QueryEvent, _: bytes) -> None:
+        a.accept_result(build_result(event.query_id, event.tenant_id, query=event.query))
+        for i in range(10):  # 2 MB of mallory's results: the store holds 1 MiB
+            a.accept_result(build_result(f"m{i}", "mallory", disclaimer="x" * 200_000))
+
+    api.answer = answer_then_flood
+    async with TestClient(TestServer(create_web_app(api))) as client:
+        response = await client.post(
+            "/v1/query", json={"query": "mine", "timeout_s": 5}, headers=keys.header(keys.alpha)
+        )
+        assert response.status == 200, await response.text()
+        answer = await response.json()
+    assert answer["result"]["tenant_id"] == "alpha"
+    assert answer["result"]["query"] == "mine"
+    assert api.evictions._value.get() > 0  # the flood did evict it from the store
