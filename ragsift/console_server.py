@@ -190,8 +190,10 @@ class _ConsoleApi:
         except ValueError as exc:  # as `ragsift feedback` refuses it
             return error_response(422, "rejected", str(exc), query_id=read.query_id)
         except RagsiftError as exc:  # the feedback store is held by another process, or damaged
+            # Its error names the store's file or Redis's address: the log's, not the caller's.
             log.error("feedback for %r: not stored: %s", read.query_id, exc)
-            return error_response(503, "feedback_store", str(exc), query_id=read.query_id)
+            detail = "the label is not stored: the feedback store is unavailable; send it again"
+            return error_response(503, "feedback_store", detail, query_id=read.query_id)
         except OSError as exc:  # the label is stored; its re-fit could not be written
             log.error("feedback for %r: re-fit not stored: %s", read.query_id, exc)
             detail = "the label is stored, but its re-fit could not be: sending it again retries"
@@ -219,7 +221,13 @@ class _ConsoleApi:
             try:
                 found = self.runtime.find_answer(query_id, tenant)
             except RagsiftError as exc:  # its stored row does not read
-                return error_response(500, "unreadable_result", str(exc), query_id=query_id)
+                # The store's error names its file: the operator's log, not the caller's.
+                log.error("GET /v1/queries/%s: %s", shown_value(query_id), exc)
+                detail = (
+                    f"the stored answer of {shown_value(query_id)} does not read (damaged, or"
+                    " written by a newer release): ask the question again"
+                )
+                return error_response(500, "unreadable_result", detail, query_id=query_id)
             if found is not None:
                 return web.json_response(text=found.result.model_dump_json())
         detail = f"no result stored for query id {shown_value(query_id)}"

@@ -481,3 +481,52 @@ def test_the_apis_console_pins_the_tenants_the_metrics_pin() -> None:
     hub.accept("retrievals", build_result("b1", "beta"))
     hub.accept("retrievals", build_result("a1", "acme"))
     assert set(hub.counters(None)) == {"acme", OTHER_TENANT}
+
+
+async def test_a_stored_answer_that_does_not_read_is_answered_without_the_servers_path(
+    loopback: TestClient[Any, Any], runtime: EmbeddedRuntime, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The 500 carried the store's error word for word: the result store's full path on
+    # the server (as the feedback store's 503 carried its path, or Redis's host:port).
+    import sqlite3
+
+    status, _ = await ask(loopback, IN_SCOPE, query_id="damaged")
+    assert status == 200
+    with sqlite3.connect(runtime.store.path) as db:
+        db.execute("UPDATE answers SET result = '{bad' WHERE query_id = 'damaged'")
+    with caplog.at_level("ERROR", logger="ragsift"):
+        resp = await loopback.get("/v1/queries/damaged")
+    assert resp.status == 500
+    detail = (await resp.json())["detail"]
+    assert "does not read" in detail
+    assert str(runtime.data_dir) not in detail
+    assert str(runtime.store.path) in caplog.text  # the operator's log keeps it
+
+
+async def test_a_feedback_store_that_fails_is_a_503_without_its_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragsift.errors import ServiceUnavailableError
+
+    runtime = EmbeddedRuntime(
+        Settings(data_dir=tmp_path, embedder=EmbedderSettings(kind="hashing"))
+    )
+    await runtime.ingest("acme", sample_documents())
+    assert runtime.feedback is not None
+    held = f"feedback store {tmp_path}/feedback.sqlite3: locked (another ragsift process holds it)"
+
+    def locked(_: Any) -> None:
+        raise ServiceUnavailableError(held, service="sqlite")
+
+    monkeypatch.setattr(runtime.feedback, "apply", locked)
+    auth = Authenticator(None, None, insecure=True)
+    try:
+        async with TestClient(TestServer(create_console_app(runtime, auth=auth))) as client:
+            label = {"query_id": "to-label", "relevant": True, "tenant_id": "acme"}
+            resp = await client.post("/v1/feedback", json=label)
+            assert resp.status == 503
+            answer = await resp.json()
+            assert answer["error"] == "feedback_store"
+            assert str(tmp_path) not in answer["detail"]
+    finally:
+        await runtime.close()
