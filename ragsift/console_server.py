@@ -84,6 +84,11 @@ class _ConsoleApi:
             if exc.status < 400:
                 raise  # the home page's redirect is an answer, not an error
             return http_error_response(exc)  # the API's JSON error, as the API answers it
+        except Exception:
+            # Last resort, as the API's: a bug is the JSON 500 and a logged traceback, not
+            # aiohttp's text/plain one.
+            log.exception("%s %s: an unexpected error", request.method, request.path)
+            return error_response(500, "internal_error", "an unexpected error, logged")
 
     async def settle(self) -> None:
         """Wait for the answers still being made, so each lands in the result store

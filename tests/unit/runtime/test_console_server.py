@@ -530,3 +530,25 @@ async def test_a_feedback_store_that_fails_is_a_503_without_its_path(
             assert str(tmp_path) not in answer["detail"]
     finally:
         await runtime.close()
+
+
+async def test_a_bug_in_a_route_is_the_apis_json_500_and_logged(
+    loopback: TestClient[Any, Any],
+    runtime: EmbeddedRuntime,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The API answers an unexpected error with its JSON 500; the console left it to
+    # aiohttp: a text/plain 500, where every other answer of the console is JSON.
+    def broken(*_: Any, **__: Any) -> None:
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(runtime, "find_answer", broken)
+    with caplog.at_level("ERROR"):
+        resp = await loopback.get("/v1/queries/q1")
+    assert resp.status == 500
+    assert resp.content_type == "application/json"
+    answer = await resp.json()
+    assert answer["error"] == "internal_error"
+    assert "a bug" not in answer["detail"]
+    assert "TypeError: a bug" in caplog.text
