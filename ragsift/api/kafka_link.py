@@ -144,8 +144,10 @@ class KafkaLink:
 
     def _take(self, name: str, value: bytes | None, offset: int) -> None:
         """One record: accepted, or skipped and counted; never the reader's end. A
-        result with a lone surrogate escape decodes, but cannot be kept (encoded back):
-        it ended the reader, and every replica answered every tenant 504 from then on."""
+        result with a lone surrogate escape once decoded but could not be kept (encoded
+        back): it ended the reader, and every replica answered every tenant 504 from
+        then on. The codec refuses those now; anything else taking one raises is
+        skipped the same way."""
         try:
             event = self._codecs[name].decode(value)
         except DecodeError:  # not ours to dead-letter: the producing worker validated it

@@ -1,11 +1,13 @@
 """The API's Kafka reader against records it cannot take: it reads on, and counts each.
 
 The reader reads every result of every tenant. A result that decoded but could not
-be kept (a lone surrogate escape, ``"\\ud800"``, decodes into a string that cannot
-be encoded back to UTF-8, which keeping it does) raised out of the reader: the task
-ended, the API read no result again and answered every tenant's query 504 while
-``/healthz`` stayed ok. Every replica reads every result, so all of them at once.
-Records that did not decode were skipped uncounted.
+be kept (a lone surrogate escape, ``"\\ud800"``, then decoded into a string that
+cannot be encoded back to UTF-8, which keeping it does) raised out of the reader:
+the task ended, the API read no result again and answered every tenant's query 504
+while ``/healthz`` stayed ok. Every replica reads every result, so all of them at
+once. Records that did not decode were skipped uncounted. The codec now refuses a
+lone surrogate escape (a decode skip); whatever else taking a record raises is an
+``unusable`` skip.
 """
 
 from __future__ import annotations
@@ -52,14 +54,23 @@ async def test_a_record_it_cannot_take_is_counted_and_the_reader_reads_on(
     make_api: Callable[..., RecordingApi],
 ) -> None:
     api = make_api()
-    unkeepable = build_result("poison", "mallory").model_dump_json()
+    unkeepable = build_result("surrogate", "mallory").model_dump_json()
     unkeepable = unkeepable.replace('"query":"what?"', '"query":"wh\\ud800at?"')
+    accept = api.accept
+
+    def accept_but_poison(topic: str, event: Any) -> None:  # a bug in taking one record
+        if getattr(event, "query_id", None) == "poison":
+            raise RuntimeError("taking it failed")
+        accept(topic, event)
+
+    api.accept = accept_but_poison  # type: ignore[method-assign]
     results = TopicPartition(api.topic("retrievals"), 0)
     api._consumer = _Consumer(  # type: ignore[assignment]  # the reader's one call
         {
             results: [
                 _Record(b"not json"),
                 _Record(unkeepable.encode()),
+                _Record(build_result("poison", "mallory").model_dump_json().encode()),
                 _Record(build_result("q1", "alpha").model_dump_json().encode()),
             ]
         }
@@ -76,5 +87,5 @@ async def test_a_record_it_cannot_take_is_counted_and_the_reader_reads_on(
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reader
-    assert _dropped(api, "retrievals", "decode") == 1
+    assert _dropped(api, "retrievals", "decode") == 2  # not JSON; a lone surrogate
     assert _dropped(api, "retrievals", "unusable") == 1
