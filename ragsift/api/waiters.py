@@ -49,6 +49,10 @@ class Waiters:
 
     def __init__(self) -> None:
         self._pending: dict[Key, list[Pending]] = {}
+        #: the tenants with a request waiting on each query id: a retrieval worker's
+        #: letter names no tenant, and scanning every waiter for its id cost 0.5 ms a
+        #: letter at 4,096 waiters (5.7 ms at 40,000), on the reader every request waits on
+        self._by_query: dict[str, set[str]] = {}
 
     def asked_otherwise(self, key: Key, query: str) -> bool:
         """Whether a request waiting on ``key`` asked another question than ``query``:
@@ -61,15 +65,21 @@ class Waiters:
     ) -> Iterator[Pending]:
         """A request registered for ``key`` while the block runs (register before
         sending: a fast dead letter must find its request)."""
+        tenant, query_id = key
         pending = Pending(sent=sent, want_report=want_report, query=query)
         self._pending.setdefault(key, []).append(pending)
+        self._by_query.setdefault(query_id, set()).add(tenant)
         try:
             yield pending
         finally:
-            waiters = self._pending.get(key, [])
+            waiters = self._pending[key]
             waiters.remove(pending)
             if not waiters:
-                self._pending.pop(key, None)
+                del self._pending[key]
+                tenants = self._by_query[query_id]
+                tenants.discard(tenant)
+                if not tenants:
+                    del self._by_query[query_id]
 
     def wake(self, key: Key, *, result: bytes | None = None, report: bytes | None = None) -> None:
         """A result or report arrived for ``key``: its waiters hold it, and look again."""
@@ -93,10 +103,8 @@ class Waiters:
         if letter.worker != "retrieval":
             return
         original = letter.original
-        for (_, query_id), waiters in self._pending.items():
-            if query_id != letter.query_id:
-                continue
-            for pending in waiters:
+        for tenant in self._by_query.get(letter.query_id, ()):
+            for pending in self._pending[(tenant, letter.query_id)]:
                 if pending.sent == original:
                     pending.letter = letter
                     pending.wake.set()
