@@ -688,6 +688,10 @@ DEFAULT_DATA_DIR = Path(".ragsift")
 #: A result with k=50 hits is ~50-150 KiB of JSON; 64 MiB holds several hundred
 #: of them and leaves most of the API pod's 512 Mi limit to the process itself.
 DEFAULT_API_STORE_BYTES = 64 * 1024 * 1024
+#: A quarter of the API's connection cap (``MOST_CONNECTIONS`` in
+#: :mod:`ragsift.api.guarded_site`, 4,096): one tenant flooding ``POST /v1/query`` with
+#: requests that wait out their ``timeout_s`` leaves three quarters to the others.
+DEFAULT_MAX_WAITING_PER_TENANT = 1_024
 
 
 class ApiSettings(BaseSettings):
@@ -737,6 +741,14 @@ class ApiSettings(BaseSettings):
     max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
     #: the whole body must arrive within this (a slow-drip client holds no socket for long)
     body_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    max_waiting_per_tenant: int = Field(
+        default=DEFAULT_MAX_WAITING_PER_TENANT,
+        ge=0,
+        le=1_000_000,
+        description="POST /v1/query requests one tenant may have waiting for their results"
+        " at once; one more is answered 429 with Retry-After, never sent. 0: no bound"
+        " but the connection cap.",
+    )
 
     @property
     def jwt_enabled(self) -> bool:

@@ -53,7 +53,8 @@ from ragsift.api.query_input import (
     stored_answer,
 )
 from ragsift.api.store import RecentEvents, SharedResults, StoreKey
-from ragsift.api.waiters import Pending, Waiters
+from ragsift.api.wait_drops import tenant_busy_response, timeout_response, waits_dropped_counter
+from ragsift.api.waiters import Pending, TenantBusyError, Waiters
 from ragsift.errors import shown_value
 from ragsift.observability.metrics import Metrics
 from ragsift.schemas import DeadLetter, QueryEvent, Report, RetrievalResult
@@ -102,7 +103,7 @@ class QueryApi(KafkaLink):
         self.settings = settings or ApiSettings()
         self.limits = limits or LimitSettings()
         self.metrics = metrics or Metrics()
-        self.waiters = Waiters()
+        self.waiters = Waiters(self.settings.max_waiting_per_tenant)
         self._query_codec = EventCodec(QueryEvent)
         self._writer: asyncio.Task[None] | None = None
         r = self.metrics.registry
@@ -137,6 +138,7 @@ class QueryApi(KafkaLink):
             shared.on_error = self.shared_errors.inc
         #: what the API's sites refuse before a route runs (``GuardedSite(refused=...)``)
         self.refused = refused_counter(r)
+        self.waits_dropped = waits_dropped_counter(r)
         dropped = Counter(
             "ragsift_api_dropped_events_total",
             "Records read from Kafka the API skipped, by logical topic and reason"
@@ -235,19 +237,19 @@ class QueryApi(KafkaLink):
         if self.waiters.asked_otherwise(key, event.query):  # sent at once: one result for both
             return query_id_reused(event.query_id, "has a request waiting")
         sent = self._query_codec.encode(event)
-        with self.waiters.waiting(key, sent, req.want_report, event.query) as pending:
-            try:
-                await self._publish(event, sent, req.timeout_s)
-            except KafkaError as exc:
-                return error_response(503, "kafka_unavailable", str(exc), query_id=event.query_id)
-            answered = partial(self._answered, key, pending)
-            if not await self.waiters.wait(pending, answered, req.timeout_s):
-                return error_response(
-                    504,
-                    "timeout",
-                    f"no result within {req.timeout_s} s; poll GET /v1/queries/{event.query_id}",
-                    query_id=event.query_id,
-                )
+        try:
+            with self.waiters.waiting(key, sent, req.want_report, event.query) as pending:
+                try:
+                    await self._publish(event, sent, req.timeout_s)
+                except KafkaError as exc:
+                    detail = str(exc)
+                    return error_response(503, "kafka_unavailable", detail, query_id=event.query_id)
+                answered = partial(self._answered, key, pending)
+                if await self.waiters.wait(pending, answered, req.timeout_s) != "answered":
+                    return timeout_response(event.query_id, req.timeout_s)
+        except TenantBusyError as exc:  # raised on entry: nothing was sent
+            self.waits_dropped.labels("tenant_limit").inc()
+            return tenant_busy_response(exc)
         return self._answer(key, pending)
 
     def _answer(self, key: tuple[str, str], pending: Pending) -> web.Response:

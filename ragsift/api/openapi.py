@@ -234,6 +234,11 @@ def openapi_document(max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS)
                         "413": _json(error, "The body is too large."),
                         "415": _json(error, "The body is not application/json."),
                         "422": _json(error, "The body breaks the contract; fields say where."),
+                        "429": _json(
+                            error,
+                            "The tenant has as many requests waiting as it may; not sent."
+                            " Retry after the Retry-After header's seconds.",
+                        ),
                         "503": _json(error, "Kafka is unavailable, or API keys cannot be read."),
                         "504": _json(error, "No result within timeout_s; query_id to poll."),
                     },

@@ -7,21 +7,49 @@ cases: the retrieval worker's, when it holds the exact bytes the request sent
 this one), and the report worker's, by tenant and query id, for a request that
 asked for a report: the result still comes, the report never will, and the
 caller waited out its whole timeout for a 504.
+
+Each tenant has at most ``per_tenant`` requests waiting (:class:`TenantBusyError`
+past it): one API key held all 4,096 connections with requests waiting out their
+timeouts, and every other tenant was refused at the connection cap.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Literal
 
+from ragsift.errors import RagsiftError
 from ragsift.schemas import DeadLetter
 
-__all__ = ["Pending", "Waiters"]
+__all__ = ["TENANT_BUSY_RETRY_AFTER_S", "Outcome", "Pending", "TenantBusyError", "Waiters"]
 
 #: (tenant, query id)
 Key = tuple[str, str]
+#: How a wait ended: answered (or rejected), out of time, or its client left first.
+Outcome = Literal["answered", "timeout", "gone"]
+#: The Retry-After of a tenant at its bound: most waits end within a worker batch or
+#: two (well under a second); one that does not is the caller's own timeout to wait out.
+TENANT_BUSY_RETRY_AFTER_S = 1
+
+
+class TenantBusyError(RagsiftError):
+    """A tenant already has ``limit`` requests waiting: this one is not sent."""
+
+    stage = "admit"
+
+    def __init__(self, tenant_id: str, limit: int, *, query_id: str | None = None) -> None:
+        super().__init__(
+            f"tenant {tenant_id!r} already has {limit} requests waiting for results, the"
+            f" most it may; retry after {TENANT_BUSY_RETRY_AFTER_S} s",
+            query_id=query_id,
+        )
+        self.tenant_id = tenant_id
+        self.limit = limit
+        self.retry_after = TENANT_BUSY_RETRY_AFTER_S
 
 
 @dataclass
@@ -45,9 +73,23 @@ class Pending:
 
 
 class Waiters:
-    """The waiting requests, by (tenant, query id)."""
+    """The waiting requests, by (tenant, query id); at most ``per_tenant`` a tenant (0: no bound).
 
-    def __init__(self) -> None:
+    Args:
+        per_tenant: requests one tenant may have waiting at once
+            (``ApiSettings.max_waiting_per_tenant``).
+        gone_check_s: how often a wait checks that its client is still there.
+    """
+
+    def __init__(self, per_tenant: int = 0, *, gone_check_s: float = 1.0) -> None:
+        if per_tenant < 0:
+            raise ValueError(f"per_tenant must be >= 0, got {per_tenant}")
+        if gone_check_s <= 0:
+            raise ValueError(f"gone_check_s must be > 0, got {gone_check_s}")
+        self.per_tenant = per_tenant
+        self.gone_check_s = gone_check_s
+        #: requests waiting, by tenant (only tenants with one)
+        self._by_tenant: dict[str, int] = {}
         self._pending: dict[Key, list[Pending]] = {}
         #: the tenants with a request waiting on each query id: a retrieval worker's
         #: letter names no tenant, and scanning every waiter for its id cost 0.5 ms a
@@ -64,14 +106,26 @@ class Waiters:
         self, key: Key, sent: bytes, want_report: bool, query: str = ""
     ) -> Iterator[Pending]:
         """A request registered for ``key`` while the block runs (register before
-        sending: a fast dead letter must find its request)."""
+        sending: a fast dead letter must find its request).
+
+        Raises:
+            TenantBusyError: the tenant already has ``per_tenant`` requests waiting.
+        """
         tenant, query_id = key
+        held = self._by_tenant.get(tenant, 0)
+        if self.per_tenant and held >= self.per_tenant:
+            raise TenantBusyError(tenant, self.per_tenant, query_id=query_id)
         pending = Pending(sent=sent, want_report=want_report, query=query)
+        self._by_tenant[tenant] = held + 1
         self._pending.setdefault(key, []).append(pending)
         self._by_query.setdefault(query_id, set()).add(tenant)
         try:
             yield pending
         finally:
+            if (left := self._by_tenant[tenant] - 1) > 0:
+                self._by_tenant[tenant] = left
+            else:
+                del self._by_tenant[tenant]
             waiters = self._pending[key]
             waiters.remove(pending)
             if not waiters:
@@ -109,14 +163,27 @@ class Waiters:
                     pending.letter = letter
                     pending.wake.set()
 
-    @staticmethod
-    async def wait(pending: Pending, answered: Callable[[], bool], timeout_s: float) -> bool:
-        """Whether ``answered()`` (or a retrieval letter) came within ``timeout_s``."""
-        try:
-            async with asyncio.timeout(timeout_s):
-                while pending.letter is None and not answered():
-                    pending.wake.clear()
+    async def wait(
+        self,
+        pending: Pending,
+        answered: Callable[[], bool],
+        timeout_s: float,
+        gone: Callable[[], bool] | None = None,
+    ) -> Outcome:
+        """Whether ``answered()`` (or a retrieval letter) came within ``timeout_s``, or
+        ``gone()`` came true first (checked every ``gone_check_s``): ``ragsift api``'s
+        AppRunner does not cancel the handler of a client that left, and it held its
+        tenant's slot until its timeout (up to 60 s) for an answer nobody would read."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while pending.letter is None and not answered():
+            if gone is not None and gone():
+                return "gone"
+            left = deadline - loop.time()
+            if left <= 0:
+                return "timeout"
+            pending.wake.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(left, self.gone_check_s)):
                     await pending.wake.wait()
-        except TimeoutError:
-            return False
-        return True
+        return "answered"

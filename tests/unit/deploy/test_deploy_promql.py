@@ -114,12 +114,14 @@ def test_the_apis_metrics_are_known_and_a_misspelt_one_is_not() -> None:
         "ragsift_console_dropped_messages_total",
         "ragsift_http_refused_total",
         "ragsift_api_dropped_events_total",
+        "ragsift_api_waits_dropped_total",
     }
     assert api <= known
     misspelt = 'sum(rate(ragsift_api_request_total{status="503"}[5m])) > 0'
     assert promql_metric_names(misspelt) - known == {"ragsift_api_request_total"}
     labels = exported_metric_labels()
     assert labels["ragsift_api_requests_total"] == {"route", "status"} | TARGET_LABELS
+    assert labels["ragsift_api_waits_dropped_total"] == {"reason"} | TARGET_LABELS
     assert label_problems("sum by (routes) (rate(ragsift_api_requests_total[5m]))", labels) == [
         "by (routes): ragsift_api_requests_total has no ['routes']"
     ]
