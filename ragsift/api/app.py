@@ -53,7 +53,13 @@ from ragsift.api.query_input import (
     stored_answer,
 )
 from ragsift.api.store import RecentEvents, SharedResults, StoreKey
-from ragsift.api.wait_drops import tenant_busy_response, timeout_response, waits_dropped_counter
+from ragsift.api.wait_drops import (
+    client_gone_response,
+    client_left,
+    tenant_busy_response,
+    timeout_response,
+    waits_dropped_counter,
+)
 from ragsift.api.waiters import Pending, TenantBusyError, Waiters
 from ragsift.errors import shown_value
 from ragsift.observability.metrics import Metrics
@@ -245,7 +251,12 @@ class QueryApi(KafkaLink):
                     detail = str(exc)
                     return error_response(503, "kafka_unavailable", detail, query_id=event.query_id)
                 answered = partial(self._answered, key, pending)
-                if await self.waiters.wait(pending, answered, req.timeout_s) != "answered":
+                gone = partial(client_left, request)  # AppRunner does not cancel us
+                ended = await self.waiters.wait(pending, answered, req.timeout_s, gone)
+                if ended == "gone":  # the query was sent: its result is kept as any
+                    self.waits_dropped.labels("client_gone").inc()
+                    return client_gone_response(event.query_id)
+                if ended == "timeout":
                     return timeout_response(event.query_id, req.timeout_s)
         except TenantBusyError as exc:  # raised on entry: nothing was sent
             self.waits_dropped.labels("tenant_limit").inc()

@@ -10,7 +10,8 @@ caller waited out its whole timeout for a 504.
 
 Each tenant has at most ``per_tenant`` requests waiting (:class:`TenantBusyError`
 past it): one API key held all 4,096 connections with requests waiting out their
-timeouts, and every other tenant was refused at the connection cap.
+timeouts, and every other tenant was refused at the connection cap. A wait also
+ends when its client has left (:meth:`Waiters.wait`), freeing its slot.
 """
 
 from __future__ import annotations

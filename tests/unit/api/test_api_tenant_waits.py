@@ -7,10 +7,13 @@ Before: one API key could hold all 4,096 connections with requests waiting out t
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from typing import Any
 
+import aiohttp
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import generate_latest
 from pydantic import ValidationError
@@ -107,3 +110,56 @@ def test_the_default_bound_is_a_quarter_of_the_connection_cap() -> None:
 def test_the_openapi_document_lists_the_429() -> None:
     responses = openapi_document()["paths"]["/v1/query"]["post"]["responses"]
     assert "Retry-After" in responses["429"]["description"]
+
+
+async def test_a_request_whose_client_left_stops_waiting_and_frees_its_slot(
+    make_api: Callable[..., RecordingApi], keys: Keys
+) -> None:
+    # Served as `ragsift api` serves it: AppRunner does not cancel the handler of a
+    # client that left, so it waited out its timeout_s holding the tenant's slot.
+    api = make_api(max_waiting_per_tenant=1)
+    api.waiters.gone_check_s = 0.05
+    runner = web.AppRunner(create_web_app(api))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        body = json.dumps({"query": "q", "query_id": "left", "timeout_s": 60}).encode()
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            b"POST /v1/query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Authorization: Bearer {keys.alpha}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        await _until(lambda: len(api.sent) == 1)
+        writer.close()
+        await _until(lambda: not api.waiters._pending)
+        assert dropped(api) == {"tenant_limit": 0.0, "client_gone": 1.0}
+        assert _statuses(api) == {"499": 1.0}
+        async with aiohttp.ClientSession(f"http://127.0.0.1:{port}") as session:
+            # the slot is free: the tenant's next request is sent and answered
+            api.answer = lambda api, event, _: api.accept_result(
+                build_result(event.query_id, event.tenant_id, query=event.query)
+            )
+            again = {"query": "q", "query_id": "next", "timeout_s": 60}
+            async with session.post("/v1/query", json=again, headers=keys.header(keys.alpha)) as r:
+                assert r.status == 200
+            # the query that was sent is still answered, and kept for a poll
+            api.accept_result(build_result("left", "alpha", query="q"))
+            async with session.get("/v1/queries/left", headers=keys.header(keys.alpha)) as r:
+                assert r.status == 200
+                assert (await r.json())["query_id"] == "left"
+    finally:
+        await runner.cleanup()
+
+
+def _statuses(api: RecordingApi) -> dict[str, float]:
+    """``ragsift_api_requests_total`` of ``/v1/query``, by status."""
+    counts = {}
+    for line in generate_latest(api.metrics.registry).decode().splitlines():
+        if line.startswith('ragsift_api_requests_total{route="/v1/query"'):
+            labels, value = line.rsplit(" ", 1)
+            counts[labels.split('status="')[1].split('"')[0]] = float(value)
+    return counts
