@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 
-from ragsift.api.waiters import Waiters
+import pytest
+
+from ragsift.api.waiters import TenantBusyError, Waiters
 from ragsift.schemas import DeadLetter
 
 
@@ -61,3 +63,30 @@ def test_a_retrieval_letter_looks_only_at_the_waiters_of_its_query_id() -> None:
             other.__exit__(None, None, None)
     assert waiters._pending == {}
     assert waiters._by_query == {}
+
+
+def test_the_bound_counts_each_tenant_apart_and_frees_on_exit() -> None:
+    waiters = Waiters(per_tenant=2)
+    with (
+        waiters.waiting(("alpha", "q1"), b"1", False),
+        waiters.waiting(("alpha", "q1"), b"2", False),
+    ):
+        with pytest.raises(TenantBusyError, match="'alpha' already has 2 requests") as busy:
+            waiters.waiting(("alpha", "q2"), b"3", False).__enter__()
+        assert busy.value.retry_after == 1
+        assert busy.value.query_id == "q2"
+        with waiters.waiting(("beta", "q2"), b"4", False):  # another tenant's own bound
+            assert waiters._by_tenant == {"alpha": 2, "beta": 1}
+    assert waiters._by_tenant == {}
+    assert waiters._pending == {}
+    assert waiters._by_query == {}
+    with waiters.waiting(("alpha", "q2"), b"3", False):  # room again
+        pass
+
+
+@pytest.mark.parametrize(("per_tenant", "gone_check_s"), [(-1, 1.0), (0, 0.0), (0, -1.0)])
+def test_a_bad_bound_or_check_interval_is_refused_by_name(
+    per_tenant: int, gone_check_s: float
+) -> None:
+    with pytest.raises(ValueError, match=r"per_tenant|gone_check_s"):
+        Waiters(per_tenant, gone_check_s=gone_check_s)
