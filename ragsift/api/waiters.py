@@ -26,7 +26,14 @@ from typing import Literal
 from ragsift.errors import RagsiftError
 from ragsift.schemas import DeadLetter
 
-__all__ = ["TENANT_BUSY_RETRY_AFTER_S", "Outcome", "Pending", "TenantBusyError", "Waiters"]
+__all__ = [
+    "GONE_CHECK_S",
+    "TENANT_BUSY_RETRY_AFTER_S",
+    "Outcome",
+    "Pending",
+    "TenantBusyError",
+    "Waiters",
+]
 
 #: (tenant, query id)
 Key = tuple[str, str]
@@ -35,6 +42,9 @@ Outcome = Literal["answered", "timeout", "gone"]
 #: The Retry-After of a tenant at its bound: most waits end within a worker batch or
 #: two (well under a second); one that does not is the caller's own timeout to wait out.
 TENANT_BUSY_RETRY_AFTER_S = 1
+#: How often a wait checks that its client is still there (as a console stream does:
+#: ``ragsift.api.console.GONE_CHECK_S``): a second of a slot held for nobody at most.
+GONE_CHECK_S = 1.0
 
 
 class TenantBusyError(RagsiftError):
@@ -82,7 +92,7 @@ class Waiters:
         gone_check_s: how often a wait checks that its client is still there.
     """
 
-    def __init__(self, per_tenant: int = 0, *, gone_check_s: float = 1.0) -> None:
+    def __init__(self, per_tenant: int = 0, *, gone_check_s: float = GONE_CHECK_S) -> None:
         if per_tenant < 0:
             raise ValueError(f"per_tenant must be >= 0, got {per_tenant}")
         if gone_check_s <= 0:
