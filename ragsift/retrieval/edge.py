@@ -292,13 +292,17 @@ class EdgeIndex:
             await asyncio.sleep(0)
         return len(records)
 
-    async def delete(self, collection: str, tenant_id: str, doc_id: str) -> None:
-        """Delete every chunk of ``doc_id`` owned by ``tenant_id``."""
+    async def delete(self, collection: str, tenant_id: str, doc_id: str) -> int:
+        """Delete every chunk of ``doc_id`` owned by ``tenant_id``; how many there were
+        (counted under the write lock, so no write of this process comes between)."""
         qdrant_common.check_delete(tenant_id, doc_id)
         opened = self._open(collection)
         flt = edge_filter([(TENANT_FIELD, tenant_id), (DOC_FIELD, doc_id)])
         with opened.write_lock:
-            opened.shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
+            removed = opened.shard.count(qe.CountRequest(exact=True, filter=flt))
+            if removed:
+                opened.shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
+        return int(removed)
 
     # -- reads ----------------------------------------------------------------
 

@@ -48,8 +48,9 @@ class VectorIndex(Protocol):
         """
         ...
 
-    async def delete(self, collection: str, tenant_id: str, doc_id: str) -> None:
-        """Delete every chunk of one tenant's document (before re-ingesting it)."""
+    async def delete(self, collection: str, tenant_id: str, doc_id: str) -> int:
+        """Delete every chunk of one tenant's document (before re-ingesting it); how many
+        it removed (0: the tenant had none, and nothing indexed changed)."""
         ...
 
     async def documents(self, collection: str, tenant_id: str) -> dict[str, int]:

@@ -263,15 +263,22 @@ class QdrantServerIndex:
                 await self.client.upsert(collection, points=points, wait=True)
         return len(records)
 
-    async def delete(self, collection: str, tenant_id: str, doc_id: str) -> None:
-        """Delete every chunk of ``doc_id`` owned by ``tenant_id``."""
+    async def delete(self, collection: str, tenant_id: str, doc_id: str) -> int:
+        """Delete every chunk of ``doc_id`` owned by ``tenant_id``; how many there were.
+
+        Counted just before the delete: a document's events are applied in order by one
+        indexer (the documents topic is keyed by doc id), so none is written between."""
         qdrant_common.check_delete(tenant_id, doc_id)
         await self._load(collection)
-        selector = models.FilterSelector(
-            filter=server_filter([(TENANT_FIELD, tenant_id), (DOC_FIELD, doc_id)])
-        )
+        flt = server_filter([(TENANT_FIELD, tenant_id), (DOC_FIELD, doc_id)])
+        async with self._calls(collection):
+            found = await self.client.count(collection, count_filter=flt, exact=True)
+        if not found.count:
+            return 0
+        selector = models.FilterSelector(filter=flt)
         async with self._calls(collection):
             await self.client.delete(collection, points_selector=selector, wait=True)
+        return int(found.count)
 
     # -- reads ----------------------------------------------------------------
 

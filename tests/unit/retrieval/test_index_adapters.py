@@ -202,10 +202,23 @@ async def test_reupsert_is_idempotent_and_delete_removes_a_document(index: Vecto
     hits = await index.search(COLLECTION, request("acme", "penguins", "keyword"))
     assert [h.chunk_id for h in hits] == ["acme-0"]
     assert (await index.collection_info(COLLECTION)).points_count == before.points_count
-    await index.delete(COLLECTION, "acme", "acme-doc-0")  # chunks acme-0 and acme-1
+    assert await index.delete(COLLECTION, "acme", "acme-doc-0") == 2  # acme-0 and acme-1
     info = await index.collection_info(COLLECTION)
     assert info.points_count == before.points_count - 2
     assert info.tenants == {"acme": 8, "globex": 6}
+
+
+async def test_delete_says_how_many_chunks_of_the_tenants_document_it_removed(
+    index: VectorIndex,
+) -> None:
+    # The indexer bumps the tenant's index version (empties its cache) only where a
+    # delete removed something: nothing of another tenant's, nothing twice.
+    assert await index.delete(COLLECTION, "globex", "acme-doc-1") == 0  # acme's id
+    assert await index.delete(COLLECTION, "acme", "acme-doc-1") == 2
+    assert await index.delete(COLLECTION, "acme", "acme-doc-1") == 0  # redelivered
+    for hostile in ("acme-doc-2\u202e\x00", "文書", "acme-doc-" + "9" * 100_000):
+        assert await index.delete(COLLECTION, "acme", hostile) == 0
+    assert (await index.collection_info(COLLECTION)).tenants == {"acme": 8, "globex": 6}
 
 
 async def test_documents_lists_one_tenants_documents_and_their_chunks(
