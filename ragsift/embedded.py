@@ -141,7 +141,7 @@ class EmbeddedRuntime:
         # Each `ragsift ask` is a process: the scopes' mix estimates carry over (ADR 013).
         self.mix_state = build_mix_state(settings, Path(self.data_dir) / CALIBRATIONS_DIR)
         restore_mix(self.pipeline, self.mix_state)
-        self.indexer = Indexer(self.index, self.embedder, cache=self.cache)
+        self.indexer = Indexer(self.index, self.embedder, cache=self.cache, metrics=self.metrics)
         audit = build_audit_handler(settings.audit, Path(self.data_dir) / "audit", self.metrics)
         self.audit = audit.sink
         # Scored results are remembered so `ragsift feedback` can label them later.
@@ -366,7 +366,7 @@ class _OnlyChunks:
         """Not offered: assessing never writes."""
         raise InvalidEventError("assessing chunks never writes to the index")
 
-    async def delete(self, collection: str, tenant_id: str, doc_id: str) -> None:
+    async def delete(self, collection: str, tenant_id: str, doc_id: str) -> int:
         """Not offered: assessing never writes."""
         raise InvalidEventError("assessing chunks never writes to the index")
 

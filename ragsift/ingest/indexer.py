@@ -5,21 +5,26 @@ ids are ``<doc_id>:<n>`` and point ids derive from (tenant, collection, chunk
 id), so re-ingesting a document is idempotent and never touches another
 tenant's document of the same id; the tenant's old chunks of the document are
 deleted first so a shorter new version leaves no stale tail. The tenant's
-index version is bumped afterwards, which invalidates its cache keys only.
+index version is bumped afterwards, which invalidates its cache keys only, and
+only where something indexed changed: an upsert identical to what is stored or a
+delete of a document the tenant does not have leaves its cached results alone
+(counted in ``ragsift_index_version_bumps_skipped_total``), except the first in
+a scope after the indexer starts (a crash between a write and its bump).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from ragsift.errors import InvalidEventError, ServiceUnavailableError
+from ragsift.errors import InvalidEventError
 from ragsift.ingest.chunking import Chunk, Chunker
 from ragsift.ingest.loaders import SourceDocument, check_unique_ids
+from ragsift.ingest.versions import IndexVersions
+from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.cache import ResultCache
 from ragsift.retrieval.embedders import Embedder, FloatMatrix
 from ragsift.retrieval.errors import CollectionNotFoundError
@@ -29,7 +34,6 @@ from ragsift.schemas import DocumentEvent
 
 __all__ = ["Indexer", "IngestReport"]
 
-log = logging.getLogger(__name__)
 
 EMBED_BATCH = 64  # chunks embedded per call: bounded memory, fewer round trips
 
@@ -62,15 +66,13 @@ class Indexer:
         *,
         chunker: Chunker | None = None,
         cache: ResultCache | None = None,
+        metrics: Metrics | None = None,
     ):
         self.index = index
         self.embedder = embedder
         self.chunker = chunker or Chunker()
         self.cache = cache
-        #: scopes whose new index version the cache has not taken (see ``owed``)
-        self._owed: set[tuple[str, str]] = set()
-        #: scopes this indexer has bumped since it started
-        self._bumped: set[tuple[str, str]] = set()
+        self.versions = IndexVersions(cache, metrics)
 
     async def ensure(self, collection: str) -> CollectionInfo:
         """Create the collection for this embedder (or check it matches); what it holds."""
@@ -114,10 +116,10 @@ class Indexer:
         total = sum(len(pieces) for _, pieces in split)
         pending: list[tuple[int, SourceDocument, Chunk]] = []  # (document index, ...)
         replaced: set[str] = set()  # documents whose old chunks are already deleted
-        chunks = 0
+        chunks = removed = 0
         for n, (doc, pieces) in enumerate(split):
             if not pieces:  # nothing to write: the old version still has to go
-                await self.index.delete(collection, tenant_id, doc.doc_id)
+                removed += await self.index.delete(collection, tenant_id, doc.doc_id)
             pending.extend((n, doc, c) for c in pieces)
             while len(pending) >= EMBED_BATCH:
                 part = pending[:EMBED_BATCH]
@@ -128,7 +130,13 @@ class Indexer:
         chunks += await self._flush(tenant_id, collection, pending, replaced, prints)
         if progress is not None and docs:
             progress(chunks, total)
-        version = await self._bump(tenant_id, collection) if split else None
+        # One process's ingest: its bump follows its writes, and a run cut off before it
+        # leaves nothing stale behind in the embedded runtime's in-memory cache.
+        version = None
+        if chunks or removed:
+            version = await self.versions.bump(tenant_id, collection)
+        elif docs:
+            self.versions.skipped("unchanged")
         return IngestReport(
             len(split), chunks, 0, version, unchanged=len(unchanged), other_sources=other
         )
@@ -192,12 +200,14 @@ class Indexer:
 
     async def remove(self, tenant_id: str, collection: str, doc_ids: Iterable[str]) -> IngestReport:
         """Delete a tenant's documents (``ingest --prune``), under one new index version
-        (cached results citing them are stale with it); none: nothing changes."""
-        gone = sorted(set(doc_ids))
-        for doc_id in gone:
-            await self.index.delete(collection, tenant_id, doc_id)
-        version = await self._bump(tenant_id, collection) if gone else None
-        return IngestReport(0, 0, len(gone), version)
+        (cached results citing them are stale with it); none indexed: nothing changes."""
+        gone = 0
+        for doc_id in sorted(set(doc_ids)):
+            gone += await self.index.delete(collection, tenant_id, doc_id) > 0
+        version = await self.versions.bump(tenant_id, collection) if gone else None
+        if doc_ids and not gone:
+            self.versions.skipped("absent")
+        return IngestReport(0, 0, gone, version)
 
     async def apply(self, event: DocumentEvent) -> IngestReport:
         """Apply one DocumentEvent (upsert or delete) from the documents topic."""
@@ -206,11 +216,13 @@ class Indexer:
             # nothing, where it created the collection (collections are shared by
             # every tenant, and any tombstone could add one).
             try:
-                await self.index.delete(event.collection, event.tenant_id, event.doc_id)
+                removed = await self.index.delete(event.collection, event.tenant_id, event.doc_id)
             except CollectionNotFoundError:
                 return IngestReport(0, 0, 0, None)
-            version = await self._bump(event.tenant_id, event.collection)
-            return IngestReport(0, 0, 1, version)
+            version = await self.versions.bump_if(
+                removed > 0, event.tenant_id, event.collection, "absent"
+            )
+            return IngestReport(0, 0, int(removed > 0), version)
         info = await self.ensure(event.collection)
         doc = SourceDocument(
             doc_id=event.doc_id,
@@ -226,8 +238,8 @@ class Indexer:
             # The topic keeps this record as the document's last, not the version
             # before: withdrawn here too, so this index agrees with one rebuilt from
             # the topic (BatchRouter._withdraw says why).
-            await self.index.delete(event.collection, event.tenant_id, event.doc_id)
-            await self._bump(event.tenant_id, event.collection)
+            removed = await self.index.delete(event.collection, event.tenant_id, event.doc_id)
+            await self.versions.bump_if(removed > 0, event.tenant_id, event.collection, "absent")
             raise InvalidEventError(
                 f"{exc}; its indexed version is withdrawn, as an index rebuilt from the"
                 " compacted topic would not have it: send a valid version to restore it"
@@ -239,15 +251,10 @@ class Indexer:
             event.tenant_id, event.collection, [(doc, pieces)], prints, info
         )
         if unchanged:
-            # A replay: an indexer that wrote it and went down before its bump took (an
-            # outage, a crash) left results cached under the old version. This one has
-            # no record of that, so it bumps each scope once before trusting replays.
-            scope = (event.tenant_id, event.collection)
-            if self.cache is not None and scope not in self._bumped:
-                await self._bump(*scope)
+            await self.versions.bump_if(False, event.tenant_id, event.collection, "unchanged")
             return IngestReport(0, 0, 0, None, unchanged=1)
         chunks = await self._write(event.tenant_id, event.collection, doc, pieces, prints)
-        version = await self._bump(event.tenant_id, event.collection)
+        version = await self.versions.bump(event.tenant_id, event.collection)
         return IngestReport(1, chunks, 0, version, other_sources=_other_sources([doc], sources))
 
     async def _write(
@@ -334,36 +341,13 @@ class Indexer:
 
     @property
     def owed(self) -> frozenset[tuple[str, str]]:
-        """(tenant, collection) scopes whose index changed but whose new version the
-        cache did not take (Redis was down): their cached results are stale until
-        :meth:`settle` gets it in."""
-        return frozenset(self._owed)
+        """Scopes whose index changed but whose new version the cache did not take
+        (:attr:`IndexVersions.owed`)."""
+        return self.versions.owed
 
     async def settle(self) -> None:
-        """Try once more to bump each scope in :attr:`owed`; raise
-        ``ServiceUnavailableError`` while some still are."""
-        for tenant_id, collection in sorted(self._owed):
-            await self._bump(tenant_id, collection)
-        if self._owed:
-            scopes = ", ".join("/".join(scope) for scope in sorted(self._owed))
-            raise ServiceUnavailableError(f"index versions of {scopes} not bumped", service="cache")
-
-    async def _bump(self, tenant_id: str, collection: str) -> int | None:
-        """The scope's new index version; on a cache that does not answer, ``None``
-        and the scope is owed (a raise dead-lettered an event whose change was made,
-        and its replay, finding it indexed, bumped nothing: stale results for a day)."""
-        if self.cache is None:
-            return None
-        scope = (tenant_id, collection)
-        self._owed.add(scope)
-        try:
-            version = await self.cache.bump_index_version(tenant_id, collection)
-        except ServiceUnavailableError as exc:
-            log.warning("index version of %s/%s not bumped: %s", tenant_id, collection, exc)
-            return None
-        self._owed.discard(scope)
-        self._bumped.add(scope)
-        return version
+        """Try once more to bump each scope in :attr:`owed` (:meth:`IndexVersions.settle`)."""
+        await self.versions.settle()
 
 
 def _source(doc: SourceDocument) -> str:

@@ -160,6 +160,15 @@ class Metrics:
             ["backend", "status"],
             registry=r,
         )
+        self.index_version_skips = Counter(
+            "ragsift_index_version_bumps_skipped_total",
+            "Document changes that left the tenant's index version (and so its cached"
+            " results) alone because nothing indexed changed, by reason: unchanged (an"
+            " upsert identical to what is indexed: a redelivery, a replay) or absent (a"
+            " delete of a document the tenant does not have).",
+            ["reason"],
+            registry=r,
+        )
         self.evidence = Counter(
             "ragsift_evidence_events_total",
             "Evidence events emitted, by type.",

@@ -1,10 +1,12 @@
 """Result caching: the cache protocol, cache keys, TTL by confidence, in-memory backend.
 
 Key = hash of (tenant, collection, the tenant's index version, normalized query,
-retrieval parameters, embedder id, calibration version). Ingesting into a
-tenant bumps its index version, so stale entries are never read again and
-simply expire. TTL grows with confidence (K3): high results live longest,
-no_relevant_context is not cached by default.
+retrieval parameters, embedder id, calibration version). A change of what a
+tenant has indexed bumps its index version, so stale entries are never read
+again and simply expire; an event that changes nothing (a redelivery, a delete
+of a document not indexed) leaves it, and the cache, alone
+(``ragsift.ingest.versions``). TTL grows with confidence (K3): high results
+live longest, no_relevant_context is not cached by default.
 """
 
 from __future__ import annotations

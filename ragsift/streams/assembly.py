@@ -133,7 +133,8 @@ def assemble(
             restore_mix(pipeline, mix_state)
         if "indexer" in names:
             reprober = build_reprober(settings, index, embedder, metrics, calibrations)
-            handlers.append(IndexerHandler(Indexer(index, embedder, cache=cache), reprober))
+            indexer = Indexer(index, embedder, cache=cache, metrics=metrics)
+            handlers.append(IndexerHandler(indexer, reprober))
     if "audit" in names:
         audit = audit_dir or settings.data_dir / "audit"
         handlers.append(build_audit_handler(settings.audit, audit, metrics))
