@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from ragsift.errors import InvalidEventError
 from ragsift.ingest.indexer import Indexer
+from ragsift.ingest.loaders import SourceDocument
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.cache import InMemoryCache
 from ragsift.retrieval.edge import EdgeIndex
@@ -126,3 +127,19 @@ async def test_an_invalid_event_withdraws_and_bumps_only_what_was_indexed(
             await indexer.apply(bad)
     assert await cache.index_version(*SCOPE) == 1
     assert skipped(metrics, "absent") == 2
+
+
+async def test_ingest_and_prune_bump_only_what_they_changed(index: EdgeIndex) -> None:
+    # `ragsift ingest` prints what it indexed and what was unchanged: its bump agrees.
+    cache, metrics = InMemoryCache(), Metrics(CollectorRegistry())
+    indexer = indexer_on(index, cache, metrics)
+    doc = SourceDocument("gdpr", TEXT)
+    assert (await indexer.ingest("acme", "default", [doc])).index_version == 1
+    again = await indexer.ingest("acme", "default", [doc])
+    assert (again.documents, again.unchanged, again.index_version) == (0, 1, None)
+    pruned = await indexer.remove("acme", "default", ["never", "gone"])
+    assert (pruned.deleted_documents, pruned.index_version) == (0, None)
+    assert await cache.index_version(*SCOPE) == 1
+    assert skipped(metrics, "unchanged") == skipped(metrics, "absent") == 1
+    pruned = await indexer.remove("acme", "default", ["gdpr", "never"])
+    assert (pruned.deleted_documents, pruned.index_version) == (1, 2)
