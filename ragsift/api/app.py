@@ -40,7 +40,7 @@ from ragsift.api.console import (
 )
 from ragsift.api.feedback_input import publish_feedback
 from ragsift.api.guarded_site import refused_counter
-from ragsift.api.kafka_link import KafkaLink
+from ragsift.api.kafka_link import DROP_REASONS, KafkaLink
 from ragsift.api.openapi import openapi_document
 from ragsift.api.query_input import (
     bad_tenant_param,
@@ -152,6 +152,9 @@ class QueryApi(KafkaLink):
             ["topic", "reason"],
             registry=r,
         )
+        for topic in self._reads:  # at 0 from the start: increase() misses a first sample
+            for reason in DROP_REASONS:
+                dropped.labels(topic, reason)
         self.on_drop = lambda topic, reason: dropped.labels(topic, reason).inc()
         if hub is not None:
             hub.on_drop = dropped_messages_counter(r).inc

@@ -28,6 +28,7 @@ from ragsift.streams.topics import TOPICS
 __all__ = [
     "BROKER_PROBE_INTERVAL_S",
     "BROKER_PROBE_TIMEOUT_S",
+    "DROP_REASONS",
     "MAX_SEND_S",
     "RECONNECT_BACKOFF_S",
     "KafkaLink",
@@ -42,6 +43,9 @@ BROKER_PROBE_TIMEOUT_S = 3.0
 RECONNECT_BACKOFF_S = 2.0
 #: a publish never waits longer than this, whatever the request's timeout
 MAX_SEND_S = 10.0
+#: why the reader skipped a record (``on_drop``'s reason): ``decode``, not the topic's
+#: event; ``unusable``, taking it failed
+DROP_REASONS = ("decode", "unusable")
 
 
 class KafkaLink:
@@ -61,8 +65,7 @@ class KafkaLink:
         self._broker_ok = False
         self._reads = list(reads)
         self._codecs = {name: EventCodec(TOPICS[name].model) for name in self._reads}
-        #: called with (logical topic, reason) per record skipped: ``decode`` (not the
-        #: topic's event) or ``unusable`` (taking it failed)
+        #: called with (logical topic, reason) per record skipped, one of :data:`DROP_REASONS`
         self.on_drop: Callable[[str, str], None] | None = None
 
     def topic(self, logical: str) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 from aiokafka import TopicPartition
 
 from ragsift.api import QueryApi
+from ragsift.api.kafka_link import DROP_REASONS
 from tests.unit.api.conftest import RecordingApi, build_result
 
 
@@ -89,3 +90,17 @@ async def test_a_record_it_cannot_take_is_counted_and_the_reader_reads_on(
             await reader
     assert _dropped(api, "retrievals", "decode") == 2  # not JSON; a lone surrogate
     assert _dropped(api, "retrievals", "unusable") == 1
+
+
+def test_every_skip_series_is_served_at_zero_before_the_first_skip(
+    make_api: Callable[..., RecordingApi],
+) -> None:
+    """An alert reads ``increase()``, which sees no rise on a series whose first sample
+    is already 1: a series created at the first skip hid that skip (and the only one a
+    release ever had) from it. Each (topic, reason) the reader can count shows at 0 from
+    the start."""
+    api = make_api()
+    for topic in ("retrievals", "reports", "deadletter"):
+        for reason in DROP_REASONS:
+            assert _dropped(api, topic, reason) == 0, (topic, reason)
+    assert _dropped(api, "decisions", "decode") is None  # not read without a console
