@@ -153,22 +153,24 @@ class KafkaLink:
         skipped the same way."""
         try:
             event = self._codecs[name].decode(value)
-        except DecodeError:  # not ours to dead-letter: the producing worker validated it
-            self._drop(name, "decode")
+        except DecodeError as exc:  # not ours to dead-letter: the producing worker validated it
+            self._drop(name, "decode", offset, exc)
             return
         try:
             self.accept(name, event)
         except Exception as exc:  # whatever taking it raised: the reader outlives it
-            log.error(
-                "skipped the %s event at offset %s: %s: %.300s",
-                name,
-                offset,
-                type(exc).__name__,
-                exc,
-            )
-            self._drop(name, "unusable")
+            self._drop(name, "unusable", offset, exc)
 
-    def _drop(self, name: str, reason: str) -> None:
+    def _drop(self, name: str, reason: str, offset: int, exc: Exception) -> None:
+        """Name the skipped record in the log (where to read it again) and count it."""
+        log.error(
+            "skipped the %s event at offset %s (%s): %s: %r",
+            name,
+            offset,
+            reason,
+            type(exc).__name__,
+            str(exc)[:300],
+        )
         if self.on_drop is not None:
             self.on_drop(name, reason)
 

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from aiokafka import TopicPartition
 
 from ragsift.api import QueryApi
@@ -104,3 +106,19 @@ def test_every_skip_series_is_served_at_zero_before_the_first_skip(
         for reason in DROP_REASONS:
             assert _dropped(api, topic, reason) == 0, (topic, reason)
     assert _dropped(api, "decisions", "decode") is None  # not read without a console
+
+
+def test_a_record_that_does_not_decode_is_logged_with_its_offset(
+    make_api: Callable[..., RecordingApi], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A skip is one the log names, as the runbook says: the topic, the offset to read
+    it at, and why, on one line (the record's bytes are not logged: any length)."""
+    api = make_api()
+    with caplog.at_level(logging.ERROR, logger="ragsift.api.kafka_link"):
+        api._take("retrievals", b"not json\n" + b"x" * 5_000, 41)
+    assert _dropped(api, "retrievals", "decode") == 1
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert "retrievals event at offset 41 (decode)" in message
+    assert "\n" not in message
+    assert len(message) < 600
