@@ -35,6 +35,11 @@ REQUIRED_PANELS = {
     "fallbacks": "ragsift_calibration_fallbacks_total",
     "answer is missing": "ragsift_calibration_missing_answer_share",
     "feedback labels": "ragsift_feedback_total",
+    # The HTTP API: its answers, what its sites refuse before a route runs, and the
+    # records its Kafka reader skips (each a waiting caller's 504).
+    "api answers by status": "ragsift_api_requests_total",
+    "http refusals": "ragsift_http_refused_total",
+    "records the api skipped": "ragsift_api_dropped_events_total",
 }
 
 

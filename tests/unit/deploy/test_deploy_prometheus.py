@@ -27,6 +27,10 @@ REQUIRED_ALERTS = {
     "RagsiftSettingsUnknownVariables": "ragsift_settings_unknown_variables",
     "RagsiftApiServerErrors": "ragsift_api_requests_total",
     "RagsiftApiSharedStoreErrors": "ragsift_api_shared_store_errors_total",
+    # results the API read and skipped (a waiting caller's 504); callers turned away
+    # at the connection cap, which no request counter sees
+    "RagsiftApiDroppedEvents": "ragsift_api_dropped_events_total",
+    "RagsiftApiConnectionsRefused": "ragsift_http_refused_total",
 }
 
 
