@@ -409,13 +409,18 @@ class Metrics:
             ["trigger", "strategy", "won"],
             registry=r,
         )
-        # language: one of a fixed handful (ragsift.retrieval.language.LANGUAGE_NAMES).
-        self.query_language_advice = Counter(
-            "ragsift_query_language_advice_total",
-            "Results served with the query_language advice (the query looked non-English),"
-            " by language guessed: fr, es, de, it, pt, nl or other (a non-Latin script).",
-            ["language"],
-            registry=r,
+        # language: one of a fixed handful (ragsift.retrieval.language.LANGUAGE_NAMES);
+        # by tenant, as its share of the tenant's answers is what an operator acts on.
+        self.query_language_advice = BoundedCounter(
+            Counter(
+                "ragsift_query_language_advice_total",
+                "Results served with the query_language advice (the query looked"
+                " non-English), by tenant and language guessed: fr, es, de, it, pt, nl or"
+                " other (a non-Latin script).",
+                ["tenant", "language"],
+                registry=r,
+            ),
+            self.tenant,
         )
 
     def _scope_gauge(self, name: str, doc: str, labels: list[str], keep: Keep) -> FoldedGauge:

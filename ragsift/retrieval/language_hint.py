@@ -48,7 +48,7 @@ def with_language_advice(result: RetrievalResult, metrics: Metrics) -> Retrieval
     code = guess_language(result.query)
     if code is None:
         return result
-    metrics.query_language_advice.labels(code).inc()
+    metrics.query_language_advice.labels(result.tenant_id, code).inc()
     if any(a.code == QUERY_LANGUAGE_ADVICE_CODE for a in result.recommendations):
         return result
     advice = [language_advice(code), *result.recommendations]

@@ -40,6 +40,9 @@ REQUIRED_PANELS = {
     "api answers by status": "ragsift_api_requests_total",
     "http refusals": "ragsift_http_refused_total",
     "records the api skipped": "ragsift_api_dropped_events_total",
+    # docs/confidence.md section 13: the share of a tenant's answers told its question
+    # was not English
+    "non-english questions by tenant": "ragsift_query_language_advice_total",
 }
 
 

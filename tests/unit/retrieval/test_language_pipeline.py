@@ -84,15 +84,17 @@ def make_pipeline(tmp_path: Path, index: EdgeIndex, **bars: float) -> RetrievalP
     )
 
 
-async def ask(pipeline: RetrievalPipeline, text: str, query_id: str = "q1") -> RetrievalResult:
-    [out] = await pipeline.process([QueryEvent(query_id=query_id, tenant_id="alpha", query=text)])
+async def ask(
+    pipeline: RetrievalPipeline, text: str, query_id: str = "q1", tenant: str = "alpha"
+) -> RetrievalResult:
+    [out] = await pipeline.process([QueryEvent(query_id=query_id, tenant_id=tenant, query=text)])
     assert isinstance(out, PipelineOutput), out
     return out.result
 
 
-def advised(pipeline: RetrievalPipeline, language: str) -> float:
+def advised(pipeline: RetrievalPipeline, language: str, tenant: str = "alpha") -> float:
     value = pipeline.metrics.registry.get_sample_value(
-        "ragsift_query_language_advice_total", {"language": language}
+        "ragsift_query_language_advice_total", {"tenant": tenant, "language": language}
     )
     return value or 0.0
 
@@ -120,7 +122,7 @@ async def test_an_english_question_never_is(
     pipeline = make_pipeline(tmp_path, index)
     result = await ask(pipeline, question)
     assert QUERY_LANGUAGE_ADVICE_CODE not in [a.code for a in result.recommendations]
-    samples = pipeline.metrics.query_language_advice.collect()[0].samples
+    samples = pipeline.metrics.query_language_advice.counter.collect()[0].samples
     assert [s for s in samples if s.name.endswith("_total")] == []
 
 
@@ -168,3 +170,21 @@ def test_a_failed_result_gets_no_advice() -> None:
     )
     metrics = Metrics()
     assert with_language_advice(failed, metrics) is failed
+
+
+async def test_it_is_counted_per_tenant_past_the_bound_as_other(
+    tmp_path: Path, index: EdgeIndex
+) -> None:
+    """The share of a tenant's answers told the question was not English is what an
+    operator acts on (that tenant's users ask in French): the advice is counted by
+    tenant, and tenant ids come from events, so past the label bound they share
+    ``(other)`` and cannot grow /metrics."""
+    pipeline = make_pipeline(tmp_path, index)
+    pipeline.metrics = Metrics(max_tenants=1)
+    _, french = FOREIGN[0]
+    await ask(pipeline, french, "q1", tenant="alpha")
+    await ask(pipeline, french, "q2", tenant="beta")
+    await ask(pipeline, french, "q3", tenant="x" * 64)  # the longest id a tenant may have
+    assert advised(pipeline, "fr", "alpha") == 1
+    assert advised(pipeline, "fr", "(other)") == 2
+    assert advised(pipeline, "fr", "beta") == 0
