@@ -21,6 +21,7 @@ REQUIRED_PANELS = {
     "lag": "kafka_consumergroup_lag",
     "dead letters": "ragsift_dead_letters_total",
     "lost": "ragsift_dead_letters_dropped_total",
+    "run event by event": "ragsift_poison_isolations_total",
     "withdrawn": "ragsift_documents_withdrawn_total",
     "llm fallbacks": "ragsift_report_llm_fallbacks_total",
     "reranker failures": "ragsift_reranker_failures_total",

@@ -31,6 +31,8 @@ REQUIRED_ALERTS = {
     # at the connection cap, which no request counter sees
     "RagsiftApiDroppedEvents": "ragsift_api_dropped_events_total",
     "RagsiftApiConnectionsRefused": "ragsift_http_refused_total",
+    # a batch whose every event fails alone: its partition stalled, nothing says so
+    "RagsiftPoisonBatchHeld": "ragsift_poison_isolations_total",
 }
 
 
