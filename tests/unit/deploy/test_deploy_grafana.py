@@ -36,6 +36,7 @@ REQUIRED_PANELS = {
     "fallbacks": "ragsift_calibration_fallbacks_total",
     "answer is missing": "ragsift_calibration_missing_answer_share",
     "feedback labels": "ragsift_feedback_total",
+    "unreadable": "ragsift_feedback_rows_unreadable_total",
     # The HTTP API: its answers, what its sites refuse before a route runs, and the
     # records its Kafka reader skips (each a waiting caller's 504).
     "api answers by status": "ragsift_api_requests_total",
