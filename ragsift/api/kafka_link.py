@@ -143,9 +143,9 @@ class KafkaLink:
             for tp, records in batches.items():
                 name = logical[tp.topic]
                 for record in records:
-                    self._take(name, record.value, record.offset)
+                    self._take(name, record.value, tp.partition, record.offset)
 
-    def _take(self, name: str, value: bytes | None, offset: int) -> None:
+    def _take(self, name: str, value: bytes | None, partition: int, offset: int) -> None:
         """One record: accepted, or skipped and counted; never the reader's end. A
         result with a lone surrogate escape once decoded but could not be kept (encoded
         back): it ended the reader, and every replica answered every tenant 504 from
@@ -154,18 +154,19 @@ class KafkaLink:
         try:
             event = self._codecs[name].decode(value)
         except DecodeError as exc:  # not ours to dead-letter: the producing worker validated it
-            self._drop(name, "decode", offset, exc)
+            self._drop(name, "decode", partition, offset, exc)
             return
         try:
             self.accept(name, event)
         except Exception as exc:  # whatever taking it raised: the reader outlives it
-            self._drop(name, "unusable", offset, exc)
+            self._drop(name, "unusable", partition, offset, exc)
 
-    def _drop(self, name: str, reason: str, offset: int, exc: Exception) -> None:
+    def _drop(self, name: str, reason: str, partition: int, offset: int, exc: Exception) -> None:
         """Name the skipped record in the log (where to read it again) and count it."""
         log.error(
-            "skipped the %s event at offset %s (%s): %s: %r",
+            "skipped the %s event at partition %s offset %s (%s): %s: %r",
             name,
+            partition,
             offset,
             reason,
             type(exc).__name__,

@@ -108,17 +108,18 @@ def test_every_skip_series_is_served_at_zero_before_the_first_skip(
     assert _dropped(api, "decisions", "decode") is None  # not read without a console
 
 
-def test_a_record_that_does_not_decode_is_logged_with_its_offset(
+def test_a_record_that_does_not_decode_is_logged_with_where_it_is(
     make_api: Callable[..., RecordingApi], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A skip is one the log names, as the runbook says: the topic, the offset to read
-    it at, and why, on one line (the record's bytes are not logged: any length)."""
+    """A skip is one the log names, as the runbook says: the topic, the partition and
+    offset to read it at, and why, on one line (the record's bytes are not logged: any
+    length)."""
     api = make_api()
     with caplog.at_level(logging.ERROR, logger="ragsift.api.kafka_link"):
-        api._take("retrievals", b"not json\n" + b"x" * 5_000, 41)
+        api._take("retrievals", b"not json\n" + b"x" * 5_000, 2, 41)
     assert _dropped(api, "retrievals", "decode") == 1
     (record,) = caplog.records
     message = record.getMessage()
-    assert "retrievals event at offset 41 (decode)" in message
+    assert "retrievals event at partition 2 offset 41 (decode)" in message
     assert "\n" not in message
     assert len(message) < 600
