@@ -304,6 +304,15 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        # ragsift.retrieval.redis_replies: a key of the wrong type, a script's or an
+        # argument's error. key is the kind of key (labels, owners, ...), a fixed name.
+        self.redis_refused = Counter(
+            "ragsift_redis_refused_total",
+            "Commands Redis refused for good (not an outage: no retry fixes them), by store"
+            " and kind of key; the event is dead-lettered.",
+            ["store", "key"],
+            registry=r,
+        )
         self.feedback_rows_unreadable = Counter(
             "ragsift_feedback_rows_unreadable_total",
             "Rows of the feedback store passed over because they cannot be read (damaged,"

@@ -12,7 +12,8 @@ dead-lettered (stage ``poison``), the others are processed as usual, and the
 batch is done.
 
 A failure that says a dependency is down (:func:`is_transient`: a store that does
-not answer, the broker, a timeout, outputs the broker did not take) is no
+not answer, the broker, a timeout, outputs the broker did not take; not a key Redis
+refuses for good, :mod:`~ragsift.retrieval.redis_replies`) is no
 event's fault: it never counts towards isolation, and during an isolation it
 fails the batch again, which keeps being retried for as long as it lasts. When
 every event of a batch of more than one fails alone, the fault is not one
@@ -34,6 +35,7 @@ from redis.exceptions import RedisError
 
 from ragsift.errors import RagsiftError, ServiceUnavailableError
 from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.redis_replies import refused
 from ragsift.streams.routing import BatchRouter, Received, agent_name
 
 __all__ = [
@@ -58,6 +60,8 @@ DEFAULT_POISON_AFTER_FAILURES = 3
 #: :class:`ServiceUnavailableError`), the broker (aiokafka's errors, its producer's
 #: ``KafkaTimeoutError`` among them), the network (``OSError``: ``ConnectionError``),
 #: and a wait that ran out (``TimeoutError``: a dead letter's or an output's delivery).
+#: Not a Redis error that Redis repeats for good (:func:`~ragsift.retrieval.redis_replies.refused`:
+#: a key of the wrong type, a script's error): no retry fixes those.
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     ServiceUnavailableError,
     KafkaError,
@@ -84,7 +88,7 @@ def is_transient(exc: BaseException) -> bool:
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
-        if isinstance(current, (*TRANSIENT_ERRORS, TransientError)):
+        if isinstance(current, (*TRANSIENT_ERRORS, TransientError)) and not refused(current):
             return True
         seen.add(id(current))
         current = current.__cause__

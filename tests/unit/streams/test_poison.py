@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaTimeoutError
+from redis._parsers import _RESP2Parser
 
 from ragsift.errors import ServiceUnavailableError
 from ragsift.observability.metrics import Metrics
@@ -221,3 +222,44 @@ def test_the_guard_counts_only_unexpected_failures_in_a_row() -> None:
     assert not guard.isolating
     with pytest.raises(ValueError, match="after_failures must be >= 1, got 0"):
         PoisonGuard(0)
+
+
+def _reply(line: str) -> Exception:
+    """The exception redis-py raises for a server's error ``line`` (its own parser)."""
+    return _RESP2Parser.parse_error(line)
+
+
+async def test_plain_a_key_redis_refuses_for_good_is_dead_lettered_not_waited_on() -> None:
+    # A key another program wrote with another type: Redis answers WRONGTYPE every time.
+    refusal = _reply("WRONGTYPE Operation against a key holding the wrong kind of value")
+    crashing = SettleCrashes(refusal)
+    loop, consumer, sender, _ = plain(crashing)
+    # Before: retried as an outage for ever, the partition stalled (the wait timed out).
+    await run_while(loop, lambda: consumer.commits[-1:] != [{TP0: 3}])
+    letters = sender.dead_letters()
+    assert [(d.offset, d.stage) for d in letters] == [(1, "poison")]
+    assert "WRONGTYPE" in letters[0].error
+    assert sorted(set(sender.output_ids())) == ["q0", "q2"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "READONLY You can't write against a read only replica.",
+        "OOM command not allowed when used memory > 'maxmemory'.",
+        "LOADING Redis is loading the dataset in memory",
+        "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+        "TRYAGAIN Multiple keys request during rehashing of slot",
+        "CLUSTERDOWN The cluster is down",
+        "BUSY Redis is busy running a script.",
+        "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist",
+        "NOREPLICAS Not enough good replicas to write.",
+        "NOSCRIPT No matching script. Please use EVAL.",
+    ],
+)
+async def test_plain_a_redis_reply_that_says_it_is_down_is_waited_out(line: str) -> None:
+    crashing = SettleCrashes(_reply(line), times=6)
+    loop, consumer, sender, _ = plain(crashing)
+    await run_while(loop, lambda: consumer.commits[-1:] != [{TP0: 3}])
+    assert sender.dead_letters() == []
+    assert crashing.calls == [["q0", "p", "q2"]] * 7  # whole batches only, never alone
