@@ -13,7 +13,7 @@ import logging
 from typing import Any, Final
 
 import redis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from ragsift.confidence.registry import CalibrationScope
 from ragsift.errors import ServiceUnavailableError
@@ -27,6 +27,7 @@ from ragsift.retrieval.feedback_rows import (
     scope_key,
 )
 from ragsift.retrieval.redis_calibration import sync_client
+from ragsift.retrieval.redis_replies import RedisRefusedError, Refused, refused, reply_code
 from ragsift.settings import RedisSettings
 
 __all__ = ["RedisFeedbackStore"]
@@ -45,6 +46,13 @@ return 1
 #: (the handler holds its batch and tries again) rather than a loop without end.
 _PUT_TRIES: Final = 8
 
+#: The kinds of key a refusal names (``ragsift_redis_refused_total{key}``), and their words.
+_KINDS: Final = {
+    "results": "scored results (a query's result string or its owners set)",
+    "labels": "scope's labels hash",
+    "refits": "re-fits hash",
+}
+
 
 class RedisFeedbackStore:
     """The streaming workers' store: results as keys with a TTL, labels in a hash per scope."""
@@ -55,16 +63,37 @@ class RedisFeedbackStore:
         *,
         client: redis.Redis | None = None,
         on_unreadable: Unreadable | None = None,
+        on_refused: Refused | None = None,
     ):
         self.on_unreadable = on_unreadable
+        self.on_refused = on_refused
         self.client = client or sync_client(settings)
         self.prefix = f"{settings.key_prefix}:feedback"
         self._put_if_unchanged = self.client.register_script(_PUT_IF_UNCHANGED)
 
-    def _call(self, op: Any, *args: Any) -> Any:
+    def _call(self, kind: str, op: Any, *args: Any) -> Any:
+        """``op(*args)``; Redis down is :class:`ServiceUnavailableError` (the batch is held),
+        a key of ``kind`` Redis refuses for good is :class:`RedisRefusedError` (a
+        deterministic reply: held, it stalled the partition for good; the poison guard
+        dead-letters the event that meets it). Such a key is not overwritten here: it holds
+        labels or results, and what wrote it is for an operator to find."""
         try:
             return op(*args)
         except RedisError as exc:
+            if refused(exc):
+                code = reply_code(exc) if isinstance(exc, ResponseError) else type(exc).__name__
+                if self.on_refused is not None:
+                    self.on_refused(kind)
+                # Only the kind and the code: redis-py's message quotes a pipeline's
+                # commands with their arguments, a tenant's data.
+                raise RedisRefusedError(
+                    f"redis feedback store: Redis refuses a command on the {_KINDS[kind]}"
+                    f" ({code}; a key of the wrong type was written by another program or"
+                    " release): no retry fixes it",
+                    store="feedback",
+                    key_kind=kind,
+                    code=code,
+                ) from exc
             raise ServiceUnavailableError(
                 f"redis feedback store: {type(exc).__name__}: {exc}", service="redis"
             ) from exc
@@ -82,14 +111,14 @@ class RedisFeedbackStore:
                 pipe.execute()
 
         if records:
-            self._call(write)
+            self._call("results", write)
 
     def _scored(self, tenant_id: str, query_id: str) -> str:
         # A tenant id holds no ':' (TENANT_PATTERN), so no two (tenant, query id) meet.
         return f"{self.prefix}:scored:{tenant_id}:{query_id}"
 
     def _legacy(self, query_id: str) -> ScoredRecord | None:
-        raw = self._call(lambda: self.client.get(f"{self.prefix}:result:{query_id}"))
+        raw = self._call("results", lambda: self.client.get(f"{self.prefix}:result:{query_id}"))
         return (
             next(iter(readable_rows(ScoredRecord, [raw], "result", self.on_unreadable)), None)
             if raw
@@ -98,7 +127,7 @@ class RedisFeedbackStore:
 
     def recall(self, query_id: str, tenant_id: str) -> ScoredRecord | None:
         """The tenant's record of ``query_id`` within its window (see :class:`FeedbackStore`)."""
-        raw = self._call(lambda: self.client.get(self._scored(tenant_id, query_id)))
+        raw = self._call("results", lambda: self.client.get(self._scored(tenant_id, query_id)))
         if raw is not None:
             return next(
                 iter(readable_rows(ScoredRecord, [raw], "result", self.on_unreadable)), None
@@ -108,7 +137,8 @@ class RedisFeedbackStore:
 
     def owners(self, query_id: str) -> list[str]:
         """The tenants holding ``query_id`` within its window (see :class:`FeedbackStore`)."""
-        members = self._call(lambda: self.client.smembers(f"{self.prefix}:owners:{query_id}"))
+        owners = f"{self.prefix}:owners:{query_id}"
+        members = self._call("results", lambda: self.client.smembers(owners))
         held = sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
 
         def present() -> list[int]:  # one round trip for all of them
@@ -118,7 +148,11 @@ class RedisFeedbackStore:
                 return list(pipe.execute())
 
         # The set outlives a record that expired first: keep the tenants whose is there.
-        found = {t for t, n in zip(held, self._call(present) if held else [], strict=True) if n}
+        found = {
+            t
+            for t, n in zip(held, self._call("results", present) if held else [], strict=True)
+            if n
+        }
         legacy = self._legacy(query_id)
         return sorted(found | ({legacy.tenant_id} if legacy is not None else set()))
 
@@ -134,10 +168,10 @@ class RedisFeedbackStore:
         key = f"{self.prefix}:labels:{scope_key(scope)}"
         field, row = label.record.query_id, label.model_dump_json()
         for _ in range(_PUT_TRIES):
-            old = self._call(lambda: self.client.hget(key, field))
+            old = self._call("labels", lambda: self.client.hget(key, field))
             put = put_outcome(old, label, keep_sampled, self.on_unreadable)
             if put != "stored" or self._call(
-                self._put_if_unchanged, [key], [field, old or b"", row]
+                "labels", self._put_if_unchanged, [key], [field, old or b"", row]
             ):
                 return put
         raise ServiceUnavailableError(
@@ -149,13 +183,20 @@ class RedisFeedbackStore:
 
     def labels(self, scope: CalibrationScope) -> list[StoredLabel]:
         """The scope's labels, oldest first (see :class:`FeedbackStore`)."""
-        raw = self._call(lambda: self.client.hvals(f"{self.prefix}:labels:{scope_key(scope)}"))
+        key = f"{self.prefix}:labels:{scope_key(scope)}"
+        raw = self._call("labels", lambda: self.client.hvals(key))
         found = readable_rows(StoredLabel, raw, "labels", self.on_unreadable)
         return sorted(found, key=lambda s: (s.at, s.record.query_id))
 
     def last_refit(self, scope: CalibrationScope) -> tuple[str, float] | None:
         """The scope's last re-fit (see :class:`FeedbackStore`)."""
-        raw = self._call(lambda: self.client.hget(f"{self.prefix}:refits", scope_key(scope)))
+        try:
+            raw = self._call("refits", self.client.hget, f"{self.prefix}:refits", scope_key(scope))
+        except RedisRefusedError as exc:
+            # One hash holds every scope's record: refused, every label of every tenant
+            # was dead-lettered. Like a damaged record, it means the next labels re-fit.
+            log.warning("feedback store: no re-fit record of %s: %s", scope, exc)
+            return None
         if raw is None:
             return None
         try:
@@ -171,7 +212,10 @@ class RedisFeedbackStore:
     def mark_refit(self, scope: CalibrationScope, digest: str, at: float) -> None:
         """Record a re-fit (see :class:`FeedbackStore`)."""
         value = json.dumps({"digest": digest, "at": at})
-        self._call(lambda: self.client.hset(f"{self.prefix}:refits", scope_key(scope), value))
+        try:
+            self._call("refits", self.client.hset, f"{self.prefix}:refits", scope_key(scope), value)
+        except RedisRefusedError as exc:  # as in last_refit: the scope re-fits again, counted
+            log.warning("feedback store: re-fit of %s not recorded: %s", scope, exc)
 
     def forget(self, scope: CalibrationScope) -> int:
         """Drop the scope's labels and re-fit record, at once (see :class:`FeedbackStore`)."""
@@ -184,7 +228,7 @@ class RedisFeedbackStore:
                 pipe.hdel(f"{self.prefix}:refits", scope_key(scope))
                 return int(pipe.execute()[0])
 
-        return int(self._call(drop))
+        return int(self._call("labels", drop))
 
     def close(self) -> None:
         """Close the connection pool."""

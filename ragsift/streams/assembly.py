@@ -24,6 +24,7 @@ from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.feedback_store import RedisFeedbackStore, unreadable_counter
 from ragsift.retrieval.pipeline import RetrievalPipeline
 from ragsift.retrieval.redis_cache import RedisCache
+from ragsift.retrieval.redis_replies import refusal_counter
 from ragsift.settings import KafkaSettings, Settings
 from ragsift.wiring import (
     CALIBRATIONS_DIR,
@@ -203,7 +204,11 @@ def build_calibration_handlers(
     """
     embedder_id = build_embedder(settings.embedder).embedder_id
     loop = FeedbackLoop(
-        RedisFeedbackStore(settings.redis, on_unreadable=unreadable_counter(metrics)),
+        RedisFeedbackStore(
+            settings.redis,
+            on_unreadable=unreadable_counter(metrics),
+            on_refused=refusal_counter(metrics, "feedback"),
+        ),
         build_calibration_registry(settings, embedder_id, default_dir),
         settings.feedback,
         metrics,

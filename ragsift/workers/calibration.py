@@ -45,6 +45,7 @@ from ragsift.confidence.registry import CalibrationRegistry, CalibrationScope
 from ragsift.errors import InvalidEventError
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.feedback_store import FeedbackStore, ScoredRecord, StoredLabel
+from ragsift.retrieval.redis_replies import RedisRefusedError
 from ragsift.retrieval.results import searched_dense_only, searched_keyword
 from ragsift.schemas import FeedbackEvent, RetrievalResult
 from ragsift.settings import FeedbackSettings
@@ -333,19 +334,24 @@ class ResultJoinHandler(Holds):
         return RetrievalResult
 
     async def handle_batch(self, events: Sequence[RetrievalResult]) -> list[Outcome]:
-        """Remember the batch in one store round trip, waiting out a store that does
-        not answer (its results were dead-lettered, and their labels refused later);
-        nothing is emitted."""
+        """Remember the batch in one round trip, waiting out a store that does not answer;
+        refused for good (a key of the wrong type), each alone: only that one is dead-lettered."""
+        outcome = await self._remember(list(events))
+        if isinstance(outcome, RedisRefusedError) and len(events) > 1:
+            return [await self._remember([event]) for event in events]
+        return [outcome for _ in events]  # the store is unusable: every event fails alike
+
+    async def _remember(self, events: list[RetrievalResult]) -> Outcome:
         try:
             await until_available(
-                partial(asyncio.to_thread, self.loop.remember, list(events)),
+                partial(asyncio.to_thread, self.loop.remember, events),
                 what=f"{self.name}: remembering {len(events)} result(s)",
                 sleep=self._sleep,
                 hold=self.hold,
             )
-        except Exception as exc:  # the store is unusable: every event fails alike
-            return [exc for _ in events]
-        return [[] for _ in events]
+        except Exception as exc:
+            return exc
+        return []
 
     async def close(self) -> None:
         """Nothing held (the store is closed by its owner)."""

@@ -19,6 +19,7 @@ from ragsift.errors import ServiceUnavailableError
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.engines import packaged_calibration_path
 from ragsift.retrieval.feedback_store import ScoredRecord, SqliteFeedbackStore, StoredLabel
+from ragsift.retrieval.redis_replies import RedisRefusedError
 from ragsift.retrieval.results import error_result
 from ragsift.schemas import (
     ConfidenceBreakdown,
@@ -691,3 +692,34 @@ def test_a_refit_stamped_by_a_clock_ahead_does_not_hold_back_re_fits(
     r, y = labelled[0]
     loop.remember([r])
     assert loop.apply(feedback(r.query_id, not y)) not in (None, first)
+
+
+async def test_a_result_redis_refuses_for_good_is_dead_lettered_alone_not_its_batch(
+    loop: FeedbackLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A store whose key for q-bad is of the wrong type (written by another program).
+    real = loop.remember
+
+    def remember(events: list[RetrievalResult]) -> None:
+        if any(e.query_id == "q-bad" for e in events):
+            raise RedisRefusedError(
+                "owners set of the wrong type",
+                store="feedback",
+                key_kind="results",
+                code="WRONGTYPE",
+            )
+        real(events)
+
+    monkeypatch.setattr(loop, "remember", remember)
+    bus = InProcessBus([ResultJoinHandler(loop)], metrics=loop.metrics, batch_size=16)
+    for query_id in ("q1", "q-bad", "q2"):
+        await bus.publish("retrievals", query_id, result(query_id, 0.8))
+    await bus.drain()
+    await bus.close()
+    letters = [d for d in bus.published["deadletter"] if isinstance(d, DeadLetter)]
+    # Before: the whole batch was dead-lettered, the other results never remembered.
+    assert [(d.query_id, d.stage) for d in letters] == [("q-bad", "redis")]
+    assert "owners set" in letters[0].error
+    assert loop.store.recall("q1", "acme") is not None
+    assert loop.store.recall("q2", "acme") is not None
+    assert loop.store.recall("q-bad", "acme") is None
