@@ -15,12 +15,16 @@ from ragsift.errors import ServiceUnavailableError
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.cache import ResultCache, cache_key, ttl_for_status
 from ragsift.retrieval.pending import Pending
+from ragsift.retrieval.redis_replies import RedisRefusedError
 from ragsift.retrieval.results import collections_of, result_id
 from ragsift.retrieval.tenant_thresholds import TenantThresholdStore
 from ragsift.schemas import CacheInfo, QueryEvent, RetrievalResult, utcnow
 from ragsift.settings import CacheSettings, Settings
 
 __all__ = ["CacheStage"]
+
+#: What bypasses the cache: Redis down, or a command it refuses for good (a key's fault).
+_TROUBLE = (ServiceUnavailableError, OSError, ConnectionError, RedisRefusedError)
 
 
 class CacheStage:
@@ -76,9 +80,9 @@ class CacheStage:
             for p, key in zip(pending, keys, strict=True):
                 p.key = key
             found = await cache.get_many(keys)
-        except (ServiceUnavailableError, OSError, ConnectionError):
+        except _TROUBLE as exc:
             # Cache trouble never fails a query: count it and bypass the cache.
-            self.metrics.cache.labels(cache.backend, "error").inc(len(pending))
+            self._count_trouble(exc, len(pending))
             return answered, pending
         rest = []
         hits: list[tuple[Pending, RetrievalResult, str]] = []
@@ -102,8 +106,8 @@ class CacheStage:
         ttls: list[int | None] = [None] * len(hits)
         try:
             ttls = await cache.ttls([key for _, _, key in hits])
-        except (ServiceUnavailableError, OSError, ConnectionError):
-            self.metrics.cache.labels(cache.backend, "error").inc(len(hits))
+        except _TROUBLE as exc:
+            self._count_trouble(exc, len(hits))
         for (p, cached, _), ttl in zip(hits, ttls, strict=True):
             answered.append((p, self.reuse(cached, p.query, hit=True, ttl=ttl)))
         return answered, rest
@@ -186,11 +190,17 @@ class CacheStage:
             return
         try:
             await self.cache.set_many(items)
-        except (ServiceUnavailableError, OSError, ConnectionError):
-            self.metrics.cache.labels(self.cache.backend, "error").inc(len(items))
+        except _TROUBLE as exc:
+            self._count_trouble(exc, len(items))
             return
         for status in statuses:
             self.metrics.cache_writes.labels(self.cache.backend, status).inc()
+
+    def _count_trouble(self, exc: Exception, n: int) -> None:
+        backend = self.cache.backend if self.cache is not None else "none"
+        self.metrics.cache.labels(backend, "error").inc(n)
+        if isinstance(exc, RedisRefusedError):  # not an outage: counted apart
+            self.metrics.redis_refused.labels(exc.store, exc.key_kind).inc()
 
     def _tenant_fingerprint(self, tenant_id: str) -> str | None:
         store = self.tenant_thresholds

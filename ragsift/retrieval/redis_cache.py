@@ -9,7 +9,10 @@ entry stored under an earlier version is never read again. Redis trouble never f
 a query: every error is raised as :class:`ServiceUnavailableError` (the
 pipeline counts it and bypasses the cache), and after an error the cache stays
 bypassed for a short cool-down instead of making every query wait for a
-socket timeout while Redis is down.
+socket timeout while Redis is down. A reply Redis repeats for good for one key
+(:func:`~ragsift.retrieval.redis_replies.refused`) is no outage and starts no
+cool-down: an entry or a counter of the wrong type reads as a miss (an unreadable
+counter) and is overwritten, since every key under the prefix is the cache's own.
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from ragsift.errors import ServiceUnavailableError
+from ragsift.retrieval.redis_replies import RedisRefusedError, refused, reply_code
 from ragsift.settings import RedisSettings
 
 __all__ = ["RedisCache"]
@@ -45,14 +49,17 @@ local now = t[1] .. string.format('%06d', tonumber(t[2]))
 
 # Read counters; one that is missing starts at the clock (atomically, so every replica
 # reading it at once gets the same start). A value that is not an integer is returned
-# as it is, for the caller to see as unreadable.
+# as it is, for the caller to see as unreadable; so is a key of another type ('': GET
+# refuses it with WRONGTYPE, which failed the whole batch's look-up, every tenant's).
 _READ_SCRIPT = (
     _NOW_US
     + """
 local out = {}
 for i, key in ipairs(KEYS) do
-  local v = redis.call('GET', key)
-  if not v then
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' and v.err then
+    v = ''
+  elseif not v then
     redis.call('SET', key, now)
     v = now
   end
@@ -114,20 +121,36 @@ class RedisCache:
         self._clock = clock
         self._down_until = 0.0
 
-    async def _call(self, op: Callable[[], Awaitable[T]]) -> T:
+    async def _call(self, op: Callable[[], Awaitable[T]], kind: str = "entry") -> T:
+        """``op()``; Redis down is :class:`ServiceUnavailableError` (and a cool-down), a
+        command it refuses for good on a key of ``kind`` (``entry``, ``version``) is
+        :class:`RedisRefusedError`, no cool-down: the other keys are served."""
         if self._clock() < self._down_until:
             raise ServiceUnavailableError("redis is cooling down after an error", service="redis")
         try:
             return await op()
         except (RedisError, OSError, TimeoutError) as exc:
+            if refused(exc):  # one key's or command's fault, not Redis down: no cool-down
+                raise RedisRefusedError(
+                    f"redis cache: Redis refuses a command ({type(exc).__name__})",
+                    store="cache",
+                    key_kind=kind,
+                    code=reply_code(exc) if isinstance(exc, ResponseError) else "client",
+                ) from exc
             self._down_until = self._clock() + COOL_DOWN_S
             raise ServiceUnavailableError(
                 f"redis: {type(exc).__name__}: {exc}", service="redis", retry_after=COOL_DOWN_S
             ) from exc
 
     async def get(self, key: str) -> bytes | None:
-        """The cached value, or None on a miss."""
-        value: Any = await self._call(lambda: self.client.get(key))
+        """The cached value, or None on a miss (an entry of another type: a miss, which
+        the next ``set`` overwrites, as ``MGET`` reads it)."""
+        try:
+            value: Any = await self._call(lambda: self.client.get(key))
+        except RedisRefusedError as exc:
+            if exc.code != "WRONGTYPE":
+                raise
+            return None
         return bytes(value) if value is not None else None
 
     async def set(self, key: str, value: bytes, ttl_s: int) -> None:
@@ -195,7 +218,7 @@ class RedisCache:
         if not scopes:
             return []
         keys = [self._version_key(tenant_id, collection) for tenant_id, collection in scopes]
-        raw: list[Any] = await self._call(lambda: self._read_versions(keys=keys))
+        raw: list[Any] = await self._call(lambda: self._read_versions(keys=keys), "version")
         return [_version(v) for v in raw]
 
     async def bump_index_version(self, tenant_id: str, collection: str) -> int:
@@ -206,7 +229,7 @@ class RedisCache:
         out before, so no entry stored under an earlier version can be read again.
         """
         key = self._version_key(tenant_id, collection)
-        version: Any = await self._call(lambda: self._bump_version(keys=[key]))
+        version: Any = await self._call(lambda: self._bump_version(keys=[key]), "version")
         return int(version)
 
     async def close(self) -> None:

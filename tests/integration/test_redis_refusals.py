@@ -10,6 +10,7 @@ stays an outage, waited out.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -18,9 +19,13 @@ from ragsift.confidence.registry import CalibrationScope
 from ragsift.errors import ServiceUnavailableError
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.feedback_store import RedisFeedbackStore, ScoredRecord, StoredLabel
+from ragsift.retrieval.pipeline import PipelineOutput
+from ragsift.retrieval.redis_cache import RedisCache
 from ragsift.retrieval.redis_replies import RedisRefusedError, refusal_counter
+from ragsift.schemas import QueryEvent
 from ragsift.settings import RedisSettings
 from ragsift.streams.poison import is_transient
+from tests.integration.test_redis import _handbook_on_redis
 
 SCOPE = CalibrationScope("docs", "acme")
 RECORD = ScoredRecord(
@@ -103,6 +108,41 @@ def test_a_full_redis_stays_an_outage_waited_out(settings: RedisSettings, raw: r
     assert RedisFeedbackStore(settings).put_label(SCOPE, LABEL) == "stored"
 
 
+async def test_a_version_counter_of_the_wrong_type_is_unreadable_and_reset_not_an_outage(
+    settings: RedisSettings, raw: redis.Redis
+) -> None:
+    cache = RedisCache(settings)
+    try:
+        raw.hset(cache._version_key("alpha", "docs"), "x", "1")  # a hash, not a counter
+        # Before: the read script failed (WRONGTYPE) for the whole batch of scopes, every
+        # tenant's look-up bypassed, and the cache cooled down as if Redis were down.
+        alpha, bravo = await cache.index_versions([("alpha", "docs"), ("bravo", "docs")])
+        assert alpha is None  # unreadable: the caller counts it and resets it
+        assert bravo is not None
+        reset = await cache.bump_index_version("alpha", "docs")
+        assert await cache.index_versions([("alpha", "docs")]) == [reset]
+        assert cache._down_until == 0.0  # never cooled down
+    finally:
+        await cache.close()
+
+
+async def test_a_cache_entry_of_the_wrong_type_reads_as_a_miss_and_is_overwritten(
+    settings: RedisSettings, raw: redis.Redis
+) -> None:
+    cache = RedisCache(settings)
+    key = f"{settings.key_prefix}:entry"
+    try:
+        raw.hset(key, "x", "1")
+        # Before: ServiceUnavailableError, and a cool-down as if Redis were down.
+        assert await cache.get(key) is None
+        assert await cache.get_many([key]) == [None]
+        assert cache._down_until == 0.0
+        await cache.set(key, b"fresh", ttl_s=60)
+        assert await cache.get(key) == b"fresh"
+    finally:
+        await cache.close()
+
+
 def test_a_refits_key_of_the_wrong_type_only_means_the_scopes_re_fit_again(
     settings: RedisSettings, raw: redis.Redis
 ) -> None:
@@ -119,3 +159,30 @@ def test_a_refits_key_of_the_wrong_type_only_means_the_scopes_re_fit_again(
         assert store.put_label(SCOPE, LABEL) == "stored"
     finally:
         store.close()
+
+
+async def test_the_pipeline_answers_every_tenant_through_a_version_key_of_the_wrong_type(
+    redis_settings: RedisSettings, unique: str, tmp_path: Path
+) -> None:
+    async with _handbook_on_redis(redis_settings, f"it-refused-{unique}", tmp_path) as on:
+        cache, pipeline, metrics = on.cache, on.pipeline, on.metrics
+
+        def ask(query_id: str, tenant: str = "alpha") -> QueryEvent:
+            return QueryEvent(query_id=query_id, tenant_id=tenant, query="How are refunds paid?")
+
+        version_key = cache._version_key("alpha", "default")
+        await cache.client.delete(version_key)
+        await cache.client.hset(version_key, "x", "1")  # a hash where a counter was
+        outputs = await pipeline.process([ask("q1"), ask("q2", tenant="bravo")])
+        assert all(isinstance(o, PipelineOutput) for o in outputs)
+
+        def looked_up(result: str) -> float:
+            labels = {"backend": "redis", "result": result}
+            return metrics.registry.get_sample_value("ragsift_cache_requests_total", labels) or 0
+
+        # Before: the batch's look-up failed (every tenant's), counted as Redis down.
+        assert looked_up("error") == 0
+        assert looked_up("corrupt") == 1  # the counter, reset
+        [again] = await pipeline.process([ask("q3")])
+        assert isinstance(again, PipelineOutput)
+        assert again.result.cache.hit  # the reset counter's cache refilled
