@@ -309,7 +309,7 @@ class Metrics:
         self.redis_refused = Counter(
             "ragsift_redis_refused_total",
             "Commands Redis refused for good (not an outage: no retry fixes them), by store"
-            " and kind of key; the event is dead-lettered.",
+            " and kind of key (feedback: the event dead-lettered; cache: bypassed).",
             ["store", "key"],
             registry=r,
         )

@@ -114,7 +114,7 @@ def refused(exc: BaseException) -> bool:
 
 
 class RedisRefusedError(RagsiftError):
-    """Redis refused a command on one key for good (not an outage): the event is dead-lettered.
+    """Redis refused a command on one key for good (not an outage, never waited out).
 
     The message names the kind of key and the reply's code, never the key's tenant
     data or the command's arguments.
