@@ -74,6 +74,7 @@ LETTER_STAGES: Final = (
     "handler",
     "integration",
     "poison",
+    "redis",  # a key Redis refuses for good (ragsift.retrieval.redis_replies)
     "rerank",
     "search",
     "service",
