@@ -48,9 +48,8 @@ GONE_CHECK_S = 1.0
 
 
 class TenantBusyError(RagsiftError):
-    """A tenant already has ``limit`` requests waiting: this one is not sent."""
-
-    stage = "admit"
+    """A tenant already has ``limit`` requests waiting: this one is not sent (a 429,
+    never a dead letter, so it names no letter stage)."""
 
     def __init__(self, tenant_id: str, limit: int, *, query_id: str | None = None) -> None:
         super().__init__(
