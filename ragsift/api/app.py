@@ -63,6 +63,7 @@ from ragsift.api.wait_drops import (
 from ragsift.api.waiters import Pending, TenantBusyError, Waiters
 from ragsift.errors import shown_value
 from ragsift.observability.metrics import Metrics
+from ragsift.observability.zeroed import zeroed_counter
 from ragsift.schemas import DeadLetter, QueryEvent, Report, RetrievalResult
 from ragsift.settings import ApiSettings, KafkaSettings, LimitSettings
 from ragsift.streams.codec import EventCodec
@@ -145,16 +146,14 @@ class QueryApi(KafkaLink):
         #: what the API's sites refuse before a route runs (``GuardedSite(refused=...)``)
         self.refused = refused_counter(r)
         self.waits_dropped = waits_dropped_counter(r)
-        dropped = Counter(
+        dropped = zeroed_counter(
             "ragsift_api_dropped_events_total",
             "Records read from Kafka the API skipped, by logical topic and reason"
             " (decode: not the topic's event; unusable: taking it failed).",
             ["topic", "reason"],
-            registry=r,
+            [(topic, reason) for topic in self._reads for reason in DROP_REASONS],
+            r,
         )
-        for topic in self._reads:  # at 0 from the start: increase() misses a first sample
-            for reason in DROP_REASONS:
-                dropped.labels(topic, reason)
         self.on_drop = lambda topic, reason: dropped.labels(topic, reason).inc()
         if hub is not None:
             hub.on_drop = dropped_messages_counter(r).inc

@@ -32,6 +32,8 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
 from prometheus_client import CollectorRegistry, Counter
 
+from ragsift.observability.zeroed import zeroed_counter
+
 __all__ = ["HEADER_TIMEOUT_S", "REFUSALS", "GuardedSite", "max_connections", "refused_counter"]
 
 log = logging.getLogger(__name__)
@@ -51,15 +53,13 @@ REFUSALS = ("bad_request", "header_timeout", "too_many_connections")
 def refused_counter(registry: CollectorRegistry) -> Counter:
     """The counter of what the sites refuse before any route runs, by reason (pass it
     to each :class:`GuardedSite` of the registry's process)."""
-    counter = Counter(
+    return zeroed_counter(
         "ragsift_http_refused_total",
         "Connections and requests an HTTP site refused before any route ran, by reason.",
         ["reason"],
-        registry=registry,
+        [(reason,) for reason in REFUSALS],
+        registry,
     )
-    for reason in REFUSALS:
-        counter.labels(reason)  # each series shows from the start, at 0
-    return counter
 
 
 def max_connections() -> int:

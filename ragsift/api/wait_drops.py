@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter
 from ragsift.api.body import CLIENT_CLOSED_REQUEST
 from ragsift.api.query_input import error_response
 from ragsift.api.waiters import TenantBusyError
+from ragsift.observability.zeroed import zeroed_counter
 
 __all__ = [
     "WAIT_DROPS",
@@ -31,16 +32,14 @@ WAIT_DROPS = ("tenant_limit", "client_gone")
 
 def waits_dropped_counter(registry: CollectorRegistry) -> Counter:
     """The counter of waits ended with no answer for their caller, by reason."""
-    counter = Counter(
+    return zeroed_counter(
         "ragsift_api_waits_dropped_total",
         "POST /v1/query requests not waited out to an answer, by reason (tenant_limit:"
         " answered 429, never sent; client_gone: the client left while waiting).",
         ["reason"],
-        registry=registry,
+        [(reason,) for reason in WAIT_DROPS],
+        registry,
     )
-    for reason in WAIT_DROPS:
-        counter.labels(reason)  # each series shows from the start, at 0
-    return counter
 
 
 def tenant_busy_response(exc: TenantBusyError) -> web.Response:
