@@ -298,6 +298,11 @@ class ConfidenceSettings(BaseSettings):
     #: (docs/confidence.md, "Reader signals"). Term coverage alone is read whenever
     #: the calibration uses it, as the packaged ones do (ADR 020).
     reader_signals: Literal["on", "off"] = "off"
+    #: "on": a result whose query looks non-English carries the ``query_language``
+    #: advice, and an ingest whose text is mostly non-English warns
+    #: (docs/confidence.md, section 13); "off" for an embedder and calibration made
+    #: for the language your users write in, where neither is true.
+    language_checks: Literal["on", "off"] = "on"
     #: Hits per query whose sentences the reader embeds (each costs ~5 embeddings).
     reader_top_n: int = Field(default=3, ge=1, le=MAX_K)
     #: The share of queries that cannot be answered from the collection, which the

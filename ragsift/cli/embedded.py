@@ -235,7 +235,9 @@ def ingest(
                 f"indexed {report.documents} documents as {report.chunks} chunks for tenant"
                 f" {tenant!r} in collection {collection!r}{same}"
             )
-            warn_after_ingest(report, [d.text for d in docs], tenant, collection)
+            languages = settings.confidence.language_checks == "on"
+            texts = [d.text for d in docs] if languages else []
+            warn_after_ingest(report, texts, tenant, collection)
             if prune and not prune_blocked(path, skipped):
                 keep = kept_ids((d.doc_id for d in docs), path, skipped)
                 show_pruned(await runtime.prune(tenant, keep, collection=collection), path)

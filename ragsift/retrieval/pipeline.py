@@ -881,7 +881,8 @@ class RetrievalPipeline:
 
     def _finish(self, query: QueryEvent, result: RetrievalResult) -> PipelineOutput:
         # Here, not in _score: a result served from the cache or to a follower says it too.
-        result = with_language_advice(result, self.metrics)
+        if self.settings.confidence.language_checks == "on":
+            result = with_language_advice(result, self.metrics)
         shift: EvidenceEvent | None = None
         if self.drift is not None and result.outcome == "ok":
             result, shift = watch_drift(self.drift, result, self.metrics, source=self.source)

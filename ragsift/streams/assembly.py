@@ -135,7 +135,8 @@ def assemble(
         if "indexer" in names:
             reprober = build_reprober(settings, index, embedder, metrics, calibrations)
             indexer = Indexer(index, embedder, cache=cache, metrics=metrics)
-            handlers.append(IndexerHandler(indexer, reprober))
+            languages = settings.confidence.language_checks == "on"
+            handlers.append(IndexerHandler(indexer, reprober, languages=languages))
     if "audit" in names:
         audit = audit_dir or settings.data_dir / "audit"
         handlers.append(build_audit_handler(settings.audit, audit, metrics))

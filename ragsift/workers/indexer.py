@@ -38,7 +38,8 @@ class IndexerHandler(Holds):
     With a ``reprober``, every (tenant, collection) a batch changed is handed to
     it, which re-probes the scope's answer threshold once it settles (ADR 014).
     Once most of a scope's text looks non-English, it logs a warning, once per scope
-    (:class:`~ragsift.ingest.language_watch.LanguageWatch`).
+    (:class:`~ragsift.ingest.language_watch.LanguageWatch`), unless ``languages`` is
+    False (``RAGSIFT_CONFIDENCE_LANGUAGE_CHECKS=off``).
     """
 
     name = "indexer"
@@ -51,13 +52,14 @@ class IndexerHandler(Holds):
         *,
         backoff: Backoff = STORE_BACKOFF,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        languages: bool = True,
     ):
         self.indexer = indexer
         self.reprober = reprober
         self.backoff = backoff
         self._sleep = sleep
         self.hold = Hold()
-        self.languages = LanguageWatch()
+        self.languages = LanguageWatch() if languages else None
 
     @property
     def model(self) -> type[BaseModel]:
@@ -93,7 +95,7 @@ class IndexerHandler(Holds):
                     )
                 if self.reprober is not None:
                     self.reprober.touched(event.tenant_id, event.collection)
-                if event.op == "upsert" and event.text:
+                if self.languages is not None and event.op == "upsert" and event.text:
                     said = self.languages.observe(event.tenant_id, event.collection, [event.text])
                     if said is not None:
                         log.warning("%s", said)

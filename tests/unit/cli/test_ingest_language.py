@@ -58,3 +58,12 @@ def test_an_english_folder_is_not_warned_about(
 ) -> None:
     _, warnings = _ingest(cli, _folder(tmp_path, texts))
     assert warnings == []
+
+
+def test_language_checks_off_warns_nothing(
+    cli: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAGSIFT_CONFIDENCE_LANGUAGE_CHECKS", "off")
+    out, warnings = _ingest(cli, _folder(tmp_path, FRENCH))
+    assert "indexed 3 documents" in out
+    assert warnings == []

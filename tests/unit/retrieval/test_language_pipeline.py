@@ -72,12 +72,16 @@ async def index(tmp_path: Path) -> AsyncIterator[EdgeIndex]:
     await built.close()
 
 
-def make_pipeline(tmp_path: Path, index: EdgeIndex, **bars: float) -> RetrievalPipeline:
+def make_pipeline(
+    tmp_path: Path, index: EdgeIndex, checks: str = "on", **bars: float
+) -> RetrievalPipeline:
     """Weighted scorer, low bars (the hashing embedder's cosines are small); ``bars``
-    overrides the level thresholds."""
-    confidence = low_bar_confidence()
+    overrides the level thresholds; ``checks`` is ``language_checks``."""
+    confidence = low_bar_confidence().model_copy(update={"language_checks": checks})
     if bars:
-        confidence = ConfidenceSettings(scorer="weighted", similarity_threshold=0.05, **bars)
+        confidence = ConfidenceSettings(
+            scorer="weighted", similarity_threshold=0.05, language_checks=checks, **bars
+        )
     settings = Settings(data_dir=tmp_path, confidence=confidence)
     return build_pipeline(
         settings, index=index, embedder=EMBEDDER, metrics=Metrics(), cache=InMemoryCache()
@@ -113,6 +117,19 @@ async def test_a_non_english_question_is_told_so_first(
     codes = [a.code for a in result.recommendations]
     assert codes.count(QUERY_LANGUAGE_ADVICE_CODE) == 1
     assert advised(pipeline, CODES[name]) == 1
+
+
+@pytest.mark.parametrize(("name", "question"), FOREIGN)
+async def test_language_checks_off_gives_no_advice(
+    tmp_path: Path, index: EdgeIndex, name: str, question: str
+) -> None:
+    """RAGSIFT_CONFIDENCE_LANGUAGE_CHECKS=off: for an embedder and calibration made
+    for the users' language, the advice would be wrong; it is neither given nor counted."""
+    pipeline = make_pipeline(tmp_path, index, checks="off")
+    result = await ask(pipeline, question)
+    assert result.outcome == "ok"
+    assert QUERY_LANGUAGE_ADVICE_CODE not in [a.code for a in result.recommendations]
+    assert advised(pipeline, CODES[name]) == 0
 
 
 @pytest.mark.parametrize("question", ENGLISH)

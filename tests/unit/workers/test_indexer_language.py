@@ -45,3 +45,16 @@ async def test_a_french_collection_is_warned_about_once(
     assert "tenant 'acme' into collection 'default' looks non-English (mostly French" in said[0]
     assert (await index.documents("default", "acme")).keys() == {"d2", "d3"}
     await index.close()
+
+
+async def test_language_checks_off_logs_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    index = EdgeIndex(tmp_path / "edge")
+    handler = IndexerHandler(Indexer(index, HashingEmbedder(64)), languages=False)
+    with caplog.at_level(logging.WARNING, logger="ragsift.workers.indexer"):
+        outcomes = await handler.handle_batch([event(n, FRENCH) for n in range(3)])
+    assert outcomes == [[]] * 3
+    assert not caplog.records
+    assert (await index.documents("default", "acme")).keys() == {"d0", "d1", "d2"}
+    await index.close()
