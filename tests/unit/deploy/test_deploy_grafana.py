@@ -42,6 +42,15 @@ REQUIRED_PANELS = {
     "api answers by status": "ragsift_api_requests_total",
     "http refusals": "ragsift_http_refused_total",
     "records the api skipped": "ragsift_api_dropped_events_total",
+    # State dropped to stay within a bound, label values folded into (other), console
+    # messages a slow page missed, and refusals no retry fixes: none is an alert, but
+    # each says a bound or a neighbour needs a look.
+    "scope evictions": "ragsift_scope_state_evictions_total",
+    "api store evictions": "ragsift_api_store_evictions_total",
+    "label values folded": "ragsift_metric_label_values_folded_total",
+    "console messages": "ragsift_console_dropped_messages_total",
+    "redis refusals": "ragsift_redis_refused_total",
+    "audit write failures": "ragsift_audit_write_failures_total",
     # docs/confidence.md section 13: the share of a tenant's answers told its question
     # was not English
     "non-english questions by tenant": "ragsift_query_language_advice_total",
