@@ -10,9 +10,7 @@ read it from (:mod:`ragsift.streams.deadletters` decides which can be).
 from __future__ import annotations
 
 import inspect
-import json
 import sys
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -22,24 +20,22 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 import typer
 
 from ragsift.cli.common import EXIT_FAILURE, _fail, _kafka, _settings, err_console
-from ragsift.cli.terminal import visible
+from ragsift.cli.letter_lines import (
+    ERROR_CHARS,
+    letter_json,
+    letter_line,
+    number,
+    one_line,
+    summary,
+)
 
 if TYPE_CHECKING:
     from ragsift.schemas import DeadLetter
     from ragsift.settings import Settings
     from ragsift.streams.deadletters import LetterFilter, Letters, ReplayPlan
 
-__all__ = [
-    "LetterFilters",
-    "deadletters_app",
-    "letter_json",
-    "letter_line",
-    "one_line",
-    "parse_since",
-]
+__all__ = ["LetterFilters", "deadletters_app", "parse_since"]
 
-#: Characters of a letter's error a listing line keeps (a letter keeps up to 4,000).
-ERROR_CHARS: Final = 200
 #: Letters named one per line among those a replay passes over; past this many, a count.
 SKIPPED_SHOWN: Final = 20
 
@@ -169,47 +165,6 @@ def _filtered(command: Callable[..., None]) -> Callable[..., None]:
     return gathered
 
 
-def one_line(text: str | None, limit: int | None = None) -> str:
-    """``text`` on one line (every run of whitespace, newlines among them, one space),
-    cut to ``limit`` characters with an ellipsis, terminal controls shown as stand-ins:
-    a letter is written by whoever could publish the event it holds."""
-    if text is None:
-        return "-"
-    flat = visible(" ".join(text.split()))
-    if limit is not None and len(flat) > limit:
-        flat = flat[: limit - 1] + "…"
-    return flat or "-"
-
-
-def letter_line(letter: DeadLetter) -> str:
-    """One listing line: when, who, where from, whose, why, and whether it was cut."""
-    at = letter.failed_at.isoformat(timespec="seconds").replace("+00:00", "Z")
-    where = f"{letter.topic}:{_int(letter.partition)}@{_int(letter.offset)}"
-    cut = "  truncated" if letter.original_truncated else ""
-    return (
-        f"{at}  {one_line(letter.worker)}  {one_line(letter.stage)}  {one_line(where)}"
-        f"  {one_line(letter.tenant_id)}/{one_line(letter.query_id)}"
-        f"  {one_line(letter.error_type)}: {one_line(letter.error, ERROR_CHARS)}{cut}"
-    )
-
-
-def _int(value: int | None) -> str:
-    return "-" if value is None else str(value)
-
-
-def letter_json(letter: DeadLetter, *, with_original: bool = False) -> str:
-    """The letter as one JSON line (ASCII: nothing in it can steer a terminal), without
-    ``original_b64`` unless ``with_original``."""
-    data = letter.model_dump(mode="json", exclude=None if with_original else {"original_b64"})
-    return json.dumps(data)
-
-
-def _summary(letters: Sequence[DeadLetter], total: int, name: str) -> str:
-    by = Counter(f"{one_line(x.worker)}/{one_line(x.stage)}" for x in letters)
-    counts = ", ".join(f"{key} {n}" for key, n in sorted(by.items())) or "none"
-    return f"{len(letters)} dead letters of {total} on {name}; by worker/stage: {counts}"
-
-
 def _read(settings: Settings) -> tuple[str, Letters]:
     """The dead-letter topic's name and its letters; exit 1 when it cannot be read."""
     from ragsift.streams.deadletters import read_letters
@@ -261,7 +216,7 @@ def deadletters(
             print(
                 letter_json(letter, with_original=with_original) if as_json else letter_line(letter)
             )
-    err_console.print(_summary(shown, len(read.letters), name))
+    err_console.print(summary(shown, len(read.letters), name))
 
 
 @deadletters_app.command("replay")
@@ -325,7 +280,7 @@ def _on_terminal() -> bool:
 
 
 def _source(letter: DeadLetter) -> str:
-    return one_line(f"{letter.topic}:{_int(letter.partition)}@{_int(letter.offset)}")
+    return one_line(f"{letter.topic}:{number(letter.partition)}@{number(letter.offset)}")
 
 
 def _name_skipped(plan: ReplayPlan) -> None:
@@ -348,7 +303,7 @@ def _why(reason: str, letter: DeadLetter) -> str:
     from ragsift.streams.deadletters import REPLAYABLE_TOPICS, NotReplayed
 
     if reason == NotReplayed.TRUNCATED:
-        return f": the letter holds part of its {_int(letter.original_length)} bytes"
+        return f": the letter holds part of its {number(letter.original_length)} bytes"
     if reason == NotReplayed.TOPIC:
         return f": no ragsift worker consumes it (replayable: {', '.join(REPLAYABLE_TOPICS)})"
     if reason == NotReplayed.DUPLICATE:

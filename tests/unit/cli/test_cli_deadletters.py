@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from ragsift.cli.deadletters import LetterFilters, letter_json, letter_line, one_line
+from ragsift.cli.deadletters import LetterFilters
+from ragsift.cli.letter_lines import letter_json, letter_line, one_line
 from ragsift.streams.deadletters import Letters
 from tests.unit.cli.conftest import error_lines, run_cli
 from tests.unit.streams.test_deadletters import letter
