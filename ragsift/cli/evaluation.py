@@ -44,16 +44,18 @@ from ragsift.cli.labelled import (
 )
 from ragsift.cli.render import eval_table, orders_words
 from ragsift.cli.replay import (
-    FEEDBACK_HELP,
-    MAX_ARRIVAL_ORDERS,
-    MAX_FEEDBACK_DRAWS,
+    ArrivalOrders,
+    Feedback,
+    FeedbackAfresh,
+    FeedbackBias,
+    FeedbackDraws,
+    FeedbackFrom,
     check_feedback_options,
     draws_words,
     feedback_words,
     replay_feedback,
 )
 from ragsift.confidence.fit_groups import in_sample_count
-from ragsift.confidence.refit import MIN_REFIT_LABELS
 from ragsift.schemas import MAX_K
 
 __all__ = ["SQUAD_DIR", "evaluate"]
@@ -138,76 +140,12 @@ def evaluate(
             metavar="auto|bundled|none|FILE",
         ),
     ] = "auto",
-    feedback: Annotated[
-        int | None,
-        typer.Option(
-            "--feedback",
-            help=FEEDBACK_HELP,
-            min=MIN_REFIT_LABELS,
-        ),
-    ] = None,
-    feedback_from: Annotated[
-        str,
-        typer.Option(
-            "--feedback-from",
-            help="Which questions give --feedback labels: 'all' (drawn from the traffic at"
-            " random, the sample the re-fit's guarantee assumes), 'answered' (only"
-            " questions the calibration answered, as when users label what they were shown)"
-            " or 'no-near-misses' (every question but the near misses, as when a scope was"
-            " labelled before it lost the documents that make them near misses: with"
-            " --holes F --near-miss-negatives, the re-fit is then served on traffic that"
-            " has them).",
-            metavar="all|answered|no-near-misses",
-        ),
-    ] = "all",
-    feedback_bias: Annotated[
-        float,
-        typer.Option(
-            "--feedback-bias",
-            help="With --feedback: a question whose kept context lacks the answer is this"
-            " many times as likely to give a label (users who report what went wrong)."
-            " 1 is a random draw. The worker keeps such labels out of re-fits when they"
-            " come as reported (docs/feedback.md); the replay re-fits on them anyway, to"
-            " show what they would do.",
-            min=1.0,
-            max=1e6,
-        ),
-    ] = 1.0,
-    feedback_draws: Annotated[
-        int,
-        typer.Option(
-            "--feedback-draws",
-            help="With --feedback: replay this many draws of the labels (the first is the"
-            " one the figures use) and report how often the re-fit was put in force,"
-            " withheld or refused everything, and the spread of the answer rate and risk"
-            " served after it (JSON: feedback.draws). One draw of a few hundred labels is"
-            " one sample.",
-            min=1,
-            max=MAX_FEEDBACK_DRAWS,
-        ),
-    ] = 1,
-    feedback_afresh: Annotated[
-        bool,
-        typer.Option(
-            "--feedback-afresh",
-            help="With --feedback: serve what is in force after the re-fit from an empty"
-            " mix reading (as before ADR 040). By default its scope starts from what the"
-            " base's read of the traffic the labels came from, where the scales allow, as"
-            " the service's does.",
-        ),
-    ] = False,
-    arrival_orders: Annotated[
-        int,
-        typer.Option(
-            "--arrival-orders",
-            help="Replay the calibrated answers as served in this many arrival orders of"
-            " the questions (the first is the one the figures use) and report the spread"
-            " of the answer rate and risk (JSON: mix.orders): the order moves when the"
-            " scope's readings start and how soon its bar moves.",
-            min=1,
-            max=MAX_ARRIVAL_ORDERS,
-        ),
-    ] = 1,
+    feedback: Feedback = None,
+    feedback_from: FeedbackFrom = "all",
+    feedback_bias: FeedbackBias = 1.0,
+    feedback_draws: FeedbackDraws = 1,
+    feedback_afresh: FeedbackAfresh = False,
+    arrival_orders: ArrivalOrders = 1,
     k: Annotated[int, typer.Option(help="Hits retrieved per question.", min=1, max=MAX_K)] = 8,
     mode: SearchModeOption = "hybrid",
     vector_cache: VectorCache = None,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Final, cast
+from typing import Annotated, Any, Final, cast
 
 import typer
 
@@ -15,6 +15,12 @@ __all__ = [
     "FEEDBACK_HELP",
     "MAX_ARRIVAL_ORDERS",
     "MAX_FEEDBACK_DRAWS",
+    "ArrivalOrders",
+    "Feedback",
+    "FeedbackAfresh",
+    "FeedbackBias",
+    "FeedbackDraws",
+    "FeedbackFrom",
     "check_feedback_options",
     "draws_words",
     "feedback_words",
@@ -40,6 +46,84 @@ FEEDBACK_HELP: Final = (
     f" ({FeedbackSettings.model_fields['min_labels'].default} by default) before its first,"
     " and a replay shows what any count would do."
 )
+
+
+# ``eval``'s feedback and arrival-order options.
+Feedback = Annotated[
+    int | None,
+    typer.Option(
+        "--feedback",
+        help=FEEDBACK_HELP,
+        min=MIN_REFIT_LABELS,
+    ),
+]
+
+FeedbackFrom = Annotated[
+    str,
+    typer.Option(
+        "--feedback-from",
+        help="Which questions give --feedback labels: 'all' (drawn from the traffic at"
+        " random, the sample the re-fit's guarantee assumes), 'answered' (only"
+        " questions the calibration answered, as when users label what they were shown)"
+        " or 'no-near-misses' (every question but the near misses, as when a scope was"
+        " labelled before it lost the documents that make them near misses: with"
+        " --holes F --near-miss-negatives, the re-fit is then served on traffic that"
+        " has them).",
+        metavar="all|answered|no-near-misses",
+    ),
+]
+
+FeedbackBias = Annotated[
+    float,
+    typer.Option(
+        "--feedback-bias",
+        help="With --feedback: a question whose kept context lacks the answer is this"
+        " many times as likely to give a label (users who report what went wrong)."
+        " 1 is a random draw. The worker keeps such labels out of re-fits when they"
+        " come as reported (docs/feedback.md); the replay re-fits on them anyway, to"
+        " show what they would do.",
+        min=1.0,
+        max=1e6,
+    ),
+]
+
+FeedbackDraws = Annotated[
+    int,
+    typer.Option(
+        "--feedback-draws",
+        help="With --feedback: replay this many draws of the labels (the first is the"
+        " one the figures use) and report how often the re-fit was put in force,"
+        " withheld or refused everything, and the spread of the answer rate and risk"
+        " served after it (JSON: feedback.draws). One draw of a few hundred labels is"
+        " one sample.",
+        min=1,
+        max=MAX_FEEDBACK_DRAWS,
+    ),
+]
+
+FeedbackAfresh = Annotated[
+    bool,
+    typer.Option(
+        "--feedback-afresh",
+        help="With --feedback: serve what is in force after the re-fit from an empty"
+        " mix reading (as before ADR 040). By default its scope starts from what the"
+        " base's read of the traffic the labels came from, where the scales allow, as"
+        " the service's does.",
+    ),
+]
+
+ArrivalOrders = Annotated[
+    int,
+    typer.Option(
+        "--arrival-orders",
+        help="Replay the calibrated answers as served in this many arrival orders of"
+        " the questions (the first is the one the figures use) and report the spread"
+        " of the answer rate and risk (JSON: mix.orders): the order moves when the"
+        " scope's readings start and how soon its bar moves.",
+        min=1,
+        max=MAX_ARRIVAL_ORDERS,
+    ),
+]
 
 
 def check_feedback_options(
