@@ -15,25 +15,25 @@ serves the web console at ``/console`` (:mod:`ragsift.api.console`).
 Every query route needs a credential (see :mod:`ragsift.api.auth`); the tenant
 comes from it, and the body is read by :mod:`ragsift.api.query_input`.
 ``/metrics``, ``/healthz`` and ``/readyz`` are served by a separate
-application (:func:`create_admin_app`) on its own bind.
+application (:func:`~ragsift.api.admin.create_admin_app`) on its own bind;
+what a request passes before its route runs is :mod:`ragsift.api.admission`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
 from aiohttp import web
 from aiokafka.errors import KafkaError
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import Counter, Gauge, Histogram
 
-from ragsift.api.auth import Authenticator, AuthError, Principal, credential_headers
+from ragsift.api.admin import create_admin_app
+from ragsift.api.admission import PRINCIPAL, Admission
+from ragsift.api.auth import Authenticator
 from ragsift.api.console import (
-    PUBLIC_CONSOLE_ROUTES,
     ConsoleHub,
     ConsoleRoutes,
     dropped_messages_counter,
@@ -46,7 +46,6 @@ from ragsift.api.query_input import (
     bad_tenant_param,
     check_limits,
     error_response,
-    http_error_response,
     query_id_reused,
     read_query,
     reused_query_id,
@@ -72,14 +71,11 @@ __all__ = [
     "QueryApi",
     # re-exported from query_input, where the embedded console also reads them
     "check_limits",
-    "create_admin_app",
+    "create_admin_app",  # re-exported from admin
     "create_web_app",
     "error_response",
     "read_query",
 ]
-
-_PRINCIPAL = web.RequestKey("principal", Principal)
-_log = logging.getLogger(__name__)
 
 
 class QueryApi(KafkaLink):
@@ -143,6 +139,7 @@ class QueryApi(KafkaLink):
         )
         if shared is not None:
             shared.on_error = self.shared_errors.inc
+        self.admission = Admission(auth, self.requests)
         #: what the API's sites refuse before a route runs (``GuardedSite(refused=...)``)
         self.refused = refused_counter(r)
         self.waits_dropped = waits_dropped_counter(r)
@@ -232,7 +229,7 @@ class QueryApi(KafkaLink):
             return await self._post_query(request)
 
     async def _post_query(self, request: web.Request) -> web.Response:
-        principal = request[_PRINCIPAL]
+        principal = request[PRINCIPAL]
         principal.require("query")
         read = await read_query(request, principal, self.settings, self.limits, id_prefix="api")
         if isinstance(read, web.Response):
@@ -288,11 +285,11 @@ class QueryApi(KafkaLink):
 
     async def post_feedback(self, request: web.Request) -> web.Response:
         """POST /v1/feedback: a label on a result, for the calibration worker (X2)."""
-        return await publish_feedback(request, request[_PRINCIPAL], self.settings, self.send)
+        return await publish_feedback(request, request[PRINCIPAL], self.settings, self.send)
 
     async def get_query(self, request: web.Request) -> web.Response:
         """GET /v1/queries/{query_id}: the caller's tenants only; others' ids are 404."""
-        principal = request[_PRINCIPAL]
+        principal = request[PRINCIPAL]
         principal.require("read")
         query_id = request.match_info["query_id"]
         asked = request.query.get("tenant_id")
@@ -314,56 +311,13 @@ class QueryApi(KafkaLink):
         detail = f"no result seen for query id {shown_value(query_id)}"
         return error_response(404, "not_found", detail)
 
-    async def healthz(self, request: web.Request) -> web.Response:
-        """Liveness."""
-        return web.json_response({"status": "ok"})
-
-    async def readyz(self, request: web.Request) -> web.Response:
-        """Readiness: connected to Kafka, reading results, and the brokers answer."""
-        ok = self.ready
-        return web.json_response(
-            {"status": "ready" if ok else "not_ready"}, status=200 if ok else 503
-        )
-
-    async def metrics_page(self, request: web.Request) -> web.Response:
-        """Prometheus metrics."""
-        return web.Response(
-            body=generate_latest(self.metrics.registry),
-            content_type=CONTENT_TYPE_LATEST.split(";")[0],
-        )
-
     async def openapi(self, request: web.Request) -> web.Response:
         """The OpenAPI document."""
         return web.json_response(openapi_document(self.limits.max_k, self.limits.max_query_chars))
 
-    @web.middleware
-    async def authenticate(
-        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> web.StreamResponse:
-        """Resolve the caller before any query route runs; count every answer by route."""
-        route = request.match_info.route.resource
-        name = route.canonical if route is not None else "unmatched"
-        try:
-            if name != "/openapi.json" and name not in PUBLIC_CONSOLE_ROUTES and route is not None:
-                request[_PRINCIPAL] = self.auth.authenticate(*credential_headers(request.headers))
-            response = await handler(request)
-        except AuthError as exc:
-            response = error_response(exc.status, exc.code, exc.message)
-        except web.HTTPException as exc:
-            if exc.status < 400:
-                raise  # a redirect is an answer, not an error
-            response = http_error_response(exc)
-        except Exception:
-            # Last resort: a bug is still a counted JSON error, not aiohttp's bare 500
-            # with a traceback (a malformed JWKS key's TypeError was one).
-            _log.exception("%s %s: an unexpected error", request.method, name)
-            response = error_response(500, "internal_error", "an unexpected error, logged")
-        self.requests.labels(name, str(response.status)).inc()
-        return response
-
     def console_tenants(self, request: web.Request) -> frozenset[str] | None:
         """The tenants a console page may watch: its credential's (``read`` scope)."""
-        principal = request[_PRINCIPAL]
+        principal = request[PRINCIPAL]
         principal.require("read")
         return principal.tenants
 
@@ -371,7 +325,7 @@ class QueryApi(KafkaLink):
 def create_web_app(api: QueryApi) -> web.Application:
     """The query API; Kafka connects on start-up, disconnects on clean-up."""
     app = web.Application(
-        middlewares=[api.authenticate], client_max_size=api.settings.max_body_bytes
+        middlewares=[api.admission.middleware], client_max_size=api.settings.max_body_bytes
     )
     app.router.add_post("/v1/query", api.post_query)
     app.router.add_post("/v1/feedback", api.post_feedback)
@@ -386,13 +340,4 @@ def create_web_app(api: QueryApi) -> web.Application:
         await api.stop()
 
     app.cleanup_ctx.append(lifecycle)
-    return app
-
-
-def create_admin_app(api: QueryApi) -> web.Application:
-    """``/metrics``, ``/healthz``, ``/readyz``: for the cluster, on their own bind."""
-    app = web.Application()
-    app.router.add_get("/healthz", api.healthz)
-    app.router.add_get("/readyz", api.readyz)
-    app.router.add_get("/metrics", api.metrics_page)
     return app
