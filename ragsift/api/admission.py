@@ -1,18 +1,26 @@
 """What every request to the query API passes before its route runs: the caller
 resolved from its credential, every error answered as the API's JSON error, and
-every answer counted by route and status."""
+every answer counted by route and status.
+
+A request with ``Expect: 100-continue`` passes the same checks before it is asked
+for its body (:meth:`Admission.expect`): aiohttp's default answered ``100 Continue``
+to every one, and a client with a bad credential or a body over the limit sent the
+whole body only to be refused after it.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
 
-from aiohttp import web
+from aiohttp import HttpVersion11, hdrs, web
 from prometheus_client import Counter
 
 from ragsift.api.auth import Authenticator, AuthError, Principal, credential_headers
+from ragsift.api.body import BodyError, check_body_head
 from ragsift.api.console import PUBLIC_CONSOLE_ROUTES
 from ragsift.api.query_input import error_response, http_error_response
+from ragsift.errors import shown_value
 
 __all__ = ["PRINCIPAL", "PUBLIC_ROUTES", "Admission"]
 
@@ -35,11 +43,13 @@ class Admission:
     Args:
         auth: resolves a request's credential into its caller.
         requests: ``ragsift_api_requests_total``, by route and status.
+        max_body_bytes: the largest body a route reads (``RAGSIFT_API_MAX_BODY_BYTES``).
     """
 
-    def __init__(self, auth: Authenticator, requests: Counter) -> None:
+    def __init__(self, auth: Authenticator, requests: Counter, *, max_body_bytes: int) -> None:
         self.auth = auth
         self.requests = requests
+        self.max_body_bytes = max_body_bytes
 
     def admit(self, request: web.Request) -> None:
         """Resolve the caller into ``request[PRINCIPAL]`` (AuthError: refused); public
@@ -58,7 +68,8 @@ class Admission:
     ) -> web.StreamResponse:
         """Resolve the caller before any query route runs; count every answer by route."""
         try:
-            self.admit(request)
+            if PRINCIPAL not in request:  # else admitted by the Expect path already
+                self.admit(request)
             response = await handler(request)
         except AuthError as exc:
             response = error_response(exc.status, exc.code, exc.message)
@@ -71,5 +82,43 @@ class Admission:
             # with a traceback (a malformed JWKS key's TypeError was one).
             _log.exception("%s %s: an unexpected error", request.method, route_name(request))
             response = error_response(500, "internal_error", "an unexpected error, logged")
+        self.count(request, response)
+        return response
+
+    async def expect(self, request: web.Request) -> web.StreamResponse | None:
+        """A route's ``expect_handler`` (aiohttp runs it before the middleware): ``100
+        Continue`` for a request the checks before its route pass, else their refusal
+        now, before the body is sent. See :meth:`expect_body` for a route that reads one."""
+        return await self._expect(request, body=False)
+
+    async def expect_body(self, request: web.Request) -> web.StreamResponse | None:
+        """:meth:`expect` for a route that reads a JSON body: what its headers say of it
+        is checked too (:func:`~ragsift.api.body.check_body_head`: 415, 413)."""
+        return await self._expect(request, body=True)
+
+    async def _expect(self, request: web.Request, *, body: bool) -> web.StreamResponse | None:
+        if request.version != HttpVersion11:
+            return None  # RFC 9110 section 10.1.1: HTTP/1.0 ignores it; the body follows
+        expect = request.headers.get(hdrs.EXPECT, "")
+        if expect.strip().lower() != "100-continue":
+            detail = f"the only expectation served is 100-continue, got {shown_value(expect)}"
+            response = error_response(417, "expectation_failed", detail)
+        else:
+            try:
+                self.admit(request)
+                if body:
+                    check_body_head(request, max_bytes=self.max_body_bytes)
+            except AuthError as exc:
+                response = error_response(exc.status, exc.code, exc.message)
+            except BodyError as exc:
+                response = error_response(exc.status, exc.error, exc.message)
+            else:
+                await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                request.writer.output_size = 0  # the answer's own bytes start after it
+                return None
+        # The body is not asked for: the connection closes after the answer, with no
+        # lingering read of a body that may never come (aiohttp waited 10 s for one).
+        request.content.feed_eof()
+        response.force_close()
         self.count(request, response)
         return response

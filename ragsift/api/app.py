@@ -139,7 +139,7 @@ class QueryApi(KafkaLink):
         )
         if shared is not None:
             shared.on_error = self.shared_errors.inc
-        self.admission = Admission(auth, self.requests)
+        self.admission = Admission(auth, self.requests, max_body_bytes=self.settings.max_body_bytes)
         #: what the API's sites refuse before a route runs (``GuardedSite(refused=...)``)
         self.refused = refused_counter(r)
         self.waits_dropped = waits_dropped_counter(r)
@@ -327,10 +327,12 @@ def create_web_app(api: QueryApi) -> web.Application:
     app = web.Application(
         middlewares=[api.admission.middleware], client_max_size=api.settings.max_body_bytes
     )
-    app.router.add_post("/v1/query", api.post_query)
-    app.router.add_post("/v1/feedback", api.post_feedback)
-    app.router.add_get("/v1/queries/{query_id}", api.get_query)
-    app.router.add_get("/openapi.json", api.openapi)
+    # Expect: 100-continue is answered after the checks the route applies first
+    with_body, without = api.admission.expect_body, api.admission.expect
+    app.router.add_post("/v1/query", api.post_query, expect_handler=with_body)
+    app.router.add_post("/v1/feedback", api.post_feedback, expect_handler=with_body)
+    app.router.add_get("/v1/queries/{query_id}", api.get_query, expect_handler=without)
+    app.router.add_get("/openapi.json", api.openapi, expect_handler=without)
     if api.hub is not None:
         ConsoleRoutes(api.hub, api.console_tenants).add_to(app)
 

@@ -11,7 +11,13 @@ from aiohttp import web, web_protocol
 from ragsift.errors import RagsiftError, shown_value
 from ragsift.schemas.payload import RepeatsNoted, not_utf8
 
-__all__ = ["CLIENT_CLOSED_REQUEST", "MAX_JSON_DEPTH", "BodyError", "read_json_body"]
+__all__ = [
+    "CLIENT_CLOSED_REQUEST",
+    "MAX_JSON_DEPTH",
+    "BodyError",
+    "check_body_head",
+    "read_json_body",
+]
 
 #: the query contract is a flat object; anything nested deeper is hostile input,
 #: and refusing it before json.loads keeps the parser far from the recursion limit
@@ -61,9 +67,11 @@ def _too_deep(body: bytes) -> bool:
     return False
 
 
-async def read_json_body(request: web.Request, *, max_bytes: int, timeout_s: float) -> Any:
-    """The parsed body, or BodyError: 415 not JSON, 413 too big, 408 too slow, 400 unparsable,
-    499 the client left before sending it all."""
+def check_body_head(request: web.BaseRequest, *, max_bytes: int) -> None:
+    """What the headers alone say of the body, or BodyError: 415 not JSON, 413 a
+    Content-Length over ``max_bytes``. Checked again before reading it, and before
+    answering ``Expect: 100-continue`` (:mod:`ragsift.api.admission`), so a client is
+    refused before it sends a body that would be refused."""
     if request.content_type != "application/json":
         raise BodyError(
             415,
@@ -72,6 +80,12 @@ async def read_json_body(request: web.Request, *, max_bytes: int, timeout_s: flo
         )
     if request.content_length is not None and request.content_length > max_bytes:
         raise BodyError(413, "body_too_large", f"the body is over {max_bytes} bytes")
+
+
+async def read_json_body(request: web.Request, *, max_bytes: int, timeout_s: float) -> Any:
+    """The parsed body, or BodyError: 415 not JSON, 413 too big, 408 too slow, 400 unparsable,
+    499 the client left before sending it all."""
+    check_body_head(request, max_bytes=max_bytes)
     chunks: list[bytes] = []
     size = 0
     try:

@@ -233,6 +233,7 @@ def openapi_document(max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS)
                         ),
                         "413": _json(error, "The body is too large."),
                         "415": _json(error, "The body is not application/json."),
+                        "417": _json(error, "An Expect header other than 100-continue."),
                         "422": _json(error, "The body breaks the contract; fields say where."),
                         "429": _json(
                             error,
@@ -260,6 +261,7 @@ def openapi_document(max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS)
                         "408": _json(error, "The body did not arrive in time."),
                         "413": _json(error, "The body is too large."),
                         "415": _json(error, "The body is not application/json."),
+                        "417": _json(error, "An Expect header other than 100-continue."),
                         "422": _json(error, "The body breaks the contract; fields say where."),
                         "503": _json(error, "Kafka is unavailable, or API keys cannot be read."),
                     },
