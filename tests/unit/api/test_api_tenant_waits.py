@@ -18,9 +18,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import generate_latest
 from pydantic import ValidationError
 
-from ragsift.api import create_web_app, openapi_document
+from ragsift.api import Authenticator, create_web_app, openapi_document
 from ragsift.api.guarded_site import MOST_CONNECTIONS
-from ragsift.settings import ApiSettings
+from ragsift.settings import ApiSettings, KafkaSettings
 from tests.unit.api.conftest import Keys, RecordingApi, build_result
 
 Client = TestClient[Any, Any]
@@ -163,3 +163,32 @@ def _statuses(api: RecordingApi) -> dict[str, float]:
             labels, value = line.rsplit(" ", 1)
             counts[labels.split('status="')[1].split('"')[0]] = float(value)
     return counts
+
+
+async def test_without_auth_the_bound_applies_by_the_bodys_tenant(
+    api_settings: ApiSettings,
+) -> None:
+    # --insecure-no-auth: no credential names the tenant; the body's tenant_id does, and
+    # the bound counts by it as by a credential's tenant.
+    settings = api_settings.model_copy(update={"max_waiting_per_tenant": 2})
+    auth = Authenticator.from_settings(settings, insecure=True)
+    api = RecordingApi(KafkaSettings(), auth=auth, settings=settings)
+    async with TestClient(TestServer(create_web_app(api))) as client:
+
+        def ask(tenant: str, query_id: str) -> Any:
+            body = {"query": "q", "query_id": query_id, "tenant_id": tenant, "timeout_s": 60}
+            return client.post("/v1/query", json=body)
+
+        held = [asyncio.ensure_future(ask("alpha", f"a{i}")) for i in range(2)]
+        await _until(lambda: len(api.sent) == 2)
+        refused = await ask("alpha", "a2")
+        assert refused.status == 429
+        assert (await refused.json())["error"] == "tenant_busy"
+        assert [event.query_id for event, _ in api.sent] == ["a0", "a1"]  # never sent
+        other = asyncio.ensure_future(ask("beta", "b0"))  # another tenant is served
+        await _until(lambda: len(api.sent) == 3)
+        api.accept_result(build_result("b0", "beta", query="q"))
+        assert (await other).status == 200
+        assert dropped(api) == {"tenant_limit": 1.0, "client_gone": 0.0}
+        for task in held:
+            task.cancel()
