@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -117,12 +117,20 @@ class SharedResults:
 
     async def get(self, key: StoreKey) -> bytes | None:
         """The stored bytes, or None (absent, expired, or Redis unreachable: counted)."""
+        return (await self.get_many([key]))[0]
+
+    async def get_many(self, keys: Sequence[StoreKey]) -> list[bytes | None]:
+        """Each key's stored bytes in order, None where absent or expired, in one round
+        trip (``MGET``): a credential with many tenants is one read per poll, not one per
+        tenant. Redis unreachable: all None, counted once."""
+        if not keys:
+            return []
         try:
-            value = await self.client.get(self.key(key))
+            values = await self.client.mget([self.key(key) for key in keys])
         except (RedisError, OSError):
             self._error()
-            return None
-        return value if isinstance(value, bytes) else None
+            return [None] * len(keys)
+        return [value if isinstance(value, bytes) else None for value in values]
 
     async def flush(self) -> None:
         """Write everything queued now (the writer task's step; tests call it directly)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis.asyncio as aioredis
 
 from ragsift.api.store import SharedResults
@@ -27,3 +29,30 @@ async def test_a_result_written_by_one_replica_is_read_by_another_and_expires(
         await writer.client.delete(writer.key(("result", "alpha", "q-shared")))
         await writer.close()
         await reader.close()
+
+
+async def test_many_keys_are_read_in_order_in_one_round_trip(
+    redis_settings: RedisSettings, unique: str
+) -> None:
+    shared = SharedResults(aioredis.from_url(redis_settings.url), prefix=f"test-{unique}", ttl_s=30)
+    keys = [("result", f"t{n}", "q-many") for n in range(50)]
+    body = build_result("q-many", "t40").model_dump_json().encode()
+    info = aioredis.from_url(redis_settings.url)
+    try:
+        shared.put(keys[40], body)
+        await shared.flush()
+        before = await info.info("commandstats")
+        found = await shared.get_many(keys)
+        after = await info.info("commandstats")
+        assert found == [None] * 40 + [body] + [None] * 9
+        assert _calls(after, "mget") - _calls(before, "mget") == 1
+        assert _calls(after, "get") == _calls(before, "get")
+    finally:
+        await shared.client.delete(shared.key(keys[40]))
+        await shared.close()
+        await info.aclose()
+
+
+def _calls(stats: dict[str, Any], command: str) -> int:
+    """Calls of ``command`` the server has served (``INFO commandstats``)."""
+    return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
