@@ -51,6 +51,7 @@ from ragsift.api.query_input import (
     reused_query_id,
     stored_answer,
 )
+from ragsift.api.retry_later import kafka_unavailable_response
 from ragsift.api.store import RecentEvents, SharedResults, StoreKey
 from ragsift.api.wait_drops import (
     client_gone_response,
@@ -243,12 +244,12 @@ class QueryApi(KafkaLink):
             return query_id_reused(event.query_id, "has a request waiting")
         sent = self._query_codec.encode(event)
         try:
-            with self.waiters.waiting(key, sent, req.want_report, event.query) as pending:
+            waiting = self.waiters.waiting(key, sent, req.want_report, event.query, req.timeout_s)
+            with waiting as pending:
                 try:
                     await self._publish(event, sent, req.timeout_s)
                 except KafkaError as exc:
-                    detail = str(exc)
-                    return error_response(503, "kafka_unavailable", detail, query_id=event.query_id)
+                    return kafka_unavailable_response(str(exc), event.query_id)
                 answered = partial(self._answered, key, pending)
                 gone = partial(client_left, request)  # AppRunner does not cancel us
                 ended = await self.waiters.wait(pending, answered, req.timeout_s, gone)

@@ -21,6 +21,7 @@ from ragsift.api.auth import Principal
 from ragsift.api.kafka_link import MAX_SEND_S
 from ragsift.api.openapi import FeedbackAccepted, FeedbackRequest
 from ragsift.api.query_input import error_response, field_errors, read_body
+from ragsift.api.retry_later import kafka_unavailable_response
 from ragsift.schemas import FeedbackEvent
 from ragsift.settings import ApiSettings
 from ragsift.streams.codec import EventCodec
@@ -71,7 +72,7 @@ async def publish_feedback(
         # keyed as the topic's spec says (tenant): one tenant's labels stay in order
         await send("feedback", read.tenant_id, _CODEC.encode(read), MAX_SEND_S)
     except KafkaError as exc:
-        return error_response(503, "kafka_unavailable", str(exc), query_id=read.query_id)
+        return kafka_unavailable_response(str(exc), read.query_id)
     return feedback_accepted(read)
 
 

@@ -240,7 +240,11 @@ def openapi_document(max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS)
                             "The tenant has as many requests waiting as it may; not sent."
                             " Retry after the Retry-After header's seconds.",
                         ),
-                        "503": _json(error, "Kafka is unavailable, or API keys cannot be read."),
+                        "503": _json(
+                            error,
+                            "Kafka is unavailable (Retry-After: when it can be ready again),"
+                            " or API keys cannot be read.",
+                        ),
                         "504": _json(error, "No result within timeout_s; query_id to poll."),
                     },
                 }
@@ -263,7 +267,11 @@ def openapi_document(max_k: int = MAX_K, max_query_chars: int = MAX_QUERY_CHARS)
                         "415": _json(error, "The body is not application/json."),
                         "417": _json(error, "An Expect header other than 100-continue."),
                         "422": _json(error, "The body breaks the contract; fields say where."),
-                        "503": _json(error, "Kafka is unavailable, or API keys cannot be read."),
+                        "503": _json(
+                            error,
+                            "Kafka is unavailable (Retry-After: when it can be ready again),"
+                            " or API keys cannot be read.",
+                        ),
                     },
                 }
             },

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from ragsift.api.body import CLIENT_CLOSED_REQUEST
 from ragsift.api.query_input import error_response
+from ragsift.api.retry_later import retry_later
 from ragsift.api.waiters import TenantBusyError
 from ragsift.observability.zeroed import zeroed_counter
 
@@ -45,8 +46,7 @@ def waits_dropped_counter(registry: CollectorRegistry) -> Counter:
 def tenant_busy_response(exc: TenantBusyError) -> web.Response:
     """The 429 for a tenant at its bound, with the JSON error and a Retry-After."""
     response = error_response(429, "tenant_busy", exc.message, query_id=exc.query_id)
-    response.headers["Retry-After"] = str(exc.retry_after)
-    return response
+    return retry_later(response, exc.retry_after)
 
 
 def timeout_response(query_id: str, timeout_s: float) -> web.Response:

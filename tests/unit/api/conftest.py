@@ -66,6 +66,8 @@ class RecordingApi(QueryApi):
         self.published.append((logical, key, payload))
 
     async def _publish(self, event: QueryEvent, payload: bytes, timeout_s: float) -> None:
+        if self.broker_down:
+            raise KafkaError("not connected to Kafka")
         self.sent.append((event, payload))
         if self.answer is not None:
             # answer from the event loop, as the reader task would

@@ -73,10 +73,13 @@ def test_the_bound_counts_each_tenant_apart_and_frees_on_exit() -> None:
     ):
         with pytest.raises(TenantBusyError, match="'alpha' already has 2 requests") as busy:
             waiters.waiting(("alpha", "q2"), b"3", False).__enter__()
-        assert busy.value.retry_after == 1
+        assert busy.value.retry_after == 60  # no timeout given: the most
         assert busy.value.query_id == "q2"
         with waiters.waiting(("beta", "q2"), b"4", False):  # another tenant's own bound
-            assert waiters._by_tenant == {"alpha": 2, "beta": 1}
+            assert {t: len(held.waiting) for t, held in waiters._by_tenant.items()} == {
+                "alpha": 2,
+                "beta": 1,
+            }
     assert waiters._by_tenant == {}
     assert waiters._pending == {}
     assert waiters._by_query == {}
@@ -90,3 +93,70 @@ def test_a_bad_bound_or_check_interval_is_refused_by_name(
 ) -> None:
     with pytest.raises(ValueError, match=r"per_tenant|gone_check_s"):
         Waiters(per_tenant, gone_check_s=gone_check_s)
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _refused(waiters: Waiters, tenant: str = "alpha") -> TenantBusyError:
+    with pytest.raises(TenantBusyError) as busy:
+        waiters.waiting((tenant, "refused"), b"x", False, timeout_s=10).__enter__()
+    return busy.value
+
+
+def test_retry_after_is_when_the_tenants_first_waiting_request_times_out() -> None:
+    # Before: always 1 s, whatever the requests holding the slots were waiting for.
+    clock = Clock()
+    waiters = Waiters(per_tenant=2, clock=clock)
+    with (
+        waiters.waiting(("alpha", "q1"), b"1", False, timeout_s=45),
+        waiters.waiting(("alpha", "q2"), b"2", False, timeout_s=30),
+    ):
+        clock.now = 4.5
+        busy = _refused(waiters)
+        assert busy.retry_after == 26  # a slot is free by 30 s, whatever the pipeline does
+        assert "retry after 26 s" in busy.message
+
+
+def test_retry_after_follows_the_pace_slots_free_at() -> None:
+    clock = Clock()
+    waiters = Waiters(per_tenant=2, clock=clock)
+    first = waiters.waiting(("alpha", "q1"), b"1", False, timeout_s=30)
+    second = waiters.waiting(("alpha", "q2"), b"2", False, timeout_s=30)
+    first.__enter__()
+    second.__enter__()
+    clock.now = 1.0
+    first.__exit__(None, None, None)
+    third = waiters.waiting(("alpha", "q3"), b"3", False, timeout_s=30)
+    third.__enter__()
+    clock.now = 3.0
+    second.__exit__(None, None, None)  # two seconds between freed slots
+    fourth = waiters.waiting(("alpha", "q4"), b"4", False, timeout_s=30)
+    fourth.__enter__()
+    clock.now = 3.5
+    assert _refused(waiters).retry_after == 2  # the pace
+    clock.now = 6.0
+    assert _refused(waiters).retry_after == 3  # none for 3 s: not sooner than that
+    clock.now = 25.0
+    assert _refused(waiters).retry_after == 6  # stuck: the first timeout (31 s) comes first
+
+
+def test_retry_after_is_whole_seconds_from_1_to_60() -> None:
+    clock = Clock()
+    waiters = Waiters(per_tenant=1, clock=clock)
+    with waiters.waiting(("alpha", "q1"), b"1", False, timeout_s=3600):
+        assert _refused(waiters).retry_after == 60
+    with waiters.waiting(("alpha", "q1"), b"1", False, timeout_s=0.2):
+        busy = _refused(waiters)
+        assert busy.retry_after == 1
+        assert isinstance(busy.retry_after, int)
+    with waiters.waiting(("alpha", "q1"), b"1", False):  # no timeout known: the most
+        assert _refused(waiters).retry_after == 60
+    assert waiters._by_tenant == {}  # nothing kept for a tenant with none waiting
