@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 from functools import partial
 
 from aiohttp import web
 
-from ragsift.api.auth import Authenticator, AuthError, Principal, credential_headers
+from ragsift.api.admission import PRINCIPAL, Admission
+from ragsift.api.auth import Authenticator
 from ragsift.api.console import (
     CONSOLE_PATH,
     PUBLIC_CONSOLE_ROUTES,
@@ -29,7 +29,6 @@ from ragsift.api.openapi import ErrorBody, QueryAnswer
 from ragsift.api.query_input import (
     bad_tenant_param,
     error_response,
-    http_error_response,
     read_query,
 )
 from ragsift.embedded import EmbeddedRuntime, Outcome
@@ -42,8 +41,6 @@ from ragsift.workers.calibration import FeedbackRefused
 __all__ = ["create_console_app"]
 
 log = logging.getLogger(__name__)
-
-_PRINCIPAL = web.RequestKey("principal", Principal)
 
 
 def _log_failure(query_id: str, done: asyncio.Future[list[Outcome]]) -> None:
@@ -58,37 +55,18 @@ class _ConsoleApi:
 
     def __init__(self, runtime: EmbeddedRuntime, auth: Authenticator):
         self.runtime = runtime
-        self.auth = auth
+        # The API's checks before a route runs (and before an Expect's 100 Continue);
+        # the page, its assets and the home page's redirect need no credential.
+        self.admission = Admission(
+            auth,
+            None,
+            max_body_bytes=runtime.settings.api.max_body_bytes,
+            public=PUBLIC_CONSOLE_ROUTES | {"/"},
+        )
         # Labels are applied one at a time, as the calibration worker takes them.
         self._labelling = asyncio.Lock()
         #: answers still being made for requests that timed out (kept from the GC)
         self._answering: set[asyncio.Future[list[Outcome]]] = set()
-
-    @web.middleware
-    async def authenticate(
-        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> web.StreamResponse:
-        """Every route but the page and its assets needs a credential (none on loopback);
-        every error is the API's JSON error."""
-        route = request.match_info.route.resource
-        if route is not None and route.canonical not in PUBLIC_CONSOLE_ROUTES | {"/"}:
-            try:
-                request[_PRINCIPAL] = self.auth.authenticate(*credential_headers(request.headers))
-            except AuthError as exc:
-                return error_response(exc.status, exc.code, exc.message)
-        try:
-            return await handler(request)
-        except AuthError as exc:
-            return error_response(exc.status, exc.code, exc.message)
-        except web.HTTPException as exc:
-            if exc.status < 400:
-                raise  # the home page's redirect is an answer, not an error
-            return http_error_response(exc)  # the API's JSON error, as the API answers it
-        except Exception:
-            # Last resort, as the API's: a bug is the JSON 500 and a logged traceback, not
-            # aiohttp's text/plain one.
-            log.exception("%s %s: an unexpected error", request.method, request.path)
-            return error_response(500, "internal_error", "an unexpected error, logged")
 
     async def settle(self) -> None:
         """Wait for the answers still being made, so each lands in the result store
@@ -98,13 +76,13 @@ class _ConsoleApi:
 
     def tenants_of(self, request: web.Request) -> frozenset[str] | None:
         """The tenants the caller may watch."""
-        principal = request[_PRINCIPAL]
+        principal = request[PRINCIPAL]
         principal.require("read")
         return principal.tenants
 
     async def post_query(self, request: web.Request) -> web.Response:
         """POST /v1/query: the API's contract, answered by the embedded pipeline."""
-        principal = request[_PRINCIPAL]
+        principal = request[PRINCIPAL]
         principal.require("query")
         settings = self.runtime.settings
         read = await read_query(
@@ -170,7 +148,7 @@ class _ConsoleApi:
         due); a query this runtime did not score is a 404, as it can tell. The label is
         stored and any re-fit run on a thread, so the page's stream and queries go on
         meanwhile (a re-fit takes hundreds of milliseconds)."""
-        principal = request[_PRINCIPAL]
+        principal = request[PRINCIPAL]
         principal.require("query")
         read = await read_feedback(request, principal, self.runtime.settings.api)
         if isinstance(read, web.Response):
@@ -207,7 +185,7 @@ class _ConsoleApi:
 
     async def get_query(self, request: web.Request) -> web.Response:
         """GET /v1/queries/{id}: a stored result of the caller's tenants."""
-        principal = request[_PRINCIPAL]
+        principal = request[PRINCIPAL]
         principal.require("read")
         query_id = request.match_info["query_id"]
         asked = request.query.get("tenant_id")
@@ -263,11 +241,12 @@ def create_console_app(
         for event in (stored.result, stored.report, stored.decision):
             if event is not None:
                 hub.accept("", event)
-    app = web.Application(middlewares=[api.authenticate])
+    app = web.Application(middlewares=[api.admission.middleware])
     ConsoleRoutes(hub, api.tenants_of).add_to(app)
-    app.router.add_post("/v1/query", api.post_query)
-    app.router.add_post("/v1/feedback", api.post_feedback)
-    app.router.add_get("/v1/queries/{query_id}", api.get_query)
+    with_body, without = api.admission.expect_body, api.admission.expect
+    app.router.add_post("/v1/query", api.post_query, expect_handler=with_body)
+    app.router.add_post("/v1/feedback", api.post_feedback, expect_handler=with_body)
+    app.router.add_get("/v1/queries/{query_id}", api.get_query, expect_handler=without)
 
     async def home(_: web.Request) -> web.Response:
         raise web.HTTPFound(CONSOLE_PATH)

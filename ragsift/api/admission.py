@@ -40,27 +40,40 @@ def route_name(request: web.Request) -> str:
 class Admission:
     """The query API's checks before a route runs, and its count of answers.
 
+    The embedded console (:mod:`ragsift.console_server`) admits its requests with one
+    too: its own copy of these checks answered every ``Expect`` with 100 Continue.
+
     Args:
         auth: resolves a request's credential into its caller.
-        requests: ``ragsift_api_requests_total``, by route and status.
+        requests: ``ragsift_api_requests_total``, by route and status (None: not counted).
         max_body_bytes: the largest body a route reads (``RAGSIFT_API_MAX_BODY_BYTES``).
+        public: the routes served without a credential.
     """
 
-    def __init__(self, auth: Authenticator, requests: Counter, *, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        auth: Authenticator,
+        requests: Counter | None,
+        *,
+        max_body_bytes: int,
+        public: frozenset[str] = PUBLIC_ROUTES,
+    ) -> None:
         self.auth = auth
         self.requests = requests
         self.max_body_bytes = max_body_bytes
+        self.public = public
 
     def admit(self, request: web.Request) -> None:
         """Resolve the caller into ``request[PRINCIPAL]`` (AuthError: refused); public
         routes and unmatched ones (a 404 or 405 follows) need no credential."""
         name = route_name(request)
-        if name not in PUBLIC_ROUTES and request.match_info.route.resource is not None:
+        if name not in self.public and request.match_info.route.resource is not None:
             request[PRINCIPAL] = self.auth.authenticate(*credential_headers(request.headers))
 
     def count(self, request: web.Request, response: web.StreamResponse) -> None:
         """One answer, by route and status."""
-        self.requests.labels(route_name(request), str(response.status)).inc()
+        if self.requests is not None:
+            self.requests.labels(route_name(request), str(response.status)).inc()
 
     @web.middleware
     async def middleware(
@@ -75,7 +88,7 @@ class Admission:
             response = error_response(exc.status, exc.code, exc.message)
         except web.HTTPException as exc:
             if exc.status < 400:
-                raise  # a redirect is an answer, not an error
+                raise  # a redirect (the console's home page) is an answer, not an error
             response = http_error_response(exc)
         except Exception:
             # Last resort: a bug is still a counted JSON error, not aiohttp's bare 500
