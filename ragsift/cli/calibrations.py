@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from ragsift.cli.calibration_rows import bar_text, keyword_bar, made_by, scope_row, shown_name
 from ragsift.cli.common import (
     EXIT_FAILURE,
     Collection,
@@ -65,54 +66,6 @@ def _registry(data_dir: Path | None) -> Any:
     return CalibrationRegistry(engines.calibration, store, refresh_s=0)
 
 
-def _made_by(artifact: Any) -> str:
-    provenance = artifact.provenance
-    if provenance is not None:
-        return str(provenance.method)
-    from ragsift.confidence.refit import refit_kind
-
-    kind, labels = refit_kind(artifact), artifact.data.n_examples
-    if kind == "feedback-raise":  # ADR 022
-        return f"feedback: {labels} labels, all on answered results (the bar only raised)"
-    if kind == "feedback-remap":
-        return f"feedback: {labels} labels (re-mapped and re-certified)"
-    return f"fit on {artifact.data.source}"
-
-
-def _row(scope: Any, artifact: Any, reason: str | None, why: str | None) -> dict[str, Any]:
-    """One scope as the query path finds it: in use, in use but uncertified, or not used."""
-    provenance = artifact.provenance if artifact is not None else None
-    uncertified = provenance.uncertified if provenance is not None else None
-    if reason is not None:
-        state = f"not used ({reason}): {why}"
-    elif artifact is not None and not artifact.conformal.feasible:
-        state = "in use, no answer threshold certified: every query is refused"
-    elif uncertified is not None:
-        state = f"in use, bar not certified here: {uncertified}"
-    else:
-        state = "in use"
-    conformal = artifact.conformal if artifact is not None else None
-    holes = provenance.missing_answers if provenance is not None else None
-    return {
-        "collection": scope.collection,
-        "tenant": scope.tenant,
-        "version": artifact.version if artifact is not None else None,
-        "made_by": _made_by(artifact) if artifact is not None else None,
-        "base_version": provenance.base_version if provenance is not None else None,
-        "answer_threshold": conformal.threshold
-        if conformal is not None and conformal.feasible
-        else None,
-        "keyword_answer_threshold": _keyword_bar(artifact),
-        "used": reason is None,
-        "ignored_reason": reason,
-        "uncertified": uncertified,
-        # Of questions on its subjects whose answer it lacks, the share answered (estimated).
-        "missing_answer_share": round(holes.share, 4) if holes is not None else None,
-        "missing_answer_asked": holes.asked if holes is not None else None,
-        "state": state,
-    }
-
-
 @calibrations_app.command("list")
 def calibrations_list(
     data_dir: DataDir = None,
@@ -133,15 +86,15 @@ def calibrations_list(
     default = registry.default
     try:
         scopes = registry.store.scopes() if registry.store is not None else []
-        rows = [_row(scope, *registry.examine(scope)) for scope in scopes]
+        rows = [scope_row(scope, *registry.examine(scope)) for scope in scopes]
     except OSError as exc:
         print_error(f"cannot read the calibration store: {exc}")
         raise typer.Exit(EXIT_FAILURE) from exc
     shipped = {
         "version": default.version,
-        "made_by": _made_by(default),
+        "made_by": made_by(default),
         "answer_threshold": default.conformal.threshold if default.conformal.feasible else None,
-        "keyword_answer_threshold": _keyword_bar(default),
+        "keyword_answer_threshold": keyword_bar(default),
     }
     if as_json:
         print(json.dumps({"default": shipped, "scopes": rows}, ensure_ascii=False))
@@ -159,7 +112,7 @@ def calibrations_list(
         "(default)",
         default.version,
         shipped["made_by"],
-        _bar(shipped),
+        bar_text(shipped),
         "-",
         "in use where no scope has a usable one",
     )
@@ -167,12 +120,12 @@ def calibrations_list(
         name = (
             row["collection"] if row["tenant"] is None else f"{row['tenant']}/{row['collection']}"
         )
-        scope = _shown(name)
+        scope = shown_name(name)
         # The method's name; its whole description is in --json.
-        made_by = (row["made_by"] or "-").split(":", 1)[0]
+        method = (row["made_by"] or "-").split(":", 1)[0]
         holes = row["missing_answer_share"]
         missing = "-" if holes is None else f"~{holes:.0%}"
-        table.add_row(scope, row["version"] or "-", made_by, _bar(row), missing, row["state"])
+        table.add_row(scope, row["version"] or "-", method, bar_text(row), missing, row["state"])
     console.print(table)
     if not rows:
         console.print(
@@ -184,11 +137,6 @@ def calibrations_list(
             f"{stale} made on another shipped calibration (an upgrade refit it):"
             " `ragsift calibrations reprobe` probes them again now"
         )
-
-
-def _shown(name: str) -> str:
-    """A stored name as text a terminal shows, not obeys (control characters escaped)."""
-    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in name)
 
 
 def _check_names(collection: str | None, tenant: str | None) -> None:
@@ -209,21 +157,6 @@ def _check_names(collection: str | None, tenant: str | None) -> None:
             TypeAdapter(kind).validate_python(value)
         except ValidationError as exc:
             _fail(f"{option}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}")
-
-
-def _keyword_bar(artifact: Any) -> float | None:
-    """The answer threshold keyword-only queries are held to (ADR 029); None without a
-    keyword model or where it certified none."""
-    part = artifact.keyword if artifact is not None else None
-    if part is None or not part.conformal.feasible:
-        return None
-    return float(part.conformal.threshold)
-
-
-def _bar(row: dict[str, Any]) -> str:
-    bar, keyword = row["answer_threshold"], row["keyword_answer_threshold"]
-    shown = "none certified" if bar is None else f"{bar:.2f}"
-    return shown if keyword is None else f"{shown} (keyword-only {keyword:.2f})"
 
 
 @calibrations_app.command("remove")
@@ -335,7 +268,7 @@ def calibrations_reprobe(
         )
 
     def show(done: Any) -> None:
-        line = f"{_shown(str(done.scope))}: {done.outcome}: {_shown(done.message)}"
+        line = f"{shown_name(str(done.scope))}: {done.outcome}: {shown_name(done.message)}"
         (err_console if as_json else console).print(line, markup=False, highlight=False)
 
     async def run() -> Any:

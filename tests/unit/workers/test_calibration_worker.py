@@ -337,7 +337,7 @@ def test_a_result_remembered_before_answered_was_kept_still_reads() -> None:
 def test_a_dense_only_result_is_remembered_as_one_unless_a_keyword_retry_won() -> None:
     """ADR 028: its label is re-fit with the agreement it was scored with."""
     from ragsift.schemas import CorrectiveInfo
-    from ragsift.workers.calibration import record_of
+    from ragsift.workers.feedback_loop import record_of
 
     dense = result("q", 0.7).model_copy(update={"mode": "dense"})
     assert record_of(dense).dense_only
@@ -355,7 +355,7 @@ def test_keyword_labels_are_kept_and_counted_but_never_re_fit_the_hybrid_model(
     label says nothing about the hybrid model a re-fit re-maps. The 200 labels that
     re-fit the tenant above, on keyword results, are held and re-fit nothing."""
     from ragsift.schemas import CorrectiveInfo
-    from ragsift.workers.calibration import record_of
+    from ragsift.workers.feedback_loop import record_of
 
     labelled = [(r.model_copy(update={"mode": "keyword"}), y) for r, y in traffic(200)]
     assert all(record_of(r).keyword for r, _ in labelled)
