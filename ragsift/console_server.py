@@ -172,15 +172,17 @@ class _ConsoleApi:
             return error_response(404, exc.reason, str(exc), query_id=read.query_id)
         except ValueError as exc:  # as `ragsift feedback` refuses it
             return error_response(422, "rejected", str(exc), query_id=read.query_id)
+        except OSError as exc:  # the label is stored; its re-fit could not be written
+            # Before RagsiftError: Redis's calibration store fails with errors that are both
+            # (down: a service error; refused), and the label is stored all the same.
+            log.error("feedback for %r: re-fit not stored: %s", read.query_id, exc)
+            detail = "the label is stored, but its re-fit could not be: sending it again retries"
+            return error_response(503, "refit_not_stored", detail, query_id=read.query_id)
         except RagsiftError as exc:  # the feedback store is held by another process, or damaged
             # Its error names the store's file or Redis's address: the log's, not the caller's.
             log.error("feedback for %r: not stored: %s", read.query_id, exc)
             detail = "the label is not stored: the feedback store is unavailable; send it again"
             return error_response(503, "feedback_store", detail, query_id=read.query_id)
-        except OSError as exc:  # the label is stored; its re-fit could not be written
-            log.error("feedback for %r: re-fit not stored: %s", read.query_id, exc)
-            detail = "the label is stored, but its re-fit could not be: sending it again retries"
-            return error_response(503, "refit_not_stored", detail, query_id=read.query_id)
         return feedback_accepted(read)
 
     async def get_query(self, request: web.Request) -> web.Response:

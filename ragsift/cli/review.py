@@ -248,14 +248,15 @@ def feedback(
             f" on the input: {exc}"
         )
         raise typer.Exit(EXIT_FAILURE) from exc
-    except RagsiftError as exc:  # the feedback store is held by another process, or damaged
-        print_error(str(exc))
-        raise typer.Exit(1) from exc
     except OSError as exc:  # the re-fit could not be written (the label is stored)
+        # Before RagsiftError: Redis's calibration store fails with errors that are both.
         print_error(
             f"labelled {query_id}, but its re-fit could not be stored ({exc}); the label is"
             " kept, and the next label (this one again too) re-fits"
         )
+        raise typer.Exit(1) from exc
+    except RagsiftError as exc:  # the feedback store is held by another process, or damaged
+        print_error(str(exc))
         raise typer.Exit(1) from exc
     assert record is not None  # apply refuses an unknown query
     scope = f"{record.tenant_id}/{record.collection}"

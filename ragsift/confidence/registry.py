@@ -310,12 +310,18 @@ class CalibrationRegistry:
         return read
 
     def examine(
-        self, scope: CalibrationScope
+        self, scope: CalibrationScope, *, raises: tuple[type[OSError], ...] = ()
     ) -> tuple[CalibrationArtifact | None, str | None, str | None]:
         """What the store holds for exactly ``scope``, read afresh (nothing cached or
         logged): ``(artifact, reason, why)``. ``reason`` (one of :data:`IGNORED_REASONS`)
         and ``why`` are None when the artifact is usable or there is none; ``artifact``
-        is None when there is none or it cannot be read."""
+        is None when there is none or it cannot be read.
+
+        ``raises``: the store's errors (``OSError`` subclasses, e.g. a store that is
+        down) raised rather than read as ``unreadable``: for a writer that builds on
+        what it reads (a re-fit on its scope's base), which must wait for such a store,
+        not build on a broader calibration.
+        """
         if self.store is None:
             return None, None, None
         try:
@@ -328,6 +334,8 @@ class CalibrationRegistry:
         except ConfidenceError as exc:
             return None, "invalid", str(exc)
         except OSError as exc:
+            if isinstance(exc, raises):
+                raise
             return None, "unreadable", str(exc)
         made_on = artifact.provenance.base_version if artifact.provenance else None
         if made_on is not None and made_on != self.default.version:

@@ -4,8 +4,18 @@ Layout under the key prefix: ``<prefix>:calibration:artifacts`` is a hash from a
 scope (``collection`` or ``collection\\x1ftenant``) to the artifact's JSON, and
 ``<prefix>:calibration:generation`` a counter moved in the same script as every
 put or delete, so a registry polling :meth:`generation` sees a change exactly
-when an artifact changed. Redis errors surface as ``OSError`` (the registry keeps
-serving what it has cached and tries again next period).
+when an artifact changed.
+
+Redis errors surface as ``OSError``, as every calibration store's failures do (the
+registry keeps serving what it has cached and tries again next period), sorted as
+:mod:`~ragsift.retrieval.redis_replies` sorts them: Redis down (a connection lost, a
+timeout, a reply that passes: ``READONLY`` after a failover...) is a
+:class:`CalibrationStoreDownError`, a :class:`~ragsift.errors.ServiceUnavailableError`
+the calibration worker waits out holding its batch; a refusal no retry fixes (a key
+of the wrong type, a script error) is a :class:`CalibrationStoreRefusedError`, a
+:class:`~ragsift.retrieval.redis_replies.RedisRefusedError` it dead-letters. Until
+2026-12-03 both were a bare ``OSError``, and an outage while a re-fit was put
+dead-lettered its label event.
 
 The counter never hands out a value again: each write sets it to the larger of
 its value plus one and Redis's clock in microseconds. Counting up from 0, a
@@ -21,14 +31,22 @@ import json
 from typing import Any, Final
 
 import redis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from ragsift.confidence.artifact import CalibrationArtifact
 from ragsift.confidence.mix_state import ScopeState, fresh, parse_state
 from ragsift.confidence.registry import CalibrationScope
+from ragsift.errors import ServiceUnavailableError
+from ragsift.retrieval.redis_replies import RedisRefusedError, refused, reply_code
 from ragsift.settings import RedisSettings
 
-__all__ = ["RedisCalibrationStore", "RedisMixState", "sync_client"]
+__all__ = [
+    "CalibrationStoreDownError",
+    "CalibrationStoreRefusedError",
+    "RedisCalibrationStore",
+    "RedisMixState",
+    "sync_client",
+]
 
 # Calibrations and labels are read rarely and off the query path, so a slower
 # Redis than the cache tolerates (its socket timeout is 0.25 s) is fine here.
@@ -58,6 +76,25 @@ return removed
 """
 
 
+class CalibrationStoreDownError(ServiceUnavailableError, OSError):
+    """Redis did not answer the calibration store (down, restarting, failing over): it
+    may answer later. An ``OSError`` too, as the registry reads a store's failures."""
+
+
+class CalibrationStoreRefusedError(RedisRefusedError, OSError):
+    """Redis refuses a calibration store's command for good (a key of the wrong type, a
+    script error): no retry fixes it. An ``OSError`` too, as the registry reads a store's
+    failures."""
+
+
+#: The kinds of key a refusal names, and their words.
+_KINDS: Final = {
+    "artifacts": "calibrations hash",
+    "generation": "generation counter",
+    "write": "calibrations hash or its generation counter (a put or delete writes both)",
+}
+
+
 def _field(scope: CalibrationScope) -> str:
     return scope.collection if scope.tenant is None else f"{scope.collection}{_SEP}{scope.tenant}"
 
@@ -85,36 +122,56 @@ class RedisCalibrationStore:
         self.generation_key = f"{settings.key_prefix}:calibration:generation"
         self._write = self.client.register_script(_WRITE_SCRIPT)
 
-    def _call(self, op: Any, *args: Any) -> Any:
+    def _call(self, kind: str, op: Any, *args: Any) -> Any:
+        """``op(*args)``; Redis down is a :class:`CalibrationStoreDownError` (waited out),
+        a command on the ``kind`` of key Redis refuses for good a
+        :class:`CalibrationStoreRefusedError` (see the module docstring)."""
         try:
             return op(*args)
         except RedisError as exc:
-            raise OSError(f"redis calibration store: {type(exc).__name__}: {exc}") from exc
+            if refused(exc):
+                code = reply_code(exc) if isinstance(exc, ResponseError) else type(exc).__name__
+                # Only the kind and the code: a script's error may quote its arguments.
+                raise CalibrationStoreRefusedError(
+                    f"redis calibration store: Redis refuses a command on the {_KINDS[kind]}"
+                    f" ({code}; a key of the wrong type was written by another program or"
+                    " release): no retry fixes it",
+                    store="calibration",
+                    key_kind=kind,
+                    code=code,
+                ) from exc
+            raise CalibrationStoreDownError(
+                f"redis calibration store: {type(exc).__name__}: {exc}", service="redis"
+            ) from exc
 
     def get(self, scope: CalibrationScope) -> CalibrationArtifact | None:
         """The artifact for exactly ``scope``, or None."""
-        raw = self._call(self.client.hget, self.artifacts_key, _field(scope))
+        raw = self._call("artifacts", self.client.hget, self.artifacts_key, _field(scope))
         return None if raw is None else CalibrationArtifact.from_json(raw)
 
     def put(self, scope: CalibrationScope, artifact: CalibrationArtifact) -> None:
         """Store ``artifact`` for ``scope`` and move the generation on, atomically."""
         keys = [self.artifacts_key, self.generation_key]
-        self._call(lambda: self._write(keys=keys, args=["put", _field(scope), artifact.to_json()]))
+        self._call(
+            "write", lambda: self._write(keys=keys, args=["put", _field(scope), artifact.to_json()])
+        )
 
     def delete(self, scope: CalibrationScope) -> bool:
         """Remove the artifact for ``scope`` (and move the generation on); True if there was one."""
         keys = [self.artifacts_key, self.generation_key]
-        return bool(self._call(lambda: self._write(keys=keys, args=["delete", _field(scope)])))
+        return bool(
+            self._call("write", lambda: self._write(keys=keys, args=["delete", _field(scope)]))
+        )
 
     def scopes(self) -> list[CalibrationScope]:
         """Every scope with an artifact, sorted."""
-        fields = self._call(self.client.hkeys, self.artifacts_key)
+        fields = self._call("artifacts", self.client.hkeys, self.artifacts_key)
         found = [_scope(f.decode() if isinstance(f, bytes) else str(f)) for f in fields]
         return sorted(found, key=lambda s: (s.collection, s.tenant or ""))
 
     def generation(self) -> str:
         """The put/delete counter ("0" before the first write; never the same twice)."""
-        raw = self._call(self.client.get, self.generation_key)
+        raw = self._call("generation", self.client.get, self.generation_key)
         return "0" if raw is None else raw.decode() if isinstance(raw, bytes) else str(raw)
 
     def close(self) -> None:

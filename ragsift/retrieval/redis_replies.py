@@ -104,9 +104,11 @@ def refused(exc: BaseException) -> bool:
     """True when ``exc`` is Redis refusing a key or command for good: no retry fixes it.
 
     A ``DataError`` is redis-py refusing a value before it is sent (a type it cannot
-    encode): a bug, the same at every try.
+    encode): a bug, the same at every try. A :class:`RedisRefusedError` is a store's
+    word for such a refusal (the calibration store's is an ``OSError`` too, which
+    would otherwise read as a network failure).
     """
-    if isinstance(exc, DataError):
+    if isinstance(exc, (DataError, RedisRefusedError)):
         return True
     if not isinstance(exc, ResponseError) or isinstance(exc, _TRANSIENT_REPLIES):
         return False

@@ -138,11 +138,21 @@ class FeedbackLoop(ScopeRefit):
         if put != "stored":
             self.last_result = put
             self.metrics.feedback.labels(put).inc()
-            return self.maybe_refit(scope) if afresh or self.refits.is_due(scope) else None
+            return self._refit(scope) if afresh or self.refits.is_due(scope) else None
         self.last_result = "labelled" if event.sampled else "reported"
         self.metrics.feedback.labels(self.last_result).inc()
         # A reported label can start no re-fit, but a changed sampled one can.
-        return self.maybe_refit(scope)
+        return self._refit(scope)
+
+    def _refit(self, scope: CalibrationScope) -> str | None:
+        """:meth:`maybe_refit`, the scope left due if it fails: the label is stored, so
+        the label tried again (the worker holds it while a store is down) is "unchanged",
+        and a scope not due was not re-fit until the next changed label came."""
+        try:
+            return self.maybe_refit(scope)
+        except Exception:  # whatever it is, the caller handles it: only the state is ours
+            self.refits.mark_due(scope)
+            raise
 
     @staticmethod
     def scope_of(record: ScoredRecord) -> CalibrationScope:

@@ -27,6 +27,7 @@ from ragsift.confidence.registry import CalibrationRegistry, CalibrationScope
 from ragsift.errors import InvalidEventError
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.feedback_store import FeedbackStore, StoredLabel
+from ragsift.retrieval.redis_calibration import CalibrationStoreDownError
 from ragsift.settings import FeedbackSettings
 from ragsift.workers.refit_state import RefitStates
 
@@ -100,9 +101,22 @@ class ScopeRefit:
         times at 0.88 was refused at 0.25. The re-fit carries the alignment on, so the
         scope's own artifact holds it whichever kind it is. The registry skips a stored
         artifact it cannot use.
+
+        A store that does not answer (Redis's
+        :class:`~ragsift.retrieval.redis_calibration.CalibrationStoreDownError`) raises
+        here (the worker holds the label and tries again), where the query path reads
+        it as unusable: read so, an outage gave the re-fit the shipped calibration as
+        its base, and a store back by the put published a re-fit of the wrong
+        calibration. Any other failure to read still reads as unusable (the put
+        replaces an own artifact that cannot be read).
+
+        Raises:
+            ServiceUnavailableError: the calibration store did not answer.
         """
-        base = self.registry.resolve(None, scope.collection)
-        held, reason, _ = self.registry.examine(scope)
+        down = (CalibrationStoreDownError,)
+        collection, why, _ = self.registry.examine(CalibrationScope(scope.collection), raises=down)
+        base = collection if collection is not None and why is None else self.registry.default
+        held, reason, _ = self.registry.examine(scope, raises=down)
         if held is None or reason is not None or held.alignment == base.alignment:
             return base
         # Its version stays the collection's: the re-fit's notes name what it re-fit.

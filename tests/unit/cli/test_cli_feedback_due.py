@@ -63,3 +63,33 @@ def test_the_same_label_again_refits_what_could_not_be_stored_and_then_nothing(
     assert replay.exit_code == 0, replay.output
     assert "re-fit" not in replay.output
     assert stored(data) == refit
+
+
+def test_redis_down_for_the_re_fit_says_the_label_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Redis calibration store's outage is a service error (the worker waits it
+    # out): read as the feedback store's, it said nothing of the label being kept.
+    from ragsift.retrieval.redis_calibration import CalibrationStoreDownError
+
+    data, clock = tmp_path / "data", Clock()
+    worker = loop_over(data, clock)
+    acme = scored("acme", N)
+    worker.store.remember([r for r, _ in acme], 10**7)
+    for r, y in acme[:-1]:
+        assert worker.apply(label(r, y)) is None
+    worker.store.close()
+    last, relevant = acme[-1]
+    args = ["feedback", last.query_id, "--relevant" if relevant else "--not-relevant"]
+
+    def down(self: CalibrationRegistry, scope: CalibrationScope, a: CalibrationArtifact) -> None:
+        raise CalibrationStoreDownError(
+            "redis calibration store: ConnectionError: refused", service="redis"
+        )
+
+    monkeypatch.setattr(CalibrationRegistry, "put", down)
+    failed = run_cli([*args, "--data-dir", str(data)])
+    assert failed.exit_code == 1, failed.output
+    said = " ".join(failed.output.split())
+    assert f"labelled {last.query_id}, but its re-fit could not be stored" in said
+    assert "the label is kept" in said

@@ -532,6 +532,46 @@ async def test_a_feedback_store_that_fails_is_a_503_without_its_path(
         await runtime.close()
 
 
+@pytest.mark.parametrize("kind", ["down", "refused"])
+async def test_a_calibration_store_that_fails_says_the_label_is_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # Redis's calibration store fails with a service error (down) or a refusal, both
+    # ragsift errors: read as the feedback store's, the caller was told the label was
+    # not stored, where it was and only its re-fit was not.
+    from ragsift.retrieval.redis_calibration import (
+        CalibrationStoreDownError,
+        CalibrationStoreRefusedError,
+    )
+
+    runtime = EmbeddedRuntime(
+        Settings(data_dir=tmp_path, embedder=EmbedderSettings(kind="hashing"))
+    )
+    await runtime.ingest("acme", sample_documents())
+    assert runtime.feedback is not None
+    failure = (
+        CalibrationStoreDownError("redis calibration store: down", service="redis")
+        if kind == "down"
+        else CalibrationStoreRefusedError(
+            "redis calibration store: refused", store="calibration", key_kind="write", code="ERR"
+        )
+    )
+
+    def fails(_: Any) -> None:
+        raise failure
+
+    monkeypatch.setattr(runtime.feedback, "apply", fails)
+    auth = Authenticator(None, None, insecure=True)
+    try:
+        async with TestClient(TestServer(create_console_app(runtime, auth=auth))) as client:
+            label = {"query_id": "to-label", "relevant": True, "tenant_id": "acme"}
+            resp = await client.post("/v1/feedback", json=label)
+            assert resp.status == 503
+            assert (await resp.json())["error"] == "refit_not_stored"
+    finally:
+        await runtime.close()
+
+
 async def test_a_bug_in_a_route_is_the_apis_json_500_and_logged(
     loopback: TestClient[Any, Any],
     runtime: EmbeddedRuntime,
