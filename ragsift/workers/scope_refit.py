@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Final
 
 from ragsift.confidence.artifact import CalibrationArtifact
 from ragsift.confidence.errors import ConfidenceError
@@ -31,11 +32,17 @@ from ragsift.retrieval.redis_calibration import CalibrationStoreDownError
 from ragsift.settings import FeedbackSettings
 from ragsift.workers.refit_state import RefitStates
 
-__all__ = ["ScopeRefit"]
+__all__ = ["REFIT_TRIES", "ScopeRefit"]
 
 # The calibration worker's logger, as before the re-fit had a module of its own: log
 # filters and alerts name it.
 log = logging.getLogger("ragsift.workers.calibration")
+
+#: Fits of one scope in a row whose labels another process changed while each was
+#: put. Two processes meet on a scope only in an overlap (a rebalance, the console
+#: and a CLI), so a second fit settles it; the bound keeps a stream of labels from
+#: holding one label's re-fit for good (each of those labels re-fits anyway).
+REFIT_TRIES: Final = 3
 
 
 def _digest(labels: Sequence[StoredLabel]) -> str:
@@ -134,7 +141,19 @@ class ScopeRefit:
         return [s for s in labels if s.sampled and not s.record.keyword]
 
     def maybe_refit(self, scope: CalibrationScope) -> str | None:
-        """Re-fit ``scope`` if it has enough labels, they changed, and the interval passed."""
+        """Re-fit ``scope`` if it has enough labels, they changed, and the interval passed;
+        the version put last, if any.
+
+        Another process may re-fit the scope at the same time (two calibration workers
+        in a rebalance's overlap, the console and ``ragsift feedback``): each fits the
+        labels it read, and the re-fit put last is the one in force. So, once put, the
+        labels are read again; changed meanwhile, this re-fit may have replaced one of
+        more labels, and it is made again on them. The re-fit put last is then checked
+        after its put, and a label stored after that check was stored before its own
+        process read the labels to fit: no label is left out (docs/feedback.md,
+        "Two re-fits at once"). At most :data:`REFIT_TRIES` fits; labels that changed
+        at every one leave the scope due, and its next label fits them.
+        """
         now = self._clock()
         last = self.store.last_refit(scope)
         # A stamp ahead of this clock (a replica whose clock runs ahead, or this one
@@ -146,15 +165,53 @@ class ScopeRefit:
             # the interval has passed, by the next label (due).
             self.refits.mark_due(scope)
             return None
-        labels = self.usable(self.store.labels(scope))[-self.settings.window :]
-        if len(labels) < self.settings.min_labels:
-            # Kept due, every replay of the scope read all its labels again, for good.
-            self.refits.forget(scope)
-            return None
-        digest = _digest(labels)
-        if (last is not None and last[0] == digest) or self.refits.postponed(scope) == digest:
-            self.refits.settle(scope)
-            return None
+        labels = self._window(scope)
+        version: str | None = None
+        for _ in range(REFIT_TRIES):
+            if len(labels) < self.settings.min_labels:
+                # Kept due, every replay of the scope read all its labels again, for good.
+                self.refits.forget(scope)
+                return version
+            digest = _digest(labels)
+            if (
+                version is None and last is not None and last[0] == digest
+            ) or self.refits.postponed(scope) == digest:
+                self.refits.settle(scope)
+                return version
+            put = self._fit_and_put(scope, labels, digest, now)
+            if put is None:  # postponed or withheld: nothing of these labels was put
+                return version
+            version = put
+            again = self._window(scope)
+            if _digest(again) == digest:
+                # Recorded once checked: what is in force was fit on every stored label.
+                self.store.mark_refit(scope, digest, now)
+                self.refits.put(scope)  # nothing of it left to remember
+                return version
+            log.info(
+                "calibration of %s: its labels changed while its re-fit was put (another"
+                " process labels it too); re-fitting on them",
+                scope,
+            )
+            labels = again
+        self.refits.mark_due(scope)
+        log.warning(
+            "calibration of %s: its labels changed during each of %d re-fits; its next"
+            " label re-fits them",
+            scope,
+            REFIT_TRIES,
+        )
+        return version
+
+    def _window(self, scope: CalibrationScope) -> list[StoredLabel]:
+        """The labels a re-fit of ``scope`` fits: its last ``window`` usable ones."""
+        return self.usable(self.store.labels(scope))[-self.settings.window :]
+
+    def _fit_and_put(
+        self, scope: CalibrationScope, labels: list[StoredLabel], digest: str, now: float
+    ) -> str | None:
+        """Re-fit ``scope`` on ``labels`` and put it in force; its version, or None when
+        no re-fit could be made of them (postponed) or it was withheld (ADR 031)."""
         base = self.refit_base(scope)
         fitted = [
             LabelledResult(
@@ -190,13 +247,12 @@ class ScopeRefit:
             log.info("calibration re-fit of %s withheld: %s", scope, withheld)
             return None
         previous = self.in_force(scope, base)  # what the new one replaces, for the log
-        # Stored, then marked done: marked first, a put that failed (or a crash between
-        # the two) left the scope on its old calibration for good, every later check
-        # finding these labels "already re-fit".
+        # Stored, then marked done (by the caller, once the labels are checked): marked
+        # first, a put that failed (or a crash between the two) left the scope on its
+        # old calibration for good, every later check finding these labels "already
+        # re-fit".
         self.refits.mark_due(scope)
         self.registry.put(scope, artifact)
-        self.store.mark_refit(scope, digest, now)
-        self.refits.put(scope)  # nothing of it left to remember (postponed, withheld)
         outcome = "certified" if artifact.conformal.feasible else "uncertified"
         self.metrics.calibration_refits.labels(outcome=outcome).inc()
         log.log(
