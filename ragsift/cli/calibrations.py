@@ -175,8 +175,10 @@ def calibrations_remove(
     """Remove one scope's calibration: its queries then use the next broader one.
 
     A tenant's feedback labels in the collection and its last re-fit are forgotten too
-    (kept, the next label re-fit the removed calibration from them): its next re-fit
-    waits for RAGSIFT_FEEDBACK_MIN_LABELS new sampled labels.
+    (kept, the next label re-fit the removed calibration from them), also when it has
+    no calibration stored; how many is said. Its next re-fit waits for
+    RAGSIFT_FEEDBACK_MIN_LABELS new sampled labels. Exit 2 when there is neither a
+    calibration nor a label to remove.
     """
     from ragsift.cli.forget_labels import remove_scope, removed_words
     from ragsift.confidence import ConfidenceError
@@ -194,14 +196,15 @@ def calibrations_remove(
     except ConfidenceError as exc:
         _fail(str(exc))
     try:
-        forgotten = remove_scope(registry.store, settings, scope)
+        removed = remove_scope(registry.store, settings, scope)
     except (OSError, RagsiftError) as exc:
         print_error(f"cannot write the calibration or feedback store: {exc}")
         raise typer.Exit(EXIT_FAILURE) from exc
-    if forgotten is None:
-        _fail(f"no calibration is stored for {scope}: nothing removed")
+    if not removed.anything:
+        labels = " and no feedback labels" if tenant is not None else ""
+        _fail(f"no calibration is stored for {scope}{labels}: nothing removed")
     now = registry.resolve(tenant, collection)
-    console.print(removed_words(scope, now.version, forgotten, settings.feedback.min_labels))
+    console.print(removed_words(scope, now.version, removed, settings.feedback.min_labels))
 
 
 async def _require_named(runtime: Any, collection: str, tenant: str | None) -> None:

@@ -8,35 +8,49 @@ fixed. Forgotten, the scope's next re-fit waits for ``RAGSIFT_FEEDBACK_MIN_LABEL
 sampled labels, in either runtime. The labels are forgotten where the runtimes keep
 them: the calibration workers' Redis when the calibrations are in Redis
 (``RAGSIFT_CALIBRATION_STORE=redis``), and the embedded runtime's
-``<data dir>/feedback.sqlite`` when there is one.
+``<data dir>/feedback.sqlite`` when there is one. They are forgotten when the scope has
+no calibration stored too (too few labels yet, a re-fit withheld, one removed before):
+until 2026-12-03 ``remove`` then exited 2, and they could not be forgotten at all.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from ragsift.confidence.registry import CalibrationScope, CalibrationStore
 from ragsift.settings import Settings
 
-__all__ = ["forget_labels", "remove_scope", "removed_words"]
+__all__ = ["Removed", "forget_labels", "remove_scope", "removed_words"]
 
 
-def remove_scope(
-    store: CalibrationStore, settings: Settings, scope: CalibrationScope
-) -> int | None:
-    """Remove ``scope``'s calibration from ``store`` and forget its labels (how many);
-    None when nothing is stored for it, and then nothing is forgotten.
+@dataclass(frozen=True)
+class Removed:
+    """What :func:`remove_scope` removed: the scope's calibration (if one was stored),
+    and how many feedback labels it forgot."""
 
-    The labels go first: a store that fails leaves both, and ``remove`` can run again.
+    calibration: bool
+    labels: int
+
+    @property
+    def anything(self) -> bool:
+        """True when a calibration or a label was removed."""
+        return self.calibration or self.labels > 0
+
+
+def remove_scope(store: CalibrationStore, settings: Settings, scope: CalibrationScope) -> Removed:
+    """Remove ``scope``'s calibration from ``store``, if one is stored, and forget its
+    labels and re-fit record either way.
+
+    The labels go first: a store that fails leaves the calibration, and ``remove`` can
+    run again.
 
     Raises:
-        OSError: the calibration store could not be read or written.
+        OSError: the calibration store could not be written.
         RagsiftError: a feedback store could not be (see :func:`forget_labels`).
     """
-    if scope not in store.scopes():
-        return None
     forgotten = forget_labels(settings, scope)
-    return forgotten if store.delete(scope) else None
+    return Removed(calibration=store.delete(scope), labels=forgotten)
 
 
 def forget_labels(settings: Settings, scope: CalibrationScope) -> int:
@@ -69,10 +83,14 @@ def forget_labels(settings: Settings, scope: CalibrationScope) -> int:
     return forgotten
 
 
-def removed_words(scope: CalibrationScope, now: str, forgotten: int, min_labels: int) -> str:
-    """What ``remove`` says: the scope removed, the calibration (version ``now``) its
-    queries use, and the labels forgotten, if any."""
-    said = f"removed the calibration of {scope}; its queries now use {now}"
+def removed_words(scope: CalibrationScope, now: str, removed: Removed, min_labels: int) -> str:
+    """What ``remove`` says: the scope's calibration removed (or none stored), the
+    calibration (version ``now``) its queries use, and the labels forgotten, if any."""
+    if removed.calibration:
+        said = f"removed the calibration of {scope}; its queries now use {now}"
+    else:
+        said = f"no calibration is stored for {scope} (its queries use {now})"
+    forgotten = removed.labels
     if not forgotten:
         return said
     labels = f"{forgotten} feedback label{'' if forgotten == 1 else 's'}"

@@ -347,3 +347,32 @@ def test_removing_a_tenants_calibration_forgets_its_labels_in_the_workers_store(
     assert labels.forget(acme) == 0
     store.close()
     labels.close()
+
+
+def test_removing_a_tenant_with_no_calibration_still_forgets_its_labels(
+    settings: RedisSettings, tmp_path: Path
+) -> None:
+    """A tenant with labels in the workers' store and no calibration: `remove` exited 2
+    and forgot nothing. Now it forgets them, says so, and exits 0."""
+    from typer.testing import CliRunner
+
+    from ragsift.cli import app
+
+    acme = CalibrationScope("docs", "acme")
+    labels = RedisFeedbackStore(settings)
+    for i in range(4):
+        record = ScoredRecord(
+            query_id=f"q{i}", tenant_id="acme", collection="docs", kept=True, signals={}
+        )
+        labels.put_label(acme, StoredLabel(record=record, relevant=True, at=float(i)))
+    env = {**cli_env(settings), "RAGSIFT_DATA_DIR": str(tmp_path / "data")}
+    args = ["calibrations", "remove", "--collection", "docs", "--tenant", "acme"]
+    removed = CliRunner().invoke(app, args, env=env)
+    assert removed.exit_code == 0, removed.output
+    said = " ".join(removed.output.split())
+    assert "no calibration is stored for acme/docs" in said
+    assert "forgot its 4 feedback labels" in said
+    assert labels.labels(acme) == []
+    again = CliRunner().invoke(app, args, env=env)
+    assert again.exit_code == 2, again.output
+    labels.close()

@@ -171,3 +171,35 @@ def test_a_feedback_store_it_cannot_use_removes_nothing(
     assert "cannot write the calibration or feedback store" in said
     assert "feedback.sqlite" in said
     assert stored(data) is not None
+
+
+def test_labels_are_forgotten_when_no_calibration_is_stored(tmp_path: Path) -> None:
+    # A tenant with labels and no calibration of its own (too few labels yet, a re-fit
+    # withheld, or one removed by hand): `remove` exited 2 and forgot nothing, so its
+    # labels could not be forgotten at all.
+    data, clock = tmp_path / "data", Clock()
+    worker = loop_over(data, clock)
+    acme = scored("acme", 50)
+    worker.store.remember([r for r, _ in acme] + [r for r, _ in scored("beta", 5)], 10**7)
+    for r, y in acme:
+        assert worker.apply(label(r, y)) is None
+    for r, y in scored("beta", 5):
+        worker.apply(label(r, y))
+    assert stored(data) is None
+    said = remove(data)  # exit 0: something was removed
+    assert "no calibration is stored for acme/docs" in said
+    assert f"its queries use {DEFAULT.version}" in said
+    assert "forgot its 50 feedback labels and its last re-fit" in said
+    assert f"its next re-fit waits for {N} new sampled labels" in said
+    assert worker.store.labels(ACME) == []
+    assert len(worker.store.labels(BETA)) == 5  # another tenant's stay
+
+    again = run_cli(
+        ["calibrations", "remove", "--collection", "docs", "--tenant", "acme", "--data-dir",
+         str(data)]
+    )  # fmt: skip
+    assert again.exit_code == 2, again.output  # nothing at all to remove: bad input
+    said = " ".join(again.output.split())
+    assert "no calibration is stored for acme/docs and no feedback labels: nothing removed" in (
+        said
+    )
