@@ -34,6 +34,7 @@ from ragsift.retrieval.index import VectorIndex
 from ragsift.retrieval.pipeline import RetrievalPipeline
 from ragsift.retrieval.reader import Reader
 from ragsift.retrieval.redis_calibration import RedisCalibrationStore, RedisMixState
+from ragsift.retrieval.redis_replies import refusal_counter
 from ragsift.retrieval.rerank import HttpReranker, OnnxCrossEncoder, Reranker
 from ragsift.retrieval.rerank.packaged import PACKAGED_RERANKER_ID, packaged_model_dir
 from ragsift.settings import (
@@ -203,18 +204,20 @@ def build_drift_monitor(settings: Settings) -> DriftMonitor | None:
 
 
 def build_calibration_store(
-    settings: Settings, default_dir: Path | None = None
+    settings: Settings, default_dir: Path | None = None, *, metrics: Metrics | None = None
 ) -> CalibrationStore | None:
     """Scoped calibrations: Redis (``RAGSIFT_CALIBRATION_STORE=redis``), else a folder.
 
     Redis is the store every replica shares; the folder is
     ``RAGSIFT_CALIBRATION_STORE_DIR``, else ``default_dir`` (the embedded runtime's
     ``<data dir>/calibrations``). None (every query gets the default calibration)
-    when there is neither.
+    when there is neither. With ``metrics``, the keys Redis refuses are counted
+    (``ragsift_redis_refused_total{store="calibration"}``).
     """
     calibration = settings.calibration
     if calibration.store == "redis":
-        return RedisCalibrationStore(settings.redis)
+        counted = refusal_counter(metrics, "calibration") if metrics is not None else None
+        return RedisCalibrationStore(settings.redis, on_refused=counted)
     folder = calibration.store_dir or default_dir
     return DirectoryCalibrationStore(folder) if folder is not None else None
 
@@ -269,9 +272,14 @@ def save_mix(pipeline: RetrievalPipeline, store: MixStateStore | None) -> int:
 
 
 def build_calibration_registry(
-    settings: Settings, embedder_id: str, default_dir: Path | None = None
+    settings: Settings,
+    embedder_id: str,
+    default_dir: Path | None = None,
+    *,
+    metrics: Metrics | None = None,
 ) -> CalibrationRegistry:
-    """The registry the feedback re-fit writes to, over the configured (or shipped) default.
+    """The registry the feedback re-fit writes to, over the configured (or shipped) default
+    (``metrics``: see :func:`build_calibration_store`).
 
     Raises:
         ConfigurationError: no calibrated scorer, or no store the query path would read
@@ -282,7 +290,7 @@ def build_calibration_registry(
         raise ConfigurationError(
             "per-tenant calibration needs the calibrated scorer (RAGSIFT_CONFIDENCE_SCORER)"
         )
-    store = build_calibration_store(settings, default_dir)
+    store = build_calibration_store(settings, default_dir, metrics=metrics)
     if store is None:
         raise ConfigurationError(
             "the calibration worker needs a store the retrieval workers read: set"

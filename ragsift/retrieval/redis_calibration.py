@@ -37,7 +37,7 @@ from ragsift.confidence.artifact import CalibrationArtifact
 from ragsift.confidence.mix_state import ScopeState, fresh, parse_state
 from ragsift.confidence.registry import CalibrationScope
 from ragsift.errors import ServiceUnavailableError
-from ragsift.retrieval.redis_replies import RedisRefusedError, refused, reply_code
+from ragsift.retrieval.redis_replies import RedisRefusedError, Refused, refused, reply_code
 from ragsift.settings import RedisSettings
 
 __all__ = [
@@ -116,7 +116,15 @@ def sync_client(settings: RedisSettings) -> redis.Redis:
 class RedisCalibrationStore:
     """:class:`~ragsift.confidence.registry.CalibrationStore` on Redis (sync client)."""
 
-    def __init__(self, settings: RedisSettings, *, client: redis.Redis | None = None):
+    def __init__(
+        self,
+        settings: RedisSettings,
+        *,
+        client: redis.Redis | None = None,
+        on_refused: Refused | None = None,
+    ):
+        #: Told the kind of key of each refusal (``ragsift_redis_refused_total{key}``).
+        self.on_refused = on_refused
         self.client = client or sync_client(settings)
         self.artifacts_key = f"{settings.key_prefix}:calibration:artifacts"
         self.generation_key = f"{settings.key_prefix}:calibration:generation"
@@ -131,6 +139,8 @@ class RedisCalibrationStore:
         except RedisError as exc:
             if refused(exc):
                 code = reply_code(exc) if isinstance(exc, ResponseError) else type(exc).__name__
+                if self.on_refused is not None:
+                    self.on_refused(kind)
                 # Only the kind and the code: a script's error may quote its arguments.
                 raise CalibrationStoreRefusedError(
                     f"redis calibration store: Redis refuses a command on the {_KINDS[kind]}"

@@ -210,7 +210,7 @@ def build_calibration_handlers(
             on_unreadable=unreadable_counter(metrics),
             on_refused=refusal_counter(metrics, "feedback"),
         ),
-        build_calibration_registry(settings, embedder_id, default_dir),
+        build_calibration_registry(settings, embedder_id, default_dir, metrics=metrics),
         settings.feedback,
         metrics,
     )

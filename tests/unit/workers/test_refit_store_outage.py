@@ -295,3 +295,29 @@ def test_an_own_artifact_that_cannot_be_read_is_still_replaced_by_the_refit(
     versions = [loop.apply(feedback(r.query_id, y)) for r, y in labelled]
     assert versions[-1] is not None
     assert folder.get(SCOPE) is not None
+
+
+def test_the_calibration_workers_refusals_are_counted_by_kind_of_key(client: FlakyRedis) -> None:
+    # Every Redis user counts what Redis refuses for good (docs/reliability.md); the
+    # calibration worker's store is built so (wiring), and an outage is not counted.
+    from ragsift.settings import CalibrationSettings, Settings
+    from ragsift.wiring import build_calibration_registry
+
+    metrics = Metrics()
+    settings = Settings(calibration=CalibrationSettings(store="redis"))
+    registry = build_calibration_registry(settings, base_artifact().embedder_id, metrics=metrics)
+    assert isinstance(registry.store, RedisCalibrationStore)
+    store = RedisCalibrationStore(
+        RedisSettings(),
+        client=client,  # type: ignore[arg-type]
+        on_refused=registry.store.on_refused,
+    )
+    client.fail["script"] = 1
+    with pytest.raises(ServiceUnavailableError):
+        store.put(SCOPE, base_artifact())
+    client.fail["script"], client.errors["script"] = 1, WRONGTYPE
+    with pytest.raises(RedisRefusedError):
+        store.put(SCOPE, base_artifact())
+    sample = metrics.registry.get_sample_value
+    labels = {"store": "calibration", "key": "write"}
+    assert sample("ragsift_redis_refused_total", labels) == 1
