@@ -98,9 +98,11 @@ def apply_policy(assessment: Assessment, cfg: ConfidenceConfig, policy: AnswerPo
     if policy.is_neutral:
         return a
     levels = policy.levels or cfg.levels
-    cfg = dataclasses.replace(
-        cfg, levels=levels, min_documents=max(cfg.min_documents, policy.min_documents)
-    )
+    min_documents = max(cfg.min_documents, policy.min_documents)
+    if levels is not cfg.levels or min_documents != cfg.min_documents:
+        # Copied only when the policy moves them: the mix's bar (every calibrated query)
+        # leaves both, and a copy re-runs the config's checks (~10 us a query).
+        cfg = dataclasses.replace(cfg, levels=levels, min_documents=min_documents)
     base = a.answerability.answer_threshold
     threshold = max(
         base if policy.answer_threshold is None else policy.answer_threshold, policy.answer_floor
