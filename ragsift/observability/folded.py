@@ -46,6 +46,10 @@ class FoldedGauge:
         self.keep = keep
         self.other = other
         self._holders: dict[tuple[str, ...], tuple[Hashable, float]] = {}
+        # Each series' child, looked up once: ``Gauge.labels`` checks and converts its
+        # values and takes a lock on every call (~6 sets a query). The labels are
+        # bounded, so this is too, and ragsift never removes a series.
+        self._series: dict[tuple[str, ...], Gauge] = {}
         self._lock = threading.Lock()
 
     def set(self, values: tuple[str, ...], value: float) -> None:
@@ -58,7 +62,7 @@ class FoldedGauge:
         """As :meth:`set`, for a caller that looked the labels up already (each look-up
         past the bound is counted): ``scope`` names the scope they are of."""
         if self.other not in labels:
-            self.gauge.labels(*labels).set(value)
+            self._child(labels).set(value)
             return
         with self._lock:
             holder = self._holders.get(labels)
@@ -69,7 +73,13 @@ class FoldedGauge:
             ):
                 return  # a worse value of another folded scope stands
             self._holders[labels] = (scope, value)
-            self.gauge.labels(*labels).set(value)
+            self._child(labels).set(value)
+
+    def _child(self, labels: tuple[str, ...]) -> Gauge:
+        child = self._series.get(labels)
+        if child is None:
+            child = self._series[labels] = self.gauge.labels(*labels)
+        return child
 
     def _at_least_as_bad(self, value: float, held: float) -> bool:
         return value >= held if self.keep == "highest" else value <= held
