@@ -152,8 +152,8 @@ def mix_policy(
     if served.bar < base and not why.declared:
         # ADR 030: lowered where the traffic is clearly more answerable; a tenant's
         # own bar, and a collection's floor, stay.
-        if policy.answer_threshold is None:
-            policy = dataclasses.replace(policy, answer_threshold=served.bar)
+        if policy.answer_threshold is None:  # one copy with both, not one after the other
+            return dataclasses.replace(policy, answer_threshold=served.bar, prior=prior), why
         return dataclasses.replace(policy, prior=prior), why
     if why.declared and policy.answer_threshold is None:
         # A declared share replaces the certified bar, up or down; a tenant's own stays.

@@ -860,11 +860,10 @@ class RetrievalPipeline:
         guard = self.settings.guardrails
         if not guard.strict_mode:
             return policy  # D8 rollback: no guardrail bars
-        return dataclasses.replace(
-            policy,
-            answer_floor=guard.override_for_all(query.searched),
-            min_documents=guard.min_documents,
-        )
+        floor = guard.override_for_all(query.searched)
+        if floor == policy.answer_floor and guard.min_documents == policy.min_documents:
+            return policy  # the usual case: no collection threshold, D1's default (no copy)
+        return dataclasses.replace(policy, answer_floor=floor, min_documents=guard.min_documents)
 
     def _failed(
         self, query: QueryEvent, stage: str, exc: Exception, attempts: int
