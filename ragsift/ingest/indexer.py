@@ -8,8 +8,9 @@ deleted first so a shorter new version leaves no stale tail. The tenant's
 index version is bumped afterwards, which invalidates its cache keys only, and
 only where something indexed changed: an upsert identical to what is stored or a
 delete of a document the tenant does not have leaves its cached results alone
-(counted in ``ragsift_index_version_bumps_skipped_total``), except the first in
-a scope after the indexer starts (a crash between a write and its bump).
+(counted in ``ragsift_index_version_bumps_skipped_total``), unless another
+indexer's pending mark is left on the scope: every write is marked first
+(:mod:`ragsift.ingest.versions`), so a crash between a write and its bump is seen.
 """
 
 from __future__ import annotations
@@ -117,17 +118,18 @@ class Indexer:
         pending: list[tuple[int, SourceDocument, Chunk]] = []  # (document index, ...)
         replaced: set[str] = set()  # documents whose old chunks are already deleted
         chunks = removed = 0
-        for n, (doc, pieces) in enumerate(split):
-            if not pieces:  # nothing to write: the old version still has to go
-                removed += await self.index.delete(collection, tenant_id, doc.doc_id)
-            pending.extend((n, doc, c) for c in pieces)
-            while len(pending) >= EMBED_BATCH:
-                part = pending[:EMBED_BATCH]
-                chunks += await self._flush(tenant_id, collection, part, replaced, prints)
-                del pending[:EMBED_BATCH]
-                if progress is not None:
-                    progress(chunks, total)
-        chunks += await self._flush(tenant_id, collection, pending, replaced, prints)
+        async with self.versions.writing(tenant_id, collection):
+            for n, (doc, pieces) in enumerate(split):
+                if not pieces:  # nothing to write: the old version still has to go
+                    removed += await self.index.delete(collection, tenant_id, doc.doc_id)
+                pending.extend((n, doc, c) for c in pieces)
+                while len(pending) >= EMBED_BATCH:
+                    part = pending[:EMBED_BATCH]
+                    chunks += await self._flush(tenant_id, collection, part, replaced, prints)
+                    del pending[:EMBED_BATCH]
+                    if progress is not None:
+                        progress(chunks, total)
+            chunks += await self._flush(tenant_id, collection, pending, replaced, prints)
         if progress is not None and docs:
             progress(chunks, total)
         # One process's ingest: its bump follows its writes, and a run cut off before it
@@ -136,7 +138,8 @@ class Indexer:
         if chunks or removed:
             version = await self.versions.bump(tenant_id, collection)
         elif docs:
-            self.versions.skipped("unchanged")
+            version = await self.versions.bump_if(False, tenant_id, collection, "unchanged")
+        await self.versions.release()
         return IngestReport(
             len(split), chunks, 0, version, unchanged=len(unchanged), other_sources=other
         )
@@ -202,11 +205,13 @@ class Indexer:
         """Delete a tenant's documents (``ingest --prune``), under one new index version
         (cached results citing them are stale with it); none indexed: nothing changes."""
         gone = 0
-        for doc_id in sorted(set(doc_ids)):
-            gone += await self.index.delete(collection, tenant_id, doc_id) > 0
+        async with self.versions.writing(tenant_id, collection):
+            for doc_id in sorted(set(doc_ids)):
+                gone += await self.index.delete(collection, tenant_id, doc_id) > 0
         version = await self.versions.bump(tenant_id, collection) if gone else None
         if doc_ids and not gone:
             self.versions.skipped("absent")
+        await self.versions.release()
         return IngestReport(0, 0, gone, version)
 
     async def apply(self, event: DocumentEvent) -> IngestReport:
@@ -215,10 +220,13 @@ class Indexer:
             # Not ensured first: a delete in a collection that does not exist deletes
             # nothing, where it created the collection (collections are shared by
             # every tenant, and any tombstone could add one).
-            try:
-                removed = await self.index.delete(event.collection, event.tenant_id, event.doc_id)
-            except CollectionNotFoundError:
-                return IngestReport(0, 0, 0, None)
+            async with self.versions.writing(event.tenant_id, event.collection):
+                try:
+                    removed = await self.index.delete(
+                        event.collection, event.tenant_id, event.doc_id
+                    )
+                except CollectionNotFoundError:
+                    return IngestReport(0, 0, 0, None)
             version = await self.versions.bump_if(
                 removed > 0, event.tenant_id, event.collection, "absent"
             )
@@ -238,7 +246,8 @@ class Indexer:
             # The topic keeps this record as the document's last, not the version
             # before: withdrawn here too, so this index agrees with one rebuilt from
             # the topic (BatchRouter._withdraw says why).
-            removed = await self.index.delete(event.collection, event.tenant_id, event.doc_id)
+            async with self.versions.writing(event.tenant_id, event.collection):
+                removed = await self.index.delete(event.collection, event.tenant_id, event.doc_id)
             await self.versions.bump_if(removed > 0, event.tenant_id, event.collection, "absent")
             raise InvalidEventError(
                 f"{exc}; its indexed version is withdrawn, as an index rebuilt from the"
@@ -251,8 +260,10 @@ class Indexer:
             event.tenant_id, event.collection, [(doc, pieces)], prints, info
         )
         if unchanged:
-            await self.versions.bump_if(False, event.tenant_id, event.collection, "unchanged")
-            return IngestReport(0, 0, 0, None, unchanged=1)
+            version = await self.versions.bump_if(
+                False, event.tenant_id, event.collection, "unchanged"
+            )
+            return IngestReport(0, 0, 0, version, unchanged=1)
         chunks = await self._write(event.tenant_id, event.collection, doc, pieces, prints)
         version = await self.versions.bump(event.tenant_id, event.collection)
         return IngestReport(1, chunks, 0, version, other_sources=_other_sources([doc], sources))
@@ -267,7 +278,8 @@ class Indexer:
     ) -> int:
         pieces = [(0, doc, c) for c in split]
         if not pieces:  # nothing to write: the old version still has to go
-            await self.index.delete(collection, tenant_id, doc.doc_id)
+            async with self.versions.writing(tenant_id, collection):
+                await self.index.delete(collection, tenant_id, doc.doc_id)
             return 0
         # Every chunk is embedded before any is written: a version that cannot be
         # embedded in full (the embedder down, or slow past the deadline) leaves the old
@@ -280,10 +292,11 @@ class Indexer:
         vectors = [await self.embedder.embed([c.text for _, _, c in part]) for part in parts]
         written = 0
         replaced: set[str] = set()
-        for part, embedded in zip(parts, vectors, strict=True):
-            written += await self._flush(
-                tenant_id, collection, part, replaced, prints, vectors=embedded
-            )
+        async with self.versions.writing(tenant_id, collection):  # marked once embedded
+            for part, embedded in zip(parts, vectors, strict=True):
+                written += await self._flush(
+                    tenant_id, collection, part, replaced, prints, vectors=embedded
+                )
         return written
 
     async def _flush(

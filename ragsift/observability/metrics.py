@@ -165,7 +165,9 @@ class Metrics:
             "Document changes that left the tenant's index version (and so its cached"
             " results) alone because nothing indexed changed, by reason: unchanged (an"
             " upsert identical to what is indexed: a redelivery, a replay) or absent (a"
-            " delete of a document the tenant does not have).",
+            " delete of a document the tenant does not have). Skipped only where no other"
+            " indexer's pending mark is left on the scope (a write of one that stopped"
+            " before its bump, or of a replica writing it now): those are bumped.",
             ["reason"],
             registry=r,
         )

@@ -5,7 +5,8 @@ retrieval parameters, embedder id, calibration version). A change of what a
 tenant has indexed bumps its index version, so stale entries are never read
 again and simply expire; an event that changes nothing (a redelivery, a delete
 of a document not indexed) leaves it, and the cache, alone
-(``ragsift.ingest.versions``). TTL grows with confidence (K3): high results
+(``ragsift.ingest.versions``, which also keeps each scope's pending marks here: the
+writes of an indexer not yet covered by a bump). TTL grows with confidence (K3): high results
 live longest, no_relevant_context is not cached by default.
 """
 
@@ -85,6 +86,24 @@ class ResultCache(Protocol):
         """
         ...
 
+    async def mark_pending(self, tenant_id: str, collection: str, token: str) -> None:
+        """Record (or refresh, with the time now) an indexer's ``token`` on the scope: it
+        may write the scope's index before its next bump (``ragsift.ingest.versions``)."""
+        ...
+
+    async def pending(self, tenant_id: str, collection: str) -> dict[str, float]:
+        """Every token recorded on the scope, with its age in seconds."""
+        ...
+
+    async def bump_clearing(self, tenant_id: str, collection: str, older_than_s: float) -> int:
+        """:meth:`bump_index_version`, then drop every token on the scope older than
+        ``older_than_s``, at once: the new version covers every write made under them."""
+        ...
+
+    async def clear_pending(self, tenant_id: str, collection: str, tokens: Sequence[str]) -> None:
+        """Drop ``tokens`` from the scope (its writes under them are all bumped)."""
+        ...
+
     async def close(self) -> None:
         """Release connections."""
         ...
@@ -149,6 +168,8 @@ class InMemoryCache:
         self._clock = clock
         self._data: Recent[str, tuple[float, bytes]] = Recent(max_entries)
         self._versions: dict[tuple[str, str], int] = {}
+        #: indexers' pending tokens by scope, with when each was recorded (clock)
+        self._pending: dict[tuple[str, str], dict[str, float]] = {}
 
     async def get(self, key: str) -> bytes | None:
         """The cached value, or None when absent or expired."""
@@ -201,6 +222,31 @@ class InMemoryCache:
         version = self._versions.get((tenant_id, collection), 0) + 1
         self._versions[(tenant_id, collection)] = version
         return version
+
+    async def mark_pending(self, tenant_id: str, collection: str, token: str) -> None:
+        """Record ``token`` on the scope now (in memory: it goes with the entries)."""
+        self._pending.setdefault((tenant_id, collection), {})[token] = self._clock()
+
+    async def pending(self, tenant_id: str, collection: str) -> dict[str, float]:
+        """Every token recorded on the scope, with its age in seconds."""
+        now = self._clock()
+        return {t: now - at for t, at in self._pending.get((tenant_id, collection), {}).items()}
+
+    async def bump_clearing(self, tenant_id: str, collection: str, older_than_s: float) -> int:
+        """Bump the scope's version, then drop every token older than ``older_than_s``."""
+        version = await self.bump_index_version(tenant_id, collection)
+        ages = await self.pending(tenant_id, collection)
+        old = [token for token, age in ages.items() if age > older_than_s]
+        await self.clear_pending(tenant_id, collection, old)
+        return version
+
+    async def clear_pending(self, tenant_id: str, collection: str, tokens: Sequence[str]) -> None:
+        """Drop ``tokens`` from the scope."""
+        marks = self._pending.get((tenant_id, collection), {})
+        for token in tokens:
+            marks.pop(token, None)
+        if not marks:
+            self._pending.pop((tenant_id, collection), None)
 
     async def close(self) -> None:
         """Nothing to release."""

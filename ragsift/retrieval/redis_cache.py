@@ -13,6 +13,8 @@ socket timeout while Redis is down. A reply Redis repeats for good for one key
 (:func:`~ragsift.retrieval.redis_replies.refused`) is no outage and starts no
 cool-down: an entry or a counter of the wrong type reads as a miss (an unreadable
 counter) and is overwritten, since every key under the prefix is the cache's own.
+Each scope's pending marks (the indexers' writes not yet covered by a bump,
+``ragsift.ingest.versions``) are a hash beside its counter, without a TTL either.
 """
 
 from __future__ import annotations
@@ -87,6 +89,79 @@ return now
 )
 
 
+# Indexers' pending tokens (``ragsift.ingest.versions``): a hash per scope, token ->
+# Redis's clock in seconds when it was recorded (a time that is not a number: as old
+# as can be). A key of another type under it (not
+# the cache's own) is dropped before a write, and read as one token of unknown age
+# (so the reader bumps, as it must when it cannot tell what was written).
+_NOW_S = """
+if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.call('TIME')
+local now_s = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local kind = redis.call('TYPE', KEYS[#KEYS]).ok
+"""
+_FOREIGN = "if kind ~= 'hash' and kind ~= 'none' then redis.call('DEL', KEYS[#KEYS]) end\n"
+
+_MARK_SCRIPT = (
+    _NOW_S
+    + _FOREIGN
+    + "redis.call('HSET', KEYS[1], ARGV[1], string.format('%.6f', now_s))\nreturn 1\n"
+)
+
+_PENDING_SCRIPT = (
+    _NOW_S
+    + """
+if kind ~= 'hash' then
+  if kind == 'none' then return {} end
+  return {'', '1e18'}
+end
+local out = {}
+local flat = redis.call('HGETALL', KEYS[1])
+for i = 1, #flat, 2 do
+  out[#out + 1] = flat[i]
+  out[#out + 1] = string.format('%.6f', now_s - (tonumber(flat[i + 1]) or 0))
+end
+return out
+"""
+)
+
+# The bump of _BUMP_SCRIPT, then every token older than ARGV[1] seconds dropped, in one
+# atomic script: the bump comes after every write made under them.
+_BUMP_CLEAR_SCRIPT = (
+    _NOW_US
+    + _NOW_S
+    + _FOREIGN
+    + """
+local bumped = nil
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  bumped = redis.pcall('INCR', KEYS[1])
+  if type(bumped) == 'table' and bumped.err then bumped = nil end
+end
+if not bumped then
+  redis.call('SET', KEYS[1], now)
+  bumped = now
+end
+local flat = {}
+if redis.call('EXISTS', KEYS[2]) == 1 then flat = redis.call('HGETALL', KEYS[2]) end
+for i = 1, #flat, 2 do
+  if now_s - (tonumber(flat[i + 1]) or 0) > tonumber(ARGV[1]) then
+    redis.call('HDEL', KEYS[2], flat[i])
+  end
+end
+return bumped
+"""
+)
+
+_CLEAR_SCRIPT = (
+    _NOW_S
+    + _FOREIGN
+    + """
+if #ARGV > 0 then redis.call('HDEL', KEYS[1], unpack(ARGV)) end
+return 1
+"""
+)
+
+
 def _version(raw: Any) -> int | None:
     """A stored index version; None when it is not an integer."""
     try:
@@ -118,6 +193,10 @@ class RedisCache:
         # EVALSHA, falling back to EVAL once per connection that has not seen the script.
         self._read_versions = self.client.register_script(_READ_SCRIPT)
         self._bump_version = self.client.register_script(_BUMP_SCRIPT)
+        self._mark = self.client.register_script(_MARK_SCRIPT)
+        self._read_pending = self.client.register_script(_PENDING_SCRIPT)
+        self._bump_clear = self.client.register_script(_BUMP_CLEAR_SCRIPT)
+        self._clear = self.client.register_script(_CLEAR_SCRIPT)
         self._clock = clock
         self._down_until = 0.0
 
@@ -231,6 +310,34 @@ class RedisCache:
         key = self._version_key(tenant_id, collection)
         version: Any = await self._call(lambda: self._bump_version(keys=[key]), "version")
         return int(version)
+
+    def _pending_key(self, tenant_id: str, collection: str) -> str:
+        return f"{self.prefix}:p:{tenant_id}:{collection}"
+
+    async def mark_pending(self, tenant_id: str, collection: str, token: str) -> None:
+        """Record ``token`` on the scope at Redis's clock (every replica's is the same)."""
+        key = self._pending_key(tenant_id, collection)
+        await self._call(lambda: self._mark(keys=[key], args=[token]), "pending")
+
+    async def pending(self, tenant_id: str, collection: str) -> dict[str, float]:
+        """Every token on the scope with its age by Redis's clock, in one script call."""
+        key = self._pending_key(tenant_id, collection)
+        flat: list[Any] = await self._call(lambda: self._read_pending(keys=[key]), "pending")
+        names = [bytes(n).decode(errors="replace") for n in flat[::2]]
+        return {name: float(age) for name, age in zip(names, flat[1::2], strict=True)}
+
+    async def bump_clearing(self, tenant_id: str, collection: str, older_than_s: float) -> int:
+        """Bump the scope's version and drop every token older than ``older_than_s``,
+        atomically (``bump_index_version``'s rules for the counter)."""
+        keys = [self._version_key(tenant_id, collection), self._pending_key(tenant_id, collection)]
+        args = [repr(float(older_than_s))]
+        version: Any = await self._call(lambda: self._bump_clear(keys=keys, args=args), "version")
+        return int(version)
+
+    async def clear_pending(self, tenant_id: str, collection: str, tokens: Sequence[str]) -> None:
+        """Drop ``tokens`` from the scope."""
+        key = self._pending_key(tenant_id, collection)
+        await self._call(lambda: self._clear(keys=[key], args=list(tokens)), "pending")
 
     async def close(self) -> None:
         """Close the connection pool."""

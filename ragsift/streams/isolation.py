@@ -20,6 +20,8 @@ A handler may also have ``settle()``: what its handled events still owe a servic
 events are handled and before their outcomes go back, with no deadline. It is
 back-pressure: the batch is not done, so not committed, until the service takes
 it; a deadline would turn an outage into dead letters of events already applied.
+Its ``prepare(events)`` is the same before the events are handled: what the
+service must hold before anything is written (the indexer's pending marks).
 """
 
 from __future__ import annotations
@@ -84,6 +86,9 @@ async def handle_isolated(
     """
     if deadline_s <= 0:
         raise ValueError(f"deadline_s must be > 0, got {deadline_s}")
+    prepare = getattr(handler, "prepare", None)
+    if prepare is not None:
+        await prepare(events)  # no deadline: back-pressure (module docstring)
     outcomes = await _handle(handler, events, deadline_s, metrics)
     settle = getattr(handler, "settle", None)
     if settle is not None:

@@ -1,4 +1,5 @@
-"""The indexer handler: document events in, the index updated and the tenant's version bumped."""
+"""The indexer handler: document events in, the index updated and the tenant's version bumped
+(each write marked pending in the cache first: ``ragsift.ingest.versions``)."""
 
 from __future__ import annotations
 
@@ -101,15 +102,30 @@ class IndexerHandler(Holds):
                         log.warning("%s", said)
         return outcomes
 
+    async def prepare(self, events: Sequence[DocumentEvent]) -> None:
+        """Hold the batch until the cache takes a pending mark on each scope it names,
+        before any of it is written (``IndexVersions.prepare``): called by the runtime
+        with no deadline, so a Redis outage holds the documents topic, nothing written,
+        instead of dead-lettering its events or writing what a crash would leave unseen."""
+        scopes = {(event.tenant_id, event.collection) for event in events}
+        await until_available(
+            lambda: self.indexer.versions.prepare(scopes),
+            what=f"{self.name}: marking scopes pending",
+            backoff=self.backoff,
+            sleep=self._sleep,
+            hold=self.hold,
+        )
+
     async def settle(self) -> None:
         """Hold the batch until the cache takes every new index version it owes
-        (``Indexer.owed``): called by the runtime after the batch, with no deadline, so
-        a Redis outage holds the documents topic instead of dead-lettering events whose
-        change was made, and leaving results of the old text cached for a day."""
-        if self.indexer.owed:
+        (``Indexer.owed``) and clears the batch's pending marks: called by the runtime
+        after the batch, with no deadline, so a Redis outage holds the documents topic
+        instead of dead-lettering events whose change was made, and leaving results of
+        the old text cached for a day."""
+        if self.indexer.versions.unsettled:
             await until_available(
                 self.indexer.settle,
-                what=f"{self.name}: bumping index versions",
+                what=f"{self.name}: bumping index versions, clearing pending marks",
                 backoff=self.backoff,
                 sleep=self._sleep,
                 hold=self.hold,

@@ -13,6 +13,7 @@ import json
 from ragsift.errors import ServiceUnavailableError
 from ragsift.ingest.indexer import Indexer
 from ragsift.observability.metrics import Metrics
+from ragsift.retrieval.cache import InMemoryCache
 from ragsift.retrieval.edge import EdgeIndex
 from ragsift.retrieval.embedders import HashingEmbedder
 from ragsift.streams.assembly import readiness_state
@@ -24,22 +25,33 @@ TOPIC = "ragsift.documents.v1"
 TEXT = "Refunds are paid within fourteen days by bank transfer."
 
 
-class FlakyVersions:
-    """The index versions of a cache that is down for ``down_for`` bumps."""
+class FlakyVersions(InMemoryCache):
+    """A cache that is down for ``down_for`` bumps (and ``marks_down_for`` marks)."""
 
-    def __init__(self, down_for: int = 0) -> None:
+    def __init__(self, down_for: int = 0, marks_down_for: int = 0) -> None:
+        super().__init__()
         self.down_for = down_for
-        self.versions: dict[tuple[str, str], int] = {}
+        self.marks_down_for = marks_down_for
         self.refused = 0
 
-    async def bump_index_version(self, tenant_id: str, collection: str) -> int:
-        if self.down_for > 0:
-            self.down_for -= 1
+    @property
+    def versions(self) -> dict[tuple[str, str], int]:
+        return dict(self._versions)
+
+    def _down(self, kind: str) -> None:
+        left = getattr(self, kind)
+        if left > 0:
+            setattr(self, kind, left - 1)
             self.refused += 1
             raise ServiceUnavailableError("redis: TimeoutError", service="redis")
-        scope = (tenant_id, collection)
-        self.versions[scope] = self.versions.get(scope, 0) + 1
-        return self.versions[scope]
+
+    async def bump_index_version(self, tenant_id: str, collection: str) -> int:
+        self._down("down_for")
+        return await super().bump_index_version(tenant_id, collection)
+
+    async def mark_pending(self, tenant_id: str, collection: str, token: str) -> None:
+        self._down("marks_down_for")
+        await super().mark_pending(tenant_id, collection, token)
 
 
 def document(doc_id: str, text: str | None = TEXT, op: str = "upsert") -> bytes:
@@ -55,7 +67,7 @@ def handler_on(index: EdgeIndex, cache: FlakyVersions) -> IndexerHandler:
     async def sleep(seconds: float) -> None:
         pass
 
-    indexer = Indexer(index, HashingEmbedder(64), cache=cache)  # type: ignore[arg-type]
+    indexer = Indexer(index, HashingEmbedder(64), cache=cache)
     return IndexerHandler(indexer, sleep=sleep)
 
 
@@ -80,18 +92,37 @@ async def test_an_outage_holds_the_batch_until_the_new_version_is_in(index: Edge
     assert await index.documents("default", "acme") == {}
 
 
-async def test_a_new_indexer_bumps_once_on_a_replay_it_finds_indexed(index: EdgeIndex) -> None:
+async def test_a_restart_after_a_clean_stop_trusts_a_replay_it_finds_indexed(
+    index: EdgeIndex,
+) -> None:
     cache = FlakyVersions()
     first = handler_on(index, cache)
     await feed(first, document("gdpr"))
-    await feed(first, document("gdpr"))  # its own replay: it bumped this scope itself
+    await feed(first, document("gdpr"))  # its own replay: nothing changed
     assert cache.versions == {("acme", "default"): 1}
-    # Another indexer (a restart) replays it: whether the first one's bump took, it
-    # cannot know (an outage, then a crash, left the old text cached).
+    # Another indexer (a restart) replays it: the first one cleared its mark after its
+    # bump, so nothing of it is left unbumped. Until 2026-12-03 a new indexer bumped
+    # each scope once on its first no-op, so every restart emptied every scope's cache.
     second = handler_on(index, cache)
     for _ in range(2):
         assert (await feed(second, document("gdpr"))).dead_letters() == []
-    assert cache.versions == {("acme", "default"): 2}
+    assert cache.versions == {("acme", "default"): 1}
+    assert await cache.pending("acme", "default") == {}
+
+
+async def test_an_outage_before_the_write_holds_the_batch_with_nothing_written(
+    index: EdgeIndex,
+) -> None:
+    # The mark must be in before the index is written: written without it, a crash
+    # before the bump would leave the change unseen by the indexer that replays it.
+    cache = FlakyVersions(marks_down_for=5)
+    handler = handler_on(index, cache)
+    sender = await feed(handler, document("gdpr"))
+    assert sender.dead_letters() == []
+    assert cache.refused == 5
+    assert set(await index.documents("default", "acme")) == {"gdpr"}
+    assert cache.versions == {("acme", "default"): 1}
+    assert await cache.pending("acme", "default") == {}  # cleared once bumped
 
 
 async def test_a_held_batch_makes_the_worker_not_ready_until_it_goes_through(
@@ -100,7 +131,7 @@ async def test_a_held_batch_makes_the_worker_not_ready_until_it_goes_through(
     # A worker hosting retrieval next to this indexer answers nothing while the indexer
     # holds the one loop's batch; /readyz said 200 all the while.
     seen: list[dict[str, object]] = []
-    indexer = Indexer(index, HashingEmbedder(64), cache=FlakyVersions(down_for=3))  # type: ignore[arg-type]
+    indexer = Indexer(index, HashingEmbedder(64), cache=FlakyVersions(down_for=3))
 
     async def sleep(seconds: float) -> None:
         seen.append(readiness_state(down=[], assigned=2, rebalancing=False, handlers=[handler]))
