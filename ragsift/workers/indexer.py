@@ -94,7 +94,10 @@ class IndexerHandler(Holds):
                         now,
                         before,
                     )
-                if self.reprober is not None:
+                # Only a change is probed again (a version bumped for another indexer's
+                # write counts: its re-probe went with it); a no-op changed nothing.
+                moved = report.documents or report.deleted_documents
+                if self.reprober is not None and (moved or report.index_version is not None):
                     self.reprober.touched(event.tenant_id, event.collection)
                 if self.languages is not None and event.op == "upsert" and event.text:
                     said = self.languages.observe(event.tenant_id, event.collection, [event.text])

@@ -70,12 +70,25 @@ class SharedCache(InMemoryCache):
         return await super().pending(tenant_id, collection)
 
 
+class Probes:
+    """A reprober that records what it was told changed."""
+
+    def __init__(self) -> None:
+        self.scopes: list[tuple[str | None, str]] = []
+
+    def touched(self, tenant: str | None, collection: str, *, settled: bool = False) -> None:
+        self.scopes.append((tenant, collection))
+
+    async def close(self) -> None:
+        return None
+
+
 def document(doc_id: str, op: str = "upsert", text: str = TEXT) -> bytes:
     body = {"event_id": f"e-{doc_id}-{op}", "tenant_id": "acme", "doc_id": doc_id, "op": op}
     return json.dumps({**body, "text": text} if op == "upsert" else body).encode()
 
 
-def replica(index: EdgeIndex, cache: InMemoryCache) -> IndexerHandler:
+def replica(index: EdgeIndex, cache: InMemoryCache, probes: Probes | None = None) -> IndexerHandler:
     """One indexer process on the shared ``index`` and ``cache``; no sleeping."""
 
     async def sleep(seconds: float) -> None:
@@ -83,7 +96,8 @@ def replica(index: EdgeIndex, cache: InMemoryCache) -> IndexerHandler:
 
     metrics = Metrics(CollectorRegistry())
     indexer = Indexer(index, HashingEmbedder(64), cache=cache, metrics=metrics)
-    return IndexerHandler(indexer, sleep=sleep)
+    # Probes stands in for the Reprober: the handler only calls touched() and close().
+    return IndexerHandler(indexer, probes, sleep=sleep)  # type: ignore[arg-type]
 
 
 async def feed(handler: IndexerHandler, *values: bytes) -> RecordingSender:
@@ -204,3 +218,21 @@ async def test_a_write_that_fails_part_way_is_bumped(index: EdgeIndex) -> None:
     assert await index.documents("default", "acme") == {}
     assert await cache.index_version(*SCOPE) == 2
     assert await cache.pending(*SCOPE) == {}
+
+
+async def test_no_ops_probe_nothing_again(index: EdgeIndex) -> None:
+    cache, probes = SharedCache(Clock()), Probes()
+    handler = replica(index, cache, probes)
+    await feed(handler, document("gdpr"))
+    assert probes.scopes == [SCOPE]
+    # Redeliveries and tombstones of documents never indexed change nothing: before,
+    # each one queued a re-probe of the scope (counted not_due at best, a full probe
+    # run where the scope had no calibration of its own) and put off a due one by the
+    # quiet period; a tombstone naming any collection had it probed (no_collection).
+    bogus = json.dumps(
+        {"event_id": "x", "tenant_id": "acme", "doc_id": "d", "op": "delete", "collection": "zz"}
+    ).encode()
+    await feed(handler, document("gdpr"), document("never", op="delete"), bogus)
+    assert probes.scopes == [SCOPE]
+    await feed(handler, document("gdpr", op="delete"))  # a change: probed again
+    assert probes.scopes == [SCOPE, SCOPE]
