@@ -8,7 +8,8 @@ nothing left to change. Before it writes a scope, an indexer records a pending m
 on it in the cache (Redis: shared by every replica, it outlives the process), and
 clears the mark once every write under it is bumped. An event that changes nothing
 leaves the version alone only where no other indexer's mark is left on the scope; a
-mark left by one that died forces a bump, which clears it. See docs/reliability.md.
+mark left by one that died forces a bump, and the bump that finds it older than any
+live write can be (``STALE_S``) drops it (ADR 051).
 """
 
 from __future__ import annotations
