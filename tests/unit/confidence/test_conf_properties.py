@@ -32,9 +32,11 @@ score = st.floats(-1.0, 1.0, allow_nan=False, allow_subnormal=False)
 
 
 @st.composite
-def hit_lists(draw: st.DrawFn, *, rerank: bool = True, min_size: int = 0) -> HitScores:
+def hit_lists(
+    draw: st.DrawFn, *, rerank: bool = True, min_size: int = 0, max_size: int = 20
+) -> HitScores:
     """Random hit lists with a random subset of channels and metadata."""
-    n = draw(st.integers(min_size, 20))
+    n = draw(st.integers(min_size, max_size))
     fields: dict[str, Any] = {"dense": np.array(draw(st.lists(score, min_size=n, max_size=n)))}
     if draw(st.booleans()):
         fields["sparse"] = np.array(draw(st.lists(st.floats(0, 40), min_size=n, max_size=n)))
@@ -114,7 +116,11 @@ def test_confidence_stays_in_unit_interval(hits: HitScores, scorer: str, selecti
 
 @PROPERTY_SETTINGS
 @given(
-    hit_lists(rerank=False, min_size=1),
+    # Past SIGNAL_DEPTH hits a raised one may push another out of the hits the signals
+    # read (with its better BM25 score or coverage): there monotony holds within them.
+    # Drawn no longer, not filtered: an assume() dropped most draws (over 8 of 1 to 20
+    # hits), and Hypothesis's filter_too_much health check failed the test now and then.
+    hit_lists(rerank=False, min_size=1, max_size=SIGNAL_DEPTH),
     st.sampled_from(SELECTIONS),
     st.sampled_from(["weighted", "calibrated", "calibrated-all-features"]),
     st.data(),
@@ -122,14 +128,11 @@ def test_confidence_stays_in_unit_interval(hits: HitScores, scorer: str, selecti
 def test_raising_one_hit_never_lowers_confidence(
     hits: HitScores, selection: str, scorer: str, data: st.DataObject
 ) -> None:
-    # Past SIGNAL_DEPTH hits a raised one may push another out of the hits the signals
-    # read (with its better BM25 score or coverage): there monotony holds within them.
-    assume(hits.n_hits <= SIGNAL_DEPTH)
     i = data.draw(st.integers(0, hits.n_hits - 1), label="hit")
     assert hits.dense is not None
     old = float(hits.dense[i])
-    new = data.draw(st.floats(old, 1.0), label="new score")
-    assume(new > old)
+    assume(old < 1.0)
+    new = data.draw(st.floats(old, 1.0, exclude_min=True), label="new score")
     raised = hits.dense.copy()
     raised[i] = new
     better = HitScores(
