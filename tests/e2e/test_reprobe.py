@@ -98,13 +98,22 @@ async def test_documents_for_a_new_tenant_get_it_a_probe_certified_calibration(
     )
     assert result.breakdown.calibration_version == probed.version
 
-    # The same documents again change nothing: not due, nothing re-stored.
+    # The same documents again change nothing: no re-probe is queued (since 2026-12-03,
+    # ADR 051: a no-op event touches no re-probe), nothing re-stored.
+    unchanged = {"reason": "unchanged"}
+    skipped = worker.metric("ragsift_index_version_bumps_skipped_total", unchanged)
     await produce(stack, "documents", docs)
     wait_for(
-        lambda: worker.metric("ragsift_calibration_reprobes_total", {"outcome": "not_due"}) >= 1,
-        "the second load's re-probe decision",
+        lambda: (
+            worker.metric("ragsift_index_version_bumps_skipped_total", unchanged)
+            >= skipped + len(docs)
+        ),
+        "the second load read as unchanged",
         180,
     )
+    await asyncio.sleep(QUIET_S * 5)  # a queued re-probe is decided within this
+    assert worker.metric("ragsift_calibration_reprobes_total", {"outcome": "not_due"}) == 0
+    assert worker.metric("ragsift_calibration_reprobes_total", {"outcome": "stored"}) == 1
     assert store.get(SCOPE) == probed
 
 
