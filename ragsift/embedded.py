@@ -139,7 +139,9 @@ class EmbeddedRuntime:
             calibration_store=self.calibration_store,
         )
         # Each `ragsift ask` is a process: the scopes' mix estimates carry over (ADR 013).
-        self.mix_state = build_mix_state(settings, Path(self.data_dir) / CALIBRATIONS_DIR)
+        self.mix_state = build_mix_state(
+            settings, Path(self.data_dir) / CALIBRATIONS_DIR, metrics=self.metrics
+        )
         restore_mix(self.pipeline, self.mix_state)
         self.indexer = Indexer(self.index, self.embedder, cache=self.cache, metrics=self.metrics)
         audit = build_audit_handler(settings.audit, Path(self.data_dir) / "audit", self.metrics)

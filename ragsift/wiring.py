@@ -226,16 +226,20 @@ def build_calibration_store(
 MIX_STATE_FILE = "_mix.json"
 
 
-def build_mix_state(settings: Settings, default_dir: Path | None = None) -> MixStateStore | None:
+def build_mix_state(
+    settings: Settings, default_dir: Path | None = None, *, metrics: Metrics | None = None
+) -> MixStateStore | None:
     """Where the mix monitor's histograms outlive a process: beside the scoped
     calibrations (:func:`build_calibration_store`'s choice of Redis or folder); None
     when the mix is not estimated (``RAGSIFT_CONFIDENCE_UNANSWERABLE_SHARE`` not
-    ``auto``) or there is no store."""
+    ``auto``) or there is no store. With ``metrics``, a mix hash Redis refuses is
+    counted (``ragsift_redis_refused_total{store="mix"}``)."""
     if settings.confidence.unanswerable_share != "auto":
         return None
     calibration = settings.calibration
     if calibration.store == "redis":
-        return RedisMixState(settings.redis)
+        counted = refusal_counter(metrics, "mix") if metrics is not None else None
+        return RedisMixState(settings.redis, on_refused=counted)
     folder = calibration.store_dir or default_dir
     return FileMixState(folder / MIX_STATE_FILE) if folder is not None else None
 

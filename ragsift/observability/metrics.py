@@ -311,7 +311,8 @@ class Metrics:
         self.redis_refused = Counter(
             "ragsift_redis_refused_total",
             "Commands Redis refused for good (not an outage: no retry fixes them), by store"
-            " and kind of key (feedback: the event dead-lettered; cache: bypassed).",
+            " and kind of key (feedback: the event dead-lettered; cache: bypassed; mix: read"
+            " as missing).",
             ["store", "key"],
             registry=r,
         )

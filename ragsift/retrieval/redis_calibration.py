@@ -28,6 +28,7 @@ generation unchanged and served the artifact it had cached, for good.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, Final
 
 import redis
@@ -43,10 +44,13 @@ from ragsift.settings import RedisSettings
 __all__ = [
     "CalibrationStoreDownError",
     "CalibrationStoreRefusedError",
+    "MixStateRefusedError",
     "RedisCalibrationStore",
     "RedisMixState",
     "sync_client",
 ]
+
+log = logging.getLogger(__name__)
 
 # Calibrations and labels are read rarely and off the query path, so a slower
 # Redis than the cache tolerates (its socket timeout is 0.25 s) is fine here.
@@ -79,6 +83,11 @@ return removed
 class CalibrationStoreDownError(ServiceUnavailableError, OSError):
     """Redis did not answer the calibration store (down, restarting, failing over): it
     may answer later. An ``OSError`` too, as the registry reads a store's failures."""
+
+
+class MixStateRefusedError(RedisRefusedError, OSError):
+    """Redis refuses the mix states hash for good: no retry fixes it. An ``OSError``
+    too, as the callers read a mix store's failures."""
 
 
 class CalibrationStoreRefusedError(RedisRefusedError, OSError):
@@ -195,19 +204,55 @@ class RedisMixState:
 
     ``<prefix>:calibration:mix`` maps ``tenant<US>collection`` to one state's JSON:
     each replica writes the scopes it has seen, the last write of a scope wins.
-    Redis errors surface as ``OSError``.
+    Redis down is an ``OSError`` (the process starts its scopes cold, or keeps its
+    histograms for the next save). A hash Redis refuses for good (a key of another
+    type, written by another program) loads as missing and a save of it raises a
+    :class:`MixStateRefusedError` (an ``OSError`` too); both are counted with the kind
+    ``states`` (``ragsift_redis_refused_total{store="mix"}``), and the key is left as
+    it is: what it holds is not ragsift's to delete. Until 2026-12-03 a refusal was
+    an ``OSError`` like an outage, counted nowhere, and every start was cold.
     """
 
-    def __init__(self, settings: RedisSettings, *, client: redis.Redis | None = None):
+    def __init__(
+        self,
+        settings: RedisSettings,
+        *,
+        client: redis.Redis | None = None,
+        on_refused: Refused | None = None,
+    ):
+        #: Told the kind of key of each refusal (``ragsift_redis_refused_total{key}``).
+        self.on_refused = on_refused
         self.client = client or sync_client(settings)
         self.key = f"{settings.key_prefix}:calibration:mix"
 
+    def _sorted(self, exc: RedisError) -> OSError:
+        """``exc`` as the error to raise: a counted :class:`MixStateRefusedError` when
+        Redis refuses the hash for good, a plain ``OSError`` when it is down."""
+        if not refused(exc):
+            return OSError(f"redis mix state: {type(exc).__name__}: {exc}")
+        code = reply_code(exc) if isinstance(exc, ResponseError) else type(exc).__name__
+        if self.on_refused is not None:
+            self.on_refused("states")
+        # Only the kind and the code: the fields are tenant ids.
+        return MixStateRefusedError(
+            f"redis mix state: Redis refuses a command on the mix states hash ({code}; a key"
+            " of the wrong type was written by another program): no retry fixes it",
+            store="mix",
+            key_kind="states",
+            code=code,
+        )
+
     def load(self) -> list[ScopeState]:
-        """The fresh states (a malformed or stale field is skipped)."""
+        """The fresh states (a malformed or stale field is skipped; a hash Redis refuses
+        is read as missing, counted and logged)."""
         try:
             raw = self.client.hgetall(self.key)
         except RedisError as exc:
-            raise OSError(f"redis mix state: {type(exc).__name__}: {exc}") from exc
+            error = self._sorted(exc)
+            if isinstance(error, MixStateRefusedError):
+                log.warning("%s: the scopes start cold", error.message)
+                return []
+            raise error from exc
         states: list[ScopeState] = []
         gone: list[bytes | str] = []
         for name, value in raw.items():
@@ -224,7 +269,7 @@ class RedisMixState:
             try:
                 self.client.hdel(self.key, *gone)
             except RedisError as exc:
-                raise OSError(f"redis mix state: {type(exc).__name__}: {exc}") from exc
+                raise self._sorted(exc) from exc
         return states
 
     def save(self, states: list[ScopeState]) -> None:
@@ -237,4 +282,4 @@ class RedisMixState:
         try:
             self.client.hset(self.key, mapping=fields)  # type: ignore[arg-type]
         except RedisError as exc:
-            raise OSError(f"redis mix state: {type(exc).__name__}: {exc}") from exc
+            raise self._sorted(exc) from exc

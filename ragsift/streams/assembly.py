@@ -130,7 +130,7 @@ def assemble(
                 calibration_store=build_calibration_store(settings, calibrations),
             )
             handlers.append(RetrievalHandler(pipeline))
-            mix_state = build_mix_state(settings, calibrations)
+            mix_state = build_mix_state(settings, calibrations, metrics=metrics)
             restore_mix(pipeline, mix_state)
         if "indexer" in names:
             reprober = build_reprober(settings, index, embedder, metrics, calibrations)

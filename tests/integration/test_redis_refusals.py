@@ -11,20 +11,25 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 import redis
 
+from ragsift.confidence.mix_state import ScopeState
 from ragsift.confidence.registry import CalibrationScope
 from ragsift.errors import ServiceUnavailableError
 from ragsift.observability.metrics import Metrics
 from ragsift.retrieval.feedback_store import RedisFeedbackStore, ScoredRecord, StoredLabel
-from ragsift.retrieval.pipeline import PipelineOutput
+from ragsift.retrieval.pipeline import PipelineOutput, RetrievalPipeline
 from ragsift.retrieval.redis_cache import RedisCache
+from ragsift.retrieval.redis_calibration import RedisMixState
 from ragsift.retrieval.redis_replies import RedisRefusedError, refusal_counter
 from ragsift.schemas import QueryEvent
 from ragsift.settings import RedisSettings
 from ragsift.streams.poison import is_transient
+from ragsift.wiring import restore_mix, save_mix
 from tests.integration.test_redis import _handbook_on_redis
 
 SCOPE = CalibrationScope("docs", "acme")
@@ -186,3 +191,48 @@ async def test_the_pipeline_answers_every_tenant_through_a_version_key_of_the_wr
         [again] = await pipeline.process([ask("q3")])
         assert isinstance(again, PipelineOutput)
         assert again.result.cache.hit  # the reset counter's cache refilled
+
+
+class SeenMix:
+    """The mix monitor as :func:`restore_mix` and :func:`save_mix` see it: one scope seen."""
+
+    def __init__(self, state: ScopeState) -> None:
+        self.state = state
+
+    def restore(self, states: list[ScopeState]) -> int:
+        return len(states)
+
+    def export(self) -> list[ScopeState]:
+        return [self.state]
+
+
+def test_a_mix_hash_of_the_wrong_type_reads_as_missing_and_is_left_as_it_is(
+    settings: RedisSettings, raw: redis.Redis
+) -> None:
+    metrics = Metrics()
+    store = RedisMixState(settings, on_refused=refusal_counter(metrics, "mix"))
+    state = ScopeState(tenant="tenant-7f3a", collection="docs", version="v", counts=(0.5,) * 20)
+    pipeline = cast(RetrievalPipeline, SimpleNamespace(mix=SeenMix(state)))
+    try:
+        raw.set(store.key, "planted-value-7f3")  # a string, not a hash
+        # Before: an OSError at load and at every save, counted nowhere.
+        assert store.load() == []
+        assert restore_mix(pipeline, store) == 0  # the scopes start cold, no error
+        assert save_mix(pipeline, store) == 0  # logged; the process keeps serving
+        assert refused(metrics, "mix", "states") == 3
+        assert raw.get(store.key) == b"planted-value-7f3"  # not ragsift's to delete
+        # Redis full is an outage, not a refusal: the next save tries again.
+        before = raw.config_get("maxmemory")["maxmemory"]
+        raw.delete(store.key)
+        raw.config_set("maxmemory", 1)
+        try:
+            with pytest.raises(OSError, match="OutOfMemoryError") as caught:
+                store.save([state])
+            assert not isinstance(caught.value, RedisRefusedError)
+        finally:
+            raw.config_set("maxmemory", before)
+        assert refused(metrics, "mix", "states") == 3
+        assert save_mix(pipeline, store) == 1
+        assert restore_mix(pipeline, store) == 1
+    finally:
+        store.client.close()
