@@ -15,7 +15,9 @@ a re-fit reaches every worker without a restart. An artifact for another
 embedder or metric is refused when it is written and skipped when it is read:
 logged once, and each query it leaves to a broader calibration is reported with
 the reason (:data:`IGNORED_REASONS`) to :attr:`CalibrationRegistry.on_fallback`,
-which the pipeline counts in ``ragsift_calibration_fallbacks_total{reason}``.
+which the pipeline counts in ``ragsift_calibration_fallbacks_total{reason}``. A scope
+read while the store was down (a :class:`~ragsift.errors.ServiceUnavailableError`) is
+read again at the first poll the store answers, whose generation a pause kept.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Final, Protocol, runtime_checkable
 
 from ragsift.confidence.artifact import CalibrationArtifact, read_bounded
 from ragsift.confidence.errors import CalibrationMismatchError, ConfidenceError
+from ragsift.errors import ServiceUnavailableError
 from ragsift.lru import Recent
 
 __all__ = [
@@ -242,6 +245,9 @@ class CalibrationRegistry:
         self._epoch = 0
         self._generation: str | None = None
         self._checked_at = float("-inf")
+        #: A read failed because the store was down (not a refusal, not a bad artifact):
+        #: the scopes cached ``unreadable`` are read again at the next poll that answers.
+        self._read_while_down = False
         #: Artifacts found in the store but refused (wrong embedder/metric, invalid).
         self.rejected = 0
         #: Told, for each query a stored calibration could not score, why not.
@@ -351,7 +357,13 @@ class CalibrationRegistry:
 
     def _read(self, scope: CalibrationScope) -> _Read:
         """The scope's usable artifact, or None and why a stored one is not usable."""
-        artifact, reason, why = self.examine(scope)
+        try:
+            artifact, reason, why = self.examine(scope, raises=(OSError,))
+        except OSError as exc:
+            artifact, reason, why = None, "unreadable", str(exc)
+            if isinstance(exc, ServiceUnavailableError):  # it may answer later: see _maybe_refresh
+                with self._lock:
+                    self._read_while_down = True
         if reason is None:
             return artifact, None
         self.rejected += 1
@@ -375,3 +387,12 @@ class CalibrationRegistry:
                 self._generation = generation
                 self._cache.clear()
                 self._epoch += 1
+            elif self._read_while_down:
+                # The store answers again. Back from a pause or a failover with its data,
+                # its generation has not moved: the scopes read while it was down kept the
+                # broader calibration until some calibration was written somewhere. They
+                # are read again now, at most once a period (a poll that fails leaves them).
+                for scope in [s for s, (_, why) in self._cache.items() if why == "unreadable"]:
+                    self._cache.pop(scope)
+                self._epoch += 1
+            self._read_while_down = False
