@@ -13,7 +13,7 @@ import typer
 from rich.text import Text
 
 from ragsift.cli.common import (
-    _run,
+    _embedded,
     _runtime,
     _stage_progress,
     console,
@@ -372,7 +372,8 @@ def store_artifact(runtime: Any, scope: Any, artifact: Any, out: Path | None) ->
 def run_collection_job(
     runtime: Any, collection: str, job: Callable[[Callable[[str, int, int], None]], Awaitable[T]]
 ) -> T:
-    """Run ``job(progress)`` inside the runtime, with progress bars; its errors as exit 2."""
+    """Run ``job(progress)`` inside the runtime, with progress bars; its errors as exit 2,
+    but a service it cannot reach (Qdrant, a remote embedder) exit 1: an outage."""
     from ragsift.confidence import ConfidenceError
     from ragsift.retrieval.errors import CollectionNotFoundError
 
@@ -386,7 +387,7 @@ def run_collection_job(
                     raise
 
     try:
-        return _run(run())
+        return _embedded(run())
     except CollectionNotFoundError as exc:
         print_error(f"no collection {collection!r} in this data dir: {exc}")
         raise typer.Exit(2) from exc
