@@ -32,13 +32,13 @@ import logging
 from typing import Any, Final
 
 import redis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
 from ragsift.confidence.artifact import CalibrationArtifact
 from ragsift.confidence.mix_state import ScopeState, fresh, parse_state
 from ragsift.confidence.registry import CalibrationScope
 from ragsift.errors import ServiceUnavailableError
-from ragsift.retrieval.redis_replies import RedisRefusedError, Refused, refused, reply_code
+from ragsift.retrieval.redis_replies import RedisRefusedError, Refused, refusal_text, refused
 from ragsift.settings import RedisSettings
 
 __all__ = [
@@ -147,14 +147,11 @@ class RedisCalibrationStore:
             return op(*args)
         except RedisError as exc:
             if refused(exc):
-                code = reply_code(exc) if isinstance(exc, ResponseError) else type(exc).__name__
+                code, text = refusal_text("redis calibration store", _KINDS[kind], exc)
                 if self.on_refused is not None:
                     self.on_refused(kind)
-                # Only the kind and the code: a script's error may quote its arguments.
                 raise CalibrationStoreRefusedError(
-                    f"redis calibration store: Redis refuses a command on the {_KINDS[kind]}"
-                    f" ({code}; a key of the wrong type was written by another program or"
-                    " release): no retry fixes it",
+                    text,
                     store="calibration",
                     key_kind=kind,
                     code=code,
@@ -230,13 +227,11 @@ class RedisMixState:
         Redis refuses the hash for good, a plain ``OSError`` when it is down."""
         if not refused(exc):
             return OSError(f"redis mix state: {type(exc).__name__}: {exc}")
-        code = reply_code(exc) if isinstance(exc, ResponseError) else type(exc).__name__
+        code, text = refusal_text("redis mix state", "mix states hash", exc)
         if self.on_refused is not None:
             self.on_refused("states")
-        # Only the kind and the code: the fields are tenant ids.
         return MixStateRefusedError(
-            f"redis mix state: Redis refuses a command on the mix states hash ({code}; a key"
-            " of the wrong type was written by another program): no retry fixes it",
+            text,
             store="mix",
             key_kind="states",
             code=code,

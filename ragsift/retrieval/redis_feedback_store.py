@@ -13,7 +13,7 @@ import logging
 from typing import Any, Final
 
 import redis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
 from ragsift.confidence.registry import CalibrationScope
 from ragsift.errors import ServiceUnavailableError
@@ -27,7 +27,7 @@ from ragsift.retrieval.feedback_rows import (
     scope_key,
 )
 from ragsift.retrieval.redis_calibration import sync_client
-from ragsift.retrieval.redis_replies import RedisRefusedError, Refused, refused, reply_code
+from ragsift.retrieval.redis_replies import RedisRefusedError, Refused, refusal_text, refused
 from ragsift.settings import RedisSettings
 
 __all__ = ["RedisFeedbackStore"]
@@ -81,15 +81,11 @@ class RedisFeedbackStore:
             return op(*args)
         except RedisError as exc:
             if refused(exc):
-                code = reply_code(exc) if isinstance(exc, ResponseError) else type(exc).__name__
+                code, text = refusal_text("redis feedback store", _KINDS[kind], exc)
                 if self.on_refused is not None:
                     self.on_refused(kind)
-                # Only the kind and the code: redis-py's message quotes a pipeline's
-                # commands with their arguments, a tenant's data.
                 raise RedisRefusedError(
-                    f"redis feedback store: Redis refuses a command on the {_KINDS[kind]}"
-                    f" ({code}; a key of the wrong type was written by another program or"
-                    " release): no retry fixes it",
+                    text,
                     store="feedback",
                     key_kind=kind,
                     code=code,

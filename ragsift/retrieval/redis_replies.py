@@ -39,6 +39,7 @@ __all__ = [
     "RedisRefusedError",
     "Refused",
     "refusal_counter",
+    "refusal_text",
     "refused",
     "reply_code",
 ]
@@ -98,6 +99,18 @@ def reply_code(exc: ResponseError) -> str:
     text = _PIPELINE_PREFIX.sub("", str(exc.args[0]) if exc.args else "", count=1)
     first = text.split(" ", 1)[0]
     return first if _CODE.fullmatch(first) else "ERR"
+
+
+def refusal_text(source: str, what: str, exc: Exception) -> tuple[str, str]:
+    """The code of a refusal ``exc`` (the reply's, or the error class's name for one
+    refused before it was sent) and the message that names only ``what`` kind of key
+    ``source`` asked about and that code: a script's error, or redis-py's quote of a
+    pipeline, may carry a tenant's data."""
+    code = reply_code(exc) if isinstance(exc, ResponseError) else type(exc).__name__
+    return code, (
+        f"{source}: Redis refuses a command on the {what} ({code}; a key of the wrong"
+        " type was written by another program or release): no retry fixes it"
+    )
 
 
 def refused(exc: BaseException) -> bool:
