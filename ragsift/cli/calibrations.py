@@ -29,12 +29,12 @@ from ragsift.cli.common import (
     _fail,
     _runtime,
     _settings,
-    _stage_progress,
     console,
     err_console,
     print_error,
     print_warning,
 )
+from ragsift.cli.progress import _stage_progress
 
 __all__ = ["calibrations_app"]
 

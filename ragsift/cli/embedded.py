@@ -24,7 +24,6 @@ from ragsift.cli.common import (
     _fail,
     _quiet,
     _runtime,
-    _stage_progress,
     console,
     err_console,
     plain_console,
@@ -38,6 +37,7 @@ from ragsift.cli.ingest_warnings import (
     warn_interrupted,
     warn_probing_interrupted,
 )
+from ragsift.cli.progress import _stage_progress
 from ragsift.cli.prune import kept_ids, prune_blocked, refuse_prune_of_file, show_pruned
 from ragsift.retrieval.errors import CollectionLimitError
 from ragsift.schemas.base import MAX_K

@@ -11,7 +11,8 @@ from typing import Any
 
 import typer
 
-from ragsift.cli.common import _run, _stage_progress, print_error, print_skipped
+from ragsift.cli.common import _run, print_error, print_skipped
+from ragsift.cli.progress import _stage_progress
 from ragsift.errors import RagsiftError
 from ragsift.settings import Settings
 

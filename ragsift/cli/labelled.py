@@ -13,11 +13,11 @@ import typer
 from ragsift.cli.common import (
     _run,
     _settings,
-    _stage_progress,
     err_console,
     print_error,
     print_warning,
 )
+from ragsift.cli.progress import _stage_progress
 from ragsift.errors import RagsiftError
 
 __all__ = ["SQUAD_DIR"]

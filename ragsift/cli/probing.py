@@ -15,12 +15,12 @@ from rich.text import Text
 from ragsift.cli.common import (
     _embedded,
     _runtime,
-    _stage_progress,
     console,
     err_console,
     print_error,
     print_warning,
 )
+from ragsift.cli.progress import _stage_progress
 from ragsift.cli.render import fmt_number as _fmt
 from ragsift.errors import RagsiftError
 

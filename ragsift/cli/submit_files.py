@@ -18,12 +18,12 @@ from ragsift.cli.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
     _kafka,
-    _stage_progress,
     console,
     err_console,
     print_error,
     read_documents,
 )
+from ragsift.cli.progress import _stage_progress
 from ragsift.cli.prune import kept_ids, prune_blocked, refuse_prune_of_file, show_pruned
 from ragsift.cli.publish import Event, report_refused, send_events
 from ragsift.settings import Settings

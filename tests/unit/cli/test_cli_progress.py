@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from ragsift.cli.common import _ProgressLines
+from ragsift.cli.progress import _ProgressLines
 
 
 class Clock:
