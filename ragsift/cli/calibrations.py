@@ -33,6 +33,7 @@ from ragsift.cli.common import (
     err_console,
     print_error,
     print_warning,
+    service_hint,
 )
 from ragsift.cli.progress import _stage_progress
 
@@ -88,7 +89,7 @@ def calibrations_list(
         scopes = registry.store.scopes() if registry.store is not None else []
         rows = [scope_row(scope, *registry.examine(scope)) for scope in scopes]
     except OSError as exc:
-        print_error(f"cannot read the calibration store: {exc}")
+        print_error(f"cannot read the calibration store: {exc}{service_hint(exc)}")
         raise typer.Exit(EXIT_FAILURE) from exc
     shipped = {
         "version": default.version,
@@ -198,7 +199,7 @@ def calibrations_remove(
     try:
         removed = remove_scope(registry.store, settings, scope)
     except (OSError, RagsiftError) as exc:
-        print_error(f"cannot write the calibration or feedback store: {exc}")
+        print_error(f"cannot write the calibration or feedback store: {exc}{service_hint(exc)}")
         raise typer.Exit(EXIT_FAILURE) from exc
     if not removed.anything:
         labels = " and no feedback labels" if tenant is not None else ""
@@ -309,7 +310,7 @@ def calibrations_reprobe(
     try:
         outcomes = _embedded(run())
     except OSError as exc:
-        print_error(f"cannot read or write the calibration store: {exc}")
+        print_error(f"cannot read or write the calibration store: {exc}{service_hint(exc)}")
         raise typer.Exit(EXIT_FAILURE) from exc
     if as_json:
         rows = [

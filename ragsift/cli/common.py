@@ -288,6 +288,17 @@ SERVICE_SETTINGS = {
 }
 
 
+def service_hint(exc: BaseException) -> str:
+    """``"; start it or set RAGSIFT_…_URL"`` for a backing service that did not answer,
+    else ``""``: the error says what failed, the hint what to do."""
+    from ragsift.errors import ServiceUnavailableError
+
+    setting = (
+        SERVICE_SETTINGS.get(exc.service) if isinstance(exc, ServiceUnavailableError) else None
+    )
+    return f"; start it or set {setting}" if setting else ""
+
+
 def _embedded(work: Coroutine[Any, Any, T]) -> T:
     """Run ``work`` on the embedded runtime; a service it cannot reach is a one-line error."""
     from ragsift.errors import ServiceUnavailableError
@@ -295,8 +306,7 @@ def _embedded(work: Coroutine[Any, Any, T]) -> T:
     try:
         return _run(work)
     except ServiceUnavailableError as exc:
-        setting = SERVICE_SETTINGS.get(exc.service)
-        _fail(f"{exc}" + (f"; start it or set {setting}" if setting else ""), EXIT_FAILURE)
+        _fail(f"{exc}{service_hint(exc)}", EXIT_FAILURE)
 
 
 def _data_dir(value: str | Path) -> Path:
